@@ -1,0 +1,45 @@
+"""Exception and warning types shared by every module.
+
+``DataError`` and ``ConfigError`` carry a message that already names the file, record, field or option
+at fault; the plugin turns them into ``pytest.UsageError`` without adding a traceback.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+
+class RobustExplainError(Exception):
+    """Base class of every error this package raises on purpose."""
+
+
+class DataError(RobustExplainError, ValueError):
+    """A history, catalog or evaluation-case file (or object) is malformed.
+
+    The message names the source (file), the record (line or index) and the field.
+    """
+
+    def __init__(self, message: str, *, source: str | None = None, record: str | None = None,
+                 field: str | None = None) -> None:
+        parts = [p for p in (source, record, f"field {field!r}" if field else None) if p]
+        prefix = ", ".join(parts)
+        super().__init__(f"{prefix}: {message}" if prefix else message)
+        self.source = source
+        self.record = record
+        self.field = field
+
+
+class ConfigError(RobustExplainError, ValueError):
+    """A setting has a bad value; the message names where the value came from."""
+
+
+class BackendError(RobustExplainError):
+    """The model backend cannot serve this run at all (unreachable, model missing, every call failed)."""
+
+
+class CacheMissError(RobustExplainError):
+    """Replay-only cache mode met a request that is not in the cache."""
+
+
+class RobustExplainWarning(pytest.PytestWarning):
+    """Warnings from pytest-robustexplain (corrupt cache entries, fragile verdicts, flagged pairs...)."""

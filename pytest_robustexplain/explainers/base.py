@@ -1,0 +1,86 @@
+"""The explainer interface every backend implements, and what an explanation carries back.
+
+An explainer turns (history, item) into an :class:`Explanation`. Failures are never turned into text:
+an explanation that could not be generated has ``failure`` set and empty ``text``, and is scored 0 and
+listed separately.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
+
+from ..data import Item, UserHistory
+
+# Values of Explanation.failure.
+FAILURE_EMPTY = "empty"  # the model answered with nothing (or whitespace / only a think block)
+FAILURE_REFUSAL = "refusal"  # the model declined to answer
+FAILURE_ERROR = "error"  # transport or server errors survived every retry
+
+
+@dataclass(frozen=True)
+class Explanation:
+    """One generated explanation and how it was obtained."""
+
+    text: str
+    model: str
+    latency_s: float = 0.0
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    cached: bool = False
+    failure: str | None = None
+    detail: str = ""  # the error message when failure == "error"; what was refused for "refusal"
+
+    @property
+    def ok(self) -> bool:
+        return self.failure is None
+
+
+@dataclass(frozen=True)
+class ModelInfo:
+    """What preflight learned about the model; shown in report headers and part of cache keys."""
+
+    name: str
+    backend: str
+    is_llm: bool = True
+    digest: str | None = None
+    parameter_size: str | None = None
+    quantization: str | None = None
+    server_version: str | None = None
+    host: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def label(self) -> str:
+        """One-line description for report headers, e.g. ``llama3.1:8b (sha256:ab12…, 8.0B, Q4_K_M)``."""
+        details = [d for d in (self._short_digest(), self.parameter_size, self.quantization) if d]
+        text = f"{self.name} ({', '.join(details)})" if details else self.name
+        return text if self.is_llm else f"{text} [template explainer — not a language model]"
+
+    def _short_digest(self) -> str | None:
+        if not self.digest:
+            return None
+        algo, _, hexpart = self.digest.rpartition(":")
+        return f"{algo + ':' if algo else ''}{hexpart[:4]}…"
+
+
+@runtime_checkable
+class Explainer(Protocol):
+    """What the sweep needs from a backend.
+
+    ``explain`` must be safe to call concurrently; backends bound their own in-flight requests.
+    ``request_identity`` returns everything that determines the reply (backend, model digest, full
+    prompt, options, seed, repeat): the response cache hashes it.
+    """
+
+    backend: str
+    model: str
+
+    async def preflight(self) -> ModelInfo: ...
+
+    async def explain(self, history: UserHistory, item: Item, *, seed: int, repeat: int) -> Explanation: ...
+
+    def request_identity(
+        self, history: UserHistory, item: Item, *, seed: int, repeat: int
+    ) -> dict[str, Any]: ...
+
+    async def aclose(self) -> None: ...

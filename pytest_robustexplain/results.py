@@ -1,0 +1,173 @@
+"""Plain result records shared by the sweep, the statistics and the reports.
+
+Kept free of heavy imports so the plugin, the reports and the CLI can all use them cheaply. A
+:class:`PairResult` is one (original, perturbed) explanation pair with its four scores; control pairs
+(the same history explained again with another sample seed) use ``kind == CONTROL_KIND`` and severity 0
+and measure the model's own noise floor.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+METRICS: tuple[str, ...] = ("semantic", "keyword", "structural", "length")
+CONTROL_KIND = "control"
+
+
+@dataclass(frozen=True, order=True)
+class PairKey:
+    """Identifies a pair across runs: baselines and model comparisons match on it (model aside)."""
+
+    model: str
+    user_id: str
+    item_id: str
+    kind: str
+    severity: int
+    repeat: int
+
+    def match_key(self) -> tuple[str, str, str, int, int]:
+        """The key without the model, for pairing two runs or two models."""
+        return (self.user_id, self.item_id, self.kind, self.severity, self.repeat)
+
+    def label(self) -> str:
+        return f"user {self.user_id} · item {self.item_id} · {self.kind} L{self.severity} · r{self.repeat}"
+
+
+@dataclass(frozen=True)
+class PairResult:
+    """One scored pair.
+
+    ``failure`` is None for a scored pair, otherwise why it scores 0 everywhere ("empty", "refusal",
+    "error"), for the original or perturbed explanation. ``keyword_empty`` flags pairs whose keyword sets
+    were both empty (scored 0.0, to be reviewed).
+    """
+
+    key: PairKey
+    semantic: float
+    keyword: float
+    structural: float
+    length: float
+    combined: float
+    original: str
+    perturbed: str
+    changes: dict[str, Any] = field(default_factory=dict)
+    failure: str | None = None
+    failure_detail: str = ""
+    keyword_empty: bool = False
+    cached_original: bool = False
+    cached_perturbed: bool = False
+    latency_s: float = 0.0
+    history_length: int = 0
+
+    def metric(self, name: str) -> float:
+        """A metric by name; ``combined`` (ρ) included."""
+        return float(getattr(self, name))
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> PairResult:
+        payload = dict(data)
+        payload["key"] = PairKey(**payload["key"])
+        return cls(**payload)
+
+
+# Gate outcomes.
+PASS = "PASS"
+FAIL = "FAIL"
+INCONCLUSIVE = "INCONCLUSIVE"
+
+
+@dataclass(frozen=True)
+class Interval:
+    """A mean with its confidence interval (cluster-robust by user; see ``stats.cluster_interval``)."""
+
+    mean: float
+    low: float
+    high: float
+    n: int
+    n_clusters: int
+    confidence: float = 0.95
+
+    def fmt(self, digits: int = 3) -> str:
+        """``0.513 [0.497, 0.529]`` — the only way a score is ever shown."""
+        return f"{self.mean:.{digits}f} [{self.low:.{digits}f}, {self.high:.{digits}f}]"
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class GateCheck:
+    """One gated quantity (``combined`` or a metric name) against its threshold."""
+
+    quantity: str
+    threshold: float
+    interval: Interval
+    outcome: str  # PASS / FAIL / INCONCLUSIVE
+    fragile: bool = False  # the interval straddles the threshold: a rerun could flip it
+    flip_probability: float | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """The decision for one gated slice (a test item: one perturbation kind, or all of them)."""
+
+    outcome: str
+    checks: tuple[GateCheck, ...]
+    mode: str = "mean"  # "mean" (the method's rule), "confident", "sequential"
+    message: str = ""
+    users_needed: int | None = None  # INCONCLUSIVE: how many more users would likely decide it
+
+    @property
+    def failed_checks(self) -> tuple[GateCheck, ...]:
+        return tuple(c for c in self.checks if c.outcome == FAIL)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class GateResult:
+    """The verdict of one gated test item (``slice`` is a perturbation kind or ``"all"``)."""
+
+    nodeid: str
+    slice: str
+    model: str
+    verdict: Verdict
+    thresholds: dict[str, float] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class RunResult:
+    """Everything one run produced; the JSON report is its serialisation and every renderer reads it.
+
+    ``pairs`` holds perturbation pairs and control (noise-floor) pairs alike; ``calls`` counts model
+    calls: ``made``, ``cached`` (served from the response cache), ``failed``, ``cancelled`` (skipped
+    because a sequential gate had already decided).
+    """
+
+    signature: str
+    seed: int
+    models: list[dict[str, Any]] = field(default_factory=list)
+    settings: dict[str, Any] = field(default_factory=dict)
+    pairs: list[PairResult] = field(default_factory=list)
+    gates: list[GateResult] = field(default_factory=list)
+    calls: dict[str, int] = field(default_factory=dict)
+    timings: dict[str, float] = field(default_factory=dict)
+    started_at: str = ""
+    finished_at: str = ""
+    package_version: str = ""
+
+    def model_pairs(self, model: str, *, controls: bool = False) -> list[PairResult]:
+        """This model's pairs; perturbation pairs only unless ``controls``."""
+        return [p for p in self.pairs
+                if p.key.model == model and (p.key.kind == CONTROL_KIND) == controls]
