@@ -1,12 +1,268 @@
-"""pytest glue for pytest-robustexplain (options, marker, fixtures, hooks)."""
+"""pytest glue for pytest-robustexplain: options, ini keys, the marker, fixtures and hooks.
+
+This module is imported into every pytest run of everyone who installs the package, so it imports
+nothing heavy and does nothing for sessions without ``@pytest.mark.robustness`` tests. Hook bodies
+delegate to :mod:`pytest_robustexplain.runner`; settings are resolved on first use.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Generator, Iterator
+from typing import TYPE_CHECKING, Any
+
 import pytest
+
+from .errors import ConfigError, RobustExplainError
+from .settings import MARKER_DOC, register_options, settings_from_pytest
+
+if TYPE_CHECKING:
+    from .explainers.base import Explainer
+    from .perturbations import PerturbationResult
+    from .runner import BoundExplainer, Robustness, RobustnessRun
+    from .testing import FakeOllamaServer
+
+MARKER = "robustness"
+SLICE_PARAM = "robustexplain_slice"  # same value as runner.SLICE_PARAM (kept literal: runner is lazy)
+
+RUN_KEY = pytest.StashKey["RobustnessRun"]()
+RESULT_KEY = pytest.StashKey["RunResult | None"]()
+
+_CONFIGS: list[pytest.Config] = []
+
+
+def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
+    from . import hookspecs
+
+    pluginmanager.add_hookspecs(hookspecs)
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    register_options(parser)
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    config.addinivalue_line(
-        "markers",
-        "robustness(min_combined=0.5, min_metric=0.35, ...): gate this test on explanation robustness.",
-    )
+    config.addinivalue_line("markers", MARKER_DOC)
+
+
+def _run(config: pytest.Config) -> RobustnessRun:
+    """The session's run, created (and the settings resolved) on first use."""
+    run = config.stash.get(RUN_KEY, None)
+    if run is None:
+        from .runner import RobustnessRun
+
+        _register_custom_perturbations(config)
+        try:
+            settings = settings_from_pytest(config)
+        except ConfigError as exc:
+            raise pytest.UsageError(f"robustexplain: {exc}") from None
+        run = RobustnessRun(config, settings)
+        config.stash[RUN_KEY] = run
+    return run
+
+
+def _register_custom_perturbations(config: pytest.Config) -> None:
+    registered: list[str] = []
+
+    def register(name: str, fn: Any, aliases: tuple[str, ...] = ()) -> None:
+        from .perturbations import register_perturbation
+
+        try:
+            register_perturbation(name, fn, aliases=aliases)
+        except ConfigError as exc:
+            raise pytest.UsageError(f"pytest_robustexplain_register_perturbations: {exc}") from None
+        registered.append(name)
+
+    config.hook.pytest_robustexplain_register_perturbations(register=register)
+    if registered:
+        # pytester runs several sessions in one process: registrations must not leak into the next.
+        config.add_cleanup(lambda: _unregister(registered))
+
+
+def _unregister(names: list[str]) -> None:
+    from .perturbations import unregister_perturbation
+
+    for name in names:
+        unregister_perturbation(name)
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    marker = metafunc.definition.get_closest_marker(MARKER)
+    if marker is None:
+        return
+    run = _run(metafunc.config)
+    gate = run.gate_for(metafunc.definition.nodeid, marker)
+    params = run.params_for(gate)
+    # The slice parameter is not an argument of the test function: adding it to the fixture names lets
+    # pytest parametrize it directly, so each perturbation kind becomes its own test item.
+    metafunc.fixturenames.append(SLICE_PARAM)
+    metafunc.parametrize(SLICE_PARAM, params, ids=[run.param_id(p) for p in params])
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    run = session.config.stash.get(RUN_KEY, None)
+    if run is not None:
+        run.plan_items(session.items)
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    session.config.stash[RESULT_KEY] = None
+    _CONFIGS.append(session.config)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item) -> Generator[None, None, None]:
+    yield  # the test body ran (and passed: a failure raises out of the yield)
+    run = item.config.stash.get(RUN_KEY, None)
+    if run is not None and item.nodeid in run.plans:
+        _enforce(run, item)
+
+
+def _enforce(run: RobustnessRun, item: pytest.Item) -> None:
+    from .progress import Progress
+
+    with Progress.for_config(item.config, run) as progress:
+        run.set_progress(progress.tick)
+        try:
+            run.enforce(item)
+        except RobustExplainError as exc:
+            pytest.fail(f"robustexplain: {exc}", pytrace=False)
+        finally:
+            run.set_progress(None)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[None]
+) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+    report = yield
+    run = item.config.stash.get(RUN_KEY, None)
+    if run is not None and call.when == "call" and item.nodeid in run.plans:
+        payload = run.item_payload(item)
+        if payload is not None:
+            # A plain dict attribute travels with the report to the xdist controller.
+            report.robustexplain = payload  # type: ignore[attr-defined]
+    return report
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    payload = getattr(report, "robustexplain", None)
+    if payload is None:
+        return
+    config = _config_of(report)
+    if config is not None and not hasattr(config, "workerinput"):
+        _run(config).record_remote(payload)
+
+
+def _config_of(report: pytest.TestReport) -> pytest.Config | None:
+    # pytest_runtest_logreport gets no config; the active one is the newest session's (pytester runs
+    # sessions inside sessions, each pushing its config for its own duration).
+    return _CONFIGS[-1] if _CONFIGS else None
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    config = session.config
+    run = config.stash.get(RUN_KEY, None)
+    if run is None:
+        return
+    if hasattr(config, "workerinput"):
+        config.workeroutput["robustexplain_counters"] = run.counters_snapshot()  # type: ignore[attr-defined]
+        run.close()
+        return
+    from .finish import finish_run
+
+    config.stash[RESULT_KEY] = finish_run(run)
+    run.close()
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node: Any, error: Any) -> None:
+    """xdist controller: add a worker's call counters to the run's totals."""
+    counters = getattr(node, "workeroutput", {}).get("robustexplain_counters")
+    if counters:
+        _run(node.config).merge_counters(counters)
+
+
+def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
+    result = config.stash.get(RESULT_KEY, None)
+    if result is None:
+        return
+    from .finish import print_summary
+
+    print_summary(result, terminalreporter, config)
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_unconfigure(config: pytest.Config) -> None:
+    if config in _CONFIGS:
+        _CONFIGS.remove(config)
+    run = config.stash.get(RUN_KEY, None)
+    if run is not None:
+        run.close()
+
+
+# ------------------------------------------------------------------------------------------ fixtures
+@pytest.fixture
+def explainer(request: pytest.FixtureRequest) -> Explainer | BoundExplainer:
+    """The configured explainer: ``explainer(history, item) -> str``, ``explainer.explain(...)``.
+
+    Override this fixture in a ``conftest.py`` to gate your own production agent: return any callable
+    ``(history, item) -> str`` (plain or async) or an object implementing the Explainer protocol, and
+    every ``@pytest.mark.robustness`` test under that conftest is run against it.
+    """
+    from .runner import BoundExplainer, configured_models, no_model_reason
+
+    run = _run(request.config)
+    models = configured_models(run.settings)
+    plan = run.plans.get(request.node.nodeid)
+    model = plan.param.model if plan is not None and plan.param.model else (models[0] if models else "")
+    if not model:
+        if run.settings.require_model:
+            raise pytest.UsageError(no_model_reason())
+        pytest.skip(no_model_reason())
+    try:
+        run.explainer_for(model)
+    except RobustExplainError as exc:
+        pytest.fail(f"robustexplain: {exc}", pytrace=False)
+    return BoundExplainer(run, model)
+
+
+@pytest.fixture
+def perturbed_histories(request: pytest.FixtureRequest) -> list[PerturbationResult]:
+    """The perturbations of this test's slice (or of the run's default plan in an unmarked test).
+
+    Each item has ``original``, ``perturbed``, ``kind``, ``severity``, ``repeat``, ``changes`` (what
+    changed, machine-readable) and ``summary``; pairs whose perturbation changed nothing are left out.
+    """
+    try:
+        return _run(request.config).perturbations_for(request.node)
+    except RobustExplainError as exc:
+        pytest.fail(f"robustexplain: {exc}", pytrace=False)
+
+
+@pytest.fixture
+def robustness(request: pytest.FixtureRequest) -> Robustness:
+    """The finished result of this test's slice: verdict, per-metric intervals, worst pairs, pairs."""
+    run = _run(request.config)
+    if request.node.nodeid not in run.plans:
+        pytest.fail(f"{request.node.nodeid}: the `robustness` fixture needs @pytest.mark.robustness "
+                    "on the test", pytrace=False)
+    try:
+        return run.result_for(request.node)
+    except RobustExplainError as exc:
+        pytest.fail(f"robustexplain: {exc}", pytrace=False)
+
+
+@pytest.fixture
+def fake_ollama() -> Iterator[FakeOllamaServer]:
+    """A loopback fake Ollama server (real HTTP; the official client cannot tell) for offline tests.
+
+    Point the plugin at it with ``--robustexplain-host=<fake_ollama.url>`` or use ``fake_ollama.url``
+    as the host of your own client. Scriptable: ``mode``, ``latency``, ``capacity``, ``fail_next``,
+    ``hang_next``, ``drop_next``, ``empty_next``, ``refuse_next``; counts ``chat_calls`` and
+    ``peak_in_flight``.
+    """
+    from .testing import FakeOllamaServer
+
+    with FakeOllamaServer() as server:
+        yield server

@@ -13,6 +13,7 @@ from typing import Any
 
 METRICS: tuple[str, ...] = ("semantic", "keyword", "structural", "length")
 CONTROL_KIND = "control"
+OVERALL = "overall"  # the slice of a test item that gates all its perturbation kinds together
 
 
 @dataclass(frozen=True, order=True)
@@ -98,6 +99,10 @@ class Interval:
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Interval:
+        return cls(**data)
+
 
 @dataclass(frozen=True)
 class GateCheck:
@@ -112,6 +117,10 @@ class GateCheck:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> GateCheck:
+        return cls(**{**data, "interval": Interval.from_dict(data["interval"])})
 
 
 @dataclass(frozen=True)
@@ -131,10 +140,14 @@ class Verdict:
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Verdict:
+        return cls(**{**data, "checks": tuple(GateCheck.from_dict(c) for c in data["checks"])})
+
 
 @dataclass(frozen=True)
 class GateResult:
-    """The verdict of one gated test item (``slice`` is a perturbation kind or ``"all"``)."""
+    """The verdict of one gated test item (``slice`` is a perturbation kind or ``OVERALL``)."""
 
     nodeid: str
     slice: str
@@ -144,6 +157,10 @@ class GateResult:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> GateResult:
+        return cls(**{**data, "verdict": Verdict.from_dict(data["verdict"])})
 
 
 @dataclass

@@ -1,0 +1,90 @@
+"""The end of a run: assemble the record, write the reports, tell GitHub Actions, print the summary."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from .results import FAIL, RunResult
+
+if TYPE_CHECKING:
+    from .runner import RobustnessRun
+
+
+def finish_run(run: RobustnessRun) -> RunResult | None:
+    """Build the run's record and write every configured report; None when nothing was gated."""
+    result = run.run_result()
+    if result is None:
+        return None
+    settings = run.settings
+    writes: list[tuple[Path | None, Any]] = []
+    from .report.json_report import write_json
+
+    writes.append((settings.json, write_json))
+    writes.append((settings.save_baseline, write_json))
+    if settings.html is not None:
+        from .report.html import write_html
+
+        writes.append((settings.html, write_html))
+    if settings.markdown is not None:
+        writes.append((settings.markdown, _write_markdown))
+    for path, writer in writes:
+        if path is not None:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            writer(result, path)
+    _github_step_summary(result)
+    run.config.hook.pytest_robustexplain_report(run=result, config=run.config)
+    return result
+
+
+def _write_markdown(result: RunResult, path: Path) -> None:
+    from .report.markdown import render_markdown
+
+    path.write_text(render_markdown(result), encoding="utf-8")
+
+
+def _github_step_summary(result: RunResult) -> None:
+    """Under GitHub Actions, append the Markdown report to the job's step summary."""
+    target = os.environ.get("GITHUB_STEP_SUMMARY")
+    if os.environ.get("GITHUB_ACTIONS") != "true" or not target:
+        return
+    from .report.markdown import render_markdown
+
+    with open(target, "a", encoding="utf-8") as handle:
+        handle.write(render_markdown(result) + "\n")
+
+
+def print_summary(result: RunResult, terminalreporter: Any, config: pytest.Config) -> None:
+    """The "Robustness report" section (one line in quiet mode) and GitHub annotations."""
+    from .report.terminal import render_terminal
+
+    quiet = config.get_verbosity() < 0
+    width = getattr(terminalreporter, "_tw", None)
+    text = render_terminal(result, width=max(80, min(getattr(width, "fullwidth", 100), 140)), quiet=quiet)
+    if not quiet:
+        terminalreporter.write_sep("=", "robustness report")
+    terminalreporter.write_line(text)
+    if os.environ.get("GITHUB_ACTIONS") == "true":
+        for line in github_annotations(result):
+            terminalreporter.write_line(line)
+
+
+def github_annotations(result: RunResult) -> list[str]:
+    """``::error`` workflow commands, one per failed gate, so the failure shows on the PR."""
+    lines = []
+    for gate in result.gates:
+        if gate.verdict.outcome != FAIL:
+            continue
+        path = gate.nodeid.split("::", 1)[0]
+        message = gate.verdict.message or f"robustness gate failed for {gate.slice}"
+        lines.append(f"::error file={path},title=robustness gate failed ({_escape(gate.slice)})::"
+                     f"{_escape(gate.nodeid + ': ' + message)}")
+    return lines
+
+
+def _escape(text: str) -> str:
+    # Workflow-command escaping: %, CR and LF must be percent-encoded in the message.
+    return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")

@@ -1,0 +1,72 @@
+"""Hooks that conftest files and other plugins can implement to extend pytest-robustexplain.
+
+They are registered through ``pytest_addhooks``, so implement them in a ``conftest.py`` or a plugin
+like any pytest hook.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+import pluggy
+
+if TYPE_CHECKING:
+    import pytest
+
+    from .explainers.base import Explainer
+    from .results import RunResult
+    from .settings import Settings
+
+hookspec = pluggy.HookspecMarker("pytest")
+
+
+@hookspec
+def pytest_robustexplain_register_perturbations(register: Callable[..., None]) -> None:
+    """Add custom perturbation kinds, next to the five built-in ones.
+
+    ``register(name, fn, aliases=())`` takes a function
+    ``fn(history, severity, catalog, rng) -> (new_history, changes)`` where ``rng`` is a seeded
+    ``numpy.random.Generator`` and ``changes`` a JSON-serialisable dict describing what changed.
+    The new kind can then be named in ``--robustexplain-perturbations`` and in the marker.
+
+    Example (``conftest.py``)::
+
+        def drop_oldest(history, severity, catalog, rng):
+            n = max(1, round(0.1 * severity * len(history.interactions)))
+            kept = history.interactions[n:]
+            return dataclasses.replace(history, interactions=kept), {"dropped_oldest": n}
+
+        def pytest_robustexplain_register_perturbations(register):
+            register("drop_oldest", drop_oldest, aliases=("drop",))
+    """
+
+
+@hookspec(firstresult=True)
+def pytest_robustexplain_make_explainer(settings: Settings, model: str) -> Explainer | None:
+    """Return the explainer to use for ``model``, or None to let the configured backend build it.
+
+    The first non-None result wins. Use it to plug in a backend the plugin does not ship; to gate a
+    plain function or agent, overriding the ``explainer`` fixture is simpler.
+
+    Example (``conftest.py``)::
+
+        def pytest_robustexplain_make_explainer(settings, model):
+            if model.startswith("bedrock:"):
+                return MyBedrockExplainer(model.removeprefix("bedrock:"), seed=settings.seed)
+            return None
+    """
+
+
+@hookspec
+def pytest_robustexplain_report(run: RunResult, config: pytest.Config) -> None:
+    """Called once per session with the finished run, after the reports are written.
+
+    Example (``conftest.py``)::
+
+        def pytest_robustexplain_report(run, config):
+            worst = min(run.pairs, key=lambda p: p.combined, default=None)
+            if worst is not None:
+                print("weakest pair:", worst.key.label(), round(worst.combined, 3))
+    """
+

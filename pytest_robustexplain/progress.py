@@ -1,0 +1,73 @@
+"""A live progress line while test items wait for their slice of the sweep.
+
+On a terminal the line is rewritten in place; in CI logs (not a TTY) a plain line is printed every
+``interval`` seconds, so long sweeps show they are alive without flooding the log.
+"""
+
+from __future__ import annotations
+
+import time
+from types import TracebackType
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+if TYPE_CHECKING:
+    from .runner import RobustnessRun
+
+
+class Progress:
+    """Prints ``robustexplain: 120/500 calls · 25 cached · 14.2/s · ETA 27s``."""
+
+    def __init__(self, run: RobustnessRun, *, writer: Any, in_place: bool, enabled: bool,
+                 interval: float = 10.0) -> None:
+        self._run = run
+        self._writer = writer
+        self._in_place = in_place
+        self._enabled = enabled
+        self._interval = interval
+        self._last = 0.0
+        self._shown = False
+        self._started = time.monotonic()
+
+    @classmethod
+    def for_config(cls, config: pytest.Config, run: RobustnessRun) -> Progress:
+        reporter = config.pluginmanager.get_plugin("terminalreporter")
+        mode = run.settings.progress
+        tty = bool(reporter is not None and getattr(reporter, "isatty", False))
+        enabled = reporter is not None and config.get_verbosity() >= 0 and (
+            mode == "on" or (mode == "auto" and not hasattr(config, "workerinput")))
+        return cls(run, writer=reporter, in_place=tty and mode != "off", enabled=enabled,
+                   interval=0.5 if tty else 10.0)
+
+    def __enter__(self) -> Progress:
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        if self._shown and self._in_place:
+            self._writer.write("\r" + " " * 79 + "\r", flush=True)
+
+    def tick(self) -> None:
+        now = time.monotonic()
+        if not self._enabled or now - self._last < self._interval:
+            return
+        self._last = now
+        line = self.line()
+        if self._in_place:
+            self._writer.write("\r" + line.ljust(79)[:79], flush=True)
+        else:
+            self._writer.write_line(line)
+        self._shown = True
+
+    def line(self) -> str:
+        counters = self._run.sweep_instance().counters
+        done, total = counters.calls_done, max(counters.planned_calls, 1)
+        elapsed = max(time.monotonic() - counters.started, 1e-9)
+        rate = done / elapsed
+        eta = (total - done) / rate if rate > 0 else float("nan")
+        eta_text = f"ETA {eta:.0f}s" if eta == eta else "ETA --"
+        return (f"robustexplain: {done}/{total} calls · {counters.cached} cached · "
+                f"{rate:.1f}/s · {eta_text}")
+
+

@@ -1,0 +1,572 @@
+"""One robustness run inside a pytest session: plan at collection, gate each item, assemble the report.
+
+plugin.py keeps only the pytest glue and calls into :class:`RobustnessRun`, which lives in
+``config.stash``. Heavy modules (numpy, the metrics, the model clients) are imported here lazily, only
+when a session actually has marked tests.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import os
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from . import __version__
+from .errors import BackendError, ConfigError, RobustExplainError
+from .results import (
+    INCONCLUSIVE,
+    METRICS,
+    OVERALL,
+    PASS,
+    GateResult,
+    Interval,
+    PairResult,
+    RunResult,
+    Verdict,
+)
+from .settings import GateSettings, Settings, apply_marker
+
+if TYPE_CHECKING:
+    from .data import Dataset, EvalCase, Item, UserHistory
+    from .explainers.base import Explainer, Explanation, ModelInfo
+    from .perturbations import PerturbationResult
+    from .sweep import SliceResult, Sweep
+
+MARKER = "robustness"
+SLICE_PARAM = "robustexplain_slice"
+
+
+@dataclass(frozen=True)
+class SliceParam:
+    """The parameter a marked test is expanded over: one model × one perturbation kind (or overall)."""
+
+    model: str  # "" when no model name is configured (custom explainer, or none at all)
+    kind: str
+
+    def __str__(self) -> str:
+        return f"{self.model}-{self.kind}" if self.model else self.kind
+
+
+@dataclass
+class ItemPlan:
+    """What the run knows about one expanded marked item."""
+
+    nodeid: str
+    gate: GateSettings
+    param: SliceParam
+    custom_explainer: bool
+    slice_id: str = ""
+    model: str = ""
+
+
+@dataclass(frozen=True)
+class Robustness:
+    """The finished result of one test item's slice (the ``robustness`` fixture's value)."""
+
+    model: str
+    kind: str  # a perturbation kind, or "overall"
+    pairs: tuple[PairResult, ...]
+    controls: tuple[PairResult, ...]
+    verdict: Verdict
+    intervals: Mapping[str, Interval]  # "combined" and each metric
+    thresholds: Mapping[str, float]
+    worst: tuple[PairResult, ...]
+    trivial: int
+    cancelled: int
+    noise_floor: Interval | None
+    perturbations: tuple[PerturbationResult, ...] = ()
+
+    @property
+    def passed(self) -> bool:
+        return self.verdict.outcome == PASS
+
+    @property
+    def combined(self) -> Interval:
+        return self.intervals["combined"]
+
+    @property
+    def failures(self) -> tuple[PairResult, ...]:
+        """Pairs that could not be scored because an explanation failed (scored 0)."""
+        return tuple(p for p in self.pairs if p.failure is not None)
+
+
+class BoundExplainer:
+    """The ``explainer`` fixture's default value: the configured explainer, callable synchronously.
+
+    ``explainer(history, item)`` returns the explanation text; :meth:`explain` the full
+    :class:`~pytest_robustexplain.explainers.base.Explanation`. Calls run on the sweep's event loop and
+    go through the same concurrency limit, retries and cache as the sweep.
+    """
+
+    def __init__(self, run: RobustnessRun, model: str) -> None:
+        self._run = run
+        self.model = model
+
+    @property
+    def info(self) -> ModelInfo | None:
+        return self._run.model_infos.get(self.model)
+
+    def explain(self, history: UserHistory, item: Item, *, seed: int | None = None,
+                repeat: int = 0) -> Explanation:
+        explainer = self._run.explainer_for(self.model)
+        coro = explainer.explain(history, item, seed=self._run.settings.seed if seed is None else seed,
+                                 repeat=repeat)
+        return self._run.sweep_instance().run_coroutine(coro)
+
+    def __call__(self, history: UserHistory, item: Item) -> str:
+        explanation = self.explain(history, item)
+        if explanation.failure is not None:
+            raise BackendError(f"{self.model}: generation failed ({explanation.failure}) "
+                               f"{explanation.detail}".strip())
+        return explanation.text
+
+    def __repr__(self) -> str:
+        return f"<explainer {self.model}>"
+
+
+def configured_models(settings: Settings) -> tuple[str, ...]:
+    """The models to test; the template and callable backends need no model name."""
+    if settings.model:
+        return settings.model
+    if settings.backend == "template":
+        return ("template",)
+    if settings.backend == "callable":
+        return ("",)
+    return ()
+
+
+def no_model_reason() -> str:
+    return ("no model configured for robustness tests: pass --robustexplain-model=NAME (e.g. llama3.1:8b "
+            "served by Ollama), set ROBUSTEXPLAIN_MODEL or the ini key robustexplain_model, or use "
+            "--robustexplain-backend=template for the built-in non-LLM explainer")
+
+
+class RobustnessRun:
+    """State of the robustness run for one pytest session (one per process)."""
+
+    def __init__(self, config: pytest.Config, settings: Settings) -> None:
+        self.config = config
+        self.settings = settings
+        self.plans: dict[str, ItemPlan] = {}
+        self.model_infos: dict[str, ModelInfo] = {}
+        self.gates: list[GateResult] = []
+        self.collected: dict[tuple[Any, ...], PairResult] = {}  # pairs reported by items (any process)
+        self.counters: dict[str, int] = {}
+        self.started = time.monotonic()
+        self.started_at = _now()
+        self._dataset: Dataset | None = None
+        self._sweep: Sweep | None = None
+        self._explainers: dict[str, Explainer] = {}
+        self._results: dict[str, Robustness] = {}
+        self._progress: Callable[[], None] | None = None
+        self.lazy = hasattr(config, "workerinput")  # xdist workers plan only the items they run
+
+    # ------------------------------------------------------------------------------- collection
+    def gate_for(self, nodeid: str, marker: pytest.Mark) -> GateSettings:
+        """The test's gate settings; a bad keyword is a usage error naming the test."""
+        try:
+            return apply_marker(self.settings, marker.kwargs, nodeid=nodeid, args=marker.args)
+        except ConfigError as exc:
+            raise pytest.UsageError(str(exc)) from None
+
+    def params_for(self, gate: GateSettings) -> list[SliceParam]:
+        """One parameter per model × kind, plus ``overall`` when the test covers several kinds."""
+        models = configured_models(self.settings) or ("",)
+        kinds = [*gate.perturbations, OVERALL] if len(gate.perturbations) > 1 else list(gate.perturbations)
+        return [SliceParam(model, kind) for model in models for kind in kinds]
+
+    def param_id(self, param: SliceParam) -> str:
+        return param.kind if len(configured_models(self.settings)) <= 1 else str(param)
+
+    def plan_items(self, items: Sequence[pytest.Item]) -> None:
+        """Register every expanded marked item; start the sweep unless this is an xdist worker."""
+        for item in items:
+            marker = item.get_closest_marker(MARKER)
+            param = _slice_param(item)
+            if marker is None or param is None:
+                continue
+            gate = self.gate_for(item.nodeid, marker)
+            custom = _overrides_explainer(item)
+            self.plans[item.nodeid] = ItemPlan(item.nodeid, gate, param, custom_explainer=custom)
+        if not self.plans:
+            return
+        if not configured_models(self.settings):
+            self._no_model(items)
+            return
+        if not self.lazy:
+            for plan in self.plans.values():
+                if not plan.custom_explainer and plan.param.model:
+                    self._add_slice(plan)
+            self.sweep_instance()
+
+    def _no_model(self, items: Sequence[pytest.Item]) -> None:
+        if self.settings.require_model:
+            raise pytest.UsageError(no_model_reason() + " (--robustexplain-require-model is set, so "
+                                    "robustness tests may not be skipped)")
+        skip = pytest.mark.skip(reason=no_model_reason())
+        for item in items:
+            if item.nodeid in self.plans:
+                item.add_marker(skip)
+        self.plans.clear()
+
+    # ------------------------------------------------------------------------------- the sweep
+    @property
+    def dataset(self) -> Dataset:
+        if self._dataset is None:
+            try:
+                self._dataset = load_configured_dataset(self.settings)
+            except RobustExplainError as exc:
+                raise pytest.UsageError(f"robustexplain: {exc}") from None
+        return self._dataset
+
+    def cases_for(self, gate: GateSettings) -> tuple[EvalCase, ...]:
+        cases = self.dataset.cases
+        return cases[: gate.users] if gate.users else cases
+
+    def sweep_instance(self) -> Sweep:
+        """The sweep, created and started on first use."""
+        if self._sweep is None:
+            from .metrics import Scorer
+            from .sweep import Sweep
+
+            self._sweep = Sweep({}, self.dataset.catalog, scorer=Scorer(weights=self.settings.weights))
+            self._sweep.start()
+            for model in configured_models(self.settings):
+                if model:
+                    self._register(model, self._build_explainer(model))
+            for plan in self.plans.values():
+                if plan.slice_id and not plan.custom_explainer:
+                    self._sweep.add_slice(self._spec(plan))
+        return self._sweep
+
+    def _build_explainer(self, model: str) -> Explainer:
+        from .explainers import make_explainer
+        from .explainers.cache import CachedExplainer, ResponseCache
+
+        hook = self.config.hook.pytest_robustexplain_make_explainer
+        explainer = hook(settings=self.settings, model=model)
+        if explainer is None:
+            explainer = make_explainer(self.settings.backend, model, **self._backend_options())
+        if self.settings.cache == "off" or explainer.backend == "template":
+            return explainer  # the template explainer is instant: caching it would only cost disk
+        return CachedExplainer(explainer, ResponseCache(self._cache_dir(), self.settings.cache))
+
+    def _backend_options(self) -> dict[str, Any]:
+        s = self.settings
+        if s.backend == "template":
+            return {}
+        options: dict[str, Any] = dict(
+            host=s.host, temperature=s.temperature, seed=s.seed, num_predict=s.num_predict,
+            concurrency=s.concurrency, connect_timeout=s.connect_timeout, read_timeout=s.timeout,
+            max_attempts=s.retries)
+        if s.backend == "ollama":
+            options["num_ctx"] = s.num_ctx
+        else:
+            options["api_key"] = os.environ.get(s.api_key_env) or None
+        if s.prompt is not None:
+            from .explainers.prompt import PromptTemplate
+
+            options["prompt"] = PromptTemplate.from_file(s.prompt)
+        return options
+
+    def _cache_dir(self) -> Path:
+        if self.settings.cache_dir is not None:
+            return self.settings.cache_dir
+        cache = getattr(self.config, "cache", None)
+        if cache is None:  # -p no:cacheprovider
+            return self.config.rootpath / ".robustexplain-cache"
+        return cache.mkdir("robustexplain")
+
+    def _register(self, model: str, explainer: Explainer) -> None:
+        """Add an explainer and preflight it once (a dead server or missing model fails here, once)."""
+        assert self._sweep is not None
+        if model in self._explainers:
+            return
+        try:
+            info = self._sweep.run_coroutine(explainer.preflight())
+        except RobustExplainError as exc:
+            raise pytest.UsageError(f"robustexplain: {exc}") from None
+        self._explainers[model] = explainer
+        self.model_infos[model] = info
+        self._sweep.add_explainer(model, explainer)
+
+    def explainer_for(self, model: str) -> Explainer:
+        self.sweep_instance()
+        return self._explainers[model]
+
+    def _spec(self, plan: ItemPlan) -> Any:
+        from .sweep import SequentialConfig, SliceSpec
+
+        gate = plan.gate
+        kind = None if plan.param.kind == OVERALL else plan.param.kind
+        sequential = None
+        if gate.decision == "sequential":
+            sequential = SequentialConfig(gate.thresholds(kind), alpha=gate.alpha, max_users=gate.max_users)
+        return SliceSpec(
+            slice_id=plan.slice_id, model=plan.model, cases=self.cases_for(gate),
+            kinds=gate.perturbations if kind is None else (kind,), severities=gate.severities,
+            repeats=gate.repeats, seed=self.settings.seed, noise_floor=self._noise_floor(gate),
+            sequential=sequential)
+
+    def _noise_floor(self, gate: GateSettings) -> bool:
+        if gate.noise_floor == "auto":
+            return self.settings.temperature > 0
+        return gate.noise_floor == "on"
+
+    def _add_slice(self, plan: ItemPlan, model: str | None = None) -> None:
+        plan.model = model or plan.param.model
+        plan.slice_id = f"{plan.nodeid}::{plan.model}"
+        if self._sweep is not None:
+            self._sweep.add_slice(self._spec(plan))
+
+    # ------------------------------------------------------------------------------- running items
+    def result_for(self, item: pytest.Item) -> Robustness:
+        """Wait for the item's slice and decide its verdict (once per item)."""
+        cached = self._results.get(item.nodeid)
+        if cached is not None:
+            return cached
+        plan = self.plans[item.nodeid]
+        sweep = self.sweep_instance()
+        if not plan.slice_id:
+            self._start_lazily(item, plan)
+        try:
+            sliced = sweep.wait(plan.slice_id, poll=self._progress)
+        except RobustExplainError as exc:
+            raise BackendError(f"{plan.model}: {exc}") from exc
+        result = self._decide(plan, sliced)
+        self._results[item.nodeid] = result
+        return result
+
+    def _start_lazily(self, item: pytest.Item, plan: ItemPlan) -> None:
+        model = plan.param.model
+        if plan.custom_explainer:
+            from .explainers.callable import wrap_explainer
+
+            request: pytest.FixtureRequest = item._request  # type: ignore[attr-defined]
+            explainer = wrap_explainer(request.getfixturevalue("explainer"))
+            model = explainer.model
+            if model not in self._explainers:
+                self._register(model, explainer)
+        elif not model:
+            raise pytest.UsageError(f"{item.nodeid}: --robustexplain-backend=callable needs the "
+                                    "`explainer` fixture overridden in a conftest.py")
+        elif model not in self._explainers:
+            self._register(model, self._build_explainer(model))
+        self._add_slice(plan, model)
+
+    def perturbations_for(self, item: pytest.Item) -> list[PerturbationResult]:
+        """The planned perturbations of a marked item, or the run's default plan for any other test."""
+        plan = self.plans.get(item.nodeid)
+        if plan is not None and plan.slice_id and self._sweep is not None:
+            return self._sweep.perturbations_for(plan.slice_id)
+        from .perturbations import apply_perturbation
+
+        gate = plan.gate if plan is not None else apply_marker(self.settings, {}, nodeid=item.nodeid)
+        kinds = gate.perturbations
+        if plan is not None and plan.param.kind != OVERALL:
+            kinds = (plan.param.kind,)
+        out = []
+        for case in self.cases_for(gate):
+            for kind in kinds:
+                for severity in gate.severities:
+                    for repeat in range(gate.repeats):
+                        result = apply_perturbation(case.history, kind, severity,
+                                                    catalog=self.dataset.catalog, seed=self.settings.seed,
+                                                    item_id=case.item_id, repeat=repeat)
+                        if not result.identical:
+                            out.append(result)
+        return out
+
+    def _decide(self, plan: ItemPlan, sliced: SliceResult) -> Robustness:
+        from . import stats
+
+        kind = None if plan.param.kind == OVERALL else plan.param.kind
+        thresholds = plan.gate.thresholds(kind)
+        pairs = sliced.pairs
+        if sliced.gate is not None:
+            verdict = sliced.gate.verdict(pairs)
+        else:
+            verdict = stats.gate(pairs, thresholds=thresholds, mode=plan.gate.decision,
+                                 alpha=plan.gate.alpha, inconclusive_policy=plan.gate.inconclusive)
+        intervals = {c.quantity: c.interval for c in verdict.checks}
+        users = [p.key.user_id for p in pairs]
+        for quantity in ("combined", *METRICS):
+            if quantity not in intervals:
+                intervals[quantity] = stats.cluster_interval([p.metric(quantity) for p in pairs], users,
+                                                             confidence=1 - plan.gate.alpha)
+        worst = tuple(sorted(pairs, key=lambda p: (p.combined, p.key))[:3])
+        gate_result = GateResult(plan.nodeid, plan.param.kind, plan.model, verdict, thresholds)
+        self.gates.append(gate_result)
+        for pair in (*pairs, *sliced.controls):
+            self.collected[_pair_ident(pair)] = pair
+        return Robustness(
+            model=plan.model, kind=plan.param.kind, pairs=tuple(pairs), controls=tuple(sliced.controls),
+            verdict=verdict, intervals=intervals, thresholds=thresholds, worst=worst,
+            trivial=sliced.trivial, cancelled=sliced.cancelled,
+            noise_floor=stats.noise_floor(sliced.controls) if sliced.controls else None,
+            perturbations=tuple(self._sweep.perturbations_for(plan.slice_id)) if self._sweep else ())
+
+    def enforce(self, item: pytest.Item) -> None:
+        """Fail the item when its gate failed; warn or pass an INCONCLUSIVE verdict per the policy."""
+        from .report.failure import failure_message
+        from .stats import apply_policy
+
+        result = self.result_for(item)
+        plan = self.plans[item.nodeid]
+        item.user_properties.extend(junit_properties(result))
+        passed, warn = apply_policy(result.verdict, plan.gate.inconclusive)
+        if result.verdict.outcome == INCONCLUSIVE and warn:
+            from .errors import RobustExplainWarning
+
+            item.warn(RobustExplainWarning(f"{item.nodeid}: {result.verdict.message}"))
+        if not passed:
+            pytest.fail(failure_message(result, model_info=self.model_infos.get(result.model)),
+                        pytrace=False)
+
+    def set_progress(self, callback: Callable[[], None] | None) -> None:
+        self._progress = callback
+
+    # ------------------------------------------------------------------------------- the end
+    def record_remote(self, payload: Mapping[str, Any]) -> None:
+        """Merge what an item's report carried (from this process or an xdist worker)."""
+        for data in payload.get("pairs", []):
+            pair = PairResult.from_dict(data)
+            self.collected[_pair_ident(pair)] = pair
+        if "gate" in payload:
+            self.gates.append(GateResult.from_dict(payload["gate"]))
+        for name, info in payload.get("models", {}).items():
+            from .explainers.base import ModelInfo
+
+            self.model_infos.setdefault(name, ModelInfo(**info))
+
+    def item_payload(self, item: pytest.Item) -> dict[str, Any] | None:
+        """What an item's report carries to the controller: its pairs, gate and model facts."""
+        result = self._results.get(item.nodeid)
+        if result is None:
+            return None
+        from dataclasses import asdict
+
+        gate = next(g for g in reversed(self.gates) if g.nodeid == item.nodeid)
+        info = self.model_infos.get(result.model)
+        return {"pairs": [p.to_dict() for p in (*result.pairs, *result.controls)],
+                "gate": gate.to_dict(),
+                "models": {result.model: asdict(info)} if info is not None else {}}
+
+    def counters_snapshot(self) -> dict[str, int]:
+        return self._sweep.counters.to_dict() if self._sweep is not None else {}
+
+    def merge_counters(self, counters: Mapping[str, int]) -> None:
+        for name, value in counters.items():
+            self.counters[name] = self.counters.get(name, 0) + int(value)
+
+    def run_result(self) -> RunResult | None:
+        """The whole run as one record for the reports; None when no robustness test ran."""
+        if not self.collected and not self.gates:
+            return None
+        from dataclasses import asdict
+
+        from .metrics import metric_signature
+
+        counters = dict(self.counters)
+        for name, value in self.counters_snapshot().items():
+            counters[name] = counters.get(name, 0) + value
+        return RunResult(
+            signature=metric_signature(weights=self.settings.weights), seed=self.settings.seed,
+            models=[_model_dict(name, info) for name, info in self.model_infos.items()],
+            settings=self.settings.to_dict(),
+            pairs=sorted(self.collected.values(), key=lambda p: p.key),
+            gates=_unique_gates(self.gates), calls=counters,
+            timings={"wall_s": round(time.monotonic() - self.started, 3)},
+            started_at=self.started_at, finished_at=_now(), package_version=__version__)
+
+    def close(self) -> None:
+        if self._sweep is not None:
+            self._sweep.close()
+            self._sweep = None
+
+
+def junit_properties(result: Robustness) -> list[tuple[str, str]]:
+    """Scores as JUnit XML properties, so CI dashboards can chart them per test item."""
+    props = [("robustexplain_model", result.model), ("robustexplain_slice", result.kind),
+             ("robustexplain_outcome", result.verdict.outcome),
+             ("robustexplain_pairs", str(len(result.pairs)))]
+    for quantity, interval in result.intervals.items():
+        props.append((f"robustexplain_{quantity}", f"{interval.mean:.4f}"))
+        props.append((f"robustexplain_{quantity}_interval", f"[{interval.low:.4f}, {interval.high:.4f}]"))
+    return props
+
+
+def load_configured_dataset(settings: Settings) -> Dataset:
+    """The dataset the settings name: data files, a dataset directory (MovieLens-style or our own
+    histories/catalog/cases files), or the bundled synthetic set."""
+    from . import data
+
+    if settings.histories is not None:
+        if settings.catalog is None:
+            raise ConfigError(f"{settings.sources.get('histories', 'histories')}: a histories file needs a "
+                              "catalog file too (--robustexplain-catalog)")
+        return data.load_dataset(settings.histories, settings.catalog, settings.cases, seed=settings.seed)
+    if isinstance(settings.dataset, Path):
+        if (settings.dataset / "ratings.csv").is_file():
+            return data.load_movielens(settings.dataset, max_users=settings.users, seed=settings.seed)
+        return data.load_dataset_dir(settings.dataset, seed=settings.seed)
+    return data.default_dataset()
+
+
+def _model_dict(name: str, info: ModelInfo) -> dict[str, Any]:
+    """Model facts under the name the pairs carry (the one asked for; the server's goes to extra)."""
+    from dataclasses import asdict
+
+    data = asdict(info)
+    if info.name != name:
+        data["extra"] = {**data.get("extra", {}), "resolved_name": info.name}
+        data["name"] = name
+    return data
+
+
+def _slice_param(item: pytest.Item) -> SliceParam | None:
+    callspec = getattr(item, "callspec", None)
+    if callspec is None:
+        return None
+    value = callspec.params.get(SLICE_PARAM)
+    return value if isinstance(value, SliceParam) else None
+
+
+def _overrides_explainer(item: pytest.Item) -> bool:
+    """Whether a conftest or module overrides the ``explainer`` fixture for this item.
+
+    pytest has no public API for "which fixture definition would this item get for name X", so this
+    asks the fixture manager directly; both signatures of ``getfixturedefs`` (node since pytest 8.1,
+    nodeid before) are handled.
+    """
+    manager = item.session._fixturemanager
+    try:
+        defs = manager.getfixturedefs("explainer", item)
+    except (TypeError, AttributeError):
+        defs = manager.getfixturedefs("explainer", item.nodeid)  # type: ignore[arg-type]
+    if not defs:
+        return False
+    return getattr(defs[-1].func, "__module__", "") != "pytest_robustexplain.plugin"
+
+
+def _pair_ident(pair: PairResult) -> tuple[Any, ...]:
+    return (pair.key,)
+
+
+def _unique_gates(gates: Sequence[GateResult]) -> list[GateResult]:
+    seen: dict[str, GateResult] = {}
+    for gate in gates:
+        seen[gate.nodeid] = gate
+    return list(seen.values())
+
+
+def _now() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+
+

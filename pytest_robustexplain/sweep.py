@@ -1,0 +1,398 @@
+"""Plan a robustness sweep and run it concurrently in the background.
+
+The plugin plans every (user, item, kind, severity, repeat) pair of every marked test once collection
+finishes and starts the model calls right away on a background thread with its own event loop, so the
+calls overlap with everything else pytest does. Test items then wait only for their own slice.
+
+Economy, by construction:
+- an original explanation (same model, user, item, seed) is requested once, however many pairs, slices
+  and tests share it;
+- identical pairs requested by several tests are one pair (keyed by :class:`PairKey` plus seed and
+  weights, which fix the perturbation and the scores);
+- pairs whose perturbation changed nothing are filtered before any call;
+- a slice gated sequentially stops as soon as its verdict is decided and the calls no other slice still
+  needs are cancelled.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections.abc import Callable, Coroutine, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from .data import Catalog, EvalCase, Item, UserHistory
+from .errors import BackendError, CacheMissError
+from .results import CONTROL_KIND, METRICS, PairKey, PairResult
+
+if TYPE_CHECKING:
+    from .explainers.base import Explainer, Explanation
+    from .metrics import Scorer
+    from .perturbations import PerturbationResult
+    from .stats import SequentialGate
+
+# Control pairs explain the same history again with a different sampling seed; this offset keeps their
+# seeds clear of the run seed whatever its value.
+CONTROL_SEED_OFFSET = 7919
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class SliceSpec:
+    """What one gated test item needs: its pairs are the product of cases × kinds × severities × repeats."""
+
+    slice_id: str
+    model: str
+    cases: tuple[EvalCase, ...]
+    kinds: tuple[str, ...]
+    severities: tuple[int, ...]
+    repeats: int
+    seed: int
+    noise_floor: bool = False
+    sequential: SequentialConfig | None = None
+
+
+@dataclass(frozen=True)
+class SequentialConfig:
+    """Thresholds for an anytime-valid sequential gate over this slice's users."""
+
+    thresholds: Mapping[str, float]
+    alpha: float = 0.05
+    max_users: int | None = None
+
+
+@dataclass
+class SliceResult:
+    """What a slice's test item receives once its pairs are scored (or cancelled)."""
+
+    spec: SliceSpec
+    pairs: list[PairResult] = field(default_factory=list)
+    controls: list[PairResult] = field(default_factory=list)
+    trivial: int = 0  # pairs filtered because the perturbation changed nothing
+    cancelled: int = 0  # pairs never run because a sequential gate had decided
+    users_order: list[str] = field(default_factory=list)
+    gate: SequentialGate | None = None
+    fed_users: set[str] = field(default_factory=set)  # users already fed to the sequential gate
+
+
+@dataclass
+class _Pair:
+    key: PairKey
+    case: EvalCase
+    perturbation: PerturbationResult | None  # None for control pairs
+    sample_seed: int
+    slices: set[str] = field(default_factory=set)
+    result: PairResult | None = None
+    task: asyncio.Task[None] | None = None
+
+
+@dataclass
+class Counters:
+    """Progress of the sweep; read from the main thread for the progress line (ints are atomic enough)."""
+
+    planned_calls: int = 0
+    calls_done: int = 0
+    cached: int = 0
+    failed: int = 0
+    cancelled: int = 0
+    pairs_done: int = 0
+    pairs_total: int = 0
+    started: float = field(default_factory=time.monotonic)
+
+    def to_dict(self) -> dict[str, int]:
+        made = self.calls_done - self.cached
+        return {"made": made, "cached": self.cached, "failed": self.failed, "cancelled": self.cancelled,
+                "planned": self.planned_calls}
+
+
+class Sweep:
+    """Plans pairs from slices and runs them on a background event loop.
+
+    ``explainers`` maps model name → explainer. Slices may be added before or after :meth:`start`;
+    :meth:`wait` blocks until a slice is finished and returns its :class:`SliceResult`.
+    """
+
+    def __init__(self, explainers: Mapping[str, Explainer], catalog: Catalog, *, scorer: Scorer,
+                 on_fatal: Callable[[BaseException], None] | None = None) -> None:
+        self._explainers = dict(explainers)
+        self._catalog = catalog
+        self._scorer = scorer
+        self._pairs: dict[tuple[Any, ...], _Pair] = {}
+        self._slices: dict[str, SliceResult] = {}
+        self._slice_pairs: dict[str, list[_Pair]] = {}
+        self._slice_done: dict[str, threading.Event] = {}
+        self._originals: dict[tuple[str, str, str, int], asyncio.Future[Explanation]] = {}
+        self._fatal: BaseException | None = None
+        self._on_fatal = on_fatal
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+        self.counters = Counters()
+
+    # ----------------------------------------------------------------------------------- planning
+    def add_slice(self, spec: SliceSpec) -> SliceResult:
+        """Plan a slice's pairs (deduplicated against every slice planned so far)."""
+        from .stats import SequentialGate, user_order
+
+        if spec.model not in self._explainers:
+            raise KeyError(f"no explainer for model {spec.model!r}")
+        result = SliceResult(spec=spec)
+        users = [c.user_id for c in spec.cases]
+        result.users_order = user_order(users, spec.seed) if spec.sequential else users
+        if spec.sequential:
+            result.gate = SequentialGate(spec.sequential.thresholds, alpha=spec.sequential.alpha,
+                                         max_users=spec.sequential.max_users)
+        by_user = {c.user_id: c for c in spec.cases}
+        pairs: list[_Pair] = []
+        for user in result.users_order:
+            planned, trivial = self._plan_case(spec, by_user[user])
+            pairs.extend(planned)
+            result.trivial += trivial
+        with self._lock:
+            self._slices[spec.slice_id] = result
+            self._slice_pairs[spec.slice_id] = pairs
+            self._slice_done[spec.slice_id] = threading.Event()
+            for pair in pairs:
+                pair.slices.add(spec.slice_id)
+        if not pairs:
+            self._slice_done[spec.slice_id].set()
+        if self._loop is not None:
+            self._loop.call_soon_threadsafe(self._schedule, spec.slice_id)
+        return result
+
+    def _plan_case(self, spec: SliceSpec, case: EvalCase) -> tuple[list[_Pair], int]:
+        from .perturbations import apply_perturbation
+
+        planned: list[_Pair] = []
+        trivial = 0
+        for kind in spec.kinds:
+            for severity in spec.severities:
+                for repeat in range(spec.repeats):
+                    ident = (spec.model, case.user_id, case.item_id, kind, severity, repeat, spec.seed)
+                    pair = self._pairs.get(ident)
+                    if pair is None:
+                        pert = apply_perturbation(case.history, kind, severity, catalog=self._catalog,
+                                                  seed=spec.seed, item_id=case.item_id, repeat=repeat)
+                        if pert.identical:
+                            trivial += 1
+                            continue
+                        key = PairKey(spec.model, case.user_id, case.item_id, kind, severity, repeat)
+                        pair = _Pair(key, case, pert, spec.seed)
+                        self._pairs[ident] = pair
+                    planned.append(pair)
+        if spec.noise_floor:
+            for repeat in range(spec.repeats):
+                ident = (spec.model, case.user_id, case.item_id, CONTROL_KIND, 0, repeat, spec.seed)
+                pair = self._pairs.setdefault(ident, _Pair(
+                    PairKey(spec.model, case.user_id, case.item_id, CONTROL_KIND, 0, repeat), case, None,
+                    spec.seed))
+                planned.append(pair)
+        return planned, trivial
+
+    def perturbations_for(self, slice_id: str) -> list[PerturbationResult]:
+        """The planned perturbations of a slice (trivial ones were filtered), for the fixture."""
+        return [p.perturbation for p in self._slice_pairs[slice_id] if p.perturbation is not None]
+
+    def add_explainer(self, model: str, explainer: Explainer) -> None:
+        """Make ``model`` available to slices added from now on."""
+        with self._lock:
+            self._explainers.setdefault(model, explainer)
+
+    # ----------------------------------------------------------------------------------- running
+    def run_coroutine(self, coro: Coroutine[Any, Any, T]) -> T:
+        """Run a coroutine on the sweep's loop from another thread and return its result."""
+        self.start()
+        assert self._loop is not None
+        return asyncio.run_coroutine_threadsafe(coro, self._loop).result()
+
+    def start(self) -> None:
+        """Start the background event loop; planned slices begin immediately."""
+        if self._thread is not None:
+            return
+        ready = threading.Event()
+
+        def run() -> None:
+            loop = asyncio.new_event_loop()
+            asyncio.set_event_loop(loop)
+            self._loop = loop
+            for slice_id in list(self._slice_pairs):
+                loop.call_soon(self._schedule, slice_id)
+            ready.set()
+            loop.run_forever()
+            loop.run_until_complete(self._shutdown())
+            loop.close()
+
+        self._thread = threading.Thread(target=run, name="robustexplain-sweep", daemon=True)
+        self._thread.start()
+        ready.wait()
+
+    async def _shutdown(self) -> None:
+        pending = [p.task for p in self._pairs.values() if p.task is not None and not p.task.done()]
+        for task in pending:
+            task.cancel()
+        await asyncio.gather(*pending, return_exceptions=True)
+        for explainer in self._explainers.values():
+            await explainer.aclose()
+
+    def close(self) -> None:
+        """Cancel what is left, close the explainers and stop the background thread."""
+        if self._loop is None or self._thread is None:
+            return
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(timeout=30)
+        self._thread = None
+
+    def _schedule(self, slice_id: str) -> None:
+        for pair in self._slice_pairs[slice_id]:
+            if pair.task is None and pair.result is None:
+                self.counters.pairs_total += 1
+                self.counters.planned_calls += 1
+                pair.task = asyncio.ensure_future(self._run_pair(pair))
+            elif pair.result is not None:
+                self._pair_finished(pair)
+        self._check_done(slice_id)
+
+    async def _run_pair(self, pair: _Pair) -> None:
+        case = pair.case
+        try:
+            original = await asyncio.shield(self._original(pair.key.model, case, pair.sample_seed))
+            if pair.perturbation is None:
+                history, seed = case.history, pair.sample_seed + CONTROL_SEED_OFFSET + pair.key.repeat
+            else:
+                history, seed = pair.perturbation.perturbed, pair.sample_seed
+            other = await self._call(pair.key.model, history, case.item, seed, pair.key.repeat)
+        except asyncio.CancelledError:
+            self.counters.cancelled += 1
+            raise
+        except (BackendError, CacheMissError) as exc:
+            self._set_fatal(exc)
+            return
+        except Exception as exc:  # an unexpected bug must surface, not hang the waiting tests
+            self._set_fatal(exc)
+            return
+        pair.result = self._score(pair, original, other)
+        self.counters.pairs_done += 1
+        self._pair_finished(pair)
+
+    def _original(self, model: str, case: EvalCase, seed: int) -> asyncio.Future[Explanation]:
+        key = (model, case.user_id, case.item_id, seed)
+        future = self._originals.get(key)
+        if future is None:
+            self.counters.planned_calls += 1
+            future = asyncio.ensure_future(self._call(model, case.history, case.item, seed, 0))
+            self._originals[key] = future
+        return future
+
+    async def _call(self, model: str, history: UserHistory, item: Item, seed: int,
+                    repeat: int) -> Explanation:
+        explanation = await self._explainers[model].explain(history, item, seed=seed, repeat=repeat)
+        self.counters.calls_done += 1
+        if explanation.cached:
+            self.counters.cached += 1
+        if explanation.failure is not None:
+            self.counters.failed += 1
+        return explanation
+
+    def _score(self, pair: _Pair, original: Explanation, other: Explanation) -> PairResult:
+        failed = original if original.failure is not None else other
+        scores = self._scorer.score(original.text, other.text)
+        failure = failed.failure
+        if failure is None and scores.generation_failure:
+            failure = "empty"
+        values = {m: 0.0 if failure else getattr(scores, m) for m in METRICS}
+        return PairResult(
+            key=pair.key, **values, combined=0.0 if failure else scores.combined,
+            original=original.text, perturbed=other.text,
+            changes=dict(pair.perturbation.changes) if pair.perturbation else {"control": "resampled"},
+            failure=failure, failure_detail=failed.detail if failure else "",
+            keyword_empty=scores.keyword_empty and not failure,
+            cached_original=original.cached, cached_perturbed=other.cached,
+            latency_s=other.latency_s, history_length=len(pair.case.history),
+        )
+
+    def _pair_finished(self, pair: _Pair) -> None:
+        for slice_id in list(pair.slices):
+            result = self._slices[slice_id]
+            if result.gate is not None and pair.key.kind != CONTROL_KIND:
+                self._feed_gate(slice_id, pair.key.user_id)
+            self._check_done(slice_id)
+
+    def _feed_gate(self, slice_id: str, user_id: str) -> None:
+        """Feed a user's means to the sequential gate once all that user's pairs in the slice are in."""
+        result = self._slices[slice_id]
+        gate = result.gate
+        assert gate is not None
+        mine = [p for p in self._slice_pairs[slice_id]
+                if p.key.user_id == user_id and p.key.kind != CONTROL_KIND]
+        if gate.decided or user_id in result.fed_users or any(p.result is None for p in mine):
+            return
+        result.fed_users.add(user_id)
+        done = [p.result for p in mine if p.result is not None]
+        means = {q: sum(r.metric(q) for r in done) / len(done) for q in gate.thresholds}
+        gate.update(means)
+        if gate.decided:
+            self._release(slice_id)
+
+    def _release(self, slice_id: str) -> None:
+        """A decided slice no longer needs its outstanding pairs; cancel those no other slice needs."""
+        for pair in self._slice_pairs[slice_id]:
+            if pair.result is None:
+                pair.slices.discard(slice_id)
+                if not pair.slices and pair.task is not None:
+                    pair.task.cancel()
+        self._finish(slice_id)
+
+    def _check_done(self, slice_id: str) -> None:
+        if self._slice_done[slice_id].is_set():
+            return
+        if all(p.result is not None for p in self._slice_pairs[slice_id]):
+            self._finish(slice_id)
+
+    def _finish(self, slice_id: str) -> None:
+        result = self._slices[slice_id]
+        done = [p.result for p in self._slice_pairs[slice_id] if p.result is not None]
+        result.pairs = [r for r in done if r.key.kind != CONTROL_KIND]
+        result.controls = [r for r in done if r.key.kind == CONTROL_KIND]
+        result.cancelled = len(self._slice_pairs[slice_id]) - len(done)
+        self._slice_done[slice_id].set()
+
+    def _set_fatal(self, exc: BaseException) -> None:
+        if self._fatal is None:
+            self._fatal = exc
+            if self._on_fatal is not None:
+                self._on_fatal(exc)
+        for event in self._slice_done.values():
+            event.set()
+
+    # ----------------------------------------------------------------------------------- results
+    def wait(self, slice_id: str, *, poll: Callable[[], None] | None = None,
+             interval: float = 0.25) -> SliceResult:
+        """Block until the slice is finished; ``poll`` runs every ``interval`` seconds meanwhile."""
+        event = self._slice_done[slice_id]
+        while not event.wait(interval):
+            if poll is not None:
+                poll()
+        if self._fatal is not None:
+            raise self._fatal
+        result = self._slices[slice_id]
+        errors = [p for p in result.pairs if p.failure == "error"]
+        if result.pairs and len(errors) == len(result.pairs):
+            # Every call failing is a broken backend, not a robustness finding: never a verdict.
+            raise BackendError(f"every model call failed for model {result.spec.model!r} "
+                               f"({len(errors)} pairs); first error: {errors[0].failure_detail}")
+        return result
+
+    @property
+    def fatal(self) -> BaseException | None:
+        return self._fatal
+
+    def all_results(self) -> list[PairResult]:
+        """Every scored pair so far, in a stable order."""
+        done = [p.result for p in self._pairs.values() if p.result is not None]
+        return sorted(done, key=lambda r: r.key)
+
+    def slice_ids(self) -> Sequence[str]:
+        return list(self._slices)
