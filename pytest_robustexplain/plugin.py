@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from .errors import ConfigError, RobustExplainError
+from .results import RunResult
 from .settings import MARKER_DOC, register_options, settings_from_pytest
 
 if TYPE_CHECKING:
@@ -25,7 +26,7 @@ MARKER = "robustness"
 SLICE_PARAM = "robustexplain_slice"  # same value as runner.SLICE_PARAM (kept literal: runner is lazy)
 
 RUN_KEY = pytest.StashKey["RobustnessRun"]()
-RESULT_KEY = pytest.StashKey["RunResult | None"]()
+RESULT_KEY = pytest.StashKey[RunResult | None]()
 
 _CONFIGS: list[pytest.Config] = []
 
@@ -107,6 +108,9 @@ def pytest_collection_finish(session: pytest.Session) -> None:
 def pytest_sessionstart(session: pytest.Session) -> None:
     session.config.stash[RESULT_KEY] = None
     _CONFIGS.append(session.config)
+    # Resolve (and validate) the settings up front: a bad value is one usage error naming the option,
+    # not a collection error per marked test. Nothing heavy is imported for valid, unused settings.
+    _run(session.config)
 
 
 @pytest.hookimpl(wrapper=True)
@@ -118,12 +122,21 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, None, None]:
 
 
 def _enforce(run: RobustnessRun, item: pytest.Item) -> None:
+    _result(run, item)
+    try:
+        run.enforce(item)
+    except RobustExplainError as exc:
+        pytest.fail(f"robustexplain: {exc}", pytrace=False)
+
+
+def _result(run: RobustnessRun, item: pytest.Item) -> Robustness:
+    """Wait for the item's slice with a live progress line; a backend failure fails the item."""
     from .progress import Progress
 
     with Progress.for_config(item.config, run) as progress:
         run.set_progress(progress.tick)
         try:
-            run.enforce(item)
+            return run.result_for(item)
         except RobustExplainError as exc:
             pytest.fail(f"robustexplain: {exc}", pytrace=False)
         finally:
@@ -247,10 +260,7 @@ def robustness(request: pytest.FixtureRequest) -> Robustness:
     if request.node.nodeid not in run.plans:
         pytest.fail(f"{request.node.nodeid}: the `robustness` fixture needs @pytest.mark.robustness "
                     "on the test", pytrace=False)
-    try:
-        return run.result_for(request.node)
-    except RobustExplainError as exc:
-        pytest.fail(f"robustexplain: {exc}", pytrace=False)
+    return _result(run, request.node)
 
 
 @pytest.fixture

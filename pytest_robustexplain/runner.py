@@ -206,14 +206,19 @@ class RobustnessRun:
             self.sweep_instance()
 
     def _no_model(self, items: Sequence[pytest.Item]) -> None:
+        """Without a model, marked tests are skipped (or an error, with require-model); tests whose
+        ``explainer`` fixture is overridden bring their own and still run."""
+        unserved = {nodeid for nodeid, plan in self.plans.items() if not plan.custom_explainer}
+        if not unserved:
+            return
         if self.settings.require_model:
             raise pytest.UsageError(no_model_reason() + " (--robustexplain-require-model is set, so "
                                     "robustness tests may not be skipped)")
         skip = pytest.mark.skip(reason=no_model_reason())
         for item in items:
-            if item.nodeid in self.plans:
+            if item.nodeid in unserved:
                 item.add_marker(skip)
-        self.plans.clear()
+                del self.plans[item.nodeid]
 
     # ------------------------------------------------------------------------------- the sweep
     @property
@@ -255,7 +260,8 @@ class RobustnessRun:
             explainer = make_explainer(self.settings.backend, model, **self._backend_options())
         if self.settings.cache == "off" or explainer.backend == "template":
             return explainer  # the template explainer is instant: caching it would only cost disk
-        return CachedExplainer(explainer, ResponseCache(self._cache_dir(), self.settings.cache))
+        return CachedExplainer(explainer, ResponseCache(self._cache_dir(), self.settings.cache),
+                               cross_process=self.lazy)
 
     def _backend_options(self) -> dict[str, Any]:
         s = self.settings
@@ -264,7 +270,7 @@ class RobustnessRun:
         options: dict[str, Any] = dict(
             host=s.host, temperature=s.temperature, seed=s.seed, num_predict=s.num_predict,
             concurrency=s.concurrency, connect_timeout=s.connect_timeout, read_timeout=s.timeout,
-            max_attempts=s.retries)
+            max_attempts=s.retries + 1)  # retries after the first attempt
         if s.backend == "ollama":
             options["num_ctx"] = s.num_ctx
         else:
@@ -469,7 +475,6 @@ class RobustnessRun:
         """The whole run as one record for the reports; None when no robustness test ran."""
         if not self.collected and not self.gates:
             return None
-        from dataclasses import asdict
 
         from .metrics import metric_signature
 

@@ -75,7 +75,7 @@ class SliceResult:
     cancelled: int = 0  # pairs never run because a sequential gate had decided
     users_order: list[str] = field(default_factory=list)
     gate: SequentialGate | None = None
-    fed_users: set[str] = field(default_factory=set)  # users already fed to the sequential gate
+    users_fed: int = 0  # how many users (in ``users_order``) the sequential gate has seen
 
 
 @dataclass
@@ -124,6 +124,7 @@ class Sweep:
         self._slices: dict[str, SliceResult] = {}
         self._slice_pairs: dict[str, list[_Pair]] = {}
         self._slice_done: dict[str, threading.Event] = {}
+        self._slice_users: dict[str, dict[str, list[_Pair]]] = {}  # user -> the slice's pairs for them
         self._originals: dict[tuple[str, str, str, int], asyncio.Future[Explanation]] = {}
         self._fatal: BaseException | None = None
         self._on_fatal = on_fatal
@@ -145,15 +146,20 @@ class Sweep:
         if spec.sequential:
             result.gate = SequentialGate(spec.sequential.thresholds, alpha=spec.sequential.alpha,
                                          max_users=spec.sequential.max_users)
-        by_user = {c.user_id: c for c in spec.cases}
+        cases_by_user = {c.user_id: c for c in spec.cases}
         pairs: list[_Pair] = []
         for user in result.users_order:
-            planned, trivial = self._plan_case(spec, by_user[user])
+            planned, trivial = self._plan_case(spec, cases_by_user[user])
             pairs.extend(planned)
             result.trivial += trivial
+        by_user: dict[str, list[_Pair]] = {}
+        for pair in pairs:
+            if pair.key.kind != CONTROL_KIND:
+                by_user.setdefault(pair.key.user_id, []).append(pair)
         with self._lock:
             self._slices[spec.slice_id] = result
             self._slice_pairs[spec.slice_id] = pairs
+            self._slice_users[spec.slice_id] = by_user
             self._slice_done[spec.slice_id] = threading.Event()
             for pair in pairs:
                 pair.slices.add(spec.slice_id)
@@ -218,8 +224,7 @@ class Sweep:
             loop = asyncio.new_event_loop()
             asyncio.set_event_loop(loop)
             self._loop = loop
-            for slice_id in list(self._slice_pairs):
-                loop.call_soon(self._schedule, slice_id)
+            loop.call_soon(self._schedule, *self._slice_pairs)
             ready.set()
             loop.run_forever()
             loop.run_until_complete(self._shutdown())
@@ -245,15 +250,30 @@ class Sweep:
         self._thread.join(timeout=30)
         self._thread = None
 
-    def _schedule(self, slice_id: str) -> None:
-        for pair in self._slice_pairs[slice_id]:
-            if pair.task is None and pair.result is None:
-                self.counters.pairs_total += 1
-                self.counters.planned_calls += 1
-                pair.task = asyncio.ensure_future(self._run_pair(pair))
-            elif pair.result is not None:
-                self._pair_finished(pair)
-        self._check_done(slice_id)
+    def _schedule(self, *slice_ids: str) -> None:
+        """Start the pairs of these slices, earliest users first across all of them.
+
+        Backends serve waiting requests in arrival order, so starting tasks user by user (in each
+        slice's seeded order) makes users finish one after another: a sequential gate can decide
+        after a few users while the rest are still queued, and those calls are then cancelled.
+        """
+        rank: dict[str, int] = {}
+        for slice_id in slice_ids:
+            for index, user in enumerate(self._slices[slice_id].users_order):
+                rank.setdefault(user, index)
+        pending: dict[int, _Pair] = {}
+        for slice_id in slice_ids:
+            for pair in self._slice_pairs[slice_id]:
+                if pair.result is not None:
+                    self._pair_finished(pair)
+                elif pair.task is None:
+                    pending[id(pair)] = pair
+        for pair in sorted(pending.values(), key=lambda p: rank.get(p.key.user_id, 0)):
+            self.counters.pairs_total += 1
+            self.counters.planned_calls += 1
+            pair.task = asyncio.ensure_future(self._run_pair(pair))
+        for slice_id in slice_ids:
+            self._check_done(slice_id)
 
     async def _run_pair(self, pair: _Pair) -> None:
         case = pair.case
@@ -317,22 +337,27 @@ class Sweep:
         for slice_id in list(pair.slices):
             result = self._slices[slice_id]
             if result.gate is not None and pair.key.kind != CONTROL_KIND:
-                self._feed_gate(slice_id, pair.key.user_id)
+                self._feed_gate(slice_id)
             self._check_done(slice_id)
 
-    def _feed_gate(self, slice_id: str, user_id: str) -> None:
-        """Feed a user's means to the sequential gate once all that user's pairs in the slice are in."""
+    def _feed_gate(self, slice_id: str) -> None:
+        """Feed finished users to the sequential gate, strictly in the slice's seeded user order.
+
+        Feeding in completion order would let latency (which tracks explanation length, and so the
+        scores) choose the order and break the test's validity; a finished user waits for its turn.
+        """
         result = self._slices[slice_id]
         gate = result.gate
         assert gate is not None
-        mine = [p for p in self._slice_pairs[slice_id]
-                if p.key.user_id == user_id and p.key.kind != CONTROL_KIND]
-        if gate.decided or user_id in result.fed_users or any(p.result is None for p in mine):
-            return
-        result.fed_users.add(user_id)
-        done = [p.result for p in mine if p.result is not None]
-        means = {q: sum(r.metric(q) for r in done) / len(done) for q in gate.thresholds}
-        gate.update(means)
+        by_user = self._slice_users[slice_id]
+        while not gate.decided and result.users_fed < len(result.users_order):
+            mine = by_user.get(result.users_order[result.users_fed], [])
+            if any(p.result is None for p in mine):
+                return
+            result.users_fed += 1
+            done = [p.result for p in mine if p.result is not None]
+            if done:  # a user whose perturbations were all trivial has nothing to say
+                gate.update({q: sum(r.metric(q) for r in done) / len(done) for q in gate.thresholds})
         if gate.decided:
             self._release(slice_id)
 
@@ -357,6 +382,8 @@ class Sweep:
         result.pairs = [r for r in done if r.key.kind != CONTROL_KIND]
         result.controls = [r for r in done if r.key.kind == CONTROL_KIND]
         result.cancelled = len(self._slice_pairs[slice_id]) - len(done)
+        if result.gate is not None and not result.gate.decided:
+            result.gate.finish()  # every user seen, still undecided: the fixed-sample fallback decides
         self._slice_done[slice_id].set()
 
     def _set_fatal(self, exc: BaseException) -> None:

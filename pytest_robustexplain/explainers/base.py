@@ -54,7 +54,8 @@ class ModelInfo:
         """One-line description for report headers, e.g. ``llama3.1:8b (sha256:ab12…, 8.0B, Q4_K_M)``."""
         details = [d for d in (self._short_digest(), self.parameter_size, self.quantization) if d]
         text = f"{self.name} ({', '.join(details)})" if details else self.name
-        return text if self.is_llm else f"{text} [template explainer — not a language model]"
+        kind = self.extra.get("kind") or "template explainer"
+        return text if self.is_llm else f"{text} [{kind} — not a language model]"
 
     def _short_digest(self) -> str | None:
         if not self.digest:

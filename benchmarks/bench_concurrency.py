@@ -1,0 +1,84 @@
+"""How close bounded concurrency gets to the ideal wall time, against the fake Ollama server.
+
+Setup: the fake server takes ``--latency`` seconds per chat request and processes at most
+``--capacity`` at once (like ``OLLAMA_NUM_PARALLEL``); :class:`OllamaExplainer` runs with
+``--concurrency`` requests in flight. N calls then ideally take ``N * latency / capacity`` seconds.
+
+Prints the wall time of N concurrent calls, the ideal, their ratio (target ≤ 1.15), the per-call time of
+a strictly sequential loop over a small sample, and the speed-up of the concurrent run over that loop
+extrapolated to N calls (target ≥ 3.5×). Preflight and warm-up are excluded from every timing.
+
+    /work/venv/bin/python benchmarks/bench_concurrency.py [--calls 200] [--latency 0.1] [--capacity 4]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import time
+
+from pytest_robustexplain.data import Interaction, Item, UserHistory
+from pytest_robustexplain.explainers.ollama import OllamaExplainer
+from pytest_robustexplain.testing import FakeOllamaServer
+
+ITEM = Item("E900", "Smart Watch", "Electronics", {"brand": "Acme", "price": 199})
+
+
+def history(i: int) -> UserHistory:
+    cats = ("Electronics", "Books", "Home")
+    return UserHistory(f"u{i}", tuple(
+        Interaction(f"I{i}-{k}", cats[(i + k) % 3], 1_700_000_000 + k * 86_400, 3.0 + k % 3, f"Title {k}")
+        for k in range(8 + i % 5)))
+
+
+async def timed_calls(explainer: OllamaExplainer, n: int, *, sequential: bool) -> float:
+    """Wall time of ``n`` explanations (after preflight and warm-up)."""
+    await explainer.explain(history(-1), ITEM, seed=0, repeat=0)  # preflight + warm-up, untimed
+    started = time.perf_counter()
+    if sequential:
+        for i in range(n):
+            result = await explainer.explain(history(i), ITEM, seed=i, repeat=0)
+            assert result.ok, result.detail
+    else:
+        results = await asyncio.gather(*(explainer.explain(history(i), ITEM, seed=i, repeat=0)
+                                         for i in range(n)))
+        assert all(r.ok for r in results), [r.detail for r in results if not r.ok][:3]
+    elapsed = time.perf_counter() - started
+    await explainer.aclose()
+    return elapsed
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--calls", type=int, default=200)
+    parser.add_argument("--sample", type=int, default=20, help="calls in the sequential loop")
+    parser.add_argument("--latency", type=float, default=0.1)
+    parser.add_argument("--capacity", type=int, default=4)
+    parser.add_argument("--concurrency", type=int, default=4)
+    args = parser.parse_args()
+
+    with FakeOllamaServer(latency=args.latency, capacity=args.capacity) as server:
+        concurrent = OllamaExplainer("fake-model", host=server.url, concurrency=args.concurrency)
+        server.reset_stats()
+        wall = asyncio.run(timed_calls(concurrent, args.calls, sequential=False))
+        peak = server.peak_in_flight
+        sequential = OllamaExplainer("fake-model", host=server.url, concurrency=1)
+        seq_wall = asyncio.run(timed_calls(sequential, args.sample, sequential=True))
+
+    ideal = args.calls * args.latency / min(args.capacity, args.concurrency)
+    per_call = seq_wall / args.sample
+    extrapolated = per_call * args.calls
+    ratio = wall / ideal
+    speedup = extrapolated / wall
+    print(f"fake server: latency {args.latency:.3f} s, capacity {args.capacity}; "
+          f"explainer concurrency {args.concurrency}; peak in flight {peak}")
+    print(f"concurrent: {args.calls} calls in {wall:.2f} s; ideal {ideal:.2f} s; "
+          f"ratio {ratio:.3f} (target <= 1.15) {'OK' if ratio <= 1.15 else 'MISSED'}")
+    print(f"sequential: {args.sample} calls in {seq_wall:.2f} s = {per_call * 1000:.1f} ms/call "
+          f"(overhead {1000 * (per_call - args.latency):.1f} ms over the server latency); "
+          f"{args.calls} calls ≈ {extrapolated:.1f} s")
+    print(f"speed-up over sequential: {speedup:.2f}x (target >= 3.5x) {'OK' if speedup >= 3.5 else 'MISSED'}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,131 @@
+"""Any Python function as an explainer: ``fn(history, item) -> str``, plain or ``async``.
+
+Plain functions run in worker threads (``asyncio.to_thread``) so a slow or blocking one does not stall
+the event loop; at most ``concurrency`` calls run at once either way. An exception or a non-string
+return value becomes an Explanation with ``failure="error"`` (the pair scores 0 and is listed), never a
+crash of the whole run; empty replies and refusals are classified as for the HTTP backends.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import time
+import weakref
+from collections.abc import Callable
+from typing import Any
+
+from ..data import Item, UserHistory
+from ..errors import ConfigError
+from .base import FAILURE_ERROR, Explainer, Explanation, ModelInfo
+from .prompt import case_payload
+from .reply import finish_reply
+
+ExplainFn = Callable[[UserHistory, Item], Any]
+
+
+def callable_name(fn: Callable[..., Any]) -> str:
+    """``__qualname__`` of a function, of a partial's function, or of a callable object's class."""
+    target = getattr(fn, "func", fn)  # functools.partial
+    name = getattr(target, "__qualname__", None)
+    return str(name) if name else type(target).__qualname__
+
+
+def qualified_name(fn: Callable[..., Any]) -> str:
+    """``module.qualname``: two functions called ``explain`` in different modules stay distinct."""
+    target = getattr(fn, "func", fn)
+    module = getattr(target, "__module__", None) or type(target).__module__
+    return f"{module}.{callable_name(fn)}"
+
+
+def _is_async_callable(fn: Callable[..., Any]) -> bool:
+    target = getattr(fn, "func", fn)  # functools.partial
+    if inspect.iscoroutinefunction(target):
+        return True
+    # A callable object whose __call__ is ``async def``.
+    return not inspect.isroutine(target) and inspect.iscoroutinefunction(type(target).__call__)
+
+
+class CallableExplainer:
+    """Wraps a user callable ``(history, item) -> str`` (or an async one) as an Explainer."""
+
+    backend = "callable"
+
+    def __init__(self, fn: ExplainFn, *, model: str | None = None, concurrency: int = 4,
+                 is_llm: bool = True) -> None:
+        """``model`` defaults to the callable's ``__qualname__``; set ``is_llm=False`` for rule-based
+        functions so reports do not present them as a language model."""
+        if not callable(fn):
+            raise ConfigError(
+                f"explainer must be callable as fn(history, item) -> str, got {type(fn).__name__}")
+        if concurrency < 1:
+            raise ConfigError(f"callable explainer concurrency must be at least 1, got {concurrency}")
+        self.fn = fn
+        self.model = model or callable_name(fn)
+        self.concurrency = concurrency
+        self.is_llm = is_llm
+        self._is_async = _is_async_callable(fn)
+        self._semaphores: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Semaphore] = (
+            weakref.WeakKeyDictionary())
+
+    def __repr__(self) -> str:
+        return f"CallableExplainer({self.model!r})"
+
+    async def preflight(self) -> ModelInfo:
+        """Nothing to contact; describes the callable."""
+        return ModelInfo(name=self.model, backend=self.backend, is_llm=self.is_llm,
+                         extra={"callable": qualified_name(self.fn),
+                                "kind": "callable explainer"})
+
+    async def explain(self, history: UserHistory, item: Item, *, seed: int, repeat: int) -> Explanation:
+        """Call the function; errors and wrong return types become failures, not exceptions."""
+        async with self._semaphore():
+            started = time.perf_counter()
+            try:
+                result = await self._call(history, item)
+            except Exception as exc:
+                return self._error(f"{type(exc).__name__}: {exc}", started)
+            latency = time.perf_counter() - started
+        if not isinstance(result, str):
+            return self._error(f"the explainer callable {self.model} returned {type(result).__name__}, "
+                               "expected str", started, latency)
+        return finish_reply(result, model=self.model, latency_s=latency)
+
+    def request_identity(self, history: UserHistory, item: Item, *, seed: int, repeat: int) -> dict[str, Any]:
+        """The callable's full name plus its inputs (it sees no prompt, so no prompt is part of it)."""
+        return {"backend": self.backend, "model": self.model, "callable": qualified_name(self.fn),
+                "input": case_payload(history, item), "seed": seed, "repeat": repeat}
+
+    async def aclose(self) -> None:
+        """Nothing to release: the callable (and whatever it holds) belongs to the caller."""
+
+    # ------------------------------------------------------------------ internals
+    def _semaphore(self) -> asyncio.Semaphore:
+        loop = asyncio.get_running_loop()
+        semaphore = self._semaphores.get(loop)
+        if semaphore is None:
+            semaphore = self._semaphores[loop] = asyncio.Semaphore(self.concurrency)
+        return semaphore
+
+    async def _call(self, history: UserHistory, item: Item) -> Any:
+        if self._is_async:
+            return await self.fn(history, item)
+        result = await asyncio.to_thread(self.fn, history, item)
+        # A plain function may still hand back an awaitable (a lambda around an async function).
+        return await result if inspect.isawaitable(result) else result
+
+    def _error(self, detail: str, started: float, latency: float | None = None) -> Explanation:
+        elapsed = latency if latency is not None else time.perf_counter() - started
+        return Explanation(text="", model=self.model, latency_s=elapsed, failure=FAILURE_ERROR, detail=detail)
+
+
+def wrap_explainer(obj: Any, *, model: str | None = None) -> Explainer:
+    """An Explainer from an Explainer (returned as is) or a callable ``(history, item) -> str``."""
+    if isinstance(obj, Explainer):
+        return obj
+    if callable(obj):
+        return CallableExplainer(obj, model=model)
+    raise ConfigError(
+        f"cannot use {type(obj).__name__} as an explainer: pass an object with preflight/explain/"
+        "request_identity/aclose (the Explainer protocol) or a callable fn(history, item) -> str"
+    )

@@ -1,0 +1,183 @@
+"""The Ollama backend, through the official ``ollama`` Python client (``ollama.AsyncClient``).
+
+Each prompt is one non-streaming ``/api/chat`` request with a single user message and the options
+``temperature``, ``seed`` (the per-request seed), ``num_predict`` and ``num_ctx``. ``num_ctx`` never
+changes between requests, because a different context size makes Ollama reload the model.
+
+Thinking models (``"thinking"`` in the capabilities ``/api/show`` reports) get ``think=False``; any
+``<think>`` block that leaks into the content anyway is stripped before scoring.
+"""
+
+from __future__ import annotations
+
+import os
+import urllib.parse
+from typing import TYPE_CHECKING, Any
+
+from ..errors import BackendError
+from .base import ModelInfo
+from .prompt import PromptTemplate
+from .remote import RemoteExplainer, Reply
+from .retry import RetryPolicy, is_connect_failure, status_of
+
+if TYPE_CHECKING:
+    import ollama
+
+DEFAULT_HOST = "http://127.0.0.1:11434"
+DEFAULT_PORT = 11434
+
+
+def resolve_host(host: str | None = None) -> str:
+    """The server URL: ``host``, else ``$OLLAMA_HOST``, else ``http://127.0.0.1:11434``.
+
+    Accepts the forms Ollama itself accepts (``localhost``, ``0.0.0.0:11434``, ``https://h``); a bind-all
+    address is turned into the loopback address a client can actually connect to.
+    """
+    raw = (host or os.environ.get("OLLAMA_HOST") or DEFAULT_HOST).strip()
+    if "://" not in raw:
+        raw = "http://" + raw
+    parts = urllib.parse.urlsplit(raw)
+    hostname = parts.hostname or "127.0.0.1"
+    if hostname in ("0.0.0.0", "::"):
+        hostname = "127.0.0.1"
+    if ":" in hostname:  # IPv6 literal
+        hostname = f"[{hostname}]"
+    try:
+        port = parts.port
+    except ValueError:
+        raise BackendError(f"invalid Ollama host {raw!r}: bad port") from None
+    if port is None:
+        port = 443 if parts.scheme == "https" else DEFAULT_PORT
+    return f"{parts.scheme}://{hostname}:{port}{parts.path.rstrip('/')}"
+
+
+def _normalise_digest(digest: str | None) -> str | None:
+    # /api/tags reports a bare sha256 hex digest; say which algorithm it is, as the reports do.
+    if digest and ":" not in digest and len(digest) == 64:
+        return f"sha256:{digest}"
+    return digest or None
+
+
+def _name_matches(requested: str, listed: str) -> bool:
+    return listed == requested or (":" not in requested and listed == f"{requested}:latest")
+
+
+class OllamaExplainer(RemoteExplainer):
+    """Explanations from a model served by Ollama."""
+
+    backend = "ollama"
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        host: str | None = None,
+        temperature: float = 0.0,
+        seed: int = 42,
+        num_predict: int = 256,
+        num_ctx: int = 4096,
+        concurrency: int = 4,
+        connect_timeout: float = 5.0,
+        read_timeout: float = 120.0,
+        max_attempts: int = 4,
+        prompt: PromptTemplate | None = None,
+        retry: RetryPolicy | None = None,
+    ) -> None:
+        """``seed`` seeds the warm-up request and the retry jitter; each explanation uses the seed
+        passed to :meth:`explain`. ``retry`` overrides the default policy (tests inject a fast sleep)."""
+        super().__init__(model, host=resolve_host(host), temperature=temperature, seed=seed,
+                         num_predict=num_predict, concurrency=concurrency, max_attempts=max_attempts,
+                         prompt=prompt, retry=retry)
+        self.num_ctx = int(num_ctx)
+        self.connect_timeout = float(connect_timeout)
+        self.read_timeout = float(read_timeout)
+
+    def __repr__(self) -> str:
+        return f"OllamaExplainer({self.model!r}, host={self.host!r})"
+
+    # ------------------------------------------------------------------ hooks
+    def _timeout(self) -> Any:
+        import httpx
+
+        return httpx.Timeout(self.read_timeout, connect=self.connect_timeout)
+
+    def _make_client(self) -> ollama.AsyncClient:
+        import ollama
+
+        return ollama.AsyncClient(host=self.host, timeout=self._timeout())
+
+    async def _close_client(self, client: Any) -> None:
+        await client.close()
+
+    def identity_options(self) -> dict[str, Any]:
+        return {"temperature": self.temperature, "num_predict": self.num_predict, "num_ctx": self.num_ctx}
+
+    @property
+    def think(self) -> bool | None:
+        """``False`` for thinking-capable models (turn reasoning off); None (not sent) otherwise."""
+        capabilities = self.info.extra.get("capabilities", ()) if self.info is not None else ()
+        return False if "thinking" in capabilities else None
+
+    async def _request(self, client: Any, prompt: str, *, seed: int, num_predict: int) -> Reply:
+        model = self.info.name if self.info is not None else self.model
+        response = await client.chat(
+            model=model,
+            messages=[{"role": "user", "content": prompt}],
+            think=self.think,
+            options={"temperature": self.temperature, "seed": seed, "num_predict": num_predict,
+                     "num_ctx": self.num_ctx},
+        )
+        return Reply(text=response.message.content, prompt_tokens=response.prompt_eval_count,
+                     completion_tokens=response.eval_count)
+
+    async def _inspect(self, client: Any) -> ModelInfo:
+        version = await self._server_version()
+        listing = await client.list()
+        entry = next((m for m in listing.models if m.model and _name_matches(self.model, m.model)), None)
+        if entry is None:
+            raise self._not_found()
+        name = entry.model or self.model
+        try:
+            shown = await client.show(name)
+        except Exception as exc:
+            if status_of(exc) == 404:
+                raise self._not_found() from None
+            raise
+        details = shown.details or entry.details
+        return ModelInfo(
+            name=name, backend=self.backend, digest=_normalise_digest(entry.digest),
+            parameter_size=details.parameter_size if details else None,
+            quantization=details.quantization_level if details else None,
+            server_version=version, host=self.host,
+            extra={"capabilities": list(shown.capabilities or []),
+                   "family": details.family if details else None,
+                   "size_bytes": int(entry.size) if entry.size is not None else None},
+        )
+
+    async def _server_version(self) -> str | None:
+        # The ollama client has no call for /api/version; a short-lived httpx client does it.
+        import httpx
+
+        async with httpx.AsyncClient(base_url=self.host, timeout=self._timeout()) as http:
+            response = await http.get("/api/version")
+            if response.status_code == 404:  # very old servers; not worth failing (or a misleading 404)
+                return None
+            response.raise_for_status()
+            version = response.json().get("version")
+        return str(version) if version is not None else None
+
+    def _fatal_for(self, exc: BaseException) -> BackendError | None:
+        if is_connect_failure(exc):
+            return self._unreachable()
+        if status_of(exc) == 404:
+            return self._not_found()
+        return self._status_fatal(exc)
+
+    def _unreachable(self) -> BackendError:
+        return BackendError(
+            f"cannot reach Ollama at {self.host} (connection refused). Start it with `ollama serve` or set "
+            "--robustexplain-host / OLLAMA_HOST."
+        )
+
+    def _not_found(self) -> BackendError:
+        return BackendError(f"model {self.model} not found on {self.host}; run `ollama pull {self.model}`")

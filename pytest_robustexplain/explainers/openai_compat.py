@@ -1,0 +1,165 @@
+"""The OpenAI-compatible backend: llama.cpp's ``llama-server``, vLLM, LM Studio, Ollama's ``/v1``...
+
+Each prompt is one ``POST {base_url}/chat/completions`` with a single user message, ``temperature``,
+``seed`` (the per-request seed) and ``max_tokens``, through ``httpx.AsyncClient``; retries, bounded
+concurrency and failure handling are those of every backend (:mod:`.remote`).
+
+Preflight asks ``GET {base_url}/models``. Servers differ in what that list means: llama.cpp serves one
+model whatever name a request carries, so a non-empty list that lacks the requested name is a warning,
+not an error (the listed model is what will answer, and it is recorded). An empty list or a listed
+name is unambiguous. These servers report no content digest, so the model's identity for cache keys is
+a hash of the server-reported model entry (its id and metadata), minus fields that change on restart.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import warnings
+from typing import Any
+
+from ..errors import BackendError, RobustExplainWarning
+from .base import ModelInfo
+from .prompt import PromptTemplate
+from .remote import RemoteExplainer, Reply
+from .retry import RetryPolicy, describe_error, is_connect_failure, status_of
+
+DEFAULT_BASE_URL = "http://127.0.0.1:8080/v1"
+# Fields of a /models entry that change without the model changing (llama.cpp sets "created" to the
+# server's start time).
+_VOLATILE_FIELDS = frozenset({"created", "object"})
+
+
+def model_fingerprint(entry: dict[str, Any]) -> str:
+    """A stable stand-in digest from what the server says about the model."""
+    stable = {k: v for k, v in entry.items() if k not in _VOLATILE_FIELDS}
+    blob = json.dumps(stable, sort_keys=True, separators=(",", ":"), default=str)
+    return "entry-sha256:" + hashlib.sha256(blob.encode("utf-8")).hexdigest()
+
+
+class OpenAICompatExplainer(RemoteExplainer):
+    """Explanations from any server speaking the OpenAI chat-completions API."""
+
+    backend = "openai"
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        base_url: str = DEFAULT_BASE_URL,
+        api_key: str | None = None,
+        temperature: float = 0.0,
+        seed: int = 42,
+        max_tokens: int = 256,
+        concurrency: int = 4,
+        connect_timeout: float = 5.0,
+        read_timeout: float = 120.0,
+        max_attempts: int = 4,
+        prompt: PromptTemplate | None = None,
+        retry: RetryPolicy | None = None,
+    ) -> None:
+        """``api_key`` defaults to ``$OPENAI_API_KEY`` (sent as a Bearer token when set)."""
+        url = base_url.strip().rstrip("/")
+        if "://" not in url:
+            url = "http://" + url
+        super().__init__(model, host=url, temperature=temperature, seed=seed, num_predict=max_tokens,
+                         concurrency=concurrency, max_attempts=max_attempts, prompt=prompt, retry=retry)
+        self.api_key = api_key if api_key is not None else os.environ.get("OPENAI_API_KEY")
+        self.connect_timeout = float(connect_timeout)
+        self.read_timeout = float(read_timeout)
+
+    def __repr__(self) -> str:
+        return f"OpenAICompatExplainer({self.model!r}, base_url={self.host!r})"
+
+    @property
+    def max_tokens(self) -> int:
+        return self.num_predict
+
+    # ------------------------------------------------------------------ hooks
+    def _make_client(self) -> Any:
+        import httpx
+
+        headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
+        return httpx.AsyncClient(base_url=self.host + "/", headers=headers,
+                                 timeout=httpx.Timeout(self.read_timeout, connect=self.connect_timeout))
+
+    async def _close_client(self, client: Any) -> None:
+        await client.aclose()
+
+    def identity_options(self) -> dict[str, Any]:
+        return {"temperature": self.temperature, "max_tokens": self.num_predict}
+
+    async def _request(self, client: Any, prompt: str, *, seed: int, num_predict: int) -> Reply:
+        body = {
+            "model": self.model,
+            "messages": [{"role": "user", "content": prompt}],
+            "temperature": self.temperature,
+            "seed": seed,
+            "max_tokens": num_predict,
+            "stream": False,
+        }
+        response = await client.post("chat/completions", json=body)
+        response.raise_for_status()
+        return self._parse_completion(response)
+
+    @staticmethod
+    def _parse_completion(response: Any) -> Reply:
+        try:
+            data = response.json()
+            message = data["choices"][0]["message"]
+            usage = data.get("usage") or {}
+        except (ValueError, KeyError, IndexError, TypeError) as exc:
+            raise ValueError(f"malformed chat completion ({type(exc).__name__}: {exc}): "
+                             f"{response.text[:200]!r}") from None
+        return Reply(text=message.get("content"), prompt_tokens=usage.get("prompt_tokens"),
+                     completion_tokens=usage.get("completion_tokens"))
+
+    async def _inspect(self, client: Any) -> ModelInfo:
+        response = await client.get("models")
+        response.raise_for_status()
+        try:
+            entries = [e for e in response.json().get("data", []) if isinstance(e, dict)]
+        except (ValueError, AttributeError):
+            raise BackendError(f"{self.host}/models did not return a model list: "
+                               f"{response.text[:200]!r}") from None
+        entry = next((e for e in entries if e.get("id") == self.model), None)
+        if entry is None and entries:
+            served = ", ".join(str(e.get("id")) for e in entries)
+            warnings.warn(RobustExplainWarning(
+                f"model {self.model!r} is not listed by {self.host}/models (served: {served}); servers such "
+                "as llama.cpp answer every request with the model they loaded, so the results belong to "
+                "that model."), stacklevel=2)
+            entry = entries[0] if len(entries) == 1 else None
+        known: dict[str, Any] = entry or {}
+        meta = known["meta"] if isinstance(known.get("meta"), dict) else {}
+        return ModelInfo(
+            name=self.model, backend=self.backend,
+            digest=model_fingerprint(entry) if entry is not None else None,
+            parameter_size=_param_size(meta.get("n_params")), quantization=None,
+            server_version=response.headers.get("server"), host=self.host,
+            extra={"served_as": known.get("id"), "owned_by": known.get("owned_by"), "meta": meta},
+        )
+
+    def _fatal_for(self, exc: BaseException) -> BackendError | None:
+        if is_connect_failure(exc):
+            return self._unreachable()
+        if status_of(exc) == 404:
+            return BackendError(
+                f"{self.host} answered 404 ({describe_error(exc)}) for model {self.model!r}: check that the "
+                "base URL ends in /v1 (e.g. http://127.0.0.1:8080/v1) and that the server serves this model."
+            )
+        return self._status_fatal(exc)
+
+    def _unreachable(self) -> BackendError:
+        return BackendError(
+            f"cannot reach the OpenAI-compatible server at {self.host} (connection refused). Start it "
+            "(e.g. `llama-server -m model.gguf --port 8080`) or set --robustexplain-host."
+        )
+
+
+def _param_size(n_params: Any) -> str | None:
+    # llama.cpp reports the raw parameter count; show it the way Ollama does ("8.0B").
+    if not isinstance(n_params, (int, float)) or n_params <= 0:
+        return None
+    return f"{n_params / 1e9:.1f}B" if n_params >= 1e9 else f"{n_params / 1e6:.0f}M"

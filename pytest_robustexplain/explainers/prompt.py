@@ -1,0 +1,179 @@
+"""The prompt an LLM explainer sends: the paper's template by default, or a user's own.
+
+The layout is a contract with the fake Ollama server (``pytest_robustexplain.testing``), which parses
+the numbered history lines, the quoted item and the features back out of the prompt:
+
+    Given the user's interaction history:
+    1. Wireless Earbuds Pro (id E012) — category: Electronics; rating: 4.5; date: 2024-03-01
+    2. unknown (id E077) — category: unknown; rating: unknown; date: unknown
+    explain why the item "Smart Watch" with features category: Electronics; brand: Acme is recommended. ...
+
+Every missing value is written ``unknown`` so that the ``missing_values`` perturbation shows up in the
+prompt as the model would see it in real data.
+"""
+
+from __future__ import annotations
+
+import string
+from collections.abc import Mapping
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from ..data import Interaction, Item, UserHistory
+from ..errors import ConfigError
+
+UNKNOWN = "unknown"
+
+DEFAULT_TEMPLATE = (
+    "Given the user's interaction history:\n"
+    "{history}\n"
+    'explain why the item "{item}" with features {features} is recommended. '
+    "Focus on connecting the user's demonstrated preferences to the item's characteristics."
+)
+
+# The names a template may use, in the order they are listed in error messages.
+PLACEHOLDERS: tuple[str, ...] = (
+    "history", "item", "features", "item_id", "item_category", "user_id", "n_interactions",
+)
+
+_STRING_SOURCE = "template string"
+
+
+def format_value(value: Any) -> str:
+    """One feature or field value as prompt text: lists joined with ", ", whole floats without ".0"."""
+    if value is None:
+        return UNKNOWN
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, float):
+        return str(int(value)) if value.is_integer() else f"{value:g}"
+    if isinstance(value, (set, frozenset)):
+        # Sets have no order of their own; sort them so the prompt (and the cache key) is stable.
+        return ", ".join(sorted(format_value(v) for v in value)) or UNKNOWN
+    if isinstance(value, (list, tuple)):
+        return ", ".join(format_value(v) for v in value) or UNKNOWN
+    text = str(value).strip()
+    return text or UNKNOWN
+
+
+def format_date(timestamp: int | None) -> str:
+    """``YYYY-MM-DD`` (UTC) for an epoch-seconds timestamp, ``unknown`` when missing."""
+    if timestamp is None:
+        return UNKNOWN
+    return datetime.fromtimestamp(timestamp, tz=timezone.utc).strftime("%Y-%m-%d")
+
+
+def format_interaction(index: int, interaction: Interaction) -> str:
+    """One numbered history line; the id is always appended so the model can tell items apart."""
+    title = format_value(interaction.title)
+    return (
+        f"{index}. {title} (id {interaction.item_id}) — category: {format_value(interaction.category)}; "
+        f"rating: {format_value(interaction.rating)}; date: {format_date(interaction.timestamp)}"
+    )
+
+
+def format_history(history: UserHistory) -> str:
+    """The numbered interaction list, oldest first (the order the history holds)."""
+    if not history.interactions:
+        return "(no interactions)"
+    return "\n".join(format_interaction(i, it) for i, it in enumerate(history.interactions, start=1))
+
+
+def format_features(item: Item) -> str:
+    """``category: X; key: value; ...`` — category first, then the features in sorted key order."""
+    parts = [f"category: {format_value(item.category)}"]
+    parts.extend(f"{key}: {format_value(item.features[key])}" for key in sorted(item.features))
+    return "; ".join(parts)
+
+
+def item_name(item: Item) -> str:
+    """The item as the prompt names it: its title, or its id when the title is missing."""
+    title = (item.title or "").strip()
+    return title or item.item_id
+
+
+def case_payload(history: UserHistory, item: Item) -> dict[str, Any]:
+    """Everything a non-prompt explainer sees, as canonical JSON-ready data (for request identities)."""
+    return {"history": history.to_dict(), "item": item.to_dict()}
+
+
+class PromptTemplate:
+    """A prompt with named placeholders, validated when it is built.
+
+    ``PromptTemplate()`` is the paper's template. Custom templates may use any of :data:`PLACEHOLDERS`
+    and must contain ``{history}``: without it no perturbation reaches the model and every robustness
+    score would be a meaningless 1.0.
+    """
+
+    def __init__(self, template: str = DEFAULT_TEMPLATE, *, source: str = _STRING_SOURCE) -> None:
+        self.template = template
+        self.source = source
+        self._validate()
+
+    @classmethod
+    def from_file(cls, path: str | Path) -> PromptTemplate:
+        """Read a UTF-8 template file; unreadable files raise a ConfigError naming the path."""
+        file = Path(path)
+        try:
+            text = file.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise ConfigError(f"cannot read prompt template {file}: {exc}") from None
+        return cls(text, source=str(file))
+
+    @property
+    def is_default(self) -> bool:
+        return self.template == DEFAULT_TEMPLATE
+
+    def __repr__(self) -> str:
+        return f"PromptTemplate(source={self.source!r})"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, PromptTemplate) and other.template == self.template
+
+    def __hash__(self) -> int:
+        return hash(self.template)
+
+    def render(self, history: UserHistory, item: Item) -> str:
+        """The prompt text for one (history, item)."""
+        return self.template.format_map(self._values(history, item))
+
+    @staticmethod
+    def _values(history: UserHistory, item: Item) -> Mapping[str, Any]:
+        return {
+            "history": format_history(history),
+            "item": item_name(item),
+            "features": format_features(item),
+            "item_id": item.item_id,
+            "item_category": format_value(item.category),
+            "user_id": history.user_id,
+            "n_interactions": len(history),
+        }
+
+    def _validate(self) -> None:
+        allowed = ", ".join("{" + name + "}" for name in PLACEHOLDERS)
+        where = f"prompt template ({self.source})"
+        try:
+            fields = [f for _, f, _, _ in string.Formatter().parse(self.template) if f is not None]
+        except ValueError as exc:
+            raise ConfigError(
+                f"{where} is malformed: {exc}. Write a literal brace as {{{{ or }}}}.") from None
+        for name in fields:
+            if name not in PLACEHOLDERS:
+                shown = "{" + name + "}" if name else "{} (positional)"
+                raise ConfigError(f"{where} uses unknown placeholder {shown}; allowed: {allowed}")
+        if "history" not in fields:
+            raise ConfigError(
+                f"{where} has no {{history}} placeholder, so perturbations could never reach the model; "
+                f"allowed: {allowed}"
+            )
+        self._trial_render(where)
+
+    def _trial_render(self, where: str) -> None:
+        # A bad format spec or conversion ("{n_interactions:q}") only fails when formatting: find it now,
+        # at configuration time, rather than on the first of hundreds of requests.
+        sample = UserHistory("u", (Interaction("i1", "c", 0, 4.0, "t"),))
+        try:
+            self.render(sample, Item("i2", "t", "c"))
+        except (ValueError, TypeError, KeyError, IndexError, AttributeError) as exc:
+            raise ConfigError(f"{where} cannot be rendered: {exc}") from None

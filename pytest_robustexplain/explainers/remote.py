@@ -1,0 +1,289 @@
+"""What the HTTP backends (Ollama, OpenAI-compatible) share.
+
+- One client and one semaphore per running event loop, created lazily inside that loop: an httpx or
+  ollama client is bound to the loop it first ran in, and the plugin may preflight in one loop and run
+  the sweep in another (a background thread).
+- Bounded concurrency: never more than ``concurrency`` generation requests in flight per loop.
+- Retries through :class:`~.retry.RetryPolicy`; a request that exhausts them becomes an Explanation with
+  ``failure="error"``, never text.
+- Fatal conditions (nothing listening, model missing, credentials rejected) raise one BackendError,
+  remembered so later calls fail at once instead of each rediscovering it.
+- A warm-up request before the first generation (so the model is loaded before latencies are measured),
+  counted separately. It is deferred to the first real request so a run served entirely from the
+  response cache makes no model call at all.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import weakref
+from abc import ABC, abstractmethod
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from ..data import Item, UserHistory
+from ..errors import BackendError
+from .base import FAILURE_ERROR, Explanation, ModelInfo
+from .prompt import PromptTemplate
+from .reply import finish_reply
+from .retry import RetryExhaustedError, RetryPolicy, describe_error, is_connect_failure, status_of
+
+T = TypeVar("T")
+
+WARMUP_PROMPT = "Reply with the single word: ready."
+# After a refused connection, one quick second look: a server that is just (re)starting gets a chance,
+# a dead one costs a quarter of a second, not a minute of backoff.
+RECHECK_DELAY_S = 0.25
+
+
+@dataclass
+class BackendStats:
+    """Request counters of one explainer (all event loops together)."""
+
+    requests: int = 0  # generation HTTP attempts, retries included, warm-up excluded
+    retries: int = 0
+    warmup_calls: int = 0
+    errors: int = 0  # explanations that ended with failure "error"
+
+    def as_dict(self) -> dict[str, int]:
+        return {"requests": self.requests, "retries": self.retries, "warmup_calls": self.warmup_calls,
+                "errors": self.errors}
+
+
+@dataclass
+class Reply:
+    """The backend-neutral part of a model response."""
+
+    text: str | None
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+
+
+@dataclass
+class _LoopState:
+    client: Any
+    semaphore: asyncio.Semaphore
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+
+
+class RemoteExplainer(ABC):
+    """Base class of the HTTP backends; subclasses provide the client, the request and the checks."""
+
+    backend: str = "remote"
+    is_llm = True
+
+    def __init__(self, model: str, *, host: str, temperature: float, seed: int, num_predict: int,
+                 concurrency: int, max_attempts: int, prompt: PromptTemplate | None,
+                 retry: RetryPolicy | None) -> None:
+        if not model or not model.strip():
+            raise BackendError(f"{self.backend}: the model name is empty")
+        if concurrency < 1:
+            raise BackendError(f"{self.backend}: concurrency must be at least 1, got {concurrency}")
+        self.model = model.strip()
+        self.host = host
+        self.temperature = float(temperature)
+        self.seed = int(seed)
+        self.num_predict = int(num_predict)
+        self.concurrency = int(concurrency)
+        self.prompt = prompt if prompt is not None else PromptTemplate()
+        self.retry = retry if retry is not None else RetryPolicy(max_attempts=max_attempts, seed=seed)
+        self.stats = BackendStats()
+        self.info: ModelInfo | None = None
+        self._fatal: BackendError | None = None
+        self._warmed = False
+        self.warmup_error: str | None = None  # why the warm-up failed, when it failed non-fatally
+        self._states: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _LoopState] = (
+            weakref.WeakKeyDictionary())
+
+    # ------------------------------------------------------------------ subclass hooks
+    @abstractmethod
+    def _make_client(self) -> Any:
+        """A new client for the running event loop."""
+
+    @abstractmethod
+    async def _close_client(self, client: Any) -> None: ...
+
+    @abstractmethod
+    async def _request(self, client: Any, prompt: str, *, seed: int, num_predict: int) -> Reply:
+        """One generation request (no retries); raises on transport or HTTP errors."""
+
+    @abstractmethod
+    async def _inspect(self, client: Any) -> ModelInfo:
+        """Check the server and the model and describe them; raise BackendError when unusable."""
+
+    @abstractmethod
+    def _fatal_for(self, exc: BaseException) -> BackendError | None:
+        """The BackendError a request error means for the whole run, or None for a per-pair failure."""
+
+    @abstractmethod
+    def identity_options(self) -> dict[str, Any]:
+        """The generation options that determine a reply (part of the cache key)."""
+
+    def use_model_info(self, info: ModelInfo) -> None:
+        """Adopt model facts recorded earlier (offline cache replay) instead of asking the server."""
+        self.info = info
+
+    # ------------------------------------------------------------------ protocol
+    async def preflight(self) -> ModelInfo:
+        """Check the server and the model once; raise one clear BackendError when they are unusable."""
+        if self._fatal is not None:
+            raise self._fatal
+        # A client of its own, closed at once: preflight often runs in a short-lived event loop (the
+        # plugin's start-up) that is gone before the sweep's loop sends the first generation request.
+        client = self._make_client()
+        what = f"{self.backend} preflight against {self.host} failed"
+        try:
+            info = await self.retry.run(lambda: self._with_recheck(lambda: self._inspect(client)))
+        except BackendError as exc:
+            raise self._remember(exc) from None
+        except RetryExhaustedError as exc:
+            raise self._remember(BackendError(f"{what}: {exc}")) from None
+        except Exception as exc:
+            raise self._as_fatal(exc, what) from None
+        finally:
+            await self._close_client(client)
+        self.info = info
+        return info
+
+    async def explain(self, history: UserHistory, item: Item, *, seed: int, repeat: int) -> Explanation:
+        """Generate one explanation; transport trouble after every retry becomes failure "error"."""
+        state = self._state()
+        await self._ensure_ready(state)
+        prompt = self.prompt.render(history, item)
+        async with state.semaphore:
+            if self._fatal is not None:  # found by a request that held the slot before us
+                raise self._fatal
+            started = time.perf_counter()
+            try:
+                reply = await self._generate(state, prompt, seed=seed, num_predict=self.num_predict)
+            except BackendError:
+                raise
+            except Exception as exc:  # RetryExhaustedError or a non-retryable per-request error
+                self.stats.errors += 1
+                return Explanation(text="", model=self.model, latency_s=time.perf_counter() - started,
+                                   failure=FAILURE_ERROR, detail=describe_error(exc))
+            latency = time.perf_counter() - started
+        return finish_reply(reply.text, model=self.model, latency_s=latency,
+                            prompt_tokens=reply.prompt_tokens, completion_tokens=reply.completion_tokens)
+
+    def request_identity(self, history: UserHistory, item: Item, *, seed: int, repeat: int) -> dict[str, Any]:
+        """Everything that determines the reply; host-independent so a cache moves between machines."""
+        info = self.info
+        return {
+            "backend": self.backend,
+            "model": info.name if info is not None else self.model,
+            "digest": info.digest if info is not None else None,
+            "prompt": self.prompt.render(history, item),
+            "options": self.identity_options(),
+            "seed": seed,
+            "repeat": repeat,
+        }
+
+    async def aclose(self) -> None:
+        """Close the client of the running loop; clients of finished loops died with them."""
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:  # pragma: no cover - aclose is always awaited
+            return
+        state = self._states.pop(loop, None)
+        self._states.clear()
+        if state is not None:
+            await self._close_client(state.client)
+
+    # ------------------------------------------------------------------ internals
+    def _state(self) -> _LoopState:
+        loop = asyncio.get_running_loop()
+        state = self._states.get(loop)
+        if state is None:
+            state = _LoopState(client=self._make_client(), semaphore=asyncio.Semaphore(self.concurrency))
+            self._states[loop] = state
+        return state
+
+    def _as_fatal(self, exc: BaseException, what: str) -> BackendError:
+        """The remembered BackendError for an error that makes the run impossible."""
+        return self._remember(self._fatal_for(exc) or BackendError(f"{what}: {describe_error(exc)}"))
+
+    def _remember(self, error: BackendError) -> BackendError:
+        if self._fatal is None:
+            self._fatal = error
+        return self._fatal
+
+    async def _ensure_ready(self, state: _LoopState) -> None:
+        if self._fatal is not None:
+            raise self._fatal
+        if self.info is not None and self._warmed:
+            return
+        async with state.lock:
+            if self._fatal is not None:  # found while we waited for the lock
+                raise self._fatal
+            if self.info is None:
+                await self.preflight()
+            if not self._warmed:
+                await self._warm_up(state)
+
+    async def _warm_up(self, state: _LoopState) -> None:
+        async def attempt() -> Reply:
+            self.stats.warmup_calls += 1
+            return await self._request(state.client, WARMUP_PROMPT, seed=self.seed, num_predict=8)
+
+        try:
+            await self.retry.run(lambda: self._with_recheck(attempt))
+        except BackendError:
+            raise
+        except Exception as exc:
+            fatal = self._fatal_for(exc)
+            if fatal is not None:  # model missing, credentials rejected: nothing will ever work
+                raise self._remember(fatal) from None
+            # Server trouble (overload, a crashed runner): the real requests retry on their own and
+            # their failures are counted per pair, so the warm-up does not decide the run for them.
+            self.warmup_error = describe_error(exc)
+        self._warmed = True
+
+    async def _generate(self, state: _LoopState, prompt: str, *, seed: int, num_predict: int) -> Reply:
+        async def attempt() -> Reply:
+            self.stats.requests += 1
+            return await self._request(state.client, prompt, seed=seed, num_predict=num_predict)
+
+        def on_retry(_n: int, _exc: BaseException, _delay: float) -> None:
+            self.stats.retries += 1
+
+        try:
+            return await self.retry.run(lambda: self._with_recheck(attempt), on_retry=on_retry)
+        except RetryExhaustedError:
+            raise
+        except BackendError:
+            raise
+        except Exception as exc:
+            fatal = self._fatal_for(exc)
+            if fatal is not None:
+                raise self._remember(fatal) from None
+            raise
+
+    async def _with_recheck(self, call: Callable[[], Awaitable[T]]) -> T:
+        """Run ``call()``; after a refused connection look once more, then give up (fatal)."""
+        try:
+            return await call()
+        except Exception as exc:
+            if not is_connect_failure(exc):
+                raise
+        await asyncio.sleep(RECHECK_DELAY_S)
+        try:
+            return await call()
+        except Exception as exc:
+            if is_connect_failure(exc):
+                raise self._remember(self._unreachable()) from None
+            raise
+
+    @abstractmethod
+    def _unreachable(self) -> BackendError:
+        """The error for a server that refuses connections."""
+
+    def _status_fatal(self, exc: BaseException) -> BackendError | None:
+        """Credentials rejected: no request will ever succeed."""
+        status = status_of(exc)
+        if status in (401, 403):
+            return BackendError(f"{self.host} rejected the request (HTTP {status}: {describe_error(exc)}); "
+                                f"check the API key / credentials for the {self.backend} backend.")
+        return None

@@ -1,0 +1,83 @@
+"""Turning a raw model reply into an :class:`Explanation`: strip reasoning blocks, detect refusals.
+
+Shared by every backend so that "empty" and "refusal" mean the same thing whichever server produced
+the text. A failed generation never becomes text: it is an Explanation with ``failure`` set.
+"""
+
+from __future__ import annotations
+
+import re
+
+from .base import FAILURE_EMPTY, FAILURE_REFUSAL, Explanation
+
+_THINK_BLOCK = re.compile(r"<(think|thinking)>.*?</\1>", re.IGNORECASE | re.DOTALL)
+_THINK_OPEN = re.compile(r"^\s*<(think|thinking)>", re.IGNORECASE)
+_THINK_CLOSE = re.compile(r"</(think|thinking)>", re.IGNORECASE)
+
+# Refusals are recognised only at the very start of a reply, and only in short replies: a genuine
+# refusal is a sentence or two, while an explanation that merely opens with "As an AI, I don't have
+# preferences, but ..." and then explains is a (poor) answer, not a refusal.
+REFUSAL_MAX_WORDS = 80
+REFUSAL_PATTERNS: tuple[re.Pattern[str], ...] = tuple(
+    re.compile(p, re.IGNORECASE)
+    for p in (
+        # "I'm sorry, but I can't ...", "I am afraid I cannot ..."
+        r"^\W*(i'?m|i am)\s+(sorry|afraid)\b[^.!?]{0,60}?\b(can'?t|cannot|can not|unable|not able|won'?t)\b",
+        # "I cannot help with ...", "I can't assist with that", "I won't provide ..."
+        r"^\W*i\s+(can'?t|cannot|can not|won'?t|will not|am unable to|'m unable to|am not able to)\s+"
+        r"(help|assist|provide|comply|fulfil|fulfill|do that|answer|explain|generate|create)\b",
+        # "As an AI (language model), I cannot / don't have access / am unable ..."
+        r"^\W*as an ai\b[^.!?]{0,60}?\b(can'?t|cannot|unable|not able|don'?t|do not)\b",
+        # "Unfortunately, I can't ..."
+        r"^\W*unfortunately,?\s+i\s+(can'?t|cannot|am unable|'m unable|am not able)\b",
+    )
+)
+
+
+def strip_think(text: str) -> str:
+    """Remove ``<think>…</think>`` blocks; an unterminated leading ``<think>`` leaves nothing.
+
+    An unterminated block means the token budget ran out while the model was still reasoning, so no
+    answer was produced at all. A lone ``</think>`` (chat templates that open the block inside the
+    prompt) drops everything before it.
+    """
+    text = _THINK_BLOCK.sub("", text)
+    if _THINK_OPEN.match(text):
+        return ""
+    closes = list(_THINK_CLOSE.finditer(text))
+    if closes:
+        text = text[closes[-1].end():]
+    return text.strip()
+
+
+def refusal_reason(text: str) -> str | None:
+    """The matched refusal phrase when ``text`` is a refusal, else None."""
+    if len(text.split()) > REFUSAL_MAX_WORDS:
+        return None
+    for pattern in REFUSAL_PATTERNS:
+        match = pattern.search(text)
+        if match:
+            return match.group(0).strip()
+    return None
+
+
+def finish_reply(
+    raw: str | None,
+    *,
+    model: str,
+    latency_s: float,
+    prompt_tokens: int | None = None,
+    completion_tokens: int | None = None,
+) -> Explanation:
+    """Classify a reply: stripped text, or an "empty" / "refusal" failure carrying what was seen."""
+    text = strip_think(raw or "")
+    failure: str | None = None
+    detail = ""
+    if not text:
+        failure = FAILURE_EMPTY
+        detail = "the reply was empty" if not (raw or "").strip() else "the reply held only a <think> block"
+    elif refusal_reason(text) is not None:
+        # The refused text goes into detail, never into text: a refusal must not be scored as prose.
+        failure, detail, text = FAILURE_REFUSAL, text[:300], ""
+    return Explanation(text=text, model=model, latency_s=latency_s, prompt_tokens=prompt_tokens,
+                       completion_tokens=completion_tokens, failure=failure, detail=detail)

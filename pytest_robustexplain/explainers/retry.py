@@ -1,0 +1,121 @@
+"""One retry policy for every HTTP backend: bounded attempts, exponential backoff with full jitter.
+
+What is retried: overload and gateway statuses (429, 500, 502, 503, 504), read/write/pool timeouts and
+dropped connections (every ``httpx.TransportError`` except a refused or failed connect). What is not:
+client errors such as 400 and 404 (retrying cannot fix them) and refused connections (nothing is
+listening; the backends turn that into one clear BackendError instead of a minute of backoff).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import TypeVar
+
+T = TypeVar("T")
+
+RETRY_STATUSES: frozenset[int] = frozenset({429, 500, 502, 503, 504})
+
+Sleep = Callable[[float], Awaitable[None]]
+OnRetry = Callable[[int, BaseException, float], None]
+
+
+class RetryExhaustedError(Exception):
+    """Every attempt failed with a retryable error; ``last`` is the final one."""
+
+    def __init__(self, attempts: int, last: BaseException) -> None:
+        super().__init__(f"{attempts} attempt{'s' if attempts != 1 else ''} failed; last error: "
+                         f"{describe_error(last)}")
+        self.attempts = attempts
+        self.last = last
+
+
+def status_of(exc: BaseException) -> int | None:
+    """The HTTP status an exception carries (httpx.HTTPStatusError, ollama.ResponseError), if any."""
+    response = getattr(exc, "response", None)
+    status = getattr(response, "status_code", None) if response is not None else None
+    if status is None:
+        status = getattr(exc, "status_code", None)
+    return status if isinstance(status, int) and status > 0 else None
+
+
+def is_connect_failure(exc: BaseException) -> bool:
+    """True when no connection could be made at all (refused, no route, unknown host)."""
+    import httpx
+
+    # ollama's client turns httpx.ConnectError into a bare builtin ConnectionError.
+    return isinstance(exc, (httpx.ConnectError, ConnectionRefusedError)) or type(exc) is ConnectionError
+
+
+def is_retryable(exc: BaseException) -> bool:
+    """Whether a failed request is worth another attempt."""
+    import httpx
+
+    status = status_of(exc)
+    if status is not None:
+        return status in RETRY_STATUSES
+    if is_connect_failure(exc):
+        return False
+    # TransportError covers read/write/pool/connect timeouts, resets and servers that hang up mid-reply.
+    return isinstance(exc, (httpx.TransportError, TimeoutError, asyncio.TimeoutError, ConnectionError))
+
+
+def describe_error(exc: BaseException) -> str:
+    """A one-line description: type plus message, or the HTTP status and the server's reason."""
+    status = status_of(exc)
+    message = str(exc).strip() or type(exc).__name__
+    if status is not None and str(status) not in message:
+        return f"HTTP {status}: {message}"
+    return message if type(exc).__name__ in message else f"{type(exc).__name__}: {message}"
+
+
+@dataclass
+class RetryPolicy:
+    """Bounded attempts with exponential backoff and full jitter.
+
+    The delay before retry ``k`` (1-based) is uniform in ``[0, min(max_delay, base_delay * 2**(k-1))]``
+    (AWS "full jitter"), which spreads simultaneous retries from many concurrent requests apart instead
+    of hammering a recovering server in lock-step. The jitter is seeded so runs are reproducible;
+    ``sleep`` is injectable so tests do not wait.
+    """
+
+    max_attempts: int = 4
+    base_delay: float = 0.5
+    max_delay: float = 8.0
+    seed: int | None = 0
+    sleep: Sleep = asyncio.sleep
+    retryable: Callable[[BaseException], bool] = is_retryable
+    _rng: random.Random = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        if self.max_attempts < 1:
+            raise ValueError(f"max_attempts must be at least 1, got {self.max_attempts}")
+        if self.base_delay < 0 or self.max_delay < 0:
+            raise ValueError("retry delays must not be negative")
+        self._rng = random.Random(self.seed)
+
+    def backoff(self, retry: int) -> float:
+        """The (jittered) delay before the ``retry``-th retry, 1-based."""
+        cap = min(self.max_delay, self.base_delay * 2 ** (retry - 1))
+        return self._rng.uniform(0.0, cap)
+
+    async def run(self, attempt: Callable[[], Awaitable[T]], *, on_retry: OnRetry | None = None) -> T:
+        """Await ``attempt()`` until it succeeds, a non-retryable error is raised, or attempts run out.
+
+        Non-retryable errors propagate unchanged; exhausting the attempts raises RetryExhaustedError.
+        """
+        for number in range(1, self.max_attempts + 1):
+            try:
+                return await attempt()
+            except Exception as exc:
+                if not self.retryable(exc):
+                    raise
+                if number == self.max_attempts:
+                    raise RetryExhaustedError(number, exc) from exc
+                delay = self.backoff(number)
+                if on_retry is not None:
+                    on_retry(number, exc, delay)
+                await self.sleep(delay)
+        raise AssertionError("unreachable: the loop returns or raises")  # pragma: no cover

@@ -1,0 +1,618 @@
+"""The five history perturbations of RobustExplain, a registry for custom ones, and their results.
+
+Every perturbation takes a user's history (oldest first) and a severity ``s`` in 1–5 and returns a new
+history plus a JSON-serialisable ``changes`` dict saying exactly what changed. With ``n`` the history
+length and "round" meaning round half up (``2.5 → 3``), the built-in kinds are:
+
+``noise_injection`` (alias ``noise``)
+    Insert ``max(1, round(0.1·s·n))`` items drawn uniformly from the catalog (without replacement when
+    the catalog is large enough) at uniformly random positions of the new history; level 5 adds 50 %.
+    Changes: ``{"inserted": [{"position": p, "item_id": id, "category": c}, ...]}`` with positions in the
+    perturbed history.
+``temporal_shuffle`` (alias ``shuffle``)
+    Choose ``round(s·n/5)`` positions (at least 2 when ``n ≥ 2``) and permute the items among them with
+    a derangement, so every chosen item moves; the timestamp sequence stays in place, so moved items
+    appear at the wrong times (each moved interaction takes the timestamp of the slot it lands in and
+    keeps its own rating). Level 5 chooses every position: the whole order is randomised. If the result
+    equals the original (the chosen items are all alike) the draw is repeated, and as a last resort the
+    items are rotated among positions holding different items; only a history of ``n < 2`` or of
+    identical items stays unchanged. Changes: ``{"moved": [[from, to], ...]}``.
+``behavior_dilution`` (aliases ``dilution``, ``dilute``)
+    Insert ``max(1, round(0.1·s·n))`` items from the user's least-engaged categories (see
+    :func:`least_engaged_categories`) at random positions, like noise. Changes: ``inserted`` as for noise
+    plus ``"categories"``, the pool the items were drawn from.
+``category_drift`` (alias ``drift``)
+    Replace the most recent ``max(1, round(0.1·s·n))`` interactions (the end of the history) with items
+    from one or two (drawn at random) of the user's least-engaged categories; level 5 replaces 50 %. A
+    replacement keeps the timestamp and rating of the interaction it replaces: the user's rhythm stays,
+    the content drifts. Changes: ``{"replaced": [{"position", "old_item_id", "item_id", "category"}],
+    "categories": [...]}``.
+``missing_values`` (alias ``missing``)
+    Blank (set to ``None``) ``max(1, round(0.1·s·3n))`` of the ``3n`` metadata fields (``rating``,
+    ``timestamp``, ``category`` of every interaction), chosen at random among the fields that are still
+    present (fewer when fewer are present); level 5 blanks half of them. Changes:
+    ``{"blanked": [{"position": p, "field": f}, ...]}``.
+
+Common rules:
+
+* Inserted items carry the catalog's metadata (title, category, features — copied, never shared). Their
+  timestamps fit where they land: drawn between the nearest known timestamps before and after (all the
+  insertions between the same two known timestamps are drawn together and sorted, so known timestamps
+  stay in order); at either end the range is extended by a plausible gap, the median of the
+  user's positive gaps between consecutive timestamps (one day when unknown). If the history has no
+  timestamps at all, inserted items have none either. Their rating is drawn from the user's own known
+  ratings (``None`` if the user has none), so they look like the rest of the history.
+* The recommended item (``item_id``) is never inserted into its own history (unless it is the only item
+  of the catalog). Every new or changed interaction owns a deep copy of its features.
+* Least-engaged categories: the catalog's categories the user never interacted with (an interaction
+  without a category counts under the catalog's category of its item). When the user has already seen
+  every category of the catalog, this falls back to the least-engaged categories that exist: the
+  categories ordered by the user's interaction count (ascending, ties broken by name), first half
+  (rounded up). A catalog without any categorised item is a ``DataError`` for dilution and drift. Items
+  the user already has are avoided when the pool is large enough.
+* A result is a pure function of ``(seed, user_id, item_id, kind, severity, repeat)``: the generator is
+  ``numpy.random.default_rng(SeedSequence([seed, h(user_id), h(item_id), h(kind), severity, repeat]))``
+  with ``h`` = :func:`stable_hash` (SHA-256 based, independent of ``PYTHONHASHSEED``), so results do not
+  depend on call order, threads or processes. There is no global random state.
+* Inputs are never mutated (all records are frozen); a perturbation that changes nothing (``n = 1``
+  shuffle, blanking fields that are all missing already...) yields a result whose ``identical`` is true,
+  and such pairs are filtered from evaluation.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import itertools
+import json
+import math
+import operator
+import re
+import threading
+from collections import Counter
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+import numpy as np
+
+from .data import Catalog, Interaction, Item, UserHistory
+from .errors import ConfigError, DataError
+from .results import CONTROL_KIND
+
+PerturbationFn = Callable[[UserHistory, int, Catalog, np.random.Generator],
+                          tuple[UserHistory, dict[str, Any]]]
+"""A perturbation: ``(history, severity, catalog, rng) -> (new_history, changes)``."""
+
+NOISE = "noise_injection"
+SHUFFLE = "temporal_shuffle"
+DILUTION = "behavior_dilution"
+DRIFT = "category_drift"
+MISSING = "missing_values"
+KINDS: tuple[str, ...] = (NOISE, SHUFFLE, DILUTION, DRIFT, MISSING)
+SEVERITIES: tuple[int, ...] = (1, 2, 3, 4, 5)
+
+METADATA_FIELDS: tuple[str, ...] = ("rating", "timestamp", "category")
+_DEFAULT_GAP_S = 86_400  # one day: the fallback spacing when a history has too few timestamps
+_MAX_SHUFFLE_DRAWS = 20
+_NAME_RE = re.compile(r"^[a-z][a-z0-9_]*$")
+
+
+# --------------------------------------------------------------------------------------------- results
+
+
+@dataclass(frozen=True)
+class PerturbationResult:
+    """One perturbed history, the history it came from and what changed."""
+
+    kind: str
+    severity: int
+    repeat: int
+    original: UserHistory
+    perturbed: UserHistory
+    changes: dict[str, Any]
+
+    @property
+    def identical(self) -> bool:
+        """Whether the perturbation left the history unchanged (such pairs are not evaluated)."""
+        return self.perturbed == self.original
+
+    @property
+    def summary(self) -> str:
+        """A one-line human description of the change."""
+        text = _describe(self.kind, self.severity, self.changes)
+        return f"{text} (history unchanged)" if self.identical else text
+
+    def to_dict(self) -> dict[str, Any]:
+        """The kind, severity, repeat, summary and changes (not the histories), for reports."""
+        return {"kind": self.kind, "severity": self.severity, "repeat": self.repeat,
+                "summary": self.summary, "identical": self.identical, "changes": self.changes}
+
+
+def _plural(count: int, word: str) -> str:
+    return f"{count} {word}" if count == 1 else f"{count} {word}s"
+
+
+def _positions_text(positions: Sequence[int], limit: int = 8) -> str:
+    """``"position 3"`` or ``"positions 2, 7, …"``: long lists are cut so the summary stays one line."""
+    shown = ", ".join(str(p) for p in positions[:limit])
+    extra = len(positions) - limit
+    listed = f"{shown}, … (+{extra} more)" if extra > 0 else shown
+    return f"position {listed}" if len(positions) == 1 else f"positions {listed}"
+
+
+def _describe(kind: str, severity: int, changes: dict[str, Any]) -> str:
+    try:
+        return _describe_known(kind, changes)
+    except (KeyError, TypeError, ValueError, AttributeError):
+        # A custom perturbation used a known key with another layout: show its raw changes instead.
+        pass
+    raw = json.dumps(changes, sort_keys=True)
+    return f"{kind} L{severity}: {raw if len(raw) <= 120 else raw[:119] + '…'}"
+
+
+def _describe_known(kind: str, changes: dict[str, Any]) -> str:
+    # Built on the change keys rather than the kind, so custom perturbations that reuse the keys read well.
+    categories = ", ".join(str(c) for c in changes.get("categories", []))
+    if "inserted" in changes:
+        entries = changes["inserted"]
+        what = _plural(len(entries), "random item" if kind == NOISE else "item")
+        source = f" from least-engaged categories {categories}" if categories else ""
+        return f"inserted {what}{source} at {_positions_text([e['position'] for e in entries])}"
+    if "moved" in changes:
+        moved = changes["moved"]
+        if not moved:
+            return "moved no items"
+        positions = sorted(int(src) for src, _ in moved)
+        return (f"moved {_plural(len(moved), 'item')} among {_positions_text(positions)} "
+                "(timestamps kept in place)")
+    if "replaced" in changes:
+        entries = changes["replaced"]
+        source = f" with items from {categories}" if categories else ""
+        what = "the most recent item" if len(entries) == 1 else f"the {len(entries)} most recent items"
+        return f"replaced {what} ({_positions_text([e['position'] for e in entries])}){source}"
+    if "blanked" in changes:
+        entries = changes["blanked"]
+        if not entries:
+            return "blanked no fields (none was present)"
+        per_field = Counter(e["field"] for e in entries)
+        detail = ", ".join(f"{count} {name}" for name, count in sorted(per_field.items()))
+        positions = sorted({e["position"] for e in entries})
+        return f"blanked {_plural(len(entries), 'field')} ({detail}) at {_positions_text(positions)}"
+    raise KeyError("no known change key")
+
+
+# -------------------------------------------------------------------------------------------- registry
+
+
+@dataclass(frozen=True)
+class Perturbation:
+    """A registered perturbation kind."""
+
+    name: str
+    fn: PerturbationFn
+    aliases: tuple[str, ...]
+    builtin: bool
+
+
+_REGISTRY: dict[str, Perturbation] = {}
+_LOOKUP: dict[str, str] = {}  # every accepted spelling (names and aliases) -> canonical name
+_LOCK = threading.Lock()
+
+
+def _normalise(name: str) -> str:
+    return name.strip().lower().replace("-", "_")
+
+
+def _valid_kinds_text() -> str:
+    parts = []
+    for entry in _REGISTRY.values():
+        parts.append(f"{entry.name} ({', '.join(entry.aliases)})" if entry.aliases else entry.name)
+    return ", ".join(parts)
+
+
+def canonical_kind(name: str) -> str:
+    """The canonical name of a perturbation kind given by name or alias (case and ``-``/``_`` ignored)."""
+    if not isinstance(name, str):
+        raise ConfigError(f"perturbation kind must be a string, got {name!r}; valid kinds: "
+                          f"{_valid_kinds_text()}")
+    canonical = _LOOKUP.get(_normalise(name))
+    if canonical is None:
+        raise ConfigError(f"unknown perturbation kind {name!r}; valid kinds: {_valid_kinds_text()}")
+    return canonical
+
+
+def available_kinds() -> tuple[str, ...]:
+    """Canonical names of every perturbation kind: the built-ins first, then registered ones in order."""
+    return tuple(_REGISTRY)
+
+
+def _check_new_name(value: object, role: str, taken: Iterable[str]) -> str:
+    if not isinstance(value, str) or not _NAME_RE.match(value):
+        raise ConfigError(f"perturbation {role} {value!r} is not valid: use lowercase letters, digits and "
+                          "underscores, starting with a letter")
+    if value == CONTROL_KIND:
+        raise ConfigError(f"perturbation {role} {value!r} is reserved for control pairs")
+    if value in _LOOKUP or value in taken:
+        owner = _LOOKUP.get(value, "this registration")
+        raise ConfigError(f"perturbation {role} {value!r} is already registered (by {owner})")
+    return value
+
+
+def register_perturbation(name: str, fn: PerturbationFn, *, aliases: Iterable[str] = ()) -> None:
+    """Register a custom perturbation kind.
+
+    ``fn(history, severity, catalog, rng)`` must return ``(new_history, changes)`` like the built-ins:
+    a new :class:`UserHistory` (never mutate the input) and a JSON-serialisable dict; it must draw all its
+    randomness from ``rng``. Names and aliases are lowercase identifiers and may not clash with any
+    registered name or alias (``ConfigError``).
+    """
+    if isinstance(aliases, str):
+        raise ConfigError(f"aliases of perturbation {name!r} must be a list of names, not the string "
+                          f"{aliases!r}")
+    if not callable(fn):
+        raise ConfigError(f"perturbation {name!r} must be registered with a callable, got {fn!r}")
+    with _LOCK:
+        canonical = _check_new_name(name, "name", ())
+        accepted: list[str] = []
+        for alias in aliases:
+            accepted.append(_check_new_name(alias, "alias", [canonical, *accepted]))
+        _REGISTRY[canonical] = Perturbation(canonical, fn, tuple(accepted), builtin=False)
+        for spelling in (canonical, *accepted):
+            _LOOKUP[spelling] = canonical
+
+
+def unregister_perturbation(name: str) -> None:
+    """Remove a custom perturbation kind (e.g. at the end of a pytest session); built-ins stay."""
+    with _LOCK:
+        canonical = canonical_kind(name)
+        entry = _REGISTRY[canonical]
+        if entry.builtin:
+            raise ConfigError(f"perturbation {canonical!r} is built in and cannot be unregistered")
+        del _REGISTRY[canonical]
+        for spelling in (canonical, *entry.aliases):
+            del _LOOKUP[spelling]
+
+
+def _register_builtin(name: str, fn: PerturbationFn, aliases: tuple[str, ...]) -> None:
+    _REGISTRY[name] = Perturbation(name, fn, aliases, builtin=True)
+    for spelling in (name, *aliases):
+        _LOOKUP[spelling] = name
+
+
+# ---------------------------------------------------------------------------------- seeds and checks
+
+
+def stable_hash(text: str) -> int:
+    """A 64-bit hash of ``text`` that is the same in every process (unlike the built-in ``hash``)."""
+    return int.from_bytes(hashlib.sha256(text.encode("utf-8")).digest()[:8], "big")
+
+
+def perturbation_rng(seed: int, user_id: str, item_id: str, kind: str, severity: int,
+                     repeat: int) -> np.random.Generator:
+    """The generator of one perturbation, derived from its keys only."""
+    entropy = [seed, stable_hash(user_id), stable_hash(item_id), stable_hash(kind), severity, repeat]
+    return np.random.default_rng(np.random.SeedSequence(entropy))
+
+
+def _as_int(value: object, name: str, minimum: int, maximum: int | None = None) -> int:
+    # operator.index accepts int and numpy integers but not floats or strings; bool is rejected apart
+    # because True would silently mean 1.
+    try:
+        if isinstance(value, bool):
+            raise TypeError
+        number = operator.index(value)  # type: ignore[arg-type]
+    except TypeError:
+        number = None
+    if number is None or number < minimum or (maximum is not None and number > maximum):
+        bounds = f"from {minimum} to {maximum}" if maximum is not None else f"≥ {minimum}"
+        raise ConfigError(f"{name} must be an integer {bounds}, got {value!r}")
+    return number
+
+
+def validate_severity(severity: object) -> int:
+    """``severity`` as an int in 1–5, or a ``ConfigError`` naming the value."""
+    return _as_int(severity, "perturbation severity", 1, 5)
+
+
+# --------------------------------------------------------------------------------------------- helpers
+
+
+def _count(severity: int, units: int) -> int:
+    """``max(1, round(0.1·severity·units))`` with round half up, in exact integer arithmetic."""
+    return max(1, (severity * units + 5) // 10)
+
+
+def _fresh_interaction(item: Item, *, timestamp: int | None, rating: float | None) -> Interaction:
+    # Deep-copy the features so nothing mutable is shared between the catalog and a perturbed history.
+    return Interaction(item_id=item.item_id, category=item.category, timestamp=timestamp, rating=rating,
+                       title=item.title, features=copy.deepcopy(dict(item.features)))
+
+
+def _copy(interaction: Interaction, **changes: Any) -> Interaction:
+    """``interaction`` with ``changes``, owning a deep copy of its features (nothing mutable shared)."""
+    return replace(interaction, features=copy.deepcopy(dict(interaction.features)), **changes)
+
+
+def _category_of(interaction: Interaction, catalog: Catalog) -> str | None:
+    if interaction.category is not None:
+        return interaction.category
+    item = catalog.get(interaction.item_id)
+    return item.category if item is not None else None
+
+
+def least_engaged_categories(history: UserHistory, catalog: Catalog) -> tuple[str, ...]:
+    """The catalog categories the user engages with least (see the module docstring), by name."""
+    categories = catalog.categories
+    if not categories:
+        raise DataError("no item has a category, so there are no categories to dilute or drift towards",
+                        source="catalog", field="category")
+    counts = Counter(_category_of(i, catalog) for i in history.interactions)
+    unseen = tuple(c for c in categories if counts[c] == 0)
+    if unseen:
+        return unseen
+    # The user has seen every category: fall back to the less-engaged half (ties broken by name).
+    ordered = sorted(categories, key=lambda c: (counts[c], c))
+    return tuple(sorted(ordered[: math.ceil(len(ordered) / 2)]))
+
+
+def _draw_items(pool: Sequence[Item], count: int, rng: np.random.Generator,
+                avoid: set[str]) -> list[Item]:
+    fresh = [item for item in pool if item.item_id not in avoid]
+    source = fresh if len(fresh) >= count else list(pool)
+    picks = rng.choice(len(source), size=count, replace=count > len(source))
+    return [source[int(i)] for i in picks]
+
+
+def _plausible_gap(timestamps: Sequence[int]) -> int:
+    gaps = sorted(b - a for a, b in itertools.pairwise(timestamps) if b > a)
+    return int(np.median(gaps)) if gaps else _DEFAULT_GAP_S
+
+
+def _draw_rating(ratings: Sequence[float], rng: np.random.Generator) -> float | None:
+    if not ratings:
+        return None
+    return float(ratings[int(rng.integers(len(ratings)))])
+
+
+def _gap_bounds(lo: int | None, hi: int | None, gap: int) -> tuple[int, int] | None:
+    """The range an insertion between known timestamps ``lo`` and ``hi`` (None: an end) may take."""
+    if lo is None and hi is None:
+        return None
+    if lo is None:
+        assert hi is not None
+        # Extend before the first timestamp, without crossing the epoch when the data does not.
+        lo = max(0, hi - gap) if hi >= 0 else hi - gap
+    if hi is None:
+        hi = lo + gap
+    return (lo, hi) if lo <= hi else (hi, lo)  # an unsorted input must not crash the draw
+
+
+def _insertion_timestamps(original: Sequence[Interaction], gap_of: Sequence[int],
+                          rng: np.random.Generator) -> list[int | None]:
+    """Timestamps for insertions landing after ``gap_of[j]`` original interactions (non-decreasing in j)."""
+    known = [i.timestamp for i in original]
+    gap = _plausible_gap([t for t in known if t is not None])
+    # Insertions between the same two known timestamps (possibly several gaps apart, when the
+    # interactions in between have none) share one bracket and are drawn together, sorted, so that
+    # the known timestamps stay in order.
+    last_known_before = [-1] * (len(original) + 1)
+    for g in range(1, len(original) + 1):
+        last_known_before[g] = g - 1 if known[g - 1] is not None else last_known_before[g - 1]
+    brackets: dict[int, list[int]] = {}
+    for j, g in enumerate(gap_of):
+        brackets.setdefault(last_known_before[g], []).append(j)
+    stamps: list[int | None] = [None] * len(gap_of)
+    for before, members in brackets.items():
+        lo = known[before] if before >= 0 else None
+        hi = next((t for t in known[before + 1:] if t is not None), None)
+        bounds = _gap_bounds(lo, hi, gap)
+        if bounds is not None:
+            draws = sorted(int(t) for t in rng.integers(bounds[0], bounds[1] + 1, size=len(members)))
+            for j, stamp in zip(members, draws, strict=True):
+                stamps[j] = stamp
+    return stamps
+
+
+def _insert(history: UserHistory, items: Sequence[Item],
+            rng: np.random.Generator) -> tuple[tuple[Interaction, ...], list[int]]:
+    """Insert ``items`` at random positions; returns the new interactions and the inserted positions."""
+    original = history.interactions
+    n, k = len(original), len(items)
+    positions = sorted(int(p) for p in rng.choice(n + k, size=k, replace=False))
+    # The j-th insertion (in position order) lands after p - j original interactions.
+    stamps = _insertion_timestamps(original, [p - j for j, p in enumerate(positions)], rng)
+    ratings = [i.rating for i in original if i.rating is not None]
+    new = iter([_fresh_interaction(item, timestamp=stamps[j], rating=_draw_rating(ratings, rng))
+                for j, item in enumerate(items)])
+    source = iter(original)
+    position_set = set(positions)
+    return tuple(next(new) if p in position_set else next(source) for p in range(n + k)), positions
+
+
+def _inserted_changes(interactions: Sequence[Interaction], positions: Sequence[int]) -> list[dict[str, Any]]:
+    return [{"position": p, "item_id": interactions[p].item_id, "category": interactions[p].category}
+            for p in positions]
+
+
+# -------------------------------------------------------------------------------------- the five kinds
+
+
+def noise_injection(history: UserHistory, severity: int, catalog: Catalog,
+                    rng: np.random.Generator) -> tuple[UserHistory, dict[str, Any]]:
+    """Insert random catalog items at random positions (see the module docstring)."""
+    if len(catalog) == 0:
+        raise DataError("the catalog is empty, so there is nothing to inject", source="catalog")
+    count = _count(severity, len(history))
+    pool = catalog.items_list
+    picks = rng.choice(len(pool), size=count, replace=count > len(pool))
+    interactions, positions = _insert(history, [pool[int(i)] for i in picks], rng)
+    changes = {"inserted": _inserted_changes(interactions, positions)}
+    return UserHistory(history.user_id, interactions), changes
+
+
+def behavior_dilution(history: UserHistory, severity: int, catalog: Catalog,
+                      rng: np.random.Generator) -> tuple[UserHistory, dict[str, Any]]:
+    """Insert items from the user's least-engaged categories (see the module docstring)."""
+    categories = least_engaged_categories(history, catalog)
+    pool = [item for c in categories for item in catalog.by_category(c)]
+    items = _draw_items(pool, _count(severity, len(history)), rng, set(history.item_ids))
+    interactions, positions = _insert(history, items, rng)
+    changes = {"inserted": _inserted_changes(interactions, positions), "categories": list(categories)}
+    return UserHistory(history.user_id, interactions), changes
+
+
+def category_drift(history: UserHistory, severity: int, catalog: Catalog,
+                   rng: np.random.Generator) -> tuple[UserHistory, dict[str, Any]]:
+    """Replace the most recent interactions with items from rarely-engaged categories."""
+    n = len(history)
+    count = min(n, _count(severity, n))
+    candidates = least_engaged_categories(history, catalog)
+    how_many = min(len(candidates), int(rng.integers(1, 3)))
+    targets = [candidates[int(i)] for i in sorted(rng.choice(len(candidates), size=how_many, replace=False))]
+    pool = [item for c in targets for item in catalog.by_category(c)]
+    items = _draw_items(pool, count, rng, set(history.item_ids))
+    interactions = list(history.interactions)
+    replaced = []
+    for position, item in zip(range(n - count, n), items, strict=True):
+        old = interactions[position]
+        interactions[position] = _fresh_interaction(item, timestamp=old.timestamp, rating=old.rating)
+        replaced.append({"position": position, "old_item_id": old.item_id, "item_id": item.item_id,
+                         "category": item.category})
+    return UserHistory(history.user_id, tuple(interactions)), {"replaced": replaced, "categories": targets}
+
+
+def _derangement(size: int, rng: np.random.Generator) -> list[int]:
+    # Rejection sampling gives a uniform derangement in e ≈ 2.7 draws on average; the rotation is a
+    # (practically unreachable) bound on the loop.
+    for _ in range(100):
+        perm = [int(i) for i in rng.permutation(size)]
+        if all(perm[i] != i for i in range(size)):
+            return perm
+    return [(i + 1) % size for i in range(size)]
+
+
+def _permute(original: tuple[Interaction, ...], positions: Sequence[int],
+             perm: Sequence[int]) -> tuple[tuple[Interaction, ...], list[list[int]]]:
+    # The item at positions[i] moves to positions[perm[i]] and takes that slot's timestamp.
+    out = list(original)
+    moves = []
+    for i, target_index in enumerate(perm):
+        src, dst = positions[i], positions[target_index]
+        out[dst] = _copy(original[src], timestamp=original[dst].timestamp)
+        moves.append([src, dst])
+    return tuple(out), moves
+
+
+def _content(interaction: Interaction) -> Interaction:
+    return replace(interaction, timestamp=None)
+
+
+def _rotation_fallback(original: tuple[Interaction, ...],
+                       positions: list[int]) -> tuple[tuple[Interaction, ...], list[list[int]]]:
+    # Rotating by one changes a sequence unless all its elements are equal, so make sure the chosen
+    # positions hold at least two different items (swapping one in if needed).
+    chosen = set(positions)
+    first = _content(original[positions[0]])
+    if all(_content(original[p]) == first for p in positions):
+        other = next((p for p in range(len(original)) if p not in chosen
+                      and _content(original[p]) != first), None)
+        if other is not None:
+            positions = sorted([*positions[1:], other])
+    return _permute(original, positions, [(i + 1) % len(positions) for i in range(len(positions))])
+
+
+def temporal_shuffle(history: UserHistory, severity: int, catalog: Catalog,
+                     rng: np.random.Generator) -> tuple[UserHistory, dict[str, Any]]:
+    """Permute the items among a fraction s/5 of positions, leaving the timestamps in place."""
+    original = history.interactions
+    n = len(original)
+    if n < 2:
+        return UserHistory(history.user_id, original), {"moved": []}
+    count = min(n, max(2, (2 * severity * n + 5) // 10))
+    for _ in range(_MAX_SHUFFLE_DRAWS):
+        positions = sorted(int(p) for p in rng.choice(n, size=count, replace=False))
+        interactions, moves = _permute(original, positions, _derangement(count, rng))
+        if interactions != original:
+            break
+    else:
+        interactions, moves = _rotation_fallback(original, positions)
+    moves.sort()
+    return UserHistory(history.user_id, interactions), {"moved": moves}
+
+
+def missing_values(history: UserHistory, severity: int, catalog: Catalog,
+                   rng: np.random.Generator) -> tuple[UserHistory, dict[str, Any]]:
+    """Blank a fraction 0.1·s of the rating/timestamp/category fields."""
+    original = history.interactions
+    present = [(p, name) for p, interaction in enumerate(original) for name in METADATA_FIELDS
+               if getattr(interaction, name) is not None]
+    count = min(len(present), _count(severity, len(METADATA_FIELDS) * len(original)))
+    picks = sorted(int(i) for i in rng.choice(len(present), size=count, replace=False)) if count else []
+    blanked = [present[i] for i in picks]
+    per_position: dict[int, dict[str, None]] = {}
+    for position, name in blanked:
+        per_position.setdefault(position, {})[name] = None
+    interactions = list(original)
+    for position, fields in per_position.items():
+        interactions[position] = _copy(original[position], **fields)
+    changes = {"blanked": [{"position": p, "field": name} for p, name in blanked]}
+    return UserHistory(history.user_id, tuple(interactions)), changes
+
+
+_register_builtin(NOISE, noise_injection, ("noise",))
+_register_builtin(SHUFFLE, temporal_shuffle, ("shuffle",))
+_register_builtin(DILUTION, behavior_dilution, ("dilution", "dilute"))
+_register_builtin(DRIFT, category_drift, ("drift",))
+_register_builtin(MISSING, missing_values, ("missing",))
+
+
+# ------------------------------------------------------------------------------------------ entry point
+
+
+def _without_item(catalog: Catalog, item_id: str) -> Catalog:
+    # The recommended item must not show up in its own history; keep it if it is all there is.
+    if item_id not in catalog or len(catalog) < 2:
+        return catalog
+    return Catalog(item for item in catalog.items_list if item.item_id != item_id)
+
+
+def _checked_output(kind: str, history: UserHistory, output: object) -> tuple[UserHistory, dict[str, Any]]:
+    # Custom perturbations come from other plugins: check their output once here, loudly.
+    if not (isinstance(output, tuple) and len(output) == 2):
+        raise ConfigError(f"perturbation {kind!r} must return (new_history, changes), got {output!r}")
+    new_history, changes = output
+    if not isinstance(new_history, UserHistory) or new_history.user_id != history.user_id:
+        raise ConfigError(f"perturbation {kind!r} must return a UserHistory of user {history.user_id!r}, "
+                          f"got {new_history!r}")
+    if not isinstance(changes, dict):
+        raise ConfigError(f"perturbation {kind!r} must return its changes as a dict, got {changes!r}")
+    try:
+        json.dumps(changes)
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(f"perturbation {kind!r} returned changes that are not JSON-serialisable: "
+                          f"{exc}") from None
+    return new_history, changes
+
+
+def apply_perturbation(history: UserHistory, kind: str, severity: int, *, catalog: Catalog, seed: int,
+                       item_id: str = "", repeat: int = 0) -> PerturbationResult:
+    """Perturb ``history`` with ``kind`` at ``severity`` (1–5); see the module docstring for the semantics.
+
+    The result depends only on ``(seed, history.user_id, item_id, kind, severity, repeat)`` and the
+    inputs. Raises ``ConfigError`` for an unknown kind or a bad severity/seed/repeat and ``DataError``
+    for an empty history or a catalog that cannot serve the kind.
+    """
+    canonical = canonical_kind(kind)
+    level = validate_severity(severity)
+    seed_value = _as_int(seed, "perturbation seed", 0)
+    repeat_value = _as_int(repeat, "perturbation repeat", 0)
+    if len(history) == 0:
+        raise DataError("the history is empty, so there is nothing to perturb",
+                        record=f"user {history.user_id!r}")
+    rng = perturbation_rng(seed_value, history.user_id, item_id, canonical, level, repeat_value)
+    entry = _REGISTRY[canonical]
+    output = entry.fn(history, level, _without_item(catalog, item_id), rng)
+    perturbed, changes = _checked_output(canonical, history, output)
+    return PerturbationResult(kind=canonical, severity=level, repeat=repeat_value, original=history,
+                              perturbed=perturbed, changes=changes)

@@ -1,0 +1,189 @@
+"""The robustness report as GitHub-flavoured Markdown (job step summary, pull-request comment).
+
+Same content as the terminal report, as tables, with status words (PASS / FAIL / INCONCLUSIVE) and no
+emoji. Every interpolated value goes through :func:`cell` or :func:`text`: model output and user data are
+HTML-escaped (GitHub renders inline HTML), and in table cells ``|`` is escaped and newlines are flattened
+so a hostile explanation can neither break the table nor inject markup.
+"""
+
+from __future__ import annotations
+
+import html
+from typing import TYPE_CHECKING, Any
+
+from ..results import METRICS, OVERALL, PairResult, RunResult
+from .summary import (
+    METRIC_DESCRIPTIONS,
+    FailedGate,
+    ModelComparison,
+    Summary,
+    comparison_note,
+    describe_changes,
+    explanation_text,
+    facts,
+    failed_gates,
+    find_gate,
+    fmt_d,
+    fmt_interval,
+    fmt_mean,
+    fmt_p,
+    fmt_pct,
+    gate_check,
+    model_comparisons,
+    model_info,
+    model_names,
+    model_outcome,
+    overall_verdict_note,
+    summarize,
+    verdict_text,
+)
+
+if TYPE_CHECKING:
+    from ..stats import Comparison
+
+
+def text(value: Any) -> str:
+    """Escape a value for Markdown running text (HTML special characters)."""
+    return html.escape(str(value), quote=False)
+
+
+def cell(value: Any) -> str:
+    """Escape a value for a Markdown table cell: HTML escaped, ``|`` escaped, one line."""
+    flat = " ".join(text(value).splitlines())
+    return flat.replace("|", "\\|")
+
+
+def table(header: list[str], rows: list[list[Any]]) -> list[str]:
+    """A Markdown table; every cell escaped."""
+    lines = ["| " + " | ".join(cell(h) for h in header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(cell(v) for v in row) + " |" for row in rows]
+    return lines
+
+
+def render_markdown(run: RunResult) -> str:
+    """The Markdown report of ``run``: one section per model, then the model comparison."""
+    names = model_names(run)
+    if not names:
+        return "## robustexplain\n\nNo pairs were scored.\n"
+    blocks = [_model_section(run, summarize(run, name)) for name in names]
+    blocks.extend(_comparison_section(entry) for entry in model_comparisons(run))
+    blocks.append(_footer(run))
+    return "\n\n".join(b for b in blocks if b) + "\n"
+
+
+def _model_section(run: RunResult, summary: Summary) -> str:
+    label = model_info(run, summary.model).label()
+    outcome = model_outcome(run, summary.model)
+    lines = [
+        f"## robustexplain — model {text(label)}",
+        "",
+        f"**Status: {text(outcome)}**" if outcome else "Status: not gated",
+        "",
+        f"seed {text(run.seed)} · {summary.n_users} users · {summary.n_pairs} pairs · "
+        f"{summary.cached_pairs} cached  ",
+        f"signature: {text(run.signature)}",
+        "",
+    ]
+    lines += _gate_table(run, summary)
+    lines += ["", *_metric_table(run, summary)]
+    if summary.severities:
+        lines += ["", *_kind_severity_table(summary)]
+    lines += ["", *_facts_table(summary)]
+    for entry in failed_gates(run, summary.model):
+        lines += ["", *_failed_gate(entry)]
+    if summary.failures:
+        lines += ["", "**Generation failures** (scored 0 on every metric)", ""]
+        lines += table(["User", "Item", "Kind", "Severity", "Failure", "Detail"],
+                       [[f.key.user_id, f.key.item_id, f.key.kind, f"L{f.key.severity}", f.failure,
+                         f.detail or "—"] for f in summary.failures])
+    return "\n".join(lines)
+
+
+def _gate_table(run: RunResult, summary: Summary) -> list[str]:
+    rows = []
+    overall = find_gate(run, summary.model, OVERALL)
+    check = gate_check(overall, "combined")
+    rows.append(["Overall ρ", fmt_interval(summary.overall), f"≥ {check.threshold:.2f}" if check else "—",
+                 verdict_text(overall, "combined") if overall and check else "not gated"])
+    note = overall_verdict_note(run, summary.model)
+    if note:
+        rows.append(["Gate verdict (all checks)", "", "", note])
+    for kind, interval in summary.by_kind.items():
+        gate = find_gate(run, summary.model, kind)
+        kind_check = gate_check(gate, "combined")
+        rows.append([kind, fmt_interval(interval), f"≥ {kind_check.threshold:.2f}" if kind_check else "—",
+                     verdict_text(gate) if gate else "not gated"])
+    lines = table(["Perturbation", "ρ [95 % CI]", "Gate", "Status"], rows)
+    if summary.small_kinds:
+        lines += ["", "_Fewer than 50 pairs per kind: differences between kinds are not reliable._"]
+    return lines
+
+
+def _metric_table(run: RunResult, summary: Summary) -> list[str]:
+    gate = find_gate(run, summary.model, OVERALL)
+    rows = []
+    for metric in METRICS:
+        check = gate_check(gate, metric)
+        description = METRIC_DESCRIPTIONS.get(metric)
+        name = f"{metric} ({description})" if description else metric
+        rows.append([name, fmt_interval(summary.by_metric[metric]),
+                     f"≥ {check.threshold:.2f}" if check else "—",
+                     verdict_text(gate, metric) if gate and check else "not gated"])
+    return table(["Metric", "Score [95 % CI]", "Gate", "Status"], rows)
+
+
+def _kind_severity_table(summary: Summary) -> list[str]:
+    severities = summary.severities
+    rows = [[kind, *(fmt_mean(row[s].mean) if s in row else "—" for s in severities)]
+            for kind, row in summary.kind_severity.items()]
+    return table(["Kind × severity (ρ)", *(f"L{s}" for s in severities)], rows)
+
+
+def _facts_table(summary: Summary) -> list[str]:
+    return table(["Finding", "Value"], [list(row) for row in facts(summary)])
+
+
+def _failed_gate(entry: FailedGate) -> list[str]:
+    lines = [f"**FAIL — {text(entry.title)}**", ""]
+    if not entry.worst:
+        return [*lines, "No scored pairs."]
+    return lines + table(["#", "User", "Item", "Kind", "Severity", _score_head(entry.quantity), "Changed",
+                          "Original", "Perturbed"],
+                         [_pair_row(rank, pair, entry.quantity) for rank, pair in enumerate(entry.worst, 1)])
+
+
+def _score_head(quantity: str) -> str:
+    return "ρ" if quantity == "combined" else quantity
+
+
+def _pair_row(rank: int, pair: PairResult, quantity: str) -> list[Any]:
+    key = pair.key
+    return [rank, key.user_id, key.item_id, key.kind, f"L{key.severity}", f"{pair.metric(quantity):.3f}",
+            describe_changes(pair.changes), explanation_text(pair, "original"),
+            explanation_text(pair, "perturbed")]
+
+
+def _comparison_section(entry: ModelComparison) -> str:
+    name_a, name_b = entry.names
+    head = f"## Model comparison: {text(name_a)} vs {text(name_b)}"
+    if entry.comparison is None:
+        return f"{head}\n\nNot possible: {text(entry.error)}"
+    return "\n".join([head, "", *comparison_markdown(entry.comparison)])
+
+
+def comparison_markdown(comparison: Comparison) -> list[str]:
+    """A ``stats.Comparison`` as a Markdown table with its footnote and conclusion."""
+    name_a, name_b = comparison.names
+    rows = [[r.label, fmt_interval(r.mean_a), fmt_interval(r.mean_b), fmt_pct(r.delta_pct), fmt_p(r.p_holm),
+             fmt_d(r.d_z)] for r in comparison.rows]
+    return [*table(["", name_a, name_b, "Δ", "p (paired t, Holm)", "d_z"], rows), "",
+            f"{text(comparison_note(comparison))}  ", f"Conclusion: {text(comparison.conclusion)}"]
+
+
+def _footer(run: RunResult) -> str:
+    parts = []
+    if run.calls:
+        parts.append("model calls: " + " · ".join(f"{text(v)} {text(k)}" for k, v in run.calls.items()))
+    if run.timings:
+        parts.append("time: " + " · ".join(f"{text(k)} {v:.1f} s" for k, v in run.timings.items()))
+    return "  \n".join(parts)

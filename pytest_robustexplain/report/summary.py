@@ -1,0 +1,646 @@
+"""Per-model summary of a run: the numbers every report format shows, computed once.
+
+:func:`summarize` turns one model's pairs into a :class:`Summary` (overall ρ, by kind, by metric, by
+severity, kind × severity, per user, severity degradation, noise floor, weakest dimension and
+perturbation, generation failures, flagged pairs and a one-line recommendation). Every interval is
+cluster-robust by user (``stats.cluster_interval``): pairs sharing a user share a history and an original
+explanation, so they are not independent.
+
+The small helpers at the bottom (gate look-up, thresholds, model info, formatting) are shared by the
+terminal, Markdown, HTML and paper-table renderers so the formats never disagree.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass, fields
+from typing import TYPE_CHECKING, Any, TypeGuard
+
+from ..explainers.base import ModelInfo
+from ..results import (
+    CONTROL_KIND,
+    FAIL,
+    INCONCLUSIVE,
+    METRICS,
+    OVERALL,
+    PASS,
+    GateCheck,
+    GateResult,
+    Interval,
+    PairKey,
+    PairResult,
+    RunResult,
+)
+
+if TYPE_CHECKING:
+    from ..stats import Comparison, UserSpread
+
+# Display order of the method's five perturbation kinds; kinds the run used but not listed here follow,
+# sorted, so a custom perturbation still shows up.
+KIND_ORDER: tuple[str, ...] = (
+    "noise_injection", "temporal_shuffle", "behavior_dilution", "category_drift", "missing_values",
+)
+METRIC_DESCRIPTIONS: dict[str, str] = {
+    "semantic": "BoW cosine", "keyword": "POS Jaccard", "structural": "BLEU-4", "length": "",
+}
+DEFAULT_MIN_COMBINED = 0.5
+DEFAULT_MIN_METRIC = 0.35
+# The paper: fewer than 50 pairs per kind makes its statistical tests unreliable.
+MIN_PAIRS_PER_KIND = 50
+
+# A metric "trails" when it is below its gate or this fraction of the other metrics' mean; a kind is
+# "weak" when below its gate or this fraction of the other kinds' mean.
+_METRIC_TRAIL_RATIO = 0.8
+_KIND_WEAK_RATIO = 0.95
+_FAILURE_RATE_ALERT = 0.05
+
+_METRIC_ADVICE: dict[str, str] = {
+    "structural": "Structural consistency trails the other metrics: constrain the output format or use a "
+                  "structured explanation template.",
+    "keyword": "Keyword overlap trails the other metrics: anchor the explanation to item attributes "
+               "(category, features) named in the prompt rather than to individual history items.",
+    "length": "Length stability trails the other metrics: fix the target length (num_predict / explicit "
+              "word budget).",
+    "semantic": "Semantic similarity trails the other metrics: the explanations change their content, not "
+                "just their wording; lower the temperature and summarise the history (dominant categories) "
+                "instead of listing it.",
+}
+_KIND_ADVICE: dict[str, str] = {
+    "noise_injection": "injected off-profile items steer the explanation; tell the model to ground it in "
+                       "the user's dominant preferences",
+    "temporal_shuffle": "the order of the history changes the explanation; present the history in a fixed "
+                        "order (e.g. by time) or summarise it",
+    "behavior_dilution": "filler interactions dilute the explanation; summarise the history by category "
+                         "before prompting",
+    "category_drift": "drifted categories pull the explanation away; weight recent and dominant categories "
+                      "explicitly in the prompt",
+    "missing_values": "missing fields change the explanation; write missing values explicitly and explain "
+                      "from the fields that are present",
+}
+_ALL_GOOD = ("No metric or perturbation stands out: the explanations are consistently robust; keep this "
+             "run as the baseline.")
+
+
+@dataclass(frozen=True)
+class FailureRecord:
+    """A pair whose original or perturbed explanation could not be generated (scored 0 everywhere)."""
+
+    key: PairKey
+    failure: str
+    detail: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class UserStat:
+    """ρ of one user's pairs: mean, standard deviation and count."""
+
+    user_id: str
+    n: int
+    mean: float
+    sd: float
+    history_length: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class Summary:
+    """Everything the reports show about one model.
+
+    ``degradation_pct`` is the relative change of mean ρ from severity 1 to severity 5 (negative = less
+    robust at L5; ``stats.severity_degradation``); ``noise_floor`` is ρ of the control pairs (same history,
+    resampled), None without control pairs. ``cached_pairs`` counts pairs whose two explanations both
+    came from the response cache. ``by_user`` holds each user's mean and within-user sd of ρ;
+    ``user_spread`` the sd of the user means and, above the paper's 0.2, strata by history length.
+    """
+
+    model: str
+    n_users: int
+    n_pairs: int
+    cached_pairs: int
+    overall: Interval
+    by_kind: dict[str, Interval]
+    by_metric: dict[str, Interval]
+    by_severity: dict[int, Interval]
+    kind_severity: dict[str, dict[int, Interval]]
+    by_user: tuple[UserStat, ...]
+    degradation_pct: float | None
+    noise_floor: Interval | None
+    n_control_pairs: int
+    weakest_metric: str | None
+    weakest_kind: str | None
+    failures: tuple[FailureRecord, ...]
+    keyword_empty: tuple[PairKey, ...]
+    small_kinds: tuple[str, ...]
+    user_spread: UserSpread
+    recommendation: str
+
+    @property
+    def n_failures(self) -> int:
+        return len(self.failures)
+
+    @property
+    def severities(self) -> tuple[int, ...]:
+        return tuple(sorted(self.by_severity))
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready: severity keys become strings, intervals dicts, non-finite numbers None."""
+        return {
+            "model": self.model,
+            "n_users": self.n_users,
+            "n_pairs": self.n_pairs,
+            "cached_pairs": self.cached_pairs,
+            "overall": interval_dict(self.overall),
+            "by_kind": {k: interval_dict(v) for k, v in self.by_kind.items()},
+            "by_metric": {k: interval_dict(v) for k, v in self.by_metric.items()},
+            "by_severity": {str(s): interval_dict(v) for s, v in self.by_severity.items()},
+            "kind_severity": {k: {str(s): interval_dict(v) for s, v in row.items()}
+                              for k, row in self.kind_severity.items()},
+            "by_user": [finite_dict(u.to_dict()) for u in self.by_user],
+            "degradation_pct": finite(self.degradation_pct),
+            "noise_floor": interval_dict(self.noise_floor) if self.noise_floor else None,
+            "n_control_pairs": self.n_control_pairs,
+            "weakest_metric": self.weakest_metric,
+            "weakest_kind": self.weakest_kind,
+            "n_failures": self.n_failures,
+            "failures": [f.to_dict() for f in self.failures],
+            "keyword_empty": [asdict(k) for k in self.keyword_empty],
+            "small_kinds": list(self.small_kinds),
+            "user_spread": {"sd": finite(self.user_spread.sd), "sd_limit": self.user_spread.sd_limit,
+                            "stratified": self.user_spread.stratified,
+                            "strata": [{"label": st.label, "min_length": st.min_length,
+                                        "max_length": st.max_length, "n_users": st.n_users,
+                                        "mean": interval_dict(st.mean)} for st in self.user_spread.strata]},
+            "recommendation": self.recommendation,
+        }
+
+
+def summarize(run: RunResult, model: str) -> Summary:
+    """Summarise one model's pairs of ``run`` (controls feed the noise floor only)."""
+    from ..stats import noise_floor, severity_degradation, user_spread
+
+    pairs = run.model_pairs(model)
+    controls = run.model_pairs(model, controls=True)
+    kinds = ordered_kinds(p.key.kind for p in pairs)
+    severities = sorted({p.key.severity for p in pairs})
+    by_kind = {k: interval_of([p for p in pairs if p.key.kind == k]) for k in kinds}
+    by_metric = {m: interval_of(pairs, m) for m in METRICS}
+    by_severity = {s: interval_of([p for p in pairs if p.key.severity == s]) for s in severities}
+    kind_severity = {k: {s: interval_of([p for p in pairs if p.key.kind == k and p.key.severity == s])
+                         for s in severities if any(p.key.kind == k and p.key.severity == s for p in pairs)}
+                     for k in kinds}
+    weakest_metric = _argmin({m: iv.mean for m, iv in by_metric.items()})
+    weakest_kind = _argmin({k: iv.mean for k, iv in by_kind.items()})
+    users = _user_stats(pairs)
+    thresholds = gate_thresholds(run, model)
+    failures = tuple(FailureRecord(p.key, p.failure, p.failure_detail) for p in pairs if p.failure)
+    return Summary(
+        model=model,
+        n_users=len({p.key.user_id for p in pairs}),
+        n_pairs=len(pairs),
+        cached_pairs=sum(1 for p in pairs if p.cached_original and p.cached_perturbed),
+        overall=interval_of(pairs),
+        by_kind=by_kind,
+        by_metric=by_metric,
+        by_severity=by_severity,
+        kind_severity=kind_severity,
+        by_user=users,
+        degradation_pct=severity_degradation(pairs),
+        noise_floor=noise_floor(controls),
+        n_control_pairs=len(controls),
+        weakest_metric=weakest_metric,
+        weakest_kind=weakest_kind,
+        failures=failures,
+        keyword_empty=tuple(p.key for p in pairs if p.keyword_empty),
+        small_kinds=tuple(k for k in kinds if sum(p.key.kind == k for p in pairs) < MIN_PAIRS_PER_KIND),
+        user_spread=user_spread(pairs),
+        recommendation=recommend(by_metric, by_kind, thresholds, n_failures=len(failures),
+                                 n_pairs=len(pairs)),
+    )
+
+
+def interval_of(pairs: Sequence[PairResult], quantity: str = "combined") -> Interval:
+    """Mean of ``quantity`` over ``pairs`` with its user-clustered interval."""
+    from ..stats import cluster_interval
+
+    return cluster_interval([p.metric(quantity) for p in pairs], [p.key.user_id for p in pairs])
+
+
+def worst_pairs(pairs: Iterable[PairResult], n: int = 3, *, quantity: str = "combined",
+                include_failures: bool = False) -> list[PairResult]:
+    """The ``n`` perturbation pairs scoring lowest on ``quantity`` (ties broken by key, deterministic).
+
+    Control pairs never count; generation failures are left out unless ``include_failures`` (they are
+    listed separately and their zero scores say nothing about robustness).
+    """
+    candidates = [p for p in pairs
+                  if p.key.kind != CONTROL_KIND and (include_failures or p.failure is None)]
+    return sorted(candidates, key=lambda p: (p.metric(quantity), p.key))[:n]
+
+
+def recommend(by_metric: dict[str, Interval], by_kind: dict[str, Interval], thresholds: dict[str, float],
+              *, n_failures: int = 0, n_pairs: int = 0) -> str:
+    """One rule-based sentence: what to change first.
+
+    Order: many generation failures (scores are meaningless until fixed), then a metric below its gate
+    (the furthest below) or clearly trailing the others, then a perturbation kind below the ρ gate or
+    clearly weaker than the others, else "all good". ``thresholds`` maps ``combined`` and each metric to
+    its gate (see :func:`gate_thresholds`).
+    """
+    if n_pairs == 0:
+        return "No scored pairs for this model: nothing to recommend."
+    if n_failures / n_pairs > _FAILURE_RATE_ALERT:
+        return (f"{n_failures} of {n_pairs} pairs had a generation failure: fix the backend or the prompt "
+                "before reading the scores.")
+    metric_thresholds = {m: thresholds.get(m, DEFAULT_MIN_METRIC) for m in by_metric}
+    metric = _trailing(by_metric, metric_thresholds, _METRIC_TRAIL_RATIO)
+    if metric is not None:
+        return _METRIC_ADVICE.get(metric, f"{metric} trails the other metrics.")
+    kind_thresholds = dict.fromkeys(by_kind, thresholds.get("combined", DEFAULT_MIN_COMBINED))
+    kind = _trailing(by_kind, kind_thresholds, _KIND_WEAK_RATIO)
+    if kind is not None:
+        advice = _KIND_ADVICE.get(kind, "look at the worst pairs of this perturbation")
+        return f"ρ drops most under {kind}: {advice}."
+    return _ALL_GOOD
+
+
+def _trailing(values: dict[str, Interval], thresholds: dict[str, float], ratio: float) -> str | None:
+    """The entry furthest below its threshold; else the lowest if below ``ratio`` × the others' mean."""
+    means = {k: v.mean for k, v in values.items() if not math.isnan(v.mean)}
+    shortfalls = {k: thresholds[k] - mean for k, mean in means.items() if mean < thresholds[k]}
+    if shortfalls:
+        return max(shortfalls, key=lambda k: (shortfalls[k], k))
+    lowest = _argmin(means)
+    if lowest is None:
+        return None
+    others = [v for k, v in means.items() if k != lowest]
+    if others and means[lowest] < ratio * statistics.fmean(others):
+        return lowest
+    return None
+
+
+def _argmin(values: dict[str, float]) -> str | None:
+    finite_items = [(v, k) for k, v in values.items() if not math.isnan(v)]
+    return min(finite_items)[1] if finite_items else None
+
+
+def _user_stats(pairs: Sequence[PairResult]) -> tuple[UserStat, ...]:
+    grouped: dict[str, list[PairResult]] = {}
+    for p in pairs:
+        grouped.setdefault(p.key.user_id, []).append(p)
+    out = []
+    for user in sorted(grouped):
+        scores = [p.combined for p in grouped[user]]
+        sd = statistics.stdev(scores) if len(scores) > 1 else 0.0
+        out.append(UserStat(user, len(scores), statistics.fmean(scores), sd,
+                            max(p.history_length for p in grouped[user])))
+    return tuple(out)
+
+
+# ---------------------------------------------------------------------------------------------------
+# Shared helpers for the renderers.
+
+
+def ordered_kinds(kinds: Iterable[str]) -> list[str]:
+    """Kinds in the method's order, unknown kinds after them (sorted); controls excluded."""
+    present = {k for k in kinds if k != CONTROL_KIND}
+    return [k for k in KIND_ORDER if k in present] + sorted(present - set(KIND_ORDER))
+
+
+def model_names(run: RunResult) -> list[str]:
+    """Models in the order of ``run.models``, then any model that only appears in the pairs."""
+    names = [str(m.get("name", "")) for m in run.models if m.get("name")]
+    for p in run.pairs:
+        if p.key.model not in names:
+            names.append(p.key.model)
+    return names
+
+
+def model_info(run: RunResult, name: str) -> ModelInfo:
+    """The :class:`ModelInfo` of ``name`` rebuilt from ``run.models`` (bare name when unknown)."""
+    known = {f.name for f in fields(ModelInfo)}
+    for entry in run.models:
+        if entry.get("name") == name:
+            payload = {k: v for k, v in entry.items() if k in known and k != "extra"}
+            extra = {k: v for k, v in entry.items() if k not in known}
+            extra.update(entry.get("extra") or {})
+            payload.setdefault("backend", "unknown")
+            return ModelInfo(**payload, extra=extra)
+    return ModelInfo(name=name, backend="unknown")
+
+
+def find_gate(run: RunResult, model: str, slice_: str) -> GateResult | None:
+    """The gate of ``model`` on ``slice_`` (a kind or ``OVERALL``); the worst when several tests gate it."""
+    matches = [g for g in run.gates if g.model == model and g.slice == slice_]
+    return min(matches, key=lambda g: _OUTCOME_RANK.get(g.verdict.outcome, 3)) if matches else None
+
+
+_OUTCOME_RANK = {FAIL: 0, INCONCLUSIVE: 1, PASS: 2}
+
+
+def model_outcome(run: RunResult, model: str) -> str | None:
+    """The model's overall outcome: its overall gate, else the worst of its gates, None when ungated."""
+    gate = find_gate(run, model, OVERALL)
+    if gate is not None:
+        return gate.verdict.outcome
+    outcomes = [g.verdict.outcome for g in run.gates if g.model == model]
+    return min(outcomes, key=lambda o: _OUTCOME_RANK.get(o, 3)) if outcomes else None
+
+
+def gate_thresholds(run: RunResult, model: str) -> dict[str, float]:
+    """The threshold of each gated quantity (``combined`` and every metric) for the model.
+
+    From its overall gate (else its first gate), else the run settings (``min_combined``; ``min_metric``
+    as one number or a mapping per metric), else the method's defaults (0.5 and 0.35).
+    """
+    out = {"combined": DEFAULT_MIN_COMBINED, **dict.fromkeys(METRICS, DEFAULT_MIN_METRIC)}
+    combined, metric = run.settings.get("min_combined"), run.settings.get("min_metric")
+    if _is_number(combined):
+        out["combined"] = float(combined)
+    if _is_number(metric):
+        out.update(dict.fromkeys(METRICS, float(metric)))
+    elif isinstance(metric, dict):
+        out.update({m: float(v) for m, v in metric.items() if m in METRICS and _is_number(v)})
+    gate = find_gate(run, model, OVERALL) or next((g for g in run.gates if g.model == model), None)
+    if gate is not None:
+        out.update({q: float(v) for q, v in gate.thresholds.items() if q in out and _is_number(v)})
+    return out
+
+
+def _is_number(value: Any) -> TypeGuard[float]:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def fmt_interval(iv: Interval | None, digits: int = 3) -> str:
+    """``0.513 [0.497, 0.529]``; ``n/a`` when nothing was measured."""
+    if iv is None or math.isnan(iv.mean):
+        return "n/a"
+    return iv.fmt(digits)
+
+
+def fmt_mean(value: float | None, digits: int = 3) -> str:
+    return "n/a" if value is None or math.isnan(value) else f"{value:.{digits}f}"
+
+
+def fmt_pct(value: float | None, digits: int = 1) -> str:
+    """``−1.7 %`` with a real minus sign; ``n/a`` when undefined."""
+    if value is None or math.isnan(value):
+        return "n/a"
+    sign = "−" if value < 0 else "+"
+    return f"{sign}{abs(value):.{digits}f} %"
+
+
+def fmt_p(p: float | None) -> str:
+    if p is None or math.isnan(p):
+        return "n/a"
+    return "<0.001" if p < 0.001 else f"{p:.3f}"
+
+
+def trim(text: str, limit: int = 200) -> str:
+    """Whitespace collapsed and cut at a word boundary near ``limit`` characters, with an ellipsis."""
+    flat = " ".join(text.split())
+    if len(flat) <= limit:
+        return flat
+    cut = flat[:limit].rsplit(" ", 1)[0] if " " in flat[:limit] else flat[:limit]
+    return cut + "…"
+
+
+def explanation_text(pair: PairResult, which: str, limit: int | None = 200) -> str:
+    """The original or perturbed explanation for display; a failed generation says so instead."""
+    text = pair.original if which == "original" else pair.perturbed
+    if not text.strip() and pair.failure:
+        return f"(generation failed: {pair.failure})"
+    return trim(text, limit) if limit else text
+
+
+def _known(quantity: str) -> str:
+    # A check on a quantity the pairs do not carry (a custom gate) is ranked by ρ.
+    return quantity if quantity in METRICS else "combined"
+
+
+def failing_quantity(gate: GateResult) -> str:
+    """The quantity whose check failed (``combined`` first), to pick the worst pairs by."""
+    failed = [c.quantity for c in gate.verdict.failed_checks]
+    if "combined" in failed:
+        return "combined"
+    return failed[0] if failed and failed[0] in METRICS else "combined"
+
+
+def gate_pairs(run: RunResult, gate: GateResult) -> list[PairResult]:
+    """The perturbation pairs a gate judged: its model, and its kind unless the slice is overall."""
+    pairs = run.model_pairs(gate.model)
+    return pairs if gate.slice == OVERALL else [p for p in pairs if p.key.kind == gate.slice]
+
+
+def finite(value: float | None) -> float | None:
+    """None for NaN/inf: JSON has no such numbers."""
+    return value if value is not None and math.isfinite(value) else None
+
+
+def finite_dict(data: dict[str, Any]) -> dict[str, Any]:
+    return {k: finite(v) if isinstance(v, float) else v for k, v in data.items()}
+
+
+def interval_dict(iv: Interval) -> dict[str, Any]:
+    return finite_dict(iv.to_dict())
+
+
+def check_note(check: GateCheck, *, own_row: bool = False) -> str:
+    """Why a check needs attention: a metric below its threshold and/or a fragile interval.
+
+    ``own_row``: the check is shown on its quantity's own row, whose value already says which and how much.
+    """
+    notes = []
+    named = not own_row and check.quantity != "combined"
+    if check.outcome == FAIL and named:
+        notes.append(f"{check.quantity} {fmt_mean(check.interval.mean)} < {check.threshold:.2f}")
+    if check.fragile:
+        what = f"{check.quantity} interval" if named else "interval"
+        notes.append(f"fragile: {what} straddles {check.threshold:.2f}")
+    return "; ".join(notes)
+
+
+def verdict_text(gate: GateResult, quantity: str | None = None) -> str:
+    """``FAIL (fragile: interval straddles 0.50)``: the outcome of the gate, or of one of its checks."""
+    verdict = gate.verdict
+    if quantity is not None:
+        checks = [c for c in verdict.checks if c.quantity == quantity]
+        if not checks:
+            return ""
+        outcome = checks[0].outcome
+    else:
+        checks = list(verdict.checks)
+        outcome = verdict.outcome
+    notes = [n for n in (check_note(c, own_row=quantity is not None) for c in checks) if n]
+    if outcome == INCONCLUSIVE and verdict.users_needed:
+        notes.append(f"≈{verdict.users_needed} more users would likely decide")
+    return f"{outcome} ({'; '.join(notes)})" if notes else outcome
+
+
+def overall_verdict_note(run: RunResult, model: str) -> str | None:
+    """The overall gate's verdict when it differs from its ρ check (a metric failed while ρ passed)."""
+    gate = find_gate(run, model, OVERALL)
+    if gate is None:
+        return None
+    check = gate_check(gate, "combined")
+    if check is not None and check.outcome == gate.verdict.outcome:
+        return None
+    return verdict_text(gate)
+
+
+def gate_check(gate: GateResult | None, quantity: str) -> GateCheck | None:
+    if gate is None:
+        return None
+    return next((c for c in gate.verdict.checks if c.quantity == quantity), None)
+
+
+@dataclass(frozen=True)
+class FailedGate:
+    """A failed gate (or one failed check of the overall gate) with the pairs to look at first."""
+
+    gate: GateResult
+    quantity: str
+    worst: tuple[PairResult, ...]
+
+    @property
+    def title(self) -> str:
+        """``worst pairs by ρ — <nodeid>``."""
+        by = "ρ" if self.quantity == "combined" else self.quantity
+        return f"worst pairs by {by} — {self.gate.nodeid or self.gate.slice}"
+
+
+def failed_gates(run: RunResult, model: str, n: int = 3) -> list[FailedGate]:
+    """Every failed check of the model's overall gate, and every failed kind gate, with its worst pairs."""
+    out = []
+    overall = find_gate(run, model, OVERALL)
+    if overall is not None:
+        quantities = [_known(c.quantity) for c in overall.verdict.failed_checks]
+        if not quantities and overall.verdict.outcome == FAIL:
+            quantities = ["combined"]
+        for quantity in dict.fromkeys(quantities):
+            worst = worst_pairs(gate_pairs(run, overall), n, quantity=quantity)
+            out.append(FailedGate(overall, quantity, tuple(worst)))
+    for kind in ordered_kinds(g.slice for g in run.gates if g.model == model and g.slice != OVERALL):
+        gate = find_gate(run, model, kind)
+        if gate is not None and gate.verdict.outcome == FAIL:
+            quantity = failing_quantity(gate)
+            worst = worst_pairs(gate_pairs(run, gate), n, quantity=quantity)
+            out.append(FailedGate(gate, quantity, tuple(worst)))
+    return out
+
+
+def describe_changes(changes: dict[str, Any], limit: int = 160) -> str:
+    """What the perturbation changed, in one line, for the built-in change records and any other."""
+    parts = []
+    rest = dict(changes)
+    categories = rest.pop("categories", None)
+    for key, verb in (("inserted", "inserted"), ("replaced", "replaced"), ("blanked", "blanked")):
+        entries = rest.pop(key, None)
+        if isinstance(entries, list):
+            noun = "field" if key == "blanked" else "item"
+            parts.append(f"{verb} {len(entries)} {noun}{'' if len(entries) == 1 else 's'} "
+                         f"at positions {_positions(entries)}")
+    moved = rest.pop("moved", None)
+    if isinstance(moved, list):
+        parts.append(f"moved {len(moved)} items")
+    if categories:
+        parts.append("categories " + ", ".join(str(c) for c in categories))
+    for key, value in rest.items():
+        parts.append(f"{key}: {_short(value)}")
+    return trim("; ".join(parts), limit) if parts else "(nothing recorded)"
+
+
+def _positions(entries: list[Any]) -> str:
+    positions = sorted({str(e["position"]) for e in entries if isinstance(e, dict) and "position" in e},
+                       key=lambda p: (len(p), p))  # numeric order for integer positions
+    if not positions:
+        return "?"
+    return ", ".join(positions[:8]) + (", …" if len(positions) > 8 else "")
+
+
+def _short(value: Any) -> str:
+    if isinstance(value, (list, tuple)):
+        head = ", ".join(str(v) for v in value[:6])
+        return head + (f", … ({len(value)} in all)" if len(value) > 6 else "")
+    return str(value)
+
+
+def spread_text(summary: Summary) -> str | None:
+    """The spread of user means, with the history-length strata when it exceeds the paper's limit."""
+    spread = summary.user_spread
+    if spread.sd is None:
+        return None
+    text = f"sd of user means {spread.sd:.3f}"
+    if not spread.stratified:
+        return text
+    strata = " · ".join(f"{st.label} ({st.min_length:.0f}–{st.max_length:.0f} interactions, "
+                        f"{st.n_users} users) {fmt_interval(st.mean)}" for st in spread.strata)
+    return f"{text} > {spread.sd_limit:g}: by history length {strata}"
+
+
+def facts(summary: Summary, *, failures_note: str = "") -> list[tuple[str, str]]:
+    """The findings rows every format shows after the tables, as (label, value) pairs."""
+    rows = [("Severity degradation L1 → L5", fmt_pct(summary.degradation_pct)),
+            ("Noise floor (same history, resampled)",
+             fmt_interval(summary.noise_floor) if summary.noise_floor else "not measured (no control pairs)")]
+    if summary.weakest_metric:
+        mean = summary.by_metric[summary.weakest_metric].mean
+        rows.append(("Weakest dimension", f"{summary.weakest_metric} ({fmt_mean(mean)})"))
+    if summary.weakest_kind:
+        mean = summary.by_kind[summary.weakest_kind].mean
+        rows.append(("Weakest perturbation", f"{summary.weakest_kind} ({fmt_mean(mean)})"))
+    failures = f"{summary.n_failures}{failures_note}" if summary.n_failures else "0"
+    rows.append(("Generation failures", failures))
+    if summary.keyword_empty:
+        count = len(summary.keyword_empty)
+        rows.append(("Empty keyword sets", f"{count} pair{'' if count == 1 else 's'} flagged for review"))
+    spread = spread_text(summary)
+    if spread:
+        rows.append(("User spread", spread))
+    rows.append(("Recommendation", summary.recommendation))
+    return rows
+
+
+@dataclass(frozen=True)
+class ModelComparison:
+    """One model compared with the first model of the run; ``error`` says why it could not be."""
+
+    names: tuple[str, str]
+    comparison: Comparison | None
+    error: str = ""
+
+
+def model_comparisons(run: RunResult) -> list[ModelComparison]:
+    """Every model after the first compared with the first (matched pairs, ``stats.compare_models``)."""
+    from ..stats import compare_models
+
+    names = model_names(run)
+    out = []
+    for other in names[1:]:
+        pair_names = (names[0], other)
+        try:
+            comparison = compare_models(run.model_pairs(names[0]), run.model_pairs(other), names=pair_names)
+        except ValueError as exc:  # no matched pairs, duplicated keys: say so instead of a table
+            out.append(ModelComparison(pair_names, None, str(exc)))
+            continue
+        out.append(ModelComparison(pair_names, comparison))
+    return out
+
+
+def comparison_note(comparison: Comparison) -> str:
+    """The footnote under a comparison table: how p-values were obtained and what was matched."""
+    unit = "per-user means" if comparison.unit == "user" else "pairs"
+    note = (f"p-values: paired t test on {unit}, Holm-corrected across the {len(comparison.rows)} rows; "
+            f"{comparison.n_matched} pairs matched by (user, item, kind, severity, repeat)")
+    unmatched = len(comparison.unmatched_a) + len(comparison.unmatched_b)
+    return note + (f"; {unmatched} unmatched pairs left out." if unmatched else ".")
+
+
+def fmt_d(value: float | None) -> str:
+    return "n/a" if value is None or math.isnan(value) else f"{value:.2f}"

@@ -1,0 +1,251 @@
+"""The terminal robustness report (the layout of design/reports.md), one section per model.
+
+``render_terminal(run)`` returns plain text: per model the header, signature, overall ρ with its gate,
+ρ by perturbation kind with each kind's gate, the metrics, the kind × severity table, severity
+degradation, noise floor, weakest dimension and perturbation, generation failures and a recommendation;
+a failed gate lists its three worst pairs right under its row. With two or more models a comparison table
+follows. ``quiet=True`` gives one line per model.
+"""
+
+from __future__ import annotations
+
+import textwrap
+from typing import TYPE_CHECKING
+
+from ..results import METRICS, OVERALL, PairResult, RunResult
+from .summary import (
+    METRIC_DESCRIPTIONS,
+    FailedGate,
+    ModelComparison,
+    Summary,
+    comparison_note,
+    describe_changes,
+    explanation_text,
+    facts,
+    failed_gates,
+    find_gate,
+    fmt_d,
+    fmt_interval,
+    fmt_mean,
+    fmt_p,
+    fmt_pct,
+    gate_check,
+    model_comparisons,
+    model_info,
+    model_names,
+    model_outcome,
+    overall_verdict_note,
+    summarize,
+    verdict_text,
+)
+
+if TYPE_CHECKING:
+    from ..stats import Comparison
+
+LABEL_WIDTH = 32  # the label column of every section
+VALUE_WIDTH = 23  # "0.513 [0.497, 0.529]" plus spacing
+CELL_WIDTH = 7  # one severity column of the kind × severity table
+_INDENT = "      "
+
+
+def render_terminal(run: RunResult, *, width: int = 100, quiet: bool = False) -> str:
+    """The robustness report of ``run`` as text no wider than ``width`` (tables aside)."""
+    names = model_names(run)
+    if not names:
+        return "robustexplain: no pairs were scored"
+    summaries = [summarize(run, name) for name in names]
+    if quiet:
+        return "\n".join(quiet_line(run, s) for s in summaries)
+    blocks = [_model_block(run, s, width) for s in summaries]
+    blocks.extend(_comparison_block(entry, width) for entry in model_comparisons(run))
+    footer = _footer(run)
+    if footer:
+        blocks.append(footer)
+    return "\n\n".join(blocks)
+
+
+def quiet_line(run: RunResult, summary: Summary) -> str:
+    """``robustexplain: llama3.1:8b ρ 0.513 [0.497, 0.529] PASS · 480 pairs · 25 cached``."""
+    outcome = model_outcome(run, summary.model)
+    parts = [f"robustexplain: {summary.model} ρ {fmt_interval(summary.overall)}"]
+    if outcome:
+        parts[0] += f" {outcome}"
+    parts += [f"{summary.n_pairs} pairs", f"{summary.cached_pairs} cached"]
+    if summary.n_failures:
+        parts.append(f"{summary.n_failures} generation failures")
+    return " · ".join(parts)
+
+
+def header_line(run: RunResult, summary: Summary) -> str:
+    """``robustexplain — model NAME (digest…, size, quant) · seed S · N users · P pairs · C cached``."""
+    label = model_info(run, summary.model).label()
+    return (f"robustexplain — model {label} · seed {run.seed} · {_plural(summary.n_users, 'user')} · "
+            f"{_plural(summary.n_pairs, 'pair')} · {summary.cached_pairs} cached")
+
+
+def _model_block(run: RunResult, summary: Summary, width: int) -> str:
+    failed = failed_gates(run, summary.model)
+    sections = [
+        [header_line(run, summary), f"signature: {run.signature}"],
+        _overall_section(run, summary, failed, width),
+        _kind_section(run, summary, failed, width),
+        _metric_section(run, summary, failed, width),
+        _kind_severity_section(summary),
+        _facts_section(summary, width),
+    ]
+    return "\n\n".join("\n".join(lines) for lines in sections if lines)
+
+
+def _row(label: str, value: str = "", gate: str = "") -> str:
+    text = f"{label:<{LABEL_WIDTH}}" if len(label) < LABEL_WIDTH else label + "   "
+    if gate:
+        return f"{text}{value:<{VALUE_WIDTH}}{gate}".rstrip()
+    return f"{text}{value}".rstrip()
+
+
+def _overall_section(run: RunResult, summary: Summary, failed: list[FailedGate], width: int) -> list[str]:
+    gate = find_gate(run, summary.model, OVERALL)
+    check = gate_check(gate, "combined")
+    if gate is None:
+        gate_text = "not gated"
+    elif check is None:
+        gate_text = gate.verdict.outcome
+    else:
+        gate_text = f"gate ≥ {check.threshold:.2f}   {verdict_text(gate, 'combined')}"
+    lines = [_row("Overall robustness ρ", fmt_interval(summary.overall), gate_text)]
+    note = overall_verdict_note(run, summary.model)
+    if note:  # ρ passed but a metric did not: the gate's verdict must not be missed
+        lines.append(_row("Gate verdict (all checks)", "", note))
+    lines += _worst_lines([f for f in failed if f.gate is gate and f.quantity == "combined"], width)
+    return lines
+
+
+def _kind_section(run: RunResult, summary: Summary, failed: list[FailedGate], width: int) -> list[str]:
+    gated = any(find_gate(run, summary.model, k) for k in summary.by_kind)
+    lines = [_row("By perturbation", "ρ", "gate" if gated else "")]
+    for kind, interval in summary.by_kind.items():
+        gate = find_gate(run, summary.model, kind)
+        lines.append(_row(f"  {kind}", fmt_interval(interval), verdict_text(gate) if gate else ""))
+        lines += _worst_lines([f for f in failed if f.gate is gate], width)
+    if summary.small_kinds:
+        note = (f"(fewer than 50 pairs per kind for {', '.join(summary.small_kinds)}: differences "
+                "between kinds are not reliable)")
+        lines += _wrap(note, max(40, width - 2), initial_indent="  ", subsequent_indent="   ")
+    return lines
+
+
+def _metric_section(run: RunResult, summary: Summary, failed: list[FailedGate], width: int) -> list[str]:
+    gate = find_gate(run, summary.model, OVERALL)
+    checks = [c for c in (gate_check(gate, m) for m in METRICS) if c is not None]
+    thresholds = {c.threshold for c in checks}
+    head = f"gate ≥ {thresholds.pop():.2f}" if len(thresholds) == 1 else ""
+    lines = [f"{'By metric':<{LABEL_WIDTH + VALUE_WIDTH}}{head}".rstrip()]
+    for metric in METRICS:
+        check = gate_check(gate, metric)
+        description = METRIC_DESCRIPTIONS.get(metric)
+        label = f"  {metric:<10} ({description})" if description else f"  {metric}"
+        gate_text = ""
+        if gate is not None and check is not None:
+            gate_text = verdict_text(gate, metric)
+            if len(thresholds) > 1:
+                gate_text = f"≥ {check.threshold:.2f} {gate_text}"
+        lines.append(_row(label, fmt_interval(summary.by_metric[metric]), gate_text))
+        lines += _worst_lines([f for f in failed if f.gate is gate and f.quantity == metric], width)
+    return lines
+
+
+def _kind_severity_section(summary: Summary) -> list[str]:
+    severities = summary.severities
+    if not severities:
+        return []
+    head = "".join(f"{'L' + str(s):<{CELL_WIDTH}}" for s in severities)
+    lines = [f"{'Kind × severity (ρ)':<{LABEL_WIDTH}}{head}".rstrip()]
+    for kind, row in summary.kind_severity.items():
+        cells = "".join(f"{fmt_mean(row[s].mean) if s in row else '—':<{CELL_WIDTH}}" for s in severities)
+        lines.append(f"{'  ' + kind:<{LABEL_WIDTH}}{cells}".rstrip())
+    return lines
+
+
+def _facts_section(summary: Summary, width: int) -> list[str]:
+    lines = []
+    for label, value in facts(summary, failures_note=" (listed in the JSON report)"):
+        lines += _wrapped(label, value, width)
+    return lines
+
+
+def _wrapped(label: str, text: str, width: int) -> list[str]:
+    body = _wrap(text, max(30, width - LABEL_WIDTH)) or [""]
+    return [_row(label, body[0])] + [" " * LABEL_WIDTH + line for line in body[1:]]
+
+
+def _worst_lines(failed: list[FailedGate], width: int) -> list[str]:
+    lines = []
+    for entry in failed:
+        lines.append(f"{_INDENT}{entry.title}:")
+        if not entry.worst:
+            lines.append(f"{_INDENT}  (no scored pairs)")
+        for rank, pair in enumerate(entry.worst, 1):
+            lines += _pair_lines(rank, pair, entry.quantity, width)
+    return lines
+
+
+def _pair_lines(rank: int, pair: PairResult, quantity: str, width: int) -> list[str]:
+    key = pair.key
+    score = f"ρ {pair.combined:.3f}" if quantity == "combined" else f"{quantity} {pair.metric(quantity):.3f}"
+    where = f"user {key.user_id} · item {key.item_id} · {key.kind} L{key.severity}"
+    lines = [f"{_INDENT}{rank}. {where} · {score}"]
+    indent = _INDENT + "   "
+    text_width = max(40, width - len(indent) - 11)
+    for label, text in (("changed:", describe_changes(pair.changes)),
+                        ("original:", _quoted(explanation_text(pair, "original"))),
+                        ("perturbed:", _quoted(explanation_text(pair, "perturbed")))):
+        body = _wrap(text, text_width) or [""]
+        lines.append(f"{indent}{label:<11}{body[0]}")
+        lines += [f"{indent}{'':<11}{line}" for line in body[1:]]
+    return lines
+
+
+def _quoted(text: str) -> str:
+    return text if text.startswith("(generation failed") else f"“{text}”"
+
+
+def _comparison_block(entry: ModelComparison, width: int) -> str:
+    """The model comparison table of design/reports.md (pairs matched across the two models)."""
+    if entry.comparison is None:
+        return f"Model comparison {entry.names[0]} vs {entry.names[1]}: not possible — {entry.error}"
+    return "\n".join(comparison_lines(entry.comparison, width))
+
+
+def comparison_lines(comparison: Comparison, width: int = 100) -> list[str]:
+    """A ``stats.Comparison`` as the text table of design/reports.md."""
+    name_a, name_b = comparison.names
+    col = max(22, len(name_a) + 2, len(name_b) + 2)
+    lines = [f"Model comparison — {name_b} relative to {name_a}",
+             f"{'':<17}{name_a:<{col}}{name_b:<{col}}{'Δ':<10}{'p (paired t)':<15}d_z"]
+    for row in comparison.rows:
+        lines.append(f"{row.label:<17}{fmt_interval(row.mean_a):<{col}}{fmt_interval(row.mean_b):<{col}}"
+                     f"{fmt_pct(row.delta_pct):<10}{fmt_p(row.p_holm):<15}{fmt_d(row.d_z)}")
+    lines += _wrap(comparison_note(comparison), width)
+    lines += _wrap(f"Conclusion: {comparison.conclusion}", width)
+    return lines
+
+
+def _footer(run: RunResult) -> str:
+    parts = []
+    if run.calls:
+        calls = " · ".join(f"{v} {k}" for k, v in run.calls.items())
+        parts.append(f"model calls: {calls}")
+    if run.timings:
+        times = " · ".join(f"{k} {v:.1f} s" for k, v in run.timings.items())
+        parts.append(f"time: {times}")
+    return "\n".join(parts)
+
+
+def _wrap(text: str, width: int, *, initial_indent: str = "", subsequent_indent: str = "") -> list[str]:
+    # Never split "Holm-corrected" or "L1-L5" at the hyphen, and never split a word.
+    return textwrap.wrap(text, width, break_on_hyphens=False, break_long_words=False,
+                         initial_indent=initial_indent, subsequent_indent=subsequent_indent)
+
+
+def _plural(count: int, word: str) -> str:
+    return f"{count} {word}" if count == 1 else f"{count} {word}s"

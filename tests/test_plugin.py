@@ -1,0 +1,343 @@
+"""Behaviour of the pytest plugin, driven through pytester against the loopback fake Ollama server."""
+
+from __future__ import annotations
+
+import json
+import re
+import socket
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from pytest_robustexplain.testing import FakeOllamaServer
+
+pytest_plugins = ["pytester"]
+
+MARKED = """
+import pytest
+
+@pytest.mark.robustness(min_combined={min_combined}, min_metric={min_metric}, severities=[1, 5], users=4)
+def test_gate(robustness):
+    assert robustness.pairs
+"""
+
+
+@pytest.fixture
+def server() -> Iterator[FakeOllamaServer]:
+    with FakeOllamaServer(models=("fake-model:latest",)) as fake:
+        yield fake
+
+
+def _marked(min_combined: float = 0.5, min_metric: float = 0.3) -> str:
+    return MARKED.format(min_combined=min_combined, min_metric=min_metric)
+
+
+def _run(pytester: pytest.Pytester, server: FakeOllamaServer, *args: str) -> pytest.RunResult:
+    return pytester.runpytest("--robustexplain-model=fake-model", f"--robustexplain-host={server.url}",
+                              *args)
+
+
+def _report(path: Path) -> dict:
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def test_stable_model_passes_one_item_per_kind(pytester: pytest.Pytester, server: FakeOllamaServer) -> None:
+    pytester.makepyfile(_marked())
+    result = _run(pytester, server, "-v")
+    result.assert_outcomes(passed=6)
+    for kind in ("noise_injection", "temporal_shuffle", "behavior_dilution", "category_drift",
+                 "missing_values", "overall"):
+        result.stdout.fnmatch_lines([f"*test_gate?{kind}? PASSED*"])
+    result.stdout.fnmatch_lines(["*robustness report*", "robustexplain — model fake-model*",
+                                 "Overall robustness ρ*PASS*"])
+
+
+def test_fragile_model_fails_with_threshold_interval_and_worst_pairs(
+        pytester: pytest.Pytester, server: FakeOllamaServer) -> None:
+    server.mode = "fragile"
+    pytester.makepyfile(_marked())
+    result = _run(pytester, server)
+    result.assert_outcomes(failed=6)
+    out = result.stdout.str()
+    assert re.search(r"combined\s+0\.\d{3} \[0\.\d{3}, 0\.\d{3}\]\s+FAIL: needs ≥ 0\.50", out)
+    assert "worst pairs:" in out and "original :" in out and "perturbed:" in out
+    assert "Traceback" not in out
+
+
+def test_shared_originals_are_requested_once_and_tests_share_pairs(
+        pytester: pytest.Pytester, server: FakeOllamaServer, tmp_path: Path) -> None:
+    # Two tests with the same plan: their pairs are one set of model calls, not two.
+    pytester.makepyfile(_marked() + _marked().replace("def test_gate", "def test_gate_again"))
+    report = tmp_path / "report.json"
+    result = _run(pytester, server, f"--robustexplain-json={report}", "--robustexplain-cache=off")
+    result.assert_outcomes(passed=12)
+    doc = _report(report)
+    n_pairs = len(doc["pairs"])
+    assert n_pairs > 0
+    users = {p["key"]["user_id"] for p in doc["pairs"]}
+    # one warm-up + one original per user + one perturbed explanation per pair
+    assert server.chat_calls == 1 + len(users) + n_pairs
+
+
+def test_warm_cache_makes_zero_model_calls(pytester: pytest.Pytester, server: FakeOllamaServer) -> None:
+    pytester.makepyfile(_marked())
+    _run(pytester, server).assert_outcomes(passed=6)
+    first = server.chat_calls
+    server.reset_stats()
+    result = _run(pytester, server)
+    result.assert_outcomes(passed=6)
+    assert first > 0
+    assert server.chat_calls == 0
+    result.stdout.fnmatch_lines(["*robustexplain — model fake-model*· * cached*"])
+
+
+def test_no_model_skips_with_how_to_configure(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(_marked())
+    result = pytester.runpytest("-rs")
+    result.assert_outcomes(skipped=6)
+    result.stdout.fnmatch_lines(["*no model configured*--robustexplain-model=NAME*"])
+
+
+def test_require_model_turns_the_skip_into_an_error(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(_marked())
+    result = pytester.runpytest("--robustexplain-require-model")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*no model configured*--robustexplain-require-model*"])
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def test_dead_server_is_one_clear_error(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(_marked())
+    host = f"http://127.0.0.1:{_free_port()}"
+    result = pytester.runpytest("--robustexplain-model=fake-model", f"--robustexplain-host={host}")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    err = result.stderr.str()
+    assert err.count("cannot reach Ollama") == 1
+    assert host in err and "Traceback" not in err
+
+
+def test_missing_model_gives_the_pull_hint_once(pytester: pytest.Pytester, server: FakeOllamaServer) -> None:
+    pytester.makepyfile(_marked())
+    result = pytester.runpytest("--robustexplain-model=nope:1b", f"--robustexplain-host={server.url}")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert result.stderr.str().count("ollama pull nope:1b") == 1
+    assert server.chat_calls == 0
+
+
+def test_every_call_failing_is_an_error_not_a_verdict(
+        pytester: pytest.Pytester, server: FakeOllamaServer) -> None:
+    pytester.makepyfile(_marked())
+    server.fail_next(100_000, status=500)
+    result = _run(pytester, server, "--robustexplain-retries=1", "--robustexplain-cache=off")
+    # The `robustness` fixture cannot produce a result: an error at set-up, never a verdict.
+    result.assert_outcomes(errors=6)
+    result.stdout.fnmatch_lines(["*every model call failed*"])
+
+
+def test_unknown_marker_keyword_names_the_test(pytester: pytest.Pytester, server: FakeOllamaServer) -> None:
+    pytester.makepyfile("""
+        import pytest
+
+        @pytest.mark.robustness(min_combind=0.5)
+        def test_typo(robustness):
+            pass
+    """)
+    result = _run(pytester, server)
+    assert result.ret != 0
+    result.stdout.re_match_lines(
+        [r".*test_typo.*unknown keyword 'min_combind'.*did you mean 'min_combined'.*"])
+
+
+@pytest.mark.parametrize(("option", "fragment"), [
+    ("--robustexplain-min-combined=1.5", "--robustexplain-min-combined=1.5: must be between 0 and 1"),
+    ("--robustexplain-severities=0,6", "--robustexplain-severities"),
+    ("--robustexplain-perturbations=noise,earthquake", "earthquake"),
+    ("--robustexplain-weights=0.5,0.5,0.5,0.5", "--robustexplain-weights"),
+    ("--robustexplain-histories=missing.json", "missing.json"),
+])
+def test_bad_option_is_a_usage_error_naming_it(pytester: pytest.Pytester, server: FakeOllamaServer,
+                                               option: str, fragment: str) -> None:
+    pytester.makepyfile(_marked())
+    result = _run(pytester, server, option)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert fragment in result.stderr.str()
+    assert "Traceback" not in result.stderr.str()
+
+
+def test_marker_threshold_out_of_range_names_the_test(pytester: pytest.Pytester,
+                                                      server: FakeOllamaServer) -> None:
+    pytester.makepyfile(_marked(min_combined=1.2))
+    result = _run(pytester, server)
+    assert result.ret != 0
+    result.stdout.re_match_lines([r".*test_.*::test_gate.*min_combined.*between 0 and 1.*"])
+
+
+def test_plugin_can_be_disabled_and_leaves_plain_tests_alone(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile("def test_plain():\n    assert True\n")
+    result = pytester.runpytest("-p", "no:robustexplain")
+    result.assert_outcomes(passed=1)
+    plain = pytester.runpytest()
+    plain.assert_outcomes(passed=1)
+    assert "robustness report" not in plain.stdout.str()
+
+
+def test_marker_is_registered_for_strict_markers(pytester: pytest.Pytester, server: FakeOllamaServer) -> None:
+    pytester.makepyfile(_marked())
+    _run(pytester, server, "--strict-markers").assert_outcomes(passed=6)
+    help_text = pytester.runpytest("--markers").stdout.str()
+    assert "robustness(min_combined=" in help_text
+
+
+def test_help_documents_options_and_ini_keys(pytester: pytest.Pytester) -> None:
+    out = pytester.runpytest("--help").stdout.str()
+    for needle in ("--robustexplain-model", "--robustexplain-min-combined", "robustexplain_model",
+                   "--robustexplain-cache"):
+        assert needle in out
+
+
+def test_scores_become_junit_properties(pytester: pytest.Pytester, server: FakeOllamaServer) -> None:
+    pytester.makepyfile(_marked())
+    xml = pytester.path / "junit.xml"
+    _run(pytester, server, f"--junitxml={xml}").assert_outcomes(passed=6)
+    text = xml.read_text(encoding="utf-8")
+    assert re.search(r'<property name="robustexplain_combined" value="0\.\d{4}"', text)
+    assert 'name="robustexplain_outcome" value="PASS"' in text
+
+
+def test_github_step_summary_and_error_annotations(pytester: pytest.Pytester, server: FakeOllamaServer,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    summary = pytester.path / "summary.md"
+    monkeypatch.setenv("GITHUB_ACTIONS", "true")
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
+    server.mode = "fragile"
+    pytester.makepyfile(_marked())
+    result = _run(pytester, server)
+    result.assert_outcomes(failed=6)
+    text = summary.read_text(encoding="utf-8")
+    assert "fake-model" in text and "|" in text
+    result.stdout.fnmatch_lines(["::error file=test_github_step_summary_and_error_annotations.py,*"])
+
+
+def test_progress_lines_in_ci_logs(pytester: pytest.Pytester, server: FakeOllamaServer) -> None:
+    server.latency = 0.05  # long enough for the first item to wait through at least one poll
+    pytester.makepyfile(_marked())
+    result = _run(pytester, server, "--robustexplain-progress=on", "--robustexplain-cache=off")
+    result.assert_outcomes(passed=6)
+    result.stdout.re_match_lines([r"robustexplain: \d+/\d+ calls · \d+ cached · [\d.]+/s · ETA .*"])
+
+
+def test_quiet_mode_prints_one_line(pytester: pytest.Pytester, server: FakeOllamaServer) -> None:
+    pytester.makepyfile(_marked())
+    result = _run(pytester, server, "-qq")
+    out = result.stdout.str()
+    assert "Overall robustness" not in out
+    assert re.search(r"robustexplain: fake-model ρ 0\.\d{3} \[", out)
+
+
+def test_template_backend_is_labelled_not_a_language_model(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(_marked(min_combined=0.3, min_metric=0.1))
+    result = pytester.runpytest("--robustexplain-backend=template")
+    result.assert_outcomes(passed=6)
+    result.stdout.fnmatch_lines(["*template explainer — not a language model*"])
+
+
+def test_overriding_the_explainer_fixture_gates_a_custom_agent(pytester: pytest.Pytester) -> None:
+    pytester.makeconftest("""
+        import pytest
+
+        CALLS = []
+
+        def my_agent(history, item):
+            CALLS.append(history.user_id)
+            top = history.interactions[-1].category or "things"
+            return f"Because you recently liked {top}, {item.title} fits your taste in {item.category}."
+
+        @pytest.fixture
+        def explainer():
+            return my_agent
+    """)
+    pytester.makepyfile(_marked(min_combined=0.1, min_metric=0.0) + """
+
+def test_agent_was_called():
+    from conftest import CALLS
+    assert CALLS
+""")
+    result = pytester.runpytest("-v", "-p", "no:randomly")
+    result.assert_outcomes(passed=7)
+    result.stdout.fnmatch_lines(["robustexplain — model my_agent*"])
+
+
+def test_perturbed_histories_fixture_in_marked_and_plain_tests(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile("""
+        import pytest
+
+        def test_plain(perturbed_histories):
+            kinds = {p.kind for p in perturbed_histories}
+            assert kinds == {"noise_injection", "temporal_shuffle", "behavior_dilution", "category_drift",
+                             "missing_values"}
+            assert all(not p.identical and p.perturbed != p.original for p in perturbed_histories)
+
+        @pytest.mark.robustness(perturbations=["drift"], severities=[5], users=3, min_combined=0.0,
+                                min_metric=0.0)
+        def test_marked(perturbed_histories):
+            assert {(p.kind, p.severity) for p in perturbed_histories} == {("category_drift", 5)}
+            assert len(perturbed_histories) == 3
+    """)
+    result = pytester.runpytest("--robustexplain-backend=template")
+    result.assert_outcomes(passed=2)
+
+
+def test_per_kind_thresholds_gate_each_slice(pytester: pytest.Pytester, server: FakeOllamaServer) -> None:
+    server.mode = "borderline"
+    pytester.makepyfile("""
+        import pytest
+
+        @pytest.mark.robustness(min_combined=0.0, min_metric=0.0, severities=[5], users=4,
+                                per_kind={"category_drift": {"min_combined": 0.99}})
+        def test_gate():
+            pass
+    """)
+    result = _run(pytester, server, "-v")
+    result.assert_outcomes(passed=5, failed=1)
+    result.stdout.fnmatch_lines(["*test_gate?category_drift? FAILED*"])
+
+
+def test_xdist_gives_the_same_verdicts_as_a_serial_run(pytester: pytest.Pytester,
+                                                       server: FakeOllamaServer) -> None:
+    server.mode = "borderline"
+    pytester.makepyfile(_marked(min_combined=0.5, min_metric=0.2))
+    args = ("--robustexplain-model=fake-model", f"--robustexplain-host={server.url}", "-rA", "-p",
+            "no:randomly")
+    serial = pytester.runpytest_subprocess(*args, "--robustexplain-cache=off")
+    parallel = pytester.runpytest_subprocess(*args, "-n", "2", "--robustexplain-cache=off")
+
+    def verdicts(result: pytest.RunResult) -> dict[str, str]:
+        # the short summary (-rA) has the same layout with and without xdist
+        found = re.findall(r"^(PASSED|FAILED) \S+::(test_gate\[\w+\])", result.stdout.str(), re.M)
+        return {name: outcome for outcome, name in found}
+
+    assert len(verdicts(serial)) == 6
+    assert verdicts(serial) == verdicts(parallel)
+    assert parallel.stdout.str().count("robustness report") == 1
+
+
+def test_xdist_workers_share_originals_and_pairs_through_the_cache(
+        pytester: pytest.Pytester, server: FakeOllamaServer, tmp_path: Path) -> None:
+    pytester.makepyfile(_marked())
+    report = tmp_path / "report.json"
+    result = pytester.runpytest_subprocess(
+        "--robustexplain-model=fake-model", f"--robustexplain-host={server.url}", "-n", "2",
+        f"--robustexplain-json={report}", f"--robustexplain-cache-dir={tmp_path / 'cache'}")
+    result.assert_outcomes(passed=6)
+    doc = _report(report)
+    users = {p["key"]["user_id"] for p in doc["pairs"]}
+    # Each (user, item) original and each pair is generated once across both workers (the overall
+    # item and the per-kind items share them); only the per-worker warm-up request may repeat.
+    needed = len(users) + len(doc["pairs"])
+    assert needed < server.chat_calls <= needed + 2

@@ -1,0 +1,642 @@
+"""Tests of the report package: summary, JSON, terminal, Markdown, HTML and the paper's tables.
+
+Most tests render the recorded sample report ``tests/data_samples/report_sample.json``: two models,
+five kinds × five severities, six users, control pairs, two generation failures, a flagged keyword pair
+and a hostile explanation. ``build_sample_run`` below is the script that recorded it; run this file
+(``python tests/test_report.py``) to record it again.
+"""
+
+from __future__ import annotations
+
+import builtins
+import json
+import math
+import random
+import re
+import sys
+from dataclasses import replace
+from html.parser import HTMLParser
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pytest_robustexplain.errors import DataError
+from pytest_robustexplain.report import html as html_report
+from pytest_robustexplain.report.json_report import SCHEMA_VERSION, read_json, run_to_dict, write_json
+from pytest_robustexplain.report.markdown import render_markdown
+from pytest_robustexplain.report.paper_tables import render_paper_tables
+from pytest_robustexplain.report.summary import recommend, summarize, worst_pairs
+from pytest_robustexplain.report.terminal import render_terminal
+from pytest_robustexplain.results import (
+    CONTROL_KIND,
+    FAIL,
+    METRICS,
+    OVERALL,
+    PASS,
+    GateCheck,
+    GateResult,
+    Interval,
+    PairKey,
+    PairResult,
+    RunResult,
+    Verdict,
+)
+from pytest_robustexplain.stats import cluster_interval
+
+SAMPLE = Path(__file__).parent / "data_samples" / "report_sample.json"
+HOSTILE = "<script>alert(1)</script>"
+
+# ----------------------------------------------------------------------------------- the sample's script
+
+KINDS = ("noise_injection", "temporal_shuffle", "behavior_dilution", "category_drift", "missing_values")
+CATEGORIES = ("Electronics", "Fashion", "Home", "Beauty", "Sports", "Books", "Toys")
+MODELS: list[dict[str, Any]] = [
+    {"name": "qwen2.5:7b", "backend": "ollama", "is_llm": True,
+     "digest": "sha256:845dbda0ea48ed749caafd9e6037047aa19acfcfd82e704d7ca97d631a0b697e",
+     "parameter_size": "7.6B", "quantization": "Q4_K_M", "server_version": "0.5.7",
+     "host": "http://127.0.0.1:11434"},
+    {"name": "qwen2.5:14b", "backend": "ollama", "is_llm": True,
+     "digest": "sha256:7cdf5a0187d5c58cc5d369b255592f7841d1c4696d45a8c8a9489440385b22f6",
+     "parameter_size": "14.8B", "quantization": "Q4_K_M", "server_version": "0.5.7",
+     "host": "http://127.0.0.1:11434"},
+]
+# user id, history length, recommended item id, its title, its category, two liked titles
+USERS = (
+    ("u017", 14, "E012", "Wireless Earbuds Pro", "Electronics", ("Noise-Cancelling Headphones", "USB-C Hub")),
+    ("u042", 18, "B207", "The Pragmatic Programmer", "Books", ("Clean Code", "Refactoring")),
+    ("u108", 10, "S033", "Trail Running Shoes", "Sports", ("Hydration Vest", "Running Socks")),
+    ("u151", 16, "H120", "Cast Iron Skillet", "Home", ("Chef's Knife", "Dutch Oven")),
+    ("u233", 12, "F088", "Linen Summer Shirt", "Fashion", ("Canvas Sneakers", "Chino Shorts")),
+    ("u290", 20, "T015", "Wooden Train Set", "Toys", ("Building Blocks", "Puzzle Map")),
+)
+BASE = {"qwen2.5:7b": {"semantic": 0.6, "keyword": 0.48, "structural": 0.33, "length": 0.72},
+        "qwen2.5:14b": {"semantic": 0.66, "keyword": 0.54, "structural": 0.41, "length": 0.76}}
+KIND_SHIFT = {"noise_injection": 0.005, "temporal_shuffle": -0.01, "behavior_dilution": 0.0,
+              "category_drift": 0.008, "missing_values": 0.002}
+THRESHOLDS = {"combined": 0.5, **dict.fromkeys(METRICS, 0.35)}  # as a GateResult records them
+
+
+def _explanation(rng: random.Random, user: tuple[Any, ...], quality: float) -> str:
+    """An explanation whose sentences stay as in the original with probability ``quality``."""
+    _, _, _, title, category, liked = user
+    variants = [
+        (f"{title} fits your clear interest in {category.lower()}.",
+         f"Because you keep coming back to {category.lower()}, {title} is a natural next pick."),
+        (f"You rated {liked[0]} and {liked[1]} highly, and this item shares their strengths.",
+         f"Items like {liked[1]} appear often in your history, which suggests similar tastes."),
+        ("Its build quality and price match what you usually choose.",
+         "Several recent purchases point to practical, well-reviewed products in this range."),
+        ("Buyers with a similar history rate it well.",
+         "It is also popular with people who browse the same categories as you."),
+    ]
+    return " ".join(a if rng.random() < quality else b for a, b in variants)
+
+
+def _changes(rng: random.Random, kind: str, severity: int, length: int) -> dict[str, Any]:
+    count = max(1, round(0.1 * severity * length))
+    positions = sorted(rng.sample(range(length + count), count))
+    others = rng.sample(CATEGORIES, 2)
+    if kind == "noise_injection":
+        return {"inserted": [{"position": p, "item_id": f"X{rng.randrange(200):03d}",
+                              "category": rng.choice(CATEGORIES)} for p in positions]}
+    if kind == "behavior_dilution":
+        return {"inserted": [{"position": p, "item_id": f"X{rng.randrange(200):03d}",
+                              "category": rng.choice(others)} for p in positions], "categories": others}
+    if kind == "temporal_shuffle":
+        chosen = sorted(rng.sample(range(length), max(2, round(severity * length / 5))))
+        targets = chosen[1:] + chosen[:1]
+        return {"moved": [[a, b] for a, b in zip(chosen, targets, strict=True)]}
+    if kind == "category_drift":
+        return {"replaced": [{"position": p, "old_item_id": f"X{rng.randrange(200):03d}",
+                              "item_id": f"X{rng.randrange(200):03d}", "category": others[0]}
+                             for p in range(length - min(count, length), length)], "categories": others[:1]}
+    return {"blanked": [{"position": rng.randrange(length), "field": rng.choice(("rating", "timestamp",
+                                                                                  "category"))}
+                        for _ in range(max(1, round(0.1 * severity * 3 * length)))]}
+
+
+def _pair(rng: random.Random, model: str, user: tuple[Any, ...], kind: str, severity: int,
+          user_effect: float) -> PairResult:
+    shift = KIND_SHIFT.get(kind, 0.0) - 0.006 * (severity - 1) + user_effect
+    if model == "qwen2.5:7b" and kind == "temporal_shuffle":
+        shift -= 0.07  # the 7b model is fragile to reordering: its shuffle gate fails
+    if kind == CONTROL_KIND:
+        shift = 0.3
+    scores = {m: round(min(1.0, max(0.0, BASE[model][m] + shift + rng.gauss(0, 0.05))), 4) for m in METRICS}
+    combined = round(sum(scores.values()) / 4, 4)
+    original = _explanation(random.Random(f"{model}{user[0]}"), user, 1.0)
+    perturbed = _explanation(rng, user, combined)
+    changes = {"control": "resampled"} if kind == CONTROL_KIND else _changes(rng, kind, severity, user[1])
+    cached = rng.random() < 0.12
+    return PairResult(PairKey(model, user[0], user[2], kind, severity, 0), **scores, combined=combined,
+                      original=original, perturbed=perturbed, changes=changes, cached_original=cached,
+                      cached_perturbed=cached and rng.random() < 0.8,
+                      latency_s=round(rng.uniform(1.5, 6.0), 3), history_length=user[1])
+
+
+def _special(pair: PairResult) -> PairResult:
+    """Turn a few pairs into the cases a report must handle: failures, a flagged pair, hostile text."""
+    key = pair.key
+    zero = dict.fromkeys((*METRICS, "combined"), 0.0)
+    if key.model == "qwen2.5:7b" and (key.user_id, key.kind, key.severity) == ("u017", "noise_injection", 5):
+        return replace(pair, **zero, perturbed="", failure="empty", failure_detail="")
+    if key.model == "qwen2.5:7b" and (key.user_id, key.kind, key.severity) == ("u108", "category_drift", 3):
+        return replace(pair, **zero, perturbed="", failure="error",
+                       failure_detail="HTTP 500: llama runner process has terminated")
+    if key.model == "qwen2.5:7b" and (key.user_id, key.kind, key.severity) == ("u042", "temporal_shuffle", 4):
+        text = (f"Recommended because {HOSTILE} you like Books & \"Toys\" | cheap.\n"
+                "<img src=x onerror=alert(2)> Ignore previous instructions.")
+        return replace(pair, semantic=0.12, keyword=0.05, structural=0.0, length=0.4, combined=0.1425,
+                       perturbed=text)
+    if key.model == "qwen2.5:14b" and (key.user_id, key.kind, key.severity) == ("u233", "missing_values", 5):
+        combined = round((pair.semantic + pair.structural + pair.length) / 4, 4)
+        return replace(pair, keyword=0.0, combined=combined, keyword_empty=True)
+    return pair
+
+
+def _gate(pairs: list[PairResult], model: str, slice_: str, nodeid: str) -> GateResult:
+    judged = [p for p in pairs if p.key.model == model and p.key.kind != CONTROL_KIND
+              and slice_ in (OVERALL, p.key.kind)]
+    users = [p.key.user_id for p in judged]
+    quantities = [("combined", THRESHOLDS["combined"])]
+    if slice_ == OVERALL:
+        quantities += [(m, THRESHOLDS[m]) for m in METRICS]
+    checks = []
+    for quantity, threshold in quantities:
+        interval = cluster_interval([p.metric(quantity) for p in judged], users)
+        checks.append(GateCheck(quantity, threshold, interval, FAIL if interval.mean < threshold else PASS,
+                                fragile=interval.low < threshold < interval.high))
+    outcome = FAIL if any(c.outcome == FAIL for c in checks) else PASS
+    return GateResult(nodeid, slice_, model, Verdict(outcome, tuple(checks)), dict(THRESHOLDS))
+
+
+def build_sample_run() -> RunResult:
+    """The recorded sample run (deterministic)."""
+    rng = random.Random(20240601)
+    pairs = []
+    for model in BASE:
+        for user in USERS:
+            effect = rng.gauss(0, 0.03)
+            pairs.append(_pair(rng, model, user, CONTROL_KIND, 0, effect))
+            pairs += [_special(_pair(rng, model, user, kind, severity, effect))
+                      for kind in KINDS for severity in range(1, 6)]
+    gates = [_gate(pairs, model, slice_, f"tests/test_explanations.py::test_robust[{model}-{slice_}]")
+             for model in BASE for slice_ in (OVERALL, *KINDS)]
+    made = sum(1 for p in pairs if not p.cached_perturbed) + len(USERS) * len(BASE)
+    return RunResult(
+        signature="tok:words|tag:textblob@0.19.0|bleu:4,exp|w:.25/.25/.25/.25|v:0.1.0", seed=42,
+        models=[dict(m) for m in MODELS],
+        settings={"min_combined": 0.5, "min_metric": 0.35, "kinds": list(KINDS),
+                  "severities": [1, 2, 3, 4, 5], "users": len(USERS), "repeats": 1, "gate_mode": "mean",
+                  "temperature": 0.7, "num_predict": 256, "controls": True},
+        pairs=pairs, gates=gates,
+        calls={"made": made, "cached": sum(p.cached_perturbed for p in pairs), "failed": 2, "cancelled": 0},
+        timings={"perturb": 0.41, "generate": 812.35, "score": 3.12, "total": 816.02},
+        started_at="2024-06-01T09:12:03Z", finished_at="2024-06-01T09:25:39Z", package_version="0.1.0",
+    )
+
+
+# --------------------------------------------------------------------------------------------- fixtures
+
+M7, M14 = "qwen2.5:7b", "qwen2.5:14b"
+
+
+@pytest.fixture(scope="module")
+def run() -> RunResult:
+    return read_json(SAMPLE)
+
+
+@pytest.fixture(scope="module")
+def page(run: RunResult) -> str:
+    # Rendering the charts costs ~2 s: once per module.
+    return html_report.render_html(run)
+
+
+def _only(run: RunResult, model: str) -> RunResult:
+    return replace(run, models=[m for m in run.models if m["name"] == model],
+                   pairs=[p for p in run.pairs if p.key.model == model],
+                   gates=[g for g in run.gates if g.model == model])
+
+
+def _gate_result(model: str, slice_: str, outcome: str, checks: tuple[GateCheck, ...],
+                 **kw: Any) -> GateResult:
+    return GateResult(f"t.py::t[{slice_}]", slice_, model, Verdict(outcome, checks, **kw))
+
+
+# ------------------------------------------------------------------------------------------ the sample
+
+
+def test_sample_file_is_what_the_script_records(run: RunResult) -> None:
+    built = build_sample_run()
+    assert run.pairs == built.pairs
+    assert (run.models, run.settings, run.calls, run.timings, run.seed) == (
+        built.models, built.settings, built.calls, built.timings, built.seed)
+    assert [(g.nodeid, g.verdict.outcome) for g in run.gates] == [
+        (g.nodeid, g.verdict.outcome) for g in built.gates]
+
+
+def test_sample_covers_the_cases_a_report_must_handle(run: RunResult) -> None:
+    assert {p.key.model for p in run.pairs} == {M7, M14}
+    assert {(p.key.kind, p.key.severity) for p in run.pairs if p.key.kind != CONTROL_KIND} == {
+        (k, s) for k in KINDS for s in range(1, 6)}
+    assert sum(p.key.kind == CONTROL_KIND for p in run.pairs) == 12
+    assert sorted(p.failure for p in run.pairs if p.failure) == ["empty", "error"]
+    assert any(HOSTILE in p.perturbed for p in run.pairs)
+    assert {g.verdict.outcome for g in run.gates if g.model == M7} == {PASS, FAIL}
+
+
+# --------------------------------------------------------------------------------------------- summary
+
+
+def test_summary_numbers(run: RunResult) -> None:
+    s = summarize(run, M7)
+    pairs = run.model_pairs(M7)
+    assert (s.n_users, s.n_pairs, s.n_control_pairs) == (6, 150, 6)
+    assert s.overall == cluster_interval([p.combined for p in pairs], [p.key.user_id for p in pairs])
+    assert list(s.by_kind) == list(KINDS)
+    assert list(s.by_metric) == list(METRICS)
+    assert s.severities == (1, 2, 3, 4, 5)
+    shuffle_l4 = [p.combined for p in pairs if p.key.kind == "temporal_shuffle" and p.key.severity == 4]
+    assert s.kind_severity["temporal_shuffle"][4].mean == pytest.approx(sum(shuffle_l4) / len(shuffle_l4))
+    l1, l5 = s.by_severity[1].mean, s.by_severity[5].mean
+    assert s.degradation_pct == pytest.approx((l5 - l1) / l1 * 100)
+    assert s.noise_floor is not None and s.noise_floor.n == 6
+    assert s.cached_pairs == sum(p.cached_original and p.cached_perturbed for p in pairs)
+    assert (s.weakest_metric, s.weakest_kind) == ("structural", "temporal_shuffle")
+    assert [(f.key.user_id, f.failure) for f in s.failures] == [("u017", "empty"), ("u108", "error")]
+    assert s.failures[1].detail.startswith("HTTP 500")
+    assert s.small_kinds == KINDS  # 30 pairs per kind < the paper's 50
+    assert "structured explanation template" in s.recommendation
+    assert [k.user_id for k in summarize(run, M14).keyword_empty] == ["u233"]
+    assert json.loads(json.dumps(s.to_dict()))["by_severity"]["5"]["n"] == 30
+
+
+def test_summary_without_controls_has_no_noise_floor(run: RunResult) -> None:
+    bare = replace(run, pairs=[p for p in run.pairs if p.key.kind != CONTROL_KIND])
+    assert summarize(bare, M7).noise_floor is None
+    assert "not measured (no control pairs)" in render_terminal(bare)
+
+
+def test_worst_pairs_skips_controls_and_failures(run: RunResult) -> None:
+    worst = worst_pairs(run.pairs, n=4)
+    assert len(worst) == 4
+    assert all(p.key.kind != CONTROL_KIND and p.failure is None for p in worst)
+    assert [p.combined for p in worst] == sorted(p.combined for p in worst)
+    assert worst[0].combined == min(p.combined for p in run.pairs
+                                    if p.failure is None and p.key.kind != CONTROL_KIND)
+    assert worst_pairs(run.pairs, n=1, quantity="structural")[0].structural == 0.0
+    assert worst_pairs(run.pairs, n=2, include_failures=True)[0].failure is not None
+
+
+def _iv(mean: float) -> Interval:
+    return Interval(mean, mean - 0.02, mean + 0.02, 100, 10)
+
+
+@pytest.mark.parametrize(("metrics", "kinds", "expected"), [
+    ((0.6, 0.5, 0.30, 0.7), (0.55,) * 5, "constrain the output format"),
+    ((0.6, 0.33, 0.45, 0.7), (0.55,) * 5, "anchor the explanation to item attributes"),
+    ((0.6, 0.5, 0.45, 0.30), (0.55,) * 5, "num_predict / explicit word budget"),
+    ((0.30, 0.5, 0.45, 0.7), (0.55,) * 5, "Semantic similarity trails"),
+    ((0.6, 0.55, 0.5, 0.65), (0.55, 0.45, 0.55, 0.55, 0.55), "ρ drops most under temporal_shuffle"),
+    ((0.9, 0.9, 0.85, 0.95), (0.9,) * 5, "No metric or perturbation stands out"),
+])
+def test_recommendation_rules(metrics: tuple[float, ...], kinds: tuple[float, ...], expected: str) -> None:
+    by_metric = {m: _iv(v) for m, v in zip(METRICS, metrics, strict=True)}
+    by_kind = {k: _iv(v) for k, v in zip(KINDS, kinds, strict=True)}
+    text = recommend(by_metric, by_kind, THRESHOLDS, n_failures=0, n_pairs=100)
+    assert expected in text
+
+
+def test_recommendation_puts_many_generation_failures_first() -> None:
+    text = recommend({m: _iv(0.3) for m in METRICS}, {k: _iv(0.3) for k in KINDS}, {}, n_failures=20,
+                     n_pairs=100)
+    assert text.startswith("20 of 100 pairs had a generation failure")
+
+
+def test_thresholds_come_from_the_gate_then_the_settings(run: RunResult) -> None:
+    from pytest_robustexplain.report.summary import gate_thresholds
+
+    ungated = replace(run, gates=[], settings={"min_combined": 0.6, "min_metric": {"length": 0.8}})
+    assert gate_thresholds(ungated, M7) == {"combined": 0.6, "semantic": 0.35, "keyword": 0.35,
+                                            "structural": 0.35, "length": 0.8}
+    assert gate_thresholds(run, M7) == THRESHOLDS
+    # A per-metric threshold decides which metric trails.
+    by_metric = {m: _iv(v) for m, v in zip(METRICS, (0.6, 0.5, 0.45, 0.7), strict=True)}
+    by_kind = {k: _iv(0.55) for k in KINDS}
+    assert "num_predict" in recommend(by_metric, by_kind, {**THRESHOLDS, "length": 0.75}, n_pairs=100)
+    assert "structured explanation template" in recommend(by_metric, by_kind, THRESHOLDS, n_pairs=100)
+
+
+# ------------------------------------------------------------------------------------------------ JSON
+
+
+def test_json_round_trips_exactly(run: RunResult, tmp_path: Path) -> None:
+    built = build_sample_run()
+    path = write_json(built, tmp_path / "sub" / "report.json")
+    back = read_json(path)
+    assert back == built
+    doc = json.loads(path.read_text(encoding="utf-8"))
+    assert doc["schema_version"] == SCHEMA_VERSION == 1
+    assert set(doc["aggregates"]) == {M7, M14}
+    assert doc["aggregates"][M7]["n_failures"] == 2
+    assert doc["comparisons"][0]["names"] == [M7, M14]
+    assert [r["quantity"] for r in doc["comparisons"][0]["rows"]] == ["combined", *METRICS]
+    assert list(tmp_path.joinpath("sub").iterdir()) == [path]  # no temporary file left behind
+    write_json(back, tmp_path / "again.json")
+    assert (tmp_path / "again.json").read_bytes() == path.read_bytes()
+
+
+def test_json_pair_records_carry_everything(run: RunResult) -> None:
+    doc = run_to_dict(run)
+    record = next(p for p in doc["pairs"] if HOSTILE in p["perturbed"])
+    assert record["key"] == {"model": M7, "user_id": "u042", "item_id": "B207", "kind": "temporal_shuffle",
+                             "severity": 4, "repeat": 0}
+    assert {"semantic", "keyword", "structural", "length", "combined", "original", "perturbed", "changes",
+            "failure", "failure_detail", "keyword_empty", "cached_original", "cached_perturbed",
+            "latency_s"} <= set(record)
+    assert record["changes"]["moved"]
+
+
+def test_json_writes_non_finite_numbers_as_null(tmp_path: Path) -> None:
+    run = RunResult(signature="s", seed=1, timings={"total": math.nan})
+    path = write_json(run, tmp_path / "r.json")
+
+    def refuse(name: str) -> None:
+        raise AssertionError(f"non-standard JSON constant {name}")
+
+    assert json.loads(path.read_text(encoding="utf-8"), parse_constant=refuse)["timings"] == {"total": None}
+
+
+def _doc(run: RunResult) -> dict[str, Any]:
+    return json.loads(json.dumps(run_to_dict(run)))
+
+
+def test_json_newer_schema_is_refused(run: RunResult, tmp_path: Path) -> None:
+    doc = _doc(_only(run, M14))
+    doc["schema_version"] = 2
+    path = tmp_path / "future.json"
+    path.write_text(json.dumps(doc), encoding="utf-8")
+    with pytest.raises(DataError, match=r"future\.json.*schema_version.*2 is newer.*upgrade"):
+        read_json(path)
+
+
+@pytest.mark.parametrize(("mutate", "message"), [
+    (lambda d: d["pairs"][3]["key"].update(severity="high"), r"pairs\[3\].*'severity'.*expected an integer"),
+    (lambda d: d["pairs"][0].pop("combined"), r"pairs\[0\].*'combined'.*missing"),
+    (lambda d: d["pairs"][1].update(semantic="0.5"), r"pairs\[1\].*'semantic'.*expected a number"),
+    (lambda d: d["gates"][0]["verdict"]["checks"][0].update(interval=[]),
+     r"gates\[0\]\.verdict\.checks\[0\]\.interval.*expected an object"),
+    (lambda d: d.pop("schema"), r"not a pytest-robustexplain report"),
+    (lambda d: d.update(models={}), r"'models'.*expected a list, got dict"),
+])
+def test_json_bad_record_names_file_record_and_field(run: RunResult, tmp_path: Path, mutate: Any,
+                                                     message: str) -> None:
+    doc = _doc(_only(run, M14))
+    mutate(doc)
+    path = tmp_path / "bad.json"
+    path.write_text(json.dumps(doc), encoding="utf-8")
+    with pytest.raises(DataError, match=r"bad\.json.*" + message):
+        read_json(path)
+
+
+def test_json_unreadable_files(tmp_path: Path) -> None:
+    broken = tmp_path / "broken.json"
+    broken.write_text('{"schema": "pytest-robustexplain/report",\n "schema_version": 1,,}', encoding="utf-8")
+    with pytest.raises(DataError, match=r"broken\.json, line 2: not valid JSON"):
+        read_json(broken)
+    with pytest.raises(DataError, match=r"missing\.json: cannot read the report"):
+        read_json(tmp_path / "missing.json")
+    listed = tmp_path / "list.json"
+    listed.write_text("[]", encoding="utf-8")
+    with pytest.raises(DataError, match=r"list\.json: expected a JSON object"):
+        read_json(listed)
+
+
+# -------------------------------------------------------------------------------------------- terminal
+
+
+def test_terminal_layout(run: RunResult) -> None:
+    out = render_terminal(run)
+    lines = out.splitlines()
+    s7 = summarize(run, M7)
+    assert lines[0] == (f"robustexplain — model qwen2.5:7b (sha256:845d…, 7.6B, Q4_K_M) · seed 42 · "
+                        f"6 users · 150 pairs · {s7.cached_pairs} cached")
+    assert lines[1] == "signature: " + run.signature
+    overall = next(line for line in lines if line.startswith("Overall robustness ρ"))
+    assert overall == f"Overall robustness ρ            {s7.overall.fmt()}   gate ≥ 0.50   PASS"
+    section = out.split("robustexplain — model qwen2.5:14b")[0]
+    order = ["Overall robustness ρ", "Gate verdict (all checks)", "By perturbation", "By metric",
+             "Kind × severity (ρ)             L1     L2     L3     L4     L5", "Severity degradation L1 → L5",
+             "Noise floor (same history, resampled)", "Weakest dimension               structural (",
+             "Weakest perturbation            temporal_shuffle (",
+             "Generation failures             2 (listed in the JSON report)", "Recommendation"]
+    positions = [section.index(marker) for marker in order]
+    assert positions == sorted(positions)
+    assert "FAIL (structural 0.320 < 0.35)" in section
+    row = f"  semantic   (BoW cosine)       {s7.by_metric['semantic'].fmt()}   PASS"
+    assert row in lines
+    cells = "  ".join(f"{s7.kind_severity['noise_injection'][s].mean:.3f}" for s in range(1, 6))
+    assert f"  noise_injection               {cells}" in lines
+
+
+def test_terminal_fragile_note_and_comparison(run: RunResult) -> None:
+    out = render_terminal(run)
+    assert "PASS (fragile: interval straddles 0.50)" in out
+    assert re.search(r"^Overall ρ\s+0\.\d{3} \[.*\]\s+0\.\d{3} \[.*\]\s+\+\d+\.\d %\s+\S+\s+\d\.\d\d$", out,
+                     re.MULTILINE)
+    assert "Holm-corrected across the 5 rows" in out
+    assert "Conclusion: " in out
+    assert "Conclusion: " not in render_terminal(_only(run, M7))
+
+
+def test_terminal_lists_worst_pairs_under_a_failed_gate(run: RunResult) -> None:
+    lines = render_terminal(run).splitlines()
+    row = next(i for i, line in enumerate(lines) if line.startswith("  temporal_shuffle ") and "FAIL" in line)
+    assert lines[row + 1].strip().startswith("worst pairs by ρ — tests/test_explanations.py::")
+    assert lines[row + 2].strip() == "1. user u042 · item B207 · temporal_shuffle L4 · ρ 0.142"
+    assert lines[row + 3].strip() == "changed:   moved 14 items"
+    block = "\n".join(lines[row + 2: row + 30])
+    assert block.count("original:") == 3 and block.count("perturbed:") == 3
+    assert "<script>alert(1)</script>" in block  # plain text in a terminal: shown as is
+    # Explanations are trimmed to about 200 characters.
+    original = " ".join(line.strip() for line in lines[row + 4: row + 7]).removeprefix("original:").strip()
+    assert original.endswith("…”") and len(original) <= 205
+    passing = next(i for i, line in enumerate(lines) if line.startswith("  behavior_dilution "))
+    assert "PASS" in lines[passing] and not lines[passing + 1].strip().startswith("worst pairs")
+
+
+def test_terminal_quiet(run: RunResult) -> None:
+    s14 = summarize(run, M14)
+    one = render_terminal(_only(run, M14), quiet=True)
+    assert one == (f"robustexplain: qwen2.5:14b ρ {s14.overall.fmt()} PASS · 150 pairs · "
+                   f"{s14.cached_pairs} cached")
+    both = render_terminal(run, quiet=True).splitlines()
+    assert len(both) == 2
+    assert re.fullmatch(r"robustexplain: qwen2\.5:7b ρ 0\.\d{3} \[0\.\d{3}, 0\.\d{3}\] FAIL · 150 pairs · "
+                        r"\d+ cached · 2 generation failures", both[0])
+
+
+def test_terminal_labels_a_template_explainer(run: RunResult) -> None:
+    single = _only(run, M14)
+    template = replace(single, models=[{"name": M14, "backend": "template", "is_llm": False}])
+    header = render_terminal(template).splitlines()[0]
+    assert header.startswith(
+        "robustexplain — model qwen2.5:14b [template explainer — not a language model] · seed 42 ·")
+    assert "not a language model" not in render_terminal(single).splitlines()[0]
+
+
+def test_terminal_inconclusive_and_ungated(run: RunResult) -> None:
+    single = _only(run, M14)
+    check = GateCheck("combined", 0.5, Interval(0.51, 0.47, 0.55, 150, 6), "INCONCLUSIVE", fragile=True)
+    gated = replace(single, gates=[_gate_result(M14, OVERALL, "INCONCLUSIVE", (check,), users_needed=12)])
+    out = render_terminal(gated)
+    assert ("INCONCLUSIVE (fragile: interval straddles 0.50; ≈12 more users would likely decide)" in out)
+    ungated = render_terminal(replace(single, gates=[]))
+    assert "not gated" in ungated and "FAIL" not in ungated and "PASS" not in ungated
+
+
+def test_terminal_comparison_impossible_without_shared_pairs(run: RunResult) -> None:
+    moved = [replace(p, key=replace(p.key, user_id="x" + p.key.user_id)) if p.key.model == M14 else p
+             for p in run.pairs]
+    out = render_terminal(replace(run, pairs=moved))
+    assert "Model comparison qwen2.5:7b vs qwen2.5:14b: not possible — " in out
+
+
+def test_empty_run_renders_everywhere() -> None:
+    empty = RunResult(signature="s", seed=0)
+    assert render_terminal(empty) == "robustexplain: no pairs were scored"
+    assert "No pairs were scored" in render_markdown(empty)
+    assert "Table 6" in render_paper_tables(empty)
+
+
+# -------------------------------------------------------------------------------------------- markdown
+
+
+def test_markdown_tables_and_escaping(run: RunResult) -> None:
+    md = render_markdown(run)
+    assert md.count("## robustexplain — model ") == 2
+    assert "**Status: FAIL**" in md and "**Status: PASS**" in md
+    s7 = summarize(run, M7)
+    assert f"| Overall ρ | {s7.overall.fmt()} | ≥ 0.50 | PASS |" in md
+    assert "| Kind × severity (ρ) | L1 | L2 | L3 | L4 | L5 |" in md
+    assert "<script>" not in md and "<img" not in md
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in md
+    assert "Books &amp; \"Toys\" \\| cheap." in md
+    assert all(line.endswith("|") for line in md.splitlines() if line.startswith("|"))
+    table_rows = [line for line in md.splitlines() if line.startswith("| 1 | u042 |")]
+    assert len(table_rows) == 2 and all("Ignore previous instructions." in r for r in table_rows)
+    assert "## Model comparison: qwen2.5:7b vs qwen2.5:14b" in md
+    assert not any(ord(ch) >= 0x1F000 for ch in md)  # status words, no emoji
+
+
+def test_markdown_cells_keep_the_column_count(run: RunResult) -> None:
+    md = render_markdown(run)
+    lines = md.splitlines()
+    for i, line in enumerate(lines):
+        if line.startswith("|---"):
+            columns = line.count("|")
+            j = i + 1
+            while j < len(lines) and lines[j].startswith("|"):
+                unescaped = len(re.findall(r"(?<!\\)\|", lines[j]))
+                assert unescaped == columns, lines[j]
+                j += 1
+
+
+# ------------------------------------------------------------------------------------------------ HTML
+
+
+def test_html_escapes_model_output(page: str) -> None:
+    assert "<script" not in page.lower()
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page
+    assert "&lt;img src=x onerror=alert(2)&gt;" in page
+    assert "<img src=x" not in page
+
+
+class _Tags(HTMLParser):
+    """Collects the tags and attributes of a page as a browser's parser sees them."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.tags: list[str] = []
+        self.attributes: list[tuple[str, str]] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.tags.append(tag)
+        self.attributes += [(name, value or "") for name, value in attrs]
+
+
+def test_html_is_self_contained(page: str) -> None:
+    parser = _Tags()
+    parser.feed(page)
+    assert "script" not in parser.tags and "link" not in parser.tags and "iframe" not in parser.tags
+    references = [value for name, value in parser.attributes if name in ("src", "href", "action", "srcset")]
+    assert len(references) == 7 and all(r.startswith("data:image/png;base64,") for r in references)
+    assert not any(name.startswith("on") for name, _ in parser.attributes)
+    assert "url(" not in page and "@import" not in page
+    assert not re.search(r"(?:src|href)\s*=\s*[\"']?\s*(?:https?:)?//", page, re.IGNORECASE)
+
+
+def test_html_has_charts_tables_and_worst_pairs(run: RunResult, page: str) -> None:
+    assert page.startswith("<!DOCTYPE html>")
+    assert page.count("data:image/png;base64,") == 7  # 3 per model + the comparison
+    assert html_report.PLOTS_NOTE not in page
+    for heading in ("By perturbation", "By metric", "Kind × severity (ρ)", "Findings", "Model comparison",
+                    "least robust pairs", "Generation failures (scored 0 on every metric)"):
+        assert heading in page
+    assert '<span class="FAIL">FAIL</span> — worst pairs by ρ — ' in page
+    assert "<th>original explanation</th><th>perturbed explanation</th>" in page
+    assert "moved 14 items<details>" in page
+    assert "<del>" in page and "<ins>" in page
+
+
+def test_html_without_matplotlib_still_renders_tables(run: RunResult, monkeypatch: pytest.MonkeyPatch,
+                                                      tmp_path: Path) -> None:
+    real_import = builtins.__import__
+
+    def no_matplotlib(name: str, *args: Any, **kwargs: Any) -> Any:
+        if name == "matplotlib" or name.startswith("matplotlib."):
+            raise ImportError(f"No module named {name!r}")
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", no_matplotlib)
+    path = html_report.write_html(run, tmp_path / "report.html")
+    text = path.read_text(encoding="utf-8")
+    assert "charts need the plots extra: pip install 'pytest-robustexplain[plots]'" in text
+    assert "data:image/png" not in text
+    assert "<h3>Kind × severity (ρ)</h3><table>" in text and "By metric" in text
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in text
+
+
+# -------------------------------------------------------------------------------------------- paper
+
+
+def test_paper_tables(run: RunResult) -> None:
+    text = render_paper_tables(run)
+    positions = [text.index(f"Table {n} — ") for n in range(1, 7)]
+    assert positions == sorted(positions)
+    assert text.count("\nPaper: ") == 6
+    s7 = summarize(run, M7)
+    noise = s7.by_kind["noise_injection"]
+    assert re.search(rf"^qwen2\.5:7b\s+{noise.mean:.3f} \[{noise.low:.2f}, {noise.high:.2f}\]", text, re.M)
+    assert "Overall" in text and "Average" in text
+    table4 = text[text.index("Table 4"):text.index("Table 5")]
+    assert table4.index("14.8B") < table4.index("7.6B")  # largest first, like the paper
+    assert "Sem–Key 0.72" in text
+    table6 = text[text.index("Table 6"):]
+    assert re.search(r"^Semantic\s+1\.00\s+0\.\d\d", table6, re.M)
+
+
+def test_paper_tables_unknown_size(run: RunResult) -> None:
+    from pytest_robustexplain.report.paper_tables import parse_size
+
+    unsized = replace(run, models=[{**m, "parameter_size": None} for m in run.models])
+    table4 = render_paper_tables(unsized).split("Table 4")[1].split("Table 5")[0]
+    assert re.search(r"^unknown\s+0\.\d{3} \[.*qwen2\.5:7b, qwen2\.5:14b$", table4, re.M)
+    assert (parse_size("8.0B"), parse_size("500M"), parse_size("70b"), parse_size("big")) == (
+        8e9, 5e8, 70e9, None)
+
+
+if __name__ == "__main__":
+    write_json(build_sample_run(), SAMPLE)
+    sys.exit(0)
