@@ -8,7 +8,6 @@ when a session actually has marked tests.
 from __future__ import annotations
 
 import datetime as _dt
-import os
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -224,6 +223,8 @@ class RobustnessRun:
     @property
     def dataset(self) -> Dataset:
         if self._dataset is None:
+            from .engine import load_configured_dataset
+
             try:
                 self._dataset = load_configured_dataset(self.settings)
             except RobustExplainError as exc:
@@ -251,35 +252,11 @@ class RobustnessRun:
         return self._sweep
 
     def _build_explainer(self, model: str) -> Explainer:
-        from .explainers import make_explainer
-        from .explainers.cache import CachedExplainer, ResponseCache
+        from .engine import build_explainer
 
-        hook = self.config.hook.pytest_robustexplain_make_explainer
-        explainer = hook(settings=self.settings, model=model)
-        if explainer is None:
-            explainer = make_explainer(self.settings.backend, model, **self._backend_options())
-        if self.settings.cache == "off" or explainer.backend == "template":
-            return explainer  # the template explainer is instant: caching it would only cost disk
-        return CachedExplainer(explainer, ResponseCache(self._cache_dir(), self.settings.cache),
+        custom = self.config.hook.pytest_robustexplain_make_explainer(settings=self.settings, model=model)
+        return build_explainer(self.settings, model, cache_dir=self._cache_dir(), custom=custom,
                                cross_process=self.lazy)
-
-    def _backend_options(self) -> dict[str, Any]:
-        s = self.settings
-        if s.backend == "template":
-            return {}
-        options: dict[str, Any] = dict(
-            host=s.host, temperature=s.temperature, seed=s.seed, num_predict=s.num_predict,
-            concurrency=s.concurrency, connect_timeout=s.connect_timeout, read_timeout=s.timeout,
-            max_attempts=s.retries + 1)  # retries after the first attempt
-        if s.backend == "ollama":
-            options["num_ctx"] = s.num_ctx
-        else:
-            options["api_key"] = os.environ.get(s.api_key_env) or None
-        if s.prompt is not None:
-            from .explainers.prompt import PromptTemplate
-
-            options["prompt"] = PromptTemplate.from_file(s.prompt)
-        return options
 
     def _cache_dir(self) -> Path:
         if self.settings.cache_dir is not None:
@@ -505,23 +482,6 @@ def junit_properties(result: Robustness) -> list[tuple[str, str]]:
         props.append((f"robustexplain_{quantity}", f"{interval.mean:.4f}"))
         props.append((f"robustexplain_{quantity}_interval", f"[{interval.low:.4f}, {interval.high:.4f}]"))
     return props
-
-
-def load_configured_dataset(settings: Settings) -> Dataset:
-    """The dataset the settings name: data files, a dataset directory (MovieLens-style or our own
-    histories/catalog/cases files), or the bundled synthetic set."""
-    from . import data
-
-    if settings.histories is not None:
-        if settings.catalog is None:
-            raise ConfigError(f"{settings.sources.get('histories', 'histories')}: a histories file needs a "
-                              "catalog file too (--robustexplain-catalog)")
-        return data.load_dataset(settings.histories, settings.catalog, settings.cases, seed=settings.seed)
-    if isinstance(settings.dataset, Path):
-        if (settings.dataset / "ratings.csv").is_file():
-            return data.load_movielens(settings.dataset, max_users=settings.users, seed=settings.seed)
-        return data.load_dataset_dir(settings.dataset, seed=settings.seed)
-    return data.default_dataset()
 
 
 def _model_dict(name: str, info: ModelInfo) -> dict[str, Any]:
