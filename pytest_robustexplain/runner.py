@@ -19,7 +19,6 @@ import pytest
 from . import __version__
 from .errors import BackendError, ConfigError, RobustExplainError
 from .results import (
-    INCONCLUSIVE,
     METRICS,
     OVERALL,
     PASS,
@@ -35,6 +34,7 @@ if TYPE_CHECKING:
     from .data import Dataset, EvalCase, Item, UserHistory
     from .explainers.base import Explainer, Explanation, ModelInfo
     from .perturbations import PerturbationResult
+    from .stats import NonInferiorityResult
     from .sweep import SliceResult, Sweep
 
 MARKER = "robustness"
@@ -80,6 +80,7 @@ class Robustness:
     cancelled: int
     noise_floor: Interval | None
     perturbations: tuple[PerturbationResult, ...] = ()
+    regression: NonInferiorityResult | None = None  # against --robustexplain-baseline, when given
 
     @property
     def passed(self) -> bool:
@@ -164,6 +165,7 @@ class RobustnessRun:
         self._explainers: dict[str, Explainer] = {}
         self._results: dict[str, Robustness] = {}
         self._progress: Callable[[], None] | None = None
+        self._baseline: RunResult | None = None
         self.lazy = hasattr(config, "workerinput")  # xdist workers plan only the items they run
 
     # ------------------------------------------------------------------------------- collection
@@ -195,6 +197,7 @@ class RobustnessRun:
             self.plans[item.nodeid] = ItemPlan(item.nodeid, gate, param, custom_explainer=custom)
         if not self.plans:
             return
+        self._load_baseline()
         if not configured_models(self.settings):
             self._no_model(items)
             return
@@ -203,6 +206,41 @@ class RobustnessRun:
                 if not plan.custom_explainer and plan.param.model:
                     self._add_slice(plan)
             self.sweep_instance()
+
+    def _load_baseline(self) -> None:
+        """Read --robustexplain-baseline once; refuse a baseline whose numbers are not comparable."""
+        path = self.settings.baseline
+        if path is None:
+            return
+        from .metrics import metric_signature
+        from .report.json_report import read_json
+
+        try:
+            baseline = read_json(path)
+        except RobustExplainError as exc:
+            raise pytest.UsageError(f"robustexplain: --robustexplain-baseline: {exc}") from None
+        current = metric_signature(weights=self.settings.weights)
+        if baseline.signature != current:
+            raise pytest.UsageError(
+                f"robustexplain: baseline {path} was scored with a different metric signature, so its "
+                f"numbers are not comparable with this run's.\n  baseline: {baseline.signature}\n"
+                f"  this run: {current}\nRe-create the baseline with this version "
+                "(--robustexplain-save-baseline) or match the weights/tagger it used.")
+        self._baseline = baseline
+
+    def _regression(self, plan: ItemPlan, pairs: Sequence[PairResult]) -> NonInferiorityResult | None:
+        """Paired non-inferiority of this slice against the baseline's matching pairs."""
+        if self._baseline is None:
+            return None
+        from .stats import non_inferiority
+
+        models = {p.key.model for p in self._baseline.pairs}
+        # Same model name when the baseline has it; a single-model baseline is compared whatever its name
+        # (the usual case: "this release's model/prompt vs the last release's").
+        model = plan.model if plan.model in models or len(models) != 1 else next(iter(models))
+        kinds = {p.key.kind for p in pairs}
+        base = [p for p in self._baseline.pairs if p.key.model == model and p.key.kind in kinds]
+        return non_inferiority(base, pairs, margin=self.settings.max_regression, alpha=plan.gate.alpha)
 
     def _no_model(self, items: Sequence[pytest.Item]) -> None:
         """Without a model, marked tests are skipped (or an error, with require-model); tests whose
@@ -393,7 +431,8 @@ class RobustnessRun:
             verdict=verdict, intervals=intervals, thresholds=thresholds, worst=worst,
             trivial=sliced.trivial, cancelled=sliced.cancelled,
             noise_floor=stats.noise_floor(sliced.controls) if sliced.controls else None,
-            perturbations=tuple(self._sweep.perturbations_for(plan.slice_id)) if self._sweep else ())
+            perturbations=tuple(self._sweep.perturbations_for(plan.slice_id)) if self._sweep else (),
+            regression=self._regression(plan, pairs))
 
     def enforce(self, item: pytest.Item) -> None:
         """Fail the item when its gate failed; warn or pass an INCONCLUSIVE verdict per the policy."""
@@ -404,13 +443,16 @@ class RobustnessRun:
         plan = self.plans[item.nodeid]
         item.user_properties.extend(junit_properties(result))
         passed, warn = apply_policy(result.verdict, plan.gate.inconclusive)
-        if result.verdict.outcome == INCONCLUSIVE and warn:
+        if warn:  # an INCONCLUSIVE verdict under the "warn" policy, or a fragile PASS
             from .errors import RobustExplainWarning
 
             item.warn(RobustExplainWarning(f"{item.nodeid}: {result.verdict.message}"))
         if not passed:
             pytest.fail(failure_message(result, model_info=self.model_infos.get(result.model)),
                         pytrace=False)
+        if result.regression is not None and not result.regression.passed:
+            pytest.fail(f"regression against baseline {self.settings.baseline}: "
+                        f"{result.regression.message}", pytrace=False)
 
     def set_progress(self, callback: Callable[[], None] | None) -> None:
         self._progress = callback
