@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from .data import Catalog, EvalCase, Item, UserHistory
-from .errors import BackendError, CacheMissError
+from .errors import BackendError
 from .results import CONTROL_KIND, METRICS, PairKey, PairResult
 
 if TYPE_CHECKING:
@@ -287,10 +287,9 @@ class Sweep:
         except asyncio.CancelledError:
             self.counters.cancelled += 1
             raise
-        except (BackendError, CacheMissError) as exc:
-            self._set_fatal(exc)
-            return
-        except Exception as exc:  # an unexpected bug must surface, not hang the waiting tests
+        except Exception as exc:
+            # BackendError / CacheMissError end the run; anything else is a bug that must surface
+            # in the waiting tests rather than hang them.
             self._set_fatal(exc)
             return
         pair.result = self._score(pair, original, other)

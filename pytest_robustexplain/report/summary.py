@@ -35,7 +35,7 @@ from ..results import (
 )
 
 if TYPE_CHECKING:
-    from ..stats import Comparison, UserSpread
+    from ..stats import Comparison, KindDifferences, UserSpread
 
 # Display order of the method's five perturbation kinds; kinds the run used but not listed here follow,
 # sorted, so a custom perturbation still shows up.
@@ -140,6 +140,7 @@ class Summary:
     small_kinds: tuple[str, ...]
     user_spread: UserSpread
     recommendation: str
+    kind_tests: KindDifferences | None = None  # do kinds differ? (≥ 3 kinds); None otherwise
 
     @property
     def n_failures(self) -> int:
@@ -178,12 +179,13 @@ class Summary:
                                         "max_length": st.max_length, "n_users": st.n_users,
                                         "mean": interval_dict(st.mean)} for st in self.user_spread.strata]},
             "recommendation": self.recommendation,
+            "kind_tests": _jsonable(self.kind_tests.to_dict()) if self.kind_tests else None,
         }
 
 
 def summarize(run: RunResult, model: str) -> Summary:
     """Summarise one model's pairs of ``run`` (controls feed the noise floor only)."""
-    from ..stats import noise_floor, severity_degradation, user_spread
+    from ..stats import kind_differences, noise_floor, severity_degradation, user_spread
 
     pairs = run.model_pairs(model)
     controls = run.model_pairs(model, controls=True)
@@ -222,6 +224,7 @@ def summarize(run: RunResult, model: str) -> Summary:
         user_spread=user_spread(pairs),
         recommendation=recommend(by_metric, by_kind, thresholds, n_failures=len(failures),
                                  n_pairs=len(pairs)),
+        kind_tests=kind_differences(pairs) if len(kinds) >= 3 else None,
     )
 
 
@@ -584,6 +587,32 @@ def spread_text(summary: Summary) -> str | None:
     return f"{text} > {spread.sd_limit:g}: by history length {strata}"
 
 
+def kind_tests_text(tests: KindDifferences | None) -> str | None:
+    """Friedman (users as blocks) first, then the paper's one-way ANOVA with partial η²."""
+    if tests is None:
+        return None
+    parts = []
+    if tests.friedman is not None:
+        stat, p = tests.friedman
+        parts.append(f"Friedman χ² {stat:.2f}, p {fmt_p(p)} ({tests.friedman_users} users)")
+    anova = tests.anova
+    if anova is not None and anova.f is not None:
+        eta = f", partial η² {anova.partial_eta_sq:.3f}" if anova.partial_eta_sq is not None else ""
+        parts.append(f"ANOVA F({anova.df_between},{anova.df_within}) {anova.f:.2f}, p {fmt_p(anova.p)}{eta}")
+    return "; ".join(parts) or None
+
+
+def _jsonable(value: Any) -> Any:
+    """NaN/inf → None, tuples → lists, recursively (scipy results can carry NaN)."""
+    if isinstance(value, float):
+        return finite(value)
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    return value
+
+
 def facts(summary: Summary, *, failures_note: str = "") -> list[tuple[str, str]]:
     """The findings rows every format shows after the tables, as (label, value) pairs."""
     rows = [("Severity degradation L1 → L5", fmt_pct(summary.degradation_pct)),
@@ -603,6 +632,9 @@ def facts(summary: Summary, *, failures_note: str = "") -> list[tuple[str, str]]
     spread = spread_text(summary)
     if spread:
         rows.append(("User spread", spread))
+    kinds_text = kind_tests_text(summary.kind_tests)
+    if kinds_text:
+        rows.append(("Kinds differ?", kinds_text))
     rows.append(("Recommendation", summary.recommendation))
     return rows
 
