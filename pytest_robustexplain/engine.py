@@ -1,21 +1,30 @@
 """Pieces of a robustness run that do not depend on pytest, shared by the plugin and the CLI.
 
 From resolved :class:`~pytest_robustexplain.settings.Settings`: the dataset, the explainers (with the
-response cache), and the metric signature's inputs.
+response cache), and :func:`run_slices`, which runs gated slices through the sweep and returns the
+whole run as a :class:`~pytest_robustexplain.results.RunResult` (the ``robustexplain run`` command).
+Heavy modules (numpy, the metrics, the sweep) are imported inside the functions.
 """
 
 from __future__ import annotations
 
+import datetime as _dt
 import os
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .errors import ConfigError
+from .errors import ConfigError, DataError
+from .results import OVERALL, GateResult
 
 if TYPE_CHECKING:
-    from .data import Dataset
-    from .explainers.base import Explainer
-    from .settings import Settings
+    from .data import Catalog, Dataset, EvalCase
+    from .explainers.base import Explainer, ModelInfo
+    from .results import RunResult, Verdict
+    from .settings import GateSettings, Settings
+    from .sweep import Counters, SliceResult, SliceSpec, Sweep
 
 
 def load_configured_dataset(settings: Settings) -> Dataset:
@@ -69,3 +78,183 @@ def build_explainer(settings: Settings, model: str, *, cache_dir: Path, custom: 
     if settings.cache == "off" or explainer.backend == "template":
         return explainer
     return CachedExplainer(explainer, ResponseCache(cache_dir, settings.cache), cross_process=cross_process)
+
+
+# ---------------------------------------------------------------------------------------------------
+# Running slices outside pytest (the ``robustexplain run`` command; reusable by the plugin).
+# ---------------------------------------------------------------------------------------------------
+
+class SweepInterrupted(KeyboardInterrupt):
+    """Ctrl-C during :func:`run_slices`: ``partial`` is the run up to that moment.
+
+    A KeyboardInterrupt subclass, so code that does not know about it still stops as on Ctrl-C. The
+    finished pairs' explanations are already in the response cache; rerunning resumes from them.
+    """
+
+    def __init__(self, partial: RunResult) -> None:
+        super().__init__("interrupted")
+        self.partial = partial
+
+
+@dataclass(frozen=True)
+class GatedSlice:
+    """A slice of the sweep and how its verdict is recorded: test id, slice label and gate settings."""
+
+    spec: SliceSpec
+    nodeid: str
+    slice: str  # a perturbation kind, or OVERALL for all the spec's kinds together
+    gate: GateSettings
+
+
+def slice_spec(settings: Settings, gate: GateSettings, *, slice_id: str, model: str,
+               cases: Sequence[EvalCase], kind: str | None = None) -> SliceSpec:
+    """The sweep slice of one gate: its cases × kinds (``kind`` alone, or all the gate's kinds when
+    None) × severities × repeats, with the noise floor and the sequential gate the settings ask for."""
+    from .sweep import SequentialConfig, SliceSpec
+
+    sequential = None
+    if gate.decision == "sequential":
+        sequential = SequentialConfig(gate.thresholds(kind), alpha=gate.alpha, max_users=gate.max_users)
+    noise_floor = settings.temperature > 0 if gate.noise_floor == "auto" else gate.noise_floor == "on"
+    # A test's own weights only re-weight ρ of its slice; the run's weights stay the reports' ρ.
+    weights = gate.weights if gate.weights != settings.weights else None
+    return SliceSpec(slice_id=slice_id, model=model, cases=tuple(cases),
+                     kinds=gate.perturbations if kind is None else (kind,), severities=gate.severities,
+                     repeats=gate.repeats, seed=settings.seed, noise_floor=noise_floor,
+                     sequential=sequential, weights=weights)
+
+
+def decide(gate: GateSettings, sliced: SliceResult, kind: str | None = None) -> Verdict:
+    """The verdict of a finished slice: the sequential gate's when it ran one, else ``stats.gate``.
+
+    Raises DataError when the slice has no scored pair (every perturbation left the histories
+    unchanged): there is nothing to decide on, and that must not read as a PASS.
+    """
+    from . import stats
+
+    if not sliced.pairs:
+        raise DataError(f"model {sliced.spec.model!r}: no pair to score in slice {sliced.spec.slice_id!r}: "
+                        f"all {sliced.trivial} planned perturbations left the history unchanged "
+                        "(histories too short for these kinds and severities?)")
+    if sliced.gate is not None:
+        return sliced.gate.verdict(sliced.pairs)
+    return stats.gate(sliced.pairs, thresholds=gate.thresholds(kind), mode=gate.decision, alpha=gate.alpha,
+                      inconclusive_policy=gate.inconclusive)
+
+
+def model_record(name: str, info: ModelInfo) -> dict[str, Any]:
+    """Model facts for ``RunResult.models`` under the name the pairs carry (the server's resolved name,
+    when different, goes to ``extra``)."""
+    from dataclasses import asdict
+
+    data = asdict(info)
+    if info.name != name:
+        data["extra"] = {**data.get("extra", {}), "resolved_name": info.name}
+        data["name"] = name
+    return data
+
+
+def run_slices(settings: Settings, slices: Sequence[GatedSlice], explainers: Mapping[str, Explainer],
+               catalog: Catalog, *, poll: Callable[[Counters], None] | None = None,
+               interval: float = 0.25, extra_settings: Mapping[str, Any] | None = None) -> RunResult:
+    """Preflight every explainer, run the slices through one :class:`~pytest_robustexplain.sweep.Sweep`
+    and gate each: the whole run as a :class:`RunResult`.
+
+    ``poll`` gets the sweep's counters every ``interval`` seconds while slices run (a progress bar; it
+    may raise KeyboardInterrupt). ``extra_settings`` are recorded next to the settings (e.g. the
+    protocol). On KeyboardInterrupt the sweep is stopped and :class:`SweepInterrupted` carries the
+    partial run (``settings["partial"]`` true: finished pairs and the gates already decided).
+    BackendError / CacheMissError / ConfigError from preflight or from the calls propagate.
+    """
+    from .metrics import Scorer
+    from .sweep import Sweep
+
+    started, started_at = time.monotonic(), _utc_now()
+    sweep = Sweep(explainers, catalog, scorer=Scorer(weights=settings.weights))
+    infos: dict[str, ModelInfo] = {}
+    gates: list[GateResult] = []
+    record = dict(extra_settings or {})
+
+    def result(partial: bool) -> RunResult:
+        return _run_result(settings, sweep, infos, gates, started, started_at,
+                           {**record, **({"partial": True, "pairs_planned": sweep.counters.pairs_total}
+                                         if partial else {})})
+
+    try:
+        sweep.start()
+        for model, explainer in explainers.items():
+            infos[model] = sweep.run_coroutine(explainer.preflight())
+        for entry in slices:
+            sweep.add_slice(entry.spec)
+        tick = None if poll is None else (lambda: poll(sweep.counters))
+        for entry in slices:
+            sliced = sweep.wait(entry.spec.slice_id, poll=tick, interval=interval)
+            kind = None if entry.slice == OVERALL else entry.slice
+            gates.append(GateResult(entry.nodeid, entry.slice, entry.spec.model,
+                                    decide(entry.gate, sliced, kind), entry.gate.thresholds(kind)))
+    except KeyboardInterrupt:
+        sweep.close()  # first: pairs that finish while the loop winds down belong in the partial report
+        raise SweepInterrupted(result(partial=True)) from None
+    finally:
+        sweep.close()
+    return result(partial=False)
+
+
+def _run_result(settings: Settings, sweep: Sweep, infos: Mapping[str, ModelInfo], gates: Sequence[GateResult],
+                started: float, started_at: str, extra: Mapping[str, Any]) -> RunResult:
+    from . import __version__
+    from .metrics import metric_signature
+    from .results import RunResult
+
+    return RunResult(
+        signature=metric_signature(weights=settings.weights), seed=settings.seed,
+        models=[model_record(name, info) for name, info in infos.items()],
+        settings={**settings.to_dict(), **extra}, pairs=sweep.all_results(), gates=list(gates),
+        calls=sweep.counters.to_dict(), timings={"wall_s": round(time.monotonic() - started, 3)},
+        started_at=started_at, finished_at=_utc_now(), package_version=__version__)
+
+
+def _utc_now() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+
+
+@dataclass(frozen=True)
+class SlicePlan:
+    """What a slice will cost, before any call: its pairs and the model calls they need at most."""
+
+    slice_id: str
+    model: str
+    pairs: int  # perturbation pairs to run
+    trivial: int  # planned pairs skipped because the perturbation left the history unchanged
+    controls: int  # noise-floor pairs (same history, resampled)
+    originals: int  # original explanations (one per user with anything to run)
+
+    @property
+    def planned(self) -> int:
+        """Every (user, kind, severity, repeat) combination, skipped ones included."""
+        return self.pairs + self.trivial
+
+    @property
+    def max_calls(self) -> int:
+        """Model calls if nothing is cached (shared originals counted once per slice)."""
+        return self.pairs + self.controls + self.originals
+
+
+def plan_slices(settings: Settings, slices: Sequence[GatedSlice], explainers: Mapping[str, Explainer],
+                catalog: Catalog) -> list[SlicePlan]:
+    """Plan the slices exactly as :func:`run_slices` would, without starting the sweep or calling a model."""
+    from .metrics import Scorer
+    from .sweep import Sweep
+
+    sweep = Sweep(explainers, catalog, scorer=Scorer(weights=settings.weights))
+    plans = []
+    for entry in slices:
+        planned = sweep.add_slice(entry.spec)
+        perturbations = sweep.perturbations_for(entry.spec.slice_id)
+        users = {p.original.user_id for p in perturbations}
+        controls = len(entry.spec.cases) * entry.spec.repeats if entry.spec.noise_floor else 0
+        if controls:
+            users |= {c.user_id for c in entry.spec.cases}
+        plans.append(SlicePlan(entry.spec.slice_id, entry.spec.model, len(perturbations), planned.trivial,
+                               controls, len(users)))
+    return plans

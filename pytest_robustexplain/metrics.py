@@ -330,8 +330,17 @@ def _perceptron_tagger() -> TaggerFn:
 def _make_tagger(tagger: str) -> TaggerFn:
     if tagger == "nltk-perceptron":
         return _perceptron_tagger()
-    import textblob.en  # noqa: F401  (imported now so a broken install fails here, not mid-run)
+    import gc
+    import warnings
 
+    import textblob.en  # imported now so a broken install fails here, not mid-run
+
+    # TextBlob loads its lexicon lazily and leaves the files open; load it now, with the ResourceWarning
+    # silenced and the files collected, so it is not charged to a user's test (nor fails under -W error).
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ResourceWarning)
+        textblob.en.parser.find_tags(["warm", "up"])
+        gc.collect()
     return _textblob_tagger
 
 

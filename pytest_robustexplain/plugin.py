@@ -91,7 +91,11 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if marker is None:
         return
     run = _run(metafunc.config)
-    gate = run.gate_for(metafunc.definition.nodeid, marker)
+    try:
+        gate = run.gate_for(metafunc.definition.nodeid, marker)
+    except pytest.UsageError as exc:
+        # A collection error showing just the message (it names the test), not pluggy's frames.
+        pytest.fail(str(exc), pytrace=False)
     params = run.params_for(gate)
     # The slice parameter is not an argument of the test function: adding it to the fixture names lets
     # pytest parametrize it directly, so each perturbation kind becomes its own test item.

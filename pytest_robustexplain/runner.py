@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from . import __version__
-from .errors import BackendError, ConfigError, RobustExplainError
+from .errors import BackendError, ConfigError, DataError, RobustExplainError
 from .results import (
     METRICS,
     OVERALL,
@@ -35,7 +35,7 @@ if TYPE_CHECKING:
     from .explainers.base import Explainer, Explanation, ModelInfo
     from .perturbations import PerturbationResult
     from .stats import NonInferiorityResult
-    from .sweep import SliceResult, Sweep
+    from .sweep import SliceResult, SliceSpec, Sweep
 
 MARKER = "robustness"
 SLICE_PARAM = "robustexplain_slice"
@@ -240,7 +240,14 @@ class RobustnessRun:
         model = plan.model if plan.model in models or len(models) != 1 else next(iter(models))
         kinds = {p.key.kind for p in pairs}
         base = [p for p in self._baseline.pairs if p.key.model == model and p.key.kind in kinds]
-        return non_inferiority(base, pairs, margin=self.settings.max_regression, alpha=plan.gate.alpha)
+        try:
+            return non_inferiority(base, pairs, margin=self.settings.max_regression, alpha=plan.gate.alpha)
+        except ValueError as exc:
+            # Nothing to compare (a kind or severity added since the baseline): say so, never a traceback;
+            # a regression gate cannot pass on pairs it has not seen.
+            raise DataError(f"no pair matches this slice ({len(base)} baseline pairs of these kinds, "
+                            f"{len(pairs)} here): {exc}; save a new baseline with "
+                            "--robustexplain-save-baseline", source=str(self.settings.baseline)) from None
 
     def _no_model(self, items: Sequence[pytest.Item]) -> None:
         """Without a model, marked tests are skipped (or an error, with require-model); tests whose
@@ -279,7 +286,9 @@ class RobustnessRun:
             from .metrics import Scorer
             from .sweep import Sweep
 
-            self._sweep = Sweep({}, self.dataset.catalog, scorer=Scorer(weights=self.settings.weights))
+            models = max(1, len(configured_models(self.settings)))
+            self._sweep = Sweep({}, self.dataset.catalog, scorer=Scorer(weights=self.settings.weights),
+                                window=2 * self.settings.concurrency * models)
             self._sweep.start()
             for model in configured_models(self.settings):
                 if model:
@@ -290,11 +299,16 @@ class RobustnessRun:
         return self._sweep
 
     def _build_explainer(self, model: str) -> Explainer:
+        """The configured explainer for ``model``; a bad backend setting (an unknown prompt placeholder,
+        an unusable host) is one usage error naming it."""
         from .engine import build_explainer
 
         custom = self.config.hook.pytest_robustexplain_make_explainer(settings=self.settings, model=model)
-        return build_explainer(self.settings, model, cache_dir=self._cache_dir(), custom=custom,
-                               cross_process=self.lazy)
+        try:
+            return build_explainer(self.settings, model, cache_dir=self._cache_dir(), custom=custom,
+                                   cross_process=self.lazy)
+        except RobustExplainError as exc:
+            raise pytest.UsageError(f"robustexplain: {exc}") from None
 
     def _cache_dir(self) -> Path:
         if self.settings.cache_dir is not None:
@@ -321,24 +335,12 @@ class RobustnessRun:
         self.sweep_instance()
         return self._explainers[model]
 
-    def _spec(self, plan: ItemPlan) -> Any:
-        from .sweep import SequentialConfig, SliceSpec
+    def _spec(self, plan: ItemPlan) -> SliceSpec:
+        from .engine import slice_spec
 
-        gate = plan.gate
         kind = None if plan.param.kind == OVERALL else plan.param.kind
-        sequential = None
-        if gate.decision == "sequential":
-            sequential = SequentialConfig(gate.thresholds(kind), alpha=gate.alpha, max_users=gate.max_users)
-        return SliceSpec(
-            slice_id=plan.slice_id, model=plan.model, cases=self.cases_for(gate),
-            kinds=gate.perturbations if kind is None else (kind,), severities=gate.severities,
-            repeats=gate.repeats, seed=self.settings.seed, noise_floor=self._noise_floor(gate),
-            sequential=sequential)
-
-    def _noise_floor(self, gate: GateSettings) -> bool:
-        if gate.noise_floor == "auto":
-            return self.settings.temperature > 0
-        return gate.noise_floor == "on"
+        return slice_spec(self.settings, plan.gate, slice_id=plan.slice_id, model=plan.model,
+                          cases=self.cases_for(plan.gate), kind=kind)
 
     def _add_slice(self, plan: ItemPlan, model: str | None = None) -> None:
         plan.model = model or plan.param.model
@@ -359,7 +361,7 @@ class RobustnessRun:
         try:
             sliced = sweep.wait(plan.slice_id, poll=self._progress)
         except RobustExplainError as exc:
-            raise BackendError(f"{plan.model}: {exc}") from exc
+            raise BackendError(f"{plan.model}: {exc}") from None  # one message, not a chain of three
         result = self._decide(plan, sliced)
         self._results[item.nodeid] = result
         return result
@@ -406,15 +408,12 @@ class RobustnessRun:
 
     def _decide(self, plan: ItemPlan, sliced: SliceResult) -> Robustness:
         from . import stats
+        from .engine import decide
 
         kind = None if plan.param.kind == OVERALL else plan.param.kind
         thresholds = plan.gate.thresholds(kind)
         pairs = sliced.pairs
-        if sliced.gate is not None:
-            verdict = sliced.gate.verdict(pairs)
-        else:
-            verdict = stats.gate(pairs, thresholds=thresholds, mode=plan.gate.decision,
-                                 alpha=plan.gate.alpha, inconclusive_policy=plan.gate.inconclusive)
+        verdict = decide(plan.gate, sliced, kind)
         intervals = {c.quantity: c.interval for c in verdict.checks}
         users = [p.key.user_id for p in pairs]
         for quantity in ("combined", *METRICS):
@@ -424,7 +423,7 @@ class RobustnessRun:
         worst = tuple(sorted(pairs, key=lambda p: (p.combined, p.key))[:3])
         gate_result = GateResult(plan.nodeid, plan.param.kind, plan.model, verdict, thresholds)
         self.gates.append(gate_result)
-        for pair in (*pairs, *sliced.controls):
+        for pair in (*sliced.scored, *sliced.controls):  # the run's weights: one ρ per pair in reports
             self.collected[_pair_ident(pair)] = pair
         return Robustness(
             model=plan.model, kind=plan.param.kind, pairs=tuple(pairs), controls=tuple(sliced.controls),
@@ -479,7 +478,9 @@ class RobustnessRun:
 
         gate = next(g for g in reversed(self.gates) if g.nodeid == item.nodeid)
         info = self.model_infos.get(result.model)
-        return {"pairs": [p.to_dict() for p in (*result.pairs, *result.controls)],
+        # The run-weighted versions (what the reports show), not the slice's own re-weighting.
+        pairs = [self.collected[_pair_ident(p)] for p in (*result.pairs, *result.controls)]
+        return {"pairs": [p.to_dict() for p in pairs],
                 "gate": gate.to_dict(),
                 "models": {result.model: asdict(info)} if info is not None else {}}
 
@@ -495,6 +496,7 @@ class RobustnessRun:
         if not self.collected and not self.gates:
             return None
 
+        from .engine import model_record
         from .metrics import metric_signature
 
         counters = dict(self.counters)
@@ -502,7 +504,7 @@ class RobustnessRun:
             counters[name] = counters.get(name, 0) + value
         return RunResult(
             signature=metric_signature(weights=self.settings.weights), seed=self.settings.seed,
-            models=[_model_dict(name, info) for name, info in self.model_infos.items()],
+            models=[model_record(name, info) for name, info in self.model_infos.items()],
             settings=self.settings.to_dict(),
             pairs=sorted(self.collected.values(), key=lambda p: p.key),
             gates=_unique_gates(self.gates), calls=counters,
@@ -524,17 +526,6 @@ def junit_properties(result: Robustness) -> list[tuple[str, str]]:
         props.append((f"robustexplain_{quantity}", f"{interval.mean:.4f}"))
         props.append((f"robustexplain_{quantity}_interval", f"[{interval.low:.4f}, {interval.high:.4f}]"))
     return props
-
-
-def _model_dict(name: str, info: ModelInfo) -> dict[str, Any]:
-    """Model facts under the name the pairs carry (the one asked for; the server's goes to extra)."""
-    from dataclasses import asdict
-
-    data = asdict(info)
-    if info.name != name:
-        data["extra"] = {**data.get("extra", {}), "resolved_name": info.name}
-        data["name"] = name
-    return data
 
 
 def _slice_param(item: pytest.Item) -> SliceParam | None:

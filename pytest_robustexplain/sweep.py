@@ -7,8 +7,10 @@ calls overlap with everything else pytest does. Test items then wait only for th
 Economy, by construction:
 - an original explanation (same model, user, item, seed) is requested once, however many pairs, slices
   and tests share it;
-- identical pairs requested by several tests are one pair (keyed by :class:`PairKey` plus seed and
-  weights, which fix the perturbation and the scores);
+- identical pairs requested by several tests are one pair (keyed by :class:`PairKey` plus the seed,
+  which fix the perturbation, the calls and the four metrics; a test's own weights only re-weight ρ);
+- pairs start in a bounded window, users in their seeded order, so the model works on a few users at a
+  time and an original explanation is requested only when its user's turn comes;
 - pairs whose perturbation changed nothing are filtered before any call;
 - a slice gated sequentially stops as soon as its verdict is decided and the calls no other slice still
   needs are cancelled.
@@ -17,10 +19,12 @@ Economy, by construction:
 from __future__ import annotations
 
 import asyncio
+import heapq
+import math
 import threading
 import time
 from collections.abc import Callable, Coroutine, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from .data import Catalog, EvalCase, Item, UserHistory
@@ -53,6 +57,7 @@ class SliceSpec:
     seed: int
     noise_floor: bool = False
     sequential: SequentialConfig | None = None
+    weights: tuple[float, float, float, float] | None = None  # None: the sweep scorer's weights
 
 
 @dataclass(frozen=True)
@@ -69,7 +74,8 @@ class SliceResult:
     """What a slice's test item receives once its pairs are scored (or cancelled)."""
 
     spec: SliceSpec
-    pairs: list[PairResult] = field(default_factory=list)
+    pairs: list[PairResult] = field(default_factory=list)  # ρ under the slice's weights
+    scored: list[PairResult] = field(default_factory=list)  # the same pairs, ρ under the run's weights
     controls: list[PairResult] = field(default_factory=list)
     trivial: int = 0  # pairs filtered because the perturbation changed nothing
     cancelled: int = 0  # pairs never run because a sequential gate had decided
@@ -116,7 +122,9 @@ class Sweep:
     """
 
     def __init__(self, explainers: Mapping[str, Explainer], catalog: Catalog, *, scorer: Scorer,
-                 on_fatal: Callable[[BaseException], None] | None = None) -> None:
+                 on_fatal: Callable[[BaseException], None] | None = None, window: int = 8) -> None:
+        """``window`` bounds the pairs in progress at once: enough to keep every backend slot busy
+        (an original and a perturbed call per pair), few enough that users finish in order."""
         self._explainers = dict(explainers)
         self._catalog = catalog
         self._scorer = scorer
@@ -131,6 +139,12 @@ class Sweep:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
+        self._window = max(1, window)
+        self._queue: list[tuple[int, int, _Pair]] = []  # (user rank, sequence, pair): waiting to start
+        self._queued: set[int] = set()  # ids of queued pairs
+        self._rank: dict[str, int] = {}  # user -> position in the seeded order (first slice to say wins)
+        self._active = 0
+        self._sequence = 0
         self.counters = Counters()
 
     # ----------------------------------------------------------------------------------- planning
@@ -152,22 +166,29 @@ class Sweep:
             planned, trivial = self._plan_case(spec, cases_by_user[user])
             pairs.extend(planned)
             result.trivial += trivial
-        by_user: dict[str, list[_Pair]] = {}
-        for pair in pairs:
-            if pair.key.kind != CONTROL_KIND:
-                by_user.setdefault(pair.key.user_id, []).append(pair)
         with self._lock:
             self._slices[spec.slice_id] = result
             self._slice_pairs[spec.slice_id] = pairs
-            self._slice_users[spec.slice_id] = by_user
             self._slice_done[spec.slice_id] = threading.Event()
-            for pair in pairs:
-                pair.slices.add(spec.slice_id)
-        if not pairs:
-            self._slice_done[spec.slice_id].set()
-        if self._loop is not None:
-            self._loop.call_soon_threadsafe(self._schedule, spec.slice_id)
+        if self._loop is None:
+            self._register_slice(result, pairs)
+        else:
+            # Pairs, slices and the queue belong to the loop thread once it runs.
+            self._loop.call_soon_threadsafe(self._register_slice, result, pairs)
         return result
+
+    def _register_slice(self, result: SliceResult, pairs: list[_Pair]) -> None:
+        slice_id = result.spec.slice_id
+        by_user: dict[str, list[_Pair]] = {}
+        for pair in pairs:
+            pair.slices.add(slice_id)
+            if pair.key.kind != CONTROL_KIND:
+                by_user.setdefault(pair.key.user_id, []).append(pair)
+        for index, user in enumerate(result.users_order):
+            self._rank.setdefault(user, index)
+        self._slice_users[slice_id] = by_user
+        if self._loop is not None:
+            self._schedule(slice_id)
 
     def _plan_case(self, spec: SliceSpec, case: EvalCase) -> tuple[list[_Pair], int]:
         from .perturbations import apply_perturbation
@@ -224,7 +245,7 @@ class Sweep:
             loop = asyncio.new_event_loop()
             asyncio.set_event_loop(loop)
             self._loop = loop
-            loop.call_soon(self._schedule, *self._slice_pairs)
+            loop.call_soon(self._schedule, *list(self._slice_pairs))
             ready.set()
             loop.run_forever()
             loop.run_until_complete(self._shutdown())
@@ -235,6 +256,7 @@ class Sweep:
         ready.wait()
 
     async def _shutdown(self) -> None:
+        self._queue.clear()
         pending = [p.task for p in self._pairs.values() if p.task is not None and not p.task.done()]
         for task in pending:
             task.cancel()
@@ -251,29 +273,45 @@ class Sweep:
         self._thread = None
 
     def _schedule(self, *slice_ids: str) -> None:
-        """Start the pairs of these slices, earliest users first across all of them.
+        """Queue the pairs of these slices, earliest users first across all of them, and start some.
 
-        Backends serve waiting requests in arrival order, so starting tasks user by user (in each
-        slice's seeded order) makes users finish one after another: a sequential gate can decide
-        after a few users while the rest are still queued, and those calls are then cancelled.
+        Backends serve waiting requests in arrival order, so admitting pairs user by user (in the seeded
+        order) makes users finish one after another: a sequential gate can decide after a few users
+        while the rest have not cost a single call.
         """
-        rank: dict[str, int] = {}
-        for slice_id in slice_ids:
-            for index, user in enumerate(self._slices[slice_id].users_order):
-                rank.setdefault(user, index)
-        pending: dict[int, _Pair] = {}
         for slice_id in slice_ids:
             for pair in self._slice_pairs[slice_id]:
                 if pair.result is not None:
                     self._pair_finished(pair)
-                elif pair.task is None:
-                    pending[id(pair)] = pair
-        for pair in sorted(pending.values(), key=lambda p: rank.get(p.key.user_id, 0)):
-            self.counters.pairs_total += 1
-            self.counters.planned_calls += 1
-            pair.task = asyncio.ensure_future(self._run_pair(pair))
-        for slice_id in slice_ids:
+                elif (pair.task is None or pair.task.cancelled()) and id(pair) not in self._queued:
+                    # A pair cancelled for a decided slice is queued again when a new slice needs it.
+                    pair.task = None
+                    self._sequence += 1
+                    self._queued.add(id(pair))
+                    heapq.heappush(self._queue, (self._rank.get(pair.key.user_id, 0), self._sequence, pair))
+                    self.counters.pairs_total += 1
+                    self.counters.planned_calls += 1
             self._check_done(slice_id)
+        self._pump()
+
+    def _pump(self) -> None:
+        """Start queued pairs while fewer than ``window`` are in progress."""
+        while self._active < self._window and self._queue:
+            _, _, pair = heapq.heappop(self._queue)
+            self._queued.discard(id(pair))
+            if pair.result is not None:
+                continue
+            if not pair.slices:  # every slice that wanted it has decided
+                self.counters.cancelled += 1
+                continue
+            self._active += 1
+            pair.task = asyncio.ensure_future(self._run_pair(pair))
+            pair.task.add_done_callback(self._pair_left)
+
+    def _pair_left(self, _task: asyncio.Task[None]) -> None:
+        self._active -= 1
+        if self._loop is not None and self._loop.is_running():
+            self._pump()
 
     async def _run_pair(self, pair: _Pair) -> None:
         case = pair.case
@@ -332,6 +370,14 @@ class Sweep:
             latency_s=other.latency_s, history_length=len(pair.case.history),
         )
 
+    def _weighted(self, result: SliceResult, pair: PairResult) -> PairResult:
+        """``pair`` with ρ under the slice's weights (the metrics do not depend on them)."""
+        weights = result.spec.weights
+        if weights is None or pair.failure is not None:
+            return pair
+        combined = math.fsum(w * pair.metric(m) for w, m in zip(weights, METRICS, strict=True))
+        return replace(pair, combined=min(1.0, max(0.0, combined)))
+
     def _pair_finished(self, pair: _Pair) -> None:
         for slice_id in list(pair.slices):
             result = self._slices[slice_id]
@@ -354,7 +400,7 @@ class Sweep:
             if any(p.result is None for p in mine):
                 return
             result.users_fed += 1
-            done = [p.result for p in mine if p.result is not None]
+            done = [self._weighted(result, p.result) for p in mine if p.result is not None]
             if done:  # a user whose perturbations were all trivial has nothing to say
                 gate.update({q: sum(r.metric(q) for r in done) / len(done) for q in gate.thresholds})
         if gate.decided:
@@ -377,8 +423,15 @@ class Sweep:
 
     def _finish(self, slice_id: str) -> None:
         result = self._slices[slice_id]
-        done = [p.result for p in self._slice_pairs[slice_id] if p.result is not None]
-        result.pairs = [r for r in done if r.key.kind != CONTROL_KIND]
+        planned = self._slice_pairs[slice_id]
+        if result.gate is not None:
+            # A sequential verdict speaks for the users the gate saw, in order; pairs of later users
+            # that happened to finish depend on timing and are left out (same result serial or xdist).
+            seen = set(result.users_order[:result.users_fed])
+            planned = [p for p in planned if p.key.user_id in seen]
+        done = [p.result for p in planned if p.result is not None]
+        result.scored = [r for r in done if r.key.kind != CONTROL_KIND]
+        result.pairs = [self._weighted(result, r) for r in result.scored]
         result.controls = [r for r in done if r.key.kind == CONTROL_KIND]
         result.cancelled = len(self._slice_pairs[slice_id]) - len(done)
         if result.gate is not None and not result.gate.decided:

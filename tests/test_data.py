@@ -796,3 +796,13 @@ def test_committed_fixture_matches_the_generator(tmp_path: Path, synthetic: Data
     assert loaded.catalog == synthetic.catalog
     assert loaded.histories == synthetic.histories
     assert loaded.cases == synthetic.cases
+
+
+def test_millisecond_timestamps_are_rejected_with_a_hint(tmp_path: Path) -> None:
+    path = tmp_path / "h.json"
+    path.write_text('{"users": [{"user_id": "u1", "interactions": '
+                    '[{"item_id": "a", "timestamp": 1700000000000}]}]}', encoding="utf-8")
+    with pytest.raises(DataError) as info:
+        load_histories(path)
+    message = str(info.value)
+    assert str(path) in message and "timestamp" in message and "milliseconds" in message

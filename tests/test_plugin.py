@@ -341,3 +341,114 @@ def test_xdist_workers_share_originals_and_pairs_through_the_cache(
     # item and the per-kind items share them); only the per-worker warm-up request may repeat.
     needed = len(users) + len(doc["pairs"])
     assert needed < server.chat_calls <= needed + 2
+
+
+def test_marker_weights_reweight_the_slice(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile("""
+        import pytest
+
+        @pytest.mark.robustness(weights=[1, 0, 0, 0], perturbations=["noise"], severities=[3], users=4,
+                                min_combined=0.0, min_metric=0.0)
+        def test_semantic_only(robustness):
+            assert all(p.combined == pytest.approx(p.semantic) for p in robustness.pairs)
+    """)
+    pytester.runpytest("--robustexplain-backend=template").assert_outcomes(passed=1)
+
+
+def test_sequential_slices_under_xdist_finish(pytester: pytest.Pytester) -> None:
+    # A per-kind slice decides early and releases pairs that the overall slice, planned later on the
+    # worker, still needs: they must be queued again, not left cancelled (which used to hang).
+    pytester.makepyfile("""
+        import pytest
+
+        @pytest.mark.robustness(decision="sequential", min_combined=0.6, min_metric=0.3,
+                                per_kind={"noise": {"min_combined": 0.1}}, perturbations=["noise", "shuffle"])
+        def test_gate(robustness):
+            pass
+    """)
+    result = pytester.runpytest_subprocess("--robustexplain-backend=template", "-n", "1", timeout=120)
+    result.assert_outcomes(passed=3)
+
+
+def test_a_slice_with_only_unchanged_histories_is_one_clear_error(pytester: pytest.Pytester) -> None:
+    histories = pytester.path / "histories.json"
+    histories.write_text('{"users": [{"user_id": "u1", "interactions": [{"item_id": "a", "category": "X"}]},'
+                         ' {"user_id": "u2", "interactions": [{"item_id": "b", "category": "X"}]}]}')
+    (pytester.path / "catalog.json").write_text(
+        '{"items": [{"item_id": "a", "title": "A", "category": "X"}, '
+        '{"item_id": "b", "title": "B", "category": "X"}, {"item_id": "c", "title": "C", "category": "X"}]}')
+    pytester.makepyfile("""
+        import pytest
+
+        @pytest.mark.robustness(perturbations=["shuffle"], severities=[5])
+        def test_gate(robustness):
+            pass
+    """)
+    result = pytester.runpytest("--robustexplain-backend=template", f"--robustexplain-histories={histories}",
+                                "--robustexplain-catalog=catalog.json")
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines(["*no pair to score*left the history unchanged*"])
+    assert "Traceback" not in result.stdout.str()
+
+
+def test_baseline_without_pairs_for_a_new_kind_says_so(pytester: pytest.Pytester, tmp_path: Path) -> None:
+    baseline = tmp_path / "baseline.json"
+    pytester.makepyfile("""
+        import pytest
+
+        @pytest.mark.robustness(perturbations=["noise"], severities=[1], users=3, min_combined=0.0)
+        def test_gate(robustness):
+            pass
+    """)
+    pytester.runpytest("--robustexplain-backend=template",
+                       f"--robustexplain-save-baseline={baseline}").assert_outcomes(passed=1)
+    pytester.makepyfile("""
+        import pytest
+
+        @pytest.mark.robustness(perturbations=["drift"], severities=[1], users=3, min_combined=0.0)
+        def test_gate(robustness):
+            pass
+    """)
+    result = pytester.runpytest("--robustexplain-backend=template", f"--robustexplain-baseline={baseline}")
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines([f"*{baseline}: no pair matches this slice*--robustexplain-save-baseline*"])
+
+
+def test_unknown_prompt_placeholder_is_one_usage_error(pytester: pytest.Pytester,
+                                                       server: FakeOllamaServer) -> None:
+    prompt = pytester.path / "prompt.txt"
+    prompt.write_text("Explain {item} to someone who likes {colour}.", encoding="utf-8")
+    pytester.makepyfile(_marked())
+    result = _run(pytester, server, f"--robustexplain-prompt={prompt}")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    err = result.stderr.str()
+    assert "colour" in err and str(prompt) in err and "INTERNALERROR" not in err + result.stdout.str()
+
+
+def test_a_host_that_is_not_ollama_is_named(pytester: pytest.Pytester, server: FakeOllamaServer) -> None:
+    pytester.makepyfile(_marked())
+    # The fake server's OpenAI-compatible root answers 404 on the Ollama paths under /v1.
+    result = pytester.runpytest("--robustexplain-model=fake-model", f"--robustexplain-host={server.url}/v1")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert "does not look like an Ollama server" in result.stderr.str()
+
+
+def test_bad_marker_value_is_a_short_collection_error(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile("""
+        import pytest
+
+        @pytest.mark.robustness(severities=[0, 6])
+        def test_gate(robustness):
+            pass
+    """)
+    result = pytester.runpytest("--robustexplain-backend=template")
+    result.assert_outcomes(errors=1)
+    out = result.stdout.str()
+    assert "test_gate" in out and "severities" in out
+    assert "pluggy/_" not in out and "Traceback" not in out  # no frames, just the message
+
+
+def test_clean_under_python_dev_mode_and_warnings_as_errors(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(_marked(min_combined=0.3, min_metric=0.1))
+    result = pytester.runpytest_subprocess("-W", "error", "--robustexplain-backend=template", timeout=120)
+    result.assert_outcomes(passed=6)

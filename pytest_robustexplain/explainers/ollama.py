@@ -132,7 +132,16 @@ class OllamaExplainer(RemoteExplainer):
 
     async def _inspect(self, client: Any) -> ModelInfo:
         version = await self._server_version()
-        listing = await client.list()
+        try:
+            listing = await client.list()
+        except Exception as exc:
+            if status_of(exc) == 404:
+                # Something answers HTTP there, but not Ollama: a model hint would send people astray.
+                raise BackendError(
+                    f"{self.host} does not look like an Ollama server (GET /api/tags answered 404). Check "
+                    "the host and port; for an OpenAI-compatible server use --robustexplain-backend=openai."
+                ) from None
+            raise
         entry = next((m for m in listing.models if m.model and _name_matches(self.model, m.model)), None)
         if entry is None:
             raise self._not_found()

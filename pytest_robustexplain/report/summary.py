@@ -183,8 +183,27 @@ class Summary:
         }
 
 
+_SUMMARIES: dict[tuple[int, str, int, str], tuple[RunResult, Summary]] = {}
+
+
 def summarize(run: RunResult, model: str) -> Summary:
-    """Summarise one model's pairs of ``run`` (controls feed the noise floor only)."""
+    """Summarise one model's pairs of ``run`` (controls feed the noise floor only).
+
+    Memoised for the run object: every format rendered (terminal, JSON, Markdown, HTML) summarises the
+    same run, and the kind tests (Tukey HSD) cost about half a second per model.
+    """
+    key = (id(run), model, len(run.pairs), run.finished_at)
+    memo = _SUMMARIES.get(key)
+    if memo is not None and memo[0] is run:
+        return memo[1]
+    summary = _summarize(run, model)
+    if len(_SUMMARIES) >= 16:
+        _SUMMARIES.pop(next(iter(_SUMMARIES)))
+    _SUMMARIES[key] = (run, summary)
+    return summary
+
+
+def _summarize(run: RunResult, model: str) -> Summary:
     from ..stats import kind_differences, noise_floor, severity_degradation, user_spread
 
     pairs = run.model_pairs(model)
