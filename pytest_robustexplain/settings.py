@@ -406,7 +406,8 @@ OPTIONS: tuple[OptionSpec, ...] = (
     _opt("temperature", _float_parser(0.0, None), 0.0, "Sampling temperature; default 0.0.", metavar="T"),
     _opt("num-predict", _int_parser(1), 256, "Maximum tokens per explanation; default 256.", metavar="N"),
     _opt("num-ctx", _int_parser(1), 4096, "Model context window in tokens; default 4096.", metavar="N"),
-    _opt("concurrency", _int_parser(1), 4, "Model calls in flight at once; default 4.", metavar="N"),
+    _opt("concurrency", _int_parser(1), 4, "Model calls in flight at once, per process (under "
+         "pytest-xdist each worker has its own limit); default 4.", metavar="N"),
     _opt("connect-timeout", _float_parser(0.0, None, open_low=True), 5.0, "Seconds to wait for a "
          "connection to the model server; default 5.", metavar="SECONDS"),
     _opt("timeout", _float_parser(0.0, None, open_low=True), 120.0, "Seconds to wait for one model "
