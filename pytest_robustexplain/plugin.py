@@ -153,7 +153,8 @@ def pytest_runtest_makereport(
 ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
     report = yield
     run = item.config.stash.get(RUN_KEY, None)
-    if run is not None and call.when == "call" and item.nodeid in run.plans:
+    # Only an xdist worker needs to ship its pairs to the controller; a serial run already has them.
+    if run is not None and run.lazy and call.when == "call" and item.nodeid in run.plans:
         payload = run.item_payload(item)
         if payload is not None:
             # A plain dict attribute travels with the report to the xdist controller.

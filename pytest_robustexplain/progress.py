@@ -6,6 +6,7 @@ On a terminal the line is rewritten in place; in CI logs (not a TTY) a plain lin
 
 from __future__ import annotations
 
+import contextlib
 import time
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
@@ -20,8 +21,9 @@ class Progress:
     """Prints ``robustexplain: 120/500 calls · 25 cached · 14.2/s · ETA 27s``."""
 
     def __init__(self, run: RobustnessRun, *, writer: Any, in_place: bool, enabled: bool,
-                 interval: float = 10.0) -> None:
+                 interval: float = 10.0, capture: Any = None) -> None:
         self._run = run
+        self._capture = capture
         self._writer = writer
         self._in_place = in_place
         self._enabled = enabled
@@ -38,7 +40,8 @@ class Progress:
         enabled = reporter is not None and config.get_verbosity() >= 0 and (
             mode == "on" or (mode == "auto" and not hasattr(config, "workerinput")))
         return cls(run, writer=reporter, in_place=tty and mode != "off", enabled=enabled,
-                   interval=0.5 if tty else 10.0)
+                   interval=0.5 if tty else 10.0,
+                   capture=config.pluginmanager.get_plugin("capturemanager"))
 
     def __enter__(self) -> Progress:
         return self
@@ -46,7 +49,8 @@ class Progress:
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> None:
         if self._shown and self._in_place:
-            self._writer.write("\r" + " " * 79 + "\r", flush=True)
+            with self._uncaptured():
+                self._writer.write("\r" + " " * 79 + "\r", flush=True)
 
     def tick(self) -> None:
         now = time.monotonic()
@@ -54,11 +58,21 @@ class Progress:
             return
         self._last = now
         line = self.line()
-        if self._in_place:
-            self._writer.write("\r" + line.ljust(79)[:79], flush=True)
-        else:
-            self._writer.write_line(line)
+        with self._uncaptured():
+            if self._in_place:
+                self._writer.write("\r" + line.ljust(79)[:79], flush=True)
+            else:
+                self._writer.write_line(line)
         self._shown = True
+
+    def _uncaptured(self) -> contextlib.AbstractContextManager[None]:
+        """Write past pytest's output capture (as live logging does), not into the item's captured
+        output: the line is for the person watching the run, not part of the test's report."""
+        capture = self._capture
+        if capture is None:
+            return contextlib.nullcontext()
+        manager: contextlib.AbstractContextManager[None] = capture.global_and_fixture_disabled()
+        return manager
 
     def line(self) -> str:
         counters = self._run.sweep_instance().counters

@@ -145,6 +145,7 @@ class Sweep:
         self._rank: dict[str, int] = {}  # user -> position in the seeded order (first slice to say wins)
         self._active = 0
         self._sequence = 0
+        self._planned_originals: set[tuple[str, str, str, int]] = set()
         self.counters = Counters()
 
     # ----------------------------------------------------------------------------------- planning
@@ -291,6 +292,11 @@ class Sweep:
                     heapq.heappush(self._queue, (self._rank.get(pair.key.user_id, 0), self._sequence, pair))
                     self.counters.pairs_total += 1
                     self.counters.planned_calls += 1
+                    original = (pair.key.model, pair.key.user_id, pair.key.item_id, pair.sample_seed)
+                    if original not in self._planned_originals:
+                        # Counted when planned, so the progress line's total does not grow mid-run.
+                        self._planned_originals.add(original)
+                        self.counters.planned_calls += 1
             self._check_done(slice_id)
         self._pump()
 
@@ -338,7 +344,6 @@ class Sweep:
         key = (model, case.user_id, case.item_id, seed)
         future = self._originals.get(key)
         if future is None:
-            self.counters.planned_calls += 1
             future = asyncio.ensure_future(self._call(model, case.history, case.item, seed, 0))
             self._originals[key] = future
         return future

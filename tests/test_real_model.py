@@ -1,0 +1,122 @@
+"""End to end against a real small LLM (SmolLM2-135M-Instruct under llama.cpp), when one is running.
+
+Skipped unless a llama.cpp server answers ``/health`` at ``$ROBUSTEXPLAIN_REAL_LLM_URL`` (default
+``http://127.0.0.1:8088``); start one as :data:`real_llm.START_HINT` says (the environment variables
+work around this machine's CPU: see ``docs/real-model.md``).
+
+A small sweep (3 users, all five kinds at severity 3: up to 15 pairs and 3 originals) runs through
+pytester twice per backend — cold, then warm on the same response cache — once through the
+OpenAI-compatible backend and once through the Ollama backend (the official ``ollama`` client) talking
+to a loopback Ollama adapter in front of llama.cpp (:mod:`real_llm`). Both routes pass through the
+adapter, which counts the chat requests that reach llama.cpp: the warm run must add none.
+
+The users come from the paper's synthetic generator with short histories (10–12 interactions, prompts
+of about 500 tokens): a CPU spends most of the time reading the prompt, and the bundled dataset's
+histories of up to 50 interactions would make the module several times slower without testing more.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from real_llm import START_HINT, OllamaAdapter, health, real_llm_url, wait_until_ready
+
+from pytest_robustexplain.data import generate_synthetic, save_dataset
+
+pytest_plugins = ["pytester"]
+
+LLM_URL = real_llm_url()
+_UNAVAILABLE = health(LLM_URL, timeout=1.0)
+# "loading model" is a server that will be ready shortly: let the fixture wait for it.
+pytestmark = pytest.mark.skipif(
+    _UNAVAILABLE is not None and "503" not in _UNAVAILABLE,
+    reason=f"no real LLM server: {_UNAVAILABLE}; start one with {START_HINT} or set "
+           "ROBUSTEXPLAIN_REAL_LLM_URL")
+
+USERS = 3
+MARKED = f"""
+import pytest
+
+@pytest.mark.robustness(min_combined=0.0, min_metric=0.0, users={USERS}, severities=[3])
+def test_real_model(robustness):
+    assert robustness.pairs
+"""
+# 128 tokens keeps an explanation to a paragraph (SmolLM2-135M otherwise tends to repeat itself to the
+# limit) and the module to a few minutes on 2 cores. The server has 4 slots.
+RUN_OPTIONS = ("--robustexplain-num-predict=128", "--robustexplain-concurrency=4",
+               "--robustexplain-timeout=300", "--robustexplain-retries=1", "-p", "no:randomly")
+
+BACKENDS = {
+    # backend: (model name, path appended to the adapter's URL)
+    "openai": ("smollm2-135m-instruct", "/v1"),
+    "ollama": ("smollm2:135m", ""),
+}
+
+
+@pytest.fixture(scope="module")
+def llama_url() -> str:
+    reason = wait_until_ready(LLM_URL, timeout_s=180)
+    if reason is not None:
+        pytest.fail(f"the llama.cpp server at {LLM_URL} did not become ready: {reason}")
+    return LLM_URL
+
+
+@pytest.fixture(scope="module")
+def short_histories(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A dataset directory: the synthetic generator's users with 10–12 interactions each."""
+    directory = tmp_path_factory.mktemp("short-histories")
+    save_dataset(generate_synthetic(n_users=12, n_cases=USERS, min_len=10, max_len=12), directory)
+    return directory
+
+
+@pytest.fixture
+def adapter(llama_url: str) -> Iterator[OllamaAdapter]:
+    with OllamaAdapter(llama_url, model=BACKENDS["ollama"][0]) as running:
+        yield running
+    assert not running.errors, running.errors
+
+
+def _run(pytester: pytest.Pytester, backend: str, host: str, dataset: Path, cache: Path,
+         report: Path) -> dict[str, Any]:
+    model = BACKENDS[backend][0]
+    result = pytester.runpytest(f"--robustexplain-backend={backend}", f"--robustexplain-host={host}",
+                                f"--robustexplain-model={model}", f"--robustexplain-dataset={dataset}",
+                                f"--robustexplain-cache-dir={cache}", f"--robustexplain-json={report}",
+                                *RUN_OPTIONS)
+    result.assert_outcomes(passed=6)  # five kinds + overall, thresholds 0: the verdicts are not the point
+    assert report.is_file(), "no JSON report written"
+    doc: dict[str, Any] = json.loads(report.read_text(encoding="utf-8"))
+    return doc
+
+
+@pytest.mark.parametrize("backend", sorted(BACKENDS))
+def test_real_model_sweep_cold_then_warm(pytester: pytest.Pytester, adapter: OllamaAdapter,
+                                         short_histories: Path, tmp_path: Path, backend: str) -> None:
+    pytester.makepyfile(MARKED)
+    host = adapter.url + BACKENDS[backend][1]
+    cold = _run(pytester, backend, host, short_histories, tmp_path / "cache", tmp_path / "cold.json")
+
+    pairs = cold["pairs"]
+    users = {p["key"]["user_id"] for p in pairs}
+    assert len(users) == USERS and len(pairs) >= 12  # a severity-3 perturbation rarely changes nothing
+    assert all(p["failure"] is None for p in pairs), [p["failure_detail"] for p in pairs if p["failure"]]
+    assert all(p["original"].strip() and p["perturbed"].strip() for p in pairs)
+    # Real text: not identical on every pair, not unrelated on every pair.
+    assert any(0.0 < p["combined"] < 1.0 for p in pairs)
+    assert {p["key"]["kind"] for p in pairs} == {"noise_injection", "temporal_shuffle", "behavior_dilution",
+                                                  "category_drift", "missing_values"}
+    # Every original and every perturbed explanation was one request to llama.cpp, plus the warm-up.
+    assert cold["calls"]["made"] == len(users) + len(pairs)
+    assert adapter.chat_calls == cold["calls"]["made"] + 1
+    (model,) = cold["models"]
+    assert model["backend"] == backend and model["digest"]
+
+    adapter.reset()
+    warm = _run(pytester, backend, host, short_histories, tmp_path / "cache", tmp_path / "warm.json")
+    assert adapter.chat_calls == 0
+    assert warm["calls"]["made"] == 0 and warm["calls"]["cached"] == len(users) + len(pairs)
+    assert [(p["key"], p["combined"]) for p in warm["pairs"]] == [(p["key"], p["combined"]) for p in pairs]
