@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 from . import __version__
 from .errors import BackendError, CacheMissError, ConfigError, RobustExplainError
+from .finish import github_step_summary, write_markdown
 from .results import INCONCLUSIVE, OVERALL
 from .settings import DEFAULT_PERTURBATIONS, OPTIONS, YAML_NAME, OptionSpec, Settings, option
 
@@ -515,7 +516,7 @@ def _write_reports(settings: Settings, result: RunResult) -> None:
 
     targets: list[tuple[str, Path | None, Callable[[RunResult, Path], object]]] = [
         ("--json", settings.json, write_json), ("--html", settings.html, _write_html),
-        ("--markdown", settings.markdown, _write_markdown)]
+        ("--markdown", settings.markdown, write_markdown)]
     for flag, path, write in targets:
         if path is None:
             continue
@@ -523,31 +524,13 @@ def _write_reports(settings: Settings, result: RunResult) -> None:
             write(result, path)
         except OSError as exc:
             raise CommandError(f"{flag}={path}: cannot write the report: {exc.strerror or exc}") from None
-    _github_step_summary(result)
+    github_step_summary(result)
 
 
 def _write_html(result: RunResult, path: Path) -> None:
     from .report.html import write_html
 
     write_html(result, path)
-
-
-def _write_markdown(result: RunResult, path: Path) -> None:
-    from .report.json_report import atomic_write_text
-    from .report.markdown import render_markdown
-
-    atomic_write_text(path, render_markdown(result) + "\n")
-
-
-def _github_step_summary(result: RunResult) -> None:
-    """Under GitHub Actions, append the Markdown report to the job's step summary (as the plugin does)."""
-    target = os.environ.get("GITHUB_STEP_SUMMARY")
-    if os.environ.get("GITHUB_ACTIONS") != "true" or not target:
-        return
-    from .report.markdown import render_markdown
-
-    with open(target, "a", encoding="utf-8") as handle:
-        handle.write(render_markdown(result) + "\n")
 
 
 def _interrupted(args: argparse.Namespace, settings: Settings, partial: RunResult, cache_dir: Path) -> int:

@@ -30,23 +30,25 @@ def finish_run(run: RobustnessRun) -> RunResult | None:
 
         writes.append((settings.html, write_html))
     if settings.markdown is not None:
-        writes.append((settings.markdown, _write_markdown))
+        writes.append((settings.markdown, write_markdown))
     for path, writer in writes:
         if path is not None:
             path.parent.mkdir(parents=True, exist_ok=True)
             writer(result, path)
-    _github_step_summary(result)
+    github_step_summary(result)
     run.config.hook.pytest_robustexplain_report(run=result, config=run.config)
     return result
 
 
-def _write_markdown(result: RunResult, path: Path) -> None:
+def write_markdown(result: RunResult, path: Path) -> None:
+    """The Markdown report, written atomically (shared by the plugin and the CLI)."""
+    from .report.json_report import atomic_write_text
     from .report.markdown import render_markdown
 
-    path.write_text(render_markdown(result), encoding="utf-8")
+    atomic_write_text(path, render_markdown(result) + "\n")
 
 
-def _github_step_summary(result: RunResult) -> None:
+def github_step_summary(result: RunResult) -> None:
     """Under GitHub Actions, append the Markdown report to the job's step summary."""
     target = os.environ.get("GITHUB_STEP_SUMMARY")
     if os.environ.get("GITHUB_ACTIONS") != "true" or not target:
