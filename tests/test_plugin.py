@@ -452,3 +452,14 @@ def test_clean_under_python_dev_mode_and_warnings_as_errors(pytester: pytest.Pyt
     pytester.makepyfile(_marked(min_combined=0.3, min_metric=0.1))
     result = pytester.runpytest_subprocess("-W", "error", "--robustexplain-backend=template", timeout=120)
     result.assert_outcomes(passed=6)
+
+
+def test_a_request_the_server_refuses_as_invalid_stops_the_run(pytester: pytest.Pytester,
+                                                               server: FakeOllamaServer) -> None:
+    # e.g. llama.cpp's HTTP 400 exceed_context_size_error: no retry can fix it, and scoring the pair 0
+    # would hide a configuration error behind a low robustness score.
+    server.fail_next(100_000, status=400)
+    pytester.makepyfile(_marked())
+    result = _run(pytester, server, "--robustexplain-cache=off")
+    result.assert_outcomes(errors=6)
+    result.stdout.fnmatch_lines(["*refused a request as invalid (HTTP 400*context size*"])

@@ -281,9 +281,14 @@ class RemoteExplainer(ABC):
         """The error for a server that refuses connections."""
 
     def _status_fatal(self, exc: BaseException) -> BackendError | None:
-        """Credentials rejected: no request will ever succeed."""
+        """Errors no retry can fix, so the run stops loudly instead of scoring pairs 0: credentials
+        rejected, or a request the server refuses as malformed (e.g. a prompt longer than its context)."""
         status = status_of(exc)
         if status in (401, 403):
             return BackendError(f"{self.host} rejected the request (HTTP {status}: {describe_error(exc)}); "
                                 f"check the API key / credentials for the {self.backend} backend.")
+        if status in (400, 413, 422):
+            return BackendError(f"{self.host} refused a request as invalid (HTTP {status}: "
+                                f"{describe_error(exc)}); check the model's context size (num_ctx / the "
+                                "server's context) against the prompt length, and the generation options.")
         return None
