@@ -68,12 +68,6 @@ class PairResult:
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> PairResult:
-        payload = dict(data)
-        payload["key"] = PairKey(**payload["key"])
-        return cls(**payload)
-
 
 # Gate outcomes.
 PASS = "PASS"
@@ -99,10 +93,6 @@ class Interval:
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> Interval:
-        return cls(**data)
-
 
 @dataclass(frozen=True)
 class GateCheck:
@@ -117,10 +107,6 @@ class GateCheck:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> GateCheck:
-        return cls(**{**data, "interval": Interval.from_dict(data["interval"])})
 
 
 @dataclass(frozen=True)
@@ -140,10 +126,6 @@ class Verdict:
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> Verdict:
-        return cls(**{**data, "checks": tuple(GateCheck.from_dict(c) for c in data["checks"])})
-
 
 @dataclass(frozen=True)
 class GateResult:
@@ -157,10 +139,6 @@ class GateResult:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> GateResult:
-        return cls(**{**data, "verdict": Verdict.from_dict(data["verdict"])})
 
 
 @dataclass

@@ -458,12 +458,15 @@ class RobustnessRun:
 
     # ------------------------------------------------------------------------------- the end
     def record_remote(self, payload: Mapping[str, Any]) -> None:
-        """Merge what an item's report carried (from this process or an xdist worker)."""
+        """Merge what an xdist worker's item report carried (decoded as the JSON report is)."""
+        from .report.json_report import gate_from_dict, pair_from_dict
+
+        source = "xdist worker report"
         for data in payload.get("pairs", []):
-            pair = PairResult.from_dict(data)
+            pair = pair_from_dict(data, source=source)
             self.collected[_pair_ident(pair)] = pair
         if "gate" in payload:
-            self.gates.append(GateResult.from_dict(payload["gate"]))
+            self.gates.append(gate_from_dict(payload["gate"], source=source))
         for name, info in payload.get("models", {}).items():
             from .explainers.base import ModelInfo
 
@@ -480,9 +483,11 @@ class RobustnessRun:
         info = self.model_infos.get(result.model)
         # The run-weighted versions (what the reports show), not the slice's own re-weighting.
         pairs = [self.collected[_pair_ident(p)] for p in (*result.pairs, *result.controls)]
-        return {"pairs": [p.to_dict() for p in pairs],
-                "gate": gate.to_dict(),
-                "models": {result.model: asdict(info)} if info is not None else {}}
+        from .report.summary import plain
+
+        # JSON-native, so the controller decodes it with the JSON report's own reader.
+        return plain({"pairs": [p.to_dict() for p in pairs], "gate": gate.to_dict(),
+                      "models": {result.model: asdict(info)} if info is not None else {}})
 
     def counters_snapshot(self) -> dict[str, int]:
         return self._sweep.counters.to_dict() if self._sweep is not None else {}

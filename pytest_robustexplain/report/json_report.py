@@ -79,7 +79,7 @@ from typing import Any, TypeVar
 
 from ..errors import DataError
 from ..results import GateCheck, GateResult, Interval, PairKey, PairResult, RunResult, Verdict
-from .summary import model_comparisons, model_names, summarize
+from .summary import model_comparisons, model_names, plain, summarize
 
 SCHEMA = "pytest-robustexplain/report"
 SCHEMA_VERSION = 1
@@ -106,7 +106,7 @@ def run_to_dict(run: RunResult) -> dict[str, Any]:
     }
     if len(names) >= 2:
         doc["comparisons"] = _comparisons(run)
-    return _plain(doc)
+    return plain(doc)
 
 
 def _comparisons(run: RunResult) -> list[dict[str, Any]]:
@@ -214,6 +214,16 @@ _TYPE_NAMES = {int: "an integer", str: "a string", bool: "true or false", list: 
 T = TypeVar("T")
 
 
+def pair_from_dict(data: Any, *, source: str) -> PairResult:
+    """One pair as :meth:`PairResult.to_dict` wrote it (e.g. shipped by an xdist worker), validated."""
+    return _Reader(source).pair(data, "pair")
+
+
+def gate_from_dict(data: Any, *, source: str) -> GateResult:
+    """One gate as :meth:`GateResult.to_dict` wrote it, validated like a report's."""
+    return _Reader(source).gate(data, "gate")
+
+
 class _Reader:
     """Field access with type checks; every error names the file, the record and the field."""
 
@@ -316,18 +326,3 @@ class _Reader:
                             users_needed=self.optional(verdict, "users_needed", int, vrec)),
             thresholds={k: self._number(v, record, f"thresholds.{k}") for k, v in thresholds.items()},
         )
-
-
-def _plain(value: Any) -> Any:
-    """JSON-native copy: mappings → dicts, sequences and sets → lists, non-finite floats → None."""
-    if isinstance(value, float):
-        return value if math.isfinite(value) else None
-    if isinstance(value, Mapping):
-        return {str(k): _plain(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
-    if isinstance(value, (set, frozenset)):
-        return sorted((_plain(v) for v in value), key=repr)
-    if value is None or isinstance(value, (str, int, bool)):
-        return value
-    return str(value)

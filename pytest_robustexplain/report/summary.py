@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, fields
 from typing import TYPE_CHECKING, Any, TypeGuard
 
@@ -179,7 +179,7 @@ class Summary:
                                         "max_length": st.max_length, "n_users": st.n_users,
                                         "mean": interval_dict(st.mean)} for st in self.user_spread.strata]},
             "recommendation": self.recommendation,
-            "kind_tests": _jsonable(self.kind_tests.to_dict()) if self.kind_tests else None,
+            "kind_tests": plain(self.kind_tests.to_dict()) if self.kind_tests else None,
         }
 
 
@@ -621,15 +621,19 @@ def kind_tests_text(tests: KindDifferences | None) -> str | None:
     return "; ".join(parts) or None
 
 
-def _jsonable(value: Any) -> Any:
-    """NaN/inf → None, tuples → lists, recursively (scipy results can carry NaN)."""
+def plain(value: Any) -> Any:
+    """JSON-native copy: mappings → dicts, sequences and sets → lists, non-finite floats → None."""
     if isinstance(value, float):
-        return finite(value)
-    if isinstance(value, dict):
-        return {str(k): _jsonable(v) for k, v in value.items()}
+        return value if math.isfinite(value) else None
+    if isinstance(value, Mapping):
+        return {str(k): plain(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return [_jsonable(v) for v in value]
-    return value
+        return [plain(v) for v in value]
+    if isinstance(value, (set, frozenset)):
+        return sorted((plain(v) for v in value), key=repr)
+    if value is None or isinstance(value, (str, int, bool)):
+        return value
+    return str(value)
 
 
 def facts(summary: Summary, *, failures_note: str = "") -> list[tuple[str, str]]:
