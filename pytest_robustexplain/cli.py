@@ -62,6 +62,8 @@ RUN_OPTION_GROUPS: Mapping[str, tuple[str, ...]] = {
                        "repeats", "seed", "noise-floor"),
     "response cache": ("cache", "cache-dir"),
     "gate": ("min-combined", "min-metric", "weights", "decision", "alpha", "inconclusive", "max-users"),
+    "guard (cross-user control)": ("guard", "min-sensitivity", "max-insensitive-share",
+                                   "min-history-reference"),
     "reports": ("json", "html", "markdown", "progress"),
     "settings file": ("config",),
 }
@@ -401,7 +403,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     cases = dataset.cases[: gate.users] if gate.users else dataset.cases
     cache_dir = cache_directory(settings)
     explainers = _build_explainers(settings, models, cache_dir)
-    slices = _slices(settings, gate, models, cases)
+    slices = _slices(settings, gate, models, cases, dataset)
     if args.dry_run:
         return _dry_run(settings, extra, dataset, slices, explainers)
     progress = ProgressBar.for_stream(sys.stderr, mode=settings.progress)
@@ -425,12 +427,13 @@ def _build_explainers(settings: Settings, models: Sequence[str], cache_dir: Path
     return {model: build_explainer(settings, model, cache_dir=cache_dir) for model in models}
 
 
-def _slices(settings: Settings, gate: GateSettings, models: Sequence[str], cases: Sequence[EvalCase]
-            ) -> list[GatedSlice]:
-    from .engine import GatedSlice, slice_spec
+def _slices(settings: Settings, gate: GateSettings, models: Sequence[str], cases: Sequence[EvalCase],
+            dataset: Dataset) -> list[GatedSlice]:
+    from .engine import GatedSlice, donor_pool, guarded, slice_spec
 
-    return [GatedSlice(slice_spec(settings, gate, slice_id=f"{NODEID}::{model}", model=model, cases=cases),
-                       NODEID, OVERALL, gate) for model in models]
+    pool = donor_pool(dataset) if guarded(gate) else None
+    return [GatedSlice(slice_spec(settings, gate, slice_id=f"{NODEID}::{model}", model=model, cases=cases,
+                                  donor_pool=pool), NODEID, OVERALL, gate) for model in models]
 
 
 def _run(settings: Settings, slices: Sequence[GatedSlice], explainers: Mapping[str, Explainer],
@@ -465,6 +468,7 @@ def dry_run_text(settings: Settings, extra: Mapping[str, Any], dataset: Dataset,
     for plan in plans:
         skipped = f" ({plan.trivial} leave the history unchanged and are skipped)" if plan.trivial else ""
         controls = f" · {plan.controls} noise-floor pairs" if plan.controls else ""
+        controls += f" · {plan.swaps} cross-user controls (guard)" if plan.swaps else ""
         lines.append(f"  {plan.model:<{width}}{plan.planned} pairs planned{skipped}{controls} · at most "
                      f"{plan.max_calls} model calls (cache hits are free)")
     return "\n".join(lines)
@@ -536,9 +540,9 @@ def _write_html(result: RunResult, path: Path) -> None:
 def _interrupted(args: argparse.Namespace, settings: Settings, partial: RunResult, cache_dir: Path) -> int:
     """Ctrl-C: write what finished as a partial JSON report and say how to resume."""
     from .report.json_report import write_json
-    from .results import CONTROL_KIND
+    from .results import is_control
 
-    done = sum(1 for p in partial.pairs if p.key.kind != CONTROL_KIND)
+    done = sum(1 for p in partial.pairs if not is_control(p.key.kind))
     planned = partial.settings.get("pairs_planned")
     of = f" of {planned}" if planned else ""
     calls = partial.calls

@@ -21,6 +21,7 @@ from .results import OVERALL, GateResult
 
 if TYPE_CHECKING:
     from .data import Catalog, Dataset, EvalCase
+    from .donors import DonorPool
     from .explainers.base import Explainer, ModelInfo
     from .results import RunResult, Verdict
     from .settings import GateSettings, Settings
@@ -39,7 +40,9 @@ def load_configured_dataset(settings: Settings) -> Dataset:
         return data.load_dataset(settings.histories, settings.catalog, settings.cases, seed=settings.seed)
     if isinstance(settings.dataset, Path):
         if (settings.dataset / "ratings.csv").is_file():
-            return data.load_movielens(settings.dataset, max_users=settings.users, seed=settings.seed)
+            # Every user is loaded (donors for the cross-user controls come from all of them); ``users``
+            # draws the evaluation cases.
+            return data.load_movielens(settings.dataset, n_cases=settings.users, seed=settings.seed)
         return data.load_dataset_dir(settings.dataset, seed=settings.seed)
     return data.default_dataset()
 
@@ -106,10 +109,17 @@ class GatedSlice:
     gate: GateSettings
 
 
+def guarded(gate: GateSettings) -> bool:
+    """Whether a gate needs the cross-user controls (the guard, or the grounding gate that reads them)."""
+    return gate.guard != "off" or gate.min_history_reference is not None
+
+
 def slice_spec(settings: Settings, gate: GateSettings, *, slice_id: str, model: str,
-               cases: Sequence[EvalCase], kind: str | None = None) -> SliceSpec:
+               cases: Sequence[EvalCase], kind: str | None = None,
+               donor_pool: DonorPool | None = None) -> SliceSpec:
     """The sweep slice of one gate: its cases × kinds (``kind`` alone, or all the gate's kinds when
-    None) × severities × repeats, with the noise floor and the sequential gate the settings ask for."""
+    None) × severities × repeats, with the noise floor, the cross-user controls (donors drawn from
+    ``donor_pool``) and the sequential gate the settings ask for."""
     from .sweep import SequentialConfig, SliceSpec
 
     sequential = None
@@ -118,10 +128,18 @@ def slice_spec(settings: Settings, gate: GateSettings, *, slice_id: str, model: 
     noise_floor = settings.temperature > 0 if gate.noise_floor == "auto" else gate.noise_floor == "on"
     # A test's own weights only re-weight ρ of its slice; the run's weights stay the reports' ρ.
     weights = gate.weights if gate.weights != settings.weights else None
+    donors = donor_pool.donors(cases, settings.seed) if donor_pool is not None and guarded(gate) else {}
     return SliceSpec(slice_id=slice_id, model=model, cases=tuple(cases),
                      kinds=gate.perturbations if kind is None else (kind,), severities=gate.severities,
                      repeats=gate.repeats, seed=settings.seed, noise_floor=noise_floor,
-                     sequential=sequential, weights=weights)
+                     sequential=sequential, weights=weights, donors=donors)
+
+
+def donor_pool(dataset: Dataset) -> DonorPool:
+    """Every user of the dataset as a potential donor for the cross-user controls."""
+    from .donors import DonorPool
+
+    return DonorPool(dataset.histories, dataset.catalog)
 
 
 def decide(gate: GateSettings, sliced: SliceResult, kind: str | None = None) -> Verdict:
@@ -137,9 +155,45 @@ def decide(gate: GateSettings, sliced: SliceResult, kind: str | None = None) -> 
                         f"all {sliced.trivial} planned perturbations left the history unchanged "
                         "(histories too short for these kinds and severities?)")
     if sliced.gate is not None:
-        return sliced.gate.verdict(sliced.pairs)
-    return stats.gate(sliced.pairs, thresholds=gate.thresholds(kind), mode=gate.decision, alpha=gate.alpha,
-                      inconclusive_policy=gate.inconclusive)
+        verdict = sliced.gate.verdict(sliced.pairs)
+    else:
+        verdict = stats.gate(sliced.pairs, thresholds=gate.thresholds(kind), mode=gate.decision,
+                             alpha=gate.alpha, inconclusive_policy=gate.inconclusive)
+    if not sliced.spec.donors:
+        return verdict
+    return with_guard(verdict, gate, sliced, kind)
+
+
+def with_guard(verdict: Verdict, gate: GateSettings, sliced: SliceResult, kind: str | None) -> Verdict:
+    """The verdict with the cross-user control's finding: INSENSITIVE (guard "fail") unless the gate
+    already failed; the grounding gate, when set, fails a gate whose explanations do not mention the
+    history often enough."""
+    from dataclasses import replace
+
+    from . import guard as guard_mod
+    from . import stats
+    from .results import FAIL, INSENSITIVE
+    from .sweep import reweighted
+
+    settings = guard_mod.GuardSettings(policy=gate.guard, min_sensitivity=gate.min_sensitivity,
+                                       max_insensitive_share=gate.max_insensitive_share,
+                                       min_history_reference=gate.min_history_reference, alpha=gate.alpha)
+    floor = stats.noise_floor(sliced.controls)
+    swaps = [reweighted(s, sliced.spec.weights) for s in sliced.swaps]
+    found = guard_mod.evaluate(sliced.pairs, swaps, combined_threshold=gate.combined_threshold(kind),
+                               settings=settings, floor=floor.mean if floor is not None else 1.0)
+    outcome, notes = verdict.outcome, []
+    if found.outcome == INSENSITIVE and gate.guard != "off":
+        notes.append(f"{'INSENSITIVE' if gate.guard == 'fail' else 'Guard warning'}: {found.message}")
+        if gate.guard == "fail" and outcome != FAIL:
+            outcome = INSENSITIVE
+    if found.grounding_outcome == FAIL:
+        notes.append(f"Grounding FAIL: {guard_mod.grounding_message(found)}")
+        outcome = FAIL if outcome != INSENSITIVE else outcome
+    # The stability verdict stays readable after the guard's finding, labelled so that an INSENSITIVE
+    # gate never reads "PASS" at the start of its reason.
+    message = " ".join([*notes, f"Stability alone: {verdict.message}"]) if notes else verdict.message
+    return replace(verdict, outcome=outcome, message=message, guard=found)
 
 
 def model_record(name: str, info: ModelInfo) -> dict[str, Any]:
@@ -228,6 +282,7 @@ class SlicePlan:
     trivial: int  # planned pairs skipped because the perturbation left the history unchanged
     controls: int  # noise-floor pairs (same history, resampled)
     originals: int  # original explanations (one per user with anything to run)
+    swaps: int = 0  # cross-user controls (the item explained for a donor user), one per case
 
     @property
     def planned(self) -> int:
@@ -237,7 +292,7 @@ class SlicePlan:
     @property
     def max_calls(self) -> int:
         """Model calls if nothing is cached (shared originals counted once per slice)."""
-        return self.pairs + self.controls + self.originals
+        return self.pairs + self.controls + self.swaps + self.originals
 
 
 def plan_slices(settings: Settings, slices: Sequence[GatedSlice], explainers: Mapping[str, Explainer],
@@ -255,6 +310,9 @@ def plan_slices(settings: Settings, slices: Sequence[GatedSlice], explainers: Ma
         controls = len(entry.spec.cases) * entry.spec.repeats if entry.spec.noise_floor else 0
         if controls:
             users |= {c.user_id for c in entry.spec.cases}
+        swaps = len(entry.spec.donors)
+        if swaps:
+            users |= {user for user, _ in entry.spec.donors}
         plans.append(SlicePlan(entry.spec.slice_id, entry.spec.model, len(perturbations), planned.trivial,
-                               controls, len(users)))
+                               controls, len(users), swaps))
     return plans

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from .results import FAIL, RunResult
+from .results import FAIL, INSENSITIVE, RunResult
 
 if TYPE_CHECKING:
     from .runner import RobustnessRun
@@ -78,7 +78,7 @@ def github_annotations(result: RunResult) -> list[str]:
     """``::error`` workflow commands, one per failed gate, so the failure shows on the PR."""
     lines = []
     for gate in result.gates:
-        if gate.verdict.outcome != FAIL:
+        if gate.verdict.outcome not in (FAIL, INSENSITIVE):
             continue
         path = gate.nodeid.split("::", 1)[0]
         message = gate.verdict.message or f"robustness gate failed for {gate.slice}"

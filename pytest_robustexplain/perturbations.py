@@ -78,7 +78,7 @@ import numpy as np
 
 from .data import Catalog, Interaction, Item, UserHistory
 from .errors import ConfigError, DataError
-from .results import CONTROL_KIND
+from .results import CONTROL_KINDS
 
 PerturbationFn = Callable[[UserHistory, int, Catalog, np.random.Generator],
                           tuple[UserHistory, dict[str, Any]]]
@@ -231,7 +231,7 @@ def _check_new_name(value: object, role: str, taken: Iterable[str]) -> str:
     if not isinstance(value, str) or not _NAME_RE.match(value):
         raise ConfigError(f"perturbation {role} {value!r} is not valid: use lowercase letters, digits and "
                           "underscores, starting with a letter")
-    if value == CONTROL_KIND:
+    if value in CONTROL_KINDS:
         raise ConfigError(f"perturbation {role} {value!r} is reserved for control pairs")
     if value in _LOOKUP or value in taken:
         owner = _LOOKUP.get(value, "this registration")

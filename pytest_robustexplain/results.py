@@ -3,7 +3,9 @@
 Kept free of heavy imports so the plugin, the reports and the CLI can all use them cheaply. A
 :class:`PairResult` is one (original, perturbed) explanation pair with its four scores; control pairs
 (the same history explained again with another sample seed) use ``kind == CONTROL_KIND`` and severity 0
-and measure the model's own noise floor.
+and measure the model's own noise floor. Cross-user control pairs (``kind == SWAP_KIND``, severity 0) hold
+the explanation of the same item for the user and for a *donor* user with a different history: how much
+the explanation depends on the user at all (see :mod:`pytest_robustexplain.guard`).
 """
 
 from __future__ import annotations
@@ -13,6 +15,8 @@ from typing import Any
 
 METRICS: tuple[str, ...] = ("semantic", "keyword", "structural", "length")
 CONTROL_KIND = "control"
+SWAP_KIND = "swap"
+CONTROL_KINDS: frozenset[str] = frozenset({CONTROL_KIND, SWAP_KIND})  # pairs that are never gated as such
 OVERALL = "overall"  # the slice of a test item that gates all its perturbation kinds together
 
 
@@ -73,6 +77,16 @@ class PairResult:
 PASS = "PASS"
 FAIL = "FAIL"
 INCONCLUSIVE = "INCONCLUSIVE"
+INSENSITIVE = "INSENSITIVE"  # the explanations do not depend on the user's history (the guard)
+OUTCOMES: tuple[str, ...] = (PASS, FAIL, INCONCLUSIVE, INSENSITIVE)
+
+# Guard policies: what an INSENSITIVE finding does to the gate.
+GUARD_POLICIES: tuple[str, ...] = ("fail", "warn", "off")
+
+
+def is_control(kind: str) -> bool:
+    """Whether a pair of this kind is a control (noise floor or cross-user swap), not a perturbation."""
+    return kind in CONTROL_KINDS
 
 
 @dataclass(frozen=True)
@@ -110,6 +124,61 @@ class GateCheck:
 
 
 @dataclass(frozen=True)
+class GuardExample:
+    """One case shown beside an INSENSITIVE verdict: the explanation for the user and for the donor."""
+
+    user_id: str
+    donor_id: str
+    item_id: str
+    user_text: str
+    donor_text: str
+    combined: float  # ρ between the two
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class GuardResult:
+    """The cross-user control of one gated slice: does the explanation depend on the user at all?
+
+    ``swap`` is ρ between the explanation for the user and for a donor user (same item, another
+    history); ``sensitivity`` = ρ_floor − ρ_swap (how far another user's history moves the explanation,
+    above the model's own noise; what INSENSITIVE is decided on); ``delta`` = ρ_pert − ρ_swap per case
+    (discrimination); ``relative`` =
+    (ρ_pert − ρ_swap) / (ρ_floor − ρ_swap) (1: the perturbation moved the explanation no more than
+    resampling; 0: as far as another user's history). ``outcome`` is PASS (the explanations depend on
+    the history), INSENSITIVE, or INCONCLUSIVE when nothing could be measured (no donor, failed calls).
+    ``history_reference`` / ``unsupported`` are the grounding rates of the original explanations.
+    """
+
+    outcome: str
+    policy: str  # fail / warn / off (off: recorded, never changes the verdict)
+    swap: Interval
+    perturbed: Interval
+    delta: Interval
+    sensitivity: Interval  # ρ_floor − ρ_swap: how far another user's history moves the explanation
+    relative: Interval | None
+    floor: float
+    n_cases: int
+    identical: int  # cases whose explanation for the user and for the donor are the same text
+    n_users: int  # users the guard could measure
+    insensitive_users: tuple[str, ...]
+    share_low: float  # one-sided lower confidence bound of the share of insensitive users
+    min_sensitivity: float
+    max_insensitive_share: float
+    message: str = ""
+    example: GuardExample | None = None
+    history_reference: Interval | None = None
+    unsupported: Interval | None = None
+    min_history_reference: float | None = None
+    grounding_outcome: str | None = None  # PASS / FAIL against min_history_reference, None when not gated
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
 class Verdict:
     """The decision for one gated slice (a test item: one perturbation kind, or all of them)."""
 
@@ -118,6 +187,7 @@ class Verdict:
     mode: str = "mean"  # "mean" (the method's rule), "confident", "sequential"
     message: str = ""
     users_needed: int | None = None  # INCONCLUSIVE: how many more users would likely decide it
+    guard: GuardResult | None = None  # the cross-user control, when the run measured it
 
     @property
     def failed_checks(self) -> tuple[GateCheck, ...]:
@@ -145,9 +215,9 @@ class GateResult:
 class RunResult:
     """Everything one run produced; the JSON report is its serialisation and every renderer reads it.
 
-    ``pairs`` holds perturbation pairs and control (noise-floor) pairs alike; ``calls`` counts model
-    calls: ``made``, ``cached`` (served from the response cache), ``failed``, ``cancelled`` (skipped
-    because a sequential gate had already decided).
+    ``pairs`` holds perturbation pairs and control pairs (noise floor, cross-user swap) alike; ``calls``
+    counts model calls: ``made``, ``cached`` (served from the response cache), ``failed``, ``cancelled``
+    (skipped because a sequential gate had already decided).
     """
 
     signature: str
@@ -163,6 +233,11 @@ class RunResult:
     package_version: str = ""
 
     def model_pairs(self, model: str, *, controls: bool = False) -> list[PairResult]:
-        """This model's pairs; perturbation pairs only unless ``controls``."""
-        return [p for p in self.pairs
-                if p.key.model == model and (p.key.kind == CONTROL_KIND) == controls]
+        """This model's perturbation pairs, or its noise-floor control pairs with ``controls``."""
+        if controls:
+            return [p for p in self.pairs if p.key.model == model and p.key.kind == CONTROL_KIND]
+        return [p for p in self.pairs if p.key.model == model and not is_control(p.key.kind)]
+
+    def model_swaps(self, model: str) -> list[PairResult]:
+        """This model's cross-user control pairs (explanation for the user vs for a donor user)."""
+        return [p for p in self.pairs if p.key.model == model and p.key.kind == SWAP_KIND]

@@ -23,6 +23,7 @@ from .results import (
     OVERALL,
     PASS,
     GateResult,
+    GuardResult,
     Interval,
     PairResult,
     RunResult,
@@ -32,6 +33,7 @@ from .settings import GateSettings, Settings, apply_marker
 
 if TYPE_CHECKING:
     from .data import Dataset, EvalCase, Item, UserHistory
+    from .donors import DonorPool
     from .explainers.base import Explainer, Explanation, ModelInfo
     from .perturbations import PerturbationResult
     from .stats import NonInferiorityResult
@@ -81,6 +83,12 @@ class Robustness:
     noise_floor: Interval | None
     perturbations: tuple[PerturbationResult, ...] = ()
     regression: NonInferiorityResult | None = None  # against --robustexplain-baseline, when given
+    swaps: tuple[PairResult, ...] = ()  # cross-user controls of the slice's cases
+
+    @property
+    def guard(self) -> GuardResult | None:
+        """The cross-user control's finding (None with ``guard="off"``)."""
+        return self.verdict.guard
 
     @property
     def passed(self) -> bool:
@@ -166,6 +174,7 @@ class RobustnessRun:
         self._results: dict[str, Robustness] = {}
         self._progress: Callable[[], None] | None = None
         self._baseline: RunResult | None = None
+        self._donor_pool: DonorPool | None = None
         self.lazy = hasattr(config, "workerinput")  # xdist workers plan only the items they run
 
     # ------------------------------------------------------------------------------- collection
@@ -336,11 +345,13 @@ class RobustnessRun:
         return self._explainers[model]
 
     def _spec(self, plan: ItemPlan) -> SliceSpec:
-        from .engine import slice_spec
+        from .engine import donor_pool, guarded, slice_spec
 
         kind = None if plan.param.kind == OVERALL else plan.param.kind
+        if self._donor_pool is None and guarded(plan.gate):
+            self._donor_pool = donor_pool(self.dataset)
         return slice_spec(self.settings, plan.gate, slice_id=plan.slice_id, model=plan.model,
-                          cases=self.cases_for(plan.gate), kind=kind)
+                          cases=self.cases_for(plan.gate), kind=kind, donor_pool=self._donor_pool)
 
     def _add_slice(self, plan: ItemPlan, model: str | None = None) -> None:
         plan.model = model or plan.param.model
@@ -423,7 +434,7 @@ class RobustnessRun:
         worst = tuple(sorted(pairs, key=lambda p: (p.combined, p.key))[:3])
         gate_result = GateResult(plan.nodeid, plan.param.kind, plan.model, verdict, thresholds)
         self.gates.append(gate_result)
-        for pair in (*sliced.scored, *sliced.controls):  # the run's weights: one ρ per pair in reports
+        for pair in (*sliced.scored, *sliced.controls, *sliced.swaps):  # the run's weights in reports
             self.collected[_pair_ident(pair)] = pair
         return Robustness(
             model=plan.model, kind=plan.param.kind, pairs=tuple(pairs), controls=tuple(sliced.controls),
@@ -431,7 +442,7 @@ class RobustnessRun:
             trivial=sliced.trivial, cancelled=sliced.cancelled,
             noise_floor=stats.noise_floor(sliced.controls) if sliced.controls else None,
             perturbations=tuple(self._sweep.perturbations_for(plan.slice_id)) if self._sweep else (),
-            regression=self._regression(plan, pairs))
+            regression=self._regression(plan, pairs), swaps=tuple(sliced.swaps))
 
     def enforce(self, item: pytest.Item) -> None:
         """Fail the item when its gate failed; warn or pass an INCONCLUSIVE verdict per the policy."""
@@ -482,7 +493,7 @@ class RobustnessRun:
         gate = next(g for g in reversed(self.gates) if g.nodeid == item.nodeid)
         info = self.model_infos.get(result.model)
         # The run-weighted versions (what the reports show), not the slice's own re-weighting.
-        pairs = [self.collected[_pair_ident(p)] for p in (*result.pairs, *result.controls)]
+        pairs = [self.collected[_pair_ident(p)] for p in (*result.pairs, *result.controls, *result.swaps)]
         from .report.summary import plain
 
         # JSON-native, so the controller decodes it with the JSON report's own reader.

@@ -27,7 +27,7 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from .errors import ConfigError
-from .results import METRICS
+from .results import GUARD_POLICIES, METRICS
 
 if TYPE_CHECKING:
     import pytest
@@ -441,6 +441,17 @@ OPTIONS: tuple[OptionSpec, ...] = (
          metavar="N"),
     _enum("noise-floor", TRISTATE, "auto", "Measure the model's own noise (same history, resampled); "
           "'auto' does it when temperature > 0."),
+    _enum("guard", GUARD_POLICIES, "fail", "Cross-user control: explain each item once more for another "
+          "user; 'fail' fails a gate whose explanations barely depend on the user's history "
+          "(INSENSITIVE), 'warn' passes it with a warning, 'off' skips the control (one call per case)."),
+    _opt("min-sensitivity", _float_parser(0.0, 1.0), 0.05, "Guard: smallest Δ = ρ_pert − ρ_swap a user "
+         "needs for their explanation to count as depending on their history; default 0.05.", metavar="X"),
+    _opt("max-insensitive-share", _float_parser(0.0, 1.0), 0.2, "Guard: largest share of "
+         "users with insensitive explanations before the gate is INSENSITIVE (decided with a one-sided "
+         "exact bound at alpha); default 0.2.", metavar="X"),
+    _opt("min-history-reference", _float_parser(0.0, 1.0), None, "Optional grounding gate: minimum share "
+         "of original explanations that mention a category, title, brand or attribute from the user's "
+         "history; default off.", metavar="X"),
     _opt("baseline", _parse_path, None, "Compare against this saved baseline (JSON report) and fail on "
          "regressions larger than max-regression.", metavar="FILE", path="file"),
     _opt("save-baseline", _parse_path, None, "Save this run as a baseline to this file.", metavar="FILE",
@@ -534,6 +545,10 @@ class Settings:
     inconclusive: str
     max_users: int | None
     noise_floor: str
+    guard: str
+    min_sensitivity: float
+    max_insensitive_share: float
+    min_history_reference: float | None
     baseline: Path | None
     save_baseline: Path | None
     max_regression: float
@@ -841,7 +856,8 @@ def settings_from_pytest(config: pytest.Config, *, env: Mapping[str, str] | None
 
 MARKER_KEYWORDS: tuple[str, ...] = (
     "min_combined", "min_metric", "per_kind", "perturbations", "severities", "users", "repeats",
-    "weights", "decision", "alpha", "inconclusive", "max_users", "noise_floor",
+    "weights", "decision", "alpha", "inconclusive", "max_users", "noise_floor", "guard", "min_sensitivity",
+    "max_insensitive_share", "min_history_reference",
 )
 _PER_KIND_KEYS: tuple[str, ...] = ("min_combined", "min_metric")
 
@@ -875,6 +891,10 @@ class GateSettings:
     inconclusive: str
     max_users: int | None
     noise_floor: str
+    guard: str
+    min_sensitivity: float
+    max_insensitive_share: float
+    min_history_reference: float | None
     sources: Mapping[str, str] = field(default_factory=dict)
 
     def combined_threshold(self, kind: str | None = None) -> float:

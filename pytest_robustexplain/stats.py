@@ -7,7 +7,8 @@ the tables are wanted.
 
 Gated quantities are ``"combined"`` (ρ) and the metric names of :data:`METRICS`. Control pairs
 (``kind == CONTROL_KIND``) measure the model's own noise floor and are left out of everything but
-:func:`noise_floor`. Generation-failure pairs stay in with their 0 scores (the method's rule).
+:func:`noise_floor`; cross-user swap pairs feed only :mod:`pytest_robustexplain.guard`. Generation-failure
+pairs stay in with their 0 scores (the method's rule).
 
 Verdicts: :func:`gate` with ``mode="mean"`` (the method's rule, plus a fragility flag) or
 ``mode="confident"`` (PASS / FAIL only when the data say so, one-sided bounds with Hall's 1992 skewness
@@ -29,7 +30,19 @@ import numpy as np
 import numpy.typing as npt
 
 from .errors import ConfigError
-from .results import CONTROL_KIND, FAIL, INCONCLUSIVE, METRICS, PASS, GateCheck, Interval, PairResult, Verdict
+from .results import (
+    CONTROL_KIND,
+    FAIL,
+    INCONCLUSIVE,
+    INSENSITIVE,
+    METRICS,
+    PASS,
+    GateCheck,
+    Interval,
+    PairResult,
+    Verdict,
+    is_control,
+)
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
@@ -151,7 +164,7 @@ def _check_quantities(quantities: Iterable[str], option: str = "quantities") -> 
 
 
 def _perturbation_pairs(pairs: Iterable[PairResult]) -> list[PairResult]:
-    return [p for p in pairs if p.key.kind != CONTROL_KIND]
+    return [p for p in pairs if not is_control(p.key.kind)]
 
 
 def _values(pairs: Sequence[PairResult], quantity: str) -> FloatArray:
@@ -442,19 +455,23 @@ def _policy_effect(policy: str) -> str:
 def apply_policy(verdict: Verdict, policy: str) -> tuple[bool, bool]:
     """``(passed, warn)`` for a verdict under an inconclusive policy ("fail", "pass", "warn").
 
-    PASS passes and FAIL fails whatever the policy. INCONCLUSIVE fails under "fail", passes under
-    "pass", and passes with a warning under "warn". A PASS with a fragile check (mean mode) also asks for
-    a warning: a rerun could well flip it.
+    PASS passes and FAIL and INSENSITIVE fail whatever the policy. INCONCLUSIVE fails under "fail", passes
+    under "pass", and passes with a warning under "warn". A PASS with a fragile check (mean mode) also asks
+    for a warning: a rerun could well flip it; so does a passing verdict whose guard found the
+    explanations insensitive under ``guard="warn"``.
     """
     if policy not in POLICIES:
         raise ConfigError(f"inconclusive_policy={policy!r}: expected one of {', '.join(POLICIES)}")
+    guard = verdict.guard
+    guard_warns = guard is not None and guard.policy == "warn" and guard.outcome == INSENSITIVE
     if verdict.outcome == PASS:
-        return True, any(c.fragile for c in verdict.checks)
-    if verdict.outcome == FAIL:
+        return True, guard_warns or any(c.fragile for c in verdict.checks)
+    if verdict.outcome in (FAIL, INSENSITIVE):
         return False, False
     if verdict.outcome != INCONCLUSIVE:
-        raise ValueError(f"verdict outcome {verdict.outcome!r}: expected PASS, FAIL or INCONCLUSIVE")
-    return policy != "fail", policy == "warn"
+        raise ValueError(f"verdict outcome {verdict.outcome!r}: expected PASS, FAIL, INCONCLUSIVE or "
+                         "INSENSITIVE")
+    return policy != "fail", policy == "warn" or (policy == "pass" and guard_warns)
 
 
 # --------------------------------------------------------------------------------------------------

@@ -12,6 +12,8 @@ Economy, by construction:
 - pairs start in a bounded window, users in their seeded order, so the model works on a few users at a
   time and an original explanation is requested only when its user's turn comes;
 - pairs whose perturbation changed nothing are filtered before any call;
+- a cross-user control (the case's item explained for its donor user, ``guard.py``) is one more call
+  per case, planned, deduplicated and cached like any pair;
 - a slice gated sequentially stops as soon as its verdict is decided and the calls no other slice still
   needs are cancelled.
 """
@@ -29,10 +31,11 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from .data import Catalog, EvalCase, Item, UserHistory
 from .errors import BackendError
-from .results import CONTROL_KIND, METRICS, PairKey, PairResult
+from .results import CONTROL_KIND, METRICS, SWAP_KIND, PairKey, PairResult, is_control
 
 if TYPE_CHECKING:
     from .explainers.base import Explainer, Explanation
+    from .grounding import Vocabulary
     from .metrics import Scorer
     from .perturbations import PerturbationResult
     from .stats import SequentialGate
@@ -58,6 +61,9 @@ class SliceSpec:
     noise_floor: bool = False
     sequential: SequentialConfig | None = None
     weights: tuple[float, float, float, float] | None = None  # None: the sweep scorer's weights
+    # (user, item) -> the donor whose history replaces the user's in the case's cross-user control;
+    # empty: no controls (guard off).
+    donors: Mapping[tuple[str, str], UserHistory] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -76,7 +82,8 @@ class SliceResult:
     spec: SliceSpec
     pairs: list[PairResult] = field(default_factory=list)  # ρ under the slice's weights
     scored: list[PairResult] = field(default_factory=list)  # the same pairs, ρ under the run's weights
-    controls: list[PairResult] = field(default_factory=list)
+    controls: list[PairResult] = field(default_factory=list)  # noise floor: same history, resampled
+    swaps: list[PairResult] = field(default_factory=list)  # cross-user controls, ρ under the run's weights
     trivial: int = 0  # pairs filtered because the perturbation changed nothing
     cancelled: int = 0  # pairs never run because a sequential gate had decided
     users_order: list[str] = field(default_factory=list)
@@ -90,6 +97,7 @@ class _Pair:
     case: EvalCase
     perturbation: PerturbationResult | None  # None for control pairs
     sample_seed: int
+    donor: UserHistory | None = None  # cross-user controls: whose history is explained instead
     slices: set[str] = field(default_factory=set)
     result: PairResult | None = None
     task: asyncio.Task[None] | None = None
@@ -146,6 +154,7 @@ class Sweep:
         self._active = 0
         self._sequence = 0
         self._planned_originals: set[tuple[str, str, str, int]] = set()
+        self._vocabulary: Vocabulary | None = None
         self.counters = Counters()
 
     # ----------------------------------------------------------------------------------- planning
@@ -183,8 +192,9 @@ class Sweep:
         by_user: dict[str, list[_Pair]] = {}
         for pair in pairs:
             pair.slices.add(slice_id)
-            if pair.key.kind != CONTROL_KIND:
-                by_user.setdefault(pair.key.user_id, []).append(pair)
+            # Controls included: a user counts as finished (for the sequential gate) only once its
+            # controls are in too, so what a decided slice reports does not depend on timing.
+            by_user.setdefault(pair.key.user_id, []).append(pair)
         for index, user in enumerate(result.users_order):
             self._rank.setdefault(user, index)
         self._slice_users[slice_id] = by_user
@@ -218,6 +228,13 @@ class Sweep:
                     PairKey(spec.model, case.user_id, case.item_id, CONTROL_KIND, 0, repeat), case, None,
                     spec.seed))
                 planned.append(pair)
+        donor = spec.donors.get((case.user_id, case.item_id))
+        if donor is not None:
+            ident = (spec.model, case.user_id, case.item_id, SWAP_KIND, 0, 0, spec.seed)
+            pair = self._pairs.setdefault(ident, _Pair(
+                PairKey(spec.model, case.user_id, case.item_id, SWAP_KIND, 0, 0), case, None, spec.seed,
+                donor=donor))
+            planned.append(pair)
         return planned, trivial
 
     def perturbations_for(self, slice_id: str) -> list[PerturbationResult]:
@@ -323,7 +340,9 @@ class Sweep:
         case = pair.case
         try:
             original = await asyncio.shield(self._original(pair.key.model, case, pair.sample_seed))
-            if pair.perturbation is None:
+            if pair.donor is not None:  # the same item, seed and prompt; another user's history
+                history, seed = pair.donor, pair.sample_seed
+            elif pair.perturbation is None:
                 history, seed = case.history, pair.sample_seed + CONTROL_SEED_OFFSET + pair.key.repeat
             else:
                 history, seed = pair.perturbation.perturbed, pair.sample_seed
@@ -358,6 +377,19 @@ class Sweep:
             self.counters.failed += 1
         return explanation
 
+    def _changes(self, pair: _Pair, original: Explanation) -> dict[str, Any]:
+        if pair.perturbation is not None:
+            return dict(pair.perturbation.changes)
+        if pair.donor is None:
+            return {"control": "resampled"}
+        if self._vocabulary is None:
+            from .grounding import Vocabulary
+
+            self._vocabulary = Vocabulary(self._catalog)
+        grounding = self._vocabulary.ground(original.text, pair.case.history, pair.case.item)
+        return {"donor": pair.donor.user_id, "donor_history_length": len(pair.donor),
+                "grounding": grounding.to_dict()}
+
     def _score(self, pair: _Pair, original: Explanation, other: Explanation) -> PairResult:
         failed = original if original.failure is not None else other
         scores = self._scorer.score(original.text, other.text)
@@ -368,7 +400,7 @@ class Sweep:
         return PairResult(
             key=pair.key, **values, combined=0.0 if failure else scores.combined,
             original=original.text, perturbed=other.text,
-            changes=dict(pair.perturbation.changes) if pair.perturbation else {"control": "resampled"},
+            changes=self._changes(pair, original),
             failure=failure, failure_detail=failed.detail if failure else "",
             keyword_empty=scores.keyword_empty and not failure,
             cached_original=original.cached, cached_perturbed=other.cached,
@@ -376,17 +408,12 @@ class Sweep:
         )
 
     def _weighted(self, result: SliceResult, pair: PairResult) -> PairResult:
-        """``pair`` with ρ under the slice's weights (the metrics do not depend on them)."""
-        weights = result.spec.weights
-        if weights is None or pair.failure is not None:
-            return pair
-        combined = math.fsum(w * pair.metric(m) for w, m in zip(weights, METRICS, strict=True))
-        return replace(pair, combined=min(1.0, max(0.0, combined)))
+        return reweighted(pair, result.spec.weights)
 
     def _pair_finished(self, pair: _Pair) -> None:
         for slice_id in list(pair.slices):
             result = self._slices[slice_id]
-            if result.gate is not None and pair.key.kind != CONTROL_KIND:
+            if result.gate is not None and not is_control(pair.key.kind):
                 self._feed_gate(slice_id)
             self._check_done(slice_id)
 
@@ -405,7 +432,8 @@ class Sweep:
             if any(p.result is None for p in mine):
                 return
             result.users_fed += 1
-            done = [self._weighted(result, p.result) for p in mine if p.result is not None]
+            done = [self._weighted(result, p.result) for p in mine
+                    if p.result is not None and not is_control(p.key.kind)]
             if done:  # a user whose perturbations were all trivial has nothing to say
                 gate.update({q: sum(r.metric(q) for r in done) / len(done) for q in gate.thresholds})
         if gate.decided:
@@ -435,9 +463,10 @@ class Sweep:
             seen = set(result.users_order[:result.users_fed])
             planned = [p for p in planned if p.key.user_id in seen]
         done = [p.result for p in planned if p.result is not None]
-        result.scored = [r for r in done if r.key.kind != CONTROL_KIND]
+        result.scored = [r for r in done if not is_control(r.key.kind)]
         result.pairs = [self._weighted(result, r) for r in result.scored]
         result.controls = [r for r in done if r.key.kind == CONTROL_KIND]
+        result.swaps = [r for r in done if r.key.kind == SWAP_KIND]
         result.cancelled = len(self._slice_pairs[slice_id]) - len(done)
         if result.gate is not None and not result.gate.decided:
             result.gate.finish()  # every user seen, still undecided: the fixed-sample fallback decides
@@ -480,3 +509,11 @@ class Sweep:
 
     def slice_ids(self) -> Sequence[str]:
         return list(self._slices)
+
+
+def reweighted(pair: PairResult, weights: tuple[float, float, float, float] | None) -> PairResult:
+    """``pair`` with ρ under ``weights`` (None: unchanged; the metrics do not depend on the weights)."""
+    if weights is None or pair.failure is not None:
+        return pair
+    combined = math.fsum(w * pair.metric(m) for w, m in zip(weights, METRICS, strict=True))
+    return replace(pair, combined=min(1.0, max(0.0, combined)))

@@ -54,6 +54,10 @@ absent: every prompt gets a reply.
     40–120 words of sentences whose templates, vocabulary and length are all drawn from a random
     generator seeded by a SHA-256 hash of the whole history block, so any change to the history gives
     an unrelated text.
+``mode="history-blind"``
+    About 40 words on the item and its features only, never the history: the same text for every user
+    (at temperature 0), as a model that ignores its input would write. ρ is 1 under every perturbation;
+    the guard (``guard.py``) must call it INSENSITIVE.
 
 Measured with this package's metrics on the default synthetic dataset (20 cases × 5 kinds × 5
 severities, temperature 0), mean ρ is about 0.93 for stable (minimum ≈ 0.75), 0.49 for borderline
@@ -114,7 +118,7 @@ __all__ = [
     "parse_prompt",
 ]
 
-MODES: tuple[str, ...] = ("stable", "borderline", "fragile")
+MODES: tuple[str, ...] = ("stable", "borderline", "fragile", "history-blind")
 # Names accepted by FakeOllamaServer.script(); "ok" answers normally.
 FAULTS: tuple[str, ...] = ("ok", "fail", "fail500", "hang", "drop", "empty", "refuse")
 REFUSAL_TEXT = "I'm sorry, but I can't help with that request."
@@ -128,7 +132,8 @@ FIXTURE_DOC = """A running :class:`~pytest_robustexplain.testing.FakeOllamaServe
 The server listens on ``127.0.0.1`` on a free port; point a client at ``fake_ollama.url`` (for example
 ``ollama.Client(host=fake_ollama.url)``, ``OLLAMA_HOST=fake_ollama.url`` or the OpenAI base URL
 ``fake_ollama.url + "/v1"``). It serves the model ``fake-model:latest`` with stable, deterministic
-replies. Change its behaviour in the test: ``fake_ollama.mode = "fragile"`` (or ``"borderline"``),
+replies. Change its behaviour in the test: ``fake_ollama.mode = "fragile"`` (``"borderline"``,
+``"history-blind"``),
 ``fake_ollama.latency = 0.05``, ``fake_ollama.capacity = 2``; script failures of the next chat
 requests with ``fail_next(n, status=503)``, ``hang_next(n, seconds=...)``, ``drop_next(n)``,
 ``empty_next(n)``, ``refuse_next(n)`` or ``script(["fail", "ok", "drop"])``; and inspect what your
@@ -429,6 +434,18 @@ def _fragile_reply(p: ParsedPrompt) -> str:
     return " ".join([opener, *_fragile_sentences(rng, target - len(opener.split()))])
 
 
+def _blind_reply(p: ParsedPrompt) -> str:
+    """The item and its features only: the same text whatever the history (the guard's negative case)."""
+    pairs = p.feature_pairs()
+    category = dict(pairs).get("category")
+    shown = [f"{k} {v}" for k, v in pairs if k.lower() != "category"][:3]
+    kind = f"a well-reviewed {category} pick" if category else "a well-reviewed pick"
+    details = (f" Its key characteristics are {', '.join(shown)}, which buyers consistently praise."
+               if shown else " Buyers consistently praise its quality.")
+    return (f"We recommend {_quoted(p.item)} because it is {kind} with great value for money.{details} "
+            "It is popular, dependable and a safe choice for almost anyone.")
+
+
 def _borderline_reply(p: ParsedPrompt) -> str:
     rng = _rng("borderline", p.history_block)
     first, _ = _stable_opening(p)
@@ -496,7 +513,8 @@ def compose_reply(prompt: str, options: Mapping[str, Any] | None = None, *, mode
     if mode not in MODES:
         raise ValueError(f"FakeOllamaServer mode must be one of {', '.join(MODES)}, got {mode!r}")
     parsed = parse_prompt(prompt)
-    builders = {"stable": _stable_reply, "borderline": _borderline_reply, "fragile": _fragile_reply}
+    builders = {"stable": _stable_reply, "borderline": _borderline_reply, "fragile": _fragile_reply,
+                "history-blind": _blind_reply}
     text = builders[mode](parsed)
     opts = options or {}
     temperature = _number(opts, "temperature", DEFAULT_TEMPERATURE)
@@ -1191,7 +1209,7 @@ class FakeOllamaServer:
     # ---- settings -------------------------------------------------------------------------------
     @property
     def mode(self) -> str:
-        """Reply model: ``"stable"``, ``"borderline"`` or ``"fragile"``."""
+        """Reply model: ``"stable"``, ``"borderline"``, ``"fragile"`` or ``"history-blind"``."""
         return self._mode
 
     @mode.setter

@@ -114,7 +114,8 @@ def test_template_run_passes_and_records_the_overall_gate(capsys: pytest.Capture
     report = read_json(tmp_path / "r.json")
     assert [(g.nodeid, g.slice, g.model) for g in report.gates] == [(cli.NODEID, OVERALL, "template")]
     assert report.gates[0].thresholds["combined"] == 0.5
-    assert len(report.pairs) == SMALL_PAIRS
+    assert len(report.model_pairs("template")) == SMALL_PAIRS
+    assert len(report.model_swaps("template")) == 2  # one cross-user control per user (the guard)
     assert report.settings["users"] == 2 and report.settings["sources"]["users"] == "--users"
     assert "partial" not in report.settings
     assert (tmp_path / "r.md").read_text(encoding="utf-8").startswith("## robustexplain")
@@ -146,7 +147,8 @@ def test_two_models_against_the_fake_server(server: FakeOllamaServer, capsys: py
     report = read_json(tmp_path / "two.json")
     assert sorted(g.model for g in report.gates) == sorted(MODELS)
     assert {m["name"] for m in report.models} == set(MODELS)
-    assert explanation_calls(server) == 2 * (SMALL_PAIRS + 2)  # per model: the pairs and 2 originals
+    # Per model: the pairs, 2 originals and 2 cross-user controls (one per user).
+    assert explanation_calls(server) == 2 * (SMALL_PAIRS + 2 + 2)
     assert report.calls["made"] == explanation_calls(server)
     assert (tmp_path / "cache").is_dir()
 
@@ -168,7 +170,9 @@ def test_protocol_paper_plans_500_pairs_per_model(server: FakeOllamaServer,
     out = capsys.readouterr().out
     assert "20 users × 5 kinds × 5 severities × 1 repeat = 500 pairs per model" in out
     for model in MODELS:
-        assert re.search(rf"^  {re.escape(model)}\s+500 pairs planned · at most 520 model calls", out, re.M)
+        # 500 pairs, 20 originals and one cross-user control per user: +20 calls (3.8 %) for the guard.
+        assert re.search(rf"^  {re.escape(model)}\s+500 pairs planned · 20 cross-user controls \(guard\) · "
+                         "at most 540 model calls", out, re.M)
     assert server.chat_calls == 0  # a dry run calls no model
 
 
@@ -277,12 +281,12 @@ def test_interrupt_writes_a_partial_report_and_the_rerun_resumes(
     assert fake_run(server, *argv) == 130
     err = capsys.readouterr().err
     assert "Traceback" not in err
-    assert "interrupted — 6 of 10 pairs finished" in err
+    assert "interrupted — 6 of 11 pairs finished" in err  # 10 pairs and the user's cross-user control
     assert f"partial report (\"partial\": true in its settings) written to {tmp_path / 'r.json'}" in err
     assert "rerun the same command to resume" in err
     assert f"robustexplain run --model fake-a:7b --host {server.url} --users 1" in err
     partial = read_json(tmp_path / "r.json")
-    assert partial.settings["partial"] is True and partial.settings["pairs_planned"] == 10
+    assert partial.settings["partial"] is True and partial.settings["pairs_planned"] == 11
     assert partial.gates == [] and len(partial.pairs) == 6
     assert run("report", "r.json", "-q") == 0
     assert "r.json is a partial run (interrupted)" in capsys.readouterr().err
@@ -292,9 +296,9 @@ def test_interrupt_writes_a_partial_report_and_the_rerun_resumes(
     server.reset_stats()
     assert fake_run(server, *argv, "--progress", "off") == 0
     final = read_json(tmp_path / "r.json")
-    assert "partial" not in final.settings and len(final.pairs) == 10
-    assert explanation_calls(server) == 10 - 6  # exactly the remaining pairs: the original is cached too
-    assert final.calls["made"] == 10 - 6 and final.calls["cached"] == 6 + 1
+    assert "partial" not in final.settings and len(final.pairs) == 11
+    assert explanation_calls(server) == 11 - 6  # exactly the remaining pairs: the original is cached too
+    assert final.calls["made"] == 11 - 6 and final.calls["cached"] == 6 + 1
     done_before = {p.key for p in partial.pairs}
     assert all(p.cached_original and p.cached_perturbed for p in final.pairs if p.key in done_before)
     assert not any(p.cached_perturbed for p in final.pairs if p.key not in done_before)
@@ -328,7 +332,7 @@ def test_sigint_stops_a_subprocess_cleanly(server: FakeOllamaServer, tmp_path: P
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == 130, err
     assert "Traceback" not in err
-    assert "interrupted — 2 of 10 pairs finished" in err
+    assert "interrupted — 2 of 11 pairs finished" in err
     partial = json.loads((tmp_path / cli.DEFAULT_CACHE_DIR / cli.PARTIAL_REPORT).read_text(encoding="utf-8"))
     assert partial["settings"]["partial"] is True and len(partial["pairs"]) == 2
     assert out == ""

@@ -383,7 +383,11 @@ def test_ollama_concurrency_never_exceeds_the_limit() -> None:
 
 def test_ollama_503_bursts_are_retried_and_no_pair_is_lost() -> None:
     with FakeOllamaServer() as server:
-        explainer = OllamaExplainer("fake-model", host=server.url, concurrency=4, retry=fast_retry())
+        # Faults go to requests in the order they reach the server, and a request retrying at once can
+        # reach it again before its three siblings do (seen under load: one request took 4 of the 6
+        # faults and ran out of 4 attempts). With more attempts than scripted faults, no ordering of
+        # arrivals can lose a pair, which is what this test is about.
+        explainer = OllamaExplainer("fake-model", host=server.url, concurrency=4, retry=fast_retry(7))
 
         async def go() -> list[Any]:
             await _warm(explainer, server)

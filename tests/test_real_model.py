@@ -4,7 +4,8 @@ Skipped unless a llama.cpp server answers ``/health`` at ``$ROBUSTEXPLAIN_REAL_L
 ``http://127.0.0.1:8088``); start one as :data:`real_llm.START_HINT` says (the environment variables
 work around this machine's CPU: see ``docs/real-model.md``).
 
-A small sweep (3 users, all five kinds at severity 3: up to 15 pairs and 3 originals) runs through
+A small sweep (3 users, all five kinds at severity 3: up to 15 pairs, 3 originals and 3 cross-user
+controls; the guard only warns, the verdicts are not the point here) runs through
 pytester twice per backend — cold, then warm on the same response cache — once through the
 OpenAI-compatible backend and once through the Ollama backend (the official ``ollama`` client) talking
 to a loopback Ollama adapter in front of llama.cpp (:mod:`real_llm`). Both routes pass through the
@@ -41,7 +42,7 @@ USERS = 3
 MARKED = f"""
 import pytest
 
-@pytest.mark.robustness(min_combined=0.0, min_metric=0.0, users={USERS}, severities=[3])
+@pytest.mark.robustness(min_combined=0.0, min_metric=0.0, users={USERS}, severities=[3], guard="warn")
 def test_real_model(robustness):
     assert robustness.pairs
 """
@@ -108,7 +109,8 @@ def test_real_model_sweep_cold_then_warm(pytester: pytest.Pytester, adapter: Oll
     # Real text: not identical on every pair, not unrelated on every pair.
     assert any(0.0 < p["combined"] < 1.0 for p in pairs)
     assert {p["key"]["kind"] for p in pairs} == {"noise_injection", "temporal_shuffle", "behavior_dilution",
-                                                  "category_drift", "missing_values"}
+                                                  "category_drift", "missing_values", "swap"}
+    assert sum(p["key"]["kind"] == "swap" for p in pairs) == USERS  # one cross-user control per user
     # Every original and every perturbed explanation was one request to llama.cpp, plus the warm-up.
     assert cold["calls"]["made"] == len(users) + len(pairs)
     assert adapter.chat_calls == cold["calls"]["made"] + 1

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ..results import FAIL, INCONCLUSIVE
-from .summary import describe_changes, explanation_text
+from ..results import FAIL, INCONCLUSIVE, INSENSITIVE, GuardResult
+from .summary import describe_changes, explanation_text, trim
 
 if TYPE_CHECKING:
     from ..explainers.base import ModelInfo
@@ -13,7 +13,8 @@ if TYPE_CHECKING:
 
 
 def failure_message(result: Robustness, *, model_info: ModelInfo | None = None) -> str:
-    """Thresholds that failed with the measured interval, then the three worst pairs side by side."""
+    """Thresholds that failed with the measured interval, then the three worst pairs side by side; for
+    an INSENSITIVE gate, the guard's finding and one case explained for two users instead."""
     model = model_info.label() if model_info is not None else result.model
     verdict = result.verdict
     lines = [f"robustness gate {verdict.outcome} for {result.kind} · model {model} · "
@@ -27,6 +28,10 @@ def failure_message(result: Robustness, *, model_info: ModelInfo | None = None) 
         lines.append(f"  {verdict.message}")
     if result.failures:
         lines.append(f"  generation failures: {len(result.failures)} pairs scored 0")
+    guard = result.guard
+    if verdict.outcome == INSENSITIVE and guard is not None:
+        lines.extend(guard_example_lines(guard))
+        return "\n".join(lines)
     lines.append("worst pairs:")
     for rank, pair in enumerate(result.worst, 1):
         lines.append(f"  {rank}. {pair.key.label()} · ρ {pair.combined:.3f} · "
@@ -34,3 +39,17 @@ def failure_message(result: Robustness, *, model_info: ModelInfo | None = None) 
         lines.append(f"     original : {explanation_text(pair, 'original')}")
         lines.append(f"     perturbed: {explanation_text(pair, 'perturbed')}")
     return "\n".join(lines)
+
+
+def guard_example_lines(guard: GuardResult, limit: int = 200) -> list[str]:
+    """One case side by side: the item explained for the user and for a donor user (another history)."""
+    example = guard.example
+    if example is None:
+        return []
+    same = " (word for word the same)" if " ".join(example.user_text.split()) == " ".join(
+        example.donor_text.split()) else ""
+    width = max(len(example.user_id), len(example.donor_id))
+    return [f"example: item {example.item_id} explained for user {example.user_id} and for user "
+            f"{example.donor_id}, whose history differs · ρ {example.combined:.3f}{same}",
+            f"  user {example.user_id:<{width}} : {trim(example.user_text, limit)}",
+            f"  user {example.donor_id:<{width}} : {trim(example.donor_text, limit)}"]

@@ -19,7 +19,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from ..results import FAIL, INCONCLUSIVE, METRICS, OVERALL, PASS, PairResult, RunResult
+from ..results import FAIL, INCONCLUSIVE, INSENSITIVE, METRICS, OVERALL, PASS, PairResult, RunResult
 from .json_report import atomic_write_text
 from .summary import (
     METRIC_DESCRIPTIONS,
@@ -42,6 +42,7 @@ from .summary import (
     model_names,
     model_outcome,
     overall_verdict_note,
+    sensitivity_rows,
     summarize,
     verdict_text,
     worst_pairs,
@@ -59,7 +60,7 @@ margin-top:2.5rem}
 h3{font-size:1.05rem;margin-top:1.6rem}
 table{border-collapse:collapse;margin:.6rem 0}th,td{border:1px solid #d0d7de;padding:.3rem .55rem;
 text-align:left;vertical-align:top;font-variant-numeric:tabular-nums}th{background:#f6f8fa}.PASS{color:#1a7f37;font-weight:600}.FAIL{color:#cf222e;font-weight:600}
-.INCONCLUSIVE{color:#9a6700;font-weight:600}.note{color:#57606a;font-style:italic}
+.INCONCLUSIVE{color:#9a6700;font-weight:600}.INSENSITIVE{color:#cf222e;font-weight:600}.note{color:#57606a;font-style:italic}
 .charts img{max-width:100%;margin:.4rem .8rem .4rem 0;border:1px solid #eaeef2}
 .explanation{white-space:pre-wrap;max-width:32rem;font-size:.92rem}del{background:#ffebe9;text-decoration:none}
 ins{background:#dafbe1;text-decoration:none}details pre{white-space:pre-wrap;font-size:.8rem;max-width:28rem}
@@ -114,7 +115,7 @@ def _td(content: str) -> str:
 def _status(text: str) -> str:
     """A verdict text with its outcome word coloured; unknown words stay plain."""
     word = text.split(" ", 1)[0]
-    if word in (PASS, FAIL, INCONCLUSIVE):
+    if word in (PASS, FAIL, INCONCLUSIVE, INSENSITIVE):
         return f'<span class="{word}">{e(word)}</span>{e(text[len(word):])}'
     return e(text)
 
@@ -152,7 +153,7 @@ def _model_section(run: RunResult, summary: Summary, plotter: _Plotter | None) -
              + (f" · server {e(info.server_version)}" if info.server_version else "")
              + (f" · host {e(info.host)}" if info.host else "") + "</p>",
              _gate_table(run, summary), _metric_table(run, summary), _heatmap_table(summary),
-             _facts(summary)]
+             _sensitivity(summary), _facts(summary)]
     if plotter is not None:
         parts.append(plotter.model_charts(summary, gate_thresholds(run, summary.model)))
     for entry in failed_gates(run, summary.model):
@@ -232,6 +233,12 @@ def _shade(value: float, low: float, high: float) -> str:
     start, end, u = (_RED, _YELLOW, t * 2) if t < 0.5 else (_YELLOW, _GREEN, t * 2 - 1)
     red, green, blue = (round(a + (b - a) * u) for a, b in zip(start, end, strict=True))
     return f"rgb({red},{green},{blue})"
+
+
+def _sensitivity(summary: Summary) -> str:
+    rows = [[e(label), e(value)] for label, value in sensitivity_rows(summary)]
+    return ("<h3>Sensitivity — the same item explained for another user</h3>"
+            + _table(["", ""], rows))
 
 
 def _facts(summary: Summary) -> str:

@@ -5,7 +5,8 @@
 A file that is not a report, is malformed, or was written with a newer schema raises ``DataError`` naming
 the file, the record and the field.
 
-Schema (``schema_version`` 1). Scores are floats in [0, 1]; a number that is not finite is written
+Schema (``schema_version`` 2; version 1 — no cross-user controls, no ``guard`` — is still read). Scores
+are floats in [0, 1]; a number that is not finite is written
 ``null``. Unknown keys are ignored on reading, so later versions may add fields without a version bump;
 a version bump means a reader of an older version must refuse the file.
 
@@ -29,8 +30,11 @@ Top level (object):
 - ``pairs`` — list, one object per scored pair (perturbation pairs and control pairs):
 
   - ``key`` — ``model``, ``user_id``, ``item_id``, ``kind`` (perturbation kind, ``"control"`` for a
-    noise-floor pair: the same history explained again with another sample seed), ``severity`` (1–5,
-    0 for controls), ``repeat`` (integer).
+    noise-floor pair: the same history explained again with another sample seed; ``"swap"`` for a
+    cross-user control: ``original`` is the explanation for the user, ``perturbed`` the one for the donor
+    user named in ``changes.donor``, whose ``changes.grounding`` lists what the user's explanation
+    mentions: ``history``, ``item`` and ``unsupported`` terms), ``severity`` (1–5, 0 for controls),
+    ``repeat`` (integer).
   - ``semantic``, ``keyword``, ``structural``, ``length`` — the four similarity scores; ``combined`` — ρ.
   - ``original`` / ``perturbed`` — the two explanations, verbatim (model output: treat as untrusted).
   - ``changes`` — what the perturbation changed (object; content depends on the kind).
@@ -42,7 +46,14 @@ Top level (object):
 
 - ``gates`` — list, one object per gated test item: ``nodeid``, ``slice`` (a kind, or ``"overall"``
   for all kinds together), ``model``, ``thresholds`` (name → value) and ``verdict``: ``outcome``
-  (PASS / FAIL / INCONCLUSIVE), ``mode`` (``mean``, ``confident``, ``sequential``), ``message``,
+  (PASS / FAIL / INCONCLUSIVE / INSENSITIVE), ``mode`` (``mean``, ``confident``, ``sequential``),
+  ``message``, ``guard`` (null, or the cross-user control of the slice: ``outcome``, ``policy``, ``swap``,
+  ``perturbed``, ``delta``, ``sensitivity`` and ``relative`` intervals (ρ_swap, ρ_pert, Δ, ρ_floor − ρ_swap,
+  R), ``floor``, ``n_cases``,
+  ``identical``, ``n_users``, ``insensitive_users``, ``share_low``, ``min_sensitivity``,
+  ``max_insensitive_share``, ``message``, ``example`` (``user_id``, ``donor_id``, ``item_id``,
+  ``user_text``, ``donor_text``, ``combined``) or null, ``history_reference`` / ``unsupported``
+  (intervals of the grounding rates, or null), ``min_history_reference``, ``grounding_outcome``),
   ``users_needed`` (null or integer), ``checks``: list of ``quantity`` (``combined`` or a metric),
   ``threshold``, ``outcome``, ``fragile`` (the interval straddles the threshold), ``flip_probability``
   (null or float) and ``interval``.
@@ -55,7 +66,9 @@ Top level (object):
   (mean ρ from severity 1 to 5, percent, negative = worse), ``noise_floor`` (interval of the control pairs
   or null), ``n_control_pairs``, ``weakest_metric``, ``weakest_kind``, ``n_failures``, ``failures``
   (``key``, ``failure``, ``detail``), ``keyword_empty`` (keys), ``small_kinds`` (kinds with fewer than 50
-  pairs), ``recommendation`` (one sentence).
+  pairs), ``recommendation`` (one sentence), ``sensitivity`` (the guard over all the model's pairs, same
+  fields as a verdict's ``guard``, or null without cross-user controls), ``delta_by_kind`` (kind → Δ
+  interval).
 - ``comparisons`` — derived, present with two or more models: each model after the first compared with the
   first on matched pairs (``stats.compare_models``): ``names``; then either ``error`` (why no comparison
   was possible) or ``rows`` (one per quantity — ``combined`` and the four metrics: ``quantity``,
@@ -78,11 +91,21 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from ..errors import DataError
-from ..results import GateCheck, GateResult, Interval, PairKey, PairResult, RunResult, Verdict
+from ..results import (
+    GateCheck,
+    GateResult,
+    GuardExample,
+    GuardResult,
+    Interval,
+    PairKey,
+    PairResult,
+    RunResult,
+    Verdict,
+)
 from .summary import model_comparisons, model_names, plain, summarize
 
 SCHEMA = "pytest-robustexplain/report"
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 
 def run_to_dict(run: RunResult) -> dict[str, Any]:
@@ -310,6 +333,46 @@ class _Reader:
                          fragile=g(data, "fragile", bool, record, default=False),
                          flip_probability=self.optional(data, "flip_probability", float, record))
 
+    def optional_interval(self, data: Mapping[str, Any], field: str, record: str) -> Interval | None:
+        value = data.get(field)
+        return None if value is None else self.interval(value, f"{record}.{field}")
+
+    def guard(self, value: Any, record: str) -> GuardResult | None:
+        if value is None:
+            return None
+        data = self.obj(value, record)
+        g: Callable[..., Any] = self.get
+        example = data.get("example")
+        if example is not None:
+            ex = self.obj(example, f"{record}.example")
+            erec = f"{record}.example"
+            example = GuardExample(user_id=g(ex, "user_id", str, erec),
+                                   donor_id=g(ex, "donor_id", str, erec),
+                                   item_id=g(ex, "item_id", str, erec),
+                                   user_text=g(ex, "user_text", str, erec),
+                                   donor_text=g(ex, "donor_text", str, erec),
+                                   combined=g(ex, "combined", float, erec))
+        users = g(data, "insensitive_users", list, record, default=[])
+        if not all(isinstance(u, str) for u in users):
+            raise self.fail(record, "insensitive_users", "expected a list of user ids (strings)")
+        return GuardResult(
+            outcome=g(data, "outcome", str, record), policy=g(data, "policy", str, record, default="fail"),
+            swap=self.interval(data.get("swap"), f"{record}.swap"),
+            perturbed=self.interval(data.get("perturbed"), f"{record}.perturbed"),
+            delta=self.interval(data.get("delta"), f"{record}.delta"),
+            sensitivity=self.interval(data.get("sensitivity"), f"{record}.sensitivity"),
+            relative=self.optional_interval(data, "relative", record),
+            floor=g(data, "floor", float, record, default=1.0), n_cases=g(data, "n_cases", int, record),
+            identical=g(data, "identical", int, record, default=0), n_users=g(data, "n_users", int, record),
+            insensitive_users=tuple(users), share_low=g(data, "share_low", float, record, default=0.0),
+            min_sensitivity=g(data, "min_sensitivity", float, record),
+            max_insensitive_share=g(data, "max_insensitive_share", float, record),
+            message=g(data, "message", str, record, default=""), example=example,
+            history_reference=self.optional_interval(data, "history_reference", record),
+            unsupported=self.optional_interval(data, "unsupported", record),
+            min_history_reference=self.optional(data, "min_history_reference", float, record),
+            grounding_outcome=self.optional(data, "grounding_outcome", str, record))
+
     def gate(self, value: Any, record: str) -> GateResult:
         data = self.obj(value, record)
         verdict = self.obj(data.get("verdict"), f"{record}.verdict")
@@ -323,6 +386,7 @@ class _Reader:
                             checks=tuple(self.check(c, f"{vrec}.checks[{i}]") for i, c in enumerate(checks)),
                             mode=self.get(verdict, "mode", str, vrec, default="mean"),
                             message=self.get(verdict, "message", str, vrec, default=""),
-                            users_needed=self.optional(verdict, "users_needed", int, vrec)),
+                            users_needed=self.optional(verdict, "users_needed", int, vrec),
+                            guard=self.guard(verdict.get("guard"), f"{vrec}.guard")),
             thresholds={k: self._number(v, record, f"thresholds.{k}") for k, v in thresholds.items()},
         )

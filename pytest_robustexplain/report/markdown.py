@@ -1,6 +1,7 @@
 """The robustness report as GitHub-flavoured Markdown (job step summary, pull-request comment).
 
-Same content as the terminal report, as tables, with status words (PASS / FAIL / INCONCLUSIVE) and no
+Same content as the terminal report, as tables, with status words (PASS / FAIL / INCONCLUSIVE /
+INSENSITIVE) and no
 emoji. Every interpolated value goes through :func:`cell` or :func:`text`: model output and user data are
 HTML-escaped (GitHub renders inline HTML), and in table cells ``|`` is escaped and newlines are flattened
 so a hostile explanation can neither break the table nor inject markup.
@@ -34,6 +35,7 @@ from .summary import (
     model_names,
     model_outcome,
     overall_verdict_note,
+    sensitivity_rows,
     summarize,
     verdict_text,
 )
@@ -88,6 +90,8 @@ def _model_section(run: RunResult, summary: Summary) -> str:
     lines += ["", *_metric_table(run, summary)]
     if summary.severities:
         lines += ["", *_kind_severity_table(summary)]
+    lines += ["", "**Sensitivity** (cross-user control: the same item explained for another user)", ""]
+    lines += table(["Guard", "Value"], [list(row) for row in sensitivity_rows(summary)])
     lines += ["", *_facts_table(summary)]
     for entry in failed_gates(run, summary.model):
         lines += ["", *_failed_gate(entry)]

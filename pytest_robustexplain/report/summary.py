@@ -15,23 +15,25 @@ from __future__ import annotations
 import math
 import statistics
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, field, fields
 from typing import TYPE_CHECKING, Any, TypeGuard
 
 from ..explainers.base import ModelInfo
 from ..results import (
-    CONTROL_KIND,
     FAIL,
     INCONCLUSIVE,
+    INSENSITIVE,
     METRICS,
     OVERALL,
     PASS,
     GateCheck,
     GateResult,
+    GuardResult,
     Interval,
     PairKey,
     PairResult,
     RunResult,
+    is_control,
 )
 
 if TYPE_CHECKING:
@@ -141,6 +143,8 @@ class Summary:
     user_spread: UserSpread
     recommendation: str
     kind_tests: KindDifferences | None = None  # do kinds differ? (≥ 3 kinds); None otherwise
+    sensitivity: GuardResult | None = None  # the cross-user control over all pairs; None without swaps
+    delta_by_kind: dict[str, Interval] = field(default_factory=dict)  # Δ = ρ_pert − ρ_swap per kind
 
     @property
     def n_failures(self) -> int:
@@ -180,6 +184,8 @@ class Summary:
                                         "mean": interval_dict(st.mean)} for st in self.user_spread.strata]},
             "recommendation": self.recommendation,
             "kind_tests": plain(self.kind_tests.to_dict()) if self.kind_tests else None,
+            "sensitivity": plain(self.sensitivity.to_dict()) if self.sensitivity else None,
+            "delta_by_kind": {k: interval_dict(v) for k, v in self.delta_by_kind.items()},
         }
 
 
@@ -244,7 +250,41 @@ def _summarize(run: RunResult, model: str) -> Summary:
         recommendation=recommend(by_metric, by_kind, thresholds, n_failures=len(failures),
                                  n_pairs=len(pairs)),
         kind_tests=kind_differences(pairs) if len(kinds) >= 3 else None,
+        **_sensitivity(run, model, pairs, thresholds["combined"]),
     )
+
+
+def guard_settings(run: RunResult) -> Any:
+    """The guard's settings as the run recorded them (the defaults for a report that has none)."""
+    from ..guard import DEFAULT_MAX_INSENSITIVE_SHARE, DEFAULT_MIN_SENSITIVITY, GuardSettings
+
+    def number(name: str, default: float | None) -> float | None:
+        value = run.settings.get(name)
+        return float(value) if _is_number(value) else default
+
+    alpha = number("alpha", 0.05)
+    return GuardSettings(policy=str(run.settings.get("guard", "fail")),
+                         min_sensitivity=number("min_sensitivity", DEFAULT_MIN_SENSITIVITY) or 0.0,
+                         max_insensitive_share=number("max_insensitive_share", DEFAULT_MAX_INSENSITIVE_SHARE)
+                         or 0.0, min_history_reference=number("min_history_reference", None),
+                         alpha=alpha if alpha is not None else 0.05)
+
+
+def _sensitivity(run: RunResult, model: str, pairs: Sequence[PairResult], threshold: float
+                 ) -> dict[str, Any]:
+    """The guard over all of the model's pairs, and Δ by kind (empty without cross-user controls)."""
+    swaps = run.model_swaps(model)
+    if not swaps or not pairs:
+        return {}
+    from ..guard import delta_by_kind, evaluate
+    from ..stats import noise_floor
+
+    floor = noise_floor(run.model_pairs(model, controls=True))
+    settings = guard_settings(run)
+    by_kind = delta_by_kind(pairs, swaps, alpha=settings.alpha)
+    return {"sensitivity": evaluate(pairs, swaps, combined_threshold=threshold, settings=settings,
+                                    floor=floor.mean if floor is not None else 1.0),
+            "delta_by_kind": {k: by_kind[k] for k in ordered_kinds(by_kind) if k in by_kind}}
 
 
 def interval_of(pairs: Sequence[PairResult], quantity: str = "combined") -> Interval:
@@ -262,7 +302,7 @@ def worst_pairs(pairs: Iterable[PairResult], n: int = 3, *, quantity: str = "com
     listed separately and their zero scores say nothing about robustness).
     """
     candidates = [p for p in pairs
-                  if p.key.kind != CONTROL_KIND and (include_failures or p.failure is None)]
+                  if not is_control(p.key.kind) and (include_failures or p.failure is None)]
     return sorted(candidates, key=lambda p: (p.metric(quantity), p.key))[:n]
 
 
@@ -331,7 +371,7 @@ def _user_stats(pairs: Sequence[PairResult]) -> tuple[UserStat, ...]:
 
 def ordered_kinds(kinds: Iterable[str]) -> list[str]:
     """Kinds in the method's order, unknown kinds after them (sorted); controls excluded."""
-    present = {k for k in kinds if k != CONTROL_KIND}
+    present = {k for k in kinds if not is_control(k)}
     return [k for k in KIND_ORDER if k in present] + sorted(present - set(KIND_ORDER))
 
 
@@ -360,10 +400,10 @@ def model_info(run: RunResult, name: str) -> ModelInfo:
 def find_gate(run: RunResult, model: str, slice_: str) -> GateResult | None:
     """The gate of ``model`` on ``slice_`` (a kind or ``OVERALL``); the worst when several tests gate it."""
     matches = [g for g in run.gates if g.model == model and g.slice == slice_]
-    return min(matches, key=lambda g: _OUTCOME_RANK.get(g.verdict.outcome, 3)) if matches else None
+    return min(matches, key=lambda g: _OUTCOME_RANK.get(g.verdict.outcome, 4)) if matches else None
 
 
-_OUTCOME_RANK = {FAIL: 0, INCONCLUSIVE: 1, PASS: 2}
+_OUTCOME_RANK = {FAIL: 0, INSENSITIVE: 1, INCONCLUSIVE: 2, PASS: 3}
 
 
 def model_outcome(run: RunResult, model: str) -> str | None:
@@ -372,7 +412,7 @@ def model_outcome(run: RunResult, model: str) -> str | None:
     if gate is not None:
         return gate.verdict.outcome
     outcomes = [g.verdict.outcome for g in run.gates if g.model == model]
-    return min(outcomes, key=lambda o: _OUTCOME_RANK.get(o, 3)) if outcomes else None
+    return min(outcomes, key=lambda o: _OUTCOME_RANK.get(o, 4)) if outcomes else None
 
 
 def gate_thresholds(run: RunResult, model: str) -> dict[str, float]:
@@ -500,6 +540,8 @@ def verdict_text(gate: GateResult, quantity: str | None = None) -> str:
         checks = list(verdict.checks)
         outcome = verdict.outcome
     notes = [n for n in (check_note(c, own_row=quantity is not None) for c in checks) if n]
+    if outcome == INSENSITIVE:
+        notes.insert(0, "explanations barely depend on the user's history")
     if outcome == INCONCLUSIVE and verdict.users_needed:
         notes.append(f"≈{verdict.users_needed} more users would likely decide")
     return f"{outcome} ({'; '.join(notes)})" if notes else outcome
@@ -660,6 +702,49 @@ def facts(summary: Summary, *, failures_note: str = "") -> list[tuple[str, str]]
         rows.append(("Kinds differ?", kinds_text))
     rows.append(("Recommendation", summary.recommendation))
     return rows
+
+
+def sensitivity_rows(summary: Summary) -> list[tuple[str, str]]:
+    """The guard's rows every format shows (label, value): how much the explanations depend on the user."""
+    g = summary.sensitivity
+    if g is None:
+        return [("Cross-user control", "not measured (guard off)")]
+    from ..guard import describe
+
+    rows = [("Another user's history (ρ_swap)", fmt_interval(g.swap)),
+            ("Sensitivity ρ_floor − ρ_swap", f"{fmt_interval(g.sensitivity)} · needs ≥ {g.min_sensitivity:g} "
+                                              f"· {g.outcome}"),
+            ("Discrimination Δ = ρ_pert − ρ_swap", fmt_interval(g.delta))]
+    if g.relative is not None:
+        floor = "1 (temperature 0)" if g.floor >= 1.0 else f"{fmt_mean(g.floor)} (noise floor)"
+        rows.append(("Relative robustness R", f"{_fmt_relative(g.relative)} · ρ_floor {floor}"))
+    if summary.delta_by_kind:
+        rows.append(("Δ by perturbation", " · ".join(f"{k} {fmt_mean(v.mean)}"
+                                                       for k, v in summary.delta_by_kind.items())))
+    rows.append(("Insensitive users", f"{len(g.insensitive_users)} of {g.n_users} (limit "
+                                       f"{100 * g.max_insensitive_share:g} %)"
+                 + (f": {', '.join(g.insensitive_users[:8])}" + (" …" if len(g.insensitive_users) > 8 else "")
+                    if g.insensitive_users else "")))
+    rows.append(("Same text for another user", f"{g.identical} of {g.n_cases} cases"))
+    if g.history_reference is not None:
+        rows.append(("Mentions the user's history", f"{fmt_interval(g.history_reference)} of explanations"
+                     + (f" · needs ≥ {g.min_history_reference:g} · {g.grounding_outcome}"
+                        if g.grounding_outcome else "")))
+    if g.unsupported is not None:
+        rows.append(("Unsupported mentions", f"{fmt_interval(g.unsupported)} of explanations name a "
+                                             "catalog category or title in neither history nor item"))
+    rows.append(("Guard", describe(g)))
+    if g.example is not None:
+        ex = g.example
+        rows.append((f"Example: item {ex.item_id}", f"for user {ex.user_id}: “{trim(ex.user_text, 160)}” — "
+                     f"for user {ex.donor_id}: “{trim(ex.donor_text, 160)}” (ρ {ex.combined:.3f})"))
+    return rows
+
+
+def _fmt_relative(interval: Interval) -> str:
+    if math.isfinite(interval.low) and math.isfinite(interval.high):
+        return f"{interval.mean:.2f} [{interval.low:.2f}, {interval.high:.2f}]"
+    return f"{interval.mean:.2f} [interval needs ≥ 2 users]"
 
 
 @dataclass(frozen=True)

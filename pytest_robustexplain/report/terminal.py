@@ -2,7 +2,8 @@
 
 ``render_terminal(run)`` returns plain text: per model the header, signature, overall ρ with its gate,
 ρ by perturbation kind with each kind's gate, the metrics, the kind × severity table, severity
-degradation, noise floor, weakest dimension and perturbation, generation failures and a recommendation;
+degradation, the sensitivity block (the cross-user control: ρ_swap, Δ, R, insensitive users, grounding),
+noise floor, weakest dimension and perturbation, generation failures and a recommendation;
 a failed gate lists its three worst pairs right under its row. With two or more models a comparison table
 follows. ``quiet=True`` gives one line per model.
 """
@@ -35,6 +36,7 @@ from .summary import (
     model_names,
     model_outcome,
     overall_verdict_note,
+    sensitivity_rows,
     summarize,
     verdict_text,
 )
@@ -91,6 +93,7 @@ def _model_block(run: RunResult, summary: Summary, width: int) -> str:
         _kind_section(run, summary, failed, width),
         _metric_section(run, summary, failed, width),
         _kind_severity_section(summary),
+        _sensitivity_section(summary, width),
         _facts_section(summary, width),
     ]
     return "\n\n".join("\n".join(lines) for lines in sections if lines)
@@ -163,6 +166,13 @@ def _kind_severity_section(summary: Summary) -> list[str]:
     for kind, row in summary.kind_severity.items():
         cells = "".join(f"{fmt_mean(row[s].mean) if s in row else '—':<{CELL_WIDTH}}" for s in severities)
         lines.append(f"{'  ' + kind:<{LABEL_WIDTH}}{cells}".rstrip())
+    return lines
+
+
+def _sensitivity_section(summary: Summary, width: int) -> list[str]:
+    lines = ["Sensitivity (cross-user control: the same item explained for another user)"]
+    for label, value in sensitivity_rows(summary):
+        lines += _wrapped(f"  {label}", value, width)
     return lines
 
 

@@ -1,0 +1,169 @@
+"""Grounding: what an explanation mentions of the user's history, of the item, and of neither.
+
+The cross-user control (``guard.py``) catches explanations that *ignore* the history. It cannot tell an
+explanation that is built *from* the history from one that merely varies with it, so the guard also
+reports, from the text alone (no model call), what each original explanation mentions:
+
+- **history reference**: at least one category, title, brand or attribute phrase of an item in the
+  user's history that is not also a term of the recommended item ("you loved *Heat* and other *Crime*
+  films" — not "*Toy Story* is an *Animation* film", which only restates the item);
+- **unsupported mention**: a catalog category or title that is in neither the history nor the item (a
+  made-up preference or a hallucinated past purchase).
+
+Matching rules, so the numbers can be checked by hand:
+
+- the vocabulary is the catalog's: categories (and ``features["genres"]``), titles of two or more words
+  (a trailing "(1995)" year is dropped, "Matrix, The" is also matched as "The Matrix"), brands
+  (``features["brand"]``) and multi-word attribute phrases (``features["attributes"]``); one-word titles
+  and attributes ("Heat", "foldable") are too ambiguous in running text and are left out;
+- text and terms are compared as lowercase word sequences (letters and digits; punctuation separates
+  words), so "sci-fi" matches "Sci-Fi" and matches never cut a word in two;
+- a one-word category also matches with or without a final "s" ("toy" for "Toys");
+- the longest term wins where terms overlap ("Science Fiction" before "Fiction"), scanning left to right.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from .data import Interaction, Item, UserHistory
+
+_WORD = re.compile(r"[^\W_]+")
+_YEAR = re.compile(r"\s*\(\s*\d{4}\s*\)\s*$")
+_TRAILING_ARTICLE = re.compile(r"^(?P<rest>.+),\s*(?P<article>the|a|an)$", re.IGNORECASE)
+# Kinds of terms; only categories and titles can be "unsupported" (brands and attribute phrases also
+# occur in ordinary praise of an item).
+CATEGORY, TITLE, BRAND, ATTRIBUTE = "category", "title", "brand", "attribute"
+_CLAIMS = (CATEGORY, TITLE)
+
+Key = tuple[str, ...]
+
+
+def words(text: str) -> Key:
+    """The lowercase word sequence of ``text`` (the unit every match is made on)."""
+    return tuple(_WORD.findall(text.casefold()))
+
+
+def _title_forms(title: str) -> list[str]:
+    base = _YEAR.sub("", title).strip()
+    forms = [base]
+    moved = _TRAILING_ARTICLE.match(base)
+    if moved:
+        forms.append(f"{moved['article']} {moved['rest']}")
+    return forms
+
+
+def _category_forms(category: str) -> list[str]:
+    forms = [category]
+    if len(words(category)) == 1 and len(category) > 3:
+        forms.append(category[:-1] if category.lower().endswith("s") else category + "s")
+    return forms
+
+
+def _as_strings(value: object) -> list[str]:
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, (list, tuple)):
+        return [v for v in value if isinstance(v, str)]
+    return []
+
+
+def _terms_of(title: str | None, category: str | None, features: Mapping[str, object]
+              ) -> Iterable[tuple[str, str, str]]:
+    """(form matched in text, display form, kind) of every term one item (or interaction) contributes;
+    the display form names the term in reports ("Crime" for "crimes", "The Matrix" for "Matrix, The")."""
+    for name in [category or "", *_as_strings(features.get("genres"))]:
+        if name.strip():
+            for form in _category_forms(name.strip()):
+                yield form, name.strip(), CATEGORY
+    if title:
+        forms = [form for form in _title_forms(title) if len(words(form)) >= 2]
+        for form in forms:
+            yield form, forms[-1], TITLE
+    for brand in _as_strings(features.get("brand")):
+        if len(brand.strip()) >= 3:
+            yield brand.strip(), brand.strip(), BRAND
+    for attribute in _as_strings(features.get("attributes")):
+        if len(words(attribute)) >= 2:
+            yield attribute.strip(), attribute.strip(), ATTRIBUTE
+
+
+@dataclass(frozen=True)
+class Grounding:
+    """What one explanation mentions (display forms, sorted): of the history, of the item, of neither."""
+
+    history: tuple[str, ...]
+    item: tuple[str, ...]
+    unsupported: tuple[str, ...]
+
+    @property
+    def references_history(self) -> bool:
+        return bool(self.history)
+
+    def to_dict(self) -> dict[str, list[str]]:
+        return {"history": list(self.history), "item": list(self.item), "unsupported": list(self.unsupported)}
+
+
+class Vocabulary:
+    """The catalog's terms, matched by word sequence, longest first."""
+
+    def __init__(self, catalog: Mapping[str, Item]) -> None:
+        self._catalog = catalog
+        self._terms: dict[Key, tuple[str, str]] = {}  # words matched -> (display form, kind)
+        for item in catalog.values():
+            self._add(_terms_of(item.title, item.category, item.features))
+        self._longest = max((len(k) for k in self._terms), default=0)
+        # display words -> (display form, kind): how a found term is named and judged
+        self._display = {words(display): (display, kind) for display, kind in self._terms.values()}
+
+    def _add(self, terms: Iterable[tuple[str, str, str]]) -> None:
+        for form, display, kind in terms:
+            key = words(form)
+            # The first kind seen wins, categories before titles within an item ("Drama" the genre).
+            if key:
+                self._terms.setdefault(key, (display, kind))
+
+    def mentions(self, text: str) -> list[Key]:
+        """Catalog terms found in ``text`` (as the words of their display form), left to right, the
+        longest match at each position."""
+        tokens = words(text)
+        found: list[Key] = []
+        i = 0
+        while i < len(tokens):
+            for size in range(min(self._longest, len(tokens) - i), 0, -1):
+                key = tokens[i:i + size]
+                if key in self._terms:
+                    found.append(words(self._terms[key][0]))
+                    i += size
+                    break
+            else:
+                i += 1
+        return found
+
+    def _keys(self, terms: Iterable[tuple[str, str, str]]) -> set[Key]:
+        return {words(display) for _, display, _ in terms} - {()}
+
+    def _interaction_keys(self, interaction: Interaction) -> set[Key]:
+        keys = self._keys(_terms_of(interaction.title, interaction.category, interaction.features))
+        known = self._catalog.get(interaction.item_id)
+        if known is not None:
+            keys |= self._keys(_terms_of(known.title, known.category, known.features))
+        return keys
+
+    def ground(self, text: str, history: UserHistory, item: Item) -> Grounding:
+        """Sort the terms ``text`` mentions into history references, item terms and unsupported ones."""
+        item_keys = self._keys(_terms_of(item.title, item.category, item.features))
+        history_keys: set[Key] = set()
+        for interaction in history:
+            history_keys |= self._interaction_keys(interaction)
+        history_keys -= item_keys
+        mentioned = set(self.mentions(text))
+
+        def display(keys: Iterable[Key]) -> tuple[str, ...]:
+            return tuple(sorted({self._display[k][0] for k in keys}))
+
+        unsupported = {k for k in mentioned - history_keys - item_keys if self._display[k][1] in _CLAIMS}
+        return Grounding(history=display(mentioned & history_keys), item=display(mentioned & item_keys),
+                         unsupported=display(unsupported))

@@ -1,0 +1,289 @@
+"""The guard: robustness relative to how much the explanation depends on the user.
+
+ρ measures stability, and an explainer that ignores the user is perfectly stable: a constant text scores
+ρ = 1 under every perturbation. So each evaluation case (user ``u``, item ``i``) also gets a *cross-user
+control* — the same item explained for a donor user ``v`` with a different history (``donors.py``) —
+scored with the same four metrics and weights: ρ_swap. From it, per case and with cluster-robust
+intervals by user:
+
+- sensitivity ``1 − ρ_swap``: how far another user's history moves the explanation;
+- discrimination ``Δ = ρ_pert − ρ_swap``: how much closer the perturbed history's explanation stays
+  than another user's (paired per case; Δ ≈ 0 means "the history does not matter");
+- relative robustness ``R = (ρ_pert − ρ_swap) / (ρ_floor − ρ_swap)``, with ρ_floor = 1 at temperature 0
+  and the measured noise floor otherwise: R ≈ 1, the perturbation moved the explanation no more than
+  resampling; R ≈ 0, as far as another user's history.
+
+The verdict is decided on users, not only on the mean (a mean Δ of 0.2 can hide users whose explanation
+is the same whatever their history). A user is *insensitive* when their sensitivity above the noise floor,
+``S = ρ_floor − ρ_swap``, is below ``min_sensitivity`` while their ρ_pert meets the combined threshold (a
+small Δ from unstable output is already a FAIL). The slice is INSENSITIVE when
+
+1. the share of insensitive users is confidently above ``max_insensitive_share`` — a one-sided exact
+   (Clopper–Pearson) lower bound at level ``alpha`` above it, so a model whose true share is at the limit
+   is flagged at most ``alpha`` of the time; or
+2. the run-level S is confidently below ``min_sensitivity`` (its one-sided upper bound), which catches
+   small runs where a share cannot be pinned down.
+
+Why S and not Δ per user: for an explainer that ignores the history the perturbed explanation sits at the
+noise floor (ρ_pert = ρ_floor), so S = Δ exactly. For one that reads the history they differ, and Δ
+depends on the perturbation kind: category drift at high severity *is* a change of taste, and moves a
+history-aware explanation about as far as another user's history does (on the fake server's stable
+model, 4 users: Δ 0.036 under drift, 0.08–0.14 under the other kinds, ρ_swap 0.83). A rule on Δ would
+call that explainer INSENSITIVE on its drift item. S depends only on the cases, so every item of a test
+(each kind and ``overall``) gets the same guard finding; Δ and R stay in the reports per kind.
+
+Why the defaults (``min_sensitivity`` 0.05, ``max_insensitive_share`` 0.2): see ``docs/guard.md``; the
+error rates they give are reproduced by ``benchmarks/bench_guard.py``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from .results import (
+    FAIL,
+    INCONCLUSIVE,
+    INSENSITIVE,
+    PASS,
+    GuardExample,
+    GuardResult,
+    Interval,
+    PairResult,
+)
+
+DEFAULT_MIN_SENSITIVITY = 0.05
+DEFAULT_MAX_INSENSITIVE_SHARE = 0.2
+
+
+@dataclass(frozen=True)
+class GuardSettings:
+    """How the guard decides and what its finding does (``policy``: fail, warn, off)."""
+
+    policy: str = "fail"
+    min_sensitivity: float = DEFAULT_MIN_SENSITIVITY
+    max_insensitive_share: float = DEFAULT_MAX_INSENSITIVE_SHARE
+    min_history_reference: float | None = None
+    alpha: float = 0.05
+
+
+@dataclass(frozen=True)
+class _Case:
+    user_id: str
+    item_id: str
+    perturbed: float  # mean ρ of the case's perturbation pairs
+    swap: PairResult
+
+
+def same_text(a: str, b: str) -> bool:
+    """Identical explanations, whitespace aside."""
+    return " ".join(a.split()) == " ".join(b.split())
+
+
+def _cases(pairs: Sequence[PairResult], swaps: Sequence[PairResult]) -> list[_Case]:
+    by_case: dict[tuple[str, str], list[float]] = {}
+    for p in pairs:
+        by_case.setdefault((p.key.user_id, p.key.item_id), []).append(p.combined)
+    out = []
+    for swap in sorted(swaps, key=lambda s: s.key):
+        scores = by_case.get((swap.key.user_id, swap.key.item_id))
+        # A failed donor call measures nothing; the case is left out (and counted in the message).
+        if scores and swap.failure is None:
+            out.append(_Case(swap.key.user_id, swap.key.item_id, math.fsum(scores) / len(scores), swap))
+    return out
+
+
+def _interval(values: Sequence[float], users: Sequence[str], alpha: float,
+              bounds: tuple[float, float] = (0.0, 1.0)) -> Interval:
+    from .stats import cluster_interval
+
+    return cluster_interval(list(values), list(users), confidence=1 - alpha, bounds=bounds)
+
+
+def _upper_bound(values: Sequence[float], users: Sequence[str], alpha: float) -> float:
+    """One-sided (1 − alpha) upper confidence bound of the mean (cluster-robust)."""
+    return _interval(values, users, 2 * alpha, bounds=(-1.0, 1.0)).high
+
+
+def share_lower_bound(k: int, n: int, alpha: float) -> float:
+    """One-sided exact (Clopper–Pearson) lower (1 − alpha) bound of a proportion k/n."""
+    if n <= 0 or k <= 0:
+        return 0.0
+    from scipy import stats as sps
+
+    return float(sps.beta.ppf(alpha, k, n - k + 1))
+
+
+def _ratio_interval(num: Mapping[str, float], den: Mapping[str, float], n: int,
+                    alpha: float) -> Interval | None:
+    """Σnum / Σden over users with a cluster-robust (linearised) interval; None when Σden ≤ 0."""
+    total_den = math.fsum(den.values())
+    if total_den <= 1e-12:
+        return None
+    ratio = math.fsum(num.values()) / total_den
+    users = sorted(num)
+    g = len(users)
+    if g < 2:
+        return Interval(ratio, -math.inf, math.inf, n, g, 1 - alpha)
+    from scipy import stats as sps
+
+    z = [num[u] - ratio * den[u] for u in users]
+    se = math.sqrt(g / (g - 1) * math.fsum(v * v for v in z)) / total_den
+    half = float(sps.t.ppf(1 - alpha / 2, df=g - 1)) * se
+    return Interval(ratio, ratio - half, ratio + half, n, g, 1 - alpha)
+
+
+def _user_means(cases: Sequence[_Case]) -> dict[str, tuple[float, float]]:
+    """user -> (mean ρ_pert, mean ρ_swap) over the user's cases."""
+    grouped: dict[str, list[_Case]] = {}
+    for c in cases:
+        grouped.setdefault(c.user_id, []).append(c)
+    return {u: (math.fsum(c.perturbed for c in cs) / len(cs),
+                math.fsum(c.swap.combined for c in cs) / len(cs)) for u, cs in grouped.items()}
+
+
+def _grounding(swaps: Sequence[PairResult], alpha: float) -> tuple[Interval | None, Interval | None]:
+    rows = [(s.key.user_id, s.changes["grounding"]) for s in swaps
+            if isinstance(s.changes.get("grounding"), Mapping) and s.original.strip()]
+    if not rows:
+        return None, None
+    users = [u for u, _ in rows]
+    history = [1.0 if g.get("history") else 0.0 for _, g in rows]
+    unsupported = [1.0 if g.get("unsupported") else 0.0 for _, g in rows]
+    return _interval(history, users, alpha), _interval(unsupported, users, alpha)
+
+
+def evaluate(pairs: Sequence[PairResult], swaps: Sequence[PairResult], *, combined_threshold: float,
+             settings: GuardSettings, floor: float = 1.0) -> GuardResult:
+    """The guard's finding for one slice: its perturbation pairs and the swap pairs of its cases.
+
+    ``pairs`` and ``swaps`` carry ρ under the same weights. ``floor`` is ρ_floor (1 at temperature 0, the
+    measured noise floor otherwise).
+    """
+    alpha = settings.alpha
+    cases = _cases(pairs, swaps)
+    users = [c.user_id for c in cases]
+    history_ref, unsupported = _grounding(swaps, alpha)
+    grounding_outcome = None
+    if settings.min_history_reference is not None and history_ref is not None:
+        grounding_outcome = PASS if history_ref.mean >= settings.min_history_reference else FAIL
+    swap_iv = _interval([c.swap.combined for c in cases], users, alpha)
+    pert_iv = _interval([c.perturbed for c in cases], users, alpha)
+    delta_iv = _interval([c.perturbed - c.swap.combined for c in cases], users, alpha, bounds=(-1.0, 1.0))
+    sensitivity = [floor - c.swap.combined for c in cases]
+    sens_iv = _interval(sensitivity, users, alpha, bounds=(-1.0, 1.0))
+    means = _user_means(cases)
+    relative = _ratio_interval({u: (p - s) for u, (p, s) in means.items()},
+                               {u: (floor - s) for u, (p, s) in means.items()}, len(cases), alpha)
+    insensitive = tuple(sorted(u for u, (p, s) in means.items()
+                               if floor - s < settings.min_sensitivity and p >= combined_threshold))
+    share_low = share_lower_bound(len(insensitive), len(means), alpha)
+    identical = sum(same_text(c.swap.original, c.swap.perturbed) for c in cases)
+    if not cases:
+        outcome = INCONCLUSIVE
+    elif share_low > settings.max_insensitive_share or (
+            _upper_bound(sensitivity, users, alpha) < settings.min_sensitivity):
+        outcome = INSENSITIVE
+    else:
+        outcome = PASS
+    result = GuardResult(
+        outcome=outcome, policy=settings.policy, swap=swap_iv, perturbed=pert_iv, delta=delta_iv,
+        sensitivity=sens_iv,
+        relative=relative, floor=floor, n_cases=len(cases), identical=identical, n_users=len(means),
+        insensitive_users=insensitive, share_low=share_low, min_sensitivity=settings.min_sensitivity,
+        max_insensitive_share=settings.max_insensitive_share,
+        example=_example(cases) if outcome == INSENSITIVE else None,
+        history_reference=history_ref, unsupported=unsupported,
+        min_history_reference=settings.min_history_reference, grounding_outcome=grounding_outcome)
+    return _with_message(result, n_swaps=len(swaps))
+
+
+def _example(cases: Sequence[_Case]) -> GuardExample:
+    """The case whose explanation moved least for another user (identical texts first)."""
+    worst = min(cases, key=lambda c: (not same_text(c.swap.original, c.swap.perturbed), -c.swap.combined,
+                                      c.user_id, c.item_id))
+    swap = worst.swap
+    return GuardExample(user_id=swap.key.user_id, donor_id=str(swap.changes.get("donor", "")),
+                        item_id=swap.key.item_id, user_text=swap.original, donor_text=swap.perturbed,
+                        combined=swap.combined)
+
+
+def _with_message(result: GuardResult, *, n_swaps: int) -> GuardResult:
+    from dataclasses import replace
+
+    return replace(result, message=describe(result, n_swaps=n_swaps))
+
+
+def describe(g: GuardResult, *, n_swaps: int | None = None) -> str:
+    """The guard's finding in words (the failure message, the reports)."""
+    if g.outcome == INCONCLUSIVE:
+        lost = f" ({n_swaps} cross-user controls, none scored)" if n_swaps else ""
+        return ("guard not measured: no case has a scored cross-user control" + lost +
+                " (no donor user without the item, or every donor call failed).")
+    floor = "" if g.floor >= 1.0 else f" above the noise floor {g.floor:.3f}"
+    numbers = (f"another user's history gives ρ {g.swap.fmt()} against {g.perturbed.fmt()} for the "
+               f"perturbed one (sensitivity{floor} {g.sensitivity.fmt()}, needs ≥ {g.min_sensitivity:g}; "
+               f"Δ {g.delta.fmt()})")
+    users = (f"{len(g.insensitive_users)} of {g.n_users} users get an explanation that barely depends on "
+             f"their history (lower confidence bound of that share {g.share_low:.2f}, limit "
+             f"{g.max_insensitive_share:g})" if g.insensitive_users else "")
+    identical = (f"{g.identical} of {g.n_cases} explanations are word for word the same for another user"
+                 if g.identical else "")
+    tail = "; ".join(x for x in (users, identical) if x)
+    tail = f"; {tail}" if tail else ""
+    if g.outcome == INSENSITIVE:
+        return f"the explanations barely depend on the user's history: {numbers}{tail}."
+    return f"the explanations depend on the user's history: {numbers}{tail}."
+
+
+def grounding_message(g: GuardResult) -> str:
+    """The grounding rates in words (and the optional gate's verdict)."""
+    if g.history_reference is None:
+        return ""
+    text = (f"{100 * g.history_reference.mean:.0f} % of explanations mention something from the user's "
+            f"history (rate {g.history_reference.fmt(2)})")
+    if g.unsupported is not None:
+        text += f"; {100 * g.unsupported.mean:.0f} % mention a catalog category or title from neither"
+    if g.grounding_outcome == FAIL and g.min_history_reference is not None:
+        text += f" — below the required history-reference rate {g.min_history_reference:g}"
+    return text + "."
+
+
+def delta_by_kind(pairs: Sequence[PairResult], swaps: Sequence[PairResult], *, alpha: float = 0.05
+                  ) -> dict[str, Interval]:
+    """Δ = ρ_pert − ρ_swap for each perturbation kind (each kind's pairs against the same controls)."""
+    kinds = sorted({p.key.kind for p in pairs})
+    out = {}
+    for kind in kinds:
+        cases = _cases([p for p in pairs if p.key.kind == kind], swaps)
+        if cases:
+            out[kind] = _interval([c.perturbed - c.swap.combined for c in cases], [c.user_id for c in cases],
+                                  alpha, bounds=(-1.0, 1.0))
+    return out
+
+
+def simulate(sensitivity: Sequence[Sequence[float]], perturbed: Sequence[Sequence[float]], *,
+             combined_threshold: float, settings: GuardSettings) -> list[bool]:
+    """:func:`evaluate`'s INSENSITIVE decision for many simulated runs at once (benchmarks, tests).
+
+    Row ``r`` of ``sensitivity`` / ``perturbed`` holds one run's per-user S = ρ_floor − ρ_swap and ρ_pert
+    (one case per user). Returns, per run, whether the guard calls it INSENSITIVE; the same rule as
+    :func:`evaluate`, vectorised (tests check that the two agree).
+    """
+    import numpy as np
+    from scipy import stats as sps
+
+    s = np.asarray(sensitivity, dtype=float)
+    p = np.asarray(perturbed, dtype=float)
+    runs, n = s.shape
+    k = ((s < settings.min_sensitivity) & (p >= combined_threshold)).sum(axis=1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        share_low = np.where(k > 0, sps.beta.ppf(settings.alpha, np.maximum(k, 1), n - k + 1), 0.0)
+    by_share = share_low > settings.max_insensitive_share
+    if n < 2:
+        return [bool(v) for v in by_share]
+    mean = s.mean(axis=1)
+    se = np.sqrt(n / (n - 1) * ((s - mean[:, None]) ** 2).sum(axis=1)) / n  # CR1, one case per user
+    upper = np.minimum(1.0, mean + float(sps.t.ppf(1 - settings.alpha, df=n - 1)) * se)
+    return [bool(v) for v in by_share | (upper < settings.min_sensitivity)]

@@ -1,0 +1,283 @@
+"""The guard's parts on their own: donors, grounding, the INSENSITIVE decision and its records."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+from pytest_robustexplain import guard
+from pytest_robustexplain.data import Catalog, EvalCase, Interaction, Item, UserHistory, default_dataset
+from pytest_robustexplain.donors import CANDIDATES, LENGTH_RATIO, DonorPool
+from pytest_robustexplain.grounding import Vocabulary, words
+from pytest_robustexplain.report.json_report import read_json, run_to_dict, write_json
+from pytest_robustexplain.results import (
+    FAIL,
+    INCONCLUSIVE,
+    INSENSITIVE,
+    METRICS,
+    PASS,
+    SWAP_KIND,
+    GateResult,
+    PairKey,
+    PairResult,
+    RunResult,
+    Verdict,
+)
+from pytest_robustexplain.stats import apply_policy
+
+
+# ------------------------------------------------------------------------------------------- donors
+def test_donors_are_other_users_who_have_not_seen_the_item_and_close_in_length() -> None:
+    dataset = default_dataset()
+    pool = DonorPool(dataset.histories, dataset.catalog)
+    for case in dataset.cases:
+        donor = pool.donor_for(case, seed=42)
+        assert donor is not None and donor.user_id != case.user_id
+        assert case.item_id not in donor.item_ids
+        ratio = max(len(donor), len(case.history)) / min(len(donor), len(case.history))
+        assert ratio <= LENGTH_RATIO + 1e-9, (case.user_id, len(case.history), len(donor))
+
+
+def test_donor_choice_is_a_function_of_seed_user_and_item_only() -> None:
+    dataset = default_dataset()
+    pool = DonorPool(dataset.histories, dataset.catalog)
+    together = pool.donors(dataset.cases, seed=42)
+    # Alone, in reverse order, from a pool built from the histories in another order: the same donors.
+    shuffled = DonorPool(dict(reversed(list(dataset.histories.items()))), dataset.catalog)
+    for case in reversed(dataset.cases):
+        assert shuffled.donors([case], seed=42) == {(case.user_id, case.item_id):
+                                                    together[(case.user_id, case.item_id)]}
+    other_seed = pool.donors(dataset.cases, seed=7)
+    assert other_seed != together  # the seed draws among the candidates
+
+
+def test_donors_are_spread_over_many_users_not_one_outlier() -> None:
+    dataset = default_dataset()
+    donors = DonorPool(dataset.histories, dataset.catalog).donors(dataset.cases, seed=42)
+    counts: dict[str, int] = {}
+    for donor in donors.values():
+        counts[donor.user_id] = counts.get(donor.user_id, 0) + 1
+    assert len(counts) >= len(dataset.cases) // 2 and max(counts.values()) <= 3
+
+
+def _history(user: str, categories: list[str], start: int = 0) -> UserHistory:
+    return UserHistory(user, tuple(
+        Interaction(f"i{start + n}", c, 1_700_000_000 + n, 4.0, f"Title {start + n}")
+        for n, c in enumerate(categories)))
+
+
+def test_donor_differs_in_taste_and_falls_back_to_the_nearest_lengths() -> None:
+    catalog = Catalog([Item("target", "Target Thing", "Books")])
+    histories = {"me": _history("me", ["Books"] * 10)}
+    for n in range(2 * CANDIDATES):  # half like me, half not; none close in length to me
+        histories[f"same{n}"] = _history(f"same{n}", ["Books"] * 30, 100 * (n + 1))
+        histories[f"diff{n}"] = _history(f"diff{n}", ["Toys"] * 30, 100 * (n + 50))
+    histories["seen"] = UserHistory("seen", (Interaction("target", "Toys", 1, 5.0, "Target Thing"),) * 10)
+    pool = DonorPool(histories, catalog)
+    case = EvalCase(histories["me"], catalog["target"])
+    for seed in range(20):
+        donor = pool.donor_for(case, seed)
+        assert donor is not None and donor.user_id.startswith("diff")  # most different taste first
+    assert pool.donor_for(EvalCase(histories["me"], catalog["target"]), 0) is not None
+    lonely = DonorPool({"me": histories["me"]}, catalog)
+    assert lonely.donor_for(case, 0) is None  # nobody else: no control, never the user itself
+
+
+# ---------------------------------------------------------------------------------------- grounding
+CATALOG = Catalog([
+    Item("1", "Matrix, The (1999)", "Action", {"genres": ["Action", "Sci-Fi"]}),
+    Item("2", "Heat (1995)", "Crime", {"genres": ["Crime"]}),
+    Item("3", "Toy Story (1995)", "Animation", {"genres": ["Animation", "Children"]}),
+    Item("4", "Science Fiction Double Feature (2001)", "Documentary"),
+    Item("5", "Lumen Stunt Kite", "Toys", {"brand": "Lumen", "attributes": ["quick-dry", "hand made"]}),
+])
+
+
+def test_matching_is_case_insensitive_longest_first_and_on_word_boundaries() -> None:
+    vocab = Vocabulary(CATALOG)
+    found = vocab.mentions("You loved THE MATRIX and science fiction double feature; a sci-fi fan.")
+    assert found == [words("The Matrix"), words("Science Fiction Double Feature"), words("Sci-Fi")]
+    assert vocab.mentions("Heat and heated debates") == []  # one-word titles are too ambiguous
+    # A one-word category also matches its plural or singular.
+    assert vocab.mentions("crimes and toys") == [words("Crime"), words("Toys")]
+    assert vocab.mentions("actionable") == []  # never inside a word
+
+
+def test_grounding_sorts_history_item_and_unsupported_mentions() -> None:
+    vocab = Vocabulary(CATALOG)
+    history = UserHistory("u", (Interaction("2", "Crime", 1, 5.0, "Heat (1995)"),
+                                Interaction("1", "Action", 2, 4.0, "Matrix, The (1999)")))
+    item = CATALOG["3"]
+    text = ("Toy Story is a great Animation film for fans of The Matrix and Crime stories, "
+            "like the Lumen Stunt Kite.")
+    g = vocab.ground(text, history, item)
+    assert g.history == ("Crime", "The Matrix")
+    assert g.item == ("Animation", "Toy Story")
+    assert g.unsupported == ("Lumen Stunt Kite",)  # a catalog title from neither history nor item
+    restated = vocab.ground("Toy Story is an Animation film.", history, item)
+    assert not restated.references_history and restated.item  # restating the item is no reference
+
+
+# ------------------------------------------------------------------------------------------- guard
+def _pair(user: str, value: float, *, kind: str = "noise_injection", item: str = "i", severity: int = 1,
+          original: str = "o", other: str = "p", changes: dict[str, object] | None = None) -> PairResult:
+    return PairResult(PairKey("m", user, item, kind, severity if kind != SWAP_KIND else 0, 0),
+                      **dict.fromkeys(METRICS, value), combined=value, original=original, perturbed=other,
+                      changes=changes or {})
+
+
+def _swap(user: str, value: float, *, same: bool = False, history: list[str] | None = None) -> PairResult:
+    grounding = {"history": history or [], "item": [], "unsupported": []}
+    return _pair(user, value, kind=SWAP_KIND, original=f"text {user}", other=f"text {user}" if same else "x",
+                 changes={"donor": f"d{user}", "grounding": grounding})
+
+
+def _evaluate(pert: dict[str, float], swap: dict[str, float], **kw: object) -> object:
+    pairs = [_pair(u, v, severity=s) for u, v in pert.items() for s in (1, 3, 5)]
+    swaps = [_swap(u, v, same=v == 1.0) for u, v in swap.items()]
+    settings = guard.GuardSettings(**kw)  # type: ignore[arg-type]
+    return guard.evaluate(pairs, swaps, combined_threshold=0.5, settings=settings)
+
+
+def test_a_constant_explainer_is_insensitive_on_every_user() -> None:
+    users = [f"u{n}" for n in range(8)]
+    g = _evaluate(dict.fromkeys(users, 1.0), dict.fromkeys(users, 1.0))
+    assert g.outcome == INSENSITIVE  # type: ignore[attr-defined]
+    assert g.insensitive_users == tuple(users) and g.identical == 8  # type: ignore[attr-defined]
+    assert g.delta.mean == 0.0 and g.sensitivity.mean == 0.0  # type: ignore[attr-defined]
+    assert g.share_low == pytest.approx(0.05 ** (1 / 8))  # type: ignore[attr-defined]
+    assert g.example is not None and g.example.donor_id == "du0"  # type: ignore[attr-defined]
+    assert "barely depend on the user's history" in g.message  # type: ignore[attr-defined]
+
+
+def test_two_of_eight_users_ignored_is_reported_but_not_insensitive() -> None:
+    """The SmolLM2 calibration: mean Δ 0.21, but 2 of 8 users got the identical text whatever the history."""
+    pert = {f"u{n}": 0.85 for n in range(8)}
+    swap = {f"u{n}": (1.0 if n < 2 else 0.55) for n in range(8)}
+    g = _evaluate(pert, swap)
+    assert g.outcome == PASS  # type: ignore[attr-defined]
+    assert g.insensitive_users == ("u0", "u1") and g.identical == 2  # type: ignore[attr-defined]
+    assert g.delta.mean == pytest.approx(0.85 - (2 + 6 * 0.55) / 8)  # type: ignore[attr-defined]
+    assert "2 of 8 users get an explanation that barely depends" in g.message  # type: ignore[attr-defined]
+
+
+def test_half_of_twenty_users_ignored_is_insensitive() -> None:
+    pert = {f"u{n:02d}": 0.9 for n in range(20)}
+    swap = {f"u{n:02d}": (0.98 if n % 2 else 0.5) for n in range(20)}
+    assert _evaluate(pert, swap).outcome == INSENSITIVE  # type: ignore[attr-defined]
+
+
+def test_two_users_decide_through_the_run_level_bound() -> None:
+    """With a lenient share limit two users cannot make the share confidently above it, but S
+    confidently below 0.05 still decides."""
+    g = _evaluate({"a": 1.0, "b": 1.0}, {"a": 1.0, "b": 0.99}, max_insensitive_share=0.5)
+    assert g.share_low < 0.5 and g.outcome == INSENSITIVE  # type: ignore[attr-defined]
+    spread = _evaluate({"a": 1.0, "b": 1.0}, {"a": 1.0, "b": 0.7}, max_insensitive_share=0.5)
+    assert spread.outcome == PASS  # type: ignore[attr-defined]
+
+
+def test_unstable_output_is_not_insensitive() -> None:
+    """A small Δ because the perturbed explanation is already far (ρ_pert below the gate) is a FAIL's
+    business, not the guard's."""
+    g = _evaluate({f"u{n}": 0.3 for n in range(8)}, {f"u{n}": 0.3 for n in range(8)})
+    assert g.outcome == PASS and g.insensitive_users == ()  # type: ignore[attr-defined]
+
+
+def test_the_noise_floor_sets_sensitivity_and_relative_robustness() -> None:
+    pairs = [_pair(u, 0.8) for u in ("a", "b", "c")]
+    swaps = [_swap("a", 0.6), _swap("b", 0.5), _swap("c", 0.7)]
+    g = guard.evaluate(pairs, swaps, combined_threshold=0.5, settings=guard.GuardSettings(), floor=0.9)
+    assert g.sensitivity.mean == pytest.approx(0.3)
+    assert g.relative is not None and g.relative.mean == pytest.approx((0.8 - 0.6) / (0.9 - 0.6))
+    assert g.relative.low < g.relative.mean < g.relative.high
+    blind = guard.evaluate(pairs, [_swap(u, 0.88) for u in "abc"], combined_threshold=0.5,
+                           settings=guard.GuardSettings(), floor=0.9)
+    assert blind.outcome == INSENSITIVE  # resampling moves it as much as another user's history
+
+
+def test_no_scored_control_is_inconclusive_and_failed_donor_calls_are_left_out() -> None:
+    pairs = [_pair("a", 0.9)]
+    failed = PairResult(PairKey("m", "a", "i", SWAP_KIND, 0, 0), 0, 0, 0, 0, 0, "o", "", failure="error")
+    g = guard.evaluate(pairs, [failed], combined_threshold=0.5, settings=guard.GuardSettings())
+    assert g.outcome == INCONCLUSIVE and "none scored" in g.message
+
+
+def test_grounding_rates_and_the_optional_gate() -> None:
+    pairs = [_pair(u, 0.9) for u in "abcd"]
+    swaps = [_swap("a", 0.5, history=["Crime"]), _swap("b", 0.5), _swap("c", 0.5), _swap("d", 0.5)]
+    g = guard.evaluate(pairs, swaps, combined_threshold=0.5,
+                       settings=guard.GuardSettings(min_history_reference=0.5))
+    assert g.history_reference is not None and g.history_reference.mean == 0.25
+    assert g.grounding_outcome == FAIL
+    assert "25 % of explanations mention something from the user's history" in guard.grounding_message(g)
+
+
+def test_insensitive_fails_whatever_the_inconclusive_policy_and_warn_passes_with_a_warning() -> None:
+    g = _evaluate({"a": 1.0, "b": 1.0, "c": 1.0}, {"a": 1.0, "b": 1.0, "c": 1.0})
+    for policy in ("fail", "pass", "warn"):
+        assert apply_policy(Verdict(INSENSITIVE, (), guard=g), policy) == (False, False)  # type: ignore[arg-type]
+    from dataclasses import replace
+
+    warned = replace(g, policy="warn")  # type: ignore[type-var]
+    assert apply_policy(Verdict(PASS, (), guard=warned), "fail") == (True, True)  # type: ignore[arg-type]
+
+
+# ------------------------------------------------------------------------------------------- records
+def _run_with_guard() -> RunResult:
+    users = [f"u{n}" for n in range(4)]
+    g = _evaluate(dict.fromkeys(users, 1.0), dict.fromkeys(users, 1.0))
+    pairs = [_pair(u, 1.0, severity=s) for u in users for s in (1, 3)]
+    swaps = [_swap(u, 1.0, same=True) for u in users]
+    return RunResult(signature="sig", seed=1, models=[{"name": "m", "backend": "template"}],
+                     settings={"min_combined": 0.5, "guard": "fail"}, pairs=pairs + swaps,
+                     gates=[GateResult("t.py::test[overall]", "overall", "m",
+                                       Verdict(INSENSITIVE, (), message="INSENSITIVE: …", guard=g))])  # type: ignore[arg-type]
+
+
+def test_the_guard_round_trips_through_the_json_report(tmp_path: Path) -> None:
+    run = _run_with_guard()
+    back = read_json(write_json(run, tmp_path / "r.json"))
+    assert back == run
+    doc = run_to_dict(run)
+    assert doc["aggregates"]["m"]["sensitivity"]["outcome"] == INSENSITIVE
+    assert doc["aggregates"]["m"]["delta_by_kind"]["noise_injection"]["mean"] == 0.0
+
+
+def test_a_version_1_report_is_still_read(tmp_path: Path) -> None:
+    doc = run_to_dict(_run_with_guard())
+    doc["schema_version"] = 1
+    for gate in doc["gates"]:
+        gate["verdict"].pop("guard")
+    doc["pairs"] = [p for p in doc["pairs"] if p["key"]["kind"] != SWAP_KIND]
+    path = tmp_path / "old.json"
+    path.write_text(json.dumps(doc), encoding="utf-8")
+    old = read_json(path)
+    assert old.gates[0].verdict.guard is None and old.model_swaps("m") == []
+
+
+def test_share_lower_bound_is_the_exact_clopper_pearson_bound() -> None:
+    assert guard.share_lower_bound(0, 10, 0.05) == 0.0
+    assert guard.share_lower_bound(8, 8, 0.05) == pytest.approx(0.05 ** (1 / 8))
+    assert guard.share_lower_bound(1, 1, 0.05) == pytest.approx(0.05)
+    assert math.isclose(guard.share_lower_bound(10, 20, 0.05), 0.3020, abs_tol=1e-3)
+
+
+def test_the_vectorised_rule_is_the_rule_evaluate_applies() -> None:
+    """bench_guard.py measures error rates with ``guard.simulate``: it must decide as ``evaluate`` does."""
+    import numpy as np
+
+    rng = np.random.default_rng(3)
+    settings = guard.GuardSettings()
+    for n in (1, 2, 3, 8, 20):
+        s = np.clip(rng.choice([0.0, 0.01, 0.04, 0.2, 0.5], size=(40, n)) + rng.normal(0, 0.01, (40, n)), 0, 1)
+        p = np.clip(rng.uniform(0.3, 1.0, size=(40, n)), 0, 1)
+        fast = guard.simulate(s, p, combined_threshold=0.5, settings=settings)
+        for row in range(40):
+            users = [f"u{i:02d}" for i in range(n)]
+            pairs = [_pair(u, float(p[row, i])) for i, u in enumerate(users)]
+            swaps = [_swap(u, 1.0 - float(s[row, i])) for i, u in enumerate(users)]
+            slow = guard.evaluate(pairs, swaps, combined_threshold=0.5, settings=settings)
+            assert (slow.outcome == INSENSITIVE) == fast[row], (n, row, s[row], p[row])
