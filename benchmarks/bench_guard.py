@@ -17,15 +17,11 @@ INSENSITIVE) and as often as possible when q is well above it (power).
 from __future__ import annotations
 
 import argparse
-import sys
 from collections.abc import Callable
-from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from pytest_robustexplain.guard import GuardSettings, simulate  # noqa: E402
+from pytest_robustexplain.guard import GuardSettings, simulate
 
 Rng = np.random.Generator
 Draw = Callable[[Rng, tuple[int, int]], tuple[np.ndarray, np.ndarray]]

@@ -711,8 +711,22 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
         head = [f"A = {names[0]}: {path_a}", f"B = {names[1]}: {path_b}", ""]
         text = "\n".join(head + comparison_lines(comparison, _terminal_width()))
+    text += "\n\n" + _guard_comparison(run_a, model_a, run_b, model_b, markdown=args.format == "markdown")
     _write_output(text, args.output)
     return EXIT_OK
+
+
+def _guard_comparison(run_a: RunResult, model_a: str, run_b: RunResult, model_b: str, *,
+                      markdown: bool) -> str:
+    """The cross-user control of both sides: a model can gain ρ by ignoring the user (docs/guard.md)."""
+    from .report.markdown import text as md_text
+    from .report.summary import guard_line, summarize
+
+    lines = ["Guard (how much the explanations depend on the user):"]
+    for label, run, model in (("A", run_a, model_a), ("B", run_b, model_b)):
+        line = guard_line(summarize(run, model))
+        lines.append(f"- {label} = {md_text(line)}" if markdown else f"  {label} = {line}")
+    return "\n".join(lines)
 
 
 def check_comparable(run_a: RunResult, path_a: str, run_b: RunResult, path_b: str) -> None:

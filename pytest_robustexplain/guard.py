@@ -276,7 +276,7 @@ def simulate(sensitivity: Sequence[Sequence[float]], perturbed: Sequence[Sequenc
 
     s = np.asarray(sensitivity, dtype=float)
     p = np.asarray(perturbed, dtype=float)
-    runs, n = s.shape
+    _, n = s.shape
     k = ((s < settings.min_sensitivity) & (p >= combined_threshold)).sum(axis=1)
     with np.errstate(divide="ignore", invalid="ignore"):
         share_low = np.where(k > 0, sps.beta.ppf(settings.alpha, np.maximum(k, 1), n - k + 1), 0.0)

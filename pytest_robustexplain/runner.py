@@ -541,6 +541,11 @@ def junit_properties(result: Robustness) -> list[tuple[str, str]]:
     for quantity, interval in result.intervals.items():
         props.append((f"robustexplain_{quantity}", f"{interval.mean:.4f}"))
         props.append((f"robustexplain_{quantity}_interval", f"[{interval.low:.4f}, {interval.high:.4f}]"))
+    guard = result.guard
+    if guard is not None:
+        from .report.summary import guard_properties
+
+        props.extend((f"robustexplain_{name}", value) for name, value in guard_properties(guard))
     return props
 
 

@@ -272,7 +272,8 @@ def test_the_vectorised_rule_is_the_rule_evaluate_applies() -> None:
     rng = np.random.default_rng(3)
     settings = guard.GuardSettings()
     for n in (1, 2, 3, 8, 20):
-        s = np.clip(rng.choice([0.0, 0.01, 0.04, 0.2, 0.5], size=(40, n)) + rng.normal(0, 0.01, (40, n)), 0, 1)
+        s = rng.choice([0.0, 0.01, 0.04, 0.2, 0.5], size=(40, n)) + rng.normal(0, 0.01, (40, n))
+        s = np.clip(s, 0, 1)
         p = np.clip(rng.uniform(0.3, 1.0, size=(40, n)), 0, 1)
         fast = guard.simulate(s, p, combined_threshold=0.5, settings=settings)
         for row in range(40):

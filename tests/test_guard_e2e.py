@@ -292,3 +292,44 @@ def test_on_a_movielens_directory(pytester: pytest.Pytester) -> None:
     constant = pytester.runpytest("--robustexplain-backend=callable", f"--robustexplain-dataset={ml}")
     constant.assert_outcomes(failed=6)
     constant.stdout.fnmatch_lines(["*INSENSITIVE*barely depend on the user's history*"])
+
+
+# ------------------------------------------------------------------------------ every writer agrees
+HOSTILE_CONSTANT = """
+import pytest
+
+@pytest.fixture
+def explainer():
+    def explain(history, item):
+        return "<script>alert(1)</script> ![pixel](https://evil.invalid/t.png) | We recommend it."
+    return explain
+"""
+
+
+def test_every_writer_says_insensitive_and_escapes_the_example(
+        pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    summary = pytester.path / "summary.md"
+    monkeypatch.setenv("GITHUB_ACTIONS", "true")
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
+    pytester.makeconftest(HOSTILE_CONSTANT)
+    pytester.makepyfile(_test_file(users=4, severities=[2]))
+    result = pytester.runpytest("--robustexplain-backend=callable", "--robustexplain-json=r.json",
+                                "--robustexplain-html=r.html", "--robustexplain-markdown=r.md",
+                                "--junitxml=junit.xml")
+    result.assert_outcomes(failed=6)
+    result.stdout.fnmatch_lines(["::error file=*title=robustness gate failed (overall)::*INSENSITIVE*"])
+    quiet = pytester.runpytest("-q", "--robustexplain-backend=callable")
+    quiet.stdout.fnmatch_lines(["robustexplain: *explain ρ 1.000 * INSENSITIVE*"])
+    markdown = (pytester.path / "r.md").read_text(encoding="utf-8")
+    assert "**Status: INSENSITIVE**" in markdown and "**Sensitivity**" in markdown
+    assert "<script>" not in markdown and "&lt;script&gt;" in markdown
+    assert summary.read_text(encoding="utf-8").startswith(markdown)  # the quiet rerun appended its own
+    page = (pytester.path / "r.html").read_text(encoding="utf-8")
+    assert '<span class="INSENSITIVE">INSENSITIVE</span>' in page and "Sensitivity" in page
+    assert "<script>alert" not in page
+    doc = _report(pytester)
+    assert {g["verdict"]["outcome"] for g in doc["gates"]} == {"INSENSITIVE"}
+    junit = (pytester.path / "junit.xml").read_text(encoding="utf-8")
+    assert 'name="robustexplain_outcome" value="INSENSITIVE"' in junit
+    assert 'name="robustexplain_insensitive_users" value="4/4"' in junit
+    assert cli.main(["report", str(pytester.path / "r.json"), "-q"]) == 0

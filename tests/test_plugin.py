@@ -208,6 +208,10 @@ def test_scores_become_junit_properties(pytester: pytest.Pytester, server: FakeO
     text = xml.read_text(encoding="utf-8")
     assert re.search(r'<property name="robustexplain_combined" value="0\.\d{4}"', text)
     assert 'name="robustexplain_outcome" value="PASS"' in text
+    # The cross-user control rides along: its outcome and numbers per item.
+    assert 'name="robustexplain_guard" value="PASS"' in text
+    assert re.search(r'<property name="robustexplain_sensitivity" value="0\.\d{4}"', text)
+    assert re.search(r'<property name="robustexplain_delta" value="0\.\d{4}"', text)
 
 
 def test_github_step_summary_and_error_annotations(pytester: pytest.Pytester, server: FakeOllamaServer,

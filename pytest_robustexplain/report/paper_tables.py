@@ -14,7 +14,7 @@ import textwrap
 from collections.abc import Sequence
 
 from ..results import METRICS, Interval, PairResult, RunResult
-from .summary import fmt_mean, interval_of, model_info, model_names, ordered_kinds
+from .summary import fmt_mean, guard_line, interval_of, model_info, model_names, ordered_kinds, summarize
 
 # Column names the paper uses for the five kinds.
 SHORT_KIND = {"noise_injection": "Noise", "temporal_shuffle": "Shuffle", "behavior_dilution": "Dilute",
@@ -53,11 +53,20 @@ def render_paper_tables(run: RunResult) -> str:
         _table4(run, pairs),
         _table5(pairs, kinds, label),
         _table6(pooled),
+        _guard_block(run, names),
     ]
     head = (f"RobustExplain paper tables (arXiv 2601.19120) for this run — seed {run.seed}, "
             f"{len({p.key.user_id for p in pooled})} users, {len(pooled)} pairs; mean [95 % CI], "
             f"cluster-robust by user\nsignature: {run.signature}")
     return "\n\n".join([head, *tables])
+
+
+def _guard_block(run: RunResult, names: Sequence[str]) -> str:
+    """Not in the paper: the cross-user control beside its tables (docs/guard.md)."""
+    lines = ["Guard — the same item explained for another user (not in the paper; docs/guard.md)"]
+    for name in names:
+        lines += _wrap(guard_line(summarize(run, name)), 110, subsequent_indent="    ")
+    return "\n".join(lines)
 
 
 def compact(iv: Interval) -> str:

@@ -741,6 +741,36 @@ def sensitivity_rows(summary: Summary) -> list[tuple[str, str]]:
     return rows
 
 
+def guard_properties(g: GuardResult) -> list[tuple[str, str]]:
+    """The guard's numbers as (name, text) pairs: JUnit properties, one-line summaries."""
+    def num(value: float) -> str:
+        return f"{value:.4f}" if math.isfinite(value) else "nan"
+
+    props = [("guard", g.outcome), ("rho_swap", num(g.swap.mean)), ("sensitivity", num(g.sensitivity.mean)),
+             ("delta", num(g.delta.mean)), ("delta_interval", f"[{num(g.delta.low)}, {num(g.delta.high)}]"),
+             ("relative", num(g.relative.mean) if g.relative is not None else "nan"),
+             ("insensitive_users", f"{len(g.insensitive_users)}/{g.n_users}"),
+             ("identical_for_another_user", f"{g.identical}/{g.n_cases}")]
+    if g.history_reference is not None:
+        props.append(("history_reference", num(g.history_reference.mean)))
+    if g.unsupported is not None:
+        props.append(("unsupported_mentions", num(g.unsupported.mean)))
+    return props
+
+
+def guard_line(summary: Summary) -> str:
+    """One line on the guard of a model (``compare``, paper tables)."""
+    g = summary.sensitivity
+    if g is None:
+        return f"{summary.model}: no cross-user controls (guard off or an older report)"
+    relative = f" · R {_fmt_relative(g.relative)}" if g.relative is not None else ""
+    grounding = (f" · mentions the history {100 * g.history_reference.mean:.0f} %"
+                 if g.history_reference is not None else "")
+    return (f"{summary.model}: ρ_swap {fmt_interval(g.swap)} · S {fmt_interval(g.sensitivity)} · Δ "
+            f"{fmt_interval(g.delta)}{relative} · insensitive users {len(g.insensitive_users)} of {g.n_users}"
+            f" · identical {g.identical} of {g.n_cases}{grounding} · {g.outcome}")
+
+
 def _fmt_relative(interval: Interval) -> str:
     if math.isfinite(interval.low) and math.isfinite(interval.high):
         return f"{interval.mean:.2f} [{interval.low:.2f}, {interval.high:.2f}]"
