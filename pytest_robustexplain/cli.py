@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 from . import __version__
 from .errors import BackendError, CacheMissError, ConfigError, RobustExplainError
 from .finish import github_step_summary, write_markdown
-from .results import INCONCLUSIVE, OVERALL
+from .results import INSENSITIVE, OVERALL, PASS, GateResult
 from .settings import DEFAULT_PERTURBATIONS, OPTIONS, YAML_NAME, OptionSpec, Settings, option
 
 if TYPE_CHECKING:
@@ -429,11 +429,17 @@ def _build_explainers(settings: Settings, models: Sequence[str], cache_dir: Path
 
 def _slices(settings: Settings, gate: GateSettings, models: Sequence[str], cases: Sequence[EvalCase],
             dataset: Dataset) -> list[GatedSlice]:
-    from .engine import GatedSlice, donor_pool, guarded, slice_spec
+    from .engine import GatedSlice, donor_pool, gate_slices, guarded, slice_spec
 
     pool = donor_pool(dataset) if guarded(gate) else None
-    return [GatedSlice(slice_spec(settings, gate, slice_id=f"{NODEID}::{model}", model=model, cases=cases,
-                                  donor_pool=pool), NODEID, OVERALL, gate) for model in models]
+    out = []
+    for model in models:
+        for name in gate_slices(gate):  # each kind and the overall, as a bare marked test is expanded
+            item = f"{model}-{name}" if len(models) > 1 else name
+            spec = slice_spec(settings, gate, slice_id=f"{NODEID}::{model}::{name}", model=model, cases=cases,
+                              kind=None if name == OVERALL else name, donor_pool=pool)
+            out.append(GatedSlice(spec, f"{NODEID}[{item}]", name, gate))
+    return out
 
 
 def _run(settings: Settings, slices: Sequence[GatedSlice], explainers: Mapping[str, Explainer],
@@ -494,25 +500,42 @@ def _finish(args: argparse.Namespace, settings: Settings, result: RunResult) -> 
 
     _write_reports(settings, result)
     print(render_terminal(result, width=_terminal_width(), quiet=args.quiet))
-    failed: list[str] = []
+    failed: list[GateResult] = []
     for gate in result.gates:
         passed, warn = apply_policy(gate.verdict, settings.inconclusive)
         if not passed:
-            failed.append(gate.model)
-        elif warn and gate.verdict.outcome == INCONCLUSIVE:
-            print(f"{PROG}: warning: {gate.model}: {gate.verdict.message}", file=sys.stderr)
+            failed.append(gate)
+        elif warn and (gate.verdict.outcome != PASS or _guard_warns(gate)):
+            # INCONCLUSIVE under "warn", or the guard under guard=warn; a fragile PASS is in the report.
+            print(f"{PROG}: warning: {gate.nodeid}: {gate.verdict.message}", file=sys.stderr)
     print(verdict_line(result, failed))
     return EXIT_GATE_FAILED if failed else EXIT_OK
 
 
-def verdict_line(result: RunResult, failed: Sequence[str]) -> str:
-    """The last line of ``run``: how many models passed the gate and which failed it."""
-    n = len(result.gates)
+def _guard_warns(gate: GateResult) -> bool:
+    guard = gate.verdict.guard
+    return guard is not None and guard.policy == "warn" and guard.outcome == INSENSITIVE
+
+
+def verdict_line(result: RunResult, failed: Sequence[GateResult]) -> str:
+    """The last line of ``run``: how many models passed every gate, and which items of which failed."""
+    models = list(dict.fromkeys(g.model for g in result.gates))
+    n = len(models)
     if not failed:
         return f"{PROG}: PASS — {n} of {_plural(n, 'model')} passed the gate"
-    outcomes = {g.model: g.verdict.outcome for g in result.gates}
-    names = ", ".join(f"{m} ({outcomes[m]})" for m in failed)
-    return f"{PROG}: FAIL — {len(failed)} of {_plural(n, 'model')} failed the gate: {names}"
+    by_model: dict[str, list[GateResult]] = {}
+    for gate in failed:
+        by_model.setdefault(gate.model, []).append(gate)
+    parts = []
+    for model, gates in by_model.items():
+        outcomes = {g.verdict.outcome for g in gates}
+        total = sum(g.model == model for g in result.gates)
+        if len(gates) == total > 1 and len(outcomes) == 1:
+            parts.append(f"{model} (all {total} items {outcomes.pop()})")
+        else:
+            parts.append(f"{model} ({', '.join(f'{g.slice} {g.verdict.outcome}' for g in gates)})")
+    names = ", ".join(parts)
+    return f"{PROG}: FAIL — {len(by_model)} of {_plural(n, 'model')} failed the gate: {names}"
 
 
 def _write_reports(settings: Settings, result: RunResult) -> None:
@@ -540,9 +563,7 @@ def _write_html(result: RunResult, path: Path) -> None:
 def _interrupted(args: argparse.Namespace, settings: Settings, partial: RunResult, cache_dir: Path) -> int:
     """Ctrl-C: write what finished as a partial JSON report and say how to resume."""
     from .report.json_report import write_json
-    from .results import is_control
-
-    done = sum(1 for p in partial.pairs if not is_control(p.key.kind))
+    done = len(partial.pairs)  # controls included, as in the planned count
     planned = partial.settings.get("pairs_planned")
     of = f" of {planned}" if planned else ""
     calls = partial.calls

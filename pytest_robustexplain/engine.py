@@ -109,6 +109,16 @@ class GatedSlice:
     gate: GateSettings
 
 
+def gate_slices(gate: GateSettings) -> list[str]:
+    """What one gate decides: each of its perturbation kinds, plus ``overall`` when it has several.
+
+    The one definition both entry points use: a marked test is expanded into these items, and
+    ``robustexplain run`` gates the same slices, so the two never give different answers.
+    """
+    kinds = list(gate.perturbations)
+    return [*kinds, OVERALL] if len(kinds) > 1 else kinds
+
+
 def guarded(gate: GateSettings) -> bool:
     """Whether a gate needs the cross-user controls (the guard, or the grounding gate that reads them)."""
     return gate.guard != "off" or gate.min_history_reference is not None

@@ -187,9 +187,10 @@ class RobustnessRun:
 
     def params_for(self, gate: GateSettings) -> list[SliceParam]:
         """One parameter per model × kind, plus ``overall`` when the test covers several kinds."""
+        from .engine import gate_slices
+
         models = configured_models(self.settings) or ("",)
-        kinds = [*gate.perturbations, OVERALL] if len(gate.perturbations) > 1 else list(gate.perturbations)
-        return [SliceParam(model, kind) for model in models for kind in kinds]
+        return [SliceParam(model, kind) for model in models for kind in gate_slices(gate)]
 
     def param_id(self, param: SliceParam) -> str:
         return param.kind if len(configured_models(self.settings)) <= 1 else str(param)

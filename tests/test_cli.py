@@ -112,8 +112,11 @@ def test_template_run_passes_and_records_the_overall_gate(capsys: pytest.Capture
     assert "Overall robustness ρ" in out and "PASS" in out
     assert out.rstrip().endswith("robustexplain: PASS — 1 of 1 model passed the gate")
     report = read_json(tmp_path / "r.json")
-    assert [(g.nodeid, g.slice, g.model) for g in report.gates] == [(cli.NODEID, OVERALL, "template")]
-    assert report.gates[0].thresholds["combined"] == 0.5
+    # Each kind and the overall, as a bare @pytest.mark.robustness test is expanded.
+    kinds = ("noise_injection", "category_drift", OVERALL)
+    assert [(g.nodeid, g.slice, g.model) for g in report.gates] == [
+        (f"{cli.NODEID}[{kind}]", kind, "template") for kind in kinds]
+    assert {g.thresholds["combined"] for g in report.gates} == {0.5}
     assert len(report.model_pairs("template")) == SMALL_PAIRS
     assert len(report.model_swaps("template")) == 2  # one cross-user control per user (the guard)
     assert report.settings["users"] == 2 and report.settings["sources"]["users"] == "--users"
@@ -127,7 +130,7 @@ def test_gate_below_threshold_exits_1(capsys: pytest.CaptureFixture[str]) -> Non
     out = capsys.readouterr().out
     assert "FAIL" in out
     last = out.rstrip().splitlines()[-1]
-    assert last == "robustexplain: FAIL — 1 of 1 model failed the gate: template (FAIL)"
+    assert last == "robustexplain: FAIL — 1 of 1 model failed the gate: template (all 3 items FAIL)"
 
 
 def test_inconclusive_follows_the_policy(capsys: pytest.CaptureFixture[str]) -> None:
@@ -135,7 +138,7 @@ def test_inconclusive_follows_the_policy(capsys: pytest.CaptureFixture[str]) -> 
     assert run(*base) == 1  # policy "fail" by default
     assert "INCONCLUSIVE" in capsys.readouterr().out
     assert run(*base, "--inconclusive", "warn") == 0
-    assert "warning: template: INCONCLUSIVE" in capsys.readouterr().err
+    assert f"warning: {cli.NODEID}[overall]: INCONCLUSIVE" in capsys.readouterr().err
 
 
 def test_two_models_against_the_fake_server(server: FakeOllamaServer, capsys: pytest.CaptureFixture[str],
@@ -145,7 +148,9 @@ def test_two_models_against_the_fake_server(server: FakeOllamaServer, capsys: py
     out = capsys.readouterr().out
     assert "Model comparison — fake-b:14b relative to fake-a:7b" in out
     report = read_json(tmp_path / "two.json")
-    assert sorted(g.model for g in report.gates) == sorted(MODELS)
+    assert [g.model for g in report.gates] == [m for m in MODELS for _ in range(3)]  # 2 kinds + overall
+    assert {g.nodeid for g in report.gates} == {f"{cli.NODEID}[{m}-{k}]" for m in MODELS
+                                                for k in ("noise_injection", "category_drift", OVERALL)}
     assert {m["name"] for m in report.models} == set(MODELS)
     # Per model: the pairs, 2 originals and 2 cross-user controls (one per user).
     assert explanation_calls(server) == 2 * (SMALL_PAIRS + 2 + 2)
@@ -287,7 +292,8 @@ def test_interrupt_writes_a_partial_report_and_the_rerun_resumes(
     assert f"robustexplain run --model fake-a:7b --host {server.url} --users 1" in err
     partial = read_json(tmp_path / "r.json")
     assert partial.settings["partial"] is True and partial.settings["pairs_planned"] == 11
-    assert partial.gates == [] and len(partial.pairs) == 6
+    # The noise slice (5 pairs and the user's cross-user control) finished, and was gated, before Ctrl-C.
+    assert [g.slice for g in partial.gates] == ["noise_injection"] and len(partial.pairs) == 6
     assert run("report", "r.json", "-q") == 0
     assert "r.json is a partial run (interrupted)" in capsys.readouterr().err
 

@@ -231,7 +231,7 @@ def test_the_cli_gives_the_same_insensitive_verdict(server: FakeOllamaServer, tm
                      "--severities", "1", "--progress", "off", "--cache", "off", "--json", "r.json"])
     out = capsys.readouterr().out
     assert code == cli.EXIT_GATE_FAILED
-    assert "FAIL — 1 of 1 model failed the gate: fake-model (INSENSITIVE)" in out
+    assert "FAIL — 1 of 1 model failed the gate: fake-model (all 6 items INSENSITIVE)" in out
     assert "Sensitivity (cross-user control" in out
 
 

@@ -407,10 +407,8 @@ _OUTCOME_RANK = {FAIL: 0, INSENSITIVE: 1, INCONCLUSIVE: 2, PASS: 3}
 
 
 def model_outcome(run: RunResult, model: str) -> str | None:
-    """The model's overall outcome: its overall gate, else the worst of its gates, None when ungated."""
-    gate = find_gate(run, model, OVERALL)
-    if gate is not None:
-        return gate.verdict.outcome
+    """The model's outcome: the worst of its gates (a failed kind fails the job even when the overall
+    gate passed, so the headline must not say PASS), None when ungated."""
     outcomes = [g.verdict.outcome for g in run.gates if g.model == model]
     return min(outcomes, key=lambda o: _OUTCOME_RANK.get(o, 4)) if outcomes else None
 
