@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 from . import __version__
+from .engine import DEFAULT_CACHE_DIR, cache_directory
 from .errors import BackendError, CacheMissError, ConfigError, RobustExplainError
 from .finish import github_step_summary, write_markdown
 from .results import INSENSITIVE, OVERALL, PASS, GateResult
@@ -48,7 +49,6 @@ if TYPE_CHECKING:
 
 PROG = "robustexplain"
 NODEID = "robustexplain run"  # the GateResult.nodeid of the command's verdicts
-DEFAULT_CACHE_DIR = ".robustexplain-cache"
 DEFAULT_DATASET_DIR = "robustexplain-dataset"
 PARTIAL_REPORT = "partial-report.json"
 
@@ -98,7 +98,7 @@ PROTOCOLS: Mapping[str, Protocol] = {
     "paper": Protocol(
         "paper", "the RobustExplain paper's setup: the synthetic dataset, 20 evaluation users × 5 kinds × "
         "5 severities × 1 repeat = 500 pairs per model",
-        {"dataset": "synthetic", "histories": None, "catalog": None, "cases": None, "users": None,
+        {"dataset": "synthetic", "histories": None, "catalog": None, "cases": None, "users": 20,
          "perturbations": DEFAULT_PERTURBATIONS, "severities": (1, 2, 3, 4, 5), "repeats": 1}),
 }
 
@@ -382,11 +382,6 @@ def run_models(settings: Settings) -> tuple[str, ...]:
                        "non-LLM explainer")
 
 
-def cache_directory(settings: Settings, cwd: Path | None = None) -> Path:
-    """``--cache-dir``, else ``./.robustexplain-cache``."""
-    return settings.cache_dir or Path(os.path.abspath(cwd or Path.cwd())) / DEFAULT_CACHE_DIR
-
-
 def cmd_run(args: argparse.Namespace) -> int:
     """``robustexplain run``: plan, run, report and gate."""
     from .engine import SweepInterrupted, load_configured_dataset
@@ -406,6 +401,11 @@ def cmd_run(args: argparse.Namespace) -> int:
     slices = _slices(settings, gate, models, cases, dataset)
     if args.dry_run:
         return _dry_run(settings, extra, dataset, slices, explainers)
+    from .engine import large_plan_note, max_calls
+
+    note = large_plan_note(max_calls([s.spec for s in slices]))
+    if note:
+        print(f"{PROG}: note: {note} (--dry-run shows the plan)", file=sys.stderr)
     progress = ProgressBar.for_stream(sys.stderr, mode=settings.progress)
     try:
         result = _run(settings, slices, explainers, dataset, extra, progress)
@@ -454,7 +454,13 @@ def _dry_run(settings: Settings, extra: Mapping[str, Any], dataset: Dataset, sli
              explainers: Mapping[str, Explainer]) -> int:
     from .engine import plan_slices
 
+    # Per model, the largest slice (the overall one: every kind) holds every pair its kind slices share.
     plans = plan_slices(settings, slices, explainers, dataset.catalog)
+    largest: dict[str, SlicePlan] = {}
+    for plan in plans:
+        if plan.model not in largest or plan.planned > largest[plan.model].planned:
+            largest[plan.model] = plan
+    plans = list(largest.values())
     _close_explainers(explainers)
     print(dry_run_text(settings, extra, dataset, plans, n_cases=len(slices[0].spec.cases)))
     return EXIT_OK

@@ -28,23 +28,47 @@ if TYPE_CHECKING:
     from .sweep import Counters, SliceResult, SliceSpec, Sweep
 
 
+DEFAULT_CACHE_DIR = ".robustexplain-cache"  # one response cache for `pytest` and `robustexplain run`
+
+
+def cache_directory(settings: Settings, base: Path | None = None) -> Path:
+    """``cache_dir`` when set, else ``<base>/.robustexplain-cache`` (``base``: the pytest rootdir, or the
+    directory ``robustexplain run`` is started in)."""
+    return settings.cache_dir or Path(os.path.abspath(base or Path.cwd())) / DEFAULT_CACHE_DIR
+
+
 def load_configured_dataset(settings: Settings) -> Dataset:
     """The dataset the settings name: data files, a dataset directory (MovieLens-style or our own
-    histories/catalog/cases files), or the bundled synthetic set."""
+    histories/catalog/cases files), or the bundled synthetic set.
+
+    Every user's history is loaded (donors for the cross-user controls come from all of them). Cases that
+    are drawn rather than listed in a cases file come in a seeded order, so the first ``users`` of them
+    (20 by default, on every dataset) are a seeded sample; a cases file keeps its own order.
+    """
     from . import data
 
     if settings.histories is not None:
         if settings.catalog is None:
             raise ConfigError(f"{settings.sources.get('histories', 'histories')}: a histories file needs a "
                               "catalog file too (--robustexplain-catalog)")
-        return data.load_dataset(settings.histories, settings.catalog, settings.cases, seed=settings.seed)
+        loaded = data.load_dataset(settings.histories, settings.catalog, settings.cases, seed=settings.seed)
+        return loaded if settings.cases is not None else seeded_cases(loaded, settings.seed)
     if isinstance(settings.dataset, Path):
         if (settings.dataset / "ratings.csv").is_file():
-            # Every user is loaded (donors for the cross-user controls come from all of them); ``users``
-            # draws the evaluation cases.
-            return data.load_movielens(settings.dataset, n_cases=settings.users, seed=settings.seed)
+            return seeded_cases(data.load_movielens(settings.dataset, seed=settings.seed), settings.seed)
         return data.load_dataset_dir(settings.dataset, seed=settings.seed)
     return data.default_dataset()
+
+
+def seeded_cases(dataset: Dataset, seed: int) -> Dataset:
+    """The dataset with its cases in a seeded order that does not depend on the file's order."""
+    import hashlib
+    from dataclasses import replace
+
+    def key(case: EvalCase) -> bytes:
+        return hashlib.sha256(f"cases\x1f{seed}\x1f{case.user_id}\x1f{case.item_id}".encode()).digest()
+
+    return replace(dataset, cases=tuple(sorted(dataset.cases, key=key)))
 
 
 def backend_options(settings: Settings) -> dict[str, Any]:
@@ -280,6 +304,37 @@ def _run_result(settings: Settings, sweep: Sweep, infos: Mapping[str, ModelInfo]
 
 def _utc_now() -> str:
     return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+
+
+LARGE_PLAN_CALLS = 2000  # above this, a run says how big it is and how to shrink it before it starts
+
+
+def max_calls(specs: Sequence[SliceSpec]) -> int:
+    """Model calls the specs need at most (nothing cached, no perturbation trivial), shared pairs,
+    originals and controls counted once: cheap, no perturbation is computed."""
+    pairs: set[tuple[Any, ...]] = set()
+    originals: set[tuple[Any, ...]] = set()
+    for spec in specs:
+        for case in spec.cases:
+            originals.add((spec.model, case.user_id, case.item_id, spec.seed))
+            for repeat in range(spec.repeats):
+                pairs.update((spec.model, case.user_id, case.item_id, kind, severity, repeat, spec.seed)
+                             for kind in spec.kinds for severity in spec.severities)
+                if spec.noise_floor:
+                    pairs.add((spec.model, case.user_id, case.item_id, "control", 0, repeat, spec.seed))
+            if (case.user_id, case.item_id) in spec.donors:
+                pairs.add((spec.model, case.user_id, case.item_id, "swap", 0, 0, spec.seed))
+    return len(pairs) + len(originals)
+
+
+def large_plan_note(calls: int, *, flag_prefix: str = "--") -> str | None:
+    """What a run above :data:`LARGE_PLAN_CALLS` model calls says before it starts, or None."""
+    if calls <= LARGE_PLAN_CALLS:
+        return None
+    return (f"this run plans up to {calls:,} model calls (above {LARGE_PLAN_CALLS:,}); on a real model that "
+            f"can take hours. Shrink it with {flag_prefix}users=N, {flag_prefix}severities=1,3,5 or "
+            f"{flag_prefix}perturbations=..., or stop early with {flag_prefix}decision=sequential; the "
+            "response cache makes a rerun free.")
 
 
 @dataclass(frozen=True)

@@ -215,7 +215,18 @@ class RobustnessRun:
             for plan in self.plans.values():
                 if not plan.custom_explainer and plan.param.model:
                     self._add_slice(plan)
+            self._say_plan_size()
             self.sweep_instance()
+
+    def _say_plan_size(self) -> None:
+        """Before a large run starts: how many calls it plans and how to shrink it."""
+        from .engine import large_plan_note, max_calls
+
+        specs = [self._spec(plan) for plan in self.plans.values() if plan.slice_id]
+        note = large_plan_note(max_calls(specs), flag_prefix="--robustexplain-")
+        reporter = self.config.pluginmanager.get_plugin("terminalreporter")
+        if note and reporter is not None:
+            reporter.write_line(f"robustexplain: {note}", yellow=True)
 
     def _load_baseline(self) -> None:
         """Read --robustexplain-baseline once; refuse a baseline whose numbers are not comparable."""
@@ -321,12 +332,10 @@ class RobustnessRun:
             raise pytest.UsageError(f"robustexplain: {exc}") from None
 
     def _cache_dir(self) -> Path:
-        if self.settings.cache_dir is not None:
-            return self.settings.cache_dir
-        cache = getattr(self.config, "cache", None)
-        if cache is None:  # -p no:cacheprovider
-            return self.config.rootpath / ".robustexplain-cache"
-        return cache.mkdir("robustexplain")
+        from .engine import cache_directory
+
+        # The rootdir, where `robustexplain run` is usually started: both share the cached answers.
+        return cache_directory(self.settings, self.config.rootpath)
 
     def _register(self, model: str, explainer: Explainer) -> None:
         """Add an explainer and preflight it once (a dead server or missing model fails here, once)."""

@@ -397,8 +397,9 @@ OPTIONS: tuple[OptionSpec, ...] = (
     _opt("perturbations", _parse_kinds, DEFAULT_PERTURBATIONS, _PERTURB_HELP, metavar="KIND[,KIND...]"),
     _opt("severities", _parse_severities, (1, 2, 3, 4, 5), "Severity levels: a comma list and/or ranges "
          "within 1-5 (e.g. 1-5, 1,3,5, 2-4); default 1-5.", metavar="LEVELS"),
-    _opt("users", _int_parser(1, allow_all=True), None, "Number of evaluation cases to use; default all "
-         "(20 in the synthetic set).", metavar="N"),
+    _opt("users", _int_parser(1, allow_all=True), 20, "Number of evaluation cases (users) to use, a seeded "
+         "sample on datasets without a cases file; 'all' for every one; default 20 on every dataset.",
+         metavar="N|all"),
     _opt("repeats", _int_parser(1), 1, "Explanations per (case, kind, severity), with different sample "
          "seeds; default 1.", metavar="N"),
     _opt("seed", _int_parser(0), 42, "Random seed for perturbations and model sampling; default 42.",
@@ -416,8 +417,8 @@ OPTIONS: tuple[OptionSpec, ...] = (
          metavar="N"),
     _enum("cache", CACHE_MODES, "read-write", "Response cache mode ('replay-only' fails on any cache "
           "miss, for offline CI)."),
-    _opt("cache-dir", _parse_path, None, "Response cache directory; default <pytest cache dir>/"
-         "robustexplain.", metavar="DIR", path="output-dir"),
+    _opt("cache-dir", _parse_path, None, "Response cache directory, shared by pytest and robustexplain run; "
+         "default ./.robustexplain-cache in the rootdir.", metavar="DIR", path="output-dir"),
     _opt("json", _parse_path, None, "Write the JSON report (the full run) to this file.", metavar="FILE",
          path="output"),
     _opt("html", _parse_path, None, "Write the HTML report to this file.", metavar="FILE", path="output"),

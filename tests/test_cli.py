@@ -188,7 +188,7 @@ def test_protocol_overrides_environment_and_yaml_but_not_the_command_line(
     (tmp_path / "robustexplain.yaml").write_text("severities: 2\nrepeats: 2\n", encoding="utf-8")
     args = argparse_namespace("run", "--protocol", "paper", "--severities", "1,5")
     settings, extra = cli.resolve_run_settings(args)
-    assert settings.users is None and settings.repeats == 1  # env and YAML lose to the protocol
+    assert settings.users == 20 and settings.repeats == 1  # env and YAML lose to the protocol
     assert settings.severities == (1, 5)  # the command line wins
     assert settings.sources["users"] == "--protocol paper"
     assert extra == {"protocol": "paper", "protocol_departures": {"severities": [1, 5]}}

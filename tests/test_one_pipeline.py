@@ -78,3 +78,64 @@ def test_the_same_settings_give_the_same_verdicts_and_numbers(
     assert outcomes.get("failed", 0) == len(failed) and outcomes.get("passed", 0) == 6 - len(failed)
     if backend == "template":
         assert failed == ["category_drift"]  # the case the two entry points used to disagree on
+
+
+def test_one_cache_directory_serves_both_entry_points(pytester: pytest.Pytester, server: FakeOllamaServer,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """`robustexplain run` then `pytest` in the same directory: the second asks the model nothing."""
+    monkeypatch.chdir(pytester.path)
+    pytester.makepyfile(BARE)
+    options = ("--users", "3", "--severities", "2", "--perturbations", "noise,drift")
+    assert cli.main(["run", "--model", "fake-model", "--host", server.url, "--progress", "off", "-q",
+                     *options]) == 0
+    assert (pytester.path / cli.DEFAULT_CACHE_DIR).is_dir()
+    before = server.chat_calls
+    result = pytester.runpytest("--robustexplain-model=fake-model", f"--robustexplain-host={server.url}",
+                                "--robustexplain-users=3", "--robustexplain-severities=2",
+                                "--robustexplain-perturbations=noise,drift")
+    result.assert_outcomes(passed=3)
+    assert server.chat_calls == before  # every answer came from the command's cache
+
+
+def test_large_plans_say_their_size_before_they_start(pytester: pytest.Pytester,
+                                                      capsys: pytest.CaptureFixture[str],
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    pytester.makepyfile(BARE.replace("robustness\n", 'robustness(perturbations=["noise"])\n', 1))
+    big = pytester.runpytest("--co", "--robustexplain-backend=template", "--robustexplain-repeats=20")
+    big.stdout.fnmatch_lines(["robustexplain: this run plans up to 2,040 model calls (above 2,000)*"
+                              "--robustexplain-users=N*"])
+    small = pytester.runpytest("--co", "--robustexplain-backend=template")
+    assert "plans up to" not in small.stdout.str()
+    monkeypatch.chdir(pytester.path)
+    assert cli.main(["run", "--backend", "template", "--repeats", "4", "--progress", "off", "-q"]) == 0
+    assert "note: this run plans up to 2,040 model calls" in capsys.readouterr().err
+
+
+def _movielens(root: Path, users: int) -> Path:
+    root.mkdir()
+    (root / "movies.csv").write_text("movieId,title,genres\n" + "".join(
+        f"{m},Film Number {m} (1999),{['Drama', 'Comedy', 'Horror'][m % 3]}\n" for m in range(1, 61)),
+        encoding="utf-8")
+    rows = [f"{u},{m},4.0,{1_500_000_000 + m}\n" for u in range(1, users + 1)
+            for m in range(1 + u % 7, 60, 4)]
+    (root / "ratings.csv").write_text("userId,movieId,rating,timestamp\n" + "".join(rows), encoding="utf-8")
+    return root
+
+
+def test_a_movielens_directory_plans_20_seeded_users_by_default(pytester: pytest.Pytester,
+                                                                capsys: pytest.CaptureFixture[str],
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    ml = _movielens(pytester.path / "ml", users=35)
+    monkeypatch.chdir(pytester.path)
+    assert cli.main(["run", "--backend", "template", "--dataset", str(ml), "--dry-run"]) == 0
+    assert ": 20 users × 5 kinds" in capsys.readouterr().out
+    assert cli.main(["run", "--backend", "template", "--dataset", str(ml), "--severities", "3",
+                     "--perturbations", "noise", "--progress", "off", "--json", "a.json", "-q"]) == 0
+    assert cli.main(["run", "--backend", "template", "--dataset", str(ml), "--severities", "3", "--seed", "7",
+                     "--perturbations", "noise", "--progress", "off", "--json", "b.json", "-q"]) == 0
+    users_a = {p["key"]["user_id"] for p in json.loads(Path("a.json").read_text(encoding="utf-8"))["pairs"]}
+    users_b = {p["key"]["user_id"] for p in json.loads(Path("b.json").read_text(encoding="utf-8"))["pairs"]}
+    assert len(users_a) == len(users_b) == 20 and users_a != users_b  # a seeded sample, not the first 20
+    donors = {p["changes"]["donor"] for p in json.loads(Path("a.json").read_text(encoding="utf-8"))["pairs"]
+              if p["key"]["kind"] == "swap"}
+    assert donors - users_a  # donors come from all 35 users, not only the sampled ones

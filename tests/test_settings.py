@@ -133,7 +133,7 @@ def test_defaults(tmp_path: Path) -> None:
     assert settings.backend == "ollama"
     assert settings.perturbations == DEFAULT_PERTURBATIONS
     assert settings.severities == (1, 2, 3, 4, 5)
-    assert settings.users is None and settings.repeats == 1 and settings.seed == 42
+    assert settings.users == 20 and settings.repeats == 1 and settings.seed == 42
     assert (settings.temperature, settings.num_predict, settings.num_ctx) == (0.0, 256, 4096)
     assert (settings.concurrency, settings.connect_timeout, settings.timeout) == (4, 5, 120)
     assert settings.retries == 4
