@@ -241,21 +241,50 @@ def _parse_severities(raw: Any) -> tuple[int, ...]:
     return tuple(sorted(set(levels)))
 
 
+def _name_values(raw: Any, what: str) -> Mapping[str, Any] | None:
+    """A mapping given as a mapping (YAML), as ``name=value[,name=value]`` text (command line, environment,
+    ini), or as the ``{'name': value}`` text pytest makes of a TOML inline table in pyproject.toml; None
+    for anything else (a plain value)."""
+    if isinstance(raw, Mapping):
+        return raw
+    if not isinstance(raw, str):
+        return None
+    text = raw.strip()
+    if text.startswith("{"):
+        import ast
+
+        try:
+            parsed = ast.literal_eval(text)
+        except (ValueError, SyntaxError):
+            parsed = None
+        if not isinstance(parsed, dict):
+            raise _Invalid(f"{text!r} is not a table of {what}")
+        return parsed
+    if "=" not in text:
+        return None
+    pairs: dict[str, Any] = {}
+    for part in _split_list(text):
+        name, sep, value = part.partition("=")
+        if not sep:
+            raise _Invalid(f"{part!r}: mix of plain and name=value {what}")
+        pairs[name.strip()] = value
+    return pairs
+
+
+def _metric_names(raw: Mapping[str, Any]) -> None:
+    unknown = [k for k in raw if k not in METRICS]
+    if unknown:
+        raise _Invalid(f"unknown metric {unknown[0]!r}{_suggest(str(unknown[0]), METRICS)} "
+                       f"(metrics: {', '.join(METRICS)})")
+
+
 def _parse_weights(raw: Any) -> tuple[float, float, float, float]:
     """Four weights in METRICS order, from ``"a,b,c,d"``, ``"semantic=a,keyword=b,..."``, a list or a dict."""
-    if isinstance(raw, str) and "=" in raw:
-        pairs: dict[str, Any] = {}
-        for part in _split_list(raw):
-            name, sep, value = part.partition("=")
-            if not sep:
-                raise _Invalid(f"{part!r}: mix of plain and name=value weights")
-            pairs[name.strip()] = value
-        raw = pairs
+    named = _name_values(raw, "weights")
+    if named is not None:
+        raw = named
     if isinstance(raw, Mapping):
-        unknown = [k for k in raw if k not in METRICS]
-        if unknown:
-            raise _Invalid(f"unknown metric {unknown[0]!r}{_suggest(str(unknown[0]), METRICS)} "
-                           f"(metrics: {', '.join(METRICS)})")
+        _metric_names(raw)
         missing = [m for m in METRICS if m not in raw]
         if missing:
             raise _Invalid(f"missing weight for {', '.join(missing)} (give all four: {', '.join(METRICS)})")
@@ -274,6 +303,52 @@ def _parse_weights(raw: Any) -> tuple[float, float, float, float]:
     if abs(total - 1.0) > _WEIGHT_SUM_TOLERANCE:
         raise _Invalid(f"weights sum to {total:g}, must sum to 1")
     return (weights[0], weights[1], weights[2], weights[3])
+
+
+_THRESHOLD = _float_parser(0.0, 1.0)
+DEFAULT_MIN_METRIC = 0.35
+
+
+def _parse_min_metric_setting(raw: Any) -> float | Mapping[str, float]:
+    """One threshold for every metric, or ``semantic=0.5,keyword=0.4`` (a mapping in YAML or
+    pyproject.toml): the metrics named get their own threshold, the others the default 0.35."""
+    named = _name_values(raw, "metric thresholds")
+    if named is None:
+        return _THRESHOLD(raw)
+    _metric_names(named)
+    full = dict.fromkeys(METRICS, DEFAULT_MIN_METRIC)
+    for metric, value in named.items():
+        try:
+            full[metric] = _THRESHOLD(value)
+        except _Invalid as exc:
+            raise _Invalid(f"{metric}: {exc}") from None
+    return MappingProxyType(full)
+
+
+def _parse_per_kind_setting(raw: Any) -> Mapping[str, Mapping[str, Any]]:
+    """Per-kind thresholds: a mapping kind -> {min_combined, min_metric} (YAML, pyproject.toml), or
+    ``category_drift.min_combined=0.4,noise.min_metric=0.3,noise.min_metric.semantic=0.5`` as text.
+    Kinds and values are checked with the run's settings in :func:`resolve_settings`."""
+    if isinstance(raw, str) and not raw.strip().startswith("{"):
+        out: dict[str, dict[str, Any]] = {}
+        for part in _split_list(raw):
+            path, sep, value = part.partition("=")
+            keys = [k.strip() for k in path.split(".")]
+            if not sep or len(keys) not in (2, 3) or keys[1] not in _PER_KIND_KEYS or (
+                    len(keys) == 3 and keys[1] != "min_metric"):
+                raise _Invalid(f"{part!r}: expected KIND.min_combined=X, KIND.min_metric=X or "
+                               "KIND.min_metric.METRIC=X")
+            entry = out.setdefault(keys[0], {})
+            if len(keys) == 3:
+                current = entry.get("min_metric")
+                entry["min_metric"] = {**(current if isinstance(current, dict) else {}), keys[2]: value}
+            else:
+                entry[keys[1]] = value
+        return out
+    named = _name_values(raw, "per-kind thresholds")
+    if named is None:
+        raise _Invalid("expected a mapping kind -> {min_combined: X, min_metric: Y}")
+    return named
 
 
 def _parse_bool(raw: Any) -> bool:
@@ -428,8 +503,12 @@ OPTIONS: tuple[OptionSpec, ...] = (
          "when no model is configured.", metavar=None, flag=True),
     _opt("min-combined", _float_parser(0.0, 1.0), 0.5, "Gate: minimum combined robustness ρ (0-1); "
          "default 0.5.", metavar="X"),
-    _opt("min-metric", _float_parser(0.0, 1.0), 0.35, "Gate: minimum of each metric (0-1); default 0.35.",
-         metavar="X"),
+    _opt("min-metric", _parse_min_metric_setting, DEFAULT_MIN_METRIC, "Gate: minimum of each metric "
+         "(0-1), or per metric: semantic=0.5,keyword=0.4 (the others 0.35); default 0.35.",
+         metavar="X|METRIC=X,..."),
+    _opt("per-kind", _parse_per_kind_setting, MappingProxyType({}), "Gate: thresholds for one perturbation "
+         "kind's item: category_drift.min_combined=0.4,noise.min_metric.semantic=0.5 (a mapping in YAML); "
+         "default none.", metavar="KIND.KEY=X,..."),
     _opt("weights", _parse_weights, (0.25, 0.25, 0.25, 0.25), "Weights of semantic, keyword, structural "
          "and length in ρ: four comma-separated numbers or semantic=..,keyword=..,structural=..,length=..; "
          "non-negative, summing to 1; default equal.", metavar="W,W,W,W"),
@@ -539,7 +618,8 @@ class Settings:
     markdown: Path | None
     require_model: bool
     min_combined: float
-    min_metric: float
+    min_metric: float | Mapping[str, float]
+    per_kind: Mapping[str, Mapping[str, Any]]
     weights: tuple[float, float, float, float]
     decision: str
     alpha: float
@@ -806,6 +886,10 @@ def resolve_settings(*, cli: Mapping[str, Any], env: Mapping[str, str], ini: Map
         values["perturbations"] = _canonical_kinds(values["perturbations"],
                                                    canonical_kind or _default_canonical_kind,
                                                    wheres["perturbations"])
+    if values["per_kind"]:
+        # Checked as the marker's per_kind is, against the run's min_metric and known kinds.
+        values["per_kind"] = _parse_per_kind(values["per_kind"], values, wheres["per_kind"],
+                                             canonical_kind or _default_canonical_kind)
     _cross_check(values, wheres)
     return Settings(**values, sources=sources)
 
@@ -933,16 +1017,18 @@ def _marker_value(spec: OptionSpec, value: Any, where: str) -> Any:
 
 def _parse_min_metric(value: Any, base: float | Mapping[str, float], where: str
                       ) -> float | Mapping[str, float]:
-    """A float, or a partial per-metric dict completed from ``base`` (the threshold it overrides)."""
-    if not isinstance(value, Mapping):
-        return float(_marker_value(option("min-metric"), value, where))
-    unknown = [k for k in value if k not in METRICS]
-    if unknown:
-        raise ConfigError(f"{where}: unknown metric {unknown[0]!r}{_suggest(str(unknown[0]), METRICS)} "
-                          f"(metrics: {', '.join(METRICS)})")
+    """A float, or a partial per-metric mapping (a dict, or ``semantic=0.5`` text) completed from ``base``
+    (the threshold it overrides)."""
+    try:
+        named = _name_values(value, "metric thresholds")
+        if named is None:
+            return _THRESHOLD(value)
+        _metric_names(named)
+    except _Invalid as exc:
+        raise ConfigError(f"{where}: {exc}") from None
     full = {m: float(base[m] if isinstance(base, Mapping) else base) for m in METRICS}
-    for metric, threshold in value.items():
-        full[metric] = float(_marker_value(option("min-metric"), threshold, where))
+    for metric, threshold in named.items():
+        full[metric] = _marker_value(option("min-combined"), threshold, f"{where}: {metric}")
     return MappingProxyType(full)
 
 
@@ -996,7 +1082,7 @@ def apply_marker(settings: Settings, kwargs: Mapping[str, Any], *, nodeid: str, 
         if key not in MARKER_KEYWORDS:
             raise _unknown_keyword(key, nodeid)
     canon = canonical_kind or _default_canonical_kind
-    gate: dict[str, Any] = {k: getattr(settings, k) for k in MARKER_KEYWORDS if k != "per_kind"}
+    gate: dict[str, Any] = {k: getattr(settings, k) for k in MARKER_KEYWORDS}
     sources = {k: settings.sources.get(k, "default") for k in gate}
     kwargs = {k: v for k, v in kwargs.items() if v is not None}
     for key, value in kwargs.items():
@@ -1010,11 +1096,11 @@ def apply_marker(settings: Settings, kwargs: Mapping[str, Any], *, nodeid: str, 
         else:
             gate[key] = _marker_value(option(key), value, where)
         sources[key] = f"@pytest.mark.robustness on {nodeid}"
-    gate["per_kind"] = MappingProxyType({})
-    sources["per_kind"] = "default"
     if "per_kind" in kwargs:
         where = _marker_where(nodeid, "per_kind", kwargs["per_kind"])
-        gate["per_kind"] = _parse_per_kind(kwargs["per_kind"], gate, where, canon)
+        # The marker's kinds replace the run's thresholds for those kinds; the run's others stay.
+        gate["per_kind"] = MappingProxyType({**settings.per_kind,
+                                             **_parse_per_kind(kwargs["per_kind"], gate, where, canon)})
         sources["per_kind"] = f"@pytest.mark.robustness on {nodeid}"
         if "perturbations" in kwargs:
             # Both set in the same marker: thresholds for a kind the test does not run are a typo.

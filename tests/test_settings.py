@@ -576,3 +576,57 @@ def test_marker_doc_shows_every_keyword() -> None:
     for keyword in MARKER_KEYWORDS:
         assert f"{keyword}=" in signature
     assert set(MARKER_KEYWORDS) - {"per_kind"} <= {spec.field for spec in OPTIONS}
+
+
+# ------------------------------------------------------------------ thresholds from every source
+SEMANTIC_HALF = {"semantic": 0.5, "keyword": 0.35, "structural": 0.35, "length": 0.35}
+
+
+@pytest.mark.parametrize("source", [
+    {"cli": {"robustexplain_min_metric": "semantic=0.5"}},
+    {"env": {"ROBUSTEXPLAIN_MIN_METRIC": "semantic = 0.5"}},
+    {"ini": {"robustexplain_min_metric": "semantic=0.5"}},
+    {"ini": {"robustexplain_min_metric": "{'semantic': 0.5}"}},  # pytest's text of a pyproject inline table
+    {"yaml_text": "min_metric:\n  semantic: 0.5\n"},
+], ids=["cli", "env", "ini", "pyproject", "yaml"])
+def test_per_metric_thresholds_from_every_source(tmp_path: Path, source: dict[str, Any]) -> None:
+    settings = resolve(tmp_path, **source)
+    assert dict(settings.min_metric) == SEMANTIC_HALF  # type: ignore[arg-type]
+    gate = apply_marker(settings, {}, nodeid="t")
+    assert gate.metric_threshold("semantic") == 0.5 and gate.metric_threshold("length") == 0.35
+    partial = apply_marker(settings, {"min_metric": {"keyword": 0.4}}, nodeid="t")
+    assert partial.metric_threshold("semantic") == 0.5 and partial.metric_threshold("keyword") == 0.4
+
+
+@pytest.mark.parametrize("source", [
+    {"cli": {"robustexplain_per_kind": "drift.min_combined=0.6,noise.min_metric.semantic=0.7"}},
+    {"env": {"ROBUSTEXPLAIN_PER_KIND": "drift.min_combined=0.6, noise.min_metric.semantic=0.7"}},
+    {"ini": {"robustexplain_per_kind": "{'drift': {'min_combined': 0.6}, 'noise': {'min_metric': "
+                                       "{'semantic': 0.7}}}"}},
+    {"yaml_text": "per_kind:\n  drift:\n    min_combined: 0.6\n"
+                  "  noise:\n    min_metric:\n      semantic: 0.7\n"},
+], ids=["cli", "env", "pyproject", "yaml"])
+def test_per_kind_thresholds_from_every_source(tmp_path: Path, source: dict[str, Any]) -> None:
+    settings = resolve(tmp_path, **source)
+    gate = apply_marker(settings, {}, nodeid="t")
+    assert gate.combined_threshold("category_drift") == 0.6
+    assert gate.combined_threshold("noise_injection") == 0.5
+    assert gate.metric_threshold("semantic", "noise_injection") == 0.7
+    assert gate.metric_threshold("keyword", "noise_injection") == 0.35
+    marker = apply_marker(settings, {"per_kind": {"noise": {"min_combined": 0.8}}}, nodeid="t")
+    assert marker.combined_threshold("noise_injection") == 0.8  # the marker's kinds replace the run's
+    assert marker.combined_threshold("category_drift") == 0.6  # the run's other kinds stay
+
+
+@pytest.mark.parametrize(("source", "message"), [
+    ({"cli": {"robustexplain_min_metric": "semantc=0.5"}},
+     "--robustexplain-min-metric=semantc=0.5: unknown metric 'semantc'; did you mean 'semantic'?"),
+    ({"env": {"ROBUSTEXPLAIN_MIN_METRIC": "semantic=1.5"}}, "semantic: must be between 0 and 1"),
+    ({"yaml_text": "min_metric:\n  lenght: 0.3\n"}, "unknown metric 'lenght'; did you mean 'length'?"),
+    ({"cli": {"robustexplain_per_kind": "drif.min_combined=0.5"}},
+     "per-kind=drif.min_combined=0.5: unknown perturbation 'drif'"),
+    ({"cli": {"robustexplain_per_kind": "drift.min_combo=0.5"}}, "expected KIND.min_combined=X"),
+    ({"ini": {"robustexplain_per_kind": "{'drift': {'min_combined': 2}}"}}, "must be between 0 and 1"),
+])
+def test_bad_thresholds_name_their_source(tmp_path: Path, source: dict[str, Any], message: str) -> None:
+    assert message in config_error(tmp_path, **source)
