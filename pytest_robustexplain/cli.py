@@ -59,7 +59,7 @@ RUN_OPTION_GROUPS: Mapping[str, tuple[str, ...]] = {
     "model and backend": ("model", "backend", "host", "api-key-env", "temperature", "num-predict",
                           "num-ctx", "concurrency", "connect-timeout", "timeout", "retries", "prompt"),
     "data and sweep": ("dataset", "histories", "catalog", "cases", "perturbations", "severities", "users",
-                       "repeats", "seed", "noise-floor"),
+                       "max-history", "repeats", "seed", "noise-floor"),
     "response cache": ("cache", "cache-dir"),
     "gate": ("min-combined", "min-metric", "per-kind", "weights", "decision", "alpha", "inconclusive",
              "max-users"),

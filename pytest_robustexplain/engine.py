@@ -52,12 +52,34 @@ def load_configured_dataset(settings: Settings) -> Dataset:
             raise ConfigError(f"{settings.sources.get('histories', 'histories')}: a histories file needs a "
                               "catalog file too (--robustexplain-catalog)")
         loaded = data.load_dataset(settings.histories, settings.catalog, settings.cases, seed=settings.seed)
-        return loaded if settings.cases is not None else seeded_cases(loaded, settings.seed)
-    if isinstance(settings.dataset, Path):
+        if settings.cases is None:
+            loaded = seeded_cases(loaded, settings.seed)
+    elif isinstance(settings.dataset, Path):
         if (settings.dataset / "ratings.csv").is_file():
-            return seeded_cases(data.load_movielens(settings.dataset, seed=settings.seed), settings.seed)
-        return data.load_dataset_dir(settings.dataset, seed=settings.seed)
-    return data.default_dataset()
+            movielens = data.load_movielens(settings.dataset, seed=settings.seed,
+                                            max_history=settings.max_history)
+            return seeded_cases(movielens, settings.seed)
+        loaded = data.load_dataset_dir(settings.dataset, seed=settings.seed)
+    else:
+        loaded = data.default_dataset()
+    return recent_only(loaded, settings.max_history)
+
+
+def recent_only(dataset: Dataset, max_history: int | None) -> Dataset:
+    """Every history cut to its ``max_history`` most recent interactions (what the model is shown)."""
+    if max_history is None or all(len(h) <= max_history for h in dataset.histories.values()):
+        return dataset
+    from dataclasses import replace
+    from types import MappingProxyType
+
+    from .data import EvalCase, UserHistory
+
+    def cut(history: UserHistory) -> UserHistory:
+        return UserHistory(history.user_id, history.interactions[-max_history:])
+
+    histories = {uid: cut(h) for uid, h in dataset.histories.items()}
+    cases = tuple(EvalCase(histories.get(c.user_id) or cut(c.history), c.item) for c in dataset.cases)
+    return replace(dataset, histories=MappingProxyType(histories), cases=cases)
 
 
 def seeded_cases(dataset: Dataset, seed: int) -> Dataset:

@@ -475,6 +475,9 @@ OPTIONS: tuple[OptionSpec, ...] = (
     _opt("users", _int_parser(1, allow_all=True), 20, "Number of evaluation cases (users) to use, a seeded "
          "sample on datasets without a cases file; 'all' for every one; default 20 on every dataset.",
          metavar="N|all"),
+    _opt("max-history", _int_parser(1, allow_all=True), 50, "Most recent interactions of each history the "
+         "model sees (older ones are dropped when the data is loaded); 'all' keeps every one; default 50.",
+         metavar="N|all"),
     _opt("repeats", _int_parser(1), 1, "Explanations per (case, kind, severity), with different sample "
          "seeds; default 1.", metavar="N"),
     _opt("seed", _int_parser(0), 42, "Random seed for perturbations and model sampling; default 42.",
@@ -602,6 +605,7 @@ class Settings:
     perturbations: tuple[str, ...]
     severities: tuple[int, ...]
     users: int | None
+    max_history: int | None
     repeats: int
     seed: int
     temperature: float

@@ -139,3 +139,22 @@ def test_a_movielens_directory_plans_20_seeded_users_by_default(pytester: pytest
     donors = {p["changes"]["donor"] for p in json.loads(Path("a.json").read_text(encoding="utf-8"))["pairs"]
               if p["key"]["kind"] == "swap"}
     assert donors - users_a  # donors come from all 35 users, not only the sampled ones
+
+
+def test_max_history_is_a_setting_and_the_reports_say_what_the_prompts_showed(
+        pytester: pytest.Pytester, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    ml = _movielens(pytester.path / "ml", users=25)
+    monkeypatch.chdir(pytester.path)
+    args = ["run", "--backend", "template", "--dataset", str(ml), "--severities", "3",
+            "--perturbations", "noise", "--progress", "off", "--users", "3"]
+    assert cli.main([*args, "--max-history", "6", "--json", "six.json"]) == 0
+    assert "Interactions per prompt         6–6 (median 6" in capsys.readouterr().out
+    six = json.loads(Path("six.json").read_text(encoding="utf-8"))
+    assert {p["history_length"] for p in six["pairs"]} == {6}
+    pytester.makepyfile(BARE)
+    result = pytester.runpytest(f"--robustexplain-dataset={ml}", "--robustexplain-backend=template",
+                                "--robustexplain-users=3", "--robustexplain-severities=3",
+                                "--robustexplain-perturbations=noise", "--robustexplain-max-history=all")
+    result.assert_outcomes(passed=1)
+    result.stdout.re_match_lines([r"Interactions per prompt\s+1[45]–1[45] \(median"])  # every rating kept

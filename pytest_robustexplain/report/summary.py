@@ -687,6 +687,10 @@ def facts(summary: Summary, *, failures_note: str = "") -> list[tuple[str, str]]
     if summary.weakest_kind:
         mean = summary.by_kind[summary.weakest_kind].mean
         rows.append(("Weakest perturbation", f"{summary.weakest_kind} ({fmt_mean(mean)})"))
+    lengths = sorted(u.history_length for u in summary.by_user)
+    if lengths:
+        rows.append(("Interactions per prompt", f"{lengths[0]}–{lengths[-1]} (median "
+                                                f"{statistics.median(lengths):g}; the original histories)"))
     failures = f"{summary.n_failures}{failures_note}" if summary.n_failures else "0"
     rows.append(("Generation failures", failures))
     if summary.keyword_empty:
