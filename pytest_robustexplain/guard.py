@@ -253,13 +253,23 @@ def grounding_message(g: GuardResult) -> str:
 def delta_by_kind(pairs: Sequence[PairResult], swaps: Sequence[PairResult], *, alpha: float = 0.05
                   ) -> dict[str, Interval]:
     """Δ = ρ_pert − ρ_swap for each perturbation kind (each kind's pairs against the same controls)."""
-    kinds = sorted({p.key.kind for p in pairs})
+    return {kind: delta for kind, (delta, _) in by_kind(pairs, swaps, alpha=alpha).items()}
+
+
+def by_kind(pairs: Sequence[PairResult], swaps: Sequence[PairResult], *, alpha: float = 0.05,
+            floor: float = 1.0) -> dict[str, tuple[Interval, Interval | None]]:
+    """(Δ, R) for each perturbation kind: each kind's pairs against the same cross-user controls."""
     out = {}
-    for kind in kinds:
+    for kind in sorted({p.key.kind for p in pairs}):
         cases = _cases([p for p in pairs if p.key.kind == kind], swaps)
-        if cases:
-            out[kind] = _interval([c.perturbed - c.swap.combined for c in cases], [c.user_id for c in cases],
-                                  alpha, bounds=(-1.0, 1.0))
+        if not cases:
+            continue
+        delta = _interval([c.perturbed - c.swap.combined for c in cases], [c.user_id for c in cases],
+                          alpha, bounds=(-1.0, 1.0))
+        means = _user_means(cases)
+        relative = _ratio_interval({u: p - s for u, (p, s) in means.items()},
+                                   {u: floor - s for u, (p, s) in means.items()}, len(cases), alpha)
+        out[kind] = (delta, relative)
     return out
 
 

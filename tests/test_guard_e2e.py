@@ -119,6 +119,20 @@ def test_the_history_blind_fake_model_fails_and_the_stable_one_passes(
     stable.assert_outcomes(passed=6)
 
 
+def test_the_openai_compatible_backend_gets_the_same_controls(pytester: pytest.Pytester,
+                                                              server: FakeOllamaServer) -> None:
+    pytester.makepyfile(_test_file(users=4, severities=[3], perturbations=["noise"]))
+    server.mode = "history-blind"
+    args = ("--robustexplain-backend=openai", f"--robustexplain-host={server.url}/v1",
+            "--robustexplain-model=fake-model", "--robustexplain-cache=off")
+    blind = pytester.runpytest(*args, "--robustexplain-json=openai.json")
+    blind.assert_outcomes(failed=1)
+    blind.stdout.fnmatch_lines(["*INSENSITIVE*barely depend on the user's history*"])
+    ollama = _fake(pytester, server, "--robustexplain-cache=off", "--robustexplain-json=ollama.json")
+    ollama.assert_outcomes(failed=1)
+    assert _swaps(_report(pytester, "openai.json")) == _swaps(_report(pytester, "ollama.json"))
+
+
 def test_an_item_only_explainer_fails_on_the_synthetic_set(pytester: pytest.Pytester) -> None:
     pytester.makeconftest(ITEM_ONLY)
     pytester.makepyfile(_test_file(users=6, severities=[3]))

@@ -68,7 +68,7 @@ Top level (object):
   (``key``, ``failure``, ``detail``), ``keyword_empty`` (keys), ``small_kinds`` (kinds with fewer than 50
   pairs), ``recommendation`` (one sentence), ``sensitivity`` (the guard over all the model's pairs, same
   fields as a verdict's ``guard``, or null without cross-user controls), ``delta_by_kind`` (kind → Δ
-  interval).
+  interval), ``relative_by_kind`` (kind → R interval, where defined).
 - ``comparisons`` — derived, present with two or more models: each model after the first compared with the
   first on matched pairs (``stats.compare_models``): ``names``; then either ``error`` (why no comparison
   was possible) or ``rows`` (one per quantity — ``combined`` and the four metrics: ``quantity``,

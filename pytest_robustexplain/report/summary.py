@@ -145,6 +145,7 @@ class Summary:
     kind_tests: KindDifferences | None = None  # do kinds differ? (≥ 3 kinds); None otherwise
     sensitivity: GuardResult | None = None  # the cross-user control over all pairs; None without swaps
     delta_by_kind: dict[str, Interval] = field(default_factory=dict)  # Δ = ρ_pert − ρ_swap per kind
+    relative_by_kind: dict[str, Interval] = field(default_factory=dict)  # R per kind (when defined)
 
     @property
     def n_failures(self) -> int:
@@ -186,6 +187,7 @@ class Summary:
             "kind_tests": plain(self.kind_tests.to_dict()) if self.kind_tests else None,
             "sensitivity": plain(self.sensitivity.to_dict()) if self.sensitivity else None,
             "delta_by_kind": {k: interval_dict(v) for k, v in self.delta_by_kind.items()},
+            "relative_by_kind": {k: interval_dict(v) for k, v in self.relative_by_kind.items()},
         }
 
 
@@ -276,15 +278,18 @@ def _sensitivity(run: RunResult, model: str, pairs: Sequence[PairResult], thresh
     swaps = run.model_swaps(model)
     if not swaps or not pairs:
         return {}
-    from ..guard import delta_by_kind, evaluate
+    from ..guard import by_kind, evaluate
     from ..stats import noise_floor
 
     floor = noise_floor(run.model_pairs(model, controls=True))
     settings = guard_settings(run)
-    by_kind = delta_by_kind(pairs, swaps, alpha=settings.alpha)
+    floor_value = floor.mean if floor is not None else 1.0
+    per_kind = by_kind(pairs, swaps, alpha=settings.alpha, floor=floor_value)
+    kinds = ordered_kinds(per_kind)
     return {"sensitivity": evaluate(pairs, swaps, combined_threshold=threshold, settings=settings,
-                                    floor=floor.mean if floor is not None else 1.0),
-            "delta_by_kind": {k: by_kind[k] for k in ordered_kinds(by_kind) if k in by_kind}}
+                                    floor=floor_value),
+            "delta_by_kind": {k: per_kind[k][0] for k in kinds},
+            "relative_by_kind": {k: r for k in kinds if (r := per_kind[k][1]) is not None}}
 
 
 def interval_of(pairs: Sequence[PairResult], quantity: str = "combined") -> Interval:
@@ -721,8 +726,10 @@ def sensitivity_rows(summary: Summary) -> list[tuple[str, str]]:
         floor = "1 (temperature 0)" if g.floor >= 1.0 else f"{fmt_mean(g.floor)} (noise floor)"
         rows.append(("Relative robustness R", f"{_fmt_relative(g.relative)} · ρ_floor {floor}"))
     if summary.delta_by_kind:
-        rows.append(("Δ by perturbation", " · ".join(f"{k} {fmt_mean(v.mean)}"
-                                                       for k, v in summary.delta_by_kind.items())))
+        rows.append(("Δ (R) by perturbation", " · ".join(
+            f"{k} {fmt_mean(v.mean)}" + (f" ({summary.relative_by_kind[k].mean:.2f})"
+                                         if k in summary.relative_by_kind else "")
+            for k, v in summary.delta_by_kind.items())))
     rows.append(("Insensitive users", f"{len(g.insensitive_users)} of {g.n_users} (limit "
                                        f"{100 * g.max_insensitive_share:g} %)"
                  + (f": {', '.join(g.insensitive_users[:8])}" + (" …" if len(g.insensitive_users) > 8 else "")
