@@ -30,7 +30,6 @@ class Progress:
         self._interval = interval
         self._last = 0.0
         self._shown = False
-        self._started = time.monotonic()
 
     @classmethod
     def for_config(cls, config: pytest.Config, run: RobustnessRun) -> Progress:

@@ -457,7 +457,8 @@ OPTIONS: tuple[OptionSpec, ...] = (
     _enum("backend", BACKENDS, "ollama", "Explanation backend ('callable': your conftest overrides the "
           "explainer fixture; 'template': a deterministic offline template)."),
     _opt("host", _parse_host, None, "Base URL of the Ollama server or OpenAI-compatible API; default "
-         "$OLLAMA_HOST for Ollama, else http://localhost:11434 (Ollama) or https://api.openai.com/v1.",
+         f"$OLLAMA_HOST for Ollama, else {DEFAULT_HOSTS['ollama']} (Ollama) or {DEFAULT_HOSTS['openai']} "
+         "(a local OpenAI-compatible server: llama.cpp, vLLM, LM Studio).",
          metavar="URL", env_fallbacks=("OLLAMA_HOST",)),
     _opt("api-key-env", _parse_env_name, "OPENAI_API_KEY", "Name of the environment variable holding the "
          "API key for the openai backend; default OPENAI_API_KEY.", metavar="VAR", echo=False),

@@ -25,7 +25,7 @@ import heapq
 import math
 import threading
 import time
-from collections.abc import Callable, Coroutine, Mapping, Sequence
+from collections.abc import Callable, Coroutine, Mapping
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -130,7 +130,7 @@ class Sweep:
     """
 
     def __init__(self, explainers: Mapping[str, Explainer], catalog: Catalog, *, scorer: Scorer,
-                 on_fatal: Callable[[BaseException], None] | None = None, window: int = 8) -> None:
+                 window: int = 8) -> None:
         """``window`` bounds the pairs in progress at once: enough to keep every backend slot busy
         (an original and a perturbed call per pair), few enough that users finish in order."""
         self._explainers = dict(explainers)
@@ -143,7 +143,6 @@ class Sweep:
         self._slice_users: dict[str, dict[str, list[_Pair]]] = {}  # user -> the slice's pairs for them
         self._originals: dict[tuple[str, str, str, int], asyncio.Future[Explanation]] = {}
         self._fatal: BaseException | None = None
-        self._on_fatal = on_fatal
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
@@ -475,8 +474,6 @@ class Sweep:
     def _set_fatal(self, exc: BaseException) -> None:
         if self._fatal is None:
             self._fatal = exc
-            if self._on_fatal is not None:
-                self._on_fatal(exc)
         for event in self._slice_done.values():
             event.set()
 
@@ -498,17 +495,12 @@ class Sweep:
                                f"({len(errors)} pairs); first error: {errors[0].failure_detail}")
         return result
 
-    @property
-    def fatal(self) -> BaseException | None:
-        return self._fatal
 
     def all_results(self) -> list[PairResult]:
         """Every scored pair so far, in a stable order."""
         done = [p.result for p in self._pairs.values() if p.result is not None]
         return sorted(done, key=lambda r: r.key)
 
-    def slice_ids(self) -> Sequence[str]:
-        return list(self._slices)
 
 
 def reweighted(pair: PairResult, weights: tuple[float, float, float, float] | None) -> PairResult:
