@@ -290,6 +290,11 @@ def run_slices(settings: Settings, slices: Sequence[GatedSlice], explainers: Map
                            {**record, **({"partial": True, "pairs_planned": sweep.counters.pairs_total}
                                          if partial else {})})
 
+    def gate(entry: GatedSlice, sliced: SliceResult) -> None:
+        kind = None if entry.slice == OVERALL else entry.slice
+        gates.append(GateResult(entry.nodeid, entry.slice, entry.spec.model,
+                                decide(entry.gate, sliced, kind), entry.gate.thresholds(kind)))
+
     try:
         sweep.start()
         for model, explainer in explainers.items():
@@ -298,12 +303,16 @@ def run_slices(settings: Settings, slices: Sequence[GatedSlice], explainers: Map
             sweep.add_slice(entry.spec)
         tick = None if poll is None else (lambda: poll(sweep.counters))
         for entry in slices:
-            sliced = sweep.wait(entry.spec.slice_id, poll=tick, interval=interval)
-            kind = None if entry.slice == OVERALL else entry.slice
-            gates.append(GateResult(entry.nodeid, entry.slice, entry.spec.model,
-                                    decide(entry.gate, sliced, kind), entry.gate.thresholds(kind)))
+            gate(entry, sweep.wait(entry.spec.slice_id, poll=tick, interval=interval))
     except KeyboardInterrupt:
         sweep.close()  # first: pairs that finish while the loop winds down belong in the partial report
+        # Every slice that finished is gated, whether or not its wait had returned when Ctrl-C came: the
+        # partial report depends on what finished, not on when the main thread last looked.
+        gated = {g.nodeid for g in gates}
+        for entry in slices:
+            done = sweep.finished(entry.spec.slice_id)
+            if entry.nodeid not in gated and done is not None and done.pairs:
+                gate(entry, done)
         raise SweepInterrupted(result(partial=True)) from None
     finally:
         sweep.close()

@@ -88,5 +88,8 @@ def github_annotations(result: RunResult) -> list[str]:
 
 
 def _escape(text: str) -> str:
-    # Workflow-command escaping: %, CR and LF must be percent-encoded in the message.
-    return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+    # Outside text made visible (controls, bidi), then workflow-command escaping: %, CR and LF must be
+    # percent-encoded in the message, as GitHub documents.
+    from .sanitize import visible
+
+    return visible(text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A"), commands=True)

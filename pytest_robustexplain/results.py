@@ -36,7 +36,10 @@ class PairKey:
         return (self.user_id, self.item_id, self.kind, self.severity, self.repeat)
 
     def label(self) -> str:
-        return f"user {self.user_id} · item {self.item_id} · {self.kind} L{self.severity} · r{self.repeat}"
+        from .sanitize import visible  # ids come from data files: one line, controls shown
+
+        return visible(f"user {self.user_id} · item {self.item_id} · {self.kind} L{self.severity} · "
+                       f"r{self.repeat}")
 
 
 @dataclass(frozen=True)

@@ -496,6 +496,12 @@ class Sweep:
         return result
 
 
+    def finished(self, slice_id: str) -> SliceResult | None:
+        """The slice's result if it has finished (without a fatal error), else None; never waits."""
+        if self._fatal is None and self._slice_done[slice_id].is_set():
+            return self._slices[slice_id]
+        return None
+
     def all_results(self) -> list[PairResult]:
         """Every scored pair so far, in a stable order."""
         done = [p.result for p in self._pairs.values() if p.result is not None]

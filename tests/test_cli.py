@@ -292,8 +292,11 @@ def test_interrupt_writes_a_partial_report_and_the_rerun_resumes(
     assert f"robustexplain run --model fake-a:7b --host {server.url} --users 1" in err
     partial = read_json(tmp_path / "r.json")
     assert partial.settings["partial"] is True and partial.settings["pairs_planned"] == 11
-    # The noise slice (5 pairs and the user's cross-user control) finished, and was gated, before Ctrl-C.
-    assert [g.slice for g in partial.gates] == ["noise_injection"] and len(partial.pairs) == 6
+    # Which six finished depends on which calls reached the server first (cache look-ups run in threads);
+    # a slice whose pairs all finished is gated in the partial report, the others are not.
+    assert len(partial.pairs) == 6
+    noise_slice_done = {p.key.kind for p in partial.pairs} == {"noise_injection", "swap"}
+    assert [g.slice for g in partial.gates] == (["noise_injection"] if noise_slice_done else [])
     assert run("report", "r.json", "-q") == 0
     assert "r.json is a partial run (interrupted)" in capsys.readouterr().err
 

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 from ..data import Item, UserHistory
+from ..sanitize import clean, visible
 
 # Values of Explanation.failure.
 FAILURE_EMPTY = "empty"  # the model answered with nothing (or whitespace / only a think block)
@@ -30,6 +31,12 @@ class Explanation:
     cached: bool = False
     failure: str | None = None
     detail: str = ""  # the error message when failure == "error"; what was refused for "refusal"
+
+    def __post_init__(self) -> None:
+        # Outside text enters the run here, from every backend: make it encodable (lone surrogates from a
+        # broken server or a JSON escape would crash the cache, the reports and xdist) once, for all.
+        object.__setattr__(self, "text", clean(self.text))
+        object.__setattr__(self, "detail", clean(self.detail))
 
     @property
     def ok(self) -> bool:
@@ -53,7 +60,8 @@ class ModelInfo:
     def label(self) -> str:
         """One-line description for report headers, e.g. ``llama3.1:8b (sha256:ab12…, 8.0B, Q4_K_M)``."""
         details = [d for d in (self._short_digest(), self.parameter_size, self.quantization) if d]
-        text = f"{self.name} ({', '.join(details)})" if details else self.name
+        # Names and details come from the server: outside text.
+        text = visible(f"{self.name} ({', '.join(details)})" if details else self.name)
         kind = self.extra.get("kind") or "template explainer"
         return text if self.is_llm else f"{text} [{kind} — not a language model]"
 

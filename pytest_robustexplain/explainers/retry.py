@@ -64,8 +64,10 @@ def is_retryable(exc: BaseException) -> bool:
 
 def describe_error(exc: BaseException) -> str:
     """A one-line description: type plus message, or the HTTP status and the server's reason."""
+    from ..sanitize import visible
+
     status = status_of(exc)
-    message = str(exc).strip() or type(exc).__name__
+    message = visible(str(exc).strip()) or type(exc).__name__  # a server's error body: outside text
     if status is not None and str(status) not in message:
         return f"HTTP {status}: {message}"
     return message if type(exc).__name__ in message else f"{type(exc).__name__}: {message}"

@@ -1,18 +1,19 @@
 """The robustness report as GitHub-flavoured Markdown (job step summary, pull-request comment).
 
 Same content as the terminal report, as tables, with status words (PASS / FAIL / INCONCLUSIVE /
-INSENSITIVE) and no
-emoji. Every interpolated value goes through :func:`cell` or :func:`text`: model output and user data are
-HTML-escaped (GitHub renders inline HTML), and in table cells ``|`` is escaped and newlines are flattened
-so a hostile explanation can neither break the table nor inject markup.
+INSENSITIVE) and no emoji. Every interpolated value goes through :func:`cell` or :func:`text`, i.e.
+:func:`~pytest_robustexplain.sanitize.markdown_inert`: HTML escaped (GitHub renders inline HTML), the
+characters of links, images, emphasis, code and tables backslash-escaped, bare URLs kept from autolinking,
+line breaks and control characters shown — a hostile explanation can neither break a table nor put a
+link, image or markup into the step summary.
 """
 
 from __future__ import annotations
 
-import html
 from typing import TYPE_CHECKING, Any
 
 from ..results import METRICS, OVERALL, PairResult, RunResult
+from ..sanitize import markdown_inert
 from .summary import (
     METRIC_DESCRIPTIONS,
     FailedGate,
@@ -45,14 +46,13 @@ if TYPE_CHECKING:
 
 
 def text(value: Any) -> str:
-    """Escape a value for Markdown running text (HTML special characters)."""
-    return html.escape(str(value), quote=False)
+    """A value as inert Markdown: no HTML, link, image, emphasis or autolink (``sanitize.markdown_inert``)."""
+    return markdown_inert(str(value))
 
 
 def cell(value: Any) -> str:
-    """Escape a value for a Markdown table cell: HTML escaped, ``|`` escaped, one line."""
-    flat = " ".join(text(value).splitlines())
-    return flat.replace("|", "\\|")
+    """A value for a Markdown table cell: inert (``|`` escaped too), on one line."""
+    return text(value)
 
 
 def table(header: list[str], rows: list[list[Any]]) -> list[str]:

@@ -468,8 +468,11 @@ def fmt_p(p: float | None) -> str:
 
 
 def trim(text: str, limit: int = 200) -> str:
-    """Whitespace collapsed and cut at a word boundary near ``limit`` characters, with an ellipsis."""
-    flat = " ".join(text.split())
+    """Whitespace collapsed, control and bidi characters shown (outside text: :func:`sanitize.visible`), and
+    cut at a word boundary near ``limit`` characters, with an ellipsis."""
+    from ..sanitize import visible
+
+    flat = visible(" ".join(text.split()))
     if len(flat) <= limit:
         return flat
     cut = flat[:limit].rsplit(" ", 1)[0] if " " in flat[:limit] else flat[:limit]

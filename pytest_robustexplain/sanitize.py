@@ -1,0 +1,75 @@
+"""One sanitiser for text that comes from outside: model replies, server error bodies, data-file strings.
+
+Such text may contain anything. Three guarantees, one function each:
+
+- :func:`clean` — valid Unicode that encodes as UTF-8: lone surrogates (``\\ud800``; a JSON ``\\ud800`` escape
+  or a broken server produces them) become U+FFFD. Applied where outside text enters the run (every
+  :class:`~pytest_robustexplain.explainers.base.Explanation`), so caches, reports and xdist payloads can
+  always write it.
+- :func:`visible` — for one line of a terminal, a CI log, a pytest failure message or a GitHub annotation:
+  line breaks, C0/C1 control characters (ESC starts terminal escape sequences) and bidirectional
+  overrides (U+202E reverses what a reviewer reads) are shown as visible placeholders, so outside text can
+  neither start a line (on GitHub Actions a line starting with ``::`` is a workflow command) nor move the
+  cursor, retitle the window or reorder the text; ``::`` and ``##[`` are replaced (a report may wrap a
+  long line anywhere, and the runner trims leading blanks before it looks for a command).
+- :func:`markdown_inert` — for Markdown (the job step summary, PR comments): HTML escaped and every
+  character that makes Markdown markup (links, images, emphasis, code, tables, headings) backslash-escaped;
+  bare URLs are broken with a zero-width space so GitHub does not autolink them.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+# C0 controls (but tab), DEL, C1 controls; line and paragraph separators; bidi embeddings, overrides and
+# isolates, and the implicit marks (they reorder or hide text without being seen).
+_INVISIBLE = re.compile("[\x00-\x08\x0a-\x1f\x7f-\x9f\u2028\u2029\u200e\u200f\u061c"
+                        "\u202a-\u202e\u2066-\u2069]")
+_NAMED = {"\n": "⏎", "\r": "␍", "\x1b": "␛", "\x7f": "␡"}
+# What makes inline markup: emphasis, code, tables, strike-through (HTML is escaped); links and images
+# need "](" or "![", broken below, so the brackets of an interval stay as they are.
+_MARKDOWN = re.compile(r"([\\`*_|~])")
+_LINK = re.compile(r"\]\(|!\[")
+_AUTOLINK = re.compile(r"(?i)(https?|ftp|mailto|www)(:|\.)")
+_ZWSP = "\u200b"
+
+
+def clean(text: str) -> str:
+    """``text`` with lone surrogates replaced by U+FFFD: always encodable as UTF-8."""
+    return _SURROGATE.sub("\ufffd", text) if _SURROGATE.search(text) else text
+
+
+def _show(match: re.Match[str]) -> str:
+    char = match.group()
+    named = _NAMED.get(char)
+    if named is not None:
+        return named
+    code = ord(char)
+    if code < 0x20:
+        return chr(0x2400 + code)  # the Control Pictures block: ␀ … ␟
+    return f"\\u{code:04x}"
+
+
+# GitHub's runner takes a log line as a workflow command when, leading blanks trimmed, it starts with "::"
+# (or the legacy "##["); reports wrap long lines, so outside text may carry neither anywhere.
+_COMMANDS = {"::": "\u2236\u2236", "##[": "#\u2236#["}  # ∶ (U+2236 RATIO) reads as a colon, is none
+
+
+def visible(text: str, *, commands: bool = False) -> str:
+    """One line, with every control, line-break and bidi character shown instead of obeyed, and no
+    workflow-command marker (``commands=True`` keeps ``::``: for the body of the plugin's own annotation,
+    where the runner reads no further command)."""
+    shown = _INVISIBLE.sub(_show, clean(text))
+    if not commands:
+        for marker, inert in _COMMANDS.items():
+            shown = shown.replace(marker, inert)
+    return shown
+
+
+def markdown_inert(text: str) -> str:
+    """Text that renders literally in GitHub Markdown: no markup, link, image, HTML or autolink."""
+    unlinked = _AUTOLINK.sub(lambda m: f"{m.group(1)}{_ZWSP}{m.group(2)}", visible(text))
+    escaped = _MARKDOWN.sub(r"\\\1", html.escape(unlinked, quote=False))
+    return _LINK.sub(lambda m: "]\\(" if m.group() == "](" else "\\![", escaped)

@@ -1,0 +1,143 @@
+"""Outside text is hostile: a table of hostile strings through every writer.
+
+Model replies (and the ids in data files) may contain anything. Whatever they contain, the run finishes
+with its verdicts, nothing reaches the CI log as a workflow command or a terminal escape, and no Markdown
+link, image or HTML from it renders in the step summary.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+import pytest
+
+from pytest_robustexplain import cli, sanitize
+from pytest_robustexplain.explainers.base import Explanation
+from pytest_robustexplain.explainers.retry import describe_error
+from pytest_robustexplain.testing import FakeOllamaServer, compose_reply
+
+pytest_plugins = ["pytester"]
+
+HOSTILE: dict[str, str] = {
+    "surrogate": "broken \ud800 text",
+    "workflow command": "fine.\n::error file=x.py,line=1::INJECTED\n::add-mask::secret",
+    "crlf command": "fine.\r\n::warning::INJECTED",
+    "ansi clear": "\x1b[2J\x1b[31mred\x1b[0m",
+    "osc title": "\x1b]0;TITLE\x07 and more",
+    "c1 next line": "a\x85::error::INJECTED",
+    "bidi override": "user \u202eevil\u202c text",
+    "markdown image": "![pixel](https://evil.invalid/track.png)",
+    "markdown link": "[Click to re-run CI](https://evil.invalid/login)",
+    "bare url": "see https://evil.invalid/login or www.evil.invalid",
+    "html": "<script>alert(1)</script><img src=x onerror=alert(2)>",
+    "table break": "a | b | c\n| --- |",
+    "nul": "a\x00b",
+}
+
+
+@pytest.mark.parametrize("name", list(HOSTILE))
+def test_the_sanitiser_invariants(name: str) -> None:
+    raw = HOSTILE[name]
+    line = sanitize.visible(raw)
+    line.encode("utf-8")  # never raises: surrogates are gone
+    assert "\n" not in line and "\r" not in line and "\x1b" not in line and "\x85" not in line
+    assert not any(ch in line for ch in "\u202e\u202c\x00\x07")
+    assert "::" not in line and "##[" not in line  # no line a report wraps can start a command
+    md = sanitize.markdown_inert(raw)
+    assert "<" not in md and "](" not in md and not re.search(r"(?<!\\)!\[", md)
+    assert not re.search(r"https?://|www\.", md)  # no autolink
+    assert "|" not in md.replace("\\|", "")
+    assert sanitize.clean(raw).encode("utf-8")
+
+
+def test_outside_text_is_clean_where_it_enters_and_in_error_descriptions() -> None:
+    explanation = Explanation(text=HOSTILE["surrogate"], model="m", detail="x\udfffy")
+    assert "\ufffd" in explanation.text and explanation.detail == "x\ufffdy"
+
+    class ServerError(Exception):
+        pass
+
+    described = describe_error(ServerError(HOSTILE["workflow command"]))
+    assert "\n" not in described and "⏎∶∶error" in described
+
+
+def _hostile_reply(prompt: str, options: Mapping[str, Any]) -> str:
+    """Fragile replies (so gates fail and worst pairs are printed) carrying every hostile string."""
+    return " ".join(HOSTILE.values()) + " " + compose_reply(prompt, options, mode="fragile")
+
+
+@pytest.fixture
+def server() -> Iterator[FakeOllamaServer]:
+    with FakeOllamaServer(reply=_hostile_reply) as fake:
+        yield fake
+
+
+MARKED = """
+import pytest
+
+@pytest.mark.robustness(users=3, severities=[2], perturbations=["noise", "drift"], min_combined=0.95)
+def test_gate(robustness):
+    pass
+"""
+
+
+def _assert_log_is_safe(text: str) -> None:
+    for line in text.splitlines():
+        # The only workflow commands are the plugin's own annotations.
+        assert not line.lstrip().startswith("::") or line.startswith("::error file=test_"), line
+        assert "INJECTED" not in line or not line.lstrip().startswith("::"), line
+    assert "\x1b" not in text and "\u202e" not in text and "\x07" not in text and "\x85" not in text
+
+
+def _assert_markdown_is_inert(md: str) -> None:
+    assert "<script" not in md and "<img" not in md
+    assert "](" not in md and not re.search(r"(?<!\\)!\[", md)
+    assert "https://evil" not in md and "www.evil" not in md
+
+
+@pytest.mark.parametrize("xdist", [(), ("-n", "2")], ids=["serial", "xdist"])
+def test_every_writer_survives_and_neutralises_hostile_replies(
+        pytester: pytest.Pytester, server: FakeOllamaServer, monkeypatch: pytest.MonkeyPatch,
+        xdist: tuple[str, ...]) -> None:
+    summary = pytester.path / "summary.md"
+    monkeypatch.setenv("GITHUB_ACTIONS", "true")
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
+    pytester.makepyfile(MARKED)
+    result = pytester.runpytest("--robustexplain-model=fake-model", f"--robustexplain-host={server.url}",
+                                "--robustexplain-json=r.json", "--robustexplain-html=r.html",
+                                "--robustexplain-markdown=r.md", "--junitxml=junit.xml", *xdist)
+    result.assert_outcomes(failed=3)  # the fragile model fails; the hostile text crashes nothing
+    out = result.stdout.str()
+    assert "INTERNALERROR" not in out and "Traceback" not in out
+    assert "worst pairs:" in out and "␛[2J" in out  # shown, not obeyed
+    assert "fine. ∶∶error file=x.py" in out  # shown, and no wrapped line can start a command
+    _assert_log_is_safe(out)
+    for name in ("r.md",):
+        _assert_markdown_is_inert((pytester.path / name).read_text(encoding="utf-8"))
+    _assert_markdown_is_inert(summary.read_text(encoding="utf-8"))
+    page = (pytester.path / "r.html").read_text(encoding="utf-8")
+    assert "<script>alert" not in page and "<img src=x" not in page
+    doc = json.loads((pytester.path / "r.json").read_text(encoding="utf-8"))
+    assert any("\ufffd" in p["original"] for p in doc["pairs"])  # the surrogate, replaced
+    (pytester.path / "junit.xml").read_text(encoding="utf-8")  # written, valid UTF-8
+
+    monkeypatch.chdir(pytester.path)
+    code = cli.main(["run", "--model", "fake-model", "--host", server.url, "--users", "3", "--severities",
+                     "2", "--perturbations", "noise,drift", "--min-combined", "0.95", "--progress", "off",
+                     "--markdown", "cli.md"])
+    assert code == cli.EXIT_GATE_FAILED
+    _assert_markdown_is_inert((pytester.path / "cli.md").read_text(encoding="utf-8"))
+
+
+def test_the_cli_report_keeps_terminal_escapes_out(server: FakeOllamaServer, tmp_path: Any,
+                                                   monkeypatch: pytest.MonkeyPatch,
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.chdir(tmp_path)
+    code = cli.main(["run", "--model", "fake-model", "--host", server.url, "--users", "2",
+                     "--severities", "1", "--perturbations", "noise", "--min-combined", "0.95",
+                     "--progress", "off", "--cache", "off"])
+    assert code == cli.EXIT_GATE_FAILED
+    _assert_log_is_safe(capsys.readouterr().out)
