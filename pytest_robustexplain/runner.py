@@ -10,7 +10,7 @@ from __future__ import annotations
 import datetime as _dt
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -19,6 +19,7 @@ import pytest
 from . import __version__
 from .errors import BackendError, ConfigError, DataError, RobustExplainError
 from .results import (
+    FAIL,
     METRICS,
     OVERALL,
     PASS,
@@ -435,6 +436,13 @@ class RobustnessRun:
         thresholds = plan.gate.thresholds(kind)
         pairs = sliced.pairs
         verdict = decide(plan.gate, sliced, kind)
+        regression = self._regression(plan, pairs)
+        if regression is not None and not regression.passed and verdict.outcome != FAIL:
+            # Part of the verdict, so that every writer (JSON gates, Markdown and step summary, annotations,
+            # the -q line, JUnit) says FAIL with this reason, not only the item.
+            verdict = replace(verdict, outcome=FAIL, message=(
+                f"Regression against baseline {self.settings.baseline}: {regression.message} "
+                f"Without the baseline: {verdict.message}"))
         intervals = {c.quantity: c.interval for c in verdict.checks}
         users = [p.key.user_id for p in pairs]
         for quantity in ("combined", *METRICS):
@@ -452,7 +460,7 @@ class RobustnessRun:
             trivial=sliced.trivial, cancelled=sliced.cancelled,
             noise_floor=stats.noise_floor(sliced.controls) if sliced.controls else None,
             perturbations=tuple(self._sweep.perturbations_for(plan.slice_id)) if self._sweep else (),
-            regression=self._regression(plan, pairs), swaps=tuple(sliced.swaps))
+            regression=regression, swaps=tuple(sliced.swaps))
 
     def enforce(self, item: pytest.Item) -> None:
         """Fail the item when its gate failed; warn or pass an INCONCLUSIVE verdict per the policy."""
@@ -470,9 +478,6 @@ class RobustnessRun:
         if not passed:
             pytest.fail(failure_message(result, model_info=self.model_infos.get(result.model)),
                         pytrace=False)
-        if result.regression is not None and not result.regression.passed:
-            pytest.fail(f"regression against baseline {self.settings.baseline}: "
-                        f"{result.regression.message}", pytrace=False)
 
     def set_progress(self, callback: Callable[[], None] | None) -> None:
         self._progress = callback

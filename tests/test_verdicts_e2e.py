@@ -108,7 +108,8 @@ def test_noise_floor_is_measured_when_sampling(pytester: pytest.Pytester, server
 
 # ------------------------------------------------------------------------------------------ baselines
 def test_baseline_saved_then_matched_passes_and_a_regression_fails(
-        pytester: pytest.Pytester, server: FakeOllamaServer, tmp_path: Path) -> None:
+        pytester: pytest.Pytester, server: FakeOllamaServer, tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
     baseline = tmp_path / "baseline.json"
     pytester.makepyfile(_test_file(min_combined=0.0, min_metric=0.0, perturbations=["noise"],
                                    severities=[1, 3, 5], users=8))
@@ -117,10 +118,20 @@ def test_baseline_saved_then_matched_passes_and_a_regression_fails(
     same = _run(pytester, server, f"--robustexplain-baseline={baseline}")
     same.assert_outcomes(passed=1)
     server.mode = "fragile"  # the new release's explanations are much less stable
+    monkeypatch.setenv("GITHUB_ACTIONS", "true")
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(tmp_path / "summary.md"))
     worse = _run(pytester, server, f"--robustexplain-baseline={baseline}",
-                 "--robustexplain-max-regression=0.02")
+                 "--robustexplain-max-regression=0.02", f"--robustexplain-json={tmp_path / 'worse.json'}")
     worse.assert_outcomes(failed=1)
-    worse.stdout.fnmatch_lines(["*regression against baseline*"])
+    worse.stdout.fnmatch_lines(["*Regression against baseline*"])
+    # Every writer says FAIL with the reason, not only the item.
+    worse.stdout.fnmatch_lines(["::error file=*::*Regression against baseline*"])
+    gates = json.loads((tmp_path / "worse.json").read_text(encoding="utf-8"))["gates"]
+    assert [g["verdict"]["outcome"] for g in gates] == ["FAIL"]
+    assert "Regression against baseline" in gates[0]["verdict"]["message"]
+    assert "**Status: FAIL**" in (tmp_path / "summary.md").read_text(encoding="utf-8")
+    quiet = _run(pytester, server, f"--robustexplain-baseline={baseline}", "-q")
+    quiet.stdout.fnmatch_lines(["robustexplain: fake-model ρ * FAIL*"])
 
 
 def test_baseline_reports_unmatched_pairs(pytester: pytest.Pytester, server: FakeOllamaServer,
