@@ -6,6 +6,23 @@ who installs it, so numpy, scipy, nltk and the model clients are imported only w
 
 from __future__ import annotations
 
+from typing import Any
+
 __version__ = "0.1.0"
 
-__all__ = ["__version__"]
+# The Python API (``api.py``): loaded on first use, so that importing the plugin imports nothing heavy.
+_API = (
+    "apply_perturbation", "available_kinds", "catalog_from", "compute_keyword_stability",
+    "compute_length_stability", "compute_semantic_sim", "compute_structural_consistency", "history_from",
+    "item_from", "score_pair", "PairScores", "PerturbationResult",
+)
+
+__all__ = ["__version__", *_API]
+
+
+def __getattr__(name: str) -> Any:
+    if name in _API:
+        from . import api
+
+        return getattr(api, name)
+    raise AttributeError(f"module 'pytest_robustexplain' has no attribute {name!r}")

@@ -512,6 +512,47 @@ def _item_from(obj: Any, where: _Where) -> Item:
     )
 
 
+def history_from(data: UserHistory | Iterable[Any], user_id: str = "user") -> UserHistory:
+    """A :class:`UserHistory` from the record itself or plain data: a list of interaction dicts
+    (``item_id`` required; ``category``, ``timestamp``, ``rating``, ``title``, ``features`` optional), or
+    a dict with ``user_id`` and ``interactions``. Checked like a data file (``DataError`` names the field)."""
+    if isinstance(data, UserHistory):
+        return data
+    where = _Where("<python data>")
+    if isinstance(data, Mapping):
+        obj = _check_fields(data, USER_FIELDS, where, "a user history")
+        user_id = _required_id(obj, where, "user_id")
+        data = obj.get("interactions") or []
+    rows = list(data)
+    return UserHistory(str(user_id), tuple(
+        i if isinstance(i, Interaction) else _interaction_from(i, where.at(f"interaction {n}"))
+        for n, i in enumerate(rows)))
+
+
+def item_from(data: Item | Mapping[str, Any]) -> Item:
+    """An :class:`Item` from the record itself or a dict (``item_id`` required)."""
+    return data if isinstance(data, Item) else _item_from(data, _Where("<python data>"))
+
+
+def catalog_from(data: Catalog | Mapping[str, Any] | Iterable[Any]) -> Catalog:
+    """A :class:`Catalog` from the record, a dict ``item_id -> item dict`` or a list of item dicts."""
+    if isinstance(data, Catalog):
+        return data
+    if isinstance(data, Mapping):
+        return Catalog(_keyed_item(str(k), v) for k, v in data.items())
+    rows: list[Any] = list(data)
+    return Catalog(item_from(v) for v in rows)
+
+
+def _keyed_item(item_id: str, value: Any) -> Item:
+    if isinstance(value, Item):
+        return value
+    if not isinstance(value, Mapping):
+        raise DataError(f"expected an item dict for {item_id!r}, got {type(value).__name__}",
+                        source="<python data>", record=f"item {item_id!r}")
+    return item_from(value if "item_id" in value else {"item_id": item_id, **value})
+
+
 def _in_time_order(interactions: Iterable[Interaction]) -> tuple[Interaction, ...]:
     """Oldest first when every interaction has a timestamp (stable); otherwise the given order."""
     items = tuple(interactions)
