@@ -40,7 +40,8 @@ def test_example_3_ci_check_as_the_method_writes_it() -> None:
     """The method's CI example, with this package's name: perturb, explain both, check each metric."""
     item = {"item_id": "C3", "title": "Catalog item 3", "category": "Sports"}
     original = explain(HISTORY, item)
-    for kind in ("noise_injection", "temporal_shuffle", "behavior_dilution", "category_drift", "missing_values"):
+    kinds = ("noise_injection", "temporal_shuffle", "behavior_dilution", "category_drift", "missing_values")
+    for kind in kinds:
         perturbed_history = apply_perturbation(HISTORY, kind, severity=3, catalog=CATALOG)
         perturbed = explain(perturbed_history, item)
         assert compute_semantic_sim(original, perturbed) >= 0.5
@@ -60,7 +61,8 @@ def test_plain_data_in_plain_data_out_and_records_in_records_out() -> None:
     case = default_dataset().cases[0]
     record = apply_perturbation(case.history, "drift", 3, catalog=default_dataset().catalog)
     assert isinstance(record, PerturbationResult) and isinstance(record.perturbed, UserHistory)
-    listed = apply_perturbation(HISTORY, "dilution", 3, catalog=[{"item_id": k, **v} for k, v in CATALOG.items()])
+    as_list = [{"item_id": k, **v} for k, v in CATALOG.items()]
+    listed = apply_perturbation(HISTORY, "dilution", 3, catalog=as_list)
     assert isinstance(listed, list)
 
 
