@@ -505,7 +505,7 @@ def _finish(args: argparse.Namespace, settings: Settings, result: RunResult) -> 
     from .report.terminal import render_terminal
     from .stats import apply_policy
 
-    _write_reports(settings, result)
+    errors = _write_reports(settings, result)
     print(render_terminal(result, width=_terminal_width(), quiet=args.quiet))
     failed: list[GateResult] = []
     for gate in result.gates:
@@ -516,7 +516,11 @@ def _finish(args: argparse.Namespace, settings: Settings, result: RunResult) -> 
             # INCONCLUSIVE under "warn", or the guard under guard=warn; a fragile PASS is in the report.
             print(f"{PROG}: warning: {gate.nodeid}: {gate.verdict.message}", file=sys.stderr)
     print(verdict_line(result, failed))
-    return EXIT_GATE_FAILED if failed else EXIT_OK
+    for error in errors:  # after the verdict, which stands: a report that cannot be written is its own error
+        print(f"{PROG}: error: {error}", file=sys.stderr)
+    if failed:
+        return EXIT_GATE_FAILED
+    return EXIT_USAGE if errors else EXIT_OK
 
 
 def _guard_warns(gate: GateResult) -> bool:
@@ -545,20 +549,19 @@ def verdict_line(result: RunResult, failed: Sequence[GateResult]) -> str:
     return f"{PROG}: FAIL — {len(by_model)} of {_plural(n, 'model')} failed the gate: {names}"
 
 
-def _write_reports(settings: Settings, result: RunResult) -> None:
+def _write_reports(settings: Settings, result: RunResult) -> list[str]:
+    """Write every requested report; one message per report that could not be written."""
+    from .finish import write_report
     from .report.json_report import write_json
 
     targets: list[tuple[str, Path | None, Callable[[RunResult, Path], object]]] = [
         ("--json", settings.json, write_json), ("--html", settings.html, _write_html),
         ("--markdown", settings.markdown, write_markdown)]
-    for flag, path, write in targets:
-        if path is None:
-            continue
-        try:
-            write(result, path)
-        except OSError as exc:
-            raise CommandError(f"{flag}={path}: cannot write the report: {exc.strerror or exc}") from None
-    github_step_summary(result)
+    errors = [write_report(lambda p=path, w=write: w(result, p), f"{flag}={path}")
+              for flag, path, write in targets if path is not None]
+    errors.append(write_report(lambda: github_step_summary(result),
+                               f"$GITHUB_STEP_SUMMARY={os.environ.get('GITHUB_STEP_SUMMARY', '')}"))
+    return [e for e in errors if e]
 
 
 def _write_html(result: RunResult, path: Path) -> None:

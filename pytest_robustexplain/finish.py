@@ -14,30 +14,53 @@ if TYPE_CHECKING:
     from .runner import RobustnessRun
 
 
-def finish_run(run: RobustnessRun) -> RunResult | None:
-    """Build the run's record and write every configured report; None when nothing was gated."""
+# pytest's exit code when every test passed but a report could not be written (documented in README):
+# distinct from 1, so a broken report path never reads as a failed gate, nor passes unnoticed.
+REPORT_ERROR_EXIT = pytest.ExitCode.USAGE_ERROR
+
+
+def finish_run(run: RobustnessRun) -> tuple[RunResult | None, list[str]]:
+    """Build the run's record and write every configured report: (the record or None when nothing was
+    gated, one message per report that could not be written — naming the option, path and cause)."""
     result = run.run_result()
     if result is None:
-        return None
+        return None, []
     settings = run.settings
-    writes: list[tuple[Path | None, Any]] = []
     from .report.json_report import write_json
 
-    writes.append((settings.json, write_json))
-    writes.append((settings.save_baseline, write_json))
+    writes: list[tuple[str, Path | None, Any]] = [("json", settings.json, write_json),
+                                                  ("save-baseline", settings.save_baseline, write_json)]
     if settings.html is not None:
         from .report.html import write_html
 
-        writes.append((settings.html, write_html))
-    if settings.markdown is not None:
-        writes.append((settings.markdown, write_markdown))
-    for path, writer in writes:
+        writes.append(("html", settings.html, write_html))
+    writes.append(("markdown", settings.markdown, write_markdown))
+    errors = []
+    for name, path, writer in writes:
         if path is not None:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            writer(result, path)
-    github_step_summary(result)
+            error = write_report(lambda p=path, w=writer: (p.parent.mkdir(parents=True, exist_ok=True),
+                                                             w(result, p)), f"--robustexplain-{name}={path}")
+            if error:
+                errors.append(error)
+    summary_error = write_report(lambda: github_step_summary(result),
+                                 f"$GITHUB_STEP_SUMMARY={os.environ.get('GITHUB_STEP_SUMMARY', '')}")
+    if summary_error:
+        errors.append(summary_error)
     run.config.hook.pytest_robustexplain_report(run=result, config=run.config)
-    return result
+    return result, errors
+
+
+def write_report(write: Any, where: str) -> str | None:
+    """Run one report write; an OS error (no such directory, a file in the way, read-only, disk full)
+    becomes one message naming ``where`` and the cause, never a traceback."""
+    try:
+        write()
+    except OSError as exc:
+        cause = exc.strerror or str(exc)
+        if exc.filename and not where.endswith(f"={exc.filename}"):
+            cause = f"{cause} ({exc.filename})"  # e.g. a file where its directory should be
+        return f"{where}: cannot write the report: {cause}"
+    return None
 
 
 def write_markdown(result: RunResult, path: Path) -> None:

@@ -187,10 +187,19 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
         config.workeroutput["robustexplain_counters"] = run.counters_snapshot()  # type: ignore[attr-defined]
         run.close()
         return
-    from .finish import finish_run
+    from .finish import REPORT_ERROR_EXIT, finish_run
 
-    config.stash[RESULT_KEY] = finish_run(run)
+    result, errors = finish_run(run)
+    config.stash[RESULT_KEY] = result
     run.close()
+    if errors:
+        reporter = config.pluginmanager.get_plugin("terminalreporter")
+        if reporter is not None:
+            reporter.ensure_newline()
+            for error in errors:
+                reporter.write_line(f"robustexplain: ERROR: {error}", red=True, bold=True)
+        if session.exitstatus == pytest.ExitCode.OK:
+            session.exitstatus = REPORT_ERROR_EXIT
 
 
 @pytest.hookimpl(optionalhook=True)

@@ -141,3 +141,29 @@ def test_the_cli_report_keeps_terminal_escapes_out(server: FakeOllamaServer, tmp
                      "--progress", "off", "--cache", "off"])
     assert code == cli.EXIT_GATE_FAILED
     _assert_log_is_safe(capsys.readouterr().out)
+
+
+# ---------------------------------------------------------------------- reports that cannot be written
+def test_a_report_that_cannot_be_written_is_its_own_error_not_a_traceback(
+        pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    (pytester.path / "afile").write_text("in the way", encoding="utf-8")
+    (pytester.path / "adir").mkdir()
+    monkeypatch.setenv("GITHUB_ACTIONS", "true")
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(pytester.path / "adir"))
+    pytester.makepyfile(MARKED.replace(", min_combined=0.95", ""))
+    result = pytester.runpytest("--robustexplain-backend=template", "--robustexplain-json=afile/r.json",
+                                "--robustexplain-html=r.html")
+    result.assert_outcomes(passed=3)  # the gate's verdicts stand...
+    assert result.ret == pytest.ExitCode.USAGE_ERROR  # ...and the run says a report is missing
+    result.stdout.fnmatch_lines([
+        "robustexplain: ERROR: --robustexplain-json=*afile/r.json: cannot write the report: *afile*",
+        "robustexplain: ERROR: $GITHUB_STEP_SUMMARY=*adir: cannot write the report: Is a directory*"])
+    assert "Traceback" not in result.stdout.str() and (pytester.path / "r.html").is_file()
+
+    monkeypatch.chdir(pytester.path)
+    code = cli.main(["run", "--backend", "template", "--users", "2", "--severities", "1", "--progress", "off",
+                     "-q", "--json", "afile/r.json"])
+    captured = capsys.readouterr()
+    assert code == cli.EXIT_USAGE and "PASS — 1 of 1 model passed the gate" in captured.out
+    assert re.search(r"error: --json=\S*afile/r\.json: cannot write the report", captured.err)
