@@ -396,7 +396,11 @@ def cmd_run(args: argparse.Namespace) -> int:
               file=sys.stderr)
     dataset = load_configured_dataset(settings)
     gate = apply_marker(settings, {}, nodeid=NODEID)
-    cases = dataset.cases[: gate.users] if gate.users else dataset.cases
+    from .engine import take_cases
+
+    cases, note = take_cases(dataset.cases, gate.users)
+    if note:
+        print(f"{PROG}: warning: {note}", file=sys.stderr)
     cache_dir = cache_directory(settings)
     explainers = _build_explainers(settings, models, cache_dir)
     slices = _slices(settings, gate, models, cases, dataset)

@@ -82,6 +82,14 @@ def recent_only(dataset: Dataset, max_history: int | None) -> Dataset:
     return replace(dataset, histories=MappingProxyType(histories), cases=cases)
 
 
+def take_cases(cases: Sequence[EvalCase], users: int | None) -> tuple[tuple[EvalCase, ...], str | None]:
+    """The first ``users`` cases, and a note when the dataset has fewer than asked for."""
+    if users is None or users <= len(cases):
+        return tuple(cases[:users] if users else cases), None
+    return tuple(cases), (f"users={users} asked for, but the dataset has {len(cases)} evaluation cases: "
+                          f"running {len(cases)}")
+
+
 def seeded_cases(dataset: Dataset, seed: int) -> Dataset:
     """The dataset with its cases in a seeded order that does not depend on the file's order."""
     import hashlib

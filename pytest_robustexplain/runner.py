@@ -176,6 +176,7 @@ class RobustnessRun:
         self._progress: Callable[[], None] | None = None
         self._baseline: RunResult | None = None
         self._donor_pool: DonorPool | None = None
+        self._notes: set[str] = set()  # warnings said once per run
         self.lazy = hasattr(config, "workerinput")  # xdist workers plan only the items they run
 
     # ------------------------------------------------------------------------------- collection
@@ -225,9 +226,8 @@ class RobustnessRun:
 
         specs = [self._spec(plan) for plan in self.plans.values() if plan.slice_id]
         note = large_plan_note(max_calls(specs), flag_prefix="--robustexplain-")
-        reporter = self.config.pluginmanager.get_plugin("terminalreporter")
-        if note and reporter is not None:
-            reporter.write_line(f"robustexplain: {note}", yellow=True)
+        if note:
+            self._say(note)
 
     def _load_baseline(self) -> None:
         """Read --robustexplain-baseline once; refuse a baseline whose numbers are not comparable."""
@@ -299,8 +299,20 @@ class RobustnessRun:
         return self._dataset
 
     def cases_for(self, gate: GateSettings) -> tuple[EvalCase, ...]:
-        cases = self.dataset.cases
-        return cases[: gate.users] if gate.users else cases
+        from .engine import take_cases
+
+        cases, note = take_cases(self.dataset.cases, gate.users)
+        if note:
+            self._say(note)
+        return cases
+
+    def _say(self, note: str) -> None:
+        """A note on the terminal, once per run (a size or a setting the user should know about)."""
+        reporter = self.config.pluginmanager.get_plugin("terminalreporter")
+        if note not in self._notes and reporter is not None:
+            self._notes.add(note)
+            reporter.ensure_newline()
+            reporter.write_line(f"robustexplain: {note}", yellow=True)
 
     def sweep_instance(self) -> Sweep:
         """The sweep, created and started on first use."""

@@ -924,10 +924,17 @@ def _resolve_values(layers: _Layers) -> tuple[dict[str, Any], dict[str, str], di
 def _cross_check(values: Mapping[str, Any], wheres: Mapping[str, str]) -> None:
     """Combinations that are each valid alone but contradict each other."""
     if isinstance(values["dataset"], Path):
-        for name in ("histories", "catalog"):
+        for name in ("histories", "catalog", "cases"):
             if values[name] is not None:
                 raise ConfigError(f"{wheres['dataset']} and {wheres[name]}: give either a dataset "
-                                  f"directory or data files, not both")
+                                  "directory (with its own cases file, if any) or data files, not both")
+    elif values["histories"] is None:
+        # Without histories the bundled set would run, and a user who meant to gate their own data would
+        # get a green run on ours.
+        for name in ("catalog", "cases"):
+            if values[name] is not None:
+                raise ConfigError(f"{wheres[name]}: needs the user histories too (histories=FILE, and a "
+                                  "catalog); alone it would be ignored and the bundled synthetic set run")
 
 
 def settings_from_pytest(config: pytest.Config, *, env: Mapping[str, str] | None = None,

@@ -158,3 +158,18 @@ def test_max_history_is_a_setting_and_the_reports_say_what_the_prompts_showed(
                                 "--robustexplain-perturbations=noise", "--robustexplain-max-history=all")
     result.assert_outcomes(passed=1)
     result.stdout.re_match_lines([r"Interactions per prompt\s+1[45]–1[45] \(median"])  # every rating kept
+
+
+def test_more_users_than_the_dataset_has_is_said_not_hidden(pytester: pytest.Pytester,
+                                                             capsys: pytest.CaptureFixture[str],
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    marker = 'robustness(perturbations=["noise"], severities=[1])\n'
+    pytester.makepyfile(BARE.replace("robustness\n", marker, 1))
+    result = pytester.runpytest("--robustexplain-backend=template", "--robustexplain-users=1000")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["robustexplain: users=1000 asked for, but the dataset has 20 evaluation "
+                                 "cases: running 20"])
+    monkeypatch.chdir(pytester.path)
+    assert cli.main(["run", "--backend", "template", "--users", "1000", "--severities", "1",
+                     "--perturbations", "noise", "--progress", "off", "-q"]) == 0
+    assert "warning: users=1000 asked for, but the dataset has 20" in capsys.readouterr().err

@@ -630,3 +630,14 @@ def test_per_kind_thresholds_from_every_source(tmp_path: Path, source: dict[str,
 ])
 def test_bad_thresholds_name_their_source(tmp_path: Path, source: dict[str, Any], message: str) -> None:
     assert message in config_error(tmp_path, **source)
+
+
+@pytest.mark.parametrize(("cli", "message"), [
+    ({"robustexplain_cases": "c.json"}, "--robustexplain-cases=c.json: needs the user histories too"),
+    ({"robustexplain_catalog": "c.json"}, "--robustexplain-catalog=c.json: needs the user histories too"),
+    ({"robustexplain_dataset": ".", "robustexplain_cases": "c.json"}, "give either a dataset directory"),
+], ids=["cases-alone", "catalog-alone", "dataset-and-cases"])
+def test_data_that_would_be_ignored_is_a_usage_error(tmp_path: Path, cli: dict[str, str],
+                                                     message: str) -> None:
+    (tmp_path / "c.json").write_text("[]", encoding="utf-8")
+    assert message in config_error(tmp_path, cli=cli)
