@@ -239,6 +239,8 @@ def _parse_json(text: str, where: _Where) -> Any:
         return json.loads(text)
     except json.JSONDecodeError as exc:
         raise where.at(f"line {exc.lineno}").error(f"invalid JSON: {exc.msg} (column {exc.colno})") from None
+    except RecursionError:
+        raise where.error("invalid JSON: nested too deeply") from None
 
 
 def _parse_yaml(text: str, where: _Where) -> Any:
@@ -246,6 +248,8 @@ def _parse_yaml(text: str, where: _Where) -> Any:
 
     try:
         return yaml.safe_load(text)
+    except RecursionError:
+        raise where.error("invalid YAML: nested too deeply") from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]

@@ -725,6 +725,8 @@ def load_yaml(path: Path, *, rootdir: Path | None = None) -> dict[str, YamlEntry
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise ConfigError(f"{shown}: cannot read settings file: {exc.strerror or exc}") from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{shown}: not UTF-8 text (bad byte at offset {exc.start})") from None
     loader = yaml.SafeLoader(text)
     try:
         node = loader.get_single_node()
@@ -740,6 +742,8 @@ def load_yaml(path: Path, *, rootdir: Path | None = None) -> dict[str, YamlEntry
         raise ConfigError(f"{shown}{line}: YAML syntax error: {exc.problem or exc.context}") from None
     except yaml.YAMLError as exc:
         raise ConfigError(f"{shown}: YAML error: {exc}") from None
+    except RecursionError:
+        raise ConfigError(f"{shown}: nested too deeply to be a settings file") from None
     finally:
         loader.dispose()
 

@@ -167,3 +167,23 @@ def test_a_report_that_cannot_be_written_is_its_own_error_not_a_traceback(
     captured = capsys.readouterr()
     assert code == cli.EXIT_USAGE and "PASS — 1 of 1 model passed the gate" in captured.out
     assert re.search(r"error: --json=\S*afile/r\.json: cannot write the report", captured.err)
+
+
+# ---------------------------------------------------------------------- malformed files: one clear error
+def test_non_utf8_settings_and_too_deep_files_are_clear_errors(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(MARKED)
+    (pytester.path / "robustexplain.yaml").write_bytes(b"users: 3\nmodel: caf\xe9\n")
+    result = pytester.runpytest("--robustexplain-backend=template")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR and "INTERNALERROR" not in result.stdout.str()
+    result.stderr.fnmatch_lines(["*robustexplain.yaml: not UTF-8 text (bad byte at offset *)*"])
+    deep_yaml = "a: " + "[" * 5000 + "]" * 5000 + "\n"
+    (pytester.path / "robustexplain.yaml").write_text(deep_yaml, encoding="utf-8")
+    deep = pytester.runpytest("--robustexplain-backend=template")
+    assert deep.ret == pytest.ExitCode.USAGE_ERROR and "INTERNALERROR" not in deep.stdout.str()
+    (pytester.path / "robustexplain.yaml").unlink()
+    (pytester.path / "h.json").write_text("[]", encoding="utf-8")
+    (pytester.path / "c.json").write_text("[" * 100_000 + "]" * 100_000, encoding="utf-8")
+    data = pytester.runpytest("--robustexplain-backend=template", "--robustexplain-histories=h.json",
+                              "--robustexplain-catalog=c.json")
+    assert "INTERNALERROR" not in data.stdout.str() and "Traceback" not in data.stdout.str()
+    assert "nested too deeply" in data.stdout.str() + data.stderr.str()

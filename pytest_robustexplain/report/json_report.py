@@ -194,6 +194,8 @@ def read_json(path: str | os.PathLike[str]) -> RunResult:
     except json.JSONDecodeError as exc:
         raise DataError(f"not valid JSON: {exc.msg} (column {exc.colno})", source=source,
                         record=f"line {exc.lineno}") from exc
+    except RecursionError:
+        raise DataError("not a report: nested too deeply", source=source) from None
     return run_from_dict(doc, source=source)
 
 
