@@ -35,7 +35,6 @@ from typing import TYPE_CHECKING, Any, TextIO
 from . import __version__
 from .engine import DEFAULT_CACHE_DIR, cache_directory
 from .errors import BackendError, CacheMissError, ConfigError, RobustExplainError
-from .finish import github_step_summary, write_markdown
 from .results import INSENSITIVE, OVERALL, PASS, GateResult
 from .settings import DEFAULT_PERTURBATIONS, OPTIONS, YAML_NAME, OptionSpec, Settings, option
 
@@ -520,6 +519,11 @@ def _finish(args: argparse.Namespace, settings: Settings, result: RunResult) -> 
             # INCONCLUSIVE under "warn", or the guard under guard=warn; a fragile PASS is in the report.
             print(f"{PROG}: warning: {gate.nodeid}: {gate.verdict.message}", file=sys.stderr)
     print(verdict_line(result, failed))
+    from .report.github import github_annotations, on_github_actions
+
+    if on_github_actions():  # the same annotations as under pytest, without a file to point at
+        for line in github_annotations(result):
+            print(line)
     for error in errors:  # after the verdict, which stands: a report that cannot be written is its own error
         print(f"{PROG}: error: {error}", file=sys.stderr)
     if failed:
@@ -555,8 +559,9 @@ def verdict_line(result: RunResult, failed: Sequence[GateResult]) -> str:
 
 def _write_reports(settings: Settings, result: RunResult) -> list[str]:
     """Write every requested report; one message per report that could not be written."""
-    from .finish import write_report
-    from .report.json_report import write_json
+    from .report.github import github_step_summary
+    from .report.json_report import write_json, write_report
+    from .report.markdown import write_markdown
 
     targets: list[tuple[str, Path | None, Callable[[RunResult, Path], object]]] = [
         ("--json", settings.json, write_json), ("--html", settings.html, _write_html),

@@ -6,8 +6,6 @@ at fault; the plugin turns them into ``pytest.UsageError`` without adding a trac
 
 from __future__ import annotations
 
-import pytest
-
 
 class RobustExplainError(Exception):
     """Base class of every error this package raises on purpose."""
@@ -41,5 +39,9 @@ class CacheMissError(RobustExplainError):
     """Replay-only cache mode met a request that is not in the cache."""
 
 
-class RobustExplainWarning(pytest.PytestWarning):
-    """Warnings from pytest-robustexplain (corrupt cache entries, fragile verdicts, flagged pairs...)."""
+class RobustExplainWarning(UserWarning):
+    """Warnings from pytest-robustexplain (corrupt cache entries, fragile verdicts, flagged pairs...).
+
+    A plain ``UserWarning`` rather than ``pytest.PytestWarning``, so that ``robustexplain run`` and the
+    Python API never import pytest; filter it by name (``-W error::pytest_robustexplain.errors.
+    RobustExplainWarning``)."""

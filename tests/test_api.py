@@ -78,5 +78,9 @@ def test_the_api_is_loaded_lazily() -> None:
             "assert 'pytest_robustexplain.api' not in sys.modules; p.compute_length_stability; "
             "assert 'pytest_robustexplain.api' in sys.modules")
     subprocess.run([sys.executable, "-c", code], check=True, timeout=120)
+    # The command and the API do not need pytest (GitHub outputs live in report/github.py).
+    cli_only = ("import sys, pytest_robustexplain.cli, pytest_robustexplain.api; "
+                "assert 'pytest' not in sys.modules, 'pytest imported'")
+    subprocess.run([sys.executable, "-c", cli_only], check=True, timeout=120)
     with pytest.raises(AttributeError, match="no attribute 'nope'"):
         pytest_robustexplain.nope  # noqa: B018

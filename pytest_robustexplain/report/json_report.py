@@ -392,3 +392,16 @@ class _Reader:
                             guard=self.guard(verdict.get("guard"), f"{vrec}.guard")),
             thresholds={k: self._number(v, record, f"thresholds.{k}") for k, v in thresholds.items()},
         )
+
+
+def write_report(write: Any, where: str) -> str | None:
+    """Run one report write; an OS error (no such directory, a file in the way, read-only, disk full)
+    becomes one message naming ``where`` and the cause, never a traceback."""
+    try:
+        write()
+    except OSError as exc:
+        cause = exc.strerror or str(exc)
+        if exc.filename and not where.endswith(f"={exc.filename}"):
+            cause = f"{cause} ({exc.filename})"  # e.g. a file where its directory should be
+        return f"{where}: cannot write the report: {cause}"
+    return None

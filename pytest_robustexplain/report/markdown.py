@@ -42,6 +42,8 @@ from .summary import (
 )
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from ..stats import Comparison
 
 
@@ -191,3 +193,10 @@ def _footer(run: RunResult) -> str:
     if run.timings:
         parts.append("time: " + " · ".join(f"{text(k)} {v:.1f} s" for k, v in run.timings.items()))
     return "  \n".join(parts)
+
+
+def write_markdown(result: RunResult, path: Path) -> None:
+    """The Markdown report, written atomically (shared by the plugin and the CLI)."""
+    from .json_report import atomic_write_text
+
+    atomic_write_text(path, render_markdown(result) + "\n")

@@ -1,0 +1,54 @@
+"""GitHub Actions outputs: the job step summary and ``::error`` annotations, for both entry points.
+
+A report writer like the others (``robustexplain run`` uses it without importing pytest). Outside text in
+an annotation is made visible (controls, bidi) and percent-encoded as GitHub documents for workflow
+commands, so nothing in a model reply or an id can end the command or start another.
+"""
+
+from __future__ import annotations
+
+import os
+
+from ..results import FAIL, INSENSITIVE, RunResult
+from ..sanitize import visible
+
+
+def on_github_actions() -> bool:
+    return os.environ.get("GITHUB_ACTIONS") == "true"
+
+
+def github_step_summary(result: RunResult) -> None:
+    """Under GitHub Actions, append the Markdown report to the job's step summary."""
+    target = os.environ.get("GITHUB_STEP_SUMMARY")
+    if not on_github_actions() or not target:
+        return
+    from .markdown import render_markdown
+
+    with open(target, "a", encoding="utf-8") as handle:
+        handle.write(render_markdown(result) + "\n")
+
+
+def github_annotations(result: RunResult) -> list[str]:
+    """``::error`` workflow commands, one per failed gate (FAIL or INSENSITIVE), so the failure shows on
+    the pull request; ``file=`` when the gate is a pytest item."""
+    lines = []
+    for gate in result.gates:
+        if gate.verdict.outcome not in (FAIL, INSENSITIVE):
+            continue
+        path, sep, _ = gate.nodeid.partition("::")
+        where = f"file={_escape_property(path)}," if sep else ""
+        message = gate.verdict.message or f"robustness gate failed for {gate.slice}"
+        lines.append(f"::error {where}title=robustness gate {gate.verdict.outcome} "
+                     f"({_escape_property(gate.slice)})::{_escape(gate.nodeid + ': ' + message)}")
+    return lines
+
+
+def _escape(text: str) -> str:
+    # Outside text made visible (controls, bidi), then workflow-command escaping: %, CR and LF must be
+    # percent-encoded in the message, as GitHub documents.
+    return visible(text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A"), commands=True)
+
+
+def _escape_property(text: str) -> str:
+    # Properties additionally escape ":" and "," (they delimit the command's properties).
+    return _escape(text).replace(":", "%3A").replace(",", "%2C")
