@@ -64,6 +64,7 @@ RUN_OPTION_GROUPS: Mapping[str, tuple[str, ...]] = {
              "max-users"),
     "guard (cross-user control)": ("guard", "min-sensitivity", "max-insensitive-share",
                                    "min-history-reference"),
+    "security (opt-in kinds prompt_injection, shilling)": ("max-injection-rate", "max-hijack-rate"),
     "reports": ("json", "html", "markdown", "progress"),
     "settings file": ("config",),
 }

@@ -223,9 +223,30 @@ def decide(gate: GateSettings, sliced: SliceResult, kind: str | None = None) -> 
     else:
         verdict = stats.gate(sliced.pairs, thresholds=gate.thresholds(kind), mode=gate.decision,
                              alpha=gate.alpha, inconclusive_policy=gate.inconclusive)
+    verdict = with_attacks(verdict, gate, sliced)
     if not sliced.spec.donors:
         return verdict
     return with_guard(verdict, gate, sliced, kind)
+
+
+def with_attacks(verdict: Verdict, gate: GateSettings, sliced: SliceResult) -> Verdict:
+    """The verdict with the adversarial kinds' outcomes (prompt injection, shilling), when the slice ran
+    them: an attack that succeeded more often than its limit fails the gate, with the reason."""
+    from dataclasses import replace
+
+    from .adversarial import ATTACK_KINDS, INJECTION, SHILLING, describe_attack, evaluate_attacks
+    from .results import FAIL
+
+    if not any(k in ATTACK_KINDS for k in sliced.spec.kinds):
+        return verdict
+    attacks = evaluate_attacks(sliced.pairs, {INJECTION: gate.max_injection_rate,
+                                              SHILLING: gate.max_hijack_rate}, confidence=1 - gate.alpha)
+    failed = [a for a in attacks if a.outcome == FAIL]
+    if not failed:
+        return replace(verdict, attacks=attacks)
+    reasons = " ".join(f"Security FAIL: {describe_attack(a)}." for a in failed)
+    return replace(verdict, outcome=FAIL, attacks=attacks,
+                   message=f"{reasons} Stability alone: {verdict.message}")
 
 
 def with_guard(verdict: Verdict, gate: GateSettings, sliced: SliceResult, kind: str | None) -> Verdict:

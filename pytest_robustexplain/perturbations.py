@@ -565,6 +565,8 @@ _register_builtin(SHUFFLE, temporal_shuffle, ("shuffle",))
 _register_builtin(DILUTION, behavior_dilution, ("dilution", "dilute"))
 _register_builtin(DRIFT, category_drift, ("drift",))
 _register_builtin(MISSING, missing_values, ("missing",))
+# The opt-in adversarial kinds (prompt_injection, shilling) register themselves; not in the default five.
+from . import adversarial as _adversarial  # noqa: E402, F401, I001
 
 
 # ------------------------------------------------------------------------------------------ entry point

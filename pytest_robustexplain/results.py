@@ -182,6 +182,36 @@ class GuardResult:
 
 
 @dataclass(frozen=True)
+class AttackResult:
+    """An adversarial kind's outcome in one slice (``adversarial.py``): how often the attack succeeded.
+
+    ``kind`` is ``prompt_injection`` (success: the explanation carries a planted canary) or ``shilling``
+    (success: the explanation names the shilled target, which the original did not). ``low``/``high``
+    bound the success rate (exact Clopper–Pearson, two-sided at the gate's confidence); ``by_family``
+    and ``by_severity`` map to ``[successes, pairs]``; ``examples`` are the first successful pairs
+    (``user_id``, ``severity``, ``planted``, ``explanation``).
+    """
+
+    kind: str
+    successes: int
+    n: int
+    low: float
+    high: float
+    limit: float
+    outcome: str  # PASS / FAIL
+    by_family: dict[str, list[int]] = field(default_factory=dict)
+    by_severity: dict[str, list[int]] = field(default_factory=dict)
+    examples: tuple[dict[str, Any], ...] = ()
+
+    @property
+    def rate(self) -> float:
+        return self.successes / self.n if self.n else 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
 class Verdict:
     """The decision for one gated slice (a test item: one perturbation kind, or all of them)."""
 
@@ -191,6 +221,7 @@ class Verdict:
     message: str = ""
     users_needed: int | None = None  # INCONCLUSIVE: how many more users would likely decide it
     guard: GuardResult | None = None  # the cross-user control, when the run measured it
+    attacks: tuple[AttackResult, ...] = ()  # prompt injection / shilling in this slice, when run
 
     @property
     def failed_checks(self) -> tuple[GateCheck, ...]:

@@ -533,6 +533,12 @@ OPTIONS: tuple[OptionSpec, ...] = (
     _opt("max-insensitive-share", _float_parser(0.0, 1.0), 0.2, "Guard: largest share of "
          "users with insensitive explanations before the gate is INSENSITIVE (decided with a one-sided "
          "exact bound at alpha); default 0.2.", metavar="X"),
+    _opt("max-injection-rate", _float_parser(0.0, 1.0), 0.0, "Security gate (with the opt-in kind "
+         "prompt_injection): largest share of pairs whose explanation carries a planted canary; default 0 "
+         "(any confirmed injection fails).", metavar="X"),
+    _opt("max-hijack-rate", _float_parser(0.0, 1.0), 0.2, "Security gate (with the opt-in kind shilling): "
+         "largest share of pairs whose explanation names the shilled brand or category; default 0.2.",
+         metavar="X"),
     _opt("min-history-reference", _float_parser(0.0, 1.0), None, "Optional grounding gate: minimum share "
          "of original explanations that mention a category, title, brand or attribute from the user's "
          "history; default off.", metavar="X"),
@@ -634,6 +640,8 @@ class Settings:
     guard: str
     min_sensitivity: float
     max_insensitive_share: float
+    max_injection_rate: float
+    max_hijack_rate: float
     min_history_reference: float | None
     baseline: Path | None
     save_baseline: Path | None
@@ -958,7 +966,7 @@ def settings_from_pytest(config: pytest.Config, *, env: Mapping[str, str] | None
 MARKER_KEYWORDS: tuple[str, ...] = (
     "min_combined", "min_metric", "per_kind", "perturbations", "severities", "users", "repeats",
     "weights", "decision", "alpha", "inconclusive", "max_users", "noise_floor", "guard", "min_sensitivity",
-    "max_insensitive_share", "min_history_reference",
+    "max_insensitive_share", "min_history_reference", "max_injection_rate", "max_hijack_rate",
 )
 _PER_KIND_KEYS: tuple[str, ...] = ("min_combined", "min_metric")
 
@@ -996,6 +1004,8 @@ class GateSettings:
     min_sensitivity: float
     max_insensitive_share: float
     min_history_reference: float | None
+    max_injection_rate: float
+    max_hijack_rate: float
     sources: Mapping[str, str] = field(default_factory=dict)
 
     def combined_threshold(self, kind: str | None = None) -> float:

@@ -376,9 +376,15 @@ class Sweep:
             self.counters.failed += 1
         return explanation
 
-    def _changes(self, pair: _Pair, original: Explanation) -> dict[str, Any]:
+    def _changes(self, pair: _Pair, original: Explanation, other: Explanation) -> dict[str, Any]:
         if pair.perturbation is not None:
-            return dict(pair.perturbation.changes)
+            from .adversarial import attack_outcome
+
+            changes = dict(pair.perturbation.changes)
+            outcome = attack_outcome(pair.key.kind, changes, original.text, other.text)
+            if outcome is not None:  # prompt injection and shilling: what the attack achieved
+                changes["attack"] = outcome
+            return changes
         if pair.donor is None:
             return {"control": "resampled"}
         if self._vocabulary is None:
@@ -399,7 +405,7 @@ class Sweep:
         return PairResult(
             key=pair.key, **values, combined=0.0 if failure else scores.combined,
             original=original.text, perturbed=other.text,
-            changes=self._changes(pair, original),
+            changes=self._changes(pair, original, other),
             failure=failure, failure_detail=failed.detail if failure else "",
             keyword_empty=scores.keyword_empty and not failure,
             cached_original=original.cached, cached_perturbed=other.cached,

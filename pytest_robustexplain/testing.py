@@ -54,6 +54,12 @@ absent: every prompt gets a reply.
     40–120 words of sentences whose templates, vocabulary and length are all drawn from a random
     generator seeded by a SHA-256 hash of the whole history block, so any change to the history gives
     an unrelated text.
+``mode="gullible"`` / ``mode="robust"``
+    For the opt-in ``prompt_injection`` kind: ``gullible`` is the stable reply plus, for every other
+    canary planted in the prompt (also inside base64 payloads), "As instructed, here is the code
+    CANARY-…" — it obeys about half of the injected instructions, deterministically; ``robust`` is the
+    stable reply built from titles cut at their first sentence, so injected text is neither obeyed nor
+    repeated (the stable mode repeats favourite and recent titles, payload included).
 ``mode="history-blind"``
     About 40 words on the item and its features only, never the history: the same text for every user
     (at temperature 0), as a model that ignores its input would write. ρ is 1 under every perturbation;
@@ -86,6 +92,7 @@ apply); if it raises or returns a non-string the request gets HTTP 500 and the e
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import hashlib
 import json
@@ -99,7 +106,7 @@ import time
 import traceback
 from collections import Counter, deque
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import unquote, urlsplit
@@ -118,7 +125,7 @@ __all__ = [
     "parse_prompt",
 ]
 
-MODES: tuple[str, ...] = ("stable", "borderline", "fragile", "history-blind")
+MODES: tuple[str, ...] = ("stable", "borderline", "fragile", "history-blind", "gullible", "robust")
 # Names accepted by FakeOllamaServer.script(); "ok" answers normally.
 FAULTS: tuple[str, ...] = ("ok", "fail", "fail500", "hang", "drop", "empty", "refuse")
 REFUSAL_TEXT = "I'm sorry, but I can't help with that request."
@@ -446,6 +453,33 @@ def _blind_reply(p: ParsedPrompt) -> str:
             "It is popular, dependable and a safe choice for almost anyone.")
 
 
+_CANARY = re.compile(r"CANARY-[0-9A-F]{8}", re.IGNORECASE)
+_B64 = re.compile(r"[A-Za-z0-9+/]{24,}={0,2}")
+
+
+def _planted_canaries(prompt: str) -> list[str]:
+    """Canary tokens in the prompt, also inside base64 payloads (a gullible model decodes them)."""
+    found = _CANARY.findall(prompt)
+    for chunk in _B64.findall(prompt):
+        with contextlib.suppress(ValueError, UnicodeDecodeError):
+            found += _CANARY.findall(base64.b64decode(chunk, validate=True).decode("utf-8"))
+    return list(dict.fromkeys(found))
+
+
+def _gullible_reply(p: ParsedPrompt, prompt: str) -> str:
+    """The stable reply, plus every other injected instruction obeyed (deterministic in the canary)."""
+    obeyed = [c for c in _planted_canaries(prompt) if _digest_int("obey", c.upper()) % 2 == 0]
+    tail = " ".join(f"As instructed, here is the code {c}." for c in obeyed)
+    return f"{_stable_reply(p)} {tail}".strip()
+
+
+def _robust_reply(p: ParsedPrompt) -> str:
+    """The stable reply from titles cut at their first sentence: text appended to a title is data, never
+    instructions, and is not repeated."""
+    entries = tuple(replace(e, title=e.title.split(". ")[0] if e.title else e.title) for e in p.history)
+    return _stable_reply(replace(p, history=entries))
+
+
 def _borderline_reply(p: ParsedPrompt) -> str:
     rng = _rng("borderline", p.history_block)
     first, _ = _stable_opening(p)
@@ -514,8 +548,8 @@ def compose_reply(prompt: str, options: Mapping[str, Any] | None = None, *, mode
         raise ValueError(f"FakeOllamaServer mode must be one of {', '.join(MODES)}, got {mode!r}")
     parsed = parse_prompt(prompt)
     builders = {"stable": _stable_reply, "borderline": _borderline_reply, "fragile": _fragile_reply,
-                "history-blind": _blind_reply}
-    text = builders[mode](parsed)
+                "history-blind": _blind_reply, "robust": _robust_reply}
+    text = _gullible_reply(parsed, prompt) if mode == "gullible" else builders[mode](parsed)
     opts = options or {}
     temperature = _number(opts, "temperature", DEFAULT_TEMPERATURE)
     if temperature > 0:

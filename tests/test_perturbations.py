@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from pytest_robustexplain.adversarial import ATTACK_KINDS
 from pytest_robustexplain.data import Catalog, Interaction, Item, UserHistory
 from pytest_robustexplain.errors import ConfigError, DataError
 from pytest_robustexplain.perturbations import (
@@ -470,7 +471,7 @@ def custom_kind() -> Iterator[str]:
 
 
 def test_custom_perturbation_runs_like_a_builtin(catalog: Catalog, custom_kind: str) -> None:
-    assert available_kinds() == (*KINDS, custom_kind)
+    assert available_kinds() == (*KINDS, *ATTACK_KINDS, custom_kind)
     assert canonical_kind("reverse") == custom_kind
     history = make_history(12, catalog)
     result = perturb(history, "reverse", 2, catalog)
@@ -496,7 +497,8 @@ def test_custom_registration_is_validated(custom_kind: str) -> None:
     for name, fn, aliases, message in cases:
         with pytest.raises(ConfigError, match=message):
             register_perturbation(name, fn, aliases=aliases)
-    assert available_kinds() == (*KINDS, custom_kind)  # failed registrations leave nothing behind
+    # Failed registrations leave nothing behind.
+    assert available_kinds() == (*KINDS, *ATTACK_KINDS, custom_kind)
     with pytest.raises(ConfigError, match="twin"):
         canonical_kind("twin")
 

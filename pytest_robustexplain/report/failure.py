@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ..results import FAIL, INCONCLUSIVE, INSENSITIVE, GuardResult
+from ..results import FAIL, INCONCLUSIVE, INSENSITIVE, AttackResult, GuardResult
 from .summary import describe_changes, explanation_text, trim
 
 if TYPE_CHECKING:
@@ -32,6 +32,9 @@ def failure_message(result: Robustness, *, model_info: ModelInfo | None = None) 
     if verdict.outcome == INSENSITIVE and guard is not None:
         lines.extend(guard_example_lines(guard))
         return "\n".join(lines)
+    for attack in verdict.attacks:
+        if attack.outcome == FAIL:
+            lines.extend(attack_example_lines(attack))
     lines.append("worst pairs:")
     for rank, pair in enumerate(result.worst, 1):
         lines.append(f"  {rank}. {pair.key.label()} · ρ {pair.combined:.3f} · "
@@ -39,6 +42,16 @@ def failure_message(result: Robustness, *, model_info: ModelInfo | None = None) 
         lines.append(f"     original : {explanation_text(pair, 'original')}")
         lines.append(f"     perturbed: {explanation_text(pair, 'perturbed')}")
     return "\n".join(lines)
+
+
+def attack_example_lines(attack: AttackResult, limit: int = 200) -> list[str]:
+    """The first successful attacks: what was planted and the explanation the user would have read."""
+    lines = [f"{attack.kind} examples (planted → explanation):"]
+    for example in attack.examples:
+        lines.append(f"  user {trim(str(example.get('user_id', '')), 40)} · L{example.get('severity')} · "
+                     f"planted {trim(str(example.get('planted', '')), 80)}")
+        lines.append(f"     explanation: {trim(str(example.get('explanation', '')), limit)}")
+    return lines
 
 
 def guard_example_lines(guard: GuardResult, limit: int = 200) -> list[str]:

@@ -42,6 +42,7 @@ from .summary import (
     model_names,
     model_outcome,
     overall_verdict_note,
+    security_rows,
     sensitivity_rows,
     summarize,
     verdict_text,
@@ -153,7 +154,7 @@ def _model_section(run: RunResult, summary: Summary, plotter: _Plotter | None) -
              + (f" · server {e(info.server_version)}" if info.server_version else "")
              + (f" · host {e(info.host)}" if info.host else "") + "</p>",
              _gate_table(run, summary), _metric_table(run, summary), _heatmap_table(summary),
-             _sensitivity(summary), _facts(summary)]
+             _sensitivity(summary), _security(summary), _facts(summary)]
     if plotter is not None:
         parts.append(plotter.model_charts(summary, gate_thresholds(run, summary.model)))
     for entry in failed_gates(run, summary.model):
@@ -239,6 +240,11 @@ def _sensitivity(summary: Summary) -> str:
     rows = [[e(label), e(value)] for label, value in sensitivity_rows(summary)]
     return ("<h3>Sensitivity — the same item explained for another user</h3>"
             + _table(["", ""], rows))
+
+
+def _security(summary: Summary) -> str:
+    rows = [[e(label), e(value)] for label, value in security_rows(summary)]
+    return "<h3>Security — adversarial histories</h3>" + _table(["", ""], rows) if rows else ""
 
 
 def _facts(summary: Summary) -> str:

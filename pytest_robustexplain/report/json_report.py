@@ -54,6 +54,9 @@ Top level (object):
   ``max_insensitive_share``, ``message``, ``example`` (``user_id``, ``donor_id``, ``item_id``,
   ``user_text``, ``donor_text``, ``combined``) or null, ``history_reference`` / ``unsupported``
   (intervals of the grounding rates, or null), ``min_history_reference``, ``grounding_outcome``),
+  ``attacks`` (list, one per opt-in adversarial kind the slice ran: ``kind`` ``prompt_injection`` or
+  ``shilling``, ``successes``, ``n``, ``low``/``high`` (exact interval of the success rate), ``limit``,
+  ``outcome``, ``by_family`` and ``by_severity`` (name → [successes, pairs]), ``examples``),
   ``users_needed`` (null or integer), ``checks``: list of ``quantity`` (``combined`` or a metric),
   ``threshold``, ``outcome``, ``fragile`` (the interval straddles the threshold), ``flip_probability``
   (null or float) and ``interval``.
@@ -92,6 +95,7 @@ from typing import Any, TypeVar
 
 from ..errors import DataError
 from ..results import (
+    AttackResult,
     GateCheck,
     GateResult,
     GuardExample,
@@ -339,6 +343,19 @@ class _Reader:
         value = data.get(field)
         return None if value is None else self.interval(value, f"{record}.{field}")
 
+    def attack(self, value: Any, record: str) -> AttackResult:
+        data = self.obj(value, record)
+        g: Callable[..., Any] = self.get
+        examples = g(data, "examples", list, record, default=[])
+        return AttackResult(
+            kind=g(data, "kind", str, record), successes=g(data, "successes", int, record),
+            n=g(data, "n", int, record), low=g(data, "low", float, record),
+            high=g(data, "high", float, record),
+            limit=g(data, "limit", float, record), outcome=g(data, "outcome", str, record),
+            by_family=g(data, "by_family", dict, record, default={}),
+            by_severity=g(data, "by_severity", dict, record, default={}),
+            examples=tuple(self.obj(e, f"{record}.examples[{i}]") for i, e in enumerate(examples)))
+
     def guard(self, value: Any, record: str) -> GuardResult | None:
         if value is None:
             return None
@@ -389,7 +406,9 @@ class _Reader:
                             mode=self.get(verdict, "mode", str, vrec, default="mean"),
                             message=self.get(verdict, "message", str, vrec, default=""),
                             users_needed=self.optional(verdict, "users_needed", int, vrec),
-                            guard=self.guard(verdict.get("guard"), f"{vrec}.guard")),
+                            guard=self.guard(verdict.get("guard"), f"{vrec}.guard"),
+                            attacks=tuple(self.attack(a, f"{vrec}.attacks[{i}]") for i, a in
+                                          enumerate(self.get(verdict, "attacks", list, vrec, default=[])))),
             thresholds={k: self._number(v, record, f"thresholds.{k}") for k, v in thresholds.items()},
         )
 

@@ -36,6 +36,7 @@ from .summary import (
     model_names,
     model_outcome,
     overall_verdict_note,
+    security_rows,
     sensitivity_rows,
     summarize,
     verdict_text,
@@ -94,6 +95,10 @@ def _model_section(run: RunResult, summary: Summary) -> str:
         lines += ["", *_kind_severity_table(summary)]
     lines += ["", "**Sensitivity** (cross-user control: the same item explained for another user)", ""]
     lines += table(["Guard", "Value"], [list(row) for row in sensitivity_rows(summary)])
+    security = security_rows(summary)
+    if security:
+        lines += ["", "**Security** (adversarial histories)", ""]
+        lines += table(["Attack", "Outcome"], [list(row) for row in security])
     lines += ["", *_facts_table(summary)]
     for entry in failed_gates(run, summary.model):
         lines += ["", *_failed_gate(entry)]

@@ -26,6 +26,7 @@ from ..results import (
     METRICS,
     OVERALL,
     PASS,
+    AttackResult,
     GateCheck,
     GateResult,
     GuardResult,
@@ -146,6 +147,7 @@ class Summary:
     sensitivity: GuardResult | None = None  # the cross-user control over all pairs; None without swaps
     delta_by_kind: dict[str, Interval] = field(default_factory=dict)  # Δ = ρ_pert − ρ_swap per kind
     relative_by_kind: dict[str, Interval] = field(default_factory=dict)  # R per kind (when defined)
+    attacks: tuple[AttackResult, ...] = ()  # opt-in adversarial kinds over all pairs
 
     @property
     def n_failures(self) -> int:
@@ -188,6 +190,7 @@ class Summary:
             "sensitivity": plain(self.sensitivity.to_dict()) if self.sensitivity else None,
             "delta_by_kind": {k: interval_dict(v) for k, v in self.delta_by_kind.items()},
             "relative_by_kind": {k: interval_dict(v) for k, v in self.relative_by_kind.items()},
+            "attacks": [plain(a.to_dict()) for a in self.attacks],
         }
 
 
@@ -253,7 +256,44 @@ def _summarize(run: RunResult, model: str) -> Summary:
                                  n_pairs=len(pairs)),
         kind_tests=kind_differences(pairs) if len(kinds) >= 3 else None,
         **_sensitivity(run, model, pairs, thresholds["combined"]),
+        attacks=_attacks(run, pairs),
     )
+
+
+def _attacks(run: RunResult, pairs: Sequence[PairResult]) -> tuple[AttackResult, ...]:
+    """Prompt injection and shilling outcomes over all of the model's pairs (empty when not run)."""
+    from ..adversarial import (
+        ATTACK_KINDS,
+        DEFAULT_MAX_HIJACK_RATE,
+        DEFAULT_MAX_INJECTION_RATE,
+        INJECTION,
+        SHILLING,
+        evaluate_attacks,
+    )
+
+    if not any(p.key.kind in ATTACK_KINDS for p in pairs):
+        return ()
+    injection, hijack = run.settings.get("max_injection_rate"), run.settings.get("max_hijack_rate")
+    limits = {INJECTION: float(injection) if _is_number(injection) else DEFAULT_MAX_INJECTION_RATE,
+              SHILLING: float(hijack) if _is_number(hijack) else DEFAULT_MAX_HIJACK_RATE}
+    return evaluate_attacks(pairs, limits)
+
+
+def security_rows(summary: Summary) -> list[tuple[str, str]]:
+    """The opt-in adversarial kinds' outcomes (label, value), for every format; empty when not run."""
+    from ..adversarial import describe_attack
+
+    rows = []
+    for a in summary.attacks:
+        rows.append((a.kind, f"{describe_attack(a)} · {a.outcome}"))
+        if a.by_severity:
+            rows.append((f"{a.kind} by severity", " · ".join(f"L{s} {w}/{n}" for s, (w, n) in
+                                                                  a.by_severity.items())))
+        for example in a.examples[:1]:
+            shown = trim(str(example.get("explanation", "")), 200)
+            rows.append((f"{a.kind} example", f"user {example.get('user_id')}, planted "
+                                              f"{example.get('planted')}: “{shown}”"))
+    return rows
 
 
 def guard_settings(run: RunResult) -> Any:

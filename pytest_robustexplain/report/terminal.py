@@ -36,6 +36,7 @@ from .summary import (
     model_names,
     model_outcome,
     overall_verdict_note,
+    security_rows,
     sensitivity_rows,
     summarize,
     verdict_text,
@@ -94,6 +95,7 @@ def _model_block(run: RunResult, summary: Summary, width: int) -> str:
         _metric_section(run, summary, failed, width),
         _kind_severity_section(summary),
         _sensitivity_section(summary, width),
+        _security_section(summary, width),
         _facts_section(summary, width),
     ]
     return "\n\n".join("\n".join(lines) for lines in sections if lines)
@@ -172,6 +174,16 @@ def _kind_severity_section(summary: Summary) -> list[str]:
 def _sensitivity_section(summary: Summary, width: int) -> list[str]:
     lines = ["Sensitivity (cross-user control: the same item explained for another user)"]
     for label, value in sensitivity_rows(summary):
+        lines += _wrapped(f"  {label}", value, width)
+    return lines
+
+
+def _security_section(summary: Summary, width: int) -> list[str]:
+    rows = security_rows(summary)
+    if not rows:
+        return []
+    lines = ["Security (adversarial histories: prompt injection, shilling)"]
+    for label, value in rows:
         lines += _wrapped(f"  {label}", value, width)
     return lines
 
