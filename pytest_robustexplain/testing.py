@@ -1243,7 +1243,8 @@ class FakeOllamaServer:
     # ---- settings -------------------------------------------------------------------------------
     @property
     def mode(self) -> str:
-        """Reply model: ``"stable"``, ``"borderline"``, ``"fragile"`` or ``"history-blind"``."""
+        """Reply model: one of :data:`MODES` (``stable``, ``borderline``, ``fragile``, ``history-blind``,
+        ``gullible``, ``robust``)."""
         return self._mode
 
     @mode.setter

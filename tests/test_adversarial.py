@@ -5,7 +5,6 @@ from __future__ import annotations
 import base64
 import json
 import re
-from collections.abc import Iterator
 
 import pytest
 
@@ -97,11 +96,6 @@ def test_security(robustness):
     pass
 """
 
-
-@pytest.fixture
-def server() -> Iterator[FakeOllamaServer]:
-    with FakeOllamaServer() as fake:
-        yield fake
 
 
 def _run(pytester: pytest.Pytester, server: FakeOllamaServer, *args: str) -> pytest.RunResult:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import csv
 import json
 import random
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -67,11 +67,6 @@ def test_gate(robustness):
           len(robustness.swaps))
 """
 
-
-@pytest.fixture
-def server() -> Iterator[FakeOllamaServer]:
-    with FakeOllamaServer() as fake:
-        yield fake
 
 
 def _fake(pytester: pytest.Pytester, server: FakeOllamaServer, *args: str) -> pytest.RunResult:

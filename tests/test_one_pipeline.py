@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -22,11 +21,6 @@ def test_default(robustness):
     pass
 """
 
-
-@pytest.fixture
-def server() -> Iterator[FakeOllamaServer]:
-    with FakeOllamaServer() as fake:
-        yield fake
 
 
 def _verdicts(doc: dict[str, Any]) -> dict[str, tuple[Any, ...]]:

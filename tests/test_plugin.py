@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import re
 import socket
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -22,11 +21,6 @@ def test_gate(robustness):
     assert robustness.pairs
 """
 
-
-@pytest.fixture
-def server() -> Iterator[FakeOllamaServer]:
-    with FakeOllamaServer(models=("fake-model:latest",)) as fake:
-        yield fake
 
 
 def _marked(min_combined: float = 0.5, min_metric: float = 0.3) -> str:
