@@ -175,8 +175,12 @@ def _add_report(commands: Any) -> None:
         description="Render a JSON report (written by --robustexplain-json or 'robustexplain run --json') "
                     "as the terminal report, Markdown or HTML, or as the six tables of the paper.")
     report.add_argument("report", metavar="REPORT.json", help="the JSON report to render")
-    report.add_argument("--format", choices=("terminal", "markdown", "html"), default=None,
-                        help="output format; default terminal")
+    report.add_argument("--format", choices=("terminal", "markdown", "html", "pr-comment"), default=None,
+                        help="output format; default terminal; 'pr-comment': the pull-request comment of the "
+                             "GitHub Action (with --baseline: baseline | this change | Δ)")
+    report.add_argument("--baseline", metavar="BASELINE.json", default=None,
+                        help="pr-comment: the run to compare with (e.g. the default branch's); a missing "
+                             "file means no baseline yet")
     report.add_argument("--tables", choices=("paper",), default=None,
                         help="'paper': the six tables of the RobustExplain paper filled with this run's "
                              "numbers (text) instead of the report")
@@ -705,6 +709,11 @@ def cmd_report(args: argparse.Namespace) -> int:
         from .report.html import render_html
 
         text = render_html(run)
+    elif args.format == "pr-comment":
+        from .report.pr_comment import render_pr_comment
+
+        baseline = read_json(args.baseline) if args.baseline and Path(args.baseline).is_file() else None
+        text = render_pr_comment(run, baseline)
     else:
         from .report.terminal import render_terminal
 

@@ -70,6 +70,7 @@ def visible(text: str, *, commands: bool = False) -> str:
 
 def markdown_inert(text: str) -> str:
     """Text that renders literally in GitHub Markdown: no markup, link, image, HTML or autolink."""
-    unlinked = _AUTOLINK.sub(lambda m: f"{m.group(1)}{_ZWSP}{m.group(2)}", visible(text))
+    # Markdown is a file or a comment, never a log line: "::" may stay (test ids are full of it).
+    unlinked = _AUTOLINK.sub(lambda m: f"{m.group(1)}{_ZWSP}{m.group(2)}", visible(text, commands=True))
     escaped = _MARKDOWN.sub(r"\\\1", html.escape(unlinked, quote=False))
     return _LINK.sub(lambda m: "]\\(" if m.group() == "](" else "\\![", escaped)

@@ -560,20 +560,33 @@ def _strings(node: Any) -> Iterator[str]:
             yield from _strings(value)
 
 
-def test_example_workflow_uses_only_real_options() -> None:
+def test_example_workflow_and_action_use_only_real_options() -> None:
     path = REPO / ".github" / "workflows" / "robustness-gate.yml"
     workflow = yaml.safe_load(path.read_text(encoding="utf-8"))
     steps = workflow["jobs"]["robustness"]["steps"]
-    uses = {step.get("uses", "").split("@")[0] for step in steps}
-    assert {"actions/cache", "actions/upload-artifact", "actions/cache/restore", "actions/cache/save"} <= uses
-    text = "\n".join(_strings(workflow))
+    assert [s.get("uses") for s in steps] == ["actions/checkout@v4", "./"]  # the reusable Action
+    assert workflow["permissions"]["pull-requests"] == "write"
+    action = yaml.safe_load((REPO / "action.yml").read_text(encoding="utf-8"))
+    assert action["runs"]["using"] == "composite"
+    assert {"model", "tests", "baseline", "ollama-version", "comment"} <= set(action["inputs"])
+    assert set(steps[1]["with"]) <= set(action["inputs"])
+    uses = {step.get("uses", "").split("@")[0] for step in action["runs"]["steps"]}
+    assert {"actions/cache/restore", "actions/cache/save", "actions/upload-artifact",
+            "actions/github-script"} <= uses
+    # Every action is pinned to a major version; the model cache is saved even when the gate fails.
+    assert all("@v" in step["uses"] for step in action["runs"]["steps"] if "uses" in step)
+    [save] = [s for s in action["runs"]["steps"] if s.get("name") == "Save Ollama and the model"]
+    assert save["if"].startswith("always()")
+    text = "\n".join(_strings(action)) + "\n".join(_strings(workflow))
     flags = set(re.findall(r"--robustexplain-[a-z-]+", text))
     real = {spec.cli for spec in OPTIONS}
     assert flags and flags <= real, flags - real
     for required in ("--robustexplain-model", "--robustexplain-require-model", "--robustexplain-json",
-                     "--robustexplain-html", "--robustexplain-baseline", "--robustexplain-max-regression"):
+                     "--robustexplain-html", "--robustexplain-baseline", "--robustexplain-max-regression",
+                     "--robustexplain-save-baseline"):
         assert required in flags
-    assert "ollama pull" in text and "pip install pytest-robustexplain" in text
+    assert "ollama pull" in text and 'pip install "$ACTION_PATH"' in text
+    assert "--format pr-comment" in text and "<!-- robustexplain:pr-comment -->" in text
 
 
 def test_readme_uses_only_real_options(capsys: pytest.CaptureFixture[str]) -> None:
