@@ -68,9 +68,17 @@ class DonorPool:
     def __init__(self, histories: Mapping[str, UserHistory], catalog: Mapping[str, Item]) -> None:
         self._profiles = [_profile(histories[u], catalog) for u in sorted(histories)]
         self._by_user = {p.user_id: p for p in self._profiles}
+        # Every item of a test (each kind and overall) asks for the same cases' donors: choose once.
+        self._chosen: dict[tuple[str, str, int], UserHistory | None] = {}
 
     def donor_for(self, case: EvalCase, seed: int) -> UserHistory | None:
         """The donor of ``case`` (None when no other user could be one)."""
+        key = (case.user_id, case.item_id, seed)
+        if key not in self._chosen:
+            self._chosen[key] = self._choose(case, seed)
+        return self._chosen[key]
+
+    def _choose(self, case: EvalCase, seed: int) -> UserHistory | None:
         user = self._by_user.get(case.user_id) or _profile(case.history, {})
         length = len(case.history)
         eligible = [p for p in self._profiles
