@@ -134,7 +134,9 @@ def build_explainer(settings: Settings, model: str, *, cache_dir: Path, custom: 
                                                                  **backend_options(settings))
     if settings.cache == "off" or explainer.backend == "template":
         return explainer
-    return CachedExplainer(explainer, ResponseCache(cache_dir, settings.cache), cross_process=cross_process)
+    cache = ResponseCache(cache_dir, settings.cache)
+    cache.check_writable()  # before a single model call is spent
+    return CachedExplainer(explainer, cache, cross_process=cross_process)
 
 
 # ---------------------------------------------------------------------------------------------------

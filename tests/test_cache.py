@@ -108,7 +108,8 @@ def test_round_trip_layout_and_no_temp_files(tmp_path: Path) -> None:
     # Failures are never stored.
     failure = Explanation(text="", model="m", failure="error", detail="boom")
     assert not cache.put(cache_key({"b": 2}), {"b": 2}, failure)
-    assert cache.stats.as_dict() == {"hits": 1, "misses": 0, "writes": 1, "corrupt": 0}
+    assert cache.stats.as_dict() == {"hits": 1, "misses": 0, "writes": 1, "corrupt": 0,
+                                     "write_errors": 0}
 
 
 def test_warm_cache_skips_the_model_and_failures_are_regenerated(tmp_path: Path) -> None:

@@ -187,3 +187,36 @@ def test_non_utf8_settings_and_too_deep_files_are_clear_errors(pytester: pytest.
                               "--robustexplain-catalog=c.json")
     assert "INTERNALERROR" not in data.stdout.str() and "Traceback" not in data.stdout.str()
     assert "nested too deeply" in data.stdout.str() + data.stderr.str()
+
+
+# ---------------------------------------------------------------------- a cache that cannot be written
+def test_an_unwritable_cache_directory_is_one_usage_error_before_any_call(
+        pytester: pytest.Pytester, server: FakeOllamaServer) -> None:
+    (pytester.path / "afile").write_text("in the way", encoding="utf-8")
+    pytester.makepyfile(MARKED)
+    result = pytester.runpytest("--robustexplain-model=fake-model", f"--robustexplain-host={server.url}",
+                                "--robustexplain-cache-dir=afile/cache")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR and "INTERNALERROR" not in result.stdout.str()
+    result.stderr.fnmatch_lines(["*response cache directory *afile/cache: not writable*cache=off*"])
+    assert server.chat_calls == 0
+
+
+def test_a_full_disk_or_a_directory_in_the_way_only_skips_caching(
+        pytester: pytest.Pytester, server: FakeOllamaServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    import errno
+
+    from pytest_robustexplain.explainers import cache as cache_module
+
+    def full(path: Any, text: str) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(cache_module, "_write_atomic", full)
+    pytester.makepyfile(MARKED.replace(", min_combined=0.95", ""))
+    result = pytester.runpytest("-p", "no:randomly", "--robustexplain-model=fake-model",
+                                f"--robustexplain-host={server.url}", "--robustexplain-cache-dir=c", "-W",
+                                "always::pytest_robustexplain.errors.RobustExplainWarning")
+    assert "INTERNALERROR" not in result.stdout.str() and "Traceback" not in result.stdout.str()
+    outcomes = result.parseoutcomes()
+    assert outcomes.get("passed", 0) + outcomes.get("failed", 0) == 3  # every item decided, none errored
+    result.stdout.fnmatch_lines(
+        ["*cannot write * (No space left on device); the run goes on without caching*"])

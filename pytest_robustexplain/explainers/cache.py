@@ -96,6 +96,7 @@ class CacheStats:
     misses: int = 0
     writes: int = 0
     corrupt: int = 0
+    write_errors: int = 0  # entries that could not be written (disk full, a directory in the way)
 
     def as_dict(self) -> dict[str, int]:
         return asdict(self)
@@ -112,6 +113,21 @@ class ResponseCache:
 
     def __repr__(self) -> str:
         return f"ResponseCache({str(self.directory)!r}, mode={self.mode!r})"
+
+    def check_writable(self) -> None:
+        """Before any model call: a cache that will be written must be writable (one ConfigError naming
+        the directory and the cause, instead of an error on every item or an INTERNALERROR)."""
+        if not self.writes:
+            return
+        try:
+            self.directory.mkdir(parents=True, exist_ok=True)
+            fd, probe = tempfile.mkstemp(dir=self.directory, prefix=".probe-")
+            os.close(fd)
+            os.unlink(probe)
+        except OSError as exc:
+            raise ConfigError(f"response cache directory {self.directory}: not writable "
+                              f"({exc.strerror or exc}); give a writable one (cache-dir) or turn the cache "
+                              "off (cache=off)") from None
 
     @property
     def reads(self) -> bool:
@@ -158,9 +174,23 @@ class ResponseCache:
             "identity": identity,
             "explanation": {name: getattr(explanation, name) for name in _EXPLANATION_FIELDS},
         }
-        _write_atomic(self.path_for(key), json.dumps(entry, ensure_ascii=False, indent=1, sort_keys=True))
+        try:
+            _write_atomic(self.path_for(key), json.dumps(entry, ensure_ascii=False, indent=1, sort_keys=True))
+        except OSError as exc:
+            # A full disk or a directory in the way: the explanation is still good, only not cached.
+            self._write_failed(self.path_for(key), exc)
+            return False
         self._count("writes")
         return True
+
+    def _write_failed(self, path: Path, exc: OSError) -> None:
+        self._count("write_errors")
+        with self._lock:
+            first = self.stats.write_errors == 1
+        if first:  # once per cache: the same cause would repeat for every entry
+            warnings.warn(RobustExplainWarning(
+                f"response cache {self.directory}: cannot write {path.name} ({exc.strerror or exc}); "
+                "the run goes on without caching what cannot be written"), stacklevel=3)
 
     @contextlib.contextmanager
     def key_lock(self, key: str) -> Iterator[None]:
@@ -176,8 +206,13 @@ class ResponseCache:
             yield
             return
         path = self.directory / "locks" / f"{key[:16]}.lock"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with open(path, "a+b") as handle:
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            handle = open(path, "a+b")  # noqa: SIM115 - closed below, after the lock
+        except OSError:
+            yield  # no lock file possible: duplicates across workers become possible, nothing breaks
+            return
+        with handle:
             fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
             try:
                 yield
@@ -193,8 +228,12 @@ class ResponseCache:
         """Remember what preflight learned, so replay-only runs can rebuild the same cache keys."""
         if self.writes:
             data = {"requested": info.extra.get("requested", info.name), **asdict(info)}
-            _write_atomic(self._model_path(info.backend, str(data["requested"])),
-                          json.dumps(data, ensure_ascii=False, indent=1, sort_keys=True, default=str))
+            path = self._model_path(info.backend, str(data["requested"]))
+            try:
+                text = json.dumps(data, ensure_ascii=False, indent=1, sort_keys=True, default=str)
+                _write_atomic(path, text)
+            except OSError as exc:
+                self._write_failed(path, exc)
 
     def get_model_info(self, backend: str, model: str) -> ModelInfo | None:
         """The recorded ModelInfo for (backend, requested model name), or None."""
