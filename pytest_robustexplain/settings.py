@@ -542,8 +542,10 @@ OPTIONS: tuple[OptionSpec, ...] = (
     _opt("min-history-reference", _float_parser(0.0, 1.0), None, "Optional grounding gate: minimum share "
          "of original explanations that mention a category, title, brand or attribute from the user's "
          "history; default off.", metavar="X"),
-    _opt("baseline", _parse_path, None, "Compare against this saved baseline (JSON report) and fail on "
-         "regressions larger than max-regression.", metavar="FILE", path="file"),
+    _opt("baseline", _parse_path, None, "Compare against this saved baseline (JSON report): for rho and "
+         "each metric, a one-sided non-inferiority test on matched pairs (per-user means, at alpha); the "
+         "item fails unless every drop is shown to be smaller than max-regression.", metavar="FILE",
+         path="file"),
     _opt("save-baseline", _parse_path, None, "Save this run as a baseline to this file.", metavar="FILE",
          path="output"),
     _opt("max-regression", _float_parser(0.0, 1.0), 0.02, "Largest allowed drop in ρ against the "
