@@ -335,6 +335,7 @@ def test_every_writer_says_insensitive_and_escapes_the_example(
     assert summary.read_text(encoding="utf-8").startswith(markdown)  # the quiet rerun appended its own
     page = (pytester.path / "r.html").read_text(encoding="utf-8")
     assert '<span class="INSENSITIVE">INSENSITIVE</span>' in page and "Sensitivity" in page
+    assert '<div class="banner banner-INSENSITIVE" role="status">' in page  # the verdict first
     assert "<script>alert" not in page
     doc = _report(pytester)
     assert {g["verdict"]["outcome"] for g in doc["gates"]} == {"INSENSITIVE"}

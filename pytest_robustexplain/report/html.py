@@ -66,6 +66,9 @@ text-align:left;vertical-align:top;font-variant-numeric:tabular-nums}th{backgrou
 .explanation{white-space:pre-wrap;max-width:32rem;font-size:.92rem}del{background:#ffebe9;text-decoration:none}
 ins{background:#dafbe1;text-decoration:none}details pre{white-space:pre-wrap;font-size:.8rem;max-width:28rem}
 .meta td:first-child{font-weight:600}
+.banner{border:2px solid #1a7f37;border-radius:6px;padding:.7rem 1rem;margin:1rem 0;background:#dafbe1}
+.banner-FAIL,.banner-INSENSITIVE{border-color:#cf222e;background:#ffebe9}
+.banner-INCONCLUSIVE{border-color:#9a6700;background:#fff8c5}
 """
 
 
@@ -79,7 +82,8 @@ def render_html(run: RunResult) -> str:
     names = model_names(run)
     summaries = [summarize(run, name) for name in names]
     plotter = _Plotter.load()
-    body = ["<h1>robustexplain report</h1>", _meta_table(run), _status_list(run, summaries)]
+    body = ["<h1>robustexplain report</h1>", _banner(run, summaries), _meta_table(run),
+            _status_list(run, summaries)]
     if plotter is None:
         body.append(f'<p class="note">{PLOTS_NOTE}</p>')
     if not names:
@@ -91,6 +95,22 @@ def render_html(run: RunResult) -> str:
             "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n"
             f"<title>robustexplain report — {e(', '.join(names))}</title>\n<style>{_CSS}</style>\n"
             "</head>\n<body>\n" + "\n".join(body) + "\n</body>\n</html>\n")
+
+
+def _banner(run: RunResult, summaries: list[Summary]) -> str:
+    """The verdict first: one line per model with its outcome, ρ and the reason of its first failed item."""
+    if not summaries:
+        return ""
+    lines = []
+    rank = {FAIL: 0, INSENSITIVE: 1, INCONCLUSIVE: 2, PASS: 3}
+    outcomes = [model_outcome(run, s.model) or PASS for s in summaries]
+    worst = min(outcomes, key=lambda o: rank.get(o, 3))
+    for s, outcome in zip(summaries, outcomes, strict=True):
+        failed = next((g for g in run.gates if g.model == s.model and g.verdict.outcome != PASS), None)
+        reason = f" — {e(failed.slice)}: {e(failed.verdict.message.split('. ')[0])}" if failed else ""
+        lines.append(f"<div>{_status(outcome)} · <b>{e(s.model)}</b> · ρ {e(fmt_interval(s.overall))}"
+                     f"{reason}</div>")
+    return f'<div class="banner banner-{e(worst)}" role="status">' + "".join(lines) + "</div>"
 
 
 def write_html(run: RunResult, path: str | os.PathLike[str]) -> Path:
