@@ -406,7 +406,7 @@ class RobustnessRun:
             from .explainers.callable import wrap_explainer
 
             request: pytest.FixtureRequest = item._request  # type: ignore[attr-defined]
-            explainer = wrap_explainer(request.getfixturevalue("explainer"))
+            explainer = wrap_explainer(request.getfixturevalue("explainer"), timeout=self.settings.timeout)
             model = explainer.model
             if model not in self._explainers:
                 self._register(model, explainer)

@@ -490,8 +490,9 @@ OPTIONS: tuple[OptionSpec, ...] = (
          "pytest-xdist each worker has its own limit); default 4.", metavar="N"),
     _opt("connect-timeout", _float_parser(0.0, None, open_low=True), 5.0, "Seconds to wait for a "
          "connection to the model server; default 5.", metavar="SECONDS"),
-    _opt("timeout", _float_parser(0.0, None, open_low=True), 120.0, "Seconds to wait for one model "
-         "reply (read timeout); default 120.", metavar="SECONDS"),
+    _opt("timeout", _float_parser(0.0, None, open_low=True), 120.0, "Seconds one model call may take in "
+         "all (with connect-timeout; each attempt, before retries), also for a callable explainer; "
+         "default 120.", metavar="SECONDS"),
     _opt("retries", _int_parser(0), 4, "Retries of a failed model call (with backoff); default 4.",
          metavar="N"),
     _enum("cache", CACHE_MODES, "read-write", "Response cache mode ('replay-only' fails on any cache "

@@ -964,16 +964,27 @@ class _Handler(BaseHTTPRequestHandler):
         return body
 
     # ---- writers ------------------------------------------------------------------------------
-    def _send_bytes(self, status: int, body: bytes, content_type: str) -> None:
+    def _send_bytes(self, status: int, body: bytes, content_type: str, *, trickle: float = 0.0) -> None:
         self.send_response(status)
         self.send_header("Content-Type", content_type)
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
-        if self.command != "HEAD":  # a HEAD answer has the GET headers and no body
+        if self.command == "HEAD":  # a HEAD answer has the GET headers and no body
+            return
+        if trickle <= 0:
             self.wfile.write(body)
+            return
+        # A slow server: 16 bytes at a time, ``trickle`` seconds apart (every read is quick, the whole
+        # reply is not), until the body is out or the server stops.
+        for start in range(0, len(body), 16):
+            self.wfile.write(body[start:start + 16])
+            self.wfile.flush()
+            if self.server.fake._stopping.wait(trickle):
+                return
 
-    def _send_json(self, status: int, obj: Any) -> None:
-        self._send_bytes(status, json.dumps(obj).encode("utf-8"), "application/json; charset=utf-8")
+    def _send_json(self, status: int, obj: Any, *, trickle: float = 0.0) -> None:
+        self._send_bytes(status, json.dumps(obj).encode("utf-8"), "application/json; charset=utf-8",
+                         trickle=trickle)
 
     def _send_text(self, status: int, text: str) -> None:
         self._send_bytes(status, text.encode("utf-8"), "text/plain; charset=utf-8")
@@ -1051,7 +1062,7 @@ class _Handler(BaseHTTPRequestHandler):
             self._stream_answer(call, answer, ticket)
         else:
             fake._answered(ticket)
-            self._send_json(200, self._final_body(call, answer))
+            self._send_json(200, self._final_body(call, answer), trickle=fake.trickle)
 
     def _apply_transport_fault(self, ticket: _Ticket) -> None:
         fake = self.server.fake
@@ -1222,6 +1233,7 @@ class FakeOllamaServer:
         self._cond = threading.Condition()
         self._mode = "stable"
         self._latency = 0.0
+        self._trickle = 0.0
         self._capacity: int | None = None
         self.mode = mode
         self.latency = latency
@@ -1263,6 +1275,18 @@ class FakeOllamaServer:
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0:
             raise ValueError(f"FakeOllamaServer latency must be a number of seconds >= 0, got {value!r}")
         self._latency = float(value)
+
+    @property
+    def trickle(self) -> float:
+        """Seconds between 16-byte pieces of a (non-streamed) chat reply: a server that is slow as a whole
+        while each read is quick. 0 (default): the reply is sent at once."""
+        return self._trickle
+
+    @trickle.setter
+    def trickle(self, value: float) -> None:
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0:
+            raise ValueError(f"FakeOllamaServer trickle must be a number of seconds >= 0, got {value!r}")
+        self._trickle = float(value)
 
     @property
     def capacity(self) -> int | None:

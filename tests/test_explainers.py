@@ -638,3 +638,23 @@ def test_explainers_package_is_import_light() -> None:
             "heavy = [m for m in ('ollama', 'httpx', 'numpy') if m in sys.modules]; "
             "assert not heavy, heavy")
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_a_server_trickling_its_reply_cannot_hold_a_call_past_the_deadline() -> None:
+    """httpx's read timeout bounds each read; the deadline (timeout + connect-timeout) bounds the call."""
+    with FakeOllamaServer() as server:
+        explainer = OllamaExplainer("fake-model", host=server.url, read_timeout=0.5, connect_timeout=0.1,
+                                    retry=fast_retry(2))
+
+        async def go() -> Any:
+            await _warm(explainer, server)
+            explainer.stats.requests = explainer.stats.retries = 0
+            server.trickle = 0.2  # a reply of a few hundred bytes takes seconds, 16 bytes at a time
+            result = await explainer.explain(make_history(3), ITEM, seed=0, repeat=0)
+            await explainer.aclose()
+            return result
+
+        result = run(go())
+        assert result.failure == "error" and "no complete reply within 0.6 s" in result.detail
+        assert explainer.stats.requests == 2 and explainer.stats.retries == 1  # timed out, retried once
+        server.trickle = 0.0

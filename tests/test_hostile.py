@@ -220,3 +220,22 @@ def test_a_full_disk_or_a_directory_in_the_way_only_skips_caching(
     assert outcomes.get("passed", 0) + outcomes.get("failed", 0) == 3  # every item decided, none errored
     result.stdout.fnmatch_lines(
         ["*cannot write * (No space left on device); the run goes on without caching*"])
+
+
+def test_a_callable_explainer_that_hangs_is_bounded_by_the_timeout(pytester: pytest.Pytester) -> None:
+    pytester.makeconftest("""
+import time
+import pytest
+
+@pytest.fixture
+def explainer():
+    def explain(history, item):
+        time.sleep(0.5)  # far longer than the timeout below
+        return "late"
+    return explain
+""")
+    pytester.makepyfile(MARKED.replace('perturbations=["noise", "drift"]', 'perturbations=["noise"]'))
+    result = pytester.runpytest("--robustexplain-backend=callable", "--robustexplain-timeout=0.05")
+    result.assert_outcomes(errors=1)  # every call failed: a broken backend, never a verdict
+    result.stdout.fnmatch_lines(["*every model call failed*(3 pairs); first error: no answer within "
+                                 "0.05 s (timeout)*"])

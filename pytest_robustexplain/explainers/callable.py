@@ -52,9 +52,11 @@ class CallableExplainer:
     backend = "callable"
 
     def __init__(self, fn: ExplainFn, *, model: str | None = None, concurrency: int = 4,
-                 is_llm: bool = True) -> None:
+                 is_llm: bool = True, timeout: float | None = None) -> None:
         """``model`` defaults to the callable's ``__qualname__``; set ``is_llm=False`` for rule-based
-        functions so reports do not present them as a language model."""
+        functions so reports do not present them as a language model. ``timeout``: seconds one call may
+        take; past it the pair fails with an error (a plain function's thread cannot be stopped and
+        finishes on its own, but the run does not wait for it)."""
         if not callable(fn):
             raise ConfigError(
                 f"explainer must be callable as fn(history, item) -> str, got {type(fn).__name__}")
@@ -64,6 +66,7 @@ class CallableExplainer:
         self.model = model or callable_name(fn)
         self.concurrency = concurrency
         self.is_llm = is_llm
+        self.timeout = timeout
         self._is_async = _is_async_callable(fn)
         self._semaphores: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Semaphore] = (
             weakref.WeakKeyDictionary())
@@ -82,7 +85,10 @@ class CallableExplainer:
         async with self._semaphore():
             started = time.perf_counter()
             try:
-                result = await self._call(history, item)
+                call = self._call(history, item)
+                result = await (call if self.timeout is None else asyncio.wait_for(call, self.timeout))
+            except asyncio.TimeoutError:
+                return self._error(f"no answer within {self.timeout:g} s (timeout)", started)
             except Exception as exc:
                 return self._error(f"{type(exc).__name__}: {exc}", started)
             latency = time.perf_counter() - started
@@ -119,12 +125,13 @@ class CallableExplainer:
         return Explanation(text="", model=self.model, latency_s=elapsed, failure=FAILURE_ERROR, detail=detail)
 
 
-def wrap_explainer(obj: Any, *, model: str | None = None) -> Explainer:
-    """An Explainer from an Explainer (returned as is) or a callable ``(history, item) -> str``."""
+def wrap_explainer(obj: Any, *, model: str | None = None, timeout: float | None = None) -> Explainer:
+    """An Explainer from an Explainer (returned as is) or a callable ``(history, item) -> str`` (each call
+    bounded by ``timeout`` seconds when given)."""
     if isinstance(obj, Explainer):
         return obj
     if callable(obj):
-        return CallableExplainer(obj, model=model)
+        return CallableExplainer(obj, model=model, timeout=timeout)
     raise ConfigError(
         f"cannot use {type(obj).__name__} as an explainer: pass an object with preflight/explain/"
         "request_identity/aclose (the Explainer protocol) or a callable fn(history, item) -> str"

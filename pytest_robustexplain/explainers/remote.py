@@ -241,10 +241,23 @@ class RemoteExplainer(ABC):
             self.warmup_error = describe_error(exc)
         self._warmed = True
 
+    def _deadline(self) -> float | None:
+        """Seconds one attempt may take in all (connect and every read): httpx's read timeout bounds each
+        read only, so a server trickling a byte at a time would otherwise hold a call forever."""
+        connect, read = getattr(self, "connect_timeout", None), getattr(self, "read_timeout", None)
+        return None if read is None else float(read) + float(connect or 0.0)
+
     async def _generate(self, state: _LoopState, prompt: str, *, seed: int, num_predict: int) -> Reply:
+        deadline = self._deadline()
+
         async def attempt() -> Reply:
             self.stats.requests += 1
-            return await self._request(state.client, prompt, seed=seed, num_predict=num_predict)
+            request = self._request(state.client, prompt, seed=seed, num_predict=num_predict)
+            try:
+                return await (request if deadline is None else asyncio.wait_for(request, deadline))
+            except asyncio.TimeoutError:
+                raise TimeoutError(f"no complete reply within {deadline:g} s (timeout + connect-timeout)") \
+                    from None
 
         def on_retry(_n: int, _exc: BaseException, _delay: float) -> None:
             self.stats.retries += 1
