@@ -208,6 +208,18 @@ def _parse_names(raw: Any) -> tuple[str, ...]:
     return _unique(names)
 
 
+def _parse_models(raw: Any) -> tuple[str, ...]:
+    """Model names; two spellings of one Ollama model ("x" and "x:latest") would run it twice."""
+    names = _parse_names(raw)
+    seen: dict[str, str] = {}
+    for name in names:
+        same = name if ":" in name else f"{name}:latest"
+        if same in seen:
+            raise _Invalid(f"{seen[same]!r} and {name!r} name the same model; give it once")
+        seen[same] = name
+    return names
+
+
 def _parse_kinds(raw: Any) -> tuple[str, ...]:
     names = _parse_names(raw)
     if not names:
@@ -452,7 +464,7 @@ _PERTURB_HELP = ("Perturbation kinds, comma-separated (noise_injection, temporal
                  "default all five.")
 
 OPTIONS: tuple[OptionSpec, ...] = (
-    _opt("model", _parse_names, (), "Model(s) to gate, comma-separated (e.g. llama3.1:8b,qwen2.5:7b). "
+    _opt("model", _parse_models, (), "Model(s) to gate, comma-separated (e.g. llama3.1:8b,qwen2.5:7b). "
          "Without a model the robustness tests are skipped (see require-model).", metavar="MODEL[,MODEL...]"),
     _enum("backend", BACKENDS, "ollama", "Explanation backend ('callable': your conftest overrides the "
           "explainer fixture; 'template': a deterministic offline template)."),

@@ -385,6 +385,8 @@ def test_json_newer_schema_is_refused(run: RunResult, tmp_path: Path) -> None:
     (lambda d: d["pairs"][3]["key"].update(severity="high"), r"pairs\[3\].*'severity'.*expected an integer"),
     (lambda d: d["pairs"][0].pop("combined"), r"pairs\[0\].*'combined'.*missing"),
     (lambda d: d["pairs"][1].update(semantic="0.5"), r"pairs\[1\].*'semantic'.*expected a number"),
+    (lambda d: d["pairs"][2].update(combined=None), r"pairs\[2\].*'combined'.*score between 0 and 1"),
+    (lambda d: d["pairs"][2].update(length=1.5), r"pairs\[2\].*'length'.*score between 0 and 1"),
     (lambda d: d["gates"][0]["verdict"]["checks"][0].update(interval=[]),
      r"gates\[0\]\.verdict\.checks\[0\]\.interval.*expected an object"),
     (lambda d: d.pop("schema"), r"not a pytest-robustexplain report"),

@@ -641,3 +641,9 @@ def test_data_that_would_be_ignored_is_a_usage_error(tmp_path: Path, cli: dict[s
                                                      message: str) -> None:
     (tmp_path / "c.json").write_text("[]", encoding="utf-8")
     assert message in config_error(tmp_path, cli=cli)
+
+
+def test_two_spellings_of_one_model_are_refused(tmp_path: Path) -> None:
+    message = config_error(tmp_path, cli={"robustexplain_model": "fake-model,fake-model:latest"})
+    assert "'fake-model' and 'fake-model:latest' name the same model; give it once" in message
+    assert resolve(tmp_path, cli={"robustexplain_model": "a:7b,a:14b"}).model == ("a:7b", "a:14b")

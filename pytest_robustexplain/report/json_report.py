@@ -299,17 +299,25 @@ class _Reader:
         items = self.get(doc, field, list, "top level")
         return [parse(item, f"{field}[{i}]") for i, item in enumerate(items)]
 
+    def score(self, obj: Mapping[str, Any], field: str, record: str) -> float:
+        """A pair's score: a number in [0, 1] (null, NaN or out of range would break every aggregate)."""
+        value = self.get(obj, field, float, record)
+        if not (math.isfinite(value) and 0.0 <= value <= 1.0):
+            raise self.fail(record, field, f"expected a score between 0 and 1, got {obj.get(field)!r:.60}")
+        return float(value)
+
     def pair(self, value: Any, record: str) -> PairResult:
         data = self.obj(value, record)
         key = self.obj(data.get("key"), f"{record}.key")
         g: Callable[..., Any] = self.get
+        s = self.score
         return PairResult(
             key=PairKey(model=g(key, "model", str, record), user_id=g(key, "user_id", str, record),
                         item_id=g(key, "item_id", str, record), kind=g(key, "kind", str, record),
                         severity=g(key, "severity", int, record), repeat=g(key, "repeat", int, record)),
-            semantic=g(data, "semantic", float, record), keyword=g(data, "keyword", float, record),
-            structural=g(data, "structural", float, record), length=g(data, "length", float, record),
-            combined=g(data, "combined", float, record),
+            semantic=s(data, "semantic", record), keyword=s(data, "keyword", record),
+            structural=s(data, "structural", record), length=s(data, "length", record),
+            combined=s(data, "combined", record),
             original=g(data, "original", str, record), perturbed=g(data, "perturbed", str, record),
             changes=g(data, "changes", dict, record, default={}),
             failure=self.optional(data, "failure", str, record),
