@@ -209,6 +209,12 @@ class RobustnessRun:
             self.plans[item.nodeid] = ItemPlan(item.nodeid, gate, param, custom_explainer=custom)
         if not self.plans:
             return
+        uncovered = [p.nodeid for p in self.plans.values() if not p.custom_explainer]
+        if self.settings.backend == "callable" and uncovered:
+            # One usage error before anything runs, instead of the same error (and traceback) per item.
+            raise pytest.UsageError(
+                f"robustexplain: --robustexplain-backend=callable needs the `explainer` fixture overridden "
+                f"in a conftest.py; {len(uncovered)} marked item(s) have none, e.g. {uncovered[0]}")
         self._load_baseline()
         if not configured_models(self.settings):
             self._no_model(items)

@@ -239,3 +239,11 @@ def explainer():
     result.assert_outcomes(errors=1)  # every call failed: a broken backend, never a verdict
     result.stdout.fnmatch_lines(["*every model call failed*(3 pairs); first error: no answer within "
                                  "0.05 s (timeout)*"])
+
+
+def test_the_callable_backend_without_an_override_is_one_usage_error(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(MARKED)
+    result = pytester.runpytest("--robustexplain-backend=callable")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR and "Traceback" not in result.stdout.str()
+    result.stderr.fnmatch_lines(["*--robustexplain-backend=callable needs the `explainer` fixture overridden "
+                                 "in a conftest.py; 3 marked item(s) have none*"])
