@@ -237,6 +237,13 @@ def parse_prompt(prompt: str) -> ParsedPrompt:
 # --------------------------------------------------------------------------------------------------
 
 
+def _seconds(value: object, name: str) -> float:
+    """A server setting in seconds: a number >= 0 (not a bool, not NaN)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0:
+        raise ValueError(f"FakeOllamaServer {name} must be a number of seconds >= 0, got {value!r}")
+    return float(value)
+
+
 def _digest_int(*parts: object) -> int:
     # sha256 rather than hash(): str hashes are salted per process and replies must be reproducible.
     text = "\x1f".join(str(p) for p in parts)
@@ -1272,9 +1279,7 @@ class FakeOllamaServer:
 
     @latency.setter
     def latency(self, value: float) -> None:
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0:
-            raise ValueError(f"FakeOllamaServer latency must be a number of seconds >= 0, got {value!r}")
-        self._latency = float(value)
+        self._latency = _seconds(value, "latency")
 
     @property
     def trickle(self) -> float:
@@ -1284,9 +1289,7 @@ class FakeOllamaServer:
 
     @trickle.setter
     def trickle(self, value: float) -> None:
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0:
-            raise ValueError(f"FakeOllamaServer trickle must be a number of seconds >= 0, got {value!r}")
-        self._trickle = float(value)
+        self._trickle = _seconds(value, "trickle")
 
     @property
     def capacity(self) -> int | None:
