@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .errors import ConfigError, DataError
-from .results import OVERALL, GateResult
+from .results import CONTROL_KIND, OVERALL, SWAP_KIND, GateResult
 
 if TYPE_CHECKING:
     from .data import Catalog, Dataset, EvalCase
@@ -383,9 +383,9 @@ def max_calls(specs: Sequence[SliceSpec]) -> int:
                 pairs.update((spec.model, case.user_id, case.item_id, kind, severity, repeat, spec.seed)
                              for kind in spec.kinds for severity in spec.severities)
                 if spec.noise_floor:
-                    pairs.add((spec.model, case.user_id, case.item_id, "control", 0, repeat, spec.seed))
+                    pairs.add((spec.model, case.user_id, case.item_id, CONTROL_KIND, 0, repeat, spec.seed))
             if (case.user_id, case.item_id) in spec.donors:
-                pairs.add((spec.model, case.user_id, case.item_id, "swap", 0, 0, spec.seed))
+                pairs.add((spec.model, case.user_id, case.item_id, SWAP_KIND, 0, 0, spec.seed))
     return len(pairs) + len(originals)
 
 

@@ -250,12 +250,6 @@ def grounding_message(g: GuardResult) -> str:
     return text + "."
 
 
-def delta_by_kind(pairs: Sequence[PairResult], swaps: Sequence[PairResult], *, alpha: float = 0.05
-                  ) -> dict[str, Interval]:
-    """Δ = ρ_pert − ρ_swap for each perturbation kind (each kind's pairs against the same controls)."""
-    return {kind: delta for kind, (delta, _) in by_kind(pairs, swaps, alpha=alpha).items()}
-
-
 def by_kind(pairs: Sequence[PairResult], swaps: Sequence[PairResult], *, alpha: float = 0.05,
             floor: float = 1.0) -> dict[str, tuple[Interval, Interval | None]]:
     """(Δ, R) for each perturbation kind: each kind's pairs against the same cross-user controls."""

@@ -177,6 +177,7 @@ class RobustnessRun:
         self._baseline: RunResult | None = None
         self._donor_pool: DonorPool | None = None
         self._notes: set[str] = set()  # warnings said once per run
+        self._specs: dict[str, SliceSpec] = {}  # slice id -> its spec
         self.lazy = hasattr(config, "workerinput")  # xdist workers plan only the items they run
 
     # ------------------------------------------------------------------------------- collection
@@ -374,13 +375,19 @@ class RobustnessRun:
         return self._explainers[model]
 
     def _spec(self, plan: ItemPlan) -> SliceSpec:
+        """The item's sweep slice, built once (the plan-size note and the sweep both need it)."""
+        spec = self._specs.get(plan.slice_id)
+        if spec is not None:
+            return spec
         from .engine import donor_pool, guarded, slice_spec
 
         kind = None if plan.param.kind == OVERALL else plan.param.kind
         if self._donor_pool is None and guarded(plan.gate):
             self._donor_pool = donor_pool(self.dataset)
-        return slice_spec(self.settings, plan.gate, slice_id=plan.slice_id, model=plan.model,
+        spec = slice_spec(self.settings, plan.gate, slice_id=plan.slice_id, model=plan.model,
                           cases=self.cases_for(plan.gate), kind=kind, donor_pool=self._donor_pool)
+        self._specs[plan.slice_id] = spec
+        return spec
 
     def _add_slice(self, plan: ItemPlan, model: str | None = None) -> None:
         plan.model = model or plan.param.model

@@ -16,7 +16,6 @@ from ..sanitize import markdown_inert
 from .summary import Summary, fmt_interval, model_names, model_outcome, summarize
 
 MARKER = "<!-- robustexplain:pr-comment -->"
-_ICONLESS = {PASS: "PASS", FAIL: "FAIL", INSENSITIVE: "INSENSITIVE"}
 
 
 def _cell(text: object) -> str:
@@ -66,7 +65,7 @@ def render_pr_comment(run: RunResult, baseline: RunResult | None = None) -> str:
     outcomes = [model_outcome(run, n) for n in names]
     status = FAIL if FAIL in outcomes else INSENSITIVE if INSENSITIVE in outcomes else PASS
     base_names = model_names(baseline) if baseline is not None else []
-    title = f"### Robustness of recommendation explanations: **{_ICONLESS.get(status, status)}**"
+    title = f"### Robustness of recommendation explanations: **{status}**"
     lines = [MARKER, title, ""]
     if baseline is None:
         lines += ["_No baseline yet: the default branch saves one when its gate passes._", ""]

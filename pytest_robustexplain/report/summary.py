@@ -38,6 +38,7 @@ from ..results import (
 )
 
 if TYPE_CHECKING:
+    from ..guard import GuardSettings
     from ..stats import Comparison, KindDifferences, UserSpread
 
 # Display order of the method's five perturbation kinds; kinds the run used but not listed here follow,
@@ -296,20 +297,20 @@ def security_rows(summary: Summary) -> list[tuple[str, str]]:
     return rows
 
 
-def guard_settings(run: RunResult) -> Any:
+def guard_settings(run: RunResult) -> GuardSettings:
     """The guard's settings as the run recorded them (the defaults for a report that has none)."""
     from ..guard import DEFAULT_MAX_INSENSITIVE_SHARE, DEFAULT_MIN_SENSITIVITY, GuardSettings
 
-    def number(name: str, default: float | None) -> float | None:
+    def number(name: str, default: float) -> float:
         value = run.settings.get(name)
         return float(value) if _is_number(value) else default
 
-    alpha = number("alpha", 0.05)
+    reference = run.settings.get("min_history_reference")
     return GuardSettings(policy=str(run.settings.get("guard", "fail")),
-                         min_sensitivity=number("min_sensitivity", DEFAULT_MIN_SENSITIVITY) or 0.0,
-                         max_insensitive_share=number("max_insensitive_share", DEFAULT_MAX_INSENSITIVE_SHARE)
-                         or 0.0, min_history_reference=number("min_history_reference", None),
-                         alpha=alpha if alpha is not None else 0.05)
+                         min_sensitivity=number("min_sensitivity", DEFAULT_MIN_SENSITIVITY),
+                         max_insensitive_share=number("max_insensitive_share", DEFAULT_MAX_INSENSITIVE_SHARE),
+                         min_history_reference=float(reference) if _is_number(reference) else None,
+                         alpha=number("alpha", 0.05))
 
 
 def _sensitivity(run: RunResult, model: str, pairs: Sequence[PairResult], threshold: float
