@@ -33,17 +33,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 from . import __version__
-from .engine import DEFAULT_CACHE_DIR, cache_directory
+from .engine import DEFAULT_CACHE_DIR
 from .errors import BackendError, CacheMissError, ConfigError, RobustExplainError
-from .results import INSENSITIVE, OVERALL, PASS, GateResult
+from .results import INSENSITIVE, PASS, GateResult
 from .settings import DEFAULT_PERTURBATIONS, OPTIONS, YAML_NAME, OptionSpec, Settings, option
 
 if TYPE_CHECKING:
-    from .data import Dataset, EvalCase
-    from .engine import GatedSlice, SlicePlan
+    from .data import Dataset
+    from .engine import GatedSlice, Run, SlicePlan
     from .explainers.base import Explainer
     from .results import RunResult
-    from .settings import GateSettings
     from .sweep import Counters
 
 PROG = "robustexplain"
@@ -378,19 +377,17 @@ def _jsonable(value: Any) -> Any:
 
 def run_models(settings: Settings) -> tuple[str, ...]:
     """The models to run: ``--model``, or the template explainer's name for ``--backend template``."""
-    if settings.model:
-        return settings.model
-    if settings.backend == "template":
-        return ("template",)
-    raise CommandError("no model given: pass --model NAME[,NAME...] (e.g. --model llama3.1:8b served by "
-                       "Ollama), set ROBUSTEXPLAIN_MODEL, or use --backend template for the built-in "
-                       "non-LLM explainer")
+    from .engine import configured_models, no_model_reason
+
+    models = tuple(m for m in configured_models(settings) if m)
+    if not models:
+        raise CommandError(no_model_reason(flag_prefix="--"))
+    return models
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    """``robustexplain run``: plan, run, report and gate."""
-    from .engine import SweepInterrupted, load_configured_dataset
-    from .settings import apply_marker
+    """``robustexplain run``: plan, run, report and gate — the engine's :class:`Run`, as under pytest."""
+    from .engine import Run, SweepInterrupted
 
     settings, extra = resolve_run_settings(args)
     models = run_models(settings)
@@ -398,80 +395,56 @@ def cmd_run(args: argparse.Namespace) -> int:
         shown = ", ".join(f"{k}={_show(v)}" for k, v in extra["protocol_departures"].items())
         print(f"{PROG}: note: departing from the {extra['protocol']} protocol on the command line: {shown}",
               file=sys.stderr)
-    dataset = load_configured_dataset(settings)
-    gate = apply_marker(settings, {}, nodeid=NODEID)
-    from .engine import take_cases
-
-    cases, note = take_cases(dataset.cases, gate.users)
-    if note:
-        print(f"{PROG}: warning: {note}", file=sys.stderr)
-    cache_dir = cache_directory(settings)
-    explainers = _build_explainers(settings, models, cache_dir)
-    slices = _slices(settings, gate, models, cases, dataset)
+    run = Run(settings, say=lambda note: print(f"{PROG}: {note}", file=sys.stderr),
+              extra_settings=extra)
+    run.extra_settings["dataset_name"] = run.dataset.name
+    slices = _plan(run, models)
     if args.dry_run:
-        return _dry_run(settings, extra, dataset, slices, explainers)
-    from .engine import large_plan_note, max_calls
-
-    note = large_plan_note(max_calls([s.spec for s in slices]))
-    if note:
-        print(f"{PROG}: note: {note} (--dry-run shows the plan)", file=sys.stderr)
+        return _dry_run(run, slices)
+    run.announce_size(" (--dry-run shows the plan)")
     progress = ProgressBar.for_stream(sys.stderr, mode=settings.progress)
     try:
-        result = _run(settings, slices, explainers, dataset, extra, progress)
+        result = run.run_all(poll=progress)
     except SweepInterrupted as stop:
         progress.close()
-        return _interrupted(args, settings, stop.partial, cache_dir)
+        return _interrupted(args, settings, stop.partial, run.cache_dir)
     finally:
         progress.close()
-    return _finish(args, settings, result)
+    return _finish(args, run, result)
 
 
 def _show(value: Any) -> str:
     return ",".join(str(v) for v in value) if isinstance(value, list) else str(value)
 
 
-def _build_explainers(settings: Settings, models: Sequence[str], cache_dir: Path) -> dict[str, Explainer]:
-    from .engine import build_explainer
+def _plan(run: Run, models: Sequence[str]) -> list[GatedSlice]:
+    """The gated items of a bare ``@pytest.mark.robustness`` test, named as pytest names them."""
+    from .engine import gate_slices
+    from .settings import apply_marker
 
-    return {model: build_explainer(settings, model, cache_dir=cache_dir) for model in models}
-
-
-def _slices(settings: Settings, gate: GateSettings, models: Sequence[str], cases: Sequence[EvalCase],
-            dataset: Dataset) -> list[GatedSlice]:
-    from .engine import GatedSlice, donor_pool, gate_slices, guarded, slice_spec
-
-    pool = donor_pool(dataset) if guarded(gate) else None
+    gate = apply_marker(run.settings, {}, nodeid=NODEID)
     out = []
     for model in models:
         for name in gate_slices(gate):  # each kind and the overall, as a bare marked test is expanded
             item = f"{model}-{name}" if len(models) > 1 else name
-            spec = slice_spec(settings, gate, slice_id=f"{NODEID}::{model}::{name}", model=model, cases=cases,
-                              kind=None if name == OVERALL else name, donor_pool=pool)
-            out.append(GatedSlice(spec, f"{NODEID}[{item}]", name, gate))
+            out.append(run.plan(gate, nodeid=f"{NODEID}[{item}]", model=model, slice_name=name))
     return out
 
 
-def _run(settings: Settings, slices: Sequence[GatedSlice], explainers: Mapping[str, Explainer],
-         dataset: Dataset, extra: Mapping[str, Any], progress: ProgressBar) -> RunResult:
-    from .engine import run_slices
+def _dry_run(run: Run, slices: Sequence[GatedSlice]) -> int:
+    from .engine import build_explainer, plan_slices
 
-    return run_slices(settings, slices, explainers, dataset.catalog, poll=progress,
-                      extra_settings={**extra, "dataset_name": dataset.name})
-
-
-def _dry_run(settings: Settings, extra: Mapping[str, Any], dataset: Dataset, slices: Sequence[GatedSlice],
-             explainers: Mapping[str, Explainer]) -> int:
-    from .engine import plan_slices
-
+    explainers = {s.spec.model: build_explainer(run.settings, s.spec.model, cache_dir=run.cache_dir)
+                  for s in slices}
     # Per model, the largest slice (the overall one: every kind) holds every pair its kind slices share.
-    plans = plan_slices(settings, slices, explainers, dataset.catalog)
+    plans = plan_slices(run.settings, slices, explainers, run.dataset.catalog)
     largest: dict[str, SlicePlan] = {}
     for plan in plans:
         if plan.model not in largest or plan.planned > largest[plan.model].planned:
             largest[plan.model] = plan
-    plans = list(largest.values())
     _close_explainers(explainers)
-    print(dry_run_text(settings, extra, dataset, plans, n_cases=len(slices[0].spec.cases)))
+    print(dry_run_text(run.settings, run.extra_settings, run.dataset, list(largest.values()),
+                       n_cases=len(slices[0].spec.cases)))
     return EXIT_OK
 
 
@@ -509,15 +482,15 @@ def _close_explainers(explainers: Mapping[str, Explainer]) -> None:
     asyncio.run(close_all())
 
 
-def _finish(args: argparse.Namespace, settings: Settings, result: RunResult) -> int:
+def _finish(args: argparse.Namespace, run: Run, result: RunResult) -> int:
+    from .engine import judge
     from .report.terminal import render_terminal
-    from .stats import apply_policy
 
-    errors = _write_reports(settings, result)
+    errors = run.write_reports(result)
     print(render_terminal(result, width=_terminal_width(), quiet=args.quiet))
     failed: list[GateResult] = []
     for gate in result.gates:
-        passed, warn = apply_policy(gate.verdict, settings.inconclusive)
+        passed, warn = judge(gate.verdict, run.settings.inconclusive)
         if not passed:
             failed.append(gate)
         elif warn and (gate.verdict.outcome != PASS or _guard_warns(gate)):
@@ -560,28 +533,6 @@ def verdict_line(result: RunResult, failed: Sequence[GateResult]) -> str:
             parts.append(f"{model} ({', '.join(f'{g.slice} {g.verdict.outcome}' for g in gates)})")
     names = ", ".join(parts)
     return f"{PROG}: FAIL — {len(by_model)} of {_plural(n, 'model')} failed the gate: {names}"
-
-
-def _write_reports(settings: Settings, result: RunResult) -> list[str]:
-    """Write every requested report; one message per report that could not be written."""
-    from .report.github import github_step_summary
-    from .report.json_report import write_json, write_report
-    from .report.markdown import write_markdown
-
-    targets: list[tuple[str, Path | None, Callable[[RunResult, Path], object]]] = [
-        ("--json", settings.json, write_json), ("--html", settings.html, _write_html),
-        ("--markdown", settings.markdown, write_markdown)]
-    errors = [write_report(lambda p=path, w=write: w(result, p), f"{flag}={path}")
-              for flag, path, write in targets if path is not None]
-    errors.append(write_report(lambda: github_step_summary(result),
-                               f"$GITHUB_STEP_SUMMARY={os.environ.get('GITHUB_STEP_SUMMARY', '')}"))
-    return [e for e in errors if e]
-
-
-def _write_html(result: RunResult, path: Path) -> None:
-    from .report.html import write_html
-
-    write_html(result, path)
 
 
 def _interrupted(args: argparse.Namespace, settings: Settings, partial: RunResult, cache_dir: Path) -> int:

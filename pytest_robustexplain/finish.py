@@ -1,16 +1,12 @@
-"""The end of a run: assemble the record, write the reports, tell GitHub Actions, print the summary."""
+"""The end of a pytest session's run: the engine's record and reports, the hook, the terminal summary."""
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from .report.github import github_annotations, github_step_summary, on_github_actions
-from .report.json_report import write_report
-from .report.markdown import write_markdown
+from .report.github import github_annotations, on_github_actions
 from .results import RunResult
 
 if TYPE_CHECKING:
@@ -23,32 +19,13 @@ REPORT_ERROR_EXIT = pytest.ExitCode.USAGE_ERROR
 
 
 def finish_run(run: RobustnessRun) -> tuple[RunResult | None, list[str]]:
-    """Build the run's record and write every configured report: (the record or None when nothing was
-    gated, one message per report that could not be written — naming the option, path and cause)."""
+    """Build the run's record and write every configured report (the engine's writers, as for
+    ``robustexplain run``): (the record or None when nothing was gated, one message per report that could
+    not be written — naming the option, path and cause)."""
     result = run.run_result()
     if result is None:
         return None, []
-    settings = run.settings
-    from .report.json_report import write_json
-
-    writes: list[tuple[str, Path | None, Any]] = [("json", settings.json, write_json),
-                                                  ("save-baseline", settings.save_baseline, write_json)]
-    if settings.html is not None:
-        from .report.html import write_html
-
-        writes.append(("html", settings.html, write_html))
-    writes.append(("markdown", settings.markdown, write_markdown))
-    errors = []
-    for name, path, writer in writes:
-        if path is not None:
-            error = write_report(lambda p=path, w=writer: (p.parent.mkdir(parents=True, exist_ok=True),
-                                                             w(result, p)), f"--robustexplain-{name}={path}")
-            if error:
-                errors.append(error)
-    summary_error = write_report(lambda: github_step_summary(result),
-                                 f"$GITHUB_STEP_SUMMARY={os.environ.get('GITHUB_STEP_SUMMARY', '')}")
-    if summary_error:
-        errors.append(summary_error)
+    errors = run.engine.write_reports(result)
     run.config.hook.pytest_robustexplain_report(run=result, config=run.config)
     return result, errors
 

@@ -14,6 +14,7 @@ import pytest
 
 from .errors import ConfigError, RobustExplainError
 from .results import RunResult
+from .runner import MARKER, SLICE_PARAM, is_xdist_worker  # cheap: the adapter imports heavy parts lazily
 from .settings import MARKER_DOC, register_options, settings_from_pytest
 
 if TYPE_CHECKING:
@@ -22,13 +23,10 @@ if TYPE_CHECKING:
     from .runner import BoundExplainer, Robustness, RobustnessRun
     from .testing import FakeOllamaServer
 
-MARKER = "robustness"
-SLICE_PARAM = "robustexplain_slice"  # same value as runner.SLICE_PARAM (kept literal: runner is lazy)
 
 RUN_KEY = pytest.StashKey["RobustnessRun"]()
 RESULT_KEY = pytest.StashKey[RunResult | None]()
-
-_CONFIGS: list[pytest.Config] = []
+SESSION_PLUGIN = "robustexplain-session"
 
 
 def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
@@ -43,6 +41,28 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", MARKER_DOC)
+    # The hooks that get no config (item reports, xdist nodes going down) live on an object registered
+    # with this config's plugin manager: it dies with its config (pytester runs sessions in sessions).
+    config.pluginmanager.register(_SessionHooks(config), SESSION_PLUGIN)
+
+
+class _SessionHooks:
+    """Hooks of one config whose arguments do not name it."""
+
+    def __init__(self, config: pytest.Config) -> None:
+        self.config = config
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        payload = getattr(report, "robustexplain", None)
+        if payload is not None and not is_xdist_worker(self.config):
+            _run(self.config).record_remote(payload)
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_testnodedown(self, node: Any, error: Any) -> None:
+        """xdist controller: add a worker's call counters to the run's totals."""
+        counters = getattr(node, "workeroutput", {}).get("robustexplain_counters")
+        if counters:
+            _run(self.config).merge_counters(counters)
 
 
 def _run(config: pytest.Config) -> RobustnessRun:
@@ -111,7 +131,6 @@ def pytest_collection_finish(session: pytest.Session) -> None:
 
 def pytest_sessionstart(session: pytest.Session) -> None:
     session.config.stash[RESULT_KEY] = None
-    _CONFIGS.append(session.config)
     # Resolve (and validate) the settings up front: a bad value is one usage error naming the option,
     # not a collection error per marked test. Nothing heavy is imported for valid, unused settings.
     _run(session.config)
@@ -162,28 +181,13 @@ def pytest_runtest_makereport(
     return report
 
 
-def pytest_runtest_logreport(report: pytest.TestReport) -> None:
-    payload = getattr(report, "robustexplain", None)
-    if payload is None:
-        return
-    config = _config_of(report)
-    if config is not None and not hasattr(config, "workerinput"):
-        _run(config).record_remote(payload)
-
-
-def _config_of(report: pytest.TestReport) -> pytest.Config | None:
-    # pytest_runtest_logreport gets no config; the active one is the newest session's (pytester runs
-    # sessions inside sessions, each pushing its config for its own duration).
-    return _CONFIGS[-1] if _CONFIGS else None
-
-
 @pytest.hookimpl(tryfirst=True)
 def pytest_sessionfinish(session: pytest.Session) -> None:
     config = session.config
     run = config.stash.get(RUN_KEY, None)
     if run is None:
         return
-    if hasattr(config, "workerinput"):
+    if is_xdist_worker(config):
         config.workeroutput["robustexplain_counters"] = run.counters_snapshot()  # type: ignore[attr-defined]
         run.close()
         return
@@ -202,14 +206,6 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
             session.exitstatus = REPORT_ERROR_EXIT
 
 
-@pytest.hookimpl(optionalhook=True)
-def pytest_testnodedown(node: Any, error: Any) -> None:
-    """xdist controller: add a worker's call counters to the run's totals."""
-    counters = getattr(node, "workeroutput", {}).get("robustexplain_counters")
-    if counters:
-        _run(node.config).merge_counters(counters)
-
-
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
     result = config.stash.get(RESULT_KEY, None)
     if result is None:
@@ -221,8 +217,6 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
 
 @pytest.hookimpl(trylast=True)
 def pytest_unconfigure(config: pytest.Config) -> None:
-    if config in _CONFIGS:
-        _CONFIGS.remove(config)
     run = config.stash.get(RUN_KEY, None)
     if run is not None:
         run.close()
@@ -237,7 +231,8 @@ def explainer(request: pytest.FixtureRequest) -> Explainer | BoundExplainer:
     ``(history, item) -> str`` (plain or async) or an object implementing the Explainer protocol, and
     every ``@pytest.mark.robustness`` test under that conftest is run against it.
     """
-    from .runner import BoundExplainer, configured_models, no_model_reason
+    from .engine import configured_models, no_model_reason
+    from .runner import BoundExplainer
 
     run = _run(request.config)
     models = configured_models(run.settings)

@@ -13,6 +13,8 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from .runner import is_xdist_worker
+
 if TYPE_CHECKING:
     from .runner import RobustnessRun
 
@@ -37,7 +39,7 @@ class Progress:
         mode = run.settings.progress
         tty = bool(reporter is not None and getattr(reporter, "isatty", False))
         enabled = reporter is not None and config.get_verbosity() >= 0 and (
-            mode == "on" or (mode == "auto" and not hasattr(config, "workerinput")))
+            mode == "on" or (mode == "auto" and not is_xdist_worker(config)))
         return cls(run, writer=reporter, in_place=tty and mode != "off", enabled=enabled,
                    interval=0.5 if tty else 10.0,
                    capture=config.pluginmanager.get_plugin("capturemanager"))

@@ -1,44 +1,31 @@
-"""One robustness run inside a pytest session: plan at collection, gate each item, assemble the report.
+"""The pytest adapter of a robustness run: marked items → the engine's gated slices, its errors →
+pytest outcomes, its results → xdist payloads and JUnit properties.
 
-plugin.py keeps only the pytest glue and calls into :class:`RobustnessRun`, which lives in
-``config.stash``. Heavy modules (numpy, the metrics, the model clients) are imported here lazily, only
-when a session actually has marked tests.
+The run itself (explainers, plan, sweep, verdicts, record, reports) is :class:`~pytest_robustexplain.
+engine.Run`, shared with ``robustexplain run``; plugin.py keeps only the hooks and calls into
+:class:`RobustnessRun`, which lives in ``config.stash``. Heavy modules are imported lazily, only when a
+session actually has marked tests.
 """
 
 from __future__ import annotations
 
-import datetime as _dt
-import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import pytest
 
-from . import __version__
-from .errors import BackendError, ConfigError, DataError, RobustExplainError
-from .results import (
-    FAIL,
-    METRICS,
-    OVERALL,
-    PASS,
-    GateResult,
-    GuardResult,
-    Interval,
-    PairResult,
-    RunResult,
-    Verdict,
-)
+from .errors import BackendError, ConfigError, RobustExplainError
+from .results import OVERALL, Robustness, RunResult
 from .settings import GateSettings, Settings, apply_marker
 
 if TYPE_CHECKING:
-    from .data import Dataset, EvalCase, Item, UserHistory
-    from .donors import DonorPool
+    from .data import Item, UserHistory
     from .explainers.base import Explainer, Explanation, ModelInfo
     from .perturbations import PerturbationResult
-    from .stats import NonInferiorityResult
-    from .sweep import SliceResult, SliceSpec, Sweep
+    from .sweep import Sweep
+
+T = TypeVar("T")
 
 MARKER = "robustness"
 SLICE_PARAM = "robustexplain_slice"
@@ -65,44 +52,6 @@ class ItemPlan:
     custom_explainer: bool
     slice_id: str = ""
     model: str = ""
-
-
-@dataclass(frozen=True)
-class Robustness:
-    """The finished result of one test item's slice (the ``robustness`` fixture's value)."""
-
-    model: str
-    kind: str  # a perturbation kind, or "overall"
-    pairs: tuple[PairResult, ...]
-    controls: tuple[PairResult, ...]
-    verdict: Verdict
-    intervals: Mapping[str, Interval]  # "combined" and each metric
-    thresholds: Mapping[str, float]
-    worst: tuple[PairResult, ...]
-    trivial: int
-    cancelled: int
-    noise_floor: Interval | None
-    perturbations: tuple[PerturbationResult, ...] = ()
-    regression: NonInferiorityResult | None = None  # against --robustexplain-baseline, when given
-    swaps: tuple[PairResult, ...] = ()  # cross-user controls of the slice's cases
-
-    @property
-    def guard(self) -> GuardResult | None:
-        """The cross-user control's finding (None with ``guard="off"``)."""
-        return self.verdict.guard
-
-    @property
-    def passed(self) -> bool:
-        return self.verdict.outcome == PASS
-
-    @property
-    def combined(self) -> Interval:
-        return self.intervals["combined"]
-
-    @property
-    def failures(self) -> tuple[PairResult, ...]:
-        """Pairs that could not be scored because an explanation failed (scored 0)."""
-        return tuple(p for p in self.pairs if p.failure is not None)
 
 
 class BoundExplainer:
@@ -139,46 +88,31 @@ class BoundExplainer:
         return f"<explainer {self.model}>"
 
 
-def configured_models(settings: Settings) -> tuple[str, ...]:
-    """The models to test; the template and callable backends need no model name."""
-    if settings.model:
-        return settings.model
-    if settings.backend == "template":
-        return ("template",)
-    if settings.backend == "callable":
-        return ("",)
-    return ()
-
-
-def no_model_reason() -> str:
-    return ("no model configured for robustness tests: pass --robustexplain-model=NAME (e.g. llama3.1:8b "
-            "served by Ollama), set ROBUSTEXPLAIN_MODEL or the ini key robustexplain_model, or use "
-            "--robustexplain-backend=template for the built-in non-LLM explainer")
+def is_xdist_worker(config: pytest.Config) -> bool:
+    """Whether this process is a pytest-xdist worker (it plans only the items it runs, and ships its
+    results to the controller with each item's report)."""
+    return hasattr(config, "workerinput")
 
 
 class RobustnessRun:
-    """State of the robustness run for one pytest session (one per process)."""
+    """The pytest adapter of one :class:`~pytest_robustexplain.engine.Run`: marked items → gated slices,
+    engine errors → pytest outcomes, results → xdist payloads. One per config, in ``config.stash``."""
 
     def __init__(self, config: pytest.Config, settings: Settings) -> None:
+        from .engine import Run
+
         self.config = config
         self.settings = settings
         self.plans: dict[str, ItemPlan] = {}
-        self.model_infos: dict[str, ModelInfo] = {}
-        self.gates: list[GateResult] = []
-        self.collected: dict[tuple[Any, ...], PairResult] = {}  # pairs reported by items (any process)
-        self.counters: dict[str, int] = {}
-        self.started = time.monotonic()
-        self.started_at = _now()
-        self._dataset: Dataset | None = None
-        self._sweep: Sweep | None = None
-        self._explainers: dict[str, Explainer] = {}
+        self.lazy = is_xdist_worker(config)  # xdist workers plan only the items they run
+        self.engine = Run(settings, base_dir=config.rootpath, flag_prefix="--robustexplain-", say=self._say,
+                          cross_process=self.lazy, make_explainer=self._hook_explainer)
         self._results: dict[str, Robustness] = {}
         self._progress: Callable[[], None] | None = None
-        self._baseline: RunResult | None = None
-        self._donor_pool: DonorPool | None = None
-        self._notes: set[str] = set()  # warnings said once per run
-        self._specs: dict[str, SliceSpec] = {}  # slice id -> its spec
-        self.lazy = hasattr(config, "workerinput")  # xdist workers plan only the items they run
+
+    @property
+    def model_infos(self) -> dict[str, ModelInfo]:
+        return self.engine.model_infos
 
     # ------------------------------------------------------------------------------- collection
     def gate_for(self, nodeid: str, marker: pytest.Mark) -> GateSettings:
@@ -190,16 +124,20 @@ class RobustnessRun:
 
     def params_for(self, gate: GateSettings) -> list[SliceParam]:
         """One parameter per model × kind, plus ``overall`` when the test covers several kinds."""
-        from .engine import gate_slices
+        from .engine import configured_models, gate_slices
 
         models = configured_models(self.settings) or ("",)
         return [SliceParam(model, kind) for model in models for kind in gate_slices(gate)]
 
     def param_id(self, param: SliceParam) -> str:
+        from .engine import configured_models
+
         return param.kind if len(configured_models(self.settings)) <= 1 else str(param)
 
     def plan_items(self, items: Sequence[pytest.Item]) -> None:
         """Register every expanded marked item; start the sweep unless this is an xdist worker."""
+        from .engine import configured_models
+
         for item in items:
             marker = item.get_closest_marker(MARKER)
             param = _slice_param(item)
@@ -216,71 +154,36 @@ class RobustnessRun:
             raise pytest.UsageError(
                 f"robustexplain: --robustexplain-backend=callable needs the `explainer` fixture overridden "
                 f"in a conftest.py; {len(uncovered)} marked item(s) have none, e.g. {uncovered[0]}")
-        self._load_baseline()
+        self._engine_step(lambda: self.engine.baseline)  # a bad baseline is a usage error before any call
         if not configured_models(self.settings):
             self._no_model(items)
             return
         if not self.lazy:
             for plan in self.plans.values():
                 if not plan.custom_explainer and plan.param.model:
-                    self._add_slice(plan)
-            self._say_plan_size()
-            self.sweep_instance()
+                    self._plan(plan, plan.param.model)
+            self.engine.announce_size()
+            self._engine_step(self.engine.start)
 
-    def _say_plan_size(self) -> None:
-        """Before a large run starts: how many calls it plans and how to shrink it."""
-        from .engine import large_plan_note, max_calls
+    def _plan(self, plan: ItemPlan, model: str) -> None:
+        plan.model = model
+        planned = self._engine_step(lambda: self.engine.plan(plan.gate, nodeid=plan.nodeid, model=model,
+                                                              slice_name=plan.param.kind))
+        plan.slice_id = planned.spec.slice_id
 
-        specs = [self._spec(plan) for plan in self.plans.values() if plan.slice_id]
-        note = large_plan_note(max_calls(specs), flag_prefix="--robustexplain-")
-        if note:
-            self._say(note)
-
-    def _load_baseline(self) -> None:
-        """Read --robustexplain-baseline once; refuse a baseline whose numbers are not comparable."""
-        path = self.settings.baseline
-        if path is None:
-            return
-        from .metrics import metric_signature
-        from .report.json_report import read_json
-
+    def _engine_step(self, step: Callable[[], T]) -> T:
+        """Run an engine step at collection or fixture set-up; a configuration, data or backend problem
+        (a dead server, a missing model, an unreadable dataset or baseline) is one usage error."""
         try:
-            baseline = read_json(path)
+            return step()
         except RobustExplainError as exc:
-            raise pytest.UsageError(f"robustexplain: --robustexplain-baseline: {exc}") from None
-        current = metric_signature(weights=self.settings.weights)
-        if baseline.signature != current:
-            raise pytest.UsageError(
-                f"robustexplain: baseline {path} was scored with a different metric signature, so its "
-                f"numbers are not comparable with this run's.\n  baseline: {baseline.signature}\n"
-                f"  this run: {current}\nRe-create the baseline with this version "
-                "(--robustexplain-save-baseline) or match the weights/tagger it used.")
-        self._baseline = baseline
-
-    def _regression(self, plan: ItemPlan, pairs: Sequence[PairResult]) -> NonInferiorityResult | None:
-        """Paired non-inferiority of this slice against the baseline's matching pairs."""
-        if self._baseline is None:
-            return None
-        from .stats import non_inferiority
-
-        models = {p.key.model for p in self._baseline.pairs}
-        # Same model name when the baseline has it; a single-model baseline is compared whatever its name
-        # (the usual case: "this release's model/prompt vs the last release's").
-        model = plan.model if plan.model in models or len(models) != 1 else next(iter(models))
-        kinds = {p.key.kind for p in pairs}
-        base = [p for p in self._baseline.pairs if p.key.model == model and p.key.kind in kinds]
-        try:
-            return non_inferiority(base, pairs, margin=self.settings.max_regression, alpha=plan.gate.alpha)
-        except ValueError as exc:
-            # Nothing to compare (a kind or severity added since the baseline): say so, never a traceback;
-            # a regression gate cannot pass on pairs it has not seen.
-            raise DataError(f"no pair matches this slice ({len(base)} baseline pairs of these kinds, "
-                            f"{len(pairs)} here): {exc}; save a new baseline with "
-                            "--robustexplain-save-baseline", source=str(self.settings.baseline)) from None
+            raise pytest.UsageError(f"robustexplain: {exc}") from None
 
     def _no_model(self, items: Sequence[pytest.Item]) -> None:
         """Without a model, marked tests are skipped (or an error, with require-model); tests whose
         ``explainer`` fixture is overridden bring their own and still run."""
+        from .engine import no_model_reason
+
         unserved = {nodeid for nodeid, plan in self.plans.items() if not plan.custom_explainer}
         if not unserved:
             return
@@ -293,107 +196,25 @@ class RobustnessRun:
                 item.add_marker(skip)
                 del self.plans[item.nodeid]
 
-    # ------------------------------------------------------------------------------- the sweep
-    @property
-    def dataset(self) -> Dataset:
-        if self._dataset is None:
-            from .engine import load_configured_dataset
-
-            try:
-                self._dataset = load_configured_dataset(self.settings)
-            except RobustExplainError as exc:
-                raise pytest.UsageError(f"robustexplain: {exc}") from None
-        return self._dataset
-
-    def cases_for(self, gate: GateSettings) -> tuple[EvalCase, ...]:
-        from .engine import take_cases
-
-        cases, note = take_cases(self.dataset.cases, gate.users)
-        if note:
-            self._say(note)
-        return cases
-
     def _say(self, note: str) -> None:
-        """A note on the terminal, once per run (a size or a setting the user should know about)."""
+        """A note from the engine on the terminal (a size or a setting the user should know about)."""
         reporter = self.config.pluginmanager.get_plugin("terminalreporter")
-        if note not in self._notes and reporter is not None:
-            self._notes.add(note)
+        if reporter is not None:
             reporter.ensure_newline()
             reporter.write_line(f"robustexplain: {note}", yellow=True)
 
+    def _hook_explainer(self, model: str) -> Explainer | None:
+        explainer: Explainer | None = self.config.hook.pytest_robustexplain_make_explainer(
+            settings=self.settings, model=model)
+        return explainer
+
+    # ------------------------------------------------------------------------------- the sweep
     def sweep_instance(self) -> Sweep:
-        """The sweep, created and started on first use."""
-        if self._sweep is None:
-            from .metrics import Scorer
-            from .sweep import Sweep
-
-            models = max(1, len(configured_models(self.settings)))
-            self._sweep = Sweep({}, self.dataset.catalog, scorer=Scorer(weights=self.settings.weights),
-                                window=2 * self.settings.concurrency * models)
-            self._sweep.start()
-            for model in configured_models(self.settings):
-                if model:
-                    self._register(model, self._build_explainer(model))
-            for plan in self.plans.values():
-                if plan.slice_id and not plan.custom_explainer:
-                    self._sweep.add_slice(self._spec(plan))
-        return self._sweep
-
-    def _build_explainer(self, model: str) -> Explainer:
-        """The configured explainer for ``model``; a bad backend setting (an unknown prompt placeholder,
-        an unusable host) is one usage error naming it."""
-        from .engine import build_explainer
-
-        custom = self.config.hook.pytest_robustexplain_make_explainer(settings=self.settings, model=model)
-        try:
-            return build_explainer(self.settings, model, cache_dir=self._cache_dir(), custom=custom,
-                                   cross_process=self.lazy)
-        except RobustExplainError as exc:
-            raise pytest.UsageError(f"robustexplain: {exc}") from None
-
-    def _cache_dir(self) -> Path:
-        from .engine import cache_directory
-
-        # The rootdir, where `robustexplain run` is usually started: both share the cached answers.
-        return cache_directory(self.settings, self.config.rootpath)
-
-    def _register(self, model: str, explainer: Explainer) -> None:
-        """Add an explainer and preflight it once (a dead server or missing model fails here, once)."""
-        assert self._sweep is not None
-        if model in self._explainers:
-            return
-        try:
-            info = self._sweep.run_coroutine(explainer.preflight())
-        except RobustExplainError as exc:
-            raise pytest.UsageError(f"robustexplain: {exc}") from None
-        self._explainers[model] = explainer
-        self.model_infos[model] = info
-        self._sweep.add_explainer(model, explainer)
+        """The engine's sweep, started on first use (the progress line reads its counters)."""
+        return self._engine_step(lambda: self.engine.sweep)
 
     def explainer_for(self, model: str) -> Explainer:
-        self.sweep_instance()
-        return self._explainers[model]
-
-    def _spec(self, plan: ItemPlan) -> SliceSpec:
-        """The item's sweep slice, built once (the plan-size note and the sweep both need it)."""
-        spec = self._specs.get(plan.slice_id)
-        if spec is not None:
-            return spec
-        from .engine import donor_pool, guarded, slice_spec
-
-        kind = None if plan.param.kind == OVERALL else plan.param.kind
-        if self._donor_pool is None and guarded(plan.gate):
-            self._donor_pool = donor_pool(self.dataset)
-        spec = slice_spec(self.settings, plan.gate, slice_id=plan.slice_id, model=plan.model,
-                          cases=self.cases_for(plan.gate), kind=kind, donor_pool=self._donor_pool)
-        self._specs[plan.slice_id] = spec
-        return spec
-
-    def _add_slice(self, plan: ItemPlan, model: str | None = None) -> None:
-        plan.model = model or plan.param.model
-        plan.slice_id = f"{plan.nodeid}::{plan.model}"
-        if self._sweep is not None:
-            self._sweep.add_slice(self._spec(plan))
+        return self._engine_step(lambda: self.engine.explainer_for(model))
 
     # ------------------------------------------------------------------------------- running items
     def result_for(self, item: pytest.Item) -> Robustness:
@@ -402,18 +223,14 @@ class RobustnessRun:
         if cached is not None:
             return cached
         plan = self.plans[item.nodeid]
-        sweep = self.sweep_instance()
         if not plan.slice_id:
             self._start_lazily(item, plan)
-        try:
-            sliced = sweep.wait(plan.slice_id, poll=self._progress)
-        except RobustExplainError as exc:
-            raise BackendError(f"{plan.model}: {exc}") from None  # one message, not a chain of three
-        result = self._decide(plan, sliced)
+        result = self.engine.result(plan.slice_id, poll=self._progress)
         self._results[item.nodeid] = result
         return result
 
     def _start_lazily(self, item: pytest.Item, plan: ItemPlan) -> None:
+        """An xdist worker's item, or a test with its own ``explainer`` fixture: plan and start it now."""
         model = plan.param.model
         if plan.custom_explainer:
             from .explainers.callable import wrap_explainer
@@ -421,20 +238,18 @@ class RobustnessRun:
             request: pytest.FixtureRequest = item._request  # type: ignore[attr-defined]
             explainer = wrap_explainer(request.getfixturevalue("explainer"), timeout=self.settings.timeout)
             model = explainer.model
-            if model not in self._explainers:
-                self._register(model, explainer)
+            self._engine_step(lambda: self.engine.register(model, explainer))
         elif not model:
             raise pytest.UsageError(f"{item.nodeid}: --robustexplain-backend=callable needs the "
                                     "`explainer` fixture overridden in a conftest.py")
-        elif model not in self._explainers:
-            self._register(model, self._build_explainer(model))
-        self._add_slice(plan, model)
+        self._plan(plan, model)
+        self._engine_step(lambda: self.engine.ensure_started(plan.slice_id))
 
     def perturbations_for(self, item: pytest.Item) -> list[PerturbationResult]:
         """The planned perturbations of a marked item, or the run's default plan for any other test."""
         plan = self.plans.get(item.nodeid)
-        if plan is not None and plan.slice_id and self._sweep is not None:
-            return self._sweep.perturbations_for(plan.slice_id)
+        if plan is not None and plan.slice_id:
+            return self.engine.perturbations_for(plan.slice_id)
         from .perturbations import apply_perturbation
 
         gate = plan.gate if plan is not None else apply_marker(self.settings, {}, nodeid=item.nodeid)
@@ -442,60 +257,27 @@ class RobustnessRun:
         if plan is not None and plan.param.kind != OVERALL:
             kinds = (plan.param.kind,)
         out = []
-        for case in self.cases_for(gate):
+        catalog = self.engine.dataset.catalog
+        for case in self.engine.cases_for(gate):
             for kind in kinds:
                 for severity in gate.severities:
                     for repeat in range(gate.repeats):
-                        result = apply_perturbation(case.history, kind, severity,
-                                                    catalog=self.dataset.catalog, seed=self.settings.seed,
-                                                    item_id=case.item_id, repeat=repeat)
+                        result = apply_perturbation(case.history, kind, severity, catalog=catalog,
+                                                    seed=self.settings.seed, item_id=case.item_id,
+                                                    repeat=repeat)
                         if not result.identical:
                             out.append(result)
         return out
 
-    def _decide(self, plan: ItemPlan, sliced: SliceResult) -> Robustness:
-        from . import stats
-        from .engine import decide
-
-        kind = None if plan.param.kind == OVERALL else plan.param.kind
-        thresholds = plan.gate.thresholds(kind)
-        pairs = sliced.pairs
-        verdict = decide(plan.gate, sliced, kind)
-        regression = self._regression(plan, pairs)
-        if regression is not None and not regression.passed and verdict.outcome != FAIL:
-            # Part of the verdict, so that every writer (JSON gates, Markdown and step summary, annotations,
-            # the -q line, JUnit) says FAIL with this reason, not only the item.
-            verdict = replace(verdict, outcome=FAIL, message=(
-                f"Regression against baseline {self.settings.baseline}: {regression.message} "
-                f"Without the baseline: {verdict.message}"))
-        intervals = {c.quantity: c.interval for c in verdict.checks}
-        users = [p.key.user_id for p in pairs]
-        for quantity in ("combined", *METRICS):
-            if quantity not in intervals:
-                intervals[quantity] = stats.cluster_interval([p.metric(quantity) for p in pairs], users,
-                                                             confidence=1 - plan.gate.alpha)
-        worst = tuple(sorted(pairs, key=lambda p: (p.combined, p.key))[:3])
-        gate_result = GateResult(plan.nodeid, plan.param.kind, plan.model, verdict, thresholds)
-        self.gates.append(gate_result)
-        for pair in (*sliced.scored, *sliced.controls, *sliced.swaps):  # the run's weights in reports
-            self.collected[_pair_ident(pair)] = pair
-        return Robustness(
-            model=plan.model, kind=plan.param.kind, pairs=tuple(pairs), controls=tuple(sliced.controls),
-            verdict=verdict, intervals=intervals, thresholds=thresholds, worst=worst,
-            trivial=sliced.trivial, cancelled=sliced.cancelled,
-            noise_floor=stats.noise_floor(sliced.controls) if sliced.controls else None,
-            perturbations=tuple(self._sweep.perturbations_for(plan.slice_id)) if self._sweep else (),
-            regression=regression, swaps=tuple(sliced.swaps))
-
     def enforce(self, item: pytest.Item) -> None:
         """Fail the item when its gate failed; warn or pass an INCONCLUSIVE verdict per the policy."""
+        from .engine import judge
         from .report.failure import failure_message
-        from .stats import apply_policy
 
         result = self.result_for(item)
         plan = self.plans[item.nodeid]
         item.user_properties.extend(junit_properties(result))
-        passed, warn = apply_policy(result.verdict, plan.gate.inconclusive)
+        passed, warn = judge(result.verdict, plan.gate.inconclusive)
         if warn:  # an INCONCLUSIVE verdict under the "warn" policy, or a fragile PASS
             from .errors import RobustExplainWarning
 
@@ -507,70 +289,28 @@ class RobustnessRun:
     def set_progress(self, callback: Callable[[], None] | None) -> None:
         self._progress = callback
 
-    # ------------------------------------------------------------------------------- the end
+    # ------------------------------------------------------------------------------- xdist and the end
     def record_remote(self, payload: Mapping[str, Any]) -> None:
         """Merge what an xdist worker's item report carried (decoded as the JSON report is)."""
-        from .report.json_report import gate_from_dict, pair_from_dict
-
-        source = "xdist worker report"
-        for data in payload.get("pairs", []):
-            pair = pair_from_dict(data, source=source)
-            self.collected[_pair_ident(pair)] = pair
-        if "gate" in payload:
-            self.gates.append(gate_from_dict(payload["gate"], source=source))
-        for name, info in payload.get("models", {}).items():
-            from .explainers.base import ModelInfo
-
-            self.model_infos.setdefault(name, ModelInfo(**info))
+        self.engine.merge(payload, source="xdist worker report")
 
     def item_payload(self, item: pytest.Item) -> dict[str, Any] | None:
         """What an item's report carries to the controller: its pairs, gate and model facts."""
         result = self._results.get(item.nodeid)
-        if result is None:
-            return None
-        from dataclasses import asdict
-
-        gate = next(g for g in reversed(self.gates) if g.nodeid == item.nodeid)
-        info = self.model_infos.get(result.model)
-        # The run-weighted versions (what the reports show), not the slice's own re-weighting.
-        pairs = [self.collected[_pair_ident(p)] for p in (*result.pairs, *result.controls, *result.swaps)]
-        from .report.summary import plain
-
-        # JSON-native, so the controller decodes it with the JSON report's own reader.
-        return plain({"pairs": [p.to_dict() for p in pairs], "gate": gate.to_dict(),
-                      "models": {result.model: asdict(info)} if info is not None else {}})
+        return None if result is None else self.engine.payload(result, item.nodeid)
 
     def counters_snapshot(self) -> dict[str, int]:
-        return self._sweep.counters.to_dict() if self._sweep is not None else {}
+        return self.engine.call_counters()
 
     def merge_counters(self, counters: Mapping[str, int]) -> None:
-        for name, value in counters.items():
-            self.counters[name] = self.counters.get(name, 0) + int(value)
+        self.engine.merge({"counters": counters}, source="xdist worker")
 
     def run_result(self) -> RunResult | None:
         """The whole run as one record for the reports; None when no robustness test ran."""
-        if not self.collected and not self.gates:
-            return None
-
-        from .engine import model_record
-        from .metrics import metric_signature
-
-        counters = dict(self.counters)
-        for name, value in self.counters_snapshot().items():
-            counters[name] = counters.get(name, 0) + value
-        return RunResult(
-            signature=metric_signature(weights=self.settings.weights), seed=self.settings.seed,
-            models=[model_record(name, info) for name, info in self.model_infos.items()],
-            settings=self.settings.to_dict(),
-            pairs=sorted(self.collected.values(), key=lambda p: p.key),
-            gates=_unique_gates(self.gates), calls=counters,
-            timings={"wall_s": round(time.monotonic() - self.started, 3)},
-            started_at=self.started_at, finished_at=_now(), package_version=__version__)
+        return self.engine.record()
 
     def close(self) -> None:
-        if self._sweep is not None:
-            self._sweep.close()
-            self._sweep = None
+        self.engine.close()
 
 
 def junit_properties(result: Robustness) -> list[tuple[str, str]]:
@@ -612,20 +352,3 @@ def _overrides_explainer(item: pytest.Item) -> bool:
     if not defs:
         return False
     return getattr(defs[-1].func, "__module__", "") != "pytest_robustexplain.plugin"
-
-
-def _pair_ident(pair: PairResult) -> tuple[Any, ...]:
-    return (pair.key,)
-
-
-def _unique_gates(gates: Sequence[GateResult]) -> list[GateResult]:
-    seen: dict[str, GateResult] = {}
-    for gate in gates:
-        seen[gate.nodeid] = gate
-    return list(seen.values())
-
-
-def _now() -> str:
-    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
-
-

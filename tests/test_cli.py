@@ -212,7 +212,7 @@ def argparse_namespace(*argv: str) -> Any:
     (["--backend", "template", "--severities", "7"], "--severities=7: severity 7 is outside 1-5"),
     (["--backend", "template", "--perturbations", "noize"], "unknown perturbation kind 'noize'"),
     (["--backend", "callable"], "the 'callable' backend needs a pytest conftest"),
-    ([], "no model given: pass --model NAME"),
+    ([], "no model configured for robustness tests: pass --model=NAME"),
     (["--backend", "template", "--dataset", "missing-dir"], "--dataset=missing-dir: directory not found"),
     (["--backend", "template", "--histories", str(SAMPLES / "histories.json")],
      "a histories file needs a catalog file too (--catalog)"),

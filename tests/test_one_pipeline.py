@@ -102,7 +102,7 @@ def test_large_plans_say_their_size_before_they_start(pytester: pytest.Pytester,
     assert "plans up to" not in small.stdout.str()
     monkeypatch.chdir(pytester.path)
     assert cli.main(["run", "--backend", "template", "--repeats", "4", "--progress", "off", "-q"]) == 0
-    assert "note: this run plans up to 2,040 model calls" in capsys.readouterr().err
+    assert "robustexplain: this run plans up to 2,040 model calls" in capsys.readouterr().err
 
 
 def _movielens(root: Path, users: int) -> Path:
@@ -166,4 +166,4 @@ def test_more_users_than_the_dataset_has_is_said_not_hidden(pytester: pytest.Pyt
     monkeypatch.chdir(pytester.path)
     assert cli.main(["run", "--backend", "template", "--users", "1000", "--severities", "1",
                      "--perturbations", "noise", "--progress", "off", "-q"]) == 0
-    assert "warning: users=1000 asked for, but the dataset has 20" in capsys.readouterr().err
+    assert "robustexplain: users=1000 asked for, but the dataset has 20" in capsys.readouterr().err

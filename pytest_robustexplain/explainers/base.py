@@ -7,11 +7,12 @@ listed separately.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
 from ..data import Item, UserHistory
-from ..sanitize import clean, visible
+from ..results import ModelInfo
+from ..sanitize import clean
 
 # Values of Explanation.failure.
 FAILURE_EMPTY = "empty"  # the model answered with nothing (or whitespace / only a think block)
@@ -41,35 +42,6 @@ class Explanation:
     @property
     def ok(self) -> bool:
         return self.failure is None
-
-
-@dataclass(frozen=True)
-class ModelInfo:
-    """What preflight learned about the model; shown in report headers and part of cache keys."""
-
-    name: str
-    backend: str
-    is_llm: bool = True
-    digest: str | None = None
-    parameter_size: str | None = None
-    quantization: str | None = None
-    server_version: str | None = None
-    host: str | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
-
-    def label(self) -> str:
-        """One-line description for report headers, e.g. ``llama3.1:8b (sha256:ab12…, 8.0B, Q4_K_M)``."""
-        details = [d for d in (self._short_digest(), self.parameter_size, self.quantization) if d]
-        # Names and details come from the server: outside text.
-        text = visible(f"{self.name} ({', '.join(details)})" if details else self.name)
-        kind = self.extra.get("kind") or "template explainer"
-        return text if self.is_llm else f"{text} [{kind} — not a language model]"
-
-    def _short_digest(self) -> str | None:
-        if not self.digest:
-            return None
-        algo, _, hexpart = self.digest.rpartition(":")
-        return f"{algo + ':' if algo else ''}{hexpart[:4]}…"
 
 
 @runtime_checkable

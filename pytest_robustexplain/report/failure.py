@@ -8,8 +8,7 @@ from ..results import FAIL, INCONCLUSIVE, INSENSITIVE, AttackResult, GuardResult
 from .summary import describe_changes, explanation_text, trim
 
 if TYPE_CHECKING:
-    from ..explainers.base import ModelInfo
-    from ..runner import Robustness
+    from ..results import ModelInfo, Robustness
 
 
 def failure_message(result: Robustness, *, model_info: ModelInfo | None = None) -> str:

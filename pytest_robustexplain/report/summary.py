@@ -14,11 +14,10 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field, fields
 from typing import TYPE_CHECKING, Any, TypeGuard
 
-from ..explainers.base import ModelInfo
 from ..results import (
     FAIL,
     INCONCLUSIVE,
@@ -31,10 +30,12 @@ from ..results import (
     GateResult,
     GuardResult,
     Interval,
+    ModelInfo,
     PairKey,
     PairResult,
     RunResult,
     is_control,
+    plain,
 )
 
 if TYPE_CHECKING:
@@ -708,21 +709,6 @@ def kind_tests_text(tests: KindDifferences | None) -> str | None:
         eta = f", partial η² {anova.partial_eta_sq:.3f}" if anova.partial_eta_sq is not None else ""
         parts.append(f"ANOVA F({anova.df_between},{anova.df_within}) {anova.f:.2f}, p {fmt_p(anova.p)}{eta}")
     return "; ".join(parts) or None
-
-
-def plain(value: Any) -> Any:
-    """JSON-native copy: mappings → dicts, sequences and sets → lists, non-finite floats → None."""
-    if isinstance(value, float):
-        return value if math.isfinite(value) else None
-    if isinstance(value, Mapping):
-        return {str(k): plain(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [plain(v) for v in value]
-    if isinstance(value, (set, frozenset)):
-        return sorted((plain(v) for v in value), key=repr)
-    if value is None or isinstance(value, (str, int, bool)):
-        return value
-    return str(value)
 
 
 def facts(summary: Summary, *, failures_note: str = "") -> list[tuple[str, str]]:

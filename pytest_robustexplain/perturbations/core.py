@@ -76,9 +76,9 @@ from typing import Any
 
 import numpy as np
 
-from .data import Catalog, Interaction, Item, UserHistory
-from .errors import ConfigError, DataError
-from .results import CONTROL_KINDS
+from ..data import Catalog, Interaction, Item, UserHistory
+from ..errors import ConfigError, DataError
+from ..results import CONTROL_KINDS, PerturbationResult
 
 PerturbationFn = Callable[[UserHistory, int, Catalog, np.random.Generator],
                           tuple[UserHistory, dict[str, Any]]]
@@ -99,34 +99,6 @@ _NAME_RE = re.compile(r"^[a-z][a-z0-9_]*$")
 
 
 # --------------------------------------------------------------------------------------------- results
-
-
-@dataclass(frozen=True)
-class PerturbationResult:
-    """One perturbed history, the history it came from and what changed."""
-
-    kind: str
-    severity: int
-    repeat: int
-    original: UserHistory
-    perturbed: UserHistory
-    changes: dict[str, Any]
-
-    @property
-    def identical(self) -> bool:
-        """Whether the perturbation left the history unchanged (such pairs are not evaluated)."""
-        return self.perturbed == self.original
-
-    @property
-    def summary(self) -> str:
-        """A one-line human description of the change."""
-        text = _describe(self.kind, self.severity, self.changes)
-        return f"{text} (history unchanged)" if self.identical else text
-
-    def to_dict(self) -> dict[str, Any]:
-        """The kind, severity, repeat, summary and changes (not the histories), for reports."""
-        return {"kind": self.kind, "severity": self.severity, "repeat": self.repeat,
-                "summary": self.summary, "identical": self.identical, "changes": self.changes}
 
 
 def _plural(count: int, word: str) -> str:
@@ -565,8 +537,6 @@ _register_builtin(SHUFFLE, temporal_shuffle, ("shuffle",))
 _register_builtin(DILUTION, behavior_dilution, ("dilution", "dilute"))
 _register_builtin(DRIFT, category_drift, ("drift",))
 _register_builtin(MISSING, missing_values, ("missing",))
-# The opt-in adversarial kinds (prompt_injection, shilling) register themselves; not in the default five.
-from . import adversarial as _adversarial  # noqa: E402, F401, I001
 
 
 # ------------------------------------------------------------------------------------------ entry point
@@ -617,4 +587,5 @@ def apply_perturbation(history: UserHistory, kind: str, severity: int, *, catalo
     output = entry.fn(history, level, _without_item(catalog, item_id), rng)
     perturbed, changes = _checked_output(canonical, history, output)
     return PerturbationResult(kind=canonical, severity=level, repeat=repeat_value, original=history,
-                              perturbed=perturbed, changes=changes)
+                              perturbed=perturbed, changes=changes,
+                              description=_describe(canonical, level, changes))

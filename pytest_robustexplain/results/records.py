@@ -10,8 +10,15 @@ the explanation depends on the user at all (see :mod:`pytest_robustexplain.guard
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+from ..sanitize import visible
+
+if TYPE_CHECKING:  # types only: the records below refer to them, no module above is imported
+    from ..data import UserHistory
+    from ..stats import NonInferiorityResult
 
 METRICS: tuple[str, ...] = ("semantic", "keyword", "structural", "length")
 CONTROL_KIND = "control"
@@ -36,7 +43,7 @@ class PairKey:
         return (self.user_id, self.item_id, self.kind, self.severity, self.repeat)
 
     def label(self) -> str:
-        from .sanitize import visible  # ids come from data files: one line, controls shown
+        # ids come from data files: one line, controls shown
 
         return visible(f"user {self.user_id} · item {self.item_id} · {self.kind} L{self.severity} · "
                        f"r{self.repeat}")
@@ -275,3 +282,99 @@ class RunResult:
     def model_swaps(self, model: str) -> list[PairResult]:
         """This model's cross-user control pairs (explanation for the user vs for a donor user)."""
         return [p for p in self.pairs if p.key.model == model and p.key.kind == SWAP_KIND]
+
+
+@dataclass(frozen=True)
+class PerturbationResult:
+    """One perturbed history, the history it came from and what changed (made by ``apply_perturbation``,
+    which also writes the one-line ``description`` of the change)."""
+
+    kind: str
+    severity: int
+    repeat: int
+    original: UserHistory
+    perturbed: UserHistory
+    changes: dict[str, Any]
+    description: str = ""
+
+    @property
+    def identical(self) -> bool:
+        """Whether the perturbation left the history unchanged (such pairs are not evaluated)."""
+        return self.perturbed == self.original
+
+    @property
+    def summary(self) -> str:
+        """A one-line human description of the change."""
+        return f"{self.description} (history unchanged)" if self.identical else self.description
+
+    def to_dict(self) -> dict[str, Any]:
+        """The kind, severity, repeat, summary and changes (not the histories), for reports."""
+        return {"kind": self.kind, "severity": self.severity, "repeat": self.repeat,
+                "summary": self.summary, "identical": self.identical, "changes": self.changes}
+
+
+@dataclass(frozen=True)
+class Robustness:
+    """The finished result of one gated item's slice (the ``robustness`` fixture's value)."""
+
+    model: str
+    kind: str  # a perturbation kind, or "overall"
+    pairs: tuple[PairResult, ...]
+    controls: tuple[PairResult, ...]
+    verdict: Verdict
+    intervals: Mapping[str, Interval]  # "combined" and each metric
+    thresholds: Mapping[str, float]
+    worst: tuple[PairResult, ...]
+    trivial: int
+    cancelled: int
+    noise_floor: Interval | None
+    perturbations: tuple[PerturbationResult, ...] = ()
+    regression: NonInferiorityResult | None = None  # against the baseline, when one is given
+    swaps: tuple[PairResult, ...] = ()  # cross-user controls of the slice's cases
+
+    @property
+    def guard(self) -> GuardResult | None:
+        """The cross-user control's finding (None with ``guard="off"``)."""
+        return self.verdict.guard
+
+    @property
+    def passed(self) -> bool:
+        return self.verdict.outcome == PASS
+
+    @property
+    def combined(self) -> Interval:
+        return self.intervals["combined"]
+
+    @property
+    def failures(self) -> tuple[PairResult, ...]:
+        """Pairs that could not be scored because an explanation failed (scored 0)."""
+        return tuple(p for p in self.pairs if p.failure is not None)
+
+
+@dataclass(frozen=True)
+class ModelInfo:
+    """What preflight learned about the model; shown in report headers and part of cache keys."""
+
+    name: str
+    backend: str
+    is_llm: bool = True
+    digest: str | None = None
+    parameter_size: str | None = None
+    quantization: str | None = None
+    server_version: str | None = None
+    host: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def label(self) -> str:
+        """One-line description for report headers, e.g. ``llama3.1:8b (sha256:ab12…, 8.0B, Q4_K_M)``."""
+        details = [d for d in (self._short_digest(), self.parameter_size, self.quantization) if d]
+        # Names and details come from the server: outside text.
+        text = visible(f"{self.name} ({', '.join(details)})" if details else self.name)
+        kind = self.extra.get("kind") or "template explainer"
+        return text if self.is_llm else f"{text} [{kind} — not a language model]"
+
+    def _short_digest(self) -> str | None:
+        if not self.digest:
+            return None
+        algo, _, hexpart = self.digest.rpartition(":")
+        return f"{algo + ':' if algo else ''}{hexpart[:4]}…"

@@ -1,0 +1,52 @@
+"""The pytest-free run: what both ``pytest`` and ``robustexplain run`` use to plan, call, score, decide
+and report.
+
+``setup`` builds a run's inputs from settings (dataset, cases, explainers behind the cache), ``plan``
+turns a gate into sweep slices and prices them, ``decide`` holds every verdict rule, and ``run`` is the
+:class:`Run` object that ties them together and writes the reports.
+"""
+
+from .decide import (
+    check_baseline,
+    decide,
+    judge,
+    regression,
+    robustness,
+    with_attacks,
+    with_guard,
+    with_regression,
+)
+from .plan import (
+    LARGE_PLAN_CALLS,
+    GatedSlice,
+    SlicePlan,
+    gate_slices,
+    guarded,
+    large_plan_note,
+    max_calls,
+    plan_slices,
+    slice_spec,
+)
+from .run import Run, SweepInterrupted, model_record, write_reports
+from .setup import (
+    DEFAULT_CACHE_DIR,
+    backend_options,
+    build_explainer,
+    cache_directory,
+    configured_models,
+    donor_pool,
+    load_configured_dataset,
+    no_model_reason,
+    recent_only,
+    seeded_cases,
+    take_cases,
+)
+
+__all__ = [
+    "DEFAULT_CACHE_DIR", "LARGE_PLAN_CALLS", "GatedSlice", "Run", "SlicePlan", "SweepInterrupted",
+    "backend_options", "build_explainer", "cache_directory", "check_baseline", "configured_models",
+    "decide", "donor_pool", "gate_slices", "guarded", "judge", "large_plan_note",
+    "load_configured_dataset", "max_calls", "model_record", "no_model_reason", "plan_slices",
+    "recent_only", "regression", "robustness", "seeded_cases", "slice_spec", "take_cases", "with_attacks",
+    "with_guard", "with_regression", "write_reports",
+]

@@ -1,0 +1,174 @@
+"""Deciding a finished slice: the stability verdict, the adversarial kinds, the cross-user guard, the
+regression against a baseline and the inconclusive policy — one set of rules for both entry points."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from ..errors import ConfigError, DataError
+from ..results import OVERALL
+
+if TYPE_CHECKING:
+    from ..perturbations import PerturbationResult
+    from ..results import PairResult, Robustness, RunResult, Verdict
+    from ..settings import GateSettings, Settings
+    from ..stats import NonInferiorityResult
+    from ..sweep import SliceResult
+    from .plan import GatedSlice
+
+
+def decide(gate: GateSettings, sliced: SliceResult, kind: str | None = None) -> Verdict:
+    """The verdict of a finished slice: the sequential gate's when it ran one, else ``stats.gate``.
+
+    Raises DataError when the slice has no scored pair (every perturbation left the histories
+    unchanged): there is nothing to decide on, and that must not read as a PASS.
+    """
+    from .. import stats
+
+    if not sliced.pairs:
+        raise DataError(f"model {sliced.spec.model!r}: no pair to score in slice {sliced.spec.slice_id!r}: "
+                        f"all {sliced.trivial} planned perturbations left the history unchanged "
+                        "(histories too short for these kinds and severities?)")
+    if sliced.gate is not None:
+        verdict = sliced.gate.verdict(sliced.pairs)
+    else:
+        verdict = stats.gate(sliced.pairs, thresholds=gate.thresholds(kind), mode=gate.decision,
+                             alpha=gate.alpha, inconclusive_policy=gate.inconclusive)
+    verdict = with_attacks(verdict, gate, sliced)
+    if not sliced.spec.donors:
+        return verdict
+    return with_guard(verdict, gate, sliced, kind)
+
+
+def with_attacks(verdict: Verdict, gate: GateSettings, sliced: SliceResult) -> Verdict:
+    """The verdict with the adversarial kinds' outcomes (prompt injection, shilling), when the slice ran
+    them: an attack that succeeded more often than its limit fails the gate, with the reason."""
+    from dataclasses import replace
+
+    from ..adversarial import ATTACK_KINDS, INJECTION, SHILLING, describe_attack, evaluate_attacks
+    from ..results import FAIL
+
+    if not any(k in ATTACK_KINDS for k in sliced.spec.kinds):
+        return verdict
+    attacks = evaluate_attacks(sliced.pairs, {INJECTION: gate.max_injection_rate,
+                                              SHILLING: gate.max_hijack_rate}, confidence=1 - gate.alpha)
+    failed = [a for a in attacks if a.outcome == FAIL]
+    if not failed:
+        return replace(verdict, attacks=attacks)
+    reasons = " ".join(f"Security FAIL: {describe_attack(a)}." for a in failed)
+    return replace(verdict, outcome=FAIL, attacks=attacks,
+                   message=f"{reasons} Stability alone: {verdict.message}")
+
+
+def with_guard(verdict: Verdict, gate: GateSettings, sliced: SliceResult, kind: str | None) -> Verdict:
+    """The verdict with the cross-user control's finding: INSENSITIVE (guard "fail") unless the gate
+    already failed; the grounding gate, when set, fails a gate whose explanations do not mention the
+    history often enough."""
+    from dataclasses import replace
+
+    from .. import guard as guard_mod
+    from .. import stats
+    from ..results import FAIL, INSENSITIVE
+    from ..sweep import reweighted
+
+    settings = guard_mod.GuardSettings(policy=gate.guard, min_sensitivity=gate.min_sensitivity,
+                                       max_insensitive_share=gate.max_insensitive_share,
+                                       min_history_reference=gate.min_history_reference, alpha=gate.alpha)
+    floor = stats.noise_floor(sliced.controls)
+    swaps = [reweighted(s, sliced.spec.weights) for s in sliced.swaps]
+    found = guard_mod.evaluate(sliced.pairs, swaps, combined_threshold=gate.combined_threshold(kind),
+                               settings=settings, floor=floor.mean if floor is not None else 1.0)
+    outcome, notes = verdict.outcome, []
+    if found.outcome == INSENSITIVE and gate.guard != "off":
+        notes.append(f"{'INSENSITIVE' if gate.guard == 'fail' else 'Guard warning'}: {found.message}")
+        if gate.guard == "fail" and outcome != FAIL:
+            outcome = INSENSITIVE
+    if found.grounding_outcome == FAIL:
+        notes.append(f"Grounding FAIL: {guard_mod.grounding_message(found)}")
+        outcome = FAIL if outcome != INSENSITIVE else outcome
+    # The stability verdict stays readable after the guard's finding, labelled so that an INSENSITIVE
+    # gate never reads "PASS" at the start of its reason.
+    message = " ".join([*notes, f"Stability alone: {verdict.message}"]) if notes else verdict.message
+    return replace(verdict, outcome=outcome, message=message, guard=found)
+
+
+
+
+def check_baseline(baseline: RunResult, path: Path, settings: Settings, *, save_flag: str) -> None:
+    """Refuse a baseline whose numbers are not comparable with this run's (another metric signature)."""
+    from ..metrics import metric_signature
+
+    current = metric_signature(weights=settings.weights)
+    if baseline.signature != current:
+        raise ConfigError(
+            f"baseline {path} was scored with a different metric signature, so its numbers are not "
+            f"comparable with this run's.\n  baseline: {baseline.signature}\n  this run: {current}\n"
+            f"Re-create the baseline with this version ({save_flag}) or match the weights/tagger it used.")
+
+
+def regression(baseline: RunResult, model: str, pairs: Sequence[PairResult], *, margin: float, alpha: float,
+               source: str, save_flag: str) -> NonInferiorityResult:
+    """Paired non-inferiority of a slice's pairs against the baseline's matching pairs."""
+    from ..stats import non_inferiority
+
+    models = {p.key.model for p in baseline.pairs}
+    # Same model name when the baseline has it; a single-model baseline is compared whatever its name
+    # (the usual case: "this release's model/prompt vs the last release's").
+    if model not in models and len(models) == 1:
+        model = next(iter(models))
+    kinds = {p.key.kind for p in pairs}
+    base = [p for p in baseline.pairs if p.key.model == model and p.key.kind in kinds]
+    try:
+        return non_inferiority(base, pairs, margin=margin, alpha=alpha)
+    except ValueError as exc:
+        # Nothing to compare (a kind or severity added since the baseline): say so, never a traceback;
+        # a regression gate cannot pass on pairs it has not seen.
+        raise DataError(f"no pair matches this slice ({len(base)} baseline pairs of these kinds, "
+                        f"{len(pairs)} here): {exc}; save a new baseline with {save_flag}",
+                        source=source) from None
+
+
+def with_regression(verdict: Verdict, found: NonInferiorityResult | None, baseline: Path | None) -> Verdict:
+    """A failed regression fails the gate, with the reason: part of the verdict, so that every writer
+    (JSON gates, Markdown and step summary, annotations, the -q line, JUnit) says FAIL and why."""
+    from dataclasses import replace
+
+    from ..results import FAIL
+
+    if found is None or found.passed or verdict.outcome == FAIL:
+        return verdict
+    return replace(verdict, outcome=FAIL, message=(
+        f"Regression against baseline {baseline}: {found.message} Without the baseline: {verdict.message}"))
+
+
+def robustness(gated: GatedSlice, sliced: SliceResult, verdict: Verdict,
+               found: NonInferiorityResult | None,
+               perturbations: Sequence[PerturbationResult]) -> Robustness:
+    """The record of a decided slice: its pairs, verdict, an interval per quantity, the worst pairs."""
+    from .. import stats
+    from ..report.summary import worst_pairs
+    from ..results import METRICS, Robustness
+
+    kind = None if gated.slice == OVERALL else gated.slice
+    pairs = sliced.pairs
+    intervals = {c.quantity: c.interval for c in verdict.checks}
+    users = [p.key.user_id for p in pairs]
+    for quantity in ("combined", *METRICS):
+        if quantity not in intervals:
+            intervals[quantity] = stats.cluster_interval([p.metric(quantity) for p in pairs], users,
+                                                         confidence=1 - gated.gate.alpha)
+    return Robustness(
+        model=gated.spec.model, kind=gated.slice, pairs=tuple(pairs), controls=tuple(sliced.controls),
+        verdict=verdict, intervals=intervals, thresholds=gated.gate.thresholds(kind),
+        worst=tuple(worst_pairs(pairs)), trivial=sliced.trivial, cancelled=sliced.cancelled,
+        noise_floor=stats.noise_floor(sliced.controls) if sliced.controls else None,
+        perturbations=tuple(perturbations), regression=found, swaps=tuple(sliced.swaps))
+
+
+def judge(verdict: Verdict, policy: str) -> tuple[bool, bool]:
+    """``(passed, warn)`` under the inconclusive policy: the one rule both entry points enforce."""
+    from ..stats import apply_policy
+
+    return apply_policy(verdict, policy)

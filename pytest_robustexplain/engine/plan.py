@@ -1,0 +1,139 @@
+"""What a run will do, before any call: the gated slices of a gate, their sweep specs, and their cost."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from ..results import CONTROL_KIND, OVERALL, SWAP_KIND
+
+if TYPE_CHECKING:
+    from ..data import Catalog, EvalCase
+    from ..donors import DonorPool
+    from ..explainers.base import Explainer
+    from ..settings import GateSettings, Settings
+    from ..sweep import SliceSpec
+
+
+@dataclass(frozen=True)
+class GatedSlice:
+    """A slice of the sweep and how its verdict is recorded: test id, slice label and gate settings."""
+
+    spec: SliceSpec
+    nodeid: str
+    slice: str  # a perturbation kind, or OVERALL for all the spec's kinds together
+    gate: GateSettings
+
+
+def gate_slices(gate: GateSettings) -> list[str]:
+    """What one gate decides: each of its perturbation kinds, plus ``overall`` when it has several.
+
+    The one definition both entry points use: a marked test is expanded into these items, and
+    ``robustexplain run`` gates the same slices, so the two never give different answers.
+    """
+    kinds = list(gate.perturbations)
+    return [*kinds, OVERALL] if len(kinds) > 1 else kinds
+
+
+def guarded(gate: GateSettings) -> bool:
+    """Whether a gate needs the cross-user controls (the guard, or the grounding gate that reads them)."""
+    return gate.guard != "off" or gate.min_history_reference is not None
+
+
+def slice_spec(settings: Settings, gate: GateSettings, *, slice_id: str, model: str,
+               cases: Sequence[EvalCase], kind: str | None = None,
+               donor_pool: DonorPool | None = None) -> SliceSpec:
+    """The sweep slice of one gate: its cases × kinds (``kind`` alone, or all the gate's kinds when
+    None) × severities × repeats, with the noise floor, the cross-user controls (donors drawn from
+    ``donor_pool``) and the sequential gate the settings ask for."""
+    from ..sweep import SequentialConfig, SliceSpec
+
+    sequential = None
+    if gate.decision == "sequential":
+        sequential = SequentialConfig(gate.thresholds(kind), alpha=gate.alpha, max_users=gate.max_users)
+    noise_floor = settings.temperature > 0 if gate.noise_floor == "auto" else gate.noise_floor == "on"
+    # A test's own weights only re-weight ρ of its slice; the run's weights stay the reports' ρ.
+    weights = gate.weights if gate.weights != settings.weights else None
+    donors = donor_pool.donors(cases, settings.seed) if donor_pool is not None and guarded(gate) else {}
+    return SliceSpec(slice_id=slice_id, model=model, cases=tuple(cases),
+                     kinds=gate.perturbations if kind is None else (kind,), severities=gate.severities,
+                     repeats=gate.repeats, seed=settings.seed, noise_floor=noise_floor,
+                     sequential=sequential, weights=weights, donors=donors)
+
+
+LARGE_PLAN_CALLS = 2000  # above this, a run says how big it is and how to shrink it before it starts
+
+
+def max_calls(specs: Sequence[SliceSpec]) -> int:
+    """Model calls the specs need at most (nothing cached, no perturbation trivial), shared pairs,
+    originals and controls counted once: cheap, no perturbation is computed."""
+    pairs: set[tuple[Any, ...]] = set()
+    originals: set[tuple[Any, ...]] = set()
+    for spec in specs:
+        for case in spec.cases:
+            originals.add((spec.model, case.user_id, case.item_id, spec.seed))
+            for repeat in range(spec.repeats):
+                pairs.update((spec.model, case.user_id, case.item_id, kind, severity, repeat, spec.seed)
+                             for kind in spec.kinds for severity in spec.severities)
+                if spec.noise_floor:
+                    pairs.add((spec.model, case.user_id, case.item_id, CONTROL_KIND, 0, repeat, spec.seed))
+            if (case.user_id, case.item_id) in spec.donors:
+                pairs.add((spec.model, case.user_id, case.item_id, SWAP_KIND, 0, 0, spec.seed))
+    return len(pairs) + len(originals)
+
+
+def large_plan_note(calls: int, *, flag_prefix: str = "--") -> str | None:
+    """What a run above :data:`LARGE_PLAN_CALLS` model calls says before it starts, or None."""
+    if calls <= LARGE_PLAN_CALLS:
+        return None
+    return (f"this run plans up to {calls:,} model calls (above {LARGE_PLAN_CALLS:,}); on a real model that "
+            f"can take hours. Shrink it with {flag_prefix}users=N, {flag_prefix}severities=1,3,5 or "
+            f"{flag_prefix}perturbations=..., or stop early with {flag_prefix}decision=sequential; the "
+            "response cache makes a rerun free.")
+
+
+@dataclass(frozen=True)
+class SlicePlan:
+    """What a slice will cost, before any call: its pairs and the model calls they need at most."""
+
+    slice_id: str
+    model: str
+    pairs: int  # perturbation pairs to run
+    trivial: int  # planned pairs skipped because the perturbation left the history unchanged
+    controls: int  # noise-floor pairs (same history, resampled)
+    originals: int  # original explanations (one per user with anything to run)
+    swaps: int = 0  # cross-user controls (the item explained for a donor user), one per case
+
+    @property
+    def planned(self) -> int:
+        """Every (user, kind, severity, repeat) combination, skipped ones included."""
+        return self.pairs + self.trivial
+
+    @property
+    def max_calls(self) -> int:
+        """Model calls if nothing is cached (shared originals counted once per slice)."""
+        return self.pairs + self.controls + self.swaps + self.originals
+
+
+def plan_slices(settings: Settings, slices: Sequence[GatedSlice], explainers: Mapping[str, Explainer],
+                catalog: Catalog) -> list[SlicePlan]:
+    """Plan the slices exactly as :func:`run_slices` would, without starting the sweep or calling a model."""
+    from ..metrics import Scorer
+    from ..sweep import Sweep
+
+    sweep = Sweep(explainers, catalog, scorer=Scorer(weights=settings.weights))
+    plans = []
+    for entry in slices:
+        planned = sweep.add_slice(entry.spec)
+        perturbations = sweep.perturbations_for(entry.spec.slice_id)
+        users = {p.original.user_id for p in perturbations}
+        controls = len(entry.spec.cases) * entry.spec.repeats if entry.spec.noise_floor else 0
+        if controls:
+            users |= {c.user_id for c in entry.spec.cases}
+        swaps = len(entry.spec.donors)
+        if swaps:
+            users |= {user for user, _ in entry.spec.donors}
+        plans.append(SlicePlan(entry.spec.slice_id, entry.spec.model, len(perturbations), planned.trivial,
+                               controls, len(users), swaps))
+    return plans

@@ -1,0 +1,374 @@
+"""One robustness run, the same for ``pytest`` and ``robustexplain run``.
+
+:class:`Run` builds and preflights the explainers, plans gated slices over the dataset, runs them
+through one :class:`~pytest_robustexplain.sweep.Sweep`, decides each slice (stability, adversarial kinds,
+the guard, the baseline regression), assembles the run record and writes the reports. It knows nothing
+of pytest: errors are :class:`~pytest_robustexplain.errors.RobustExplainError` subclasses, notes for the
+person running it go to a ``say`` callback. The plugin's adapter (``runner.py``) turns test items into
+gated slices and errors into pytest outcomes; the CLI calls :meth:`Run.run_all`.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import os
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ..errors import BackendError, RobustExplainError
+from ..results import OVERALL, GateResult, ModelInfo, PairKey, PairResult, Robustness, RunResult
+from .decide import check_baseline, decide, regression, robustness, with_regression
+from .plan import GatedSlice, guarded, large_plan_note, max_calls, slice_spec
+from .setup import build_explainer, cache_directory, donor_pool, load_configured_dataset, take_cases
+
+if TYPE_CHECKING:
+    from ..data import Dataset, EvalCase
+    from ..donors import DonorPool
+    from ..explainers.base import Explainer
+    from ..perturbations import PerturbationResult
+    from ..settings import GateSettings, Settings
+    from ..sweep import Counters, SliceResult, Sweep
+
+
+class SweepInterrupted(KeyboardInterrupt):
+    """Ctrl-C during :meth:`Run.run_all`: ``partial`` is the run up to that moment.
+
+    A KeyboardInterrupt subclass, so code that does not know about it still stops as on Ctrl-C. The
+    finished pairs' explanations are already in the response cache; rerunning resumes from them.
+    """
+
+    def __init__(self, partial: RunResult) -> None:
+        super().__init__("interrupted")
+        self.partial = partial
+
+
+class Run:
+    """The state of one run: settings in, a :class:`RunResult` and reports out.
+
+    ``flag_prefix`` is how the entry point spells options in messages (``--robustexplain-`` or ``--``);
+    ``make_explainer(model)`` may supply an explainer (the plugin's hook) before the configured backend is
+    built; ``cross_process`` shares cache locks between processes (xdist workers).
+    """
+
+    def __init__(self, settings: Settings, *, base_dir: Path | None = None, flag_prefix: str = "--",
+                 say: Callable[[str], None] | None = None, cross_process: bool = False,
+                 make_explainer: Callable[[str], Explainer | None] | None = None,
+                 extra_settings: Mapping[str, Any] | None = None) -> None:
+        self.settings = settings
+        self.flag_prefix = flag_prefix
+        self.cache_dir = cache_directory(settings, base_dir)
+        self.cross_process = cross_process
+        self.extra_settings = dict(extra_settings or {})
+        self.model_infos: dict[str, ModelInfo] = {}
+        self.gates: list[GateResult] = []
+        self.pairs: dict[PairKey, PairResult] = {}  # pairs of decided slices (this process or reported)
+        self.counters: dict[str, int] = {}  # call counters reported by other processes (xdist workers)
+        self.started, self.started_at = time.monotonic(), _utc_now()
+        self._say = say or (lambda note: None)
+        self._make_explainer = make_explainer or (lambda model: None)
+        self._notes: set[str] = set()
+        self._dataset: Dataset | None = None
+        self._donor_pool: DonorPool | None = None
+        self._baseline: RunResult | None = None
+        self._baseline_loaded = False
+        self._explainers: dict[str, Explainer] = {}
+        self._slices: dict[str, GatedSlice] = {}
+        self._results: dict[str, Robustness] = {}
+        self._sweep: Sweep | None = None
+
+    # ------------------------------------------------------------------------------- inputs
+    def say(self, note: str) -> None:
+        """A note for the person running this (a size, a setting they should know about), once."""
+        if note not in self._notes:
+            self._notes.add(note)
+            self._say(note)
+
+    @property
+    def dataset(self) -> Dataset:
+        if self._dataset is None:
+            self._dataset = load_configured_dataset(self.settings)
+        return self._dataset
+
+    def cases_for(self, gate: GateSettings) -> tuple[EvalCase, ...]:
+        cases, note = take_cases(self.dataset.cases, gate.users)
+        if note:
+            self.say(note)
+        return cases
+
+    @property
+    def baseline(self) -> RunResult | None:
+        """The ``baseline`` report, read once; one not comparable with this run is a ConfigError."""
+        path = self.settings.baseline
+        if not self._baseline_loaded and path is not None:
+            from ..report.json_report import read_json
+
+            baseline = read_json(path)
+            check_baseline(baseline, path, self.settings, save_flag=f"{self.flag_prefix}save-baseline")
+            self._baseline = baseline
+        self._baseline_loaded = True
+        return self._baseline
+
+    # ------------------------------------------------------------------------------- explainers
+    def explainer_for(self, model: str) -> Explainer:
+        """The explainer of ``model``, built (the hook's, else the configured backend's behind the
+        response cache) and preflighted on first use: a dead server or missing model fails here, once."""
+        if model not in self._explainers:
+            explainer = self._make_explainer(model)
+            self.register(model, explainer if explainer is not None else build_explainer(
+                self.settings, model, cache_dir=self.cache_dir, cross_process=self.cross_process))
+        return self._explainers[model]
+
+    def register(self, model: str, explainer: Explainer) -> ModelInfo:
+        """Preflight ``explainer`` and run ``model``'s slices on it (a no-op when already registered)."""
+        if model not in self._explainers:
+            sweep = self.sweep
+            self.model_infos[model] = sweep.run_coroutine(explainer.preflight())
+            self._explainers[model] = explainer
+            sweep.add_explainer(model, explainer)
+        return self.model_infos[model]
+
+    # ------------------------------------------------------------------------------- planning
+    def plan(self, gate: GateSettings, *, nodeid: str, model: str, slice_name: str) -> GatedSlice:
+        """The gated slice of one item (built once per item): its cases × kinds × severities × repeats."""
+        slice_id = f"{nodeid}::{model}"
+        planned = self._slices.get(slice_id)
+        if planned is not None:
+            return planned
+        if self._donor_pool is None and guarded(gate):
+            self._donor_pool = donor_pool(self.dataset)
+        spec = slice_spec(self.settings, gate, slice_id=slice_id, model=model, cases=self.cases_for(gate),
+                          kind=None if slice_name == OVERALL else slice_name, donor_pool=self._donor_pool)
+        planned = GatedSlice(spec, nodeid, slice_name, gate)
+        self._slices[slice_id] = planned
+        if self._sweep is not None and model in self._explainers:
+            self._sweep.add_slice(spec)
+        return planned
+
+    def announce_size(self, hint: str = "") -> None:
+        """Before a large run starts: how many calls it plans at most and how to shrink it."""
+        calls = max_calls([s.spec for s in self._slices.values()])
+        note = large_plan_note(calls, flag_prefix=self.flag_prefix)
+        if note:
+            self.say(note + hint)
+
+    @property
+    def sweep(self) -> Sweep:
+        """The sweep, started on first use (its event loop also runs preflights and fixture calls)."""
+        if self._sweep is None:
+            from ..metrics import Scorer
+            from ..sweep import Sweep
+
+            models = max(1, len({s.spec.model for s in self._slices.values()}))
+            self._sweep = Sweep({}, self.dataset.catalog, scorer=Scorer(weights=self.settings.weights),
+                                window=2 * self.settings.concurrency * models)
+            self._sweep.start()
+        return self._sweep
+
+    def start(self) -> None:
+        """Preflight the planned slices' explainers and start every planned slice."""
+        for model in dict.fromkeys(s.spec.model for s in self._slices.values()):
+            self.explainer_for(model)
+        for planned in self._slices.values():
+            self.sweep.add_slice(planned.spec)
+
+    def ensure_started(self, slice_id: str) -> None:
+        """Start one slice (its explainer preflighted first), e.g. a slice planned after :meth:`start`."""
+        planned = self._slices[slice_id]
+        self.explainer_for(planned.spec.model)
+        self.sweep.add_slice(planned.spec)
+
+    def perturbations_for(self, slice_id: str) -> list[PerturbationResult]:
+        return self.sweep.perturbations_for(slice_id)
+
+    @property
+    def progress(self) -> Counters:
+        return self.sweep.counters
+
+    # ------------------------------------------------------------------------------- deciding
+    def result(self, slice_id: str, *, poll: Callable[[], None] | None = None,
+               interval: float = 0.25) -> Robustness:
+        """Wait for a slice and decide it (once); a backend failure is one BackendError naming the model."""
+        done = self._results.get(slice_id)
+        if done is not None:
+            return done
+        planned = self._slices[slice_id]
+        try:
+            sliced = self.sweep.wait(slice_id, poll=poll, interval=interval)
+        except RobustExplainError as exc:
+            raise BackendError(f"{planned.spec.model}: {exc}") from None  # one message, not a chain of three
+        done = self.decide(planned, sliced)
+        self._results[slice_id] = done
+        return done
+
+    def decide(self, planned: GatedSlice, sliced: SliceResult) -> Robustness:
+        """The slice's verdict (every rule, the baseline too), recorded for the reports."""
+        kind = None if planned.slice == OVERALL else planned.slice
+        verdict = decide(planned.gate, sliced, kind)
+        found = None
+        baseline = self.baseline
+        if baseline is not None:
+            found = regression(baseline, planned.spec.model, sliced.pairs,
+                               margin=self.settings.max_regression, alpha=planned.gate.alpha,
+                               source=str(self.settings.baseline),
+                               save_flag=f"{self.flag_prefix}save-baseline")
+        verdict = with_regression(verdict, found, self.settings.baseline)
+        self.gates.append(GateResult(planned.nodeid, planned.slice, planned.spec.model, verdict,
+                                     planned.gate.thresholds(kind)))
+        for pair in (*sliced.scored, *sliced.controls, *sliced.swaps):  # under the run's weights
+            self.pairs[pair.key] = pair
+        return robustness(planned, sliced, verdict, found,
+                          self.sweep.perturbations_for(planned.spec.slice_id))
+
+    def run_all(self, *, poll: Callable[[Counters], None] | None = None, interval: float = 0.25) -> RunResult:
+        """Run every planned slice and decide each: the whole run (``robustexplain run``).
+
+        ``poll`` gets the sweep's counters every ``interval`` seconds (a progress bar; it may raise
+        KeyboardInterrupt). On KeyboardInterrupt the sweep stops and :class:`SweepInterrupted` carries the
+        partial run: the finished pairs and the gate of every slice that finished.
+        """
+        try:
+            self.start()
+            tick = None if poll is None else (lambda: poll(self.sweep.counters))
+            for slice_id in self._slices:
+                self.result(slice_id, poll=tick, interval=interval)
+        except KeyboardInterrupt:
+            raise SweepInterrupted(self._partial()) from None
+        finally:
+            self.close()
+        result = self.record()
+        assert result is not None  # every slice was decided
+        return result
+
+    def _partial(self) -> RunResult:
+        sweep = self._sweep
+        if sweep is None:
+            return self.record(partial=True) or self._empty_record(partial=True)
+        sweep.close()  # first: pairs that finish while the loop winds down belong in the partial report
+        # Every slice that finished is gated, whether or not its wait had returned when Ctrl-C came: the
+        # partial report depends on what finished, not on when the main thread last looked.
+        for slice_id, planned in self._slices.items():
+            done = sweep.finished(slice_id)
+            if slice_id not in self._results and done is not None and done.pairs:
+                self._results[slice_id] = self.decide(planned, done)
+        for pair in sweep.all_results():
+            self.pairs.setdefault(pair.key, pair)
+        return self.record(partial=True) or self._empty_record(partial=True)
+
+    # ------------------------------------------------------------------------------- the record
+    def merge(self, payload: Mapping[str, Any], *, source: str) -> None:
+        """Add what another process decided (an xdist worker's item): pairs, gate and model facts."""
+        from ..results import gate_from_dict, pair_from_dict
+
+        for data in payload.get("pairs", []):
+            pair = pair_from_dict(data, source=source)
+            self.pairs[pair.key] = pair
+        if "gate" in payload:
+            self.gates.append(gate_from_dict(payload["gate"], source=source))
+        for name, info in payload.get("models", {}).items():
+            self.model_infos.setdefault(name, ModelInfo(**info))
+        for name, value in payload.get("counters", {}).items():
+            self.counters[name] = self.counters.get(name, 0) + int(value)
+
+    def payload(self, result: Robustness, nodeid: str) -> dict[str, Any]:
+        """What :meth:`merge` reads in another process: JSON-native, decoded by the records' own readers."""
+        from ..results import plain
+
+        gate = next(g for g in reversed(self.gates) if g.nodeid == nodeid)
+        info = self.model_infos.get(result.model)
+        # The run-weighted versions (what the reports show), not the slice's own re-weighting.
+        pairs = [self.pairs[p.key] for p in (*result.pairs, *result.controls, *result.swaps)]
+        return plain({"pairs": [p.to_dict() for p in pairs], "gate": gate.to_dict(),
+                      "models": {result.model: asdict(info)} if info is not None else {}})
+
+    def call_counters(self) -> dict[str, int]:
+        """This process's call counters (what an xdist worker reports at its end)."""
+        return self._sweep.counters.to_dict() if self._sweep is not None else {}
+
+    def record(self, *, partial: bool = False) -> RunResult | None:
+        """The whole run as one record for the reports; None when nothing was decided."""
+        if not self.pairs and not self.gates:
+            return None
+        return self._empty_record(partial=partial, pairs=sorted(self.pairs.values(), key=lambda p: p.key))
+
+    def _empty_record(self, *, partial: bool, pairs: Sequence[PairResult] = ()) -> RunResult:
+        from .. import __version__
+        from ..metrics import metric_signature
+
+        counters = dict(self.counters)
+        for name, value in self.call_counters().items():
+            counters[name] = counters.get(name, 0) + value
+        extra = dict(self.extra_settings)
+        if partial:
+            extra.update(partial=True, pairs_planned=self._sweep.counters.pairs_total if self._sweep else 0)
+        return RunResult(
+            signature=metric_signature(weights=self.settings.weights), seed=self.settings.seed,
+            models=[model_record(name, info) for name, info in self.model_infos.items()],
+            settings={**self.settings.to_dict(), **extra}, pairs=list(pairs),
+            gates=_unique_gates(self.gates), calls=counters,
+            timings={"wall_s": round(time.monotonic() - self.started, 3)},
+            started_at=self.started_at, finished_at=_utc_now(), package_version=__version__)
+
+    def write_reports(self, result: RunResult) -> list[str]:
+        """Write every configured report; one message per report that could not be written, naming the
+        option, path and cause (a report that cannot be written never changes the verdict)."""
+        return write_reports(self.settings, result, flag_prefix=self.flag_prefix)
+
+    def close(self) -> None:
+        if self._sweep is not None:
+            self._sweep.close()
+
+
+def write_reports(settings: Settings, result: RunResult, *, flag_prefix: str = "--") -> list[str]:
+    """The JSON, baseline, HTML and Markdown reports the settings ask for, and the GitHub step summary."""
+    from ..report.github import github_step_summary
+    from ..report.json_report import write_json, write_report
+
+    targets: list[tuple[str, Path | None, Callable[[RunResult, Path], object]]] = [
+        ("json", settings.json, write_json), ("save-baseline", settings.save_baseline, write_json),
+        ("html", settings.html, _write_html), ("markdown", settings.markdown, _write_markdown)]
+    errors = [write_report(lambda p=path, w=write: _write(w, result, p), f"{flag_prefix}{name}={path}")
+              for name, path, write in targets if path is not None]
+    errors.append(write_report(lambda: github_step_summary(result),
+                               f"$GITHUB_STEP_SUMMARY={os.environ.get('GITHUB_STEP_SUMMARY', '')}"))
+    return [e for e in errors if e]
+
+
+def _write(write: Callable[[RunResult, Path], object], result: RunResult, path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write(result, path)
+
+
+def _write_html(result: RunResult, path: Path) -> None:
+    from ..report.html import write_html  # matplotlib: only when an HTML report is asked for
+
+    write_html(result, path)
+
+
+def _write_markdown(result: RunResult, path: Path) -> None:
+    from ..report.markdown import write_markdown
+
+    write_markdown(result, path)
+
+
+def model_record(name: str, info: ModelInfo) -> dict[str, Any]:
+    """Model facts for ``RunResult.models`` under the name the pairs carry (the server's resolved name,
+    when different, goes to ``extra``)."""
+    data = asdict(info)
+    if info.name != name:
+        data["extra"] = {**data.get("extra", {}), "resolved_name": info.name}
+        data["name"] = name
+    return data
+
+
+def _unique_gates(gates: Sequence[GateResult]) -> list[GateResult]:
+    seen: dict[str, GateResult] = {}
+    for gate in gates:
+        seen[gate.nodeid] = gate
+    return list(seen.values())
+
+
+def _utc_now() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")

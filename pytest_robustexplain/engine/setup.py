@@ -1,0 +1,153 @@
+"""What a run is made of, from resolved settings: the dataset, its cases, the explainers behind the
+response cache, the cache directory and the donor pool of the cross-user controls."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ..errors import ConfigError
+
+if TYPE_CHECKING:
+    from ..data import Dataset, EvalCase
+    from ..donors import DonorPool
+    from ..explainers.base import Explainer
+    from ..settings import Settings
+
+
+DEFAULT_CACHE_DIR = ".robustexplain-cache"  # one response cache for `pytest` and `robustexplain run`
+
+
+def cache_directory(settings: Settings, base: Path | None = None) -> Path:
+    """``cache_dir`` when set, else ``<base>/.robustexplain-cache`` (``base``: the pytest rootdir, or the
+    directory ``robustexplain run`` is started in)."""
+    return settings.cache_dir or Path(os.path.abspath(base or Path.cwd())) / DEFAULT_CACHE_DIR
+
+
+def load_configured_dataset(settings: Settings) -> Dataset:
+    """The dataset the settings name: data files, a dataset directory (MovieLens-style or our own
+    histories/catalog/cases files), or the bundled synthetic set.
+
+    Every user's history is loaded (donors for the cross-user controls come from all of them). Cases that
+    are drawn rather than listed in a cases file come in a seeded order, so the first ``users`` of them
+    (20 by default, on every dataset) are a seeded sample; a cases file keeps its own order.
+    """
+    from .. import data
+
+    if settings.histories is not None:
+        if settings.catalog is None:
+            raise ConfigError(f"{settings.sources.get('histories', 'histories')}: a histories file needs a "
+                              "catalog file too (--robustexplain-catalog)")
+        loaded = data.load_dataset(settings.histories, settings.catalog, settings.cases, seed=settings.seed)
+        if settings.cases is None:
+            loaded = seeded_cases(loaded, settings.seed)
+    elif isinstance(settings.dataset, Path):
+        if (settings.dataset / "ratings.csv").is_file():
+            movielens = data.load_movielens(settings.dataset, seed=settings.seed,
+                                            max_history=settings.max_history)
+            return seeded_cases(movielens, settings.seed)
+        loaded = data.load_dataset_dir(settings.dataset, seed=settings.seed)
+    else:
+        loaded = data.default_dataset()
+    return recent_only(loaded, settings.max_history)
+
+
+def recent_only(dataset: Dataset, max_history: int | None) -> Dataset:
+    """Every history cut to its ``max_history`` most recent interactions (what the model is shown)."""
+    if max_history is None or all(len(h) <= max_history for h in dataset.histories.values()):
+        return dataset
+    from dataclasses import replace
+    from types import MappingProxyType
+
+    from ..data import EvalCase, UserHistory
+
+    def cut(history: UserHistory) -> UserHistory:
+        return UserHistory(history.user_id, history.interactions[-max_history:])
+
+    histories = {uid: cut(h) for uid, h in dataset.histories.items()}
+    cases = tuple(EvalCase(histories.get(c.user_id) or cut(c.history), c.item) for c in dataset.cases)
+    return replace(dataset, histories=MappingProxyType(histories), cases=cases)
+
+
+def take_cases(cases: Sequence[EvalCase], users: int | None) -> tuple[tuple[EvalCase, ...], str | None]:
+    """The first ``users`` cases, and a note when the dataset has fewer than asked for."""
+    if users is None or users <= len(cases):
+        return tuple(cases[:users] if users else cases), None
+    return tuple(cases), (f"users={users} asked for, but the dataset has {len(cases)} evaluation cases: "
+                          f"running {len(cases)}")
+
+
+def seeded_cases(dataset: Dataset, seed: int) -> Dataset:
+    """The dataset with its cases in a seeded order that does not depend on the file's order."""
+    import hashlib
+    from dataclasses import replace
+
+    def key(case: EvalCase) -> bytes:
+        return hashlib.sha256(f"cases\x1f{seed}\x1f{case.user_id}\x1f{case.item_id}".encode()).digest()
+
+    return replace(dataset, cases=tuple(sorted(dataset.cases, key=key)))
+
+
+def backend_options(settings: Settings) -> dict[str, Any]:
+    """Keyword arguments of the configured backend, from the settings."""
+    s = settings
+    if s.backend == "template":
+        return {}
+    options: dict[str, Any] = dict(
+        host=s.host, temperature=s.temperature, seed=s.seed, num_predict=s.num_predict,
+        concurrency=s.concurrency, connect_timeout=s.connect_timeout, read_timeout=s.timeout,
+        max_attempts=s.retries + 1)  # --robustexplain-retries counts retries after the first attempt
+    if s.backend == "ollama":
+        options["num_ctx"] = s.num_ctx
+    else:
+        options["api_key"] = os.environ.get(s.api_key_env) or None
+    if s.prompt is not None:
+        from ..explainers.prompt import PromptTemplate
+
+        options["prompt"] = PromptTemplate.from_file(s.prompt)
+    return options
+
+
+def build_explainer(settings: Settings, model: str, *, cache_dir: Path, custom: Explainer | None = None,
+                    cross_process: bool = False) -> Explainer:
+    """The explainer for ``model`` (``custom`` when a hook supplied one), behind the response cache.
+
+    The template explainer is never cached: it is instant, so caching it would only cost disk.
+    """
+    from ..explainers import make_explainer
+    from ..explainers.cache import CachedExplainer, ResponseCache
+
+    explainer = custom if custom is not None else make_explainer(settings.backend, model,
+                                                                 **backend_options(settings))
+    if settings.cache == "off" or explainer.backend == "template":
+        return explainer
+    cache = ResponseCache(cache_dir, settings.cache)
+    cache.check_writable()  # before a single model call is spent
+    return CachedExplainer(explainer, cache, cross_process=cross_process)
+
+
+def donor_pool(dataset: Dataset) -> DonorPool:
+    """Every user of the dataset as a potential donor for the cross-user controls."""
+    from ..donors import DonorPool
+
+    return DonorPool(dataset.histories, dataset.catalog)
+
+
+def configured_models(settings: Settings) -> tuple[str, ...]:
+    """The models to test; the template and callable backends need no model name ("" for a callable)."""
+    if settings.model:
+        return settings.model
+    if settings.backend == "template":
+        return ("template",)
+    if settings.backend == "callable":
+        return ("",)
+    return ()
+
+
+def no_model_reason(flag_prefix: str = "--robustexplain-", env: str = "ROBUSTEXPLAIN_MODEL") -> str:
+    """Why nothing can run without a model, and the ways to name one."""
+    return (f"no model configured for robustness tests: pass {flag_prefix}model=NAME (e.g. llama3.1:8b "
+            f"served by Ollama), set {env}, or use {flag_prefix}backend=template for the built-in non-LLM "
+            "explainer")
