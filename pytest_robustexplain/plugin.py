@@ -133,7 +133,11 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     session.config.stash[RESULT_KEY] = None
     # Resolve (and validate) the settings up front: a bad value is one usage error naming the option,
     # not a collection error per marked test. Nothing heavy is imported for valid, unused settings.
-    _run(session.config)
+    run = _run(session.config)
+    if run.settings.baseline is not None and not is_xdist_worker(session.config):
+        # Here, where the xdist controller sees it too (it collects no items): an unreadable or
+        # incomparable baseline is one usage error, not a crashed worker.
+        run.load_baseline()
 
 
 @pytest.hookimpl(wrapper=True)

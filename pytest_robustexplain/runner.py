@@ -154,7 +154,7 @@ class RobustnessRun:
             raise pytest.UsageError(
                 f"robustexplain: --robustexplain-backend=callable needs the `explainer` fixture overridden "
                 f"in a conftest.py; {len(uncovered)} marked item(s) have none, e.g. {uncovered[0]}")
-        self._engine_step(lambda: self.engine.baseline)  # a bad baseline is a usage error before any call
+        self.load_baseline()  # a bad baseline is a usage error before any call
         if not configured_models(self.settings):
             self._no_model(items)
             return
@@ -164,6 +164,10 @@ class RobustnessRun:
                     self._plan(plan, plan.param.model)
             self.engine.announce_size()
             self._engine_step(self.engine.start)
+
+    def load_baseline(self) -> None:
+        """Read and check ``--robustexplain-baseline`` (once; a no-op without one)."""
+        self._engine_step(lambda: self.engine.baseline)
 
     def _plan(self, plan: ItemPlan, model: str) -> None:
         plan.model = model

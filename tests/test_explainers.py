@@ -130,6 +130,9 @@ def test_template_file_errors_name_the_file(tmp_path: Path) -> None:
     ("{history} {", "malformed"),
     ("{history} {}", "positional"),
     ("{history} {n_interactions:q}", "cannot be rendered"),
+    # A hostile or mistaken padding would build a 300-million-character prompt per call: refused up front.
+    ("{history:>300000000}", "width or precision of 300,000,000 characters"),
+    ("{history} {item:.5000}", "width or precision of 5,000"),
 ])
 def test_invalid_templates(template: str, fragment: str) -> None:
     with pytest.raises(ConfigError, match=fragment.replace("{", r"\{").replace("}", r"\}")):
@@ -658,3 +661,19 @@ def test_a_server_trickling_its_reply_cannot_hold_a_call_past_the_deadline() -> 
         assert result.failure == "error" and "no complete reply within 0.6 s" in result.detail
         assert explainer.stats.requests == 2 and explainer.stats.retries == 1  # timed out, retried once
         server.trickle = 0.0
+
+
+def test_a_host_name_that_does_not_resolve_is_not_called_a_refusal() -> None:
+    from pytest_robustexplain.explainers.retry import connect_cause
+
+    def chained(outer: BaseException, inner: BaseException) -> BaseException:
+        outer.__cause__ = inner
+        return outer
+
+    dns = chained(ConnectionError("connect failed"), socket.gaierror(-2, "Name or service not known"))
+    assert connect_cause(dns) == "host name not found"
+    assert connect_cause(chained(ConnectionError("x"), ConnectionRefusedError(111, "Connection refused"))) \
+        == "connection refused"
+    assert connect_cause(ConnectionError("[Errno 101] Network is unreachable")) == "network unreachable"
+    explainer = make_explainer("ollama", "m", host="http://box.invalid:11434")
+    assert "(host name not found)" in str(explainer._fatal_for(dns))

@@ -18,7 +18,7 @@ from ..errors import BackendError
 from .base import ModelInfo
 from .prompt import PromptTemplate
 from .remote import RemoteExplainer, Reply
-from .retry import RetryPolicy, is_connect_failure, status_of
+from .retry import RetryPolicy, connect_cause, is_connect_failure, status_of
 
 if TYPE_CHECKING:
     import ollama
@@ -177,14 +177,14 @@ class OllamaExplainer(RemoteExplainer):
 
     def _fatal_for(self, exc: BaseException) -> BackendError | None:
         if is_connect_failure(exc):
-            return self._unreachable()
+            return self._unreachable(connect_cause(exc))
         if status_of(exc) == 404:
             return self._not_found()
         return self._status_fatal(exc)
 
-    def _unreachable(self) -> BackendError:
+    def _unreachable(self, cause: str = "connection refused") -> BackendError:
         return BackendError(
-            f"cannot reach Ollama at {self.host} (connection refused). Start it with `ollama serve` or set "
+            f"cannot reach Ollama at {self.host} ({cause}). Start it with `ollama serve` or set "
             "--robustexplain-host / OLLAMA_HOST."
         )
 

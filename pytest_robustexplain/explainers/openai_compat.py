@@ -23,7 +23,7 @@ from ..errors import BackendError, RobustExplainWarning
 from .base import ModelInfo
 from .prompt import PromptTemplate
 from .remote import RemoteExplainer, Reply
-from .retry import RetryPolicy, describe_error, is_connect_failure, status_of
+from .retry import RetryPolicy, connect_cause, describe_error, is_connect_failure, status_of
 
 DEFAULT_BASE_URL = "http://127.0.0.1:8080/v1"
 # Fields of a /models entry that change without the model changing (llama.cpp sets "created" to the
@@ -143,7 +143,7 @@ class OpenAICompatExplainer(RemoteExplainer):
 
     def _fatal_for(self, exc: BaseException) -> BackendError | None:
         if is_connect_failure(exc):
-            return self._unreachable()
+            return self._unreachable(connect_cause(exc))
         if status_of(exc) == 404:
             return BackendError(
                 f"{self.host} answered 404 ({describe_error(exc)}) for model {self.model!r}: check that the "
@@ -151,9 +151,9 @@ class OpenAICompatExplainer(RemoteExplainer):
             )
         return self._status_fatal(exc)
 
-    def _unreachable(self) -> BackendError:
+    def _unreachable(self, cause: str = "connection refused") -> BackendError:
         return BackendError(
-            f"cannot reach the OpenAI-compatible server at {self.host} (connection refused). Start it "
+            f"cannot reach the OpenAI-compatible server at {self.host} ({cause}). Start it "
             "(e.g. `llama-server -m model.gguf --port 8080`) or set --robustexplain-host."
         )
 

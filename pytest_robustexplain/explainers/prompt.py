@@ -14,6 +14,7 @@ prompt as the model would see it in real data.
 
 from __future__ import annotations
 
+import re
 import string
 from collections.abc import Mapping
 from datetime import datetime, timezone
@@ -154,10 +155,13 @@ class PromptTemplate:
         allowed = ", ".join("{" + name + "}" for name in PLACEHOLDERS)
         where = f"prompt template ({self.source})"
         try:
-            fields = [f for _, f, _, _ in string.Formatter().parse(self.template) if f is not None]
+            parsed = [(f, spec) for _, f, spec, _ in string.Formatter().parse(self.template) if f is not None]
         except ValueError as exc:
             raise ConfigError(
                 f"{where} is malformed: {exc}. Write a literal brace as {{{{ or }}}}.") from None
+        fields = [f for f, _ in parsed]
+        for name, spec in parsed:
+            _check_spec(where, name, spec or "")
         for name in fields:
             if name not in PLACEHOLDERS:
                 shown = "{" + name + "}" if name else "{} (positional)"
@@ -177,3 +181,15 @@ class PromptTemplate:
             self.render(sample, Item("i2", "t", "c"))
         except (ValueError, TypeError, KeyError, IndexError, AttributeError) as exc:
             raise ConfigError(f"{where} cannot be rendered: {exc}") from None
+
+
+# A format spec's width or precision beyond this is a mistake or an attack ("{history:>300000000}" would
+# build a 300-million-character prompt per call), never a prompt layout.
+MAX_SPEC_NUMBER = 1000
+
+
+def _check_spec(where: str, name: str, spec: str) -> None:
+    widths = [int(n) for n in re.findall(r"\d+", spec)]
+    if widths and max(widths) > MAX_SPEC_NUMBER:
+        raise ConfigError(f"{where}: {{{name}:{spec}}} asks for a width or precision of {max(widths):,} "
+                          f"characters (at most {MAX_SPEC_NUMBER:,}); drop the format spec")

@@ -28,7 +28,14 @@ from ..errors import BackendError
 from .base import FAILURE_ERROR, Explanation, ModelInfo
 from .prompt import PromptTemplate
 from .reply import finish_reply
-from .retry import RetryExhaustedError, RetryPolicy, describe_error, is_connect_failure, status_of
+from .retry import (
+    RetryExhaustedError,
+    RetryPolicy,
+    connect_cause,
+    describe_error,
+    is_connect_failure,
+    status_of,
+)
 
 T = TypeVar("T")
 
@@ -286,12 +293,12 @@ class RemoteExplainer(ABC):
             return await call()
         except Exception as exc:
             if is_connect_failure(exc):
-                raise self._remember(self._unreachable()) from None
+                raise self._remember(self._unreachable(connect_cause(exc))) from None
             raise
 
     @abstractmethod
-    def _unreachable(self) -> BackendError:
-        """The error for a server that refuses connections."""
+    def _unreachable(self, cause: str = "connection refused") -> BackendError:
+        """The error for a server no connection can be made to (``cause``: refused, host name not found…)."""
 
     def _status_fatal(self, exc: BaseException) -> BackendError | None:
         """Errors no retry can fix, so the run stops loudly instead of scoring pairs 0: credentials

@@ -49,6 +49,27 @@ def is_connect_failure(exc: BaseException) -> bool:
     return isinstance(exc, (httpx.ConnectError, ConnectionRefusedError)) or type(exc) is ConnectionError
 
 
+def connect_cause(exc: BaseException) -> str:
+    """Why no connection was made, in words: a host name that does not resolve is not a refusal."""
+    import socket
+
+    seen: list[BaseException] = []
+    current: BaseException | None = exc
+    while current is not None and current not in seen:
+        seen.append(current)
+        current = current.__cause__ or current.__context__
+    text = " ".join(str(e) for e in seen).lower()
+    if any(isinstance(e, socket.gaierror) for e in seen) or any(
+            marker in text for marker in ("name or service not known", "nodename nor servname",
+                                          "name resolution", "getaddrinfo failed")):
+        return "host name not found"
+    if any(isinstance(e, ConnectionRefusedError) for e in seen) or "refused" in text:
+        return "connection refused"
+    if "unreachable" in text or "no route" in text:
+        return "network unreachable"
+    return "no connection"
+
+
 def is_retryable(exc: BaseException) -> bool:
     """Whether a failed request is worth another attempt."""
     import httpx
