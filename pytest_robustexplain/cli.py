@@ -387,7 +387,7 @@ def run_models(settings: Settings) -> tuple[str, ...]:
 
 def cmd_run(args: argparse.Namespace) -> int:
     """``robustexplain run``: plan, run, report and gate — the engine's :class:`Run`, as under pytest."""
-    from .engine import Run, SweepInterrupted
+    from .engine import Run, SweepFailed, SweepInterrupted
 
     settings, extra = resolve_run_settings(args)
     models = run_models(settings)
@@ -408,6 +408,11 @@ def cmd_run(args: argparse.Namespace) -> int:
     except SweepInterrupted as stop:
         progress.close()
         return _interrupted(args, settings, stop.partial, run.cache_dir)
+    except SweepFailed as failed:
+        progress.close()
+        _error(args, _cli_names(str(failed.error)))
+        _save_partial(args, settings, failed.partial, run.cache_dir, "stopped")
+        return EXIT_BACKEND
     finally:
         progress.close()
     return _finish(args, run, result)
@@ -537,12 +542,21 @@ def verdict_line(result: RunResult, failed: Sequence[GateResult]) -> str:
 
 def _interrupted(args: argparse.Namespace, settings: Settings, partial: RunResult, cache_dir: Path) -> int:
     """Ctrl-C: write what finished as a partial JSON report and say how to resume."""
+    print(file=sys.stderr)
+    _save_partial(args, settings, partial, cache_dir, "interrupted")
+    return EXIT_INTERRUPTED
+
+
+def _save_partial(args: argparse.Namespace, settings: Settings, partial: RunResult, cache_dir: Path,
+                  how: str) -> None:
+    """What finished before the run was interrupted or stopped, as a partial report, and how to resume."""
     from .report.json_report import write_json
+
     done = len(partial.pairs)  # controls included, as in the planned count
     planned = partial.settings.get("pairs_planned")
     of = f" of {planned}" if planned else ""
     calls = partial.calls
-    print(f"\n{PROG}: interrupted — {done}{of} pairs finished ({calls.get('made', 0)} model calls made, "
+    print(f"{PROG}: {how} — {done}{of} pairs finished ({calls.get('made', 0)} model calls made, "
           f"{calls.get('cached', 0)} from the cache)", file=sys.stderr)
     target = settings.json or cache_dir / PARTIAL_REPORT
     try:
@@ -553,7 +567,6 @@ def _interrupted(args: argparse.Namespace, settings: Settings, partial: RunResul
         print(f"{PROG}: could not write the partial report to {target}: {exc.strerror or exc}",
               file=sys.stderr)
     print(f"{PROG}: {resume_hint(settings, cache_dir, args.argv)}", file=sys.stderr)
-    return EXIT_INTERRUPTED
 
 
 def resume_hint(settings: Settings, cache_dir: Path, argv: Sequence[str]) -> str:

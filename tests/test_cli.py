@@ -267,6 +267,33 @@ def test_replay_only_cache_miss_exits_3(server: FakeOllamaServer, capsys: pytest
 
 
 # ---------------------------------------------------------------------------------------------- interrupt
+def test_a_server_killed_mid_run_leaves_a_partial_report_and_a_resume_hint(
+        server: FakeOllamaServer, monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """The server dies once 6 pairs are scored: exit 3 (backend), what finished is kept, the rerun resumes."""
+    argv = ("--users", "1", "--perturbations", "noise,drift", "--concurrency", "2", "--retries", "0",
+            "--json", "r.json")
+    server.script(["ok"] * 8)  # the warm-up, the original and six perturbed explanations are answered...
+    server.hang_next(20, seconds=30)  # ...later requests hang until the server is stopped under them
+    real_call = cli.ProgressBar.__call__
+
+    def kill_after_six_pairs(self: cli.ProgressBar, counters: Counters) -> None:
+        if counters.pairs_done >= 6 and server.chat_calls:
+            server.stop()
+        real_call(self, counters)
+
+    monkeypatch.setattr(cli.ProgressBar, "__call__", kill_after_six_pairs)
+    assert fake_run(server, *argv) == 3
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    assert "robustexplain run: error: " in err
+    assert "stopped — 6 of 11 pairs finished" in err
+    assert f"partial report (\"partial\": true in its settings) written to {tmp_path / 'r.json'}" in err
+    assert "rerun the same command to resume" in err
+    partial = read_json(tmp_path / "r.json")
+    assert partial.settings["partial"] is True and len(partial.pairs) == 6
+
+
 def test_interrupt_writes_a_partial_report_and_the_rerun_resumes(
         server: FakeOllamaServer, monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
         capsys: pytest.CaptureFixture[str]) -> None:

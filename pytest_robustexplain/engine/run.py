@@ -18,7 +18,8 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..errors import BackendError, RobustExplainError
+from ..errors import BackendError, CacheMissError, RobustExplainError
+from ..explainers.base import FAILURE_ERROR
 from ..results import OVERALL, GateResult, ModelInfo, PairKey, PairResult, Robustness, RunResult
 from .decide import check_baseline, decide, regression, robustness, with_regression
 from .plan import GatedSlice, guarded, large_plan_note, max_calls, slice_spec
@@ -42,6 +43,16 @@ class SweepInterrupted(KeyboardInterrupt):
 
     def __init__(self, partial: RunResult) -> None:
         super().__init__("interrupted")
+        self.partial = partial
+
+
+class SweepFailed(BackendError):
+    """The backend broke off during :meth:`Run.run_all` (a server killed mid-run, every call failing):
+    the error, and in ``partial`` the run up to that moment, as for Ctrl-C (finished pairs are cached)."""
+
+    def __init__(self, error: RobustExplainError, partial: RunResult) -> None:
+        super().__init__(str(error))
+        self.error = error
         self.partial = partial
 
 
@@ -227,13 +238,17 @@ class Run:
 
         ``poll`` gets the sweep's counters every ``interval`` seconds (a progress bar; it may raise
         KeyboardInterrupt). On KeyboardInterrupt the sweep stops and :class:`SweepInterrupted` carries the
-        partial run: the finished pairs and the gate of every slice that finished.
+        partial run: the finished pairs and the gate of every slice that finished. A backend that breaks
+        off mid-run raises :class:`SweepFailed` with the same partial run.
         """
         try:
-            self.start()
+            self.start()  # a dead server or a missing model fails here, before anything is recorded
             tick = None if poll is None else (lambda: poll(self.sweep.counters))
-            for slice_id in self._slices:
-                self.result(slice_id, poll=tick, interval=interval)
+            try:
+                for slice_id in self._slices:
+                    self.result(slice_id, poll=tick, interval=interval)
+            except (BackendError, CacheMissError) as exc:
+                raise SweepFailed(exc, self._partial(keep_errors=False)) from None
         except KeyboardInterrupt:
             raise SweepInterrupted(self._partial()) from None
         finally:
@@ -242,7 +257,9 @@ class Run:
         assert result is not None  # every slice was decided
         return result
 
-    def _partial(self) -> RunResult:
+    def _partial(self, *, keep_errors: bool = True) -> RunResult:
+        """The run so far. ``keep_errors=False`` (the backend broke off) leaves out pairs whose call
+        failed: the breakdown failed them, not the model; they are not cached, so a rerun makes them."""
         sweep = self._sweep
         if sweep is None:
             return self.record(partial=True) or self._empty_record(partial=True)
@@ -255,6 +272,8 @@ class Run:
                 self._results[slice_id] = self.decide(planned, done)
         for pair in sweep.all_results():
             self.pairs.setdefault(pair.key, pair)
+        if not keep_errors:
+            self.pairs = {key: p for key, p in self.pairs.items() if p.failure != FAILURE_ERROR}
         return self.record(partial=True) or self._empty_record(partial=True)
 
     # ------------------------------------------------------------------------------- the record
