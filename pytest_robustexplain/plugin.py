@@ -7,8 +7,8 @@ delegate to :mod:`pytest_robustexplain.runner`; settings are resolved on first u
 
 from __future__ import annotations
 
-from collections.abc import Generator, Iterator
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Generator, Iterator
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import pytest
 
@@ -27,6 +27,7 @@ if TYPE_CHECKING:
 RUN_KEY = pytest.StashKey["RobustnessRun"]()
 RESULT_KEY = pytest.StashKey[RunResult | None]()
 SESSION_PLUGIN = "robustexplain-session"
+T = TypeVar("T")
 
 
 def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
@@ -148,12 +149,20 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, None, None]:
         _enforce(run, item)
 
 
+def _or_fail(step: Callable[[], T]) -> T:
+    """Run ``step``; a RobustExplainError fails the test with its message alone. ``pytest.fail`` is
+    called after the ``except`` block, so the report does not show the error twice ("During handling of
+    the above exception, another exception occurred")."""
+    try:
+        return step()
+    except RobustExplainError as exc:
+        message = f"robustexplain: {exc}"
+    pytest.fail(message, pytrace=False)
+
+
 def _enforce(run: RobustnessRun, item: pytest.Item) -> None:
     _result(run, item)
-    try:
-        run.enforce(item)
-    except RobustExplainError as exc:
-        pytest.fail(f"robustexplain: {exc}", pytrace=False)
+    _or_fail(lambda: run.enforce(item))
 
 
 def _result(run: RobustnessRun, item: pytest.Item) -> Robustness:
@@ -163,9 +172,7 @@ def _result(run: RobustnessRun, item: pytest.Item) -> Robustness:
     with Progress.for_config(item.config, run) as progress:
         run.set_progress(progress.tick)
         try:
-            return run.result_for(item)
-        except RobustExplainError as exc:
-            pytest.fail(f"robustexplain: {exc}", pytrace=False)
+            return _or_fail(lambda: run.result_for(item))
         finally:
             run.set_progress(None)
 
@@ -246,10 +253,7 @@ def explainer(request: pytest.FixtureRequest) -> Explainer | BoundExplainer:
         if run.settings.require_model:
             raise pytest.UsageError(no_model_reason())
         pytest.skip(no_model_reason())
-    try:
-        run.explainer_for(model)
-    except RobustExplainError as exc:
-        pytest.fail(f"robustexplain: {exc}", pytrace=False)
+    _or_fail(lambda: run.explainer_for(model))
     return BoundExplainer(run, model)
 
 
@@ -260,10 +264,7 @@ def perturbed_histories(request: pytest.FixtureRequest) -> list[PerturbationResu
     Each item has ``original``, ``perturbed``, ``kind``, ``severity``, ``repeat``, ``changes`` (what
     changed, machine-readable) and ``summary``; pairs whose perturbation changed nothing are left out.
     """
-    try:
-        return _run(request.config).perturbations_for(request.node)
-    except RobustExplainError as exc:
-        pytest.fail(f"robustexplain: {exc}", pytrace=False)
+    return _or_fail(lambda: _run(request.config).perturbations_for(request.node))
 
 
 @pytest.fixture

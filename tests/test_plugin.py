@@ -132,6 +132,9 @@ def test_every_call_failing_is_an_error_not_a_verdict(
     # The `robustness` fixture cannot produce a result: an error at set-up, never a verdict.
     result.assert_outcomes(errors=6)
     result.stdout.fnmatch_lines(["*every model call failed*"])
+    out = result.stdout.str()
+    assert "During handling of the above exception" not in out  # the error once, not twice
+    assert out.count("every model call failed") == 6  # once per item
 
 
 def test_unknown_marker_keyword_names_the_test(pytester: pytest.Pytester, server: FakeOllamaServer) -> None:
