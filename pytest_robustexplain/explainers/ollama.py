@@ -167,7 +167,9 @@ class OllamaExplainer(RemoteExplainer):
         # The ollama client has no call for /api/version; a short-lived httpx client does it.
         import httpx
 
-        async with httpx.AsyncClient(base_url=self.host, timeout=self._timeout()) as http:
+        # Redirects are followed as the ollama client follows them, so a dead target is named as such.
+        async with httpx.AsyncClient(base_url=self.host, timeout=self._timeout(),
+                                     follow_redirects=True) as http:
             response = await http.get("/api/version")
             if response.status_code == 404:  # very old servers; not worth failing (or a misleading 404)
                 return None
@@ -177,7 +179,7 @@ class OllamaExplainer(RemoteExplainer):
 
     def _fatal_for(self, exc: BaseException) -> BackendError | None:
         if is_connect_failure(exc):
-            return self._unreachable(connect_cause(exc))
+            return self._unreachable(connect_cause(exc, self.host))
         if status_of(exc) == 404:
             return self._not_found()
         return self._status_fatal(exc)

@@ -143,7 +143,7 @@ class OpenAICompatExplainer(RemoteExplainer):
 
     def _fatal_for(self, exc: BaseException) -> BackendError | None:
         if is_connect_failure(exc):
-            return self._unreachable(connect_cause(exc))
+            return self._unreachable(connect_cause(exc, self.host))
         if status_of(exc) == 404:
             return BackendError(
                 f"{self.host} answered 404 ({describe_error(exc)}) for model {self.model!r}: check that the "

@@ -293,7 +293,7 @@ class RemoteExplainer(ABC):
             return await call()
         except Exception as exc:
             if is_connect_failure(exc):
-                raise self._remember(self._unreachable(connect_cause(exc))) from None
+                raise self._remember(self._unreachable(connect_cause(exc, self.host))) from None
             raise
 
     @abstractmethod

@@ -49,15 +49,38 @@ def is_connect_failure(exc: BaseException) -> bool:
     return isinstance(exc, (httpx.ConnectError, ConnectionRefusedError)) or type(exc) is ConnectionError
 
 
-def connect_cause(exc: BaseException) -> str:
-    """Why no connection was made, in words: a host name that does not resolve is not a refusal."""
-    import socket
-
+def connect_cause(exc: BaseException, host: str | None = None) -> str:
+    """Why no connection was made, in words: a host name that does not resolve is not a refusal, and a
+    redirect from ``host`` to a dead address names that address rather than blaming ``host``."""
     seen: list[BaseException] = []
     current: BaseException | None = exc
     while current is not None and current not in seen:
         seen.append(current)
         current = current.__cause__ or current.__context__
+    cause = _cause_of(seen)
+    failed = next((str(url) for e in seen if (url := _request_url(e)) is not None), None)
+    if host and failed and _origin(failed) != _origin(host):
+        return f"{cause} at {failed}, where {host} redirected"
+    return cause
+
+
+def _request_url(exc: BaseException) -> object | None:
+    try:
+        return exc.request.url  # type: ignore[attr-defined]  # httpx errors know their request
+    except (AttributeError, RuntimeError):  # RuntimeError: an httpx error without a request
+        return None
+
+
+def _origin(url: str) -> tuple[str, str]:
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url)
+    return parts.scheme, parts.netloc.lower()
+
+
+def _cause_of(seen: list[BaseException]) -> str:
+    import socket
+
     text = " ".join(str(e) for e in seen).lower()
     if any(isinstance(e, socket.gaierror) for e in seen) or any(
             marker in text for marker in ("name or service not known", "nodename nor servname",
