@@ -41,7 +41,6 @@ from .settings import DEFAULT_PERTURBATIONS, OPTIONS, YAML_NAME, OptionSpec, Set
 if TYPE_CHECKING:
     from .data import Dataset
     from .engine import GatedSlice, Run, SlicePlan
-    from .explainers.base import Explainer
     from .results import RunResult
     from .sweep import Counters
 
@@ -399,7 +398,7 @@ def cmd_run(args: argparse.Namespace) -> int:
               extra_settings=extra)
     run.extra_settings["dataset_name"] = run.dataset.name
     slices = _plan(run, models)
-    if args.dry_run:
+    if args.dry_run or settings.dry_run:
         return _dry_run(run, slices)
     run.announce_size(" (--dry-run shows the plan)")
     progress = ProgressBar.for_stream(sys.stderr, mode=settings.progress)
@@ -437,17 +436,11 @@ def _plan(run: Run, models: Sequence[str]) -> list[GatedSlice]:
 
 
 def _dry_run(run: Run, slices: Sequence[GatedSlice]) -> int:
-    from .engine import build_explainer, plan_slices
-
-    explainers = {s.spec.model: build_explainer(run.settings, s.spec.model, cache_dir=run.cache_dir)
-                  for s in slices}
     # Per model, the largest slice (the overall one: every kind) holds every pair its kind slices share.
-    plans = plan_slices(run.settings, slices, explainers, run.dataset.catalog)
     largest: dict[str, SlicePlan] = {}
-    for plan in plans:
+    for plan in run.price():
         if plan.model not in largest or plan.planned > largest[plan.model].planned:
             largest[plan.model] = plan
-    _close_explainers(explainers)
     print(dry_run_text(run.settings, run.extra_settings, run.dataset, list(largest.values()),
                        n_cases=len(slices[0].spec.cases)))
     return EXIT_OK
@@ -475,16 +468,6 @@ def dry_run_text(settings: Settings, extra: Mapping[str, Any], dataset: Dataset,
 
 def _plural(count: int, word: str, plural: str | None = None) -> str:
     return f"{count} {word if count == 1 else plural or word + 's'}"
-
-
-def _close_explainers(explainers: Mapping[str, Explainer]) -> None:
-    import asyncio
-
-    async def close_all() -> None:
-        for explainer in explainers.values():
-            await explainer.aclose()
-
-    asyncio.run(close_all())
 
 
 def _finish(args: argparse.Namespace, run: Run, result: RunResult) -> int:

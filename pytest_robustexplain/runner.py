@@ -155,6 +155,9 @@ class RobustnessRun:
                 f"robustexplain: --robustexplain-backend=callable needs the `explainer` fixture overridden "
                 f"in a conftest.py; {len(uncovered)} marked item(s) have none, e.g. {uncovered[0]}")
         self.load_baseline()  # a bad baseline is a usage error before any call
+        if self.settings.dry_run:
+            self._dry_run(items)
+            return
         if not configured_models(self.settings):
             self._no_model(items)
             return
@@ -164,6 +167,30 @@ class RobustnessRun:
                     self._plan(plan, plan.param.model)
             self.engine.announce_size()
             self._engine_step(self.engine.start)
+
+    def _dry_run(self, items: Sequence[pytest.Item]) -> None:
+        """Print what each marked item would cost and skip them all: no model is called. (Under xdist
+        each worker plans only its own items, so the plan is printed without ``-n``.)"""
+        from .engine import configured_models
+
+        models = configured_models(self.settings)
+        priced = [p for p in self.plans.values() if not p.custom_explainer and p.param.model]
+        if models and priced and not self.lazy:
+            for plan in priced:
+                self._plan(plan, plan.param.model)
+            lines = self._engine_step(self.engine.dry_run_lines)
+            custom = len(self.plans) - len(priced)
+            if custom:
+                lines.append(f"  (+{custom} items with their own `explainer` fixture: planned when they run)")
+            reporter = self.config.pluginmanager.get_plugin("terminalreporter")
+            if reporter is not None:
+                reporter.ensure_newline()
+                reporter.write_line("\n".join(f"robustexplain: {line}" for line in lines))
+        skip = pytest.mark.skip(reason="robustexplain dry run (--robustexplain-dry-run): no model is called")
+        for item in items:
+            if item.nodeid in self.plans:
+                item.add_marker(skip)
+        self.plans.clear()
 
     def load_baseline(self) -> None:
         """Read and check ``--robustexplain-baseline`` (once; a no-op without one)."""

@@ -518,6 +518,9 @@ OPTIONS: tuple[OptionSpec, ...] = (
          "$GITHUB_STEP_SUMMARY).", metavar="FILE", path="output"),
     _opt("require-model", _parse_bool, False, "Error out, instead of skipping the robustness tests, "
          "when no model is configured.", metavar=None, flag=True),
+    _opt("dry-run", _parse_bool, False, "Plan the robustness tests and print what they would cost (pairs, "
+         "model calls at most) without calling a model; the marked tests are skipped.", metavar=None,
+         flag=True),
     _opt("min-combined", _float_parser(0.0, 1.0), 0.5, "Gate: minimum combined robustness ρ (0-1); "
          "default 0.5.", metavar="X"),
     _opt("min-metric", _parse_min_metric_setting, DEFAULT_MIN_METRIC, "Gate: minimum of each metric "
@@ -643,6 +646,7 @@ class Settings:
     html: Path | None
     markdown: Path | None
     require_model: bool
+    dry_run: bool
     min_combined: float
     min_metric: float | Mapping[str, float]
     per_kind: Mapping[str, Mapping[str, Any]]

@@ -105,6 +105,27 @@ def test_large_plans_say_their_size_before_they_start(pytester: pytest.Pytester,
     assert "robustexplain: this run plans up to 2,040 model calls" in capsys.readouterr().err
 
 
+def test_a_dry_run_prices_every_item_calls_no_model_and_skips_the_tests(
+        pytester: pytest.Pytester, server: FakeOllamaServer, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    marker = 'robustness(perturbations=["noise", "drift"], users=3)\n'
+    pytester.makepyfile(BARE.replace("robustness\n", marker, 1))
+    result = pytester.runpytest(f"--robustexplain-host={server.url}", "--robustexplain-model=fake-model",
+                                "--robustexplain-dry-run")
+    result.assert_outcomes(skipped=3)
+    result.stdout.fnmatch_lines([
+        "robustexplain: dry run — no model is called: 3 gated items, at most 36 model calls in all*",
+        "robustexplain:   *test_default[[]noise_injection[]] (fake-model): 15 pairs · 3 cross-user controls*",
+        "robustexplain:   *test_default[[]overall[]] (fake-model): 30 pairs · 3 cross-user controls · "
+        "at most 36 calls"])
+    assert server.chat_calls == 0 and not (pytester.path / ".robustexplain-cache").exists()
+    # The same setting from the environment, through the command.
+    monkeypatch.chdir(pytester.path)
+    monkeypatch.setenv("ROBUSTEXPLAIN_DRY_RUN", "1")
+    assert cli.main(["run", "--backend", "template", "--users", "3", "--perturbations", "noise,drift"]) == 0
+    assert "plan (dry run: no model is called)" in capsys.readouterr().out
+
+
 def _movielens(root: Path, users: int) -> Path:
     root.mkdir()
     (root / "movies.csv").write_text("movieId,title,genres\n" + "".join(

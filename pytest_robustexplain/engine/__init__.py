@@ -27,7 +27,7 @@ from .plan import (
     plan_slices,
     slice_spec,
 )
-from .run import Run, SweepFailed, SweepInterrupted, model_record, write_reports
+from .run import Run, SweepFailed, SweepInterrupted, close_explainers, model_record, write_reports
 from .setup import (
     DEFAULT_CACHE_DIR,
     backend_options,
@@ -45,8 +45,8 @@ from .setup import (
 __all__ = [
     "DEFAULT_CACHE_DIR", "LARGE_PLAN_CALLS", "GatedSlice", "Run", "SlicePlan", "SweepFailed",
     "SweepInterrupted", "backend_options", "build_explainer", "cache_directory", "check_baseline",
-    "configured_models", "decide", "donor_pool", "gate_slices", "guarded", "judge", "large_plan_note",
-    "load_configured_dataset", "max_calls", "model_record", "no_model_reason", "plan_slices",
-    "recent_only", "regression", "robustness", "seeded_cases", "slice_spec", "take_cases", "with_attacks",
-    "with_guard", "with_regression", "write_reports",
+    "close_explainers", "configured_models", "decide", "donor_pool", "gate_slices", "guarded", "judge",
+    "large_plan_note", "load_configured_dataset", "max_calls", "model_record", "no_model_reason",
+    "plan_slices", "recent_only", "regression", "robustness", "seeded_cases", "slice_spec", "take_cases",
+    "with_attacks", "with_guard", "with_regression", "write_reports",
 ]

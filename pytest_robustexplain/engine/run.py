@@ -22,7 +22,7 @@ from ..errors import BackendError, CacheMissError, RobustExplainError
 from ..explainers.base import FAILURE_ERROR
 from ..results import OVERALL, GateResult, ModelInfo, PairKey, PairResult, Robustness, RunResult
 from .decide import check_baseline, decide, regression, robustness, with_regression
-from .plan import GatedSlice, guarded, large_plan_note, max_calls, slice_spec
+from .plan import GatedSlice, SlicePlan, guarded, large_plan_note, max_calls, slice_spec
 from .setup import build_explainer, cache_directory, donor_pool, load_configured_dataset, take_cases
 
 if TYPE_CHECKING:
@@ -164,6 +164,37 @@ class Run:
         note = large_plan_note(calls, flag_prefix=self.flag_prefix)
         if note:
             self.say(note + hint)
+
+    def price(self) -> list[SlicePlan]:
+        """Every planned slice priced (pairs, controls, model calls at most) without starting the sweep,
+        touching the cache or calling a model: what a dry run prints."""
+        from dataclasses import replace
+
+        from .plan import plan_slices
+
+        uncached = replace(self.settings, cache="off")  # no cache directory is created for a dry run
+        models = dict.fromkeys(s.spec.model for s in self._slices.values())
+        explainers = {m: self._make_explainer(m) or build_explainer(uncached, m, cache_dir=self.cache_dir)
+                      for m in models}
+        try:
+            return plan_slices(self.settings, list(self._slices.values()), explainers, self.dataset.catalog)
+        finally:
+            close_explainers(explainers)
+
+    def dry_run_lines(self) -> list[str]:
+        """The plan of every gated item, one line each, and the total (``--dry-run`` under pytest)."""
+        plans = self.price()
+        calls = max_calls([s.spec for s in self._slices.values()])
+        items = f"{len(plans)} gated item{'' if len(plans) == 1 else 's'}"
+        lines = [f"dry run — no model is called: {items}, at most {calls:,} model calls "
+                 "in all (shared originals and pairs counted once; cache hits are free)"]
+        for plan in plans:
+            planned = self._slices[plan.slice_id]
+            extra = f" · {plan.swaps} cross-user controls" if plan.swaps else ""
+            extra += f" · {plan.controls} noise-floor pairs" if plan.controls else ""
+            lines.append(f"  {planned.nodeid} ({plan.model or 'custom explainer'}): {plan.pairs} pairs"
+                         f"{extra} · at most {plan.max_calls} calls")
+        return lines
 
     @property
     def sweep(self) -> Sweep:
@@ -338,6 +369,17 @@ class Run:
     def close(self) -> None:
         if self._sweep is not None:
             self._sweep.close()
+
+
+def close_explainers(explainers: Mapping[str, Explainer]) -> None:
+    """Close explainers that were built but never run on the sweep's loop (their HTTP clients)."""
+    import asyncio
+
+    async def close_all() -> None:
+        for explainer in explainers.values():
+            await explainer.aclose()
+
+    asyncio.run(close_all())
 
 
 def write_reports(settings: Settings, result: RunResult, *, flag_prefix: str = "--") -> list[str]:
