@@ -37,6 +37,7 @@ def test_gate(robustness):
 
 def _run(pytester: pytest.Pytester, server: FakeOllamaServer, xdist: tuple[str, ...], *args: str,
          model: str = "fake-model") -> pytest.RunResult:
+    (pytester.path / "r.json").unlink(missing_ok=True)  # a run writing no report must not pass on an old one
     return pytester.runpytest(f"--robustexplain-model={model}", f"--robustexplain-host={server.url}",
                               "--robustexplain-cache=off", "--robustexplain-json=r.json", *xdist, *args)
 
