@@ -30,3 +30,11 @@ def server() -> Iterator[FakeOllamaServer]:
     other models or replies override this fixture."""
     with FakeOllamaServer() as fake:
         yield fake
+
+
+@pytest.fixture(params=[pytest.param((), id="serial"), pytest.param(("-n", "2"), id="xdist")])
+def xdist_args(request: pytest.FixtureRequest) -> tuple[str, ...]:
+    """Arguments for an inner pytest run, so a test using them runs without xdist and under ``-n 2``:
+    results travel from workers to the controller only in the second (the syrupy ``plugin_args`` pattern)."""
+    args: tuple[str, ...] = request.param
+    return args

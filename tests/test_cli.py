@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import json
 import os
+import pty
 import re
+import select
 import signal
 import subprocess
 import sys
@@ -348,24 +350,55 @@ raise SystemExit(main(sys.argv[1:]))
 """
 
 
+def _read_terminal(terminal: int, deadline: float, until: bytes | None = None) -> bytes:
+    """What a child wrote to the pseudo-terminal ``terminal``: up to ``until`` or, without it, until the
+    child closed it; either way no later than ``deadline``."""
+    seen = b""
+    while (until is None or until not in seen) and time.monotonic() < deadline:
+        ready, _, _ = select.select([terminal], [], [], max(0.0, deadline - time.monotonic()))
+        try:
+            chunk = os.read(terminal, 4096) if ready else b""
+        except OSError:  # EIO: the child has exited and closed the terminal
+            chunk = b""
+        if not chunk:
+            break
+        seen += chunk
+    return seen
+
+
 def test_sigint_stops_a_subprocess_cleanly(server: FakeOllamaServer, tmp_path: Path) -> None:
     """The real thing: SIGINT to a ``robustexplain run`` process; exit 130, partial report, no traceback
-    (also the subprocess smoke test of ``run``)."""
+    (also the subprocess smoke test of ``run``).
+
+    Its stderr is a pseudo-terminal, so the progress line is redrawn as pairs finish: SIGINT goes once the
+    line says two pairs are scored and the server holds the hanging request, never after a guessed sleep.
+    """
     server.script(["ok"] * 4)  # the warm-up, the original and two perturbed explanations...
     server.hang_next(20, seconds=60)  # ...then the run is stuck: exactly two pairs can finish
     env = {k: v for k, v in os.environ.items()
            if not k.startswith("ROBUSTEXPLAIN_") and k not in ("GITHUB_ACTIONS", "GITHUB_STEP_SUMMARY")}
+    env["COLUMNS"] = "200"  # the progress line is cut to the terminal's width
+    terminal, child_side = pty.openpty()
     proc = subprocess.Popen(
         [sys.executable, "-c", _SIGINT_CHILD, "run", "--model", MODELS[0], "--host", server.url,
          "--users", "1", "--severities", "1,2", "--concurrency", "1", "--progress", "on"],
-        cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    deadline = time.monotonic() + 60
-    while server.chat_calls < 5 and time.monotonic() < deadline and proc.poll() is None:
-        time.sleep(0.05)
-    assert server.chat_calls == 5, "the run never reached the hanging request"
-    time.sleep(1.0)  # the answer before the hanging request is scored within milliseconds
-    proc.send_signal(signal.SIGINT)
-    out, err = proc.communicate(timeout=60)
+        cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=child_side, text=True)
+    os.close(child_side)
+    try:
+        deadline = time.monotonic() + 60
+        progress = _read_terminal(terminal, deadline, until=b" 2/11 pairs")
+        assert b" 2/11 pairs" in progress, f"two pairs were never scored: {progress!r}"
+        while server.chat_calls < 5 and time.monotonic() < deadline:  # the third pair's call may lag
+            time.sleep(0.01)
+        assert server.chat_calls == 5, "the run never reached the hanging request"
+        proc.send_signal(signal.SIGINT)
+        err = (progress + _read_terminal(terminal, time.monotonic() + 60)).decode("utf-8", "replace")
+        out, _ = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+        os.close(terminal)
     assert proc.returncode == 130, err
     assert "Traceback" not in err
     assert "interrupted — 2 of 11 pairs finished" in err

@@ -1,4 +1,4 @@
-"""Loaders, malformed-input messages, case drawing, MovieLens and the synthetic generator (data.py)."""
+"""Loaders, malformed-input messages, case drawing, MovieLens and the synthetic generator (data/)."""
 
 from __future__ import annotations
 
