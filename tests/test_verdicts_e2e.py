@@ -57,15 +57,6 @@ def _kinds(doc: dict[str, Any]) -> list[str]:
     return [p["key"]["kind"] for p in doc["pairs"]]
 
 
-def _xfail_under_xdist(request: pytest.FixtureRequest, xdist_args: tuple[str, ...]) -> None:
-    # Known bug: the baseline is read when items are planned, which under xdist happens in the workers, so
-    # its usage error crashes a worker (INTERNALERROR, exit 3) instead of ending the run with exit 4.
-    # Strict: the day the controller reads the baseline, this test passes and the mark must go.
-    if xdist_args:
-        request.applymarker(pytest.mark.xfail(strict=True, raises=AssertionError,
-                                              reason="a bad baseline under xdist is an INTERNALERROR"))
-
-
 # ------------------------------------------------------------------------------------------ sequential
 def test_sequential_stable_passes_early_and_cancels_the_remaining_calls(
         pytester: pytest.Pytester, server: FakeOllamaServer, xdist_args: tuple[str, ...]) -> None:
@@ -180,9 +171,7 @@ def test_baseline_reports_unmatched_pairs(pytester: pytest.Pytester, server: Fak
 
 
 def test_baseline_with_another_signature_is_refused(pytester: pytest.Pytester, server: FakeOllamaServer,
-                                                    xdist_args: tuple[str, ...], tmp_path: Path,
-                                                    request: pytest.FixtureRequest) -> None:
-    _xfail_under_xdist(request, xdist_args)
+                                                    xdist_args: tuple[str, ...], tmp_path: Path) -> None:
     baseline = tmp_path / "baseline.json"
     pytester.makepyfile(_test_file(min_combined=0.0, min_metric=0.0, perturbations=["noise"],
                                    severities=[1], users=4))
@@ -194,9 +183,7 @@ def test_baseline_with_another_signature_is_refused(pytester: pytest.Pytester, s
 
 
 def test_unreadable_baseline_names_the_file(pytester: pytest.Pytester, server: FakeOllamaServer,
-                                            xdist_args: tuple[str, ...], tmp_path: Path,
-                                            request: pytest.FixtureRequest) -> None:
-    _xfail_under_xdist(request, xdist_args)
+                                            xdist_args: tuple[str, ...], tmp_path: Path) -> None:
     baseline = tmp_path / "baseline.json"
     baseline.write_text("{not json", encoding="utf-8")
     pytester.makepyfile(_test_file(min_combined=0.0, perturbations=["noise"], severities=[1], users=4))
