@@ -366,7 +366,9 @@ def test_hang_triggers_a_client_timeout(server: FakeOllamaServer) -> None:
         with pytest.raises(httpx.ReadTimeout):  # the client gave up after 0.3 s; the hang lasts 5
             http.post("/api/chat", json={"model": "fake-model", "messages": user(), "stream": False})
         assert server.in_flight == 1  # still held by the server
-        ok = http.post("/api/chat", json={"model": "fake-model", "messages": user(), "stream": False})
+        # The next request is answered; its own generous timeout, so a loaded machine cannot fail it.
+        ok = http.post("/api/chat", json={"model": "fake-model", "messages": user(), "stream": False},
+                       timeout=30)
         assert ok.status_code == 200
     with oclient(server, timeout=0.3) as c:
         server.hang_next(1, seconds=5)

@@ -77,10 +77,10 @@ def test_option_names_derive_from_one_name() -> None:
         option("min_combind")
 
 
-def test_every_option_has_a_help_sentence_and_only_require_model_is_a_flag() -> None:
+def test_every_option_has_a_help_sentence_and_only_require_model_and_dry_run_are_flags() -> None:
     for spec in OPTIONS:
         assert spec.help.strip().endswith("."), spec.name
-        assert spec.flag == (spec.name == "require-model")
+        assert spec.flag == (spec.name in ("require-model", "dry-run"))
 
 
 class _RecordingParser:
