@@ -27,6 +27,8 @@ from pytest_robustexplain.results import (
     PairResult,
     Verdict,
 )
+from pytest_robustexplain.stats.confident import _users_needed
+from pytest_robustexplain.stats.sequential import _log_wealth
 
 KINDS = ("noise_injection", "temporal_shuffle", "behavior_dilution", "category_drift", "missing_values")
 ALL5 = {"combined": 0.5, "semantic": 0.35, "keyword": 0.35, "structural": 0.35, "length": 0.35}
@@ -266,7 +268,7 @@ def test_users_needed_heads_for_fail_when_a_quantity_sits_below() -> None:
     se = np.array([0.05, 0.02, 0.02])
     thr = np.array([0.5, 0.5, 0.5])
     codes = np.array([0, 0, 0])
-    needed = st._users_needed(mean, se, 10, thr, codes, 0.05)
+    needed = _users_needed(mean, se, 10, thr, codes, 0.05)
     z = sps.norm.ppf(1 - 0.05 / 3) + sps.norm.ppf(0.8)
     assert needed == math.ceil(10 * (z * 0.02 / 0.05) ** 2)  # the quickest quantity to fail decides it
 
@@ -368,7 +370,7 @@ def test_no_bounded_betting_test_can_stop_by_seven_users_at_a_gap_of_a_tenth() -
     threshold, gap, users = 0.5, 0.1, 7
     assert (1 + gap / threshold) ** users < 1 / 0.025
     x = np.full((1, users, 1), threshold + gap)
-    log_wealth = st._log_wealth(x, np.array([threshold]), +1)
+    log_wealth = _log_wealth(x, np.array([threshold]), +1)
     assert np.all(np.diff(log_wealth[0, :, 0]) <= math.log(1 + gap / threshold) + 1e-12)
     assert log_wealth[0, -1, 0] < math.log(1 / 0.025)
 
