@@ -26,6 +26,7 @@ from .intervals import (
     _check_alpha,
     _check_thresholds,
     _cluster_stats,
+    _failable,
     _fmt_threshold,
     _perturbation_pairs,
     _single_model,
@@ -84,10 +85,13 @@ class _Paths:
 
 
 def _paths(x: FloatArray, thr: FloatArray, alpha_seq: float) -> _Paths:
-    k = x.shape[-1]
+    k = _failable(thr)
     log_above, log_below = _log_wealth(x, thr, +1), _log_wealth(x, thr, -1)
     # Once wealth has crossed 1/a the hypothesis stays rejected: Ville bounds the chance of *ever* crossing.
     rej_above = np.maximum.accumulate(log_above >= math.log(1 / alpha_seq), axis=1)
+    # "mean ≥ 0" holds for every score, so a threshold of 0 is met before any user is seen. Only quantities
+    # that can fail share the FAIL alpha (k).
+    rej_above |= thr <= 0
     rej_below = np.maximum.accumulate(log_below >= math.log(k / alpha_seq), axis=1)
     fail = np.asarray(rej_below.any(axis=-1), dtype=bool)
     decided = np.asarray(fail | rej_above.all(axis=-1), dtype=bool)
@@ -95,8 +99,8 @@ def _paths(x: FloatArray, thr: FloatArray, alpha_seq: float) -> _Paths:
 
 
 # Alpha is split evenly between the betting tests and the fixed fallback at the cap. Giving the bets more
-# (0.8) saves one user of twenty on very clear cases but lets the fallback decide fewer close cases
-# (agreement with the fixed protocol at a gap of 0.1 drops from 98.8 % to 95 % in simulation).
+# (0.8) saves one user of twenty on very clear cases but lets the fallback decide fewer close cases: at a
+# gap of 0.1 with 20 users the fixed rule decides 99 % of runs, the sequential test 96 % at this share.
 DEFAULT_FALLBACK_SHARE = 0.5
 
 
@@ -268,7 +272,7 @@ class SequentialGate:
     @property
     def rejection_levels(self) -> dict[str, float]:
         """Wealth each test must reach: 1/a for "above", k/a for "below" (a = the betting tests' alpha)."""
-        return {"above": 1 / self._alpha_seq, "below": len(self._names) / self._alpha_seq}
+        return {"above": 1 / self._alpha_seq, "below": _failable(self._thr) / self._alpha_seq}
 
     # -- verdict -----------------------------------------------------------------------------------
 

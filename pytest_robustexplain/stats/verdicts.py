@@ -26,6 +26,7 @@ from .intervals import (
     _check_alpha,
     _check_thresholds,
     _cluster_stats,
+    _failable,
     _fmt_threshold,
     _name,
     _perturbation_pairs,
@@ -107,18 +108,19 @@ def _gate_confident(pairs: Sequence[PairResult], thr: dict[str, float], alpha: f
                     policy: str) -> Verdict:
     users = _users(pairs)
     names = list(thr)
-    k = len(names)
     stats = [_cluster_stats(_values(pairs, q), users) for q in names]
     mean = np.array([s.mean for s in stats])
     se = np.array([s.se for s in stats])
     skew = np.array([s.skew for s in stats])
     n_clusters = stats[0].n_clusters
     thresholds = np.array([thr[q] for q in names])
+    k = _failable(thresholds)
     # PASS needs *every* quantity confidently above: an intersection–union test. A false PASS needs the
     # one quantity that is truly below to be declared above, which happens with probability ≤ alpha on its
     # own, so no multiplicity correction is due on this side. FAIL needs only *one* quantity confidently
-    # below: a union of k tests, so Bonferroni splits alpha across them to keep false FAILs ≤ alpha.
-    codes, low, high = _confident_codes(mean, se, np.full(k, float(n_clusters)), skew, thresholds,
+    # below: a union of k tests, so Bonferroni splits alpha across them to keep false FAILs ≤ alpha. Only
+    # quantities that can fail count: a threshold of 0 is met by every score, so it takes no share.
+    codes, low, high = _confident_codes(mean, se, np.full(len(names), float(n_clusters)), skew, thresholds,
                                         alpha, alpha / k)
     confidence = 1 - alpha - alpha / k  # low is a one-sided alpha bound, high a one-sided alpha/k bound
     checks = tuple(
@@ -165,7 +167,7 @@ def _mean_message(outcome: str, checks: Sequence[GateCheck], alpha: float) -> st
 def _confident_message(outcome: str, checks: Sequence[GateCheck], alpha: float, k: int, n_users: int,
                        needed: int | None, policy: str) -> str:
     bounds = (f"Bounds: one-sided {100 * (1 - alpha):g} % lower, one-sided {100 * (1 - alpha / k):g} % "
-              f"upper (alpha split across {k} quantities for FAIL); {_sample_note(checks)}")
+              f"upper (alpha split across the {_count(k)} that can fail); {_sample_note(checks)}")
     if outcome == FAIL:
         parts = [f"{_describe(c)} is confidently below its threshold {_fmt_threshold(c.threshold)}"
                  for c in checks if c.outcome == FAIL]
@@ -183,6 +185,10 @@ def _confident_message(outcome: str, checks: Sequence[GateCheck], alpha: float, 
                 "measured means hold).")
     return ("INCONCLUSIVE (confident rule): not confidently above nor below the threshold: "
             f"{'; '.join(parts)}. {more} Inconclusive policy {policy!r}: {_policy_effect(policy)} {bounds}")
+
+
+def _count(k: int) -> str:
+    return f"{k} quantity" if k == 1 else f"{k} quantities"
 
 
 def _policy_effect(policy: str) -> str:
