@@ -446,14 +446,15 @@ def test_wealth_follows_the_agrapa_bets_by_hand() -> None:
     gate = st.SequentialGate({"combined": 0.4})
     assert gate.wealth == {"combined": {"above": 1.0, "below": 1.0}}
     gate.update({"combined": 0.7, "semantic": 0.1})  # extra quantities are ignored
-    # First bet from the prior (mean 0.5, var 0.25): edge 0.1 → λ = 0.1/(0.25+0.01).
-    lam1 = 0.1 / 0.26
+    # First bet: the prior (mean 0.5, var 0.25) gives λ = 0.1/(0.25+0.01) on "above" and nothing on
+    # "below", but both open with at least half the cap (0.95) of the largest safe bet (1/0.4, 1/0.6).
+    lam1 = max(0.1 / 0.26, 0.5 * 0.95 / 0.4)
     assert gate.wealth["combined"]["above"] == pytest.approx(1 + lam1 * 0.3)
-    assert gate.wealth["combined"]["below"] == pytest.approx(1.0)  # no bet against the evidence
+    assert gate.wealth["combined"]["below"] == pytest.approx(1 - 0.5 * 0.95 / 0.6 * 0.3)
     gate.update({"combined": 0.6})
     mu1 = (0.5 * 0.25 + 0.7) / 1.25
     var1 = (0.25 * 0.25 + (0.7 - mu1) ** 2) / 1.25
-    lam2 = min((mu1 - 0.4) / (var1 + (mu1 - 0.4) ** 2), 0.9 / 0.4)
+    lam2 = min((mu1 - 0.4) / (var1 + (mu1 - 0.4) ** 2), 0.95 / 0.4)
     assert gate.wealth["combined"]["above"] == pytest.approx((1 + lam1 * 0.3) * (1 + lam2 * 0.2))
     assert gate.n_users == 2 and not gate.decided and gate.outcome is None
 
