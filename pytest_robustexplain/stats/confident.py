@@ -25,7 +25,7 @@ def _confident_codes(mean: FloatArray, se: FloatArray, n: FloatArray, skew: Floa
     ``low`` is the one-sided level-``alpha_pass`` lower bound, ``high`` the one-sided level-``alpha_fail``
     upper bound, from ``n`` clusters (users): the skewness-corrected bounds of :func:`_bounds`, the same
     that every reported interval uses. Per-user means of bounded scores are skewed near either end of the
-    scale, and the plain t bound then errs on one side up to 2.7× as often as alpha there.
+    scale, and the plain t bound then errs on one side about twice as often as alpha there.
     """
     low, high = _bounds(mean, se, n, skew, alpha_pass, alpha_fail)
     codes = np.where(low >= thr, 1, np.where(high < thr, -1, 0)).astype(np.int64)

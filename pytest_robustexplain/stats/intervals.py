@@ -73,7 +73,7 @@ def _skewness(u: FloatArray) -> FloatArray:
 # How far each bound moves the measured skewness against itself, in standard errors of a sample
 # skewness (√(6/G)). Per-user means near either end of the scale are skewed, and from 10–20 users the
 # sample skewness understates it (the rare users in the long tail are often not drawn at all): with the
-# measured skewness alone the one-sided 5 % bound still errs 6–7 % of the time at a true mean of 0.8–0.9;
+# measured skewness alone the one-sided 5 % bound still errs 6–8 % of the time at a true mean of 0.8–0.9;
 # one standard error of margin brings it to ≤ 5 % (benchmarks/bench_calibration.py, docs/statistics.md).
 _SKEW_MARGIN = 1.0
 # Hall's transform is monotone but flat at θ = −3/γ; past |γ|·t/√n ≈ 1 its inverse runs away (bounds far
