@@ -787,3 +787,17 @@ def test_user_spread_stratifies_by_history_length_only_when_wide() -> None:
     assert short.mean.mean == pytest.approx(0.15)
     assert spread.user_means["u8"] == pytest.approx(0.95)
     json.loads(strict_json(spread))
+
+
+def test_a_non_inferiority_row_passes_exactly_when_its_interval_clears_the_margin() -> None:
+    # The row's interval is the one-sided test's bound, so the two can never disagree, skewed or not.
+    rng = np.random.default_rng(14)
+    for _ in range(30):
+        n_users = int(rng.integers(4, 15))
+        base = {f"u{i}": [0.7] * 3 for i in range(n_users)}
+        shift = rng.uniform(-0.08, 0.04) + rng.exponential(0.03, n_users) * rng.choice([-1, 1])
+        current = {f"u{i}": [float(np.clip(0.7 + shift[i], 0, 1))] * 3 for i in range(n_users)}
+        result = st.non_inferiority(grid_pairs(base), grid_pairs(current), margin=0.02,
+                                    quantities=("combined",))
+        row = result.rows[0]
+        assert row.passed == (row.diff.low > -0.02)
