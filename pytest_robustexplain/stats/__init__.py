@@ -1,0 +1,54 @@
+"""Statistics: cluster-robust intervals, verdicts, sequential tests, comparisons, the paper's analyses.
+
+Pairs that share a user are not independent (same history, same original explanation), so every
+interval here is cluster-robust by user and every test whose sampling unit matters uses per-user means.
+scipy is imported lazily inside functions: this package is imported by reports that may run where only
+the tables are wanted. This face only hands names on; the work lives in the modules beside it.
+
+Gated quantities are ``"combined"`` (ρ) and the metric names of :data:`METRICS`. Control pairs
+(``kind == CONTROL_KIND``) measure the model's own noise floor and are left out of everything but
+:func:`noise_floor`; cross-user swap pairs feed only :mod:`pytest_robustexplain.guard`. Generation-failure
+pairs stay in with their 0 scores (the method's rule).
+
+Verdicts: :func:`gate` with ``mode="mean"`` (the method's rule, plus a fragility flag) or
+``mode="confident"`` (PASS / FAIL only when the data say so, one-sided bounds with Hall's 1992 skewness
+correction); :class:`SequentialGate` tests by betting (Waudby-Smith & Ramdas 2023) after every user and
+stops early on clear cases. :func:`simulate_confident` and :func:`simulate_sequential` run the same rules
+vectorised over many simulated runs (tests, benchmarks).
+"""
+
+from .analyses import (
+    AnovaResult,
+    KindDifferences,
+    MetricCorrelations,
+    Stratum,
+    TukeyRow,
+    UserSpread,
+    kind_differences,
+    metric_correlations,
+    noise_floor,
+    severity_degradation,
+    user_spread,
+)
+from .compare import (
+    Comparison,
+    ComparisonRow,
+    NonInferiorityResult,
+    NonInferiorityRow,
+    compare_models,
+    holm,
+    non_inferiority,
+)
+from .confident import simulate_confident
+from .intervals import GATE_MODES, GATED, LABELS, POLICIES, FloatArray, IntArray, MatchKey, cluster_interval
+from .sequential import DEFAULT_FALLBACK_SHARE, SequentialGate, simulate_sequential, user_order
+from .verdicts import apply_policy, gate
+
+__all__ = [
+    "DEFAULT_FALLBACK_SHARE", "GATED", "GATE_MODES", "LABELS", "POLICIES", "AnovaResult", "Comparison",
+    "ComparisonRow", "FloatArray", "IntArray", "KindDifferences", "MatchKey", "MetricCorrelations",
+    "NonInferiorityResult", "NonInferiorityRow", "SequentialGate", "Stratum", "TukeyRow", "UserSpread",
+    "apply_policy", "cluster_interval", "compare_models", "gate", "holm", "kind_differences",
+    "metric_correlations", "noise_floor", "non_inferiority", "severity_degradation", "simulate_confident",
+    "simulate_sequential", "user_order", "user_spread",
+]

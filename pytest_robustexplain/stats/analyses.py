@@ -1,0 +1,263 @@
+"""The model's noise floor and the paper's analyses (severity, kinds, metric correlations, user spread)."""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import numpy as np
+
+from ..results import (
+    CONTROL_KIND,
+    METRICS,
+    Interval,
+    PairResult,
+)
+from .intervals import (
+    FloatArray,
+    _none_if_nan,
+    _perturbation_pairs,
+    _user_means,
+    _users,
+    _values,
+    cluster_interval,
+)
+
+# --------------------------------------------------------------------------------------------------
+# Noise floor
+
+
+def noise_floor(pairs: Sequence[PairResult], *, confidence: float = 0.95) -> Interval | None:
+    """ρ of control pairs (same history, resampled): the model's own agreement with itself, or None."""
+    controls = [p for p in pairs if p.key.kind == CONTROL_KIND]
+    if not controls:
+        return None
+    return cluster_interval(_values(controls, "combined").tolist(), _users(controls), confidence=confidence)
+
+
+# --------------------------------------------------------------------------------------------------
+# The paper's analyses
+
+
+def severity_degradation(pairs: Sequence[PairResult]) -> float | None:
+    """Relative change of mean ρ from severity 1 to severity 5, in % (negative = less robust at L5).
+
+    The paper reports 1.7 % degradation for 0.533 → 0.524, i.e. −1.7 here. None when either level is
+    missing or ρ at L1 is 0.
+    """
+    scored = _perturbation_pairs(pairs)
+    l1 = [p.combined for p in scored if p.key.severity == 1]
+    l5 = [p.combined for p in scored if p.key.severity == 5]
+    if not l1 or not l5:
+        return None
+    m1, m5 = float(np.mean(l1)), float(np.mean(l5))
+    return None if m1 == 0 else (m5 - m1) / m1 * 100
+
+
+@dataclass(frozen=True)
+class AnovaResult:
+    """One-way ANOVA of ρ across perturbation kinds (pairs as observations, as in the paper)."""
+
+    f: float | None
+    p: float | None
+    df_between: int
+    df_within: int
+    partial_eta_sq: float | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class TukeyRow:
+    """Tukey HSD for one pair of kinds: mean ρ(kind_a) − mean ρ(kind_b) with its 95 % interval."""
+
+    kind_a: str
+    kind_b: str
+    diff: float
+    p: float
+    low: float
+    high: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class KindDifferences:
+    """Do perturbation kinds differ? Friedman on per-user kind means, ANOVA and Tukey HSD on pairs.
+
+    Friedman respects that each user sees every kind (users are blocks); the ANOVA and Tukey table treat
+    pairs as independent, as the paper did, and so overstate the evidence when users differ.
+    """
+
+    kinds: tuple[str, ...]
+    kind_means: dict[str, float]
+    friedman: tuple[float, float] | None
+    friedman_users: int
+    anova: AnovaResult | None
+    tukey: tuple[TukeyRow, ...]
+    notes: tuple[str, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _friedman(scored: Sequence[PairResult], kinds: Sequence[str], notes: list[str]) -> tuple[
+        tuple[float, float] | None, int]:
+    from scipy import stats as sps
+
+    per_user: dict[str, dict[str, list[float]]] = {}
+    for p in scored:
+        per_user.setdefault(p.key.user_id, {}).setdefault(p.key.kind, []).append(p.combined)
+    complete = [u for u, by_kind in per_user.items() if all(k in by_kind for k in kinds)]
+    if len(complete) < len(per_user):
+        notes.append(f"Friedman: {len(per_user) - len(complete)} users without every kind were left out.")
+    if len(kinds) < 3 or len(complete) < 2:
+        notes.append("Friedman needs at least 3 kinds and 2 users with all of them.")
+        return None, len(complete)
+    samples = [[float(np.mean(per_user[u][k])) for u in complete] for k in kinds]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        res = sps.friedmanchisquare(*samples)
+    stat, p_value = _none_if_nan(float(res.statistic)), _none_if_nan(float(res.pvalue))
+    if stat is None or p_value is None:
+        notes.append("Friedman is undefined here (every user ranks the kinds as ties).")
+        return None, len(complete)
+    return (stat, p_value), len(complete)
+
+
+def _anova_tukey(groups: Sequence[FloatArray], kinds: Sequence[str], notes: list[str]) -> tuple[
+        AnovaResult | None, tuple[TukeyRow, ...]]:
+    from scipy import stats as sps
+
+    n = sum(g.size for g in groups)
+    df_b, df_w = len(groups) - 1, n - len(groups)
+    if len(groups) < 2 or df_w < 1:
+        notes.append("ANOVA and Tukey HSD need at least 2 kinds and more pairs than kinds.")
+        return None, ()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # constant groups: scipy warns and returns NaN, reported as None
+        res = sps.f_oneway(*groups)
+    f, p = _none_if_nan(float(res.statistic)), _none_if_nan(float(res.pvalue))
+    eta = None if f is None else f * df_b / (f * df_b + df_w)
+    anova = AnovaResult(f, p, df_b, df_w, eta)
+    if f is None:
+        notes.append("ANOVA is undefined here (no variation within kinds).")
+        return anova, ()
+    tk = sps.tukey_hsd(*groups)
+    ci = tk.confidence_interval(confidence_level=0.95)
+    rows = tuple(TukeyRow(kinds[i], kinds[j], float(tk.statistic[i, j]), float(tk.pvalue[i, j]),
+                          float(ci.low[i, j]), float(ci.high[i, j]))
+                 for i in range(len(kinds)) for j in range(i + 1, len(kinds)))
+    return anova, rows
+
+
+def kind_differences(pairs: Sequence[PairResult]) -> KindDifferences:
+    """Friedman (per-user kind means), one-way ANOVA with partial η², and Tukey HSD across kinds (ρ)."""
+    scored = _perturbation_pairs(pairs)
+    kinds = tuple(sorted({p.key.kind for p in scored}))
+    groups = [np.array([p.combined for p in scored if p.key.kind == k], dtype=float) for k in kinds]
+    notes: list[str] = []
+    friedman, n_users = _friedman(scored, kinds, notes)
+    anova, tukey = _anova_tukey(groups, kinds, notes)
+    means = {k: float(g.mean()) for k, g in zip(kinds, groups, strict=True)}
+    return KindDifferences(kinds, means, friedman, n_users, anova, tukey, tuple(notes))
+
+
+@dataclass(frozen=True)
+class MetricCorrelations:
+    """Pearson r (and p) between the four metrics over scored pairs; None where undefined."""
+
+    r: dict[str, dict[str, float | None]]
+    p: dict[str, dict[str, float | None]]
+    n: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def metric_correlations(pairs: Sequence[PairResult]) -> MetricCorrelations:
+    """4×4 Pearson correlations (scipy.stats.pearsonr) between the metrics.
+
+    Generation failures are left out: they score 0 on every metric at once and would manufacture
+    correlation that says nothing about how the metrics relate.
+    """
+    from scipy import stats as sps
+
+    scored = [p for p in _perturbation_pairs(pairs) if p.failure is None]
+    cols = {m: _values(scored, m) for m in METRICS}
+    r: dict[str, dict[str, float | None]] = {m: {} for m in METRICS}
+    p: dict[str, dict[str, float | None]] = {m: {} for m in METRICS}
+    for i, a in enumerate(METRICS):
+        for b in METRICS[i:]:
+            if len(scored) < 3 or np.ptp(cols[a]) == 0 or np.ptp(cols[b]) == 0:
+                rv, pv = None, None
+            elif a == b:
+                rv, pv = 1.0, 0.0
+            else:
+                res = sps.pearsonr(cols[a], cols[b])
+                rv, pv = _none_if_nan(float(res.statistic)), _none_if_nan(float(res.pvalue))
+            r[a][b] = r[b][a] = rv
+            p[a][b] = p[b][a] = pv
+    return MetricCorrelations(r, p, len(scored))
+
+
+@dataclass(frozen=True)
+class Stratum:
+    """Users whose history length falls in one tertile, with their mean ρ."""
+
+    label: str
+    min_length: float
+    max_length: float
+    n_users: int
+    mean: Interval
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class UserSpread:
+    """Per-user mean ρ, their spread, and (when the spread is large) a split by history length."""
+
+    user_means: dict[str, float]
+    sd: float | None
+    sd_limit: float
+    stratified: bool
+    strata: tuple[Stratum, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def user_spread(pairs: Sequence[PairResult], *, sd_limit: float = 0.2) -> UserSpread:
+    """Per-user means of ρ and their sd; above ``sd_limit`` (the paper's 0.2) strata by history length.
+
+    A user's history length is the mean of ``history_length`` over their pairs. Users are cut into
+    tertiles of it (ties may leave a tertile empty; empty ones are skipped), each with a cluster-robust
+    mean ρ over its users' pairs.
+    """
+    scored = _perturbation_pairs(pairs)
+    means = _user_means(scored, "combined")
+    sd = float(np.std(list(means.values()), ddof=1)) if len(means) >= 2 else None
+    if sd is None or sd <= sd_limit:
+        return UserSpread(means, sd, sd_limit, False, ())
+    lengths: dict[str, list[int]] = {}
+    for p in scored:
+        lengths.setdefault(p.key.user_id, []).append(p.history_length)
+    per_user = {u: float(np.mean(v)) for u, v in lengths.items()}
+    cuts = np.quantile(list(per_user.values()), [1 / 3, 2 / 3])
+    tertile = {u: int(np.searchsorted(cuts, length, side="left")) for u, length in per_user.items()}
+    strata = []
+    for t, label in enumerate(("short", "medium", "long")):
+        members = {u for u, tt in tertile.items() if tt == t}
+        if not members:
+            continue
+        chosen = [p for p in scored if p.key.user_id in members]
+        ls = [per_user[u] for u in members]
+        strata.append(Stratum(label, min(ls), max(ls), len(members),
+                              cluster_interval(_values(chosen, "combined").tolist(), _users(chosen))))
+    return UserSpread(means, sd, sd_limit, True, tuple(strata))

@@ -1,0 +1,316 @@
+"""Two runs side by side: matching pairs, baseline non-inferiority, and the model comparison table."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import numpy as np
+
+from ..errors import ConfigError
+from ..results import (
+    Interval,
+    PairResult,
+)
+from .intervals import (
+    GATED,
+    LABELS,
+    FloatArray,
+    MatchKey,
+    _check_alpha,
+    _check_quantities,
+    _fmt_p,
+    _name,
+    _perturbation_pairs,
+    _user_means,
+    _users,
+    _values,
+    cluster_interval,
+)
+
+# --------------------------------------------------------------------------------------------------
+# Matching two runs
+
+
+def _index(pairs: Iterable[PairResult], side: str) -> dict[MatchKey, PairResult]:
+    out: dict[MatchKey, PairResult] = {}
+    for p in _perturbation_pairs(pairs):
+        key = p.key.match_key()
+        if key in out:
+            raise ValueError(f"{side}: two pairs with the same key ({p.key.label()}); one run per side, "
+                             "one model per side")
+        out[key] = p
+    return out
+
+
+@dataclass(frozen=True)
+class _Matched:
+    left: list[PairResult]
+    right: list[PairResult]
+    only_left: tuple[MatchKey, ...]
+    only_right: tuple[MatchKey, ...]
+
+
+def _match(left: Sequence[PairResult], right: Sequence[PairResult], names: tuple[str, str]) -> _Matched:
+    a, b = _index(left, names[0]), _index(right, names[1])
+    common = sorted(a.keys() & b.keys())
+    if not common:
+        raise ValueError(f"{names[0]} and {names[1]} share no pairs (matched on user, item, kind, severity, "
+                         "repeat): were they run on the same data with the same seed?")
+    return _Matched([a[k] for k in common], [b[k] for k in common],
+                    tuple(sorted(a.keys() - b.keys())), tuple(sorted(b.keys() - a.keys())))
+
+
+def _paired_user_means(m: _Matched, quantity: str) -> tuple[list[str], FloatArray, FloatArray]:
+    ua, ub = _user_means(m.left, quantity), _user_means(m.right, quantity)
+    users = list(ua)
+    return users, np.array([ua[u] for u in users]), np.array([ub[u] for u in users])
+
+
+# --------------------------------------------------------------------------------------------------
+# Baseline regression (non-inferiority)
+
+
+@dataclass(frozen=True)
+class NonInferiorityRow:
+    """One quantity: mean of per-user differences (current − baseline) with its (1 − 2·alpha) interval.
+
+    That interval's low end is the one-sided test's bound: the row passes when it lies above −margin.
+    """
+
+    quantity: str
+    diff: Interval
+    p_value: float | None
+    passed: bool
+    n_users: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class NonInferiorityResult:
+    """Is the current run no worse than the baseline by more than ``margin`` on every quantity?"""
+
+    passed: bool
+    margin: float
+    alpha: float
+    rows: tuple[NonInferiorityRow, ...]
+    n_matched: int
+    unmatched_baseline: tuple[MatchKey, ...]
+    unmatched_current: tuple[MatchKey, ...]
+    message: str
+
+    @property
+    def failed_rows(self) -> tuple[NonInferiorityRow, ...]:
+        return tuple(r for r in self.rows if not r.passed)
+
+    def to_dict(self) -> dict[str, Any]:
+        out = asdict(self)
+        out["n_unmatched_baseline"] = len(self.unmatched_baseline)
+        out["n_unmatched_current"] = len(self.unmatched_current)
+        return out
+
+
+def _one_sided_greater(values: FloatArray) -> float | None:
+    """p of a one-sample t test of H0: mean ≤ 0 against mean > 0 (scipy), with the degenerate cases."""
+    from scipy import stats as sps
+
+    if values.size < 2:
+        return None
+    if np.all(values == values[0]):
+        # No spread: scipy returns NaN (or a precision warning); the answer is certain either way.
+        return 0.0 if values[0] > 0 else 1.0
+    return float(sps.ttest_1samp(values, 0.0, alternative="greater").pvalue)
+
+
+def non_inferiority(baseline: Sequence[PairResult], current: Sequence[PairResult], *, margin: float,
+                    alpha: float = 0.05, quantities: Sequence[str] = GATED) -> NonInferiorityResult:
+    """Test, per quantity, H0: mean(current − baseline) ≤ −margin against "no worse than margin".
+
+    Pairs are matched on (user, item, kind, severity, repeat); control pairs are left out. The sampling
+    unit is the user: each user's matched pairs give one mean difference d, and ``scipy.stats.ttest_1samp``
+    tests d + margin > 0 (one-sided). Overall passed when every quantity passes.
+    """
+    if not (isinstance(margin, (int, float)) and math.isfinite(margin) and margin >= 0):
+        raise ConfigError(f"margin={margin!r}: must be a non-negative number")
+    alpha = _check_alpha(alpha)
+    names = _check_quantities(quantities)
+    matched = _match(baseline, current, ("baseline", "current"))
+    rows = []
+    for q in names:
+        users, base, cur = _paired_user_means(matched, q)
+        d = cur - base
+        p = _one_sided_greater(d + margin)
+        # The t test decides, so the interval shown is the same t interval: its low end is the test's bound
+        # (passes ⇔ low > −margin). Differences of two runs' user means are not pinned against a bound.
+        diff = cluster_interval(d.tolist(), users, confidence=1 - 2 * alpha, bounds=(-1.0, 1.0),
+                                skew_corrected=False)
+        rows.append(NonInferiorityRow(q, diff, p, p is not None and p < alpha, len(users)))
+    passed = all(r.passed for r in rows)
+    message = _non_inferiority_message(passed, rows, margin, alpha, matched)
+    return NonInferiorityResult(passed, float(margin), alpha, tuple(rows), len(matched.left),
+                                matched.only_left, matched.only_right, message)
+
+
+def _non_inferiority_message(passed: bool, rows: Sequence[NonInferiorityRow], margin: float, alpha: float,
+                             matched: _Matched) -> str:
+    unmatched = ""
+    if matched.only_left or matched.only_right:
+        unmatched = (f" Unmatched pairs: {len(matched.only_left)} only in the baseline, "
+                     f"{len(matched.only_right)} only in the current run (listed in the JSON report).")
+    level = f"{100 * (1 - 2 * alpha):g} %"
+    basis = (f"{len(matched.left)} matched pairs from {rows[0].n_users} users; per-user mean differences "
+             f"(current − baseline), one-sided t test at alpha {alpha:g}, {level} intervals.")
+    if passed:
+        head = (f"No regression beyond the margin {margin:g}: every quantity's difference is confidently "
+                f"above −{margin:g} ({'; '.join(f'{_name(r.quantity)} {r.diff.fmt()}' for r in rows)}).")
+    else:
+        parts = []
+        for r in rows:
+            if r.passed:
+                continue
+            why = ("fewer than two users, cannot test" if r.p_value is None
+                   else f"p = {_fmt_p(r.p_value)}")
+            parts.append(f"{_name(r.quantity)} changed by {r.diff.fmt()} ({why})")
+        head = (f"Possible regression: not shown to be within −{margin:g} of the baseline for "
+                f"{'; '.join(parts)}.")
+    return f"{head} {basis}{unmatched}"
+
+
+# --------------------------------------------------------------------------------------------------
+# Model comparison
+
+
+@dataclass(frozen=True)
+class ComparisonRow:
+    """One quantity compared between two models on matched pairs (Δ and d_z are B relative to A)."""
+
+    quantity: str
+    label: str
+    mean_a: Interval
+    mean_b: Interval
+    delta_pct: float | None
+    p_value: float | None
+    p_holm: float | None
+    d_z: float | None
+    significant: bool
+    n_units: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """The model comparison table: Overall ρ and each metric, Holm-corrected across the rows."""
+
+    names: tuple[str, str]
+    rows: tuple[ComparisonRow, ...]
+    alpha: float
+    unit: str
+    n_matched: int
+    unmatched_a: tuple[MatchKey, ...]
+    unmatched_b: tuple[MatchKey, ...]
+    conclusion: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def holm(p_values: Sequence[float | None]) -> list[float | None]:
+    """Holm step-down adjusted p-values (None entries stay None and are not counted in the family)."""
+    valid = [(p, i) for i, p in enumerate(p_values) if p is not None]
+    out: list[float | None] = [None] * len(p_values)
+    running = 0.0
+    m = len(valid)
+    for rank, (p, i) in enumerate(sorted(valid)):
+        running = max(running, min(1.0, (m - rank) * p))
+        out[i] = running
+    return out
+
+
+def _paired_test(a: FloatArray, b: FloatArray) -> tuple[float | None, float | None]:
+    """(p of scipy's paired t test, Cohen's d_z = mean(b − a)/sd(b − a)) with the degenerate cases."""
+    from scipy import stats as sps
+
+    d = b - a
+    if d.size < 2:
+        return None, None
+    if np.all(d == d[0]):
+        # No spread in the differences: scipy returns NaN; identical models differ by nothing (p = 1),
+        # a constant non-zero shift is certain (p = 0) but has no finite effect size.
+        return (1.0, 0.0) if d[0] == 0 else (0.0, None)
+    p = float(sps.ttest_rel(b, a).pvalue)
+    return p, float(d.mean() / d.std(ddof=1))
+
+
+def compare_models(pairs_a: Sequence[PairResult], pairs_b: Sequence[PairResult], *,
+                   names: tuple[str, str] = ("A", "B"), alpha: float = 0.01,
+                   unit: str = "user") -> Comparison:
+    """Compare two models on matched pairs: means with intervals, Δ %, paired t test, d_z, Holm.
+
+    ``unit="user"`` (default) runs ``scipy.stats.ttest_rel`` and d_z on per-user means of the matched
+    pairs, which respects that pairs of one user are not independent; ``unit="pair"`` uses the pairs
+    themselves, as the paper did (smaller p-values, but they overstate the evidence). Rows are flagged
+    significant when the Holm-adjusted p is below ``alpha`` (the paper recommends 0.01).
+    """
+    alpha = _check_alpha(alpha)
+    if unit not in ("user", "pair"):
+        raise ConfigError(f"unit={unit!r}: expected 'user' or 'pair'")
+    if len(names) != 2 or names[0] == names[1]:
+        raise ConfigError(f"names={names!r}: two different names are needed")
+    matched = _match(pairs_a, pairs_b, (str(names[0]), str(names[1])))
+    users = _users(matched.left)
+    raw = []
+    for q in GATED:
+        va, vb = _values(matched.left, q), _values(matched.right, q)
+        if unit == "user":
+            _, ua, ub = _paired_user_means(matched, q)
+            p, d_z = _paired_test(ua, ub)
+            n_units = len(ua)
+        else:
+            p, d_z = _paired_test(va, vb)
+            n_units = len(va)
+        ia, ib = cluster_interval(va.tolist(), users), cluster_interval(vb.tolist(), users)
+        delta = (ib.mean - ia.mean) / ia.mean * 100 if ia.mean != 0 else None
+        raw.append((q, ia, ib, delta, p, d_z, n_units))
+    adjusted = holm([r[4] for r in raw])
+    rows = tuple(ComparisonRow(q, LABELS[q], ia, ib, delta, p, adj, d_z, adj is not None and adj < alpha, n)
+                 for (q, ia, ib, delta, p, d_z, n), adj in zip(raw, adjusted, strict=True))
+    conclusion = _conclusion(rows, (str(names[0]), str(names[1])), alpha)
+    return Comparison((str(names[0]), str(names[1])), rows, alpha, unit, len(matched.left),
+                      matched.only_left, matched.only_right, conclusion)
+
+
+def _gain(row: ComparisonRow, names: tuple[str, str]) -> tuple[str, str]:
+    """(more robust model, "+x.x %" of its gain over the other) for a row."""
+    b_better = row.mean_b.mean >= row.mean_a.mean
+    winner, base, top = (names[1], row.mean_a.mean, row.mean_b.mean) if b_better else (
+        names[0], row.mean_b.mean, row.mean_a.mean)
+    pct = f"+{(top - base) / base * 100:.1f} %" if base else f"+{top - base:.3f}"
+    return winner, pct
+
+
+def _conclusion(rows: Sequence[ComparisonRow], names: tuple[str, str], alpha: float) -> str:
+    significant = [r for r in rows if r.significant]
+    overall = rows[0]
+    if overall.significant:
+        winner, pct = _gain(overall, names)
+        same_side = [r for r in significant if _gain(r, names)[0] == winner]
+        best = max(same_side, key=lambda r: abs(r.mean_b.mean - r.mean_a.mean) / max(
+            min(r.mean_a.mean, r.mean_b.mean), 1e-12))
+        _, best_pct = _gain(best, names)
+        return (f"{winner} is more robust: overall ρ {pct} (Holm p {_fmt_p(overall.p_holm)}); largest gain "
+                f"{best.label.lower()} {best_pct}.")
+    if significant:
+        best = max(significant, key=lambda r: abs(r.mean_b.mean - r.mean_a.mean) / max(
+            min(r.mean_a.mean, r.mean_b.mean), 1e-12))
+        winner, pct = _gain(best, names)
+        return (f"No significant difference in overall robustness (Holm p {_fmt_p(overall.p_holm)} ≥ "
+                f"{alpha:g}); largest significant metric difference: {best.label.lower()} {pct} "
+                f"for {winner}.")
+    return (f"No significant difference between {names[0]} and {names[1]} (Holm-corrected p ≥ {alpha:g} "
+            "on every row).")

@@ -1,0 +1,107 @@
+"""The confident rule, vectorised: shared by gate(mode="confident"), the sequential fallback, simulations."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from statistics import NormalDist
+
+import numpy as np
+
+from .intervals import FloatArray, IntArray, _bounds, _check_alpha, _check_thresholds, _failable, _skewness
+
+# Power assumed by the "how many users would decide it" estimate.
+_PLANNING_POWER = 0.8
+
+
+# --------------------------------------------------------------------------------------------------
+# The confident rule, vectorised: shared by gate(mode="confident"), the sequential fallback and simulations
+
+
+def _confident_codes(mean: FloatArray, se: FloatArray, n: FloatArray, skew: FloatArray, thr: FloatArray,
+                     alpha_pass: float, alpha_fail: float) -> tuple[IntArray, FloatArray, FloatArray]:
+    """Per-quantity codes (+1 PASS, −1 FAIL, 0 undecided) with the decision bounds.
+
+    ``low`` is the one-sided level-``alpha_pass`` lower bound, ``high`` the one-sided level-``alpha_fail``
+    upper bound, from ``n`` clusters (users): the skewness-corrected bounds of :func:`_bounds`, the same
+    that every reported interval uses. Per-user means of bounded scores are skewed near either end of the
+    scale, and the plain t bound then errs on one side about twice as often as alpha there.
+    """
+    low, high = _bounds(mean, se, n, skew, alpha_pass, alpha_fail)
+    codes = np.where(low >= thr, 1, np.where(high < thr, -1, 0)).astype(np.int64)
+    return codes, low, high
+
+
+def _combine_codes(codes: IntArray) -> IntArray:
+    """Across the last axis: FAIL if any quantity fails, PASS if all pass, else undecided."""
+    all_pass = np.where((codes == 1).all(axis=-1), 1, 0)
+    return np.where((codes == -1).any(axis=-1), -1, all_pass).astype(np.int64)
+
+
+def _users_needed(mean: FloatArray, se: FloatArray, n_clusters: int, thr: FloatArray,
+                  codes: IntArray, alpha: float) -> int | None:
+    """Users in total that would likely settle an undecided confident verdict (normal approximation).
+
+    The cluster-robust SE shrinks like 1/sqrt(users), so at n users it is ``se·sqrt(G/n)``. A quantity at
+    distance ``gap`` from its threshold is settled with power 80 % once ``gap ≥ (z_a + z_0.8)·se_n``, i.e.
+    ``n = G·((z_a + z_0.8)·se/gap)²``, assuming the measured means hold. If some undecided quantity sits
+    below its threshold the likely verdict is FAIL and the first such quantity to settle decides it
+    (minimum); otherwise PASS needs every undecided quantity settled (maximum).
+    """
+    if n_clusters < 2:
+        return None
+    k = _failable(thr)
+    undecided = np.flatnonzero(codes == 0)
+    z_power = NormalDist().inv_cdf(_PLANNING_POWER)
+    needs: list[tuple[bool, float]] = []
+    for i in undecided:
+        gap = float(mean[i] - thr[i])
+        below = gap < 0
+        z_a = NormalDist().inv_cdf(1 - (alpha / k if below else alpha))
+        if gap == 0 or not math.isfinite(float(se[i])):
+            needs.append((below, math.inf))
+        else:
+            needs.append((below, n_clusters * ((z_a + z_power) * float(se[i]) / abs(gap)) ** 2))
+    if not needs:
+        return None
+    fail_side = [n for below, n in needs if below]
+    total = min(fail_side) if fail_side else max(n for _, n in needs)
+    if not math.isfinite(total):
+        return None
+    return max(n_clusters + 1, math.ceil(total))
+
+
+def _check_user_means(x: FloatArray) -> FloatArray:
+    arr = np.asarray(x, dtype=float)
+    if arr.ndim != 3:
+        raise ValueError(f"user_means: expected shape (runs, users, quantities), got {arr.shape}")
+    if not np.all(np.isfinite(arr)) or arr.min(initial=0.0) < 0 or arr.max(initial=0.0) > 1:
+        raise ValueError("user_means: every per-user mean must be a finite number in [0, 1]")
+    return arr
+
+
+def _fallback_codes(x: FloatArray, thr: FloatArray, alpha_fix: float,
+                    per_quantity: bool = False) -> IntArray:
+    """The confident rule on per-user means at level ``alpha_fix`` (0 everywhere when it has no alpha)."""
+    n = x.shape[1]
+    if alpha_fix <= 0 or n < 2:
+        shape = x.shape[::2] if per_quantity else x.shape[:1]
+        return np.zeros(shape, dtype=np.int64)
+    mean = x.mean(axis=1)
+    se = x.std(axis=1, ddof=1) / math.sqrt(n)
+    skew = _skewness(np.moveaxis(x, 1, -1))
+    codes, _, _ = _confident_codes(mean, se, np.full_like(mean, float(n)), skew, thr,
+                                   alpha_fix, alpha_fix / _failable(thr))
+    return codes if per_quantity else _combine_codes(codes)
+
+
+def simulate_confident(user_means: FloatArray, thresholds: Mapping[str, float], *,
+                       alpha: float = 0.05) -> IntArray:
+    """Vectorised ``gate(mode="confident")`` over many runs, from per-user means (codes as above).
+
+    With equally many pairs per user the CR1 cluster-robust SE of the pair mean equals the ordinary SE of
+    the per-user means, so this is exactly the confident rule on such runs.
+    """
+    thr = np.array(list(_check_thresholds(thresholds).values()))
+    x = _check_user_means(user_means)
+    return _fallback_codes(x, thr, _check_alpha(alpha))

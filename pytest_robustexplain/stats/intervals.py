@@ -1,0 +1,251 @@
+"""Cluster-robust intervals by user, the input checks and the small helpers every rule shares."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from ..errors import ConfigError
+from ..results import (
+    FAIL,
+    INCONCLUSIVE,
+    METRICS,
+    PASS,
+    Interval,
+    PairResult,
+    is_control,
+)
+
+FloatArray = npt.NDArray[np.float64]
+IntArray = npt.NDArray[np.int64]
+MatchKey = tuple[str, str, str, int, int]
+
+GATED: tuple[str, ...] = ("combined", *METRICS)
+LABELS: dict[str, str] = {"combined": "Overall ρ", "semantic": "Semantic", "keyword": "Keyword",
+                          "structural": "Structural", "length": "Length"}
+POLICIES: tuple[str, ...] = ("fail", "pass", "warn")
+GATE_MODES: tuple[str, ...] = ("mean", "confident")
+_CODE = {1: PASS, -1: FAIL, 0: INCONCLUSIVE}
+
+
+# --------------------------------------------------------------------------------------------------
+# Cluster-robust interval
+
+
+@dataclass(frozen=True)
+class _ClusterStats:
+    mean: float
+    se: float  # CR1 cluster-robust standard error; NaN below two clusters
+    n_clusters: int
+    skew: float  # skewness of the per-cluster residual sums (0 when undefined)
+
+
+def _cluster_stats(values: Sequence[float] | FloatArray, clusters: Sequence[str]) -> _ClusterStats:
+    """Mean, CR1 standard error, number of clusters and cluster-level skewness of ``values``."""
+    y = np.asarray(values, dtype=float)
+    if y.size != len(clusters):
+        raise ValueError(f"{y.size} values but {len(clusters)} cluster labels")
+    if y.size == 0:
+        return _ClusterStats(math.nan, math.nan, 0, 0.0)
+    mean = float(y.mean())
+    _, codes = np.unique(np.asarray(clusters, dtype=object).astype(str), return_inverse=True)
+    codes = codes.reshape(-1)
+    n_clusters = int(codes.max()) + 1
+    if n_clusters < 2:
+        return _ClusterStats(mean, math.nan, n_clusters, 0.0)
+    sums = np.asarray(np.bincount(codes, weights=y - mean, minlength=n_clusters), dtype=float)
+    variance = n_clusters / (n_clusters - 1) * float(np.sum(sums**2)) / y.size**2
+    return _ClusterStats(mean, math.sqrt(variance), n_clusters, float(_skewness(sums[None, :])[0]))
+
+
+def _skewness(u: FloatArray) -> FloatArray:
+    """Sample skewness m3/m2^1.5 along the last axis (0 where there is no spread)."""
+    dev = u - u.mean(axis=-1, keepdims=True)
+    m2, m3 = (dev**2).mean(axis=-1), (dev**3).mean(axis=-1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(m2 > 0, m3 / np.where(m2 > 0, m2, 1.0) ** 1.5, 0.0)
+
+
+# How far each bound moves the measured skewness against itself, in standard errors of a sample
+# skewness (√(6/G)). Per-user means near either end of the scale are skewed, and from 10–20 users the
+# sample skewness understates it (the rare users in the long tail are often not drawn at all): with the
+# measured skewness alone the one-sided 5 % bound still errs 6–8 % of the time at a true mean of 0.8–0.9;
+# one standard error of margin brings it to ≤ 5 % (benchmarks/bench_calibration.py, docs/statistics.md).
+_SKEW_MARGIN = 1.0
+# Hall's transform is monotone but flat at θ = −3/γ; past |γ|·t/√n ≈ 1 its inverse runs away (bounds far
+# outside anything the data suggest). Few users and a large skewness get there, so |γ| is held below this
+# fraction of that point: the bound stays at most ≈ 1.8 t half-widths from the mean.
+_SKEW_LIMIT = 0.9
+
+
+def _hall_inverse(v: FloatArray, gamma: FloatArray) -> FloatArray:
+    """Inverse of Hall's g(θ) = θ + γθ²/3 + γ²θ³/27 = ((1 + γθ/3)³ − 1)/γ, monotone for every γ."""
+    small = np.abs(gamma) < 1e-9
+    g = np.where(small, 1.0, gamma)
+    return np.asarray(np.where(small, v, 3.0 * (np.cbrt(1.0 + g * v) - 1.0) / g), dtype=float)
+
+
+def _bounds(mean: FloatArray, se: FloatArray, n: FloatArray, skew: FloatArray, alpha_low: float,
+            alpha_high: float, limits: tuple[float, float] = (0.0, 1.0)) -> tuple[FloatArray, FloatArray]:
+    """One-sided level-``alpha_low`` lower and level-``alpha_high`` upper bounds for a mean of ``n`` users.
+
+    They invert Hall's skewness-corrected Studentized mean (Hall 1992, JRSS-B 54:221),
+    T = √n·(g(θ) + γ/(6n)) with θ = (mean − μ)/(se·√n), against Student t on n − 1 df, with each bound
+    using the skewness moved ``_SKEW_MARGIN`` standard errors towards the side that would make it err
+    (more left skew for the lower bound, more right skew for the upper), held inside the range where the
+    transform is well behaved. With γ = 0 and no margin this is the t bound. Where the spread is unknown
+    (SE NaN, fewer than two users) the bounds are ``limits``.
+    """
+    from scipy import stats as sps
+
+    mean, se, n = np.asarray(mean, float), np.asarray(se, float), np.asarray(n, float)
+    known = np.isfinite(se) & (n >= 2)
+    safe_n = np.where(known, n, 2.0)
+    gamma = np.where(known, np.asarray(skew, float), 0.0)
+    margin = _SKEW_MARGIN * np.sqrt(6.0 / safe_n)
+    spread = np.where(known, se, 0.0) * np.sqrt(safe_n)
+    t_low = sps.t.ppf(1 - alpha_low, safe_n - 1) / np.sqrt(safe_n)
+    t_high = sps.t.ppf(1 - alpha_high, safe_n - 1) / np.sqrt(safe_n)
+    g_low = np.maximum(gamma - margin, -_SKEW_LIMIT / t_low)
+    g_high = np.minimum(gamma + margin, _SKEW_LIMIT / t_high)
+    low = mean - spread * _hall_inverse(t_low - g_low / (6 * safe_n), g_low)
+    high = mean - spread * _hall_inverse(-t_high - g_high / (6 * safe_n), g_high)
+    low = np.clip(np.where(known, low, limits[0]), *limits)
+    high = np.clip(np.where(known, high, limits[1]), *limits)
+    return low, high
+
+
+def cluster_interval(values: Sequence[float], clusters: Sequence[str], *, confidence: float = 0.95,
+                     bounds: tuple[float, float] = (0.0, 1.0), skew_corrected: bool = True) -> Interval:
+    """Mean of ``values`` with a CR1 cluster-robust, skewness-corrected confidence interval.
+
+    The standard error sums residuals within each cluster (user) and scales by G/(G−1); the bounds are
+    :func:`_bounds` at (1 − confidence)/2 each side, so they lean the way the per-user means are skewed
+    (scores near the top of the scale: longer below the mean). With fewer than two clusters nothing can be
+    said about the spread, so the interval is the whole range ``bounds``; it is clipped to ``bounds``.
+    ``skew_corrected=False`` gives the plain Student t interval on G − 1 df (for a rule whose vectorised
+    twin, and so its calibration, is written for that interval).
+    """
+    cs = _cluster_stats(values, clusters)
+    mean, n_clusters = cs.mean, cs.n_clusters
+    n = len(clusters)
+    if n == 0:
+        return Interval(math.nan, bounds[0], bounds[1], 0, 0, confidence)
+    if n_clusters < 2:
+        return Interval(mean, bounds[0], bounds[1], n, n_clusters, confidence)
+    tail = (1 - confidence) / 2
+    if not skew_corrected:
+        return _t_interval(cs, n, confidence, bounds)
+    low, high = _bounds(np.array([mean]), np.array([cs.se]), np.array([float(n_clusters)]),
+                        np.array([cs.skew]), tail, tail, bounds)
+    return Interval(mean, float(low[0]), float(high[0]), n, n_clusters, confidence)
+
+
+def _t_interval(cs: _ClusterStats, n: int, confidence: float, bounds: tuple[float, float]) -> Interval:
+    from scipy import stats as sps
+
+    half = float(sps.t.ppf(0.5 + confidence / 2, df=cs.n_clusters - 1)) * cs.se
+    return Interval(cs.mean, max(bounds[0], cs.mean - half), min(bounds[1], cs.mean + half), n, cs.n_clusters,
+                    confidence)
+
+
+def _failable(thr: FloatArray) -> int:
+    """How many gated quantities could fail: a threshold of 0 is met by every score, so takes no alpha."""
+    return max(1, int(np.count_nonzero(np.asarray(thr) > 0)))
+
+
+# --------------------------------------------------------------------------------------------------
+# Input checks and small helpers
+
+
+def _check_thresholds(thresholds: Mapping[str, float]) -> dict[str, float]:
+    if not thresholds:
+        raise ConfigError("thresholds: at least one gated quantity is needed (combined or a metric)")
+    out: dict[str, float] = {}
+    for name, value in thresholds.items():
+        if name not in GATED:
+            raise ConfigError(f"thresholds[{name!r}]: unknown quantity; expected one of {', '.join(GATED)}")
+        try:
+            threshold = float(value)
+        except (TypeError, ValueError):
+            raise ConfigError(f"thresholds[{name!r}]={value!r}: not a number") from None
+        if not 0.0 <= threshold <= 1.0:
+            raise ConfigError(f"thresholds[{name!r}]={value!r}: must lie in [0, 1] (scores do)")
+        out[name] = threshold
+    return out
+
+
+def _check_alpha(alpha: float, name: str = "alpha") -> float:
+    if not (isinstance(alpha, (int, float)) and 0.0 < float(alpha) < 1.0):
+        raise ConfigError(f"{name}={alpha!r}: must be a number strictly between 0 and 1")
+    return float(alpha)
+
+
+def _check_quantities(quantities: Iterable[str], option: str = "quantities") -> tuple[str, ...]:
+    out = tuple(quantities)
+    if not out:
+        raise ConfigError(f"{option}: at least one quantity is needed")
+    for q in out:
+        if q not in GATED:
+            raise ConfigError(f"{option}: unknown quantity {q!r}; expected one of {', '.join(GATED)}")
+    return out
+
+
+def _perturbation_pairs(pairs: Iterable[PairResult]) -> list[PairResult]:
+    return [p for p in pairs if not is_control(p.key.kind)]
+
+
+def _values(pairs: Sequence[PairResult], quantity: str) -> FloatArray:
+    """One score per pair; a non-finite score is a bug upstream and must not become a silent FAIL."""
+    out = np.fromiter((p.metric(quantity) for p in pairs), dtype=float, count=len(pairs))
+    if not np.all(np.isfinite(out)):
+        bad = pairs[int(np.flatnonzero(~np.isfinite(out))[0])]
+        raise ValueError(f"pair {bad.key.label()}: field {quantity!r} is {bad.metric(quantity)!r}, "
+                         "not a finite score")
+    return out
+
+
+def _users(pairs: Sequence[PairResult]) -> list[str]:
+    return [p.key.user_id for p in pairs]
+
+
+def _user_means(pairs: Sequence[PairResult], quantity: str) -> dict[str, float]:
+    """Per-user mean of ``quantity``, users in first-seen order."""
+    sums: dict[str, list[float]] = {}
+    for pair, value in zip(pairs, _values(pairs, quantity), strict=True):
+        sums.setdefault(pair.key.user_id, []).append(float(value))
+    return {user: float(np.mean(vals)) for user, vals in sums.items()}
+
+
+def _phi_upper(z: float) -> float:
+    """P(Z > z) for a standard normal Z."""
+    return 0.5 * math.erfc(z / math.sqrt(2.0))
+
+
+def _fmt_threshold(value: float) -> str:
+    return f"{value:g}"
+
+
+def _fmt_p(p: float | None) -> str:
+    if p is None:
+        return "n/a"
+    return "<0.001" if p < 0.001 else f"{p:.3f}"
+
+
+def _none_if_nan(value: float) -> float | None:
+    return None if not math.isfinite(value) else float(value)
+
+
+def _name(quantity: str) -> str:
+    return "ρ (combined)" if quantity == "combined" else quantity
+
+
+def _single_model(pairs: Sequence[PairResult], where: str) -> None:
+    models = sorted({p.key.model for p in pairs})
+    if len(models) > 1:
+        raise ValueError(f"{where}: pairs from several models ({', '.join(models)}); "
+                         "gate one model at a time")

@@ -1,0 +1,218 @@
+"""Fixed-sample verdicts: the mean rule, the confident rule, and what a policy makes of them."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+
+from ..errors import ConfigError
+from ..results import (
+    FAIL,
+    INCONCLUSIVE,
+    INSENSITIVE,
+    PASS,
+    GateCheck,
+    Interval,
+    PairResult,
+    Verdict,
+)
+from .confident import _combine_codes, _confident_codes, _users_needed
+from .intervals import (
+    _CODE,
+    GATE_MODES,
+    POLICIES,
+    _check_alpha,
+    _check_thresholds,
+    _cluster_stats,
+    _failable,
+    _fmt_threshold,
+    _name,
+    _perturbation_pairs,
+    _phi_upper,
+    _single_model,
+    _users,
+    _values,
+    cluster_interval,
+)
+
+# --------------------------------------------------------------------------------------------------
+# Fixed-sample verdicts
+
+
+def gate(pairs: Sequence[PairResult], *, thresholds: Mapping[str, float], mode: str = "mean",
+         alpha: float = 0.05, inconclusive_policy: str = "fail") -> Verdict:
+    """The verdict for one gated slice of one model's pairs.
+
+    ``thresholds`` maps each gated quantity (``"combined"`` and/or metric names) to its minimum. Control
+    pairs are ignored; generation failures count with their 0 scores.
+
+    ``mode="mean"`` is the method's rule: a quantity passes when its mean reaches the threshold. A check
+    whose (1−alpha) interval straddles the threshold is flagged ``fragile`` with the probability that a
+    rerun lands on the other side.
+
+    ``mode="confident"`` passes only when every quantity is confidently above its threshold and fails when
+    any is confidently below; otherwise the verdict is INCONCLUSIVE, with an estimate of how many users
+    would settle it. ``inconclusive_policy`` ("fail", "pass", "warn") is recorded in the message; the
+    caller applies it with :func:`apply_policy`.
+    """
+    thr = _check_thresholds(thresholds)
+    alpha = _check_alpha(alpha)
+    if mode not in GATE_MODES:
+        raise ConfigError(f"mode={mode!r}: expected one of {', '.join(GATE_MODES)} "
+                          "(sequential verdicts come from SequentialGate.verdict)")
+    if inconclusive_policy not in POLICIES:
+        raise ConfigError(f"inconclusive_policy={inconclusive_policy!r}: "
+                          f"expected one of {', '.join(POLICIES)}")
+    scored = _perturbation_pairs(pairs)
+    if not scored:
+        raise ValueError("gate: no perturbation pairs to gate (control pairs are not gated)")
+    _single_model(scored, "gate")
+    if mode == "mean":
+        return _gate_mean(scored, thr, alpha)
+    return _gate_confident(scored, thr, alpha, inconclusive_policy)
+
+
+def _gate_mean(pairs: Sequence[PairResult], thr: dict[str, float], alpha: float) -> Verdict:
+    users = _users(pairs)
+    checks = []
+    for quantity, threshold in thr.items():
+        values = _values(pairs, quantity)
+        interval = cluster_interval(values.tolist(), users, confidence=1 - alpha)
+        cs = _cluster_stats(values, users)
+        outcome = PASS if interval.mean >= threshold else FAIL
+        fragile = interval.low < threshold < interval.high
+        checks.append(GateCheck(quantity, threshold, interval, outcome, fragile,
+                                _flip_probability(interval.mean, cs.se, cs.n_clusters, threshold)))
+    outcome = PASS if all(c.outcome == PASS for c in checks) else FAIL
+    return Verdict(outcome, tuple(checks), mode="mean", message=_mean_message(outcome, checks, alpha))
+
+
+def _flip_probability(mean: float, se: float, n_clusters: int, threshold: float) -> float | None:
+    """Chance that a rerun's mean lands on the other side of the threshold.
+
+    Normal approximation that treats the measured mean as the true one: a rerun's mean is taken as
+    N(mean, se²) with the cluster-robust SE, so the chance is Φ(−|mean − threshold| / se). It ignores the
+    uncertainty of the measured mean itself (a posterior-predictive version would use √2·se and give
+    somewhat larger values) and is meant as a readable "how shaky is this" figure, not a test.
+    """
+    if n_clusters < 2 or not math.isfinite(se):
+        return None
+    if se == 0:
+        return 0.0
+    return _phi_upper(abs(mean - threshold) / se)
+
+
+def _gate_confident(pairs: Sequence[PairResult], thr: dict[str, float], alpha: float,
+                    policy: str) -> Verdict:
+    users = _users(pairs)
+    names = list(thr)
+    stats = [_cluster_stats(_values(pairs, q), users) for q in names]
+    mean = np.array([s.mean for s in stats])
+    se = np.array([s.se for s in stats])
+    skew = np.array([s.skew for s in stats])
+    n_clusters = stats[0].n_clusters
+    thresholds = np.array([thr[q] for q in names])
+    k = _failable(thresholds)
+    # PASS needs *every* quantity confidently above: an intersection–union test. A false PASS needs the
+    # one quantity that is truly below to be declared above, which happens with probability ≤ alpha on its
+    # own, so no multiplicity correction is due on this side. FAIL needs only *one* quantity confidently
+    # below: a union of k tests, so Bonferroni splits alpha across them to keep false FAILs ≤ alpha. Only
+    # quantities that can fail count: a threshold of 0 is met by every score, so it takes no share.
+    codes, low, high = _confident_codes(mean, se, np.full(len(names), float(n_clusters)), skew, thresholds,
+                                        alpha, alpha / k)
+    confidence = 1 - alpha - alpha / k  # low is a one-sided alpha bound, high a one-sided alpha/k bound
+    checks = tuple(
+        GateCheck(q, thr[q], Interval(float(mean[i]), float(low[i]), float(high[i]), len(pairs), n_clusters,
+                                      confidence), _CODE[int(codes[i])])
+        for i, q in enumerate(names))
+    outcome = _CODE[int(_combine_codes(codes))]
+    needed = (_users_needed(mean, se, n_clusters, thresholds, codes, alpha)
+              if outcome == INCONCLUSIVE else None)
+    message = _confident_message(outcome, checks, alpha, k, n_clusters, needed, policy)
+    return Verdict(outcome, checks, mode="confident", message=message, users_needed=needed)
+
+
+def _describe(check: GateCheck) -> str:
+    return f"{_name(check.quantity)} {check.interval.fmt()}"
+
+
+def _sample_note(checks: Sequence[GateCheck]) -> str:
+    interval = checks[0].interval
+    return (f"{interval.n} pairs from {interval.n_clusters} users; intervals are cluster-robust by user "
+            "(generation failures count as 0).")
+
+
+def _mean_message(outcome: str, checks: Sequence[GateCheck], alpha: float) -> str:
+    failed = [c for c in checks if c.outcome == FAIL]
+    if failed:
+        parts = [f"{_describe(c)} is below its threshold {_fmt_threshold(c.threshold)}" for c in failed]
+        head = f"FAIL (mean rule): {'; '.join(parts)}."
+    else:
+        parts = [f"{_describe(c)} ≥ {_fmt_threshold(c.threshold)}" for c in checks]
+        head = f"PASS (mean rule): every gated quantity meets its threshold ({'; '.join(parts)})."
+    fragile = []
+    for c in checks:
+        if c.fragile:
+            chance = ("unknown" if c.flip_probability is None
+                      else f"≈ {100 * c.flip_probability:.0f} %")
+            fragile.append(f"{_name(c.quantity)} — its interval straddles {_fmt_threshold(c.threshold)}, "
+                           f"a rerun lands on the other side with chance {chance} (normal approximation)")
+    tail = f" Fragile: {'; '.join(fragile)}." if fragile else ""
+    level = f"{100 * (1 - alpha):g} %"
+    return f"{head}{tail} {level} intervals, {_sample_note(checks)}"
+
+
+def _confident_message(outcome: str, checks: Sequence[GateCheck], alpha: float, k: int, n_users: int,
+                       needed: int | None, policy: str) -> str:
+    bounds = (f"Bounds: one-sided {100 * (1 - alpha):g} % lower, one-sided {100 * (1 - alpha / k):g} % "
+              f"upper (alpha split across the {_count(k)} that can fail); {_sample_note(checks)}")
+    if outcome == FAIL:
+        parts = [f"{_describe(c)} is confidently below its threshold {_fmt_threshold(c.threshold)}"
+                 for c in checks if c.outcome == FAIL]
+        return f"FAIL (confident rule): {'; '.join(parts)}. {bounds}"
+    if outcome == PASS:
+        parts = [f"{_describe(c)} ≥ {_fmt_threshold(c.threshold)}" for c in checks]
+        return ("PASS (confident rule): every gated quantity is confidently above its threshold "
+                f"({'; '.join(parts)}). {bounds}")
+    parts = [f"{_describe(c)} vs {_fmt_threshold(c.threshold)}" for c in checks if c.outcome == INCONCLUSIVE]
+    if needed is None:
+        more = ("No realistic number of users would settle it (a mean sits on its threshold or the spread "
+                "is unknown).")
+    else:
+        more = (f"About {needed} users in total (now {n_users}) would likely settle it (80 % power if the "
+                "measured means hold).")
+    return ("INCONCLUSIVE (confident rule): not confidently above nor below the threshold: "
+            f"{'; '.join(parts)}. {more} Inconclusive policy {policy!r}: {_policy_effect(policy)} {bounds}")
+
+
+def _count(k: int) -> str:
+    return f"{k} quantity" if k == 1 else f"{k} quantities"
+
+
+def _policy_effect(policy: str) -> str:
+    return {"fail": "this counts as a failure.", "pass": "this counts as a pass.",
+            "warn": "this passes with a warning."}[policy]
+
+
+def apply_policy(verdict: Verdict, policy: str) -> tuple[bool, bool]:
+    """``(passed, warn)`` for a verdict under an inconclusive policy ("fail", "pass", "warn").
+
+    PASS passes and FAIL and INSENSITIVE fail whatever the policy. INCONCLUSIVE fails under "fail", passes
+    under "pass", and passes with a warning under "warn". A PASS with a fragile check (mean mode) also asks
+    for a warning: a rerun could well flip it; so does a passing verdict whose guard found the
+    explanations insensitive under ``guard="warn"``.
+    """
+    if policy not in POLICIES:
+        raise ConfigError(f"inconclusive_policy={policy!r}: expected one of {', '.join(POLICIES)}")
+    guard = verdict.guard
+    guard_warns = guard is not None and guard.policy == "warn" and guard.outcome == INSENSITIVE
+    if verdict.outcome == PASS:
+        return True, guard_warns or any(c.fragile for c in verdict.checks)
+    if verdict.outcome in (FAIL, INSENSITIVE):
+        return False, False
+    if verdict.outcome != INCONCLUSIVE:
+        raise ValueError(f"verdict outcome {verdict.outcome!r}: expected PASS, FAIL, INCONCLUSIVE or "
+                         "INSENSITIVE")
+    return policy != "fail", policy == "warn" or (policy == "pass" and guard_warns)
