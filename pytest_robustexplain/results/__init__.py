@@ -24,6 +24,8 @@ from .records import (
     GuardResult,
     Interval,
     ModelInfo,
+    NonInferiorityResult,
+    NonInferiorityRow,
     PairKey,
     PairResult,
     PerturbationResult,
@@ -36,7 +38,7 @@ from .records import (
 __all__ = [
     "CONTROL_KIND", "CONTROL_KINDS", "FAIL", "GUARD_POLICIES", "INCONCLUSIVE", "INSENSITIVE", "METRICS",
     "OUTCOMES", "OVERALL", "PASS", "SCHEMA", "SCHEMA_VERSION", "SWAP_KIND", "AttackResult", "GateCheck",
-    "GateResult", "GuardExample", "GuardResult", "Interval", "ModelInfo", "PairKey", "PairResult",
-    "PerturbationResult", "Robustness", "RunResult", "Verdict", "gate_from_dict", "is_control",
-    "pair_from_dict", "plain", "read_json", "run_from_dict",
+    "GateResult", "GuardExample", "GuardResult", "Interval", "ModelInfo", "NonInferiorityResult",
+    "NonInferiorityRow", "PairKey", "PairResult", "PerturbationResult", "Robustness", "RunResult",
+    "Verdict", "gate_from_dict", "is_control", "pair_from_dict", "plain", "read_json", "run_from_dict",
 ]

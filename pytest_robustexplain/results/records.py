@@ -18,7 +18,6 @@ from ..sanitize import visible
 
 if TYPE_CHECKING:  # types only: the records below refer to them, no module above is imported
     from ..data import UserHistory
-    from ..stats import NonInferiorityResult
 
 METRICS: tuple[str, ...] = ("semantic", "keyword", "structural", "length")
 CONTROL_KIND = "control"
@@ -282,6 +281,47 @@ class RunResult:
     def model_swaps(self, model: str) -> list[PairResult]:
         """This model's cross-user control pairs (explanation for the user vs for a donor user)."""
         return [p for p in self.pairs if p.key.model == model and p.key.kind == SWAP_KIND]
+
+
+@dataclass(frozen=True)
+class NonInferiorityRow:
+    """One quantity: mean of per-user differences (current − baseline) with its (1 − 2·alpha) interval.
+
+    That interval's low end is the one-sided test's bound: the row passes when it lies above −margin.
+    """
+
+    quantity: str
+    diff: Interval
+    p_value: float | None
+    passed: bool
+    n_users: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class NonInferiorityResult:
+    """Is the current run no worse than the baseline by more than ``margin`` on every quantity?"""
+
+    passed: bool
+    margin: float
+    alpha: float
+    rows: tuple[NonInferiorityRow, ...]
+    n_matched: int
+    unmatched_baseline: tuple[tuple[str, str, str, int, int], ...]  # PairKey.match_key()
+    unmatched_current: tuple[tuple[str, str, str, int, int], ...]
+    message: str
+
+    @property
+    def failed_rows(self) -> tuple[NonInferiorityRow, ...]:
+        return tuple(r for r in self.rows if not r.passed)
+
+    def to_dict(self) -> dict[str, Any]:
+        out = asdict(self)
+        out["n_unmatched_baseline"] = len(self.unmatched_baseline)
+        out["n_unmatched_current"] = len(self.unmatched_current)
+        return out
 
 
 @dataclass(frozen=True)

@@ -10,8 +10,10 @@ from typing import Any
 import numpy as np
 
 from ..errors import ConfigError
-from ..results import (
+from ..results import (  # the result records live with the others; named here too
     Interval,
+    NonInferiorityResult,
+    NonInferiorityRow,
     PairResult,
 )
 from .intervals import (
@@ -71,47 +73,6 @@ def _paired_user_means(m: _Matched, quantity: str) -> tuple[list[str], FloatArra
 
 # --------------------------------------------------------------------------------------------------
 # Baseline regression (non-inferiority)
-
-
-@dataclass(frozen=True)
-class NonInferiorityRow:
-    """One quantity: mean of per-user differences (current − baseline) with its (1 − 2·alpha) interval.
-
-    That interval's low end is the one-sided test's bound: the row passes when it lies above −margin.
-    """
-
-    quantity: str
-    diff: Interval
-    p_value: float | None
-    passed: bool
-    n_users: int
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-
-@dataclass(frozen=True)
-class NonInferiorityResult:
-    """Is the current run no worse than the baseline by more than ``margin`` on every quantity?"""
-
-    passed: bool
-    margin: float
-    alpha: float
-    rows: tuple[NonInferiorityRow, ...]
-    n_matched: int
-    unmatched_baseline: tuple[MatchKey, ...]
-    unmatched_current: tuple[MatchKey, ...]
-    message: str
-
-    @property
-    def failed_rows(self) -> tuple[NonInferiorityRow, ...]:
-        return tuple(r for r in self.rows if not r.passed)
-
-    def to_dict(self) -> dict[str, Any]:
-        out = asdict(self)
-        out["n_unmatched_baseline"] = len(self.unmatched_baseline)
-        out["n_unmatched_current"] = len(self.unmatched_current)
-        return out
 
 
 def _one_sided_greater(values: FloatArray) -> float | None:
