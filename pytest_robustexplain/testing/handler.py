@@ -40,9 +40,9 @@ class _HTTPServer(ThreadingHTTPServer):
     block_on_close = False  # stop() joins handler threads itself, with a deadline
     request_queue_size = 128  # many concurrent clients connect at once; the default backlog is 5
 
-    def __init__(self, fake: FakeOllamaServer) -> None:
+    def __init__(self, fake: FakeOllamaServer, port: int = 0) -> None:
         self.fake = fake
-        super().__init__(("127.0.0.1", 0), _Handler)
+        super().__init__(("127.0.0.1", port), _Handler)
 
     def handle_error(self, request: Any, client_address: Any) -> None:
         exc = sys.exc_info()[1]

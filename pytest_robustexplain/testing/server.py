@@ -53,12 +53,14 @@ class FakeOllamaServer:
     """A real HTTP server on 127.0.0.1 that behaves like Ollama, with scriptable faults and stats.
 
     Use it as a context manager (``with FakeOllamaServer() as server: ...``) or call :meth:`start` and
-    :meth:`stop`. ``mode``, ``latency``, ``capacity`` and ``reply`` may be changed while it runs.
+    :meth:`stop`. ``mode``, ``latency``, ``capacity`` and ``reply`` may be changed while it runs. ``port``
+    0 (the default) takes a free port; ``robustexplain fake-server`` passes a fixed one.
     """
 
     def __init__(self, *, models: Iterable[str] = ("fake-model:latest",), mode: str = "stable",
                  latency: float = 0.0, capacity: int | None = None, think_capable: bool = False,
-                 leak_thinking: bool = False, version: str = "0.12.6", reply: ReplyFn | None = None) -> None:
+                 leak_thinking: bool = False, version: str = "0.12.6", reply: ReplyFn | None = None,
+                 port: int = 0) -> None:
         given = (models,) if isinstance(models, str) else tuple(models)
         names = [_normalize(m) for m in given if isinstance(m, str)]
         if not names or len(names) != len(given) or not all(n.split(":")[0] for n in names):
@@ -66,6 +68,10 @@ class FakeOllamaServer:
         if reply is not None and not callable(reply):
             raise ValueError(f"FakeOllamaServer reply must be a callable (prompt, options) -> str, "
                              f"got {reply!r}")
+        if isinstance(port, bool) or not isinstance(port, int) or not 0 <= port <= 65535:
+            raise ValueError(f"FakeOllamaServer port must be an integer 0-65535 (0: a free port), "
+                             f"got {port!r}")
+        self._port = port
         self._metas = {n: _ModelMeta.of(n) for n in dict.fromkeys(names)}
         self._cond = threading.Condition()
         self._mode = "stable"
@@ -145,7 +151,7 @@ class FakeOllamaServer:
         if self._httpd is not None:
             raise RuntimeError("FakeOllamaServer is already running")
         self._stopping = threading.Event()
-        httpd = _HTTPServer(self)
+        httpd = _HTTPServer(self, self._port)
         thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.01},
                                   name=f"fake-ollama-{httpd.server_address[1]}", daemon=True)
         self._httpd, self._thread = httpd, thread
