@@ -56,7 +56,8 @@ EXIT_OK, EXIT_GATE_FAILED, EXIT_USAGE, EXIT_BACKEND, EXIT_INTERRUPTED = 0, 1, 2,
 # The plugin options ``run`` mirrors, by group. Pytest-only ones (require-model, baselines) are left out.
 RUN_OPTION_GROUPS: Mapping[str, tuple[str, ...]] = {
     "model and backend": ("model", "backend", "host", "api-key-env", "temperature", "num-predict",
-                          "num-ctx", "concurrency", "connect-timeout", "timeout", "retries", "prompt"),
+                          "num-ctx", "concurrency", "connect-timeout", "timeout", "retries", "prompt",
+                          "embed-model"),
     "data and sweep": ("dataset", "histories", "catalog", "cases", "perturbations", "severities", "users",
                        "max-history", "repeats", "seed", "noise-floor"),
     "response cache": ("cache", "cache-dir"),

@@ -20,7 +20,6 @@ from . import __version__
 from .errors import BackendError, ConfigError, DataError, RobustExplainError
 from .results import (
     FAIL,
-    METRICS,
     OVERALL,
     PASS,
     GateResult,
@@ -29,6 +28,7 @@ from .results import (
     PairResult,
     RunResult,
     Verdict,
+    metrics_of,
 )
 from .settings import GateSettings, Settings, apply_marker
 
@@ -248,7 +248,7 @@ class RobustnessRun:
             baseline = read_json(path)
         except RobustExplainError as exc:
             raise pytest.UsageError(f"robustexplain: --robustexplain-baseline: {exc}") from None
-        current = metric_signature(weights=self.settings.weights)
+        current = metric_signature(weights=self.settings.weights, embedding=self.settings.embed_model)
         if baseline.signature != current:
             raise pytest.UsageError(
                 f"robustexplain: baseline {path} was scored with a different metric signature, so its "
@@ -328,8 +328,9 @@ class RobustnessRun:
             from .sweep import Sweep
 
             models = max(1, len(configured_models(self.settings)))
+            slots = self.settings.concurrency * max(1, len(self.settings.hosts))  # each host has its own
             self._sweep = Sweep({}, self.dataset.catalog, scorer=Scorer(weights=self.settings.weights),
-                                window=2 * self.settings.concurrency * models)
+                                window=2 * slots * models)
             self._sweep.start()
             for model in configured_models(self.settings):
                 if model:
@@ -470,7 +471,7 @@ class RobustnessRun:
                 f"Without the baseline: {verdict.message}"))
         intervals = {c.quantity: c.interval for c in verdict.checks}
         users = [p.key.user_id for p in pairs]
-        for quantity in ("combined", *METRICS):
+        for quantity in ("combined", *metrics_of(pairs)):  # the opt-in embedding too, when measured
             if quantity not in intervals:
                 intervals[quantity] = stats.cluster_interval([p.metric(quantity) for p in pairs], users,
                                                              confidence=1 - plan.gate.alpha)
@@ -559,7 +560,8 @@ class RobustnessRun:
         for name, value in self.counters_snapshot().items():
             counters[name] = counters.get(name, 0) + value
         return RunResult(
-            signature=metric_signature(weights=self.settings.weights), seed=self.settings.seed,
+            signature=metric_signature(weights=self.settings.weights, embedding=self.settings.embed_model),
+            seed=self.settings.seed,
             models=[model_record(name, info) for name, info in self.model_infos.items()],
             settings=self.settings.to_dict(),
             pairs=sorted(self.collected.values(), key=lambda p: p.key),

@@ -15,7 +15,7 @@ import xml.etree.ElementTree as ET
 from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
 
-from ..results import METRICS, OVERALL, GateResult, GuardResult, Interval, PairResult, RunResult
+from ..results import OVERALL, GateResult, GuardResult, Interval, PairResult, RunResult, metrics_of
 from ..sanitize import visible
 
 # What XML 1.0 cannot carry even escaped (``visible`` already shows C0/C1 controls): U+FFFE, U+FFFF.
@@ -53,7 +53,7 @@ def _intervals(gate: GateResult, pairs: Sequence[PairResult], confidence: float)
 
     intervals = {c.quantity: c.interval for c in gate.verdict.checks}
     users = [p.key.user_id for p in pairs]
-    for quantity in ("combined", *METRICS):
+    for quantity in ("combined", *metrics_of(pairs)):
         if quantity not in intervals:
             intervals[quantity] = cluster_interval([p.metric(quantity) for p in pairs], users,
                                                    confidence=confidence)

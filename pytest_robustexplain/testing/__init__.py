@@ -2,8 +2,10 @@
 
 :class:`FakeOllamaServer` listens on ``127.0.0.1`` on a free port and implements the parts of the Ollama
 API an explainer uses — ``GET /`` and ``/api/version``, ``/api/tags``, ``/api/ps``, ``POST /api/show``,
-``POST /api/chat`` (plain JSON or streamed NDJSON) — and the OpenAI-compatible ``GET /v1/models``,
-``GET /v1/models/{model}`` and ``POST /v1/chat/completions`` (plain JSON or server-sent events). The
+``POST /api/chat`` (plain JSON or streamed NDJSON), ``POST /api/embed`` — and the OpenAI-compatible
+``GET /v1/models``, ``GET /v1/models/{model}``, ``POST /v1/chat/completions`` (plain JSON or server-sent
+events) and ``POST /v1/embeddings``. Embeddings are hashed bags of words (:mod:`.embeddings`): similar
+texts get similar vectors, every served model embeds, and ``embedded_texts`` counts them. The
 official ``ollama`` client and any httpx-based OpenAI client talk to it exactly as to a real server:
 same response shapes, same error bodies and status codes (404 ``model "X" not found, try pulling it
 first``), HTTP/1.1 keep-alive, chunked streaming. Only the standard library is used.

@@ -24,6 +24,7 @@ from .calls import (
     _Ticket,
     _words,
 )
+from .embeddings import embed_text
 from .models import _MODIFIED_EPOCH, _NOT_FOUND_PAGE, _go_time, _ModelMeta, _show_body
 from .replies import _digest_int
 
@@ -131,6 +132,8 @@ class _Handler(BaseHTTPRequestHandler):
             self._openai_model_one(unquote(path[len("/v1/models/"):]))
         elif method == "POST" and path == "/v1/chat/completions":
             self._chat(raw, "openai", path)
+        elif method == "POST" and path in ("/api/embed", "/v1/embeddings"):
+            self._embed(raw, "ollama" if path == "/api/embed" else "openai")
         else:
             # What Ollama's router (gin) answers for unknown paths and methods.
             self._send_text(404, _NOT_FOUND_PAGE)
@@ -244,6 +247,37 @@ class _Handler(BaseHTTPRequestHandler):
             self._send_error("openai", 404, f'model "{name}" not found')
         else:
             self._send_json(200, self._openai_model(meta))
+
+    def _embed(self, raw: bytes | None, api: str) -> None:
+        """Deterministic vectors (``testing.embeddings``) for one text or a list of texts."""
+        try:
+            model, texts = self._embed_request(raw)
+        except _HttpError as err:
+            self._send_error(api, err.status, err.message)
+            return
+        self.server.fake._count_embedding(len(texts))
+        vectors = [embed_text(t) for t in texts]
+        tokens = sum(_words(t) for t in texts)
+        if api == "ollama":
+            self._send_json(200, {"model": model, "embeddings": vectors, "total_duration": 1_000_000,
+                                  "load_duration": 150_000, "prompt_eval_count": tokens})
+            return
+        data = [{"object": "embedding", "embedding": v, "index": i} for i, v in enumerate(vectors)]
+        self._send_json(200, {"object": "list", "data": data, "model": model,
+                              "usage": {"prompt_tokens": tokens, "total_tokens": tokens}})
+
+    def _embed_request(self, raw: bytes | None) -> tuple[str, list[str]]:
+        body = self._json_object(raw)
+        model = str(body.get("model") or "")
+        if not model:
+            raise _HttpError(400, "model is required")
+        if self.server.fake._find_model(model) is None:
+            raise _HttpError(404, f'model "{model}" not found, try pulling it first')
+        texts = body.get("input")
+        texts = [texts] if isinstance(texts, str) else texts
+        if not isinstance(texts, list) or not all(isinstance(t, str) for t in texts):
+            raise _HttpError(400, "invalid input type: input must be a string or a list of strings")
+        return model, texts
 
     def _chat(self, raw: bytes | None, api: str, path: str) -> None:
         fake = self.server.fake

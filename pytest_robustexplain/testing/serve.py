@@ -41,9 +41,9 @@ def serve(args: argparse.Namespace, *, stop: threading.Event | None = None) -> i
     except (ValueError, OSError) as exc:  # a bad option, or the port is taken
         print(f"fake-server: error: {exc}", file=sys.stderr)
         return 2
-    print(f"{LISTENING} {server.url} (mode {server.mode}, models {', '.join(server.models)}); "
-          "Ctrl-C stops it", flush=True)
-    try:
+    try:  # from the address line on: a script may send Ctrl-C as soon as it has read it
+        print(f"{LISTENING} {server.url} (mode {server.mode}, models {', '.join(server.models)}); "
+              "Ctrl-C stops it", flush=True)
         (stop or threading.Event()).wait()
     except KeyboardInterrupt:
         pass  # the normal way to stop it

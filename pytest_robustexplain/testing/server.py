@@ -267,6 +267,7 @@ class FakeOllamaServer:
     def _reset_counters(self) -> None:
         self._calls: Counter[str] = Counter()
         self._chat_calls = 0
+        self._embedded_texts = 0
         self._requests: list[dict[str, Any]] = []
         self._in_flight = 0
         self._peak = 0
@@ -292,6 +293,12 @@ class FakeOllamaServer:
         """Chat requests received on ``/api/chat`` and ``/v1/chat/completions``."""
         with self._cond:
             return self._chat_calls
+
+    @property
+    def embedded_texts(self) -> int:
+        """Texts embedded on ``/api/embed`` and ``/v1/embeddings`` (requests by path are in :attr:`calls`)."""
+        with self._cond:
+            return self._embedded_texts
 
     @property
     def in_flight(self) -> int:
@@ -333,6 +340,10 @@ class FakeOllamaServer:
     def _count_call(self, path: str) -> None:
         with self._cond:
             self._calls[path] += 1
+
+    def _count_embedding(self, texts: int) -> None:
+        with self._cond:
+            self._embedded_texts += texts
 
     def _record_error(self, text: str) -> None:
         with self._cond:
