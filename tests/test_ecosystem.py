@@ -207,3 +207,36 @@ def test_a_dead_host_is_one_error_naming_it(server: FakeOllamaServer, tmp_path: 
     assert len(lines) == 1 and "Traceback" not in lines[0]
     assert f"cannot reach Ollama at {dead_url}" in lines[0]
     assert explanation_calls(server) == 0  # preflight decided before any explanation was asked for
+
+
+# ------------------------------------------------------------------------------------ README examples
+def _readme_block(language: str) -> str:
+    """The first ``language`` code block under the README's "Settings to copy"."""
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
+    section = readme.split("### Settings to copy", 1)[1]
+    return section.split(f"```{language}\n", 1)[1].split("```", 1)[0]
+
+
+def test_the_readme_settings_examples_are_accepted(tmp_path: Path) -> None:
+    try:
+        import tomllib
+    except ImportError:  # Python 3.10: pytest's own dependency
+        import tomli as tomllib  # type: ignore[no-redef]
+
+    ini = tomllib.loads(_readme_block("toml"))["tool"]["pytest"]["ini_options"]
+    yaml_file = tmp_path / "robustexplain.yaml"
+    yaml_file.write_text(_readme_block("yaml"), encoding="utf-8")
+
+    from_yaml = resolve_settings(cli={}, env={}, ini={}, yaml_path=yaml_file, rootdir=tmp_path,
+                                 invocation_dir=tmp_path)
+    assert from_yaml.model == ("qwen2.5:7b", "llama3.1:8b")
+    assert from_yaml.hosts == ("http://gpu-a:11434", "http://gpu-b:11434")
+    assert from_yaml.embed_model == "nomic-embed-text" and from_yaml.weights == (0.2,) * 5
+    assert from_yaml.per_kind["category_drift"]["min_combined"] == 0.4
+
+    both = resolve_settings(cli={}, env={}, ini=ini, yaml_path=yaml_file, rootdir=tmp_path,
+                            invocation_dir=tmp_path)
+    assert both.model == ("qwen2.5:7b",) and both.sources["model"].startswith("ini")  # ini > YAML
+    assert both.perturbations == ("noise_injection", "temporal_shuffle", "category_drift")
+    assert dict(both.min_metric) == {"semantic": 0.5, "keyword": 0.35, "structural": 0.35, "length": 0.35}
+    assert both.cache == "read-write"
