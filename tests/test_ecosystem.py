@@ -136,6 +136,17 @@ def test_without_an_embedding_model_the_report_is_the_papers(pytester: pytest.Py
     assert server.embedded_texts == 0 and "embedding cosine" not in result.stdout.str()
 
 
+def test_embeddings_through_the_openai_compatible_api(server: FakeOllamaServer, tmp_path: Path,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    code = cli.main(["run", "--backend", "openai", "--model", "fake-model:latest", "--host",
+                     server.url + "/v1", "--embed-model", EMBED, *SMALL, "--json", "r.json", "-q"])
+    assert code == cli.EXIT_OK
+    assert server.calls["/v1/embeddings"] > 0 and server.calls["/api/embed"] == 0
+    doc = json.loads((tmp_path / "r.json").read_text(encoding="utf-8"))
+    assert all("embedding" in p for p in doc["pairs"])
+
+
 def test_a_missing_embedding_model_is_one_clear_error(server: FakeOllamaServer, tmp_path: Path,
                                                       monkeypatch: pytest.MonkeyPatch,
                                                       capsys: pytest.CaptureFixture[str]) -> None:
@@ -194,18 +205,21 @@ def test_two_hosts_under_pytest_and_xdist(pytester: pytest.Pytester) -> None:
     assert f"{ANSWERED_BY}{first}" in result.stdout.str()
 
 
-def test_a_dead_host_is_one_error_naming_it(server: FakeOllamaServer, tmp_path: Path,
-                                            monkeypatch: pytest.MonkeyPatch,
+def test_a_dead_host_is_one_error_naming_it(server: FakeOllamaServer, pytester: pytest.Pytester,
                                             capsys: pytest.CaptureFixture[str]) -> None:
-    monkeypatch.chdir(tmp_path)
+    pytester.makepyfile(MARKED.replace("{robustness.intervals_names}", "True"))
     with socket.socket() as dead:  # bound, never listening: every connection is refused
         dead.bind(("127.0.0.1", 0))
         dead_url = f"http://127.0.0.1:{dead.getsockname()[1]}"
         code = cli.main(["run", "--model", "fake-model", "--host", f"{server.url},{dead_url}", *SMALL])
+        lines = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
+        result = pytester.runpytest("--robustexplain-model=fake-model",
+                                    f"--robustexplain-host={server.url},{dead_url}")
     assert code == cli.EXIT_BACKEND
-    lines = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
     assert len(lines) == 1 and "Traceback" not in lines[0]
     assert f"cannot reach Ollama at {dead_url}" in lines[0]
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert f"robustexplain: cannot reach Ollama at {dead_url}" in result.stderr.str()
     assert explanation_calls(server) == 0  # preflight decided before any explanation was asked for
 
 
