@@ -147,6 +147,23 @@ def test_embeddings_through_the_openai_compatible_api(server: FakeOllamaServer, 
     assert all("embedding" in p for p in doc["pairs"])
 
 
+def test_embeddings_replay_offline_from_the_cache(server: FakeOllamaServer, tmp_path: Path,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """Vectors are cached like replies: a replay-only rerun needs no server and scores the same."""
+    monkeypatch.chdir(tmp_path)
+    base = ["run", "--model", "fake-model", "--embed-model", EMBED, *SMALL, "-q"]
+    assert cli.main([*base, "--host", server.url, "--json", "live.json"]) == cli.EXIT_OK
+    with socket.socket() as dead:  # nothing answers there
+        dead.bind(("127.0.0.1", 0))
+        offline = f"http://127.0.0.1:{dead.getsockname()[1]}"
+        code = cli.main([*base, "--host", offline, "--cache", "replay-only", "--json", "replay.json"])
+    assert code == cli.EXIT_OK
+    live, replay = (json.loads((tmp_path / name).read_text(encoding="utf-8")) for name in ("live.json",
+                                                                                         "replay.json"))
+    assert [p["embedding"] for p in replay["pairs"]] == [p["embedding"] for p in live["pairs"]]
+    assert replay["calls"]["made"] == 0
+
+
 def test_a_missing_embedding_model_is_one_clear_error(server: FakeOllamaServer, tmp_path: Path,
                                                       monkeypatch: pytest.MonkeyPatch,
                                                       capsys: pytest.CaptureFixture[str]) -> None:
