@@ -54,7 +54,8 @@ EXIT_OK, EXIT_GATE_FAILED, EXIT_USAGE, EXIT_BACKEND, EXIT_INTERRUPTED = 0, 1, 2,
 # The plugin options ``run`` mirrors, by group. Pytest-only ones (require-model, baselines) are left out.
 RUN_OPTION_GROUPS: Mapping[str, tuple[str, ...]] = {
     "model and backend": ("model", "backend", "host", "api-key-env", "temperature", "num-predict",
-                          "num-ctx", "concurrency", "connect-timeout", "timeout", "retries", "prompt"),
+                          "num-ctx", "concurrency", "connect-timeout", "timeout", "retries", "prompt",
+                          "embed-model"),
     "data and sweep": ("dataset", "histories", "catalog", "cases", "perturbations", "severities", "users",
                        "max-history", "repeats", "seed", "noise-floor"),
     "response cache": ("cache", "cache-dir"),
@@ -123,6 +124,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_report(commands)
     _add_compare(commands)
     _add_dataset(commands)
+    _add_fake_server(commands)
     return parser
 
 
@@ -150,6 +152,9 @@ def _add_run(commands: Any) -> None:
                           "model.")
     run.add_argument("-q", "--quiet", action="store_true",
                      help="Print one line per model instead of the report.")
+    run.add_argument("--junitxml", metavar="PATH", default=None,
+                     help="Write a JUnit XML file as pytest's --junitxml does: one testcase per gated item, "
+                          "failures with their reason, the robustexplain_* properties.")
     for title, names in RUN_OPTION_GROUPS.items():
         group = run.add_argument_group(title)
         for name in names:
@@ -260,6 +265,24 @@ def _add_dataset(commands: Any) -> None:
 
 
 # ------------------------------------------------------------------------------------------------ main
+def _add_fake_server(commands: Any) -> None:
+    from .testing.serve import add_arguments
+
+    server = commands.add_parser(
+        "fake-server", help="serve the fake Ollama (tests, your own pipeline) on loopback until Ctrl-C",
+        description=textwrap.fill("Serve the loopback fake Ollama server the plugin's tests use, for your "
+                                  "own pipeline: deterministic replies, no model. The first line printed "
+                                  "is its address. Ctrl-C stops it.", 79))
+    add_arguments(server)
+    server.set_defaults(handler=cmd_fake_server)
+
+
+def cmd_fake_server(args: argparse.Namespace) -> int:
+    from .testing.serve import serve
+
+    return serve(args)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command with ``argv`` (default ``sys.argv[1:]``); returns the exit code, never raises
     for bad input: problems are one line on stderr."""
@@ -485,6 +508,8 @@ def _finish(args: argparse.Namespace, run: Run, result: RunResult) -> int:
             # INCONCLUSIVE under "warn", or the guard under guard=warn; a fragile PASS is in the report.
             print(f"{PROG}: warning: {gate.nodeid}: {gate.verdict.message}", file=sys.stderr)
     print(verdict_line(result, failed))
+    if args.junitxml:
+        errors += _write_junit(run.settings, result, failed, Path(args.junitxml))
     from .report.github import github_annotations, on_github_actions
 
     if on_github_actions():  # the same annotations as under pytest, without a file to point at
@@ -521,6 +546,17 @@ def verdict_line(result: RunResult, failed: Sequence[GateResult]) -> str:
             parts.append(f"{model} ({', '.join(f'{g.slice} {g.verdict.outcome}' for g in gates)})")
     names = ", ".join(parts)
     return f"{PROG}: FAIL — {len(by_model)} of {_plural(n, 'model')} failed the gate: {names}"
+
+
+def _write_junit(settings: Settings, result: RunResult, failed: Sequence[GateResult],
+                 path: Path) -> list[str]:
+    from .report.json_report import write_report
+    from .report.junit import write_junit
+
+    nodeids = {g.nodeid for g in failed}
+    error = write_report(lambda: write_junit(result, path, nodeids, confidence=1 - settings.alpha),
+                         f"--junitxml={path}")
+    return [error] if error else []
 
 
 def _interrupted(args: argparse.Namespace, settings: Settings, partial: RunResult, cache_dir: Path) -> int:

@@ -7,6 +7,9 @@ keyword        Jaccard of the sets of lower-cased nouns (NN, NNS, NNP, NNPS) and
 structural     sentence BLEU-4 (sacrebleu, ``smooth_method="exp"``, ``effective_order=True``) with
                ``e`` as the reference and ``e′`` as the hypothesis, divided by 100
 length         1 − |len(e) − len(e′)| / max(len(e), len(e′)), lengths counted in word tokens
+embedding      opt-in, off by default: cosine of the two texts' embedding vectors (an embedding
+               model on Ollama ``/api/embed`` or an OpenAI-compatible ``/v1/embeddings``), clipped
+               to [0, 1]; its weight in ρ is 0 unless the weights name it
 combined (ρ)   Σ αᵢ·metricᵢ, default αᵢ = 0.25 (order: semantic, keyword, structural, length)
 =============  ================================================================================
 
@@ -51,13 +54,13 @@ import re
 import threading
 from collections import Counter, OrderedDict
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from importlib import metadata
 from typing import Any, NamedTuple
 
 from . import __version__
 from .errors import ConfigError
-from .results import METRICS
+from .results import ALL_METRICS, EMBEDDING, METRICS
 
 __all__ = [
     "BLEU_MAX_ORDER",
@@ -72,18 +75,23 @@ __all__ = [
     "CacheInfo",
     "PairScores",
     "Scorer",
+    "check_weights",
     "compute_keyword_stability",
     "compute_length_stability",
     "compute_semantic_sim",
     "compute_structural_consistency",
+    "cosine",
     "default_scorer",
+    "embedding_weighted",
     "metric_signature",
     "score_pair",
     "validate_weights",
     "word_tokens",
 ]
 
-Weights = tuple[float, float, float, float]
+# Four weights (the paper's metrics), or five when the opt-in embedding metric has a weight > 0.
+Weights = tuple[float, ...]
+Vector = tuple[float, ...]
 
 DEFAULT_WEIGHTS: Weights = (0.25, 0.25, 0.25, 0.25)
 WEIGHT_TOLERANCE = 1e-6
@@ -137,11 +145,13 @@ class PairScores:
     combined: float
     generation_failure: bool = False
     keyword_empty: bool = False
+    embedding: float | None = None  # only when the pair was scored with embedding vectors
 
     def metric(self, name: str) -> float:
-        """A metric by name (one of ``METRICS``, or ``"combined"``)."""
-        if name not in (*METRICS, "combined"):
-            raise KeyError(f"unknown metric {name!r}; expected one of {', '.join((*METRICS, 'combined'))}")
+        """A metric by name (one of ``METRICS``, ``"embedding"`` when scored, or ``"combined"``)."""
+        if name not in (*ALL_METRICS, "combined") or getattr(self, name) is None:
+            known = (*METRICS, *([EMBEDDING] if self.embedding is not None else []), "combined")
+            raise KeyError(f"unknown metric {name!r}; expected one of {', '.join(known)}")
         return float(getattr(self, name))
 
     def to_dict(self) -> dict[str, Any]:
@@ -166,56 +176,73 @@ _FAILED = PairScores(0.0, 0.0, 0.0, 0.0, 0.0, generation_failure=True, keyword_e
 
 def validate_weights(weights: Mapping[str, Any] | Sequence[Any] | None, *,
                      origin: str = "weights") -> Weights:
-    """Check metric weights and return them as (semantic, keyword, structural, length).
+    """Check metric weights and return them in metric order: (semantic, keyword, structural, length),
+    plus the ``embedding`` weight when it is above 0.
 
-    ``weights`` is None (the default 0.25 each), a mapping with exactly the four metric names as keys,
-    or a sequence of four numbers in that order. Each weight must be a finite number ≥ 0 and together
-    they must sum to 1 within 1e-6. ``origin`` names where the weights came from (an option, an ini
-    key) and starts every error message, a :class:`ConfigError` naming the bad value.
+    ``weights`` is None (the default 0.25 each), a mapping with the four metric names as keys (and
+    optionally ``embedding``), or a sequence of four (or five, the last for ``embedding``) numbers. Each
+    weight must be a finite number ≥ 0 and together they must sum to 1 within 1e-6. ``origin`` names
+    where the weights came from (an option, an ini key) and starts every error message, a
+    :class:`ConfigError` naming the bad value. This is the one check of weights (settings, markers and
+    the scorer all call it).
     """
+    try:
+        return check_weights(weights)
+    except ValueError as exc:
+        raise ConfigError(f"{origin}: {exc}") from None
+
+
+def check_weights(weights: Mapping[str, Any] | Sequence[Any] | None) -> Weights:
+    """:func:`validate_weights` without the origin: a ValueError with the problem only."""
     if weights is None:
         return DEFAULT_WEIGHTS
     if isinstance(weights, Mapping):
-        values = _weights_from_mapping(weights, origin)
+        values = _weights_from_mapping(weights)
     elif isinstance(weights, Sequence) and not isinstance(weights, (str, bytes)):
-        if len(weights) != len(METRICS):
-            raise ConfigError(f"{origin}: expected {len(METRICS)} weights ({', '.join(METRICS)}), "
-                              f"got {len(weights)}: {list(weights)!r}")
-        values = [_weight_value(name, value, origin) for name, value in zip(METRICS, weights, strict=True)]
+        if len(weights) not in (len(METRICS), len(ALL_METRICS)):
+            raise ValueError(f"expected {len(METRICS)} weights ({', '.join(METRICS)}), got {len(weights)}: "
+                             f"{list(weights)!r} (or {len(ALL_METRICS)}, the last for {EMBEDDING})")
+        values = [_weight_value(name, value) for name, value in zip(ALL_METRICS, weights, strict=False)]
     else:
-        raise ConfigError(f"{origin}: expected a mapping of metric name to weight or a sequence of "
-                          f"{len(METRICS)} numbers, got {type(weights).__name__}: {weights!r}")
+        raise ValueError(f"expected a mapping of metric name to weight or a sequence of "
+                         f"{len(METRICS)} numbers, got {type(weights).__name__}: {weights!r}")
     total = math.fsum(values)
     if abs(total - 1.0) > WEIGHT_TOLERANCE:
-        listed = ", ".join(f"{name}={value:g}" for name, value in zip(METRICS, values, strict=True))
-        raise ConfigError(f"{origin}: weights must sum to 1 (within {WEIGHT_TOLERANCE:g}), "
-                          f"got {total:.9g} ({listed})")
-    return (values[0], values[1], values[2], values[3])
+        listed = ", ".join(f"{name}={value:g}" for name, value in zip(ALL_METRICS, values, strict=False))
+        raise ValueError(f"weights must sum to 1 (within {WEIGHT_TOLERANCE:g}), got {total:.9g} ({listed})")
+    # An embedding weight of 0 is no embedding weight: such weights are the paper's four, signature and all.
+    return tuple(values[:len(METRICS)] if len(values) > len(METRICS) and values[-1] == 0 else values)
 
 
-def _weights_from_mapping(weights: Mapping[str, Any], origin: str) -> list[float]:
-    unknown = [key for key in weights if key not in METRICS]
+def _weights_from_mapping(weights: Mapping[str, Any]) -> list[float]:
+    unknown = [key for key in weights if key not in ALL_METRICS]
     if unknown:
-        raise ConfigError(f"{origin}: unknown metric name(s) {', '.join(map(repr, unknown))}; "
-                          f"expected {', '.join(METRICS)}")
+        raise ValueError(f"unknown metric name(s) {', '.join(map(repr, unknown))}; "
+                         f"expected {', '.join(METRICS)} (and optionally {EMBEDDING})")
     missing = [name for name in METRICS if name not in weights]
     if missing:
-        raise ConfigError(f"{origin}: missing weight(s) for {', '.join(missing)}; give all of "
-                          f"{', '.join(METRICS)} (use 0 to leave a metric out)")
-    return [_weight_value(name, weights[name], origin) for name in METRICS]
+        raise ValueError(f"missing weight(s) for {', '.join(missing)}; give all of "
+                         f"{', '.join(METRICS)} (use 0 to leave a metric out)")
+    names = ALL_METRICS if EMBEDDING in weights else METRICS
+    return [_weight_value(name, weights[name]) for name in names]
 
 
-def _weight_value(name: str, value: Any, origin: str) -> float:
+def _weight_value(name: str, value: Any) -> float:
     # bool is an int subclass; True as a weight is almost certainly a mistake.
     if isinstance(value, bool):
-        raise ConfigError(f"{origin}: weight for {name!r} must be a number, got {value!r}")
+        raise ValueError(f"weight for {name!r} must be a number, got {value!r}")
     try:
         number = float(value)
     except (TypeError, ValueError):
-        raise ConfigError(f"{origin}: weight for {name!r} must be a number, got {value!r}") from None
+        raise ValueError(f"weight for {name!r} must be a number, got {value!r}") from None
     if not math.isfinite(number) or number < 0:
-        raise ConfigError(f"{origin}: weight for {name!r} must be a finite number ≥ 0, got {value!r}")
+        raise ValueError(f"weight for {name!r} must be a finite number ≥ 0, got {value!r}")
     return number
+
+
+def embedding_weighted(weights: Weights) -> bool:
+    """Whether these (validated) weights give the embedding metric a share of ρ."""
+    return len(weights) == len(ALL_METRICS)
 
 
 def _check_tagger(tagger: str) -> str:
@@ -239,22 +266,25 @@ def _format_weight(weight: float) -> str:
 
 
 def metric_signature(weights: Mapping[str, Any] | Sequence[Any] | None = None,
-                     tagger: str = DEFAULT_TAGGER) -> str:
+                     tagger: str = DEFAULT_TAGGER, *, embedding: str | None = None) -> str:
     """The reproducibility signature of the metrics, e.g.
 
     ``tok:nltk-regexp|tag:textblob-pattern@0.20.1|bleu:4,smooth:exp,eff:yes,sacrebleu@2.6.0|``
     ``w:.25/.25/.25/.25|v:0.1.0``
 
-    Scores from two runs are comparable only when their signatures are equal. Cheap: versions come
-    from the installed distributions' metadata, nothing heavy is imported.
+    With the opt-in embedding metric (``embedding`` = the embedding model) an ``emb:cos,MODEL`` part
+    follows the BLEU part, and the weights list a fifth number when it has a share of ρ. Scores from two
+    runs are comparable only when their signatures are equal. Cheap: versions come from the installed
+    distributions' metadata, nothing heavy is imported.
     """
     values = validate_weights(weights)
     tagger = _check_tagger(tagger)
     tag_part = f"{TAGGERS[tagger]}@{_distribution_version(_TAGGER_DISTRIBUTION[tagger])}"
     bleu_part = (f"{BLEU_MAX_ORDER},smooth:{BLEU_SMOOTH_METHOD},eff:yes,"
                  f"sacrebleu@{_distribution_version('sacrebleu')}")
+    emb_part = f"|emb:cos,{embedding}" if embedding else ""
     weight_part = "/".join(_format_weight(w) for w in values)
-    return f"tok:{TOKENIZER_NAME}|tag:{tag_part}|bleu:{bleu_part}|w:{weight_part}|v:{__version__}"
+    return f"tok:{TOKENIZER_NAME}|tag:{tag_part}|bleu:{bleu_part}{emb_part}|w:{weight_part}|v:{__version__}"
 
 
 # --------------------------------------------------------------------------------------------------
@@ -420,25 +450,34 @@ class Scorer:
 
     # -- public scoring ----------------------------------------------------------------------------
 
-    def score(self, e: str, e_prime: str) -> PairScores:
-        """All four metrics and ρ (with this scorer's weights) for original ``e``, perturbed ``e_prime``."""
-        return self._score(e, e_prime, self._weights)
+    def score(self, e: str, e_prime: str, *, vectors: tuple[Vector, Vector] | None = None) -> PairScores:
+        """All four metrics and ρ (with this scorer's weights) for original ``e``, perturbed ``e_prime``;
+        with ``vectors`` (the two texts' embeddings) the fifth metric ``embedding`` too."""
+        return self._score(e, e_prime, self._weights, vectors)
 
-    def score_with(self, e: str, e_prime: str,
-                   weights: Mapping[str, Any] | Sequence[Any] | None) -> PairScores:
+    def score_with(self, e: str, e_prime: str, weights: Mapping[str, Any] | Sequence[Any] | None, *,
+                   vectors: tuple[Vector, Vector] | None = None) -> PairScores:
         """Like :meth:`score` with other weights (validated; None means the default 0.25 each)."""
-        return self._score(e, e_prime, validate_weights(weights))
+        return self._score(e, e_prime, validate_weights(weights), vectors)
 
-    def _score(self, e: str, e_prime: str, values: Weights) -> PairScores:
+    def _score(self, e: str, e_prime: str, values: Weights,
+               vectors: tuple[Vector, Vector] | None) -> PairScores:
+        if embedding_weighted(values) and vectors is None:
+            raise ConfigError(f"weights give {EMBEDDING!r} a share of ρ, but the pair has no embeddings "
+                              "(set an embedding model: --robustexplain-embed-model)")
         original, perturbed = self._stats(e, "e"), self._stats(e_prime, "e_prime")
         if original.failed or perturbed.failed:
-            return _FAILED
+            return _FAILED if vectors is None else replace(_FAILED, embedding=0.0)
         keyword, keyword_empty = _keyword(original, perturbed)
-        metrics = (_semantic(original, perturbed), keyword, self._structural(original, perturbed),
-                   _length(original, perturbed))
-        combined = _clamp(math.fsum(w * m for w, m in zip(values, metrics, strict=True)))
-        return PairScores(*metrics, combined=combined, generation_failure=False,
-                          keyword_empty=keyword_empty)
+        metrics = [_semantic(original, perturbed), keyword, self._structural(original, perturbed),
+                   _length(original, perturbed)]
+        embedding = None if vectors is None else cosine(*vectors)
+        if embedding is not None:
+            metrics.append(embedding)
+        combined = _clamp(math.fsum(w * m for w, m in zip(values, metrics, strict=False)))
+        semantic, _, structural, length = metrics[:4]
+        return PairScores(semantic, keyword, structural, length, combined=combined, generation_failure=False,
+                          keyword_empty=keyword_empty, embedding=embedding)
 
     def semantic(self, e: str, e_prime: str) -> float:
         """Cosine of the term-frequency vectors of the two texts' lower-cased word tokens."""
@@ -540,6 +579,17 @@ def _keyword(original: _TextStats, perturbed: _TextStats) -> tuple[float, bool]:
     if union == 0:
         return 0.0, True
     return len(original.keywords & perturbed.keywords) / union, False
+
+
+def cosine(a: Sequence[float], b: Sequence[float]) -> float:
+    """Cosine of two embedding vectors, clipped to [0, 1] like every score; 0.0 for a zero or missing
+    (empty: the text failed and was not embedded) vector."""
+    if not a or not b:
+        return 0.0
+    if len(a) != len(b):
+        raise ValueError(f"embedding vectors differ in length ({len(a)} and {len(b)})")
+    norm = math.sqrt(math.fsum(x * x for x in a) * math.fsum(y * y for y in b))
+    return _clamp(math.fsum(x * y for x, y in zip(a, b, strict=True)) / norm) if norm > 0 else 0.0
 
 
 def _length(original: _TextStats, perturbed: _TextStats) -> float:

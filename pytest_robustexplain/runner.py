@@ -345,19 +345,11 @@ class RobustnessRun:
 
 
 def junit_properties(result: Robustness) -> list[tuple[str, str]]:
-    """Scores as JUnit XML properties, so CI dashboards can chart them per test item."""
-    props = [("robustexplain_model", result.model), ("robustexplain_slice", result.kind),
-             ("robustexplain_outcome", result.verdict.outcome),
-             ("robustexplain_pairs", str(len(result.pairs)))]
-    for quantity, interval in result.intervals.items():
-        props.append((f"robustexplain_{quantity}", f"{interval.mean:.4f}"))
-        props.append((f"robustexplain_{quantity}_interval", f"[{interval.low:.4f}, {interval.high:.4f}]"))
-    guard = result.guard
-    if guard is not None:
-        from .report.summary import guard_properties
+    """Scores as JUnit XML properties (one definition with ``robustexplain run --junitxml``)."""
+    from .report.junit import gate_properties
 
-        props.extend((f"robustexplain_{name}", value) for name, value in guard_properties(guard))
-    return props
+    return gate_properties(result.model, result.kind, result.verdict.outcome, len(result.pairs),
+                           result.intervals, result.guard)
 
 
 def _slice_param(item: pytest.Item) -> SliceParam | None:

@@ -27,7 +27,7 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from .errors import ConfigError
-from .results import GUARD_POLICIES, METRICS
+from .results import ALL_METRICS, EMBEDDING, GUARD_POLICIES, METRICS
 
 if TYPE_CHECKING:
     import pytest
@@ -71,8 +71,6 @@ DEFAULT_HOSTS: Mapping[str, str] = MappingProxyType({
 })
 YAML_NAME = "robustexplain.yaml"
 SEVERITY_RANGE = (1, 5)
-# Weights are user-typed decimals: "0.1,0.2,0.3,0.4" sums to 0.9999999999999999 in binary floating point.
-_WEIGHT_SUM_TOLERANCE = 1e-6
 
 CanonicalKind = Callable[[str], str]
 
@@ -283,38 +281,29 @@ def _name_values(raw: Any, what: str) -> Mapping[str, Any] | None:
     return pairs
 
 
-def _metric_names(raw: Mapping[str, Any]) -> None:
-    unknown = [k for k in raw if k not in METRICS]
+def _metric_names(raw: Mapping[str, Any], names: tuple[str, ...] = METRICS) -> None:
+    unknown = [k for k in raw if k not in names]
     if unknown:
-        raise _Invalid(f"unknown metric {unknown[0]!r}{_suggest(str(unknown[0]), METRICS)} "
-                       f"(metrics: {', '.join(METRICS)})")
+        raise _Invalid(f"unknown metric {unknown[0]!r}{_suggest(str(unknown[0]), names)} "
+                       f"(metrics: {', '.join(names)})")
 
 
-def _parse_weights(raw: Any) -> tuple[float, float, float, float]:
-    """Four weights in METRICS order, from ``"a,b,c,d"``, ``"semantic=a,keyword=b,..."``, a list or a dict."""
+def _parse_weights(raw: Any) -> tuple[float, ...]:
+    """Weights from ``"a,b,c,d"``, ``"semantic=a,keyword=b,..."`` (``embedding=e`` too), a list or a dict;
+    checked by the one definition, :func:`pytest_robustexplain.metrics.check_weights`."""
+    from .metrics import check_weights
+
     named = _name_values(raw, "weights")
     if named is not None:
         raw = named
     if isinstance(raw, Mapping):
-        _metric_names(raw)
-        missing = [m for m in METRICS if m not in raw]
-        if missing:
-            raise _Invalid(f"missing weight for {', '.join(missing)} (give all four: {', '.join(METRICS)})")
-        values = [raw[m] for m in METRICS]
+        _metric_names(raw, ALL_METRICS)  # did-you-mean for a misspelt name
     else:
-        values = _split_list(raw)
-        if len(values) != len(METRICS):
-            raise _Invalid(f"needs four weights ({', '.join(METRICS)}), got {len(values)}")
+        raw = _split_list(raw)
     try:
-        weights = tuple(_to_float(v) for v in values)
-    except _Invalid as exc:
-        raise _Invalid(f"weight {exc}") from None
-    if any(w < 0 for w in weights):
-        raise _Invalid("weights must not be negative")
-    total = sum(weights)
-    if abs(total - 1.0) > _WEIGHT_SUM_TOLERANCE:
-        raise _Invalid(f"weights sum to {total:g}, must sum to 1")
-    return (weights[0], weights[1], weights[2], weights[3])
+        return check_weights(raw)
+    except ValueError as exc:
+        raise _Invalid(str(exc)) from None
 
 
 _THRESHOLD = _float_parser(0.0, 1.0)
@@ -386,6 +375,18 @@ def _parse_dataset(raw: Any) -> str | Path:
 
 
 def _parse_host(raw: Any) -> str:
+    """One base URL, or several (comma-separated, a YAML list) to spread the calls over; kept as one
+    comma-separated string (:attr:`Settings.hosts` splits it)."""
+    hosts = [_one_host(h) for h in _split_list(raw)]
+    if not hosts:
+        raise _Invalid("empty value")
+    twice = next((h for i, h in enumerate(hosts) if h in hosts[:i]), None)
+    if twice is not None:
+        raise _Invalid(f"host {twice!r} is listed twice")
+    return ",".join(hosts)
+
+
+def _one_host(raw: Any) -> str:
     host = _text(raw)
     if any(ch.isspace() for ch in host):
         raise _Invalid("must not contain spaces")
@@ -468,10 +469,11 @@ OPTIONS: tuple[OptionSpec, ...] = (
          "Without a model the robustness tests are skipped (see require-model).", metavar="MODEL[,MODEL...]"),
     _enum("backend", BACKENDS, "ollama", "Explanation backend ('callable': your conftest overrides the "
           "explainer fixture; 'template': a deterministic offline template)."),
-    _opt("host", _parse_host, None, "Base URL of the Ollama server or OpenAI-compatible API; default "
-         f"$OLLAMA_HOST for Ollama, else {DEFAULT_HOSTS['ollama']} (Ollama) or {DEFAULT_HOSTS['openai']} "
-         "(a local OpenAI-compatible server: llama.cpp, vLLM, LM Studio).",
-         metavar="URL", env_fallbacks=("OLLAMA_HOST",)),
+    _opt("host", _parse_host, None, "Base URL of the Ollama server or OpenAI-compatible API; several, "
+         "comma-separated (a list in YAML), spread the calls over the hosts, each with its own concurrency; "
+         f"default $OLLAMA_HOST for Ollama, else {DEFAULT_HOSTS['ollama']} (Ollama) or "
+         f"{DEFAULT_HOSTS['openai']} (a local OpenAI-compatible server: llama.cpp, vLLM, LM Studio).",
+         metavar="URL[,URL...]", env_fallbacks=("OLLAMA_HOST",)),
     _opt("api-key-env", _parse_env_name, "OPENAI_API_KEY", "Name of the environment variable holding the "
          "API key for the openai backend; default OPENAI_API_KEY.", metavar="VAR", echo=False),
     _opt("histories", _parse_path, None, "User histories file (default: the bundled synthetic set).",
@@ -530,8 +532,13 @@ OPTIONS: tuple[OptionSpec, ...] = (
          "kind's item: category_drift.min_combined=0.4,noise.min_metric.semantic=0.5 (a mapping in YAML); "
          "default none.", metavar="KIND.KEY=X,..."),
     _opt("weights", _parse_weights, (0.25, 0.25, 0.25, 0.25), "Weights of semantic, keyword, structural "
-         "and length in ρ: four comma-separated numbers or semantic=..,keyword=..,structural=..,length=..; "
-         "non-negative, summing to 1; default equal.", metavar="W,W,W,W"),
+         "and length in ρ: four comma-separated numbers or semantic=..,keyword=..,structural=..,length=.. "
+         "(a fifth number or embedding=.. with embed-model); non-negative, summing to 1; default equal.",
+         metavar="W,W,W,W"),
+    _opt("embed-model", _text, None, "Opt-in fifth metric 'embedding': cosine of the two explanations' "
+         "vectors from this embedding model (Ollama /api/embed, or /v1/embeddings with the openai "
+         "backend), on the first host; reported beside the four, in ρ only when the weights name it; "
+         "default off (the paper's four metrics).", metavar="MODEL"),
     _enum("decision", DECISIONS, "mean", "Gate rule: 'mean' compares the mean (the method's rule), "
           "'confident' needs the whole interval on one side, 'sequential' stops adding users once decided."),
     _opt("alpha", _float_parser(0.0, 1.0, open_low=True, open_high=True), 0.05, "Error level of the "
@@ -650,7 +657,8 @@ class Settings:
     min_combined: float
     min_metric: float | Mapping[str, float]
     per_kind: Mapping[str, Mapping[str, Any]]
-    weights: tuple[float, float, float, float]
+    weights: tuple[float, ...]
+    embed_model: str | None
     decision: str
     alpha: float
     inconclusive: str
@@ -683,8 +691,13 @@ class Settings:
 
     @property
     def weight_map(self) -> dict[str, float]:
-        """The weights by metric name."""
-        return dict(zip(METRICS, self.weights, strict=True))
+        """The weights by metric name (``embedding`` included when it has a share of ρ)."""
+        return dict(zip(ALL_METRICS, self.weights, strict=False))
+
+    @property
+    def hosts(self) -> tuple[str, ...]:
+        """The configured hosts (``host`` may list several, comma-separated); empty when unset."""
+        return tuple(self.host.split(",")) if self.host else ()
 
     @property
     def effective_host(self) -> str | None:
@@ -954,6 +967,7 @@ def _resolve_values(layers: _Layers) -> tuple[dict[str, Any], dict[str, str], di
 
 def _cross_check(values: Mapping[str, Any], wheres: Mapping[str, str]) -> None:
     """Combinations that are each valid alone but contradict each other."""
+    _check_embedding_weight(values["weights"], values["embed_model"], wheres["weights"])
     if isinstance(values["dataset"], Path):
         for name in ("histories", "catalog", "cases"):
             if values[name] is not None:
@@ -1013,7 +1027,7 @@ class GateSettings:
     severities: tuple[int, ...]
     users: int | None
     repeats: int
-    weights: tuple[float, float, float, float]
+    weights: tuple[float, ...]
     decision: str
     alpha: float
     inconclusive: str
@@ -1113,6 +1127,14 @@ def _unknown_keyword(key: str, nodeid: str) -> ConfigError:
                        f"{_hint(key, MARKER_KEYWORDS)}")
 
 
+def _check_embedding_weight(weights: tuple[float, ...], embed_model: str | None, where: str) -> None:
+    from .metrics import embedding_weighted
+
+    if embedding_weighted(weights) and not embed_model:
+        raise ConfigError(f"{where}: gives {EMBEDDING!r} a share of ρ, but no embedding model is set "
+                          "(embed-model: --robustexplain-embed-model, ROBUSTEXPLAIN_EMBED_MODEL)")
+
+
 def apply_marker(settings: Settings, kwargs: Mapping[str, Any], *, nodeid: str, args: Sequence[Any] = (),
                  canonical_kind: CanonicalKind | None = None) -> GateSettings:
     """The gate of one test: marker keywords > run settings. Raises ConfigError naming the test.
@@ -1140,6 +1162,8 @@ def apply_marker(settings: Settings, kwargs: Mapping[str, Any], *, nodeid: str, 
             gate[key] = _canonical_kinds(_marker_value(option(key), value, where), canon, where)
         else:
             gate[key] = _marker_value(option(key), value, where)
+        if key == "weights":
+            _check_embedding_weight(gate[key], settings.embed_model, where)
         sources[key] = f"@pytest.mark.robustness on {nodeid}"
     if "per_kind" in kwargs:
         where = _marker_where(nodeid, "per_kind", kwargs["per_kind"])

@@ -31,7 +31,16 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from .data import Catalog, EvalCase, Item, UserHistory
 from .errors import BackendError
-from .results import CONTROL_KIND, METRICS, SWAP_KIND, PairKey, PairResult, is_control
+from .results import (
+    ALL_METRICS,
+    ANSWERED_BY,
+    CONTROL_KIND,
+    METRICS,
+    SWAP_KIND,
+    PairKey,
+    PairResult,
+    is_control,
+)
 
 if TYPE_CHECKING:
     from .explainers.base import Explainer, Explanation
@@ -60,7 +69,7 @@ class SliceSpec:
     seed: int
     noise_floor: bool = False
     sequential: SequentialConfig | None = None
-    weights: tuple[float, float, float, float] | None = None  # None: the sweep scorer's weights
+    weights: tuple[float, ...] | None = None  # None: the sweep scorer's weights
     # (user, item) -> the donor whose history replaces the user's in the case's cross-user control;
     # empty: no controls (guard off).
     donors: Mapping[tuple[str, str], UserHistory] = field(default_factory=dict)
@@ -115,11 +124,13 @@ class Counters:
     pairs_done: int = 0
     pairs_total: int = 0
     started: float = field(default_factory=time.monotonic)
+    by_host: dict[str, int] = field(default_factory=dict)  # calls answered per host (several hosts only)
 
     def to_dict(self) -> dict[str, int]:
         made = self.calls_done - self.cached
+        by_host = {ANSWERED_BY + host: n for host, n in sorted(self.by_host.items())}
         return {"made": made, "cached": self.cached, "failed": self.failed, "cancelled": self.cancelled,
-                "planned": self.planned_calls}
+                "planned": self.planned_calls, **by_host}
 
 
 class Sweep:
@@ -370,6 +381,8 @@ class Sweep:
                     repeat: int) -> Explanation:
         explanation = await self._explainers[model].explain(history, item, seed=seed, repeat=repeat)
         self.counters.calls_done += 1
+        if explanation.host is not None:
+            self.counters.by_host[explanation.host] = self.counters.by_host.get(explanation.host, 0) + 1
         if explanation.cached:
             self.counters.cached += 1
         if explanation.failure is not None:
@@ -397,11 +410,15 @@ class Sweep:
 
     def _score(self, pair: _Pair, original: Explanation, other: Explanation) -> PairResult:
         failed = original if original.failure is not None else other
-        scores = self._scorer.score(original.text, other.text)
+        vectors = None if original.embedding is None or other.embedding is None else (
+            original.embedding, other.embedding)
+        scores = self._scorer.score(original.text, other.text, vectors=vectors)
         failure = failed.failure
         if failure is None and scores.generation_failure:
             failure = "empty"
-        values = {m: 0.0 if failure else getattr(scores, m) for m in METRICS}
+        values: dict[str, Any] = {m: 0.0 if failure else getattr(scores, m) for m in METRICS}
+        if scores.embedding is not None:  # the opt-in fifth metric
+            values["embedding"] = 0.0 if failure else scores.embedding
         return PairResult(
             key=pair.key, **values, combined=0.0 if failure else scores.combined,
             original=original.text, perturbed=other.text,
@@ -515,9 +532,9 @@ class Sweep:
 
 
 
-def reweighted(pair: PairResult, weights: tuple[float, float, float, float] | None) -> PairResult:
+def reweighted(pair: PairResult, weights: tuple[float, ...] | None) -> PairResult:
     """``pair`` with ρ under ``weights`` (None: unchanged; the metrics do not depend on the weights)."""
     if weights is None or pair.failure is not None:
         return pair
-    combined = math.fsum(w * pair.metric(m) for w, m in zip(weights, METRICS, strict=True))
+    combined = math.fsum(w * pair.metric(m) for w, m in zip(weights, ALL_METRICS, strict=False))
     return replace(pair, combined=min(1.0, max(0.0, combined)))

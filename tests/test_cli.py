@@ -78,7 +78,7 @@ def one_error_line(err: str) -> str:
 def test_help_documents_every_command(capsys: pytest.CaptureFixture[str]) -> None:
     assert run("--help") == 0
     out = capsys.readouterr().out
-    for command in ("run", "report", "compare", "dataset"):
+    for command in ("run", "report", "compare", "dataset", "fake-server"):
         assert re.search(rf"^\s+{command}\s+\S", out, re.M), command
     for argv in (["run"], ["report"], ["compare"], ["dataset"], ["dataset", "generate"],
                  ["dataset", "import"]):
@@ -89,7 +89,7 @@ def test_help_documents_every_command(capsys: pytest.CaptureFixture[str]) -> Non
     text = capsys.readouterr().out
     for flag in ("--model", "--backend", "--host", "--perturbations", "--severities", "--users", "--repeats",
                  "--seed", "--temperature", "--concurrency", "--cache", "--cache-dir", "--json", "--html",
-                 "--markdown", "--min-combined", "--min-metric", "--config", "--protocol"):
+                 "--markdown", "--min-combined", "--min-metric", "--config", "--protocol", "--junitxml"):
         assert f"{flag} " in text, flag
     assert "callable" not in text.split("--backend", 1)[1].split("\n", 1)[0]
 
@@ -141,6 +141,25 @@ def test_inconclusive_follows_the_policy(capsys: pytest.CaptureFixture[str]) -> 
     assert "INCONCLUSIVE" in capsys.readouterr().out
     assert run(*base, "--inconclusive", "warn") == 0
     assert f"warning: {cli.NODEID}[overall]: INCONCLUSIVE" in capsys.readouterr().err
+
+
+def test_junitxml_follows_the_inconclusive_policy(tmp_path: Path) -> None:
+    """``run --junitxml``: one testcase per gated item; INCONCLUSIVE is a failure under policy "fail",
+    a pass under "warn" (as the pytest item would be)."""
+    import xml.etree.ElementTree as ET
+
+    base = ("run", "--backend", "template", *SMALL, "--decision", "confident", "--min-combined", "0.87", "-q")
+    for policy, code, failures in (("fail", 1, 3), ("warn", 0, 0)):
+        assert run(*base, "--inconclusive", policy, "--junitxml", f"{policy}/j.xml") == code
+        suite = ET.parse(tmp_path / policy / "j.xml").getroot().find("testsuite")
+        assert suite is not None and suite.get("tests") == "3" and suite.get("failures") == str(failures)
+        cases = suite.findall("testcase")
+        assert [c.get("name") for c in cases] == [f"run[{k}]" for k in ("noise_injection", "category_drift",
+                                                                           OVERALL)]
+        assert sum(c.find("failure") is not None for c in cases) == failures
+        outcomes = {p.get("value") for p in suite.iter("property")
+                    if p.get("name") == "robustexplain_outcome"}
+        assert "INCONCLUSIVE" in outcomes
 
 
 def test_two_models_against_the_fake_server(server: FakeOllamaServer, capsys: pytest.CaptureFixture[str],

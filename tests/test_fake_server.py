@@ -6,6 +6,7 @@ import asyncio
 import itertools
 import json
 import re
+import signal
 import ssl
 import subprocess
 import sys
@@ -555,6 +556,41 @@ def test_fixture_doc_and_cheap_import() -> None:
     code = f"import sys, pytest_robustexplain.testing; print(sorted({heavy} & set(sys.modules)))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+# ----------------------------------------------------------------------------- serving from the command line
+@pytest.mark.parametrize("argv", [["-m", "pytest_robustexplain.testing"],
+                                  ["-m", "pytest_robustexplain", "fake-server"]],
+                         ids=["python-m", "robustexplain"])
+def test_fake_server_command_serves_until_ctrl_c(argv: list[str], http: httpx.Client) -> None:
+    """Started as a user's pipeline would: port 0, the address read from the first line (no sleep)."""
+    proc = subprocess.Popen([sys.executable, *argv, "--port", "0", "--mode", "fragile", "--model", "mine:7b"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None
+        first = proc.stdout.readline()
+        match = re.match(r"fake Ollama listening on (http://127\.0\.0\.1:\d+) "
+                         r"\(mode fragile, models mine:7b\)", first)
+        assert match, (first, proc.stderr.read() if proc.poll() is not None and proc.stderr else "")
+        url = match.group(1)
+        assert http.get(url + "/api/version").json()["version"]
+        reply = http.post(url + "/api/chat", json={"model": "mine:7b", "stream": False, "messages": [
+            {"role": "user", "content": render(HISTORY)}], "options": T0}).json()
+        assert reply["message"]["content"] == compose_reply(render(HISTORY), T0, mode="fragile")
+    finally:
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err
+    assert "fake Ollama stopped" in out and "Traceback" not in err
+
+
+def test_fake_server_command_on_a_taken_port_is_one_error(server: FakeOllamaServer,
+                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    from pytest_robustexplain import cli
+
+    assert cli.main(["fake-server", "--port", str(server.port)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("fake-server: error:") and len(err.strip().splitlines()) == 1
 
 
 # --------------------------------------------------------------------------------------- reply model

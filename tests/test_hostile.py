@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import re
+import xml.etree.ElementTree as ET
 from collections.abc import Iterator, Mapping
 from typing import Any
 
@@ -127,9 +128,33 @@ def test_every_writer_survives_and_neutralises_hostile_replies(
     monkeypatch.chdir(pytester.path)
     code = cli.main(["run", "--model", "fake-model", "--host", server.url, "--users", "3", "--severities",
                      "2", "--perturbations", "noise,drift", "--min-combined", "0.95", "--progress", "off",
-                     "--markdown", "cli.md"])
+                     "--markdown", "cli.md", "--junitxml", "cli.xml"])
     assert code == cli.EXIT_GATE_FAILED
     _assert_markdown_is_inert((pytester.path / "cli.md").read_text(encoding="utf-8"))
+    _assert_junit_matches_pytest(pytester.path / "cli.xml", pytester.path / "junit.xml")
+
+
+def _junit_cases(path: Any) -> dict[str, tuple[dict[str, str], ET.Element | None]]:
+    """Testcases by slice: their properties and failure element (the file must parse as XML)."""
+    root = ET.parse(path).getroot()
+    out = {}
+    for case in root.iter("testcase"):
+        props = {p.get("name", ""): p.get("value", "") for p in case.iter("property")}
+        out[props["robustexplain_slice"]] = (props, case.find("failure"))
+    return out
+
+
+def _assert_junit_matches_pytest(cli_xml: Any, pytest_xml: Any) -> None:
+    """``run --junitxml``: one testcase per gated item, failures with their reason, the plugin's
+    properties, and no hostile character in any attribute or text."""
+    ours, theirs = _junit_cases(cli_xml), _junit_cases(pytest_xml)
+    assert set(ours) == set(theirs) == {"noise_injection", "category_drift", "overall"}
+    for name, (props, failure) in ours.items():
+        assert set(props) == set(theirs[name][0]), name
+        assert props["robustexplain_outcome"] == "FAIL" and failure is not None
+        assert "ρ" in failure.get("message", "") or "combined" in failure.get("message", "")
+    text = cli_xml.read_text(encoding="utf-8")
+    _assert_log_is_safe(text)
 
 
 def test_the_cli_report_keeps_terminal_escapes_out(server: FakeOllamaServer, tmp_path: Any,

@@ -100,7 +100,7 @@ def check_baseline(baseline: RunResult, path: Path, settings: Settings, *, save_
     """Refuse a baseline whose numbers are not comparable with this run's (another metric signature)."""
     from ..metrics import metric_signature
 
-    current = metric_signature(weights=settings.weights)
+    current = metric_signature(weights=settings.weights, embedding=settings.embed_model)
     if baseline.signature != current:
         raise ConfigError(
             f"baseline {path} was scored with a different metric signature, so its numbers are not "
@@ -149,13 +149,13 @@ def robustness(gated: GatedSlice, sliced: SliceResult, verdict: Verdict,
     """The record of a decided slice: its pairs, verdict, an interval per quantity, the worst pairs."""
     from .. import stats
     from ..report.summary import worst_pairs
-    from ..results import METRICS, Robustness
+    from ..results import Robustness, metrics_of
 
     kind = None if gated.slice == OVERALL else gated.slice
     pairs = sliced.pairs
     intervals = {c.quantity: c.interval for c in verdict.checks}
     users = [p.key.user_id for p in pairs]
-    for quantity in ("combined", *METRICS):
+    for quantity in ("combined", *metrics_of(pairs)):  # the opt-in embedding too, when measured
         if quantity not in intervals:
             intervals[quantity] = stats.cluster_interval([p.metric(quantity) for p in pairs], users,
                                                          confidence=1 - gated.gate.alpha)

@@ -204,8 +204,9 @@ class Run:
             from ..sweep import Sweep
 
             models = max(1, len({s.spec.model for s in self._slices.values()}))
+            slots = self.settings.concurrency * max(1, len(self.settings.hosts))  # each host has its own
             self._sweep = Sweep({}, self.dataset.catalog, scorer=Scorer(weights=self.settings.weights),
-                                window=2 * self.settings.concurrency * models)
+                                window=2 * slots * models)
             self._sweep.start()
         return self._sweep
 
@@ -354,7 +355,8 @@ class Run:
         if partial:
             extra.update(partial=True, pairs_planned=self._sweep.counters.pairs_total if self._sweep else 0)
         return RunResult(
-            signature=metric_signature(weights=self.settings.weights), seed=self.settings.seed,
+            signature=metric_signature(weights=self.settings.weights, embedding=self.settings.embed_model),
+            seed=self.settings.seed,
             models=[model_record(name, info) for name, info in self.model_infos.items()],
             settings={**self.settings.to_dict(), **extra}, pairs=list(pairs),
             gates=_unique_gates(self.gates), calls=counters,

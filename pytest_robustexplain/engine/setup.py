@@ -112,20 +112,50 @@ def backend_options(settings: Settings) -> dict[str, Any]:
 
 def build_explainer(settings: Settings, model: str, *, cache_dir: Path, custom: Explainer | None = None,
                     cross_process: bool = False) -> Explainer:
-    """The explainer for ``model`` (``custom`` when a hook supplied one), behind the response cache.
+    """The explainer for ``model`` (``custom`` when a hook supplied one), behind the response cache, spread
+    over the hosts when several are configured, and adding embeddings when an embedding model is set.
 
     The template explainer is never cached: it is instant, so caching it would only cost disk.
     """
-    from ..explainers import make_explainer
     from ..explainers.cache import CachedExplainer, ResponseCache
 
-    explainer = custom if custom is not None else make_explainer(settings.backend, model,
-                                                                 **backend_options(settings))
-    if settings.cache == "off" or explainer.backend == "template":
+    explainer = custom if custom is not None else _backend_explainer(settings, model)
+    if settings.cache != "off" and explainer.backend != "template":
+        cache = ResponseCache(cache_dir, settings.cache)
+        cache.check_writable()  # before a single model call is spent
+        explainer = CachedExplainer(explainer, cache, cross_process=cross_process)
+    if settings.embed_model is None:
         return explainer
-    cache = ResponseCache(cache_dir, settings.cache)
-    cache.check_writable()  # before a single model call is spent
-    return CachedExplainer(explainer, cache, cross_process=cross_process)
+    return _with_embeddings(settings, explainer, cache_dir, settings.embed_model)
+
+
+def _backend_explainer(settings: Settings, model: str) -> Explainer:
+    """The backend's explainer; one per host behind a :class:`HostsExplainer` when there are several."""
+    from ..explainers import make_explainer
+
+    options = backend_options(settings)
+    if len(settings.hosts) < 2 or settings.backend == "template":
+        return make_explainer(settings.backend, model, **options)
+    from ..explainers.hosts import HostsExplainer
+
+    per_host = [make_explainer(settings.backend, model, **{**options, "host": h}) for h in settings.hosts]
+    return HostsExplainer(per_host, settings.hosts)
+
+
+def _with_embeddings(settings: Settings, explainer: Explainer, cache_dir: Path,
+                     embed_model: str) -> Explainer:
+    """The opt-in fifth metric: explanations carry vectors from the embedding model on the first host."""
+    from ..explainers.embedding import with_embeddings
+    from ..explainers.ollama import resolve_host
+    from ..settings import DEFAULT_HOSTS
+
+    api = "openai" if settings.backend == "openai" else "ollama"
+    host = settings.hosts[0] if settings.hosts else (DEFAULT_HOSTS["openai"] if api == "openai"
+                                                     else resolve_host(None))
+    return with_embeddings(explainer, embed_model, host=host, api=api, cache_dir=cache_dir,
+                           cache_mode=settings.cache, api_key=os.environ.get(settings.api_key_env) or None,
+                           timeout=settings.timeout, connect_timeout=settings.connect_timeout,
+                           max_attempts=settings.retries + 1, seed=settings.seed)
 
 
 def donor_pool(dataset: Dataset) -> DonorPool:

@@ -32,6 +32,8 @@ class Explanation:
     cached: bool = False
     failure: str | None = None
     detail: str = ""  # the error message when failure == "error"; what was refused for "refusal"
+    embedding: tuple[float, ...] | None = None  # the text's vector (opt-in metric; () when not embedded)
+    host: str | None = None  # which host answered, when the calls are spread over several
 
     def __post_init__(self) -> None:
         # Outside text enters the run here, from every backend: make it encodable (lone surrogates from a

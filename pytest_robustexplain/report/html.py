@@ -19,7 +19,17 @@ import os
 from pathlib import Path
 from typing import Any
 
-from ..results import FAIL, INCONCLUSIVE, INSENSITIVE, METRICS, OVERALL, PASS, PairResult, RunResult
+from ..results import (
+    FAIL,
+    INCONCLUSIVE,
+    INSENSITIVE,
+    METRICS,
+    OVERALL,
+    PASS,
+    PairResult,
+    RunResult,
+    metrics_of,
+)
 from .json_report import atomic_write_text
 from .summary import (
     METRIC_DESCRIPTIONS,
@@ -214,7 +224,7 @@ def _gate_table(run: RunResult, summary: Summary) -> str:
 def _metric_table(run: RunResult, summary: Summary) -> str:
     gate = find_gate(run, summary.model, OVERALL)
     rows = []
-    for metric in METRICS:
+    for metric in summary.by_metric:  # the four, and the opt-in embedding when the run measured it
         check = gate_check(gate, metric)
         description = METRIC_DESCRIPTIONS.get(metric)
         rows.append([e(f"{metric} ({description})" if description else metric),
@@ -283,7 +293,7 @@ def _pairs_table(pairs: list[PairResult], quantity: str) -> str:
     rows = []
     for pair in pairs:
         key = pair.key
-        scores = " · ".join(f"{m[:4]} {pair.metric(m):.2f}" for m in METRICS)
+        scores = " · ".join(f"{m[:4]} {pair.metric(m):.2f}" for m in metrics_of([pair]))
         focus = "ρ" if quantity == "combined" else quantity
         where = (f"user {e(key.user_id)}<br>item {e(key.item_id)}<br>{e(key.kind)} L{key.severity}"
                  f"<br><b>{e(focus)} {pair.metric(quantity):.3f}</b><br><small>{e(scores)}</small>")
@@ -391,19 +401,20 @@ class _Plotter:
     def metric_bars(self, summary: Summary, thresholds: dict[str, float]) -> str:
         fig = self._figure_cls(figsize=(5.2, 3.2))
         ax = fig.add_subplot()
-        means = [summary.by_metric[m].mean for m in METRICS]
-        errors = [[summary.by_metric[m].mean - summary.by_metric[m].low for m in METRICS],
-                  [summary.by_metric[m].high - summary.by_metric[m].mean for m in METRICS]]
-        ax.bar(list(METRICS), means, yerr=errors, capsize=4, color="#4c78a8")
-        # One gate mark per bar: metrics may have thresholds of their own.
-        for index, metric in enumerate(METRICS):
+        names = list(summary.by_metric)  # the four, and the opt-in embedding when the run measured it
+        means = [summary.by_metric[m].mean for m in names]
+        errors = [[summary.by_metric[m].mean - summary.by_metric[m].low for m in names],
+                  [summary.by_metric[m].high - summary.by_metric[m].mean for m in names]]
+        ax.bar(names, means, yerr=errors, capsize=4, color="#4c78a8")
+        # One gate mark per gated bar: metrics may have thresholds of their own.
+        for index, metric in enumerate(m for m in names if m in thresholds):
             ax.hlines(thresholds[metric], index - 0.45, index + 0.45, color="#cf222e", linestyle="--",
                       linewidth=1.2, label="gate" if index == 0 else None)
         ax.set_ylim(0, 1)
         ax.set_ylabel("score (95 % CI)")
         ax.legend(fontsize=8)
         ax.set_title(_plain_text(f"Metrics — {summary.model}"), fontsize=10)
-        return self._img(fig, f"bar chart of the four metrics for {summary.model}")
+        return self._img(fig, f"bar chart of the metrics for {summary.model}")
 
     def severity_curve(self, summary: Summary, threshold: float) -> str:
         severities = summary.severities

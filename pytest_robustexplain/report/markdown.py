@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ..results import METRICS, OVERALL, PairResult, RunResult
+from ..results import OVERALL, PairResult, RunResult
 from ..sanitize import markdown_inert
 from .summary import (
     METRIC_DESCRIPTIONS,
@@ -133,7 +133,7 @@ def _gate_table(run: RunResult, summary: Summary) -> list[str]:
 def _metric_table(run: RunResult, summary: Summary) -> list[str]:
     gate = find_gate(run, summary.model, OVERALL)
     rows = []
-    for metric in METRICS:
+    for metric in summary.by_metric:  # the four, and the opt-in embedding when the run measured it
         check = gate_check(gate, metric)
         description = METRIC_DESCRIPTIONS.get(metric)
         name = f"{metric} ({description})" if description else metric

@@ -35,6 +35,7 @@ from ..results import (
     PairResult,
     RunResult,
     is_control,
+    metrics_of,
     plain,
 )
 
@@ -49,6 +50,7 @@ KIND_ORDER: tuple[str, ...] = (
 )
 METRIC_DESCRIPTIONS: dict[str, str] = {
     "semantic": "BoW cosine", "keyword": "POS Jaccard", "structural": "BLEU-4", "length": "",
+    "embedding": "embedding cosine",
 }
 DEFAULT_MIN_COMBINED = 0.5
 DEFAULT_MIN_METRIC = 0.35
@@ -224,12 +226,12 @@ def _summarize(run: RunResult, model: str) -> Summary:
     kinds = ordered_kinds(p.key.kind for p in pairs)
     severities = sorted({p.key.severity for p in pairs})
     by_kind = {k: interval_of([p for p in pairs if p.key.kind == k]) for k in kinds}
-    by_metric = {m: interval_of(pairs, m) for m in METRICS}
+    by_metric = {m: interval_of(pairs, m) for m in metrics_of(pairs)}  # the opt-in fifth when measured
     by_severity = {s: interval_of([p for p in pairs if p.key.severity == s]) for s in severities}
     kind_severity = {k: {s: interval_of([p for p in pairs if p.key.kind == k and p.key.severity == s])
                          for s in severities if any(p.key.kind == k and p.key.severity == s for p in pairs)}
                      for k in kinds}
-    weakest_metric = _argmin({m: iv.mean for m, iv in by_metric.items()})
+    weakest_metric = _argmin({m: iv.mean for m, iv in by_metric.items() if m in METRICS})
     weakest_kind = _argmin({k: iv.mean for k, iv in by_kind.items()})
     users = _user_stats(pairs)
     thresholds = gate_thresholds(run, model)

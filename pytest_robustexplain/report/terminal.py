@@ -13,7 +13,7 @@ from __future__ import annotations
 import textwrap
 from typing import TYPE_CHECKING
 
-from ..results import METRICS, OVERALL, PairResult, RunResult
+from ..results import METRICS, OVERALL, PairResult, RunResult, answered_by
 from .summary import (
     METRIC_DESCRIPTIONS,
     FailedGate,
@@ -58,7 +58,9 @@ def render_terminal(run: RunResult, *, width: int = 100, quiet: bool = False) ->
         return "robustexplain: no pairs were scored"
     summaries = [summarize(run, name) for name in names]
     if quiet:
-        return "\n".join(quiet_line(run, s) for s in summaries)
+        hosts = answered_by(run.calls)  # several hosts: which answered how many calls
+        by_host = [f"robustexplain: calls by host: {' · '.join(f'{h} {n}' for h, n in hosts.items())}"]
+        return "\n".join([*(quiet_line(run, s) for s in summaries), *(by_host if hosts else [])])
     blocks = [_model_block(run, s, width) for s in summaries]
     blocks.extend(_comparison_block(entry, width) for entry in model_comparisons(run))
     footer = _footer(run)
@@ -145,7 +147,7 @@ def _metric_section(run: RunResult, summary: Summary, failed: list[FailedGate], 
     thresholds = {c.threshold for c in checks}
     head = f"gate ≥ {thresholds.pop():.2f}" if len(thresholds) == 1 else ""
     lines = [f"{'By metric':<{LABEL_WIDTH + VALUE_WIDTH}}{head}".rstrip()]
-    for metric in METRICS:
+    for metric in summary.by_metric:  # the four, and the opt-in embedding when the run measured it
         check = gate_check(gate, metric)
         description = METRIC_DESCRIPTIONS.get(metric)
         label = f"  {metric:<10} ({description})" if description else f"  {metric}"

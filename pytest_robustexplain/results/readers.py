@@ -187,6 +187,7 @@ class _Reader:
             cached_perturbed=g(data, "cached_perturbed", bool, record, default=False),
             latency_s=g(data, "latency_s", float, record, default=0.0),
             history_length=g(data, "history_length", int, record, default=0),
+            embedding=None if "embedding" not in data else s(data, "embedding", record),  # opt-in metric
         )
 
     def interval(self, value: Any, record: str) -> Interval:

@@ -10,7 +10,7 @@ the explanation depends on the user at all (see :mod:`pytest_robustexplain.guard
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -19,7 +19,14 @@ from ..sanitize import visible
 if TYPE_CHECKING:  # types only: the records below refer to them, no module above is imported
     from ..data import UserHistory
 
-METRICS: tuple[str, ...] = ("semantic", "keyword", "structural", "length")
+METRICS: tuple[str, ...] = ("semantic", "keyword", "structural", "length")  # the paper's four
+# The opt-in fifth metric (cosine of embeddings; ``embed_model``): absent unless configured, so the paper's
+# protocol, reports and signature are unchanged without it.
+EMBEDDING = "embedding"
+ALL_METRICS: tuple[str, ...] = (*METRICS, EMBEDDING)
+# RunResult.calls key prefix of the calls each host answered, when the run spread them over several hosts:
+# "answered by http://box-a:11434" -> 120 (every report lists the calls, so each names the hosts).
+ANSWERED_BY = "answered by "
 CONTROL_KIND = "control"
 SWAP_KIND = "swap"
 CONTROL_KINDS: frozenset[str] = frozenset({CONTROL_KIND, SWAP_KIND})  # pairs that are never gated as such
@@ -73,13 +80,28 @@ class PairResult:
     cached_perturbed: bool = False
     latency_s: float = 0.0
     history_length: int = 0
+    embedding: float | None = None  # the opt-in fifth metric; None when the run has no embedding model
 
     def metric(self, name: str) -> float:
         """A metric by name; ``combined`` (ρ) included."""
         return float(getattr(self, name))
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        data = asdict(self)
+        if self.embedding is None:  # runs without the fifth metric write what they always wrote
+            del data["embedding"]
+        return data
+
+
+def answered_by(calls: dict[str, int]) -> dict[str, int]:
+    """Calls per host (sorted by URL), from ``RunResult.calls``; empty unless the run spread its calls over
+    several hosts."""
+    return {k[len(ANSWERED_BY):]: n for k, n in sorted(calls.items()) if k.startswith(ANSWERED_BY)}
+
+
+def metrics_of(pairs: Iterable[PairResult]) -> tuple[str, ...]:
+    """The metrics these pairs carry: the four, and ``embedding`` when the run measured it."""
+    return ALL_METRICS if any(p.embedding is not None for p in pairs) else METRICS
 
 
 # Gate outcomes.

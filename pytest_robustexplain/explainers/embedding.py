@@ -1,0 +1,225 @@
+"""The opt-in fifth metric's input: an embedding vector for every explanation text.
+
+:class:`EmbeddingExplainer` wraps the run's explainer (behind its response cache): each successful
+explanation comes back with ``embedding`` set to its vector, a failed one with ``()`` (nothing to embed;
+it scores 0 like every metric). The sweep hands both vectors of a pair to the scorer, which adds the
+cosine as the metric ``embedding``.
+
+Vectors come from one embedding model on one host: Ollama's ``POST /api/embed`` (``{"model", "input":
+[...]}`` → ``{"embeddings": [[...]]}``) or, with the openai backend, the OpenAI-compatible
+``POST /v1/embeddings`` (→ ``{"data": [{"embedding": [...]}]}``). They are cached like replies: on disk
+under ``<cache dir>/embeddings/``, keyed by the API, the model name and the text, with the response cache's
+mode (``replay-only`` never calls the server), and in memory for the run, so an original explanation
+shared by ~25 pairs is embedded once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import time
+import weakref
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from ..data import Item, UserHistory
+from ..errors import BackendError, CacheMissError
+from .base import Explainer, Explanation, ModelInfo
+from .cache import _write_atomic, cache_key, validate_mode
+from .retry import RetryExhaustedError, RetryPolicy, describe_error, is_connect_failure, status_of
+
+Vector = tuple[float, ...]
+EMBED_APIS: tuple[str, ...] = ("ollama", "openai")
+_PROBE = "robustexplain embedding check"
+
+
+class EmbeddingClient:
+    """Vectors from ``model`` on ``host``: ``api`` "ollama" (``/api/embed``) or "openai" (``/embeddings``
+    under the OpenAI base URL, which ends in ``/v1``). One httpx client per event loop."""
+
+    def __init__(self, model: str, *, host: str, api: str = "ollama", api_key: str | None = None,
+                 timeout: float = 120.0, connect_timeout: float = 5.0, max_attempts: int = 5,
+                 seed: int = 0) -> None:
+        if api not in EMBED_APIS:
+            raise BackendError(f"embeddings: unknown API {api!r} (one of {', '.join(EMBED_APIS)})")
+        self.model, self.host, self.api = model, host.rstrip("/"), api
+        self._api_key = api_key
+        self._timeout, self._connect_timeout = timeout, connect_timeout
+        self._retry = RetryPolicy(max_attempts=max_attempts, seed=seed)
+        self._clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Any] = weakref.WeakKeyDictionary()
+
+    @property
+    def path(self) -> str:
+        return "/api/embed" if self.api == "ollama" else "/embeddings"
+
+    async def preflight(self) -> None:
+        """Embed one probe text: a missing model or an unreachable host is one clear error now. A client
+        of its own, closed at once: preflight may run in a short-lived event loop (the plugin's start-up)."""
+        client = self._new_client()
+        try:
+            await self._embed([_PROBE], client)
+        finally:
+            await client.aclose()
+
+    async def embed(self, texts: list[str]) -> list[Vector]:
+        """One vector per text, in order; a BackendError names the host and model when it cannot."""
+        loop = asyncio.get_running_loop()
+        client = self._clients.get(loop)
+        if client is None:
+            client = self._clients[loop] = self._new_client()
+        return await self._embed(texts, client)
+
+    async def _embed(self, texts: list[str], client: Any) -> list[Vector]:
+        try:
+            return await self._retry.run(lambda: self._request(texts, client))
+        except RetryExhaustedError as exc:
+            raise BackendError(f"embeddings from {self.model!r} at {self.host} failed: {exc}") from None
+        except BackendError:
+            raise
+        except Exception as exc:
+            raise self._fatal(exc) from None
+
+    async def aclose(self) -> None:
+        client = self._clients.pop(asyncio.get_running_loop(), None)
+        if client is not None:
+            await client.aclose()
+
+    async def _request(self, texts: list[str], client: Any) -> list[Vector]:
+        response = await client.post(self.host + self.path, json={"model": self.model, "input": texts})
+        response.raise_for_status()
+        vectors = self._vectors(response.json())
+        if len(vectors) != len(texts):
+            raise BackendError(f"embeddings from {self.model!r} at {self.host}: {len(vectors)} vectors for "
+                               f"{len(texts)} texts")
+        return vectors
+
+    def _vectors(self, body: Any) -> list[Vector]:
+        try:
+            rows = body["embeddings"] if self.api == "ollama" else [d["embedding"] for d in body["data"]]
+            return [tuple(float(x) for x in row) for row in rows]
+        except (KeyError, TypeError, ValueError):
+            raise BackendError(f"{self.host}{self.path} did not answer with embeddings for {self.model!r}: "
+                               f"{json.dumps(body)[:200]}") from None
+
+    def _new_client(self) -> Any:
+        import httpx
+
+        headers = {"Authorization": f"Bearer {self._api_key}"} if self._api_key else {}
+        timeout = httpx.Timeout(self._timeout, connect=self._connect_timeout)
+        return httpx.AsyncClient(headers=headers, timeout=timeout)
+
+    def _fatal(self, exc: BaseException) -> BackendError:
+        if is_connect_failure(exc):
+            return BackendError(f"cannot reach {self.host} for embeddings (connection refused); start the "
+                                "server or check --robustexplain-host")
+        if status_of(exc) == 404:
+            pull = f"; run `ollama pull {self.model}`" if self.api == "ollama" else ""
+            return BackendError(f"embedding model {self.model!r} not found on {self.host}{pull}")
+        return BackendError(f"embeddings from {self.model!r} at {self.host} failed: {describe_error(exc)}")
+
+
+class EmbeddingCache:
+    """Vectors on disk, one file per text (``<directory>/<2 hex>/<key>.json``), written atomically."""
+
+    def __init__(self, directory: str | os.PathLike[str], mode: str = "read-write") -> None:
+        self.directory = Path(directory)
+        self.mode = validate_mode(mode)
+
+    def key(self, api: str, model: str, text: str) -> str:
+        return cache_key({"api": api, "embed_model": model, "text": text})
+
+    def get(self, key: str) -> Vector | None:
+        if self.mode not in ("read", "read-write", "replay-only"):
+            return None
+        try:
+            entry = json.loads((self.directory / key[:2] / f"{key}.json").read_text(encoding="utf-8"))
+            return tuple(float(x) for x in entry["vector"]) if entry.get("key") == key else None
+        except (OSError, ValueError, KeyError, TypeError):
+            return None  # missing or unreadable: fetched again (and rewritten)
+
+    def put(self, key: str, model: str, vector: Vector) -> None:
+        if self.mode not in ("write", "read-write"):
+            return
+        entry = {"format": 1, "key": key, "embed_model": model,
+                 "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "vector": list(vector)}
+        # A full disk only costs the next run a request (the response cache warns about it once).
+        with contextlib.suppress(OSError):
+            _write_atomic(self.directory / key[:2] / f"{key}.json", json.dumps(entry))
+
+
+class Embedder:
+    """Texts → vectors through the memory memo, the disk cache and the client, in that order."""
+
+    def __init__(self, client: EmbeddingClient, cache: EmbeddingCache | None = None) -> None:
+        self.client = client
+        self.cache = cache
+        self._memo: dict[str, Vector] = {}
+        self.requests = 0  # texts sent to the server (tests and reports read it)
+
+    async def preflight(self) -> None:
+        if self.cache is None or self.cache.mode != "replay-only":
+            await self.client.preflight()
+
+    async def vector(self, text: str) -> Vector:
+        vector = self._memo.get(text)
+        if vector is None:
+            vector = await self._load(text)
+            self._memo[text] = vector
+        return vector
+
+    async def _load(self, text: str) -> Vector:
+        key = self.cache.key(self.client.api, self.client.model, text) if self.cache else ""
+        cached = await asyncio.to_thread(self.cache.get, key) if self.cache else None
+        if cached is not None:
+            return cached
+        if self.cache is not None and self.cache.mode == "replay-only":
+            raise CacheMissError(f"replay-only: no cached embedding of an explanation (model "
+                                 f"{self.client.model!r}, key {key[:12]}…) in {self.cache.directory}")
+        self.requests += 1
+        (vector,) = await self.client.embed([text])
+        if self.cache is not None:
+            await asyncio.to_thread(self.cache.put, key, self.client.model, vector)
+        return vector
+
+
+class EmbeddingExplainer:
+    """An explainer whose explanations carry their embedding vector (``()`` for a failed one)."""
+
+    def __init__(self, inner: Explainer, embedder: Embedder) -> None:
+        self.inner = inner
+        self.embedder = embedder
+        self.backend = inner.backend
+        self.model = inner.model
+
+    def __repr__(self) -> str:
+        return f"EmbeddingExplainer({self.inner!r}, embed_model={self.embedder.client.model!r})"
+
+    async def preflight(self) -> ModelInfo:
+        info = await self.inner.preflight()
+        await self.embedder.preflight()
+        return replace(info, extra={**info.extra, "embed_model": self.embedder.client.model})
+
+    async def explain(self, history: UserHistory, item: Item, *, seed: int, repeat: int) -> Explanation:
+        explanation = await self.inner.explain(history, item, seed=seed, repeat=repeat)
+        vector = await self.embedder.vector(explanation.text) if explanation.ok else ()
+        return replace(explanation, embedding=vector)
+
+    def request_identity(self, history: UserHistory, item: Item, *, seed: int, repeat: int) -> dict[str, Any]:
+        return self.inner.request_identity(history, item, seed=seed, repeat=repeat)
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+        await self.embedder.client.aclose()
+
+
+def with_embeddings(explainer: Explainer, model: str, *, host: str, api: str, cache_dir: Path | None,
+                    cache_mode: str, **client_options: Any) -> EmbeddingExplainer:
+    """``explainer`` whose explanations carry vectors from the embedding ``model`` (cached under
+    ``cache_dir/embeddings`` unless ``cache_mode`` is "off"); ``client_options`` as EmbeddingClient's."""
+    cache = None if cache_mode == "off" or cache_dir is None else EmbeddingCache(cache_dir / "embeddings",
+                                                                                  cache_mode)
+    client = EmbeddingClient(model, host=host, api=api, **client_options)
+    return EmbeddingExplainer(explainer, Embedder(client, cache))

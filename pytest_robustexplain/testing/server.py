@@ -1,0 +1,465 @@
+"""The fake Ollama server: lifecycle, fault scripting, counters and the state the handler uses."""
+
+from __future__ import annotations
+
+import contextlib
+import socket
+import threading
+import time
+import traceback
+from collections import Counter, deque
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any
+
+from .calls import _OPENAI_OPTIONS, DEFAULT_HANG_SECONDS, FAULTS, _ChatCall, _Fault, _HttpError, _Ticket
+from .handler import _HTTPServer
+from .models import _go_time, _ModelMeta, _normalize
+from .replies import MODES, REFUSAL_TEXT, _thinking_text, compose_reply
+
+ReplyFn = Callable[[str, dict[str, Any]], str]
+
+FIXTURE_DOC = """A running :class:`~pytest_robustexplain.testing.FakeOllamaServer` for this test.
+
+The server listens on ``127.0.0.1`` on a free port; point a client at ``fake_ollama.url`` (for example
+``ollama.Client(host=fake_ollama.url)``, ``OLLAMA_HOST=fake_ollama.url`` or the OpenAI base URL
+``fake_ollama.url + "/v1"``). It serves the model ``fake-model:latest`` with stable, deterministic
+replies. Change its behaviour in the test: ``fake_ollama.mode = "fragile"`` (``"borderline"``,
+``"history-blind"``),
+``fake_ollama.latency = 0.05``, ``fake_ollama.capacity = 2``; script failures of the next chat
+requests with ``fail_next(n, status=503)``, ``hang_next(n, seconds=...)``, ``drop_next(n)``,
+``empty_next(n)``, ``refuse_next(n)`` or ``script(["fail", "ok", "drop"])``; and inspect what your
+code sent with ``calls``, ``chat_calls``, ``requests``, ``in_flight``, ``peak_in_flight`` and
+``peak_processing``. For other
+models or thinking behaviour, build your own server with
+``pytest_robustexplain.testing.fake_ollama_server(models=..., think_capable=True)``. The server is
+stopped (and any hung request released) when the test ends.
+"""
+
+
+def _seconds(value: object, name: str) -> float:
+    """A server setting in seconds: a number >= 0 (not a bool, not NaN)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0:
+        raise ValueError(f"FakeOllamaServer {name} must be a number of seconds >= 0, got {value!r}")
+    return float(value)
+
+
+def _non_negative_count(n: object, what: str) -> int:
+    if isinstance(n, bool) or not isinstance(n, int) or n < 0:
+        raise ValueError(f"FakeOllamaServer.{what}: n must be an integer >= 0, got {n!r}")
+    return n
+
+
+class FakeOllamaServer:
+    """A real HTTP server on 127.0.0.1 that behaves like Ollama, with scriptable faults and stats.
+
+    Use it as a context manager (``with FakeOllamaServer() as server: ...``) or call :meth:`start` and
+    :meth:`stop`. ``mode``, ``latency``, ``capacity`` and ``reply`` may be changed while it runs. ``port``
+    0 (the default) takes a free port; ``robustexplain fake-server`` passes a fixed one.
+    """
+
+    def __init__(self, *, models: Iterable[str] = ("fake-model:latest",), mode: str = "stable",
+                 latency: float = 0.0, capacity: int | None = None, think_capable: bool = False,
+                 leak_thinking: bool = False, version: str = "0.12.6", reply: ReplyFn | None = None,
+                 port: int = 0) -> None:
+        given = (models,) if isinstance(models, str) else tuple(models)
+        names = [_normalize(m) for m in given if isinstance(m, str)]
+        if not names or len(names) != len(given) or not all(n.split(":")[0] for n in names):
+            raise ValueError(f"FakeOllamaServer models must be non-empty model names, got {list(given)!r}")
+        if reply is not None and not callable(reply):
+            raise ValueError(f"FakeOllamaServer reply must be a callable (prompt, options) -> str, "
+                             f"got {reply!r}")
+        if isinstance(port, bool) or not isinstance(port, int) or not 0 <= port <= 65535:
+            raise ValueError(f"FakeOllamaServer port must be an integer 0-65535 (0: a free port), "
+                             f"got {port!r}")
+        self._port = port
+        self._metas = {n: _ModelMeta.of(n) for n in dict.fromkeys(names)}
+        self._cond = threading.Condition()
+        self._mode = "stable"
+        self._latency = 0.0
+        self._trickle = 0.0
+        self._capacity: int | None = None
+        self.mode = mode
+        self.latency = latency
+        self.capacity = capacity
+        self.think_capable = bool(think_capable)
+        self.leak_thinking = bool(leak_thinking)
+        self.version = version
+        self.reply = reply
+        self._faults: deque[_Fault] = deque()
+        self._loaded: dict[str, float] = {}
+        self._connections: dict[socket.socket, threading.Thread] = {}
+        self._errors: list[str] = []
+        self._stopping = threading.Event()
+        self._httpd: _HTTPServer | None = None
+        self._thread: threading.Thread | None = None
+        self._active = 0
+        self._reset_counters()
+
+    # ---- settings -------------------------------------------------------------------------------
+    @property
+    def mode(self) -> str:
+        """Reply model: one of :data:`MODES` (``stable``, ``borderline``, ``fragile``, ``history-blind``,
+        ``gullible``, ``robust``)."""
+        return self._mode
+
+    @mode.setter
+    def mode(self, value: str) -> None:
+        if value not in MODES:
+            raise ValueError(f"FakeOllamaServer mode must be one of {', '.join(MODES)}, got {value!r}")
+        self._mode = value
+
+    @property
+    def latency(self) -> float:
+        """Seconds each chat request spends being processed (while holding a capacity slot)."""
+        return self._latency
+
+    @latency.setter
+    def latency(self, value: float) -> None:
+        self._latency = _seconds(value, "latency")
+
+    @property
+    def trickle(self) -> float:
+        """Seconds between 16-byte pieces of a (non-streamed) chat reply: a server that is slow as a whole
+        while each read is quick. 0 (default): the reply is sent at once."""
+        return self._trickle
+
+    @trickle.setter
+    def trickle(self, value: float) -> None:
+        self._trickle = _seconds(value, "trickle")
+
+    @property
+    def capacity(self) -> int | None:
+        """How many chat requests are processed at once (``None``: unlimited); the rest wait."""
+        return self._capacity
+
+    @capacity.setter
+    def capacity(self, value: int | None) -> None:
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+            raise ValueError(f"FakeOllamaServer capacity must be None or an integer >= 1, got {value!r}")
+        with self._cond:
+            self._capacity = value
+            self._cond.notify_all()
+
+    @property
+    def models(self) -> tuple[str, ...]:
+        """The served model names (normalised to ``name:tag``)."""
+        return tuple(self._metas)
+
+    # ---- lifecycle ------------------------------------------------------------------------------
+    def start(self) -> FakeOllamaServer:
+        """Bind a free port on 127.0.0.1 and serve in a daemon thread; returns ``self``."""
+        if self._httpd is not None:
+            raise RuntimeError("FakeOllamaServer is already running")
+        self._stopping = threading.Event()
+        httpd = _HTTPServer(self, self._port)
+        thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.01},
+                                  name=f"fake-ollama-{httpd.server_address[1]}", daemon=True)
+        self._httpd, self._thread = httpd, thread
+        thread.start()
+        return self
+
+    def stop(self, timeout: float = 5.0) -> None:
+        """Stop serving, release hung and queued requests, close connections; waits at most ``timeout``."""
+        httpd, thread = self._httpd, self._thread
+        if httpd is None or thread is None:
+            return
+        deadline = time.monotonic() + timeout
+        self._stopping.set()
+        with self._cond:
+            self._cond.notify_all()
+        httpd.shutdown()
+        httpd.server_close()
+        with self._cond:
+            connections = dict(self._connections)
+        for conn in connections:
+            # Unblocks handler threads waiting on idle keep-alive connections.
+            with contextlib.suppress(OSError):
+                conn.shutdown(socket.SHUT_RDWR)
+        for worker in [thread, *connections.values()]:
+            worker.join(max(deadline - time.monotonic(), 0.0))
+        self._httpd = self._thread = None
+
+    def __enter__(self) -> FakeOllamaServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    @property
+    def running(self) -> bool:
+        return self._httpd is not None
+
+    @property
+    def port(self) -> int:
+        """The port the server listens on (only while running)."""
+        if self._httpd is None:
+            raise RuntimeError("FakeOllamaServer is not running: call start() or use it as a context manager")
+        return int(self._httpd.server_address[1])
+
+    @property
+    def url(self) -> str:
+        """``http://127.0.0.1:PORT`` — the Ollama host; the OpenAI-compatible base URL is ``url + "/v1"``."""
+        return f"http://127.0.0.1:{self.port}"
+
+    def __repr__(self) -> str:
+        where = self.url if self.running else "stopped"
+        return f"FakeOllamaServer({where}, mode={self.mode!r}, models={list(self._metas)!r})"
+
+    # ---- fault scripting ------------------------------------------------------------------------
+    def fail_next(self, n: int = 1, status: int = 503) -> None:
+        """The next ``n`` chat requests get HTTP ``status`` (503 "server busy" or 500 runner crash)."""
+        if isinstance(status, bool) or not isinstance(status, int) or not 400 <= status <= 599:
+            raise ValueError(
+                f"FakeOllamaServer.fail_next: status must be an HTTP error code 400-599, got {status!r}")
+        self._queue(_Fault("fail", status=status), _non_negative_count(n, "fail_next"))
+
+    def hang_next(self, n: int = 1, seconds: float = DEFAULT_HANG_SECONDS) -> None:
+        """The next ``n`` chat requests get no answer for ``seconds``, then their connection is closed."""
+        if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or not seconds >= 0:
+            raise ValueError(f"FakeOllamaServer.hang_next: seconds must be >= 0, got {seconds!r}")
+        self._queue(_Fault("hang", seconds=float(seconds)), _non_negative_count(n, "hang_next"))
+
+    def drop_next(self, n: int = 1) -> None:
+        """The next ``n`` chat requests have their connection closed without any response."""
+        self._queue(_Fault("drop"), _non_negative_count(n, "drop_next"))
+
+    def empty_next(self, n: int = 1) -> None:
+        """The next ``n`` chat requests are answered normally but with empty content."""
+        self._queue(_Fault("empty"), _non_negative_count(n, "empty_next"))
+
+    def refuse_next(self, n: int = 1) -> None:
+        """The next ``n`` chat requests are answered with :data:`REFUSAL_TEXT`."""
+        self._queue(_Fault("refuse"), _non_negative_count(n, "refuse_next"))
+
+    def script(self, faults: Iterable[str]) -> None:
+        """Queue faults by name, one per coming chat request, in order.
+
+        Names: ``ok`` (normal answer), ``fail`` (503), ``fail500`` (500), ``hang`` (default seconds),
+        ``drop``, ``empty``, ``refuse``. All fault methods append to the same queue.
+        """
+        if isinstance(faults, str):
+            raise ValueError("FakeOllamaServer.script takes a list of fault names, not a single string")
+        queued = []
+        for i, name in enumerate(faults):
+            if name not in FAULTS:
+                raise ValueError(f"FakeOllamaServer.script: item {i} is {name!r}; "
+                                 f"valid fault names: {', '.join(FAULTS)}")
+            queued.append(_Fault(name, status=500 if name == "fail500" else 503))
+        with self._cond:
+            self._faults.extend(queued)
+
+    def clear_faults(self) -> None:
+        """Forget every scripted fault that has not been used yet."""
+        with self._cond:
+            self._faults.clear()
+
+    @property
+    def pending_faults(self) -> list[str]:
+        """Names of the scripted faults not used yet, in order."""
+        with self._cond:
+            return [f.kind for f in self._faults]
+
+    def _queue(self, fault: _Fault, n: int) -> None:
+        with self._cond:
+            self._faults.extend([fault] * n)
+
+    # ---- stats ----------------------------------------------------------------------------------
+    def _reset_counters(self) -> None:
+        self._calls: Counter[str] = Counter()
+        self._chat_calls = 0
+        self._embedded_texts = 0
+        self._requests: list[dict[str, Any]] = []
+        self._in_flight = 0
+        self._peak = 0
+        self._peak_processing = 0
+        self._connections_opened = 0
+
+    def reset_stats(self) -> None:
+        """Zero the counters and forget recorded requests (requests in flight stay counted)."""
+        with self._cond:
+            in_flight = self._in_flight
+            self._reset_counters()
+            self._in_flight = self._peak = in_flight
+            self._peak_processing = self._active
+
+    @property
+    def calls(self) -> Counter[str]:
+        """Requests received, by path (a copy)."""
+        with self._cond:
+            return Counter(self._calls)
+
+    @property
+    def chat_calls(self) -> int:
+        """Chat requests received on ``/api/chat`` and ``/v1/chat/completions``."""
+        with self._cond:
+            return self._chat_calls
+
+    @property
+    def embedded_texts(self) -> int:
+        """Texts embedded on ``/api/embed`` and ``/v1/embeddings`` (requests by path are in :attr:`calls`)."""
+        with self._cond:
+            return self._embedded_texts
+
+    @property
+    def in_flight(self) -> int:
+        """Chat requests received but not answered yet (queued for a slot or being processed)."""
+        with self._cond:
+            return self._in_flight
+
+    @property
+    def peak_in_flight(self) -> int:
+        """The largest :attr:`in_flight` seen since start or :meth:`reset_stats`."""
+        with self._cond:
+            return self._peak
+
+    @property
+    def peak_processing(self) -> int:
+        """The most chat requests processed at once (holding a capacity slot); never above ``capacity``."""
+        with self._cond:
+            return self._peak_processing
+
+    @property
+    def connections_opened(self) -> int:
+        """TCP connections accepted; a client that keeps connections alive opens few."""
+        with self._cond:
+            return self._connections_opened
+
+    @property
+    def requests(self) -> list[dict[str, Any]]:
+        """Every chat request received: path, model, think, options, prompt, stream, messages, fault."""
+        with self._cond:
+            return [dict(r) for r in self._requests]
+
+    @property
+    def errors(self) -> list[str]:
+        """Unexpected errors inside the server (tracebacks), e.g. a failing ``reply`` callable."""
+        with self._cond:
+            return list(self._errors)
+
+    # ---- used by the handler --------------------------------------------------------------------
+    def _count_call(self, path: str) -> None:
+        with self._cond:
+            self._calls[path] += 1
+
+    def _count_embedding(self, texts: int) -> None:
+        with self._cond:
+            self._embedded_texts += texts
+
+    def _record_error(self, text: str) -> None:
+        with self._cond:
+            self._errors.append(text)
+
+    def _register_connection(self, conn: socket.socket) -> None:
+        with self._cond:
+            self._connections[conn] = threading.current_thread()
+            self._connections_opened += 1
+
+    def _unregister_connection(self, conn: socket.socket) -> None:
+        with self._cond:
+            self._connections.pop(conn, None)
+
+    def _model_metas(self) -> list[_ModelMeta]:
+        return list(self._metas.values())
+
+    def _find_model(self, name: str) -> _ModelMeta | None:
+        return self._metas.get(_normalize(name)) if name.strip() else None
+
+    def _load(self, name: str) -> int:
+        """Mark a model loaded (for /api/ps); the first use reports a longer load_duration."""
+        with self._cond:
+            first = name not in self._loaded
+            self._loaded[name] = time.time()
+        return 250_000_000 if first else 150_000
+
+    def _loaded_entries(self) -> list[dict[str, Any]]:
+        with self._cond:
+            loaded = dict(self._loaded)
+        out = []
+        for name, used in loaded.items():
+            meta = self._metas[name]
+            entry = meta.tag_entry()
+            del entry["modified_at"]
+            # Ollama keeps a model loaded for 5 minutes after its last use.
+            entry.update(expires_at=_go_time(int((used + 300) * 1e9)), size_vram=meta.size,
+                         context_length=4096)
+            out.append(entry)
+        return out
+
+    def _begin_chat(self, path: str, body: dict[str, Any], api: str) -> _Ticket:
+        options = body.get("options") if api == "ollama" else {
+            native: body[key] for key, native in _OPENAI_OPTIONS.items() if body.get(key) is not None}
+        messages = body.get("messages")
+        prompt = ""
+        if isinstance(messages, list):
+            users = [m.get("content") for m in messages if isinstance(m, dict) and m.get("role") == "user"]
+            prompt = users[-1] if users and isinstance(users[-1], str) else ""
+        think = body.get("think") if api == "ollama" else body.get("reasoning_effort")
+        with self._cond:
+            fault = self._faults.popleft() if self._faults else None
+            fault = None if fault is not None and fault.kind == "ok" else fault
+            self._chat_calls += 1
+            self._in_flight += 1
+            self._peak = max(self._peak, self._in_flight)
+            self._requests.append({
+                "path": path, "model": body.get("model"), "think": think,
+                "options": dict(options) if isinstance(options, dict) else options, "prompt": prompt,
+                "stream": body.get("stream"), "messages": messages, "fault": fault.kind if fault else None,
+            })
+        return _Ticket(fault)
+
+    def _answered(self, ticket: _Ticket) -> None:
+        with self._cond:
+            if not ticket.answered:
+                ticket.answered = True
+                self._in_flight -= 1
+
+    def _acquire_slot(self) -> bool:
+        with self._cond:
+            while not self._stopping.is_set():
+                if self._capacity is None or self._active < self._capacity:
+                    self._active += 1
+                    self._peak_processing = max(self._peak_processing, self._active)
+                    return True
+                self._cond.wait(0.1)
+            return False
+
+    def _release_slot(self) -> None:
+        with self._cond:
+            self._active -= 1
+            self._cond.notify_all()
+
+    def _reply_for(self, call: _ChatCall, fault: _Fault | None) -> tuple[str, str]:
+        """(content, thinking) for a chat request, after faults, custom reply and thinking rules."""
+        prompt = call.prompt
+        if fault is not None and fault.kind == "empty":
+            content = ""
+        elif fault is not None and fault.kind == "refuse":
+            content = REFUSAL_TEXT
+        elif self.reply is not None:
+            content = self._custom_reply(prompt, call.options)
+        else:
+            content = compose_reply(prompt, call.options, mode=self.mode)
+        thinks = self.think_capable and call.think is not False
+        thinking = _thinking_text(prompt) if thinks or self.leak_thinking else ""
+        if self.leak_thinking:
+            content = f"<think>\n{thinking}\n</think>\n\n{content}"
+        return content, thinking if thinks else ""
+
+    def _custom_reply(self, prompt: str, options: dict[str, Any]) -> str:
+        assert self.reply is not None
+        try:
+            text = self.reply(prompt, dict(options))
+        except Exception as exc:
+            self._record_error("".join(traceback.format_exception(type(exc), exc, exc.__traceback__)))
+            raise _HttpError(500, f"reply callable failed: {exc!r}") from None
+        if not isinstance(text, str):
+            self._record_error(f"reply callable returned {type(text).__name__}, not str")
+            raise _HttpError(500, f"reply callable returned {type(text).__name__}, not str")
+        return text
+
+
+@contextlib.contextmanager
+def fake_ollama_server(**kwargs: Any) -> Iterator[FakeOllamaServer]:
+    """A started :class:`FakeOllamaServer` (keyword arguments as its constructor), stopped on exit."""
+    with FakeOllamaServer(**kwargs) as server:
+        yield server
