@@ -179,6 +179,7 @@ class PytestRun:
     maxrss_mb: float
     marks: dict[str, float]
     started: float
+    cpu_s: float = 0.0  # user + system CPU of the pytest process: steadier than wall time on a busy machine
 
     def phases(self) -> dict[str, float]:
         """Seconds spent in each phase (only those the timing conftest recorded)."""
@@ -235,7 +236,8 @@ def run_pytest(cmd: Sequence[str], cwd: Path, *, env: dict[str, str] | None = No
     marks = json.loads(timings.read_text(encoding="utf-8")) if timings.is_file() else {}
     # ru_maxrss is in kilobytes on Linux (bytes on macOS).
     scale = 1024 * 1024 if sys.platform == "darwin" else 1024
-    return PytestRun(proc.returncode, output, wall, usage.ru_maxrss / scale, marks, started)
+    return PytestRun(proc.returncode, output, wall, usage.ru_maxrss / scale, marks, started,
+                     usage.ru_utime + usage.ru_stime)
 
 
 def check(run: PytestRun, what: str) -> None:
