@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import statistics
 import time
 
 from pytest_robustexplain.data import Interaction, Item, UserHistory
@@ -48,6 +49,31 @@ async def timed_calls(explainer: OllamaExplainer, n: int, *, sequential: bool) -
     return elapsed
 
 
+async def client_cpu(explainer: OllamaExplainer, n: int) -> float:
+    """CPU seconds of this thread (the event loop's; the fake server runs on other threads) per call."""
+    await explainer.explain(history(-1), ITEM, seed=0, repeat=0)  # preflight + warm-up, untimed
+    started = time.thread_time()
+    for i in range(n):
+        result = await explainer.explain(history(i), ITEM, seed=i, repeat=0)
+        assert result.ok, result.detail
+    elapsed = time.thread_time() - started
+    await explainer.aclose()
+    return elapsed / n
+
+
+def print_client_cpu(n: int) -> None:
+    """Client CPU per call at zero latency: the lean path (plain-http servers) against the official client."""
+    with FakeOllamaServer(latency=0.0) as server:
+        lean = OllamaExplainer("fake-model", host=server.url)
+        official = OllamaExplainer("fake-model", host=server.url)
+        official._make_client = official._official_client  # type: ignore[method-assign]
+        rounds = [(asyncio.run(client_cpu(lean, n)), asyncio.run(client_cpu(official, n))) for _ in range(3)]
+    lean_ms = 1000 * statistics.median(r[0] for r in rounds)
+    official_ms = 1000 * statistics.median(r[1] for r in rounds)
+    print(f"client CPU per call through OllamaExplainer (prompt, request, reply; median of 3 x {n} calls): "
+          f"lean path {lean_ms:.2f} ms, official client {official_ms:.2f} ms (x{official_ms / lean_ms:.1f})")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--calls", type=int, default=200)
@@ -55,7 +81,9 @@ def main() -> None:
     parser.add_argument("--latency", type=float, default=0.1)
     parser.add_argument("--capacity", type=int, default=4)
     parser.add_argument("--concurrency", type=int, default=4)
+    parser.add_argument("--cpu-calls", type=int, default=300, help="calls per round of the client CPU timing")
     args = parser.parse_args()
+    print_client_cpu(args.cpu_calls)
 
     with FakeOllamaServer(latency=args.latency, capacity=args.capacity) as server:
         concurrent = OllamaExplainer("fake-model", host=server.url, concurrency=args.concurrency)
