@@ -208,7 +208,11 @@ class Sweep:
         for index, user in enumerate(result.users_order):
             self._rank.setdefault(user, index)
         self._slice_users[slice_id] = by_user
-        if self._loop is not None:
+        if self._fatal is not None:
+            # The run has already failed: the pairs this slice shares with the failed ones will never
+            # run again, so its waiter must not wait for them.
+            self._slice_done[slice_id].set()
+        elif self._loop is not None:
             self._schedule(slice_id)
 
     def _plan_case(self, spec: SliceSpec, case: EvalCase) -> tuple[list[_Pair], int]:
@@ -511,7 +515,9 @@ class Sweep:
     def _set_fatal(self, exc: BaseException) -> None:
         if self._fatal is None:
             self._fatal = exc
-        for event in self._slice_done.values():
+        with self._lock:  # add_slice adds events from the main thread
+            events = list(self._slice_done.values())
+        for event in events:
             event.set()
 
     # ----------------------------------------------------------------------------------- results

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 from typing import Any
 
 import pytest
 
 from pytest_robustexplain.data import Item, UserHistory, default_dataset
+from pytest_robustexplain.errors import BackendError
 from pytest_robustexplain.explainers.base import Explanation, ModelInfo
 from pytest_robustexplain.metrics import Scorer
 from pytest_robustexplain.perturbations import NOISE, SHUFFLE
@@ -89,3 +91,30 @@ def test_every_slice_finishes_with_all_its_pairs_when_slices_share_pairs(scorer:
         assert {p.key.kind for p in result.pairs} == set(kinds)
     # Shared pairs were one call each: the biggest slice's pairs plus one original per user.
     assert len(explainer.calls) == len(both.pairs) + 3
+
+
+class BrokenExplainer(RecordingExplainer):
+    """Every call is the run-ending error a dead backend raises."""
+
+    async def explain(self, history: UserHistory, item: Item, *, seed: int, repeat: int) -> Explanation:
+        raise BackendError("the backend is gone")
+
+
+def test_a_slice_added_after_the_run_failed_is_not_waited_for(scorer: Scorer) -> None:
+    dataset = default_dataset()
+    sweep = Sweep({"m": BrokenExplainer({})}, dataset.catalog, scorer=scorer, window=4)
+    sweep.start()
+    try:
+        sweep.add_slice(spec("first", 2))
+        with pytest.raises(BackendError, match="gone"):
+            sweep.wait("first")
+        sweep.add_slice(spec("same pairs", 2))  # shares every pair with the failed slice
+        sweep.run_coroutine(asyncio.sleep(0))  # the loop has registered it
+
+        def never_finishes() -> None:
+            raise AssertionError("the second slice would be waited for forever")
+
+        with pytest.raises(BackendError, match="gone"):
+            sweep.wait("same pairs", poll=never_finishes, interval=0)
+    finally:
+        sweep.close()
