@@ -46,6 +46,8 @@ from pytest_robustexplain.testing import FakeOllamaServer
 TARGET_WALL_S = 3.0
 TARGET_PAIRS_PER_S = 1000.0
 TARGET_RSS_MB = 250.0
+TARGET_COLD_RATIO = 5.0  # the paper protocol's wall time over a trivial pytest run's (issue 15)
+TARGET_WARM_RATIO = 4.0  # a warm rerun (0 model calls) over a trivial pytest run
 
 PAPER_MARKER = "min_combined=0.5, min_metric=0.35, users=20, severities=[1, 2, 3, 4, 5]"
 
@@ -268,6 +270,56 @@ def score_report_pairs(report: Path, rounds: int) -> tuple[int, float, float]:
     return len(texts), statistics.median(cpu_rates), statistics.median(wall_rates)
 
 
+@dataclass
+class RatioLoop:
+    """Runs interleaved round by round, so each measured run shares the machine's load with the trivial
+    run of its own round; ratios to the trivial run are then comparable across sessions."""
+
+    trivial: list[PytestRun]
+    cold: list[PytestRun]
+    warm: list[PytestRun]
+    replay: list[PytestRun]
+    warm_calls: list[int]
+
+    def ratios(self, runs: list[PytestRun]) -> list[float]:
+        return [run.wall_s / base.wall_s for run, base in zip(runs, self.trivial, strict=True)]
+
+
+def ratio_loop(server: FakeOllamaServer, root: Path, rounds: int) -> RatioLoop:
+    """``rounds`` × (trivial run, cold paper protocol with the cache off, warm rerun on the response cache,
+    replay-only rerun of the same cache)."""
+    project, plain = root / "paper", root / "plain"
+    cache = f"--robustexplain-cache-dir={root / 'response-cache'}"
+    check(run_pytest(pytest_command(server.url, cache, cache="read-write"), project), "filling the cache")
+    loop = RatioLoop([], [], [], [], [])
+    for _ in range(rounds):
+        loop.trivial.append(run_pytest(pytest_command(server.url), plain))
+        loop.cold.append(run_pytest(pytest_command(server.url), project))
+        server.reset_stats()
+        loop.warm.append(run_pytest(pytest_command(server.url, cache, cache="read-write"), project))
+        loop.warm_calls.append(server.chat_calls)
+        loop.replay.append(run_pytest(pytest_command(server.url, cache, cache="replay-only"), project))
+        for run, what in zip(loop.cold[-1:] + loop.warm[-1:] + loop.replay[-1:],
+                             ("cold run", "warm rerun", "replay-only rerun"), strict=True):
+            check(run, what)
+    return loop
+
+
+def print_ratios(loop: RatioLoop) -> None:
+    """Median ratio of each kind of run to the trivial run of its round, against the issue's targets."""
+    print(f"ratios to a trivial pytest run, {len(loop.trivial)} interleaved rounds (median trivial run "
+          f"{statistics.median(r.wall_s for r in loop.trivial):.2f} s):")
+    for name, runs, target in (("paper protocol, cache off, zero latency", loop.cold, TARGET_COLD_RATIO),
+                               ("warm rerun on the response cache", loop.warm, TARGET_WARM_RATIO),
+                               ("replay-only rerun", loop.replay, TARGET_WARM_RATIO)):
+        ratios = loop.ratios(runs)
+        ratio = statistics.median(ratios)
+        median = statistics.median(r.wall_s for r in runs)
+        print(f"  {name:<42} x{ratio:.2f} (rounds: {', '.join(f'{r:.1f}' for r in ratios)}; median "
+              f"{median:.2f} s); target x{target:g} {verdict(ratio <= target)}")
+    print(f"  model calls of the warm reruns: {sorted(set(loop.warm_calls))} (must be [0])")
+
+
 def print_profile(prefix: str, top: int) -> None:
     """Top functions by own time and by cumulative time, per thread, from the bootstrap's files."""
     files = sorted(Path(prefix).parent.glob(Path(prefix).name + ".*.prof"))
@@ -289,6 +341,8 @@ def main() -> None:
     parser.add_argument("--profile", action="store_true", help="one more run under per-thread cProfile")
     parser.add_argument("--profile-dir", type=Path, default=None, help="keep the .prof files here")
     parser.add_argument("--top", type=int, default=25, help="functions shown per profile table")
+    parser.add_argument("--ratios", action="store_true",
+                        help="only the interleaved ratio loop (trivial, cold, warm, replay-only)")
     args = parser.parse_args()
 
     with tempfile.TemporaryDirectory(prefix="bench-overhead-") as tmp, \
@@ -301,6 +355,9 @@ def main() -> None:
         (plain / "conftest.py").write_text(TIMING_CONFTEST, encoding="utf-8")
         (plain / "test_plain.py").write_text(PLAIN_TEST, encoding="utf-8")
 
+        if args.ratios:
+            print_ratios(ratio_loop(server, root, args.runs))
+            return
         baseline = [run_pytest(pytest_command(server.url), plain) for _ in range(3)]
         for run in baseline:
             check(run, "plain pytest")
