@@ -16,11 +16,13 @@ from __future__ import annotations
 import argparse
 import asyncio
 import statistics
+import tempfile
 import time
+from pathlib import Path
 
 from pytest_robustexplain.data import Interaction, Item, UserHistory
 from pytest_robustexplain.explainers.ollama import OllamaExplainer
-from pytest_robustexplain.testing import FakeOllamaServer
+from pytest_robustexplain.testing import FakeOllamaServer, compose_reply
 
 ITEM = Item("E900", "Smart Watch", "Electronics", {"brand": "Acme", "price": 199})
 
@@ -74,6 +76,37 @@ def print_client_cpu(n: int) -> None:
           f"lean path {lean_ms:.2f} ms, official client {official_ms:.2f} ms (x{official_ms / lean_ms:.1f})")
 
 
+def whole_run(latency: float, capacity: int) -> None:
+    """The paper protocol as a pytest run against a server with ``latency`` and ``capacity`` slots.
+
+    The server notes when each call's processing ends (its reply is composed as usual, just recorded);
+    from the first call's start to the last call's end is the span the model was working, which ideally
+    is ``calls × latency / capacity``: the ratio and the mean slot use say how well the sweep kept every
+    slot busy (start-up, planning and reports are outside the span).
+    """
+    from bench_overhead import check, pytest_command, run_pytest, write_project
+
+    ends: list[float] = []
+
+    def reply(prompt: str, options: dict[str, object]) -> str:
+        ends.append(time.monotonic())
+        return compose_reply(prompt, options, mode=server.mode)
+
+    with tempfile.TemporaryDirectory(prefix="bench-concurrency-") as tmp, \
+            FakeOllamaServer(latency=latency, capacity=capacity, reply=reply) as server:
+        project = Path(tmp) / "paper"
+        write_project(project, timing=False)
+        run = run_pytest(pytest_command(server.url, "--robustexplain-guard=off"), project)
+        check(run, f"paper protocol at latency {latency}")
+    span = max(ends) - (min(ends) - latency)
+    ideal = len(ends) * latency / capacity
+    ratio = span / ideal
+    print(f"whole pytest run, paper protocol (guard off), {len(ends)} calls at {latency:g} s, {capacity} "
+          f"slots: {run.wall_s:.2f} s wall; the model busy from first call to last {span:.2f} s against the ideal "
+          f"{ideal:.2f} s: ratio {ratio:.3f} (target <= 1.05) {'OK' if ratio <= 1.05 else 'MISSED'}; "
+          f"mean slot use {len(ends) * latency / span:.2f} of {capacity}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--calls", type=int, default=200)
@@ -82,7 +115,12 @@ def main() -> None:
     parser.add_argument("--capacity", type=int, default=4)
     parser.add_argument("--concurrency", type=int, default=4)
     parser.add_argument("--cpu-calls", type=int, default=300, help="calls per round of the client CPU timing")
+    parser.add_argument("--whole-run", type=float, default=None, metavar="LATENCY",
+                        help="instead: the paper protocol as a whole pytest run at this latency")
     args = parser.parse_args()
+    if args.whole_run is not None:
+        whole_run(args.whole_run, args.capacity)
+        return
     print_client_cpu(args.cpu_calls)
 
     with FakeOllamaServer(latency=args.latency, capacity=args.capacity) as server:
