@@ -84,7 +84,7 @@ def whole_run(latency: float, capacity: int) -> None:
     is ``calls × latency / capacity``: the ratio and the mean slot use say how well the sweep kept every
     slot busy (start-up, planning and reports are outside the span).
     """
-    from bench_overhead import check, pytest_command, run_pytest, write_project
+    from bench_overhead import check, pytest_command, run_pytest, verdict, write_project
 
     ends: list[float] = []
 
@@ -103,8 +103,7 @@ def whole_run(latency: float, capacity: int) -> None:
     ratio = span / ideal
     print(f"whole pytest run, paper protocol (guard off), {len(ends)} calls at {latency:g} s, {capacity} "
           f"slots: {run.wall_s:.2f} s wall; the model busy from first call to last {span:.2f} s against "
-          f"the ideal {ideal:.2f} s: ratio {ratio:.3f} (target <= 1.05) {'OK' if ratio <= 1.05 else 'MISSED'};"
-          " "
+          f"the ideal {ideal:.2f} s: ratio {ratio:.3f} (target <= 1.05) {verdict(ratio <= 1.05)}; "
           f"mean slot use {len(ends) * latency / span:.2f} of {capacity}")
 
 
