@@ -76,11 +76,19 @@ def main() -> None:
             server.reset_stats()
             run = run_size(root, server.url, users)
             pairs = server.chat_calls - 1 - users  # minus the warm-up and one original per user
+            # A child's peak RSS counts its parent's pages until it execs, so the trivial run's RSS grows
+            # with this process; the smallest one (taken first) is the trivial run's own.
+            base.maxrss_mb = min([base.maxrss_mb, *(r[3].maxrss_mb for r in rows)])
+            step = ""
+            if rows:  # memory per pair added since the previous size: the slope, without the fixed part
+                prev_pairs, prev_run = rows[-1][1], rows[-1][2]
+                added = 1024 * (run.maxrss_mb - prev_run.maxrss_mb) / (pairs - prev_pairs)
+                step = f"  +{added:5.1f} KB/added pair"
             rows.append((users, pairs, run, base))
             print(f"{users:>6} users {pairs:>7} pairs  {run.wall_s:7.2f} s  {run.maxrss_mb:6.0f} MB  "
                   f"{1000 * (run.wall_s - base.wall_s) / pairs:6.2f} ms/pair  "
                   f"{1000 * (run.cpu_s - base.cpu_s) / pairs:6.2f} CPU ms/pair  "
-                  f"{1024 * (run.maxrss_mb - base.maxrss_mb) / pairs:6.1f} KB/pair  "
+                  f"{1024 * (run.maxrss_mb - base.maxrss_mb) / pairs:6.1f} KB/pair{step}  "
                   f"(trivial run {base.wall_s:.2f} s, {base.maxrss_mb:.0f} MB)", flush=True)
 
     if len(rows) < 2:
