@@ -38,7 +38,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from pytest_robustexplain.testing import FakeOllamaServer
@@ -280,6 +280,8 @@ class RatioLoop:
     warm: list[PytestRun]
     replay: list[PytestRun]
     warm_calls: list[int]
+    warm_requests: list[int] = field(default_factory=list)  # every HTTP request (preflight included)
+    replay_requests: list[int] = field(default_factory=list)
 
     def ratios(self, runs: list[PytestRun]) -> list[float]:
         return [run.wall_s / base.wall_s for run, base in zip(runs, self.trivial, strict=True)]
@@ -298,7 +300,10 @@ def ratio_loop(server: FakeOllamaServer, root: Path, rounds: int) -> RatioLoop:
         server.reset_stats()
         loop.warm.append(run_pytest(pytest_command(server.url, cache, cache="read-write"), project))
         loop.warm_calls.append(server.chat_calls)
+        loop.warm_requests.append(sum(server.calls.values()))
+        server.reset_stats()
         loop.replay.append(run_pytest(pytest_command(server.url, cache, cache="replay-only"), project))
+        loop.replay_requests.append(sum(server.calls.values()))
         for run, what in zip(loop.cold[-1:] + loop.warm[-1:] + loop.replay[-1:],
                              ("cold run", "warm rerun", "replay-only rerun"), strict=True):
             check(run, what)
@@ -317,7 +322,9 @@ def print_ratios(loop: RatioLoop) -> None:
         median = statistics.median(r.wall_s for r in runs)
         print(f"  {name:<42} x{ratio:.2f} (rounds: {', '.join(f'{r:.1f}' for r in ratios)}; median "
               f"{median:.2f} s); target x{target:g} {verdict(ratio <= target)}")
-    print(f"  model calls of the warm reruns: {sorted(set(loop.warm_calls))} (must be [0])")
+    print(f"  model calls of the warm reruns: {sorted(set(loop.warm_calls))} (must be [0]); HTTP requests of "
+          f"any kind: warm {sorted(set(loop.warm_requests))} (preflight), replay-only "
+          f"{sorted(set(loop.replay_requests))}")
 
 
 def print_profile(prefix: str, top: int) -> None:
