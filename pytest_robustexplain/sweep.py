@@ -10,7 +10,8 @@ Economy, by construction:
 - identical pairs requested by several tests are one pair (keyed by :class:`PairKey` plus the seed,
   which fix the perturbation, the calls and the four metrics; a test's own weights only re-weight ρ);
 - pairs start in a bounded window, users in their seeded order, so the model works on a few users at a
-  time and an original explanation is requested only when its user's turn comes;
+  time and an original explanation is requested only one user ahead of its user's turn (early enough
+  that no pair waits for it, late enough that a decided sequential slice wastes at most one);
 - pairs whose perturbation changed nothing are filtered before any call;
 - a cross-user control (the case's item explained for its donor user, ``guard.py``) is one more call
   per case, planned, deduplicated and cached like any pair;
