@@ -282,14 +282,15 @@ class RatioLoop:
     warm_calls: list[int]
     warm_requests: list[int] = field(default_factory=list)  # every HTTP request (preflight included)
     replay_requests: list[int] = field(default_factory=list)
+    baseline: list[PytestRun] = field(default_factory=list)  # the cold run on another source tree
 
     def ratios(self, runs: list[PytestRun]) -> list[float]:
         return [run.wall_s / base.wall_s for run, base in zip(runs, self.trivial, strict=True)]
 
 
-def ratio_loop(server: FakeOllamaServer, root: Path, rounds: int) -> RatioLoop:
+def ratio_loop(server: FakeOllamaServer, root: Path, rounds: int, baseline: Path | None = None) -> RatioLoop:
     """``rounds`` × (trivial run, cold paper protocol with the cache off, warm rerun on the response cache,
-    replay-only rerun of the same cache)."""
+    replay-only rerun of the same cache, and with ``baseline`` the cold run on that source tree)."""
     project, plain = root / "paper", root / "plain"
     cache = f"--robustexplain-cache-dir={root / 'response-cache'}"
     check(run_pytest(pytest_command(server.url, cache, cache="read-write"), project), "filling the cache")
@@ -304,6 +305,10 @@ def ratio_loop(server: FakeOllamaServer, root: Path, rounds: int) -> RatioLoop:
         server.reset_stats()
         loop.replay.append(run_pytest(pytest_command(server.url, cache, cache="replay-only"), project))
         loop.replay_requests.append(sum(server.calls.values()))
+        if baseline is not None:  # PYTHONPATH comes before the editable install's finder
+            env = dict(os.environ, PYTHONPATH=str(baseline))
+            loop.baseline.append(run_pytest(pytest_command(server.url), project, env=env))
+            check(loop.baseline[-1], f"cold run on {baseline}")
         for run, what in zip(loop.cold[-1:] + loop.warm[-1:] + loop.replay[-1:],
                              ("cold run", "warm rerun", "replay-only rerun"), strict=True):
             check(run, what)
@@ -322,6 +327,10 @@ def print_ratios(loop: RatioLoop) -> None:
         median = statistics.median(r.wall_s for r in runs)
         print(f"  {name:<42} x{ratio:.2f} (rounds: {', '.join(f'{r:.1f}' for r in ratios)}; median "
               f"{median:.2f} s); target x{target:g} {verdict(ratio <= target)}")
+    if loop.baseline:
+        ratio = statistics.median(loop.ratios(loop.baseline))
+        print(f"  {'the same cold run on --baseline-src':<42} x{ratio:.2f} (rounds: "
+              f"{', '.join(f'{r:.1f}' for r in loop.ratios(loop.baseline))})")
     print(f"  model calls of the warm reruns: {sorted(set(loop.warm_calls))} (must be [0]); HTTP requests of "
           f"any kind: warm {sorted(set(loop.warm_requests))} (preflight), replay-only "
           f"{sorted(set(loop.replay_requests))}")
@@ -350,6 +359,9 @@ def main() -> None:
     parser.add_argument("--top", type=int, default=25, help="functions shown per profile table")
     parser.add_argument("--ratios", action="store_true",
                         help="only the interleaved ratio loop (trivial, cold, warm, replay-only)")
+    parser.add_argument("--baseline-src", type=Path, default=None, metavar="DIR",
+                        help="with --ratios: also the cold run with the source tree DIR (e.g. `git archive` "
+                             "of another commit) first on PYTHONPATH, in the same rounds")
     args = parser.parse_args()
 
     with tempfile.TemporaryDirectory(prefix="bench-overhead-") as tmp, \
@@ -363,7 +375,7 @@ def main() -> None:
         (plain / "test_plain.py").write_text(PLAIN_TEST, encoding="utf-8")
 
         if args.ratios:
-            print_ratios(ratio_loop(server, root, args.runs))
+            print_ratios(ratio_loop(server, root, args.runs, args.baseline_src))
             return
         baseline = [run_pytest(pytest_command(server.url), plain) for _ in range(3)]
         for run in baseline:
