@@ -15,11 +15,14 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import statistics
+import tempfile
 import time
+from pathlib import Path
 
 from pytest_robustexplain.data import Interaction, Item, UserHistory
 from pytest_robustexplain.explainers.ollama import OllamaExplainer
-from pytest_robustexplain.testing import FakeOllamaServer
+from pytest_robustexplain.testing import FakeOllamaServer, compose_reply
 
 ITEM = Item("E900", "Smart Watch", "Electronics", {"brand": "Acme", "price": 199})
 
@@ -48,6 +51,62 @@ async def timed_calls(explainer: OllamaExplainer, n: int, *, sequential: bool) -
     return elapsed
 
 
+async def client_cpu(explainer: OllamaExplainer, n: int) -> float:
+    """CPU seconds of this thread (the event loop's; the fake server runs on other threads) per call."""
+    await explainer.explain(history(-1), ITEM, seed=0, repeat=0)  # preflight + warm-up, untimed
+    started = time.thread_time()
+    for i in range(n):
+        result = await explainer.explain(history(i), ITEM, seed=i, repeat=0)
+        assert result.ok, result.detail
+    elapsed = time.thread_time() - started
+    await explainer.aclose()
+    return elapsed / n
+
+
+def print_client_cpu(n: int) -> None:
+    """Client CPU per call at zero latency: the lean path (plain-http servers) against the official client."""
+    with FakeOllamaServer(latency=0.0) as server:
+        lean = OllamaExplainer("fake-model", host=server.url)
+        official = OllamaExplainer("fake-model", host=server.url)
+        official._make_client = official._official_client  # type: ignore[method-assign]
+        rounds = [(asyncio.run(client_cpu(lean, n)), asyncio.run(client_cpu(official, n))) for _ in range(3)]
+    lean_ms = 1000 * statistics.median(r[0] for r in rounds)
+    official_ms = 1000 * statistics.median(r[1] for r in rounds)
+    print(f"client CPU per call through OllamaExplainer (prompt, request, reply; median of 3 x {n} calls): "
+          f"lean path {lean_ms:.2f} ms, official client {official_ms:.2f} ms (x{official_ms / lean_ms:.1f})")
+
+
+def whole_run(latency: float, capacity: int) -> None:
+    """The paper protocol as a pytest run against a server with ``latency`` and ``capacity`` slots.
+
+    The server notes when each call's processing ends (its reply is composed as usual, just recorded);
+    from the first call's start to the last call's end is the span the model was working, which ideally
+    is ``calls × latency / capacity``: the ratio and the mean slot use say how well the sweep kept every
+    slot busy (start-up, planning and reports are outside the span).
+    """
+    from bench_overhead import check, pytest_command, run_pytest, verdict, write_project
+
+    ends: list[float] = []
+
+    def reply(prompt: str, options: dict[str, object]) -> str:
+        ends.append(time.monotonic())
+        return compose_reply(prompt, options, mode=server.mode)
+
+    with tempfile.TemporaryDirectory(prefix="bench-concurrency-") as tmp, \
+            FakeOllamaServer(latency=latency, capacity=capacity, reply=reply) as server:
+        project = Path(tmp) / "paper"
+        write_project(project, timing=False)
+        run = run_pytest(pytest_command(server.url, "--robustexplain-guard=off"), project)
+        check(run, f"paper protocol at latency {latency}")
+    span = max(ends) - (min(ends) - latency)
+    ideal = len(ends) * latency / capacity
+    ratio = span / ideal
+    print(f"whole pytest run, paper protocol (guard off), {len(ends)} calls at {latency:g} s, {capacity} "
+          f"slots: {run.wall_s:.2f} s wall; the model busy from first call to last {span:.2f} s against "
+          f"the ideal {ideal:.2f} s: ratio {ratio:.3f} (target <= 1.05) {verdict(ratio <= 1.05)}; "
+          f"mean slot use {len(ends) * latency / span:.2f} of {capacity}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--calls", type=int, default=200)
@@ -55,7 +114,14 @@ def main() -> None:
     parser.add_argument("--latency", type=float, default=0.1)
     parser.add_argument("--capacity", type=int, default=4)
     parser.add_argument("--concurrency", type=int, default=4)
+    parser.add_argument("--cpu-calls", type=int, default=300, help="calls per round of the client CPU timing")
+    parser.add_argument("--whole-run", type=float, default=None, metavar="LATENCY",
+                        help="instead: the paper protocol as a whole pytest run at this latency")
     args = parser.parse_args()
+    if args.whole_run is not None:
+        whole_run(args.whole_run, args.capacity)
+        return
+    print_client_cpu(args.cpu_calls)
 
     with FakeOllamaServer(latency=args.latency, capacity=args.capacity) as server:
         concurrent = OllamaExplainer("fake-model", host=server.url, concurrency=args.concurrency)

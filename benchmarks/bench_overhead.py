@@ -38,7 +38,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from pytest_robustexplain.testing import FakeOllamaServer
@@ -46,6 +46,8 @@ from pytest_robustexplain.testing import FakeOllamaServer
 TARGET_WALL_S = 3.0
 TARGET_PAIRS_PER_S = 1000.0
 TARGET_RSS_MB = 250.0
+TARGET_COLD_RATIO = 5.0  # the paper protocol's wall time over a trivial pytest run's (issue 15)
+TARGET_WARM_RATIO = 4.0  # a warm rerun (0 model calls) over a trivial pytest run
 
 PAPER_MARKER = "min_combined=0.5, min_metric=0.35, users=20, severities=[1, 2, 3, 4, 5]"
 
@@ -179,6 +181,7 @@ class PytestRun:
     maxrss_mb: float
     marks: dict[str, float]
     started: float
+    cpu_s: float = 0.0  # user + system CPU of the pytest process: steadier than wall time on a busy machine
 
     def phases(self) -> dict[str, float]:
         """Seconds spent in each phase (only those the timing conftest recorded)."""
@@ -235,7 +238,8 @@ def run_pytest(cmd: Sequence[str], cwd: Path, *, env: dict[str, str] | None = No
     marks = json.loads(timings.read_text(encoding="utf-8")) if timings.is_file() else {}
     # ru_maxrss is in kilobytes on Linux (bytes on macOS).
     scale = 1024 * 1024 if sys.platform == "darwin" else 1024
-    return PytestRun(proc.returncode, output, wall, usage.ru_maxrss / scale, marks, started)
+    return PytestRun(proc.returncode, output, wall, usage.ru_maxrss / scale, marks, started,
+                     usage.ru_utime + usage.ru_stime)
 
 
 def check(run: PytestRun, what: str) -> None:
@@ -266,6 +270,72 @@ def score_report_pairs(report: Path, rounds: int) -> tuple[int, float, float]:
     return len(texts), statistics.median(cpu_rates), statistics.median(wall_rates)
 
 
+@dataclass
+class RatioLoop:
+    """Runs interleaved round by round, so each measured run shares the machine's load with the trivial
+    run of its own round; ratios to the trivial run are then comparable across sessions."""
+
+    trivial: list[PytestRun]
+    cold: list[PytestRun]
+    warm: list[PytestRun]
+    replay: list[PytestRun]
+    warm_calls: list[int]
+    warm_requests: list[int] = field(default_factory=list)  # every HTTP request (preflight included)
+    replay_requests: list[int] = field(default_factory=list)
+    baseline: list[PytestRun] = field(default_factory=list)  # the cold run on another source tree
+
+    def ratios(self, runs: list[PytestRun]) -> list[float]:
+        return [run.wall_s / base.wall_s for run, base in zip(runs, self.trivial, strict=True)]
+
+
+def ratio_loop(server: FakeOllamaServer, root: Path, rounds: int, baseline: Path | None = None) -> RatioLoop:
+    """``rounds`` × (trivial run, cold paper protocol with the cache off, warm rerun on the response cache,
+    replay-only rerun of the same cache, and with ``baseline`` the cold run on that source tree)."""
+    project, plain = root / "paper", root / "plain"
+    cache = f"--robustexplain-cache-dir={root / 'response-cache'}"
+    check(run_pytest(pytest_command(server.url, cache, cache="read-write"), project), "filling the cache")
+    loop = RatioLoop([], [], [], [], [])
+    for _ in range(rounds):
+        loop.trivial.append(run_pytest(pytest_command(server.url), plain))
+        loop.cold.append(run_pytest(pytest_command(server.url), project))
+        server.reset_stats()
+        loop.warm.append(run_pytest(pytest_command(server.url, cache, cache="read-write"), project))
+        loop.warm_calls.append(server.chat_calls)
+        loop.warm_requests.append(sum(server.calls.values()))
+        server.reset_stats()
+        loop.replay.append(run_pytest(pytest_command(server.url, cache, cache="replay-only"), project))
+        loop.replay_requests.append(sum(server.calls.values()))
+        if baseline is not None:  # PYTHONPATH comes before the editable install's finder
+            env = dict(os.environ, PYTHONPATH=str(baseline))
+            loop.baseline.append(run_pytest(pytest_command(server.url), project, env=env))
+            check(loop.baseline[-1], f"cold run on {baseline}")
+        for run, what in zip(loop.cold[-1:] + loop.warm[-1:] + loop.replay[-1:],
+                             ("cold run", "warm rerun", "replay-only rerun"), strict=True):
+            check(run, what)
+    return loop
+
+
+def print_ratios(loop: RatioLoop) -> None:
+    """Median ratio of each kind of run to the trivial run of its round, against the issue's targets."""
+    print(f"ratios to a trivial pytest run, {len(loop.trivial)} interleaved rounds (median trivial run "
+          f"{statistics.median(r.wall_s for r in loop.trivial):.2f} s):")
+    for name, runs, target in (("paper protocol, cache off, zero latency", loop.cold, TARGET_COLD_RATIO),
+                               ("warm rerun on the response cache", loop.warm, TARGET_WARM_RATIO),
+                               ("replay-only rerun", loop.replay, TARGET_WARM_RATIO)):
+        ratios = loop.ratios(runs)
+        ratio = statistics.median(ratios)
+        median = statistics.median(r.wall_s for r in runs)
+        print(f"  {name:<42} x{ratio:.2f} (rounds: {', '.join(f'{r:.1f}' for r in ratios)}; median "
+              f"{median:.2f} s); target x{target:g} {verdict(ratio <= target)}")
+    if loop.baseline:
+        ratio = statistics.median(loop.ratios(loop.baseline))
+        print(f"  {'the same cold run on --baseline-src':<42} x{ratio:.2f} (rounds: "
+              f"{', '.join(f'{r:.1f}' for r in loop.ratios(loop.baseline))})")
+    print(f"  model calls of the warm reruns: {sorted(set(loop.warm_calls))} (must be [0]); HTTP requests of "
+          f"any kind: warm {sorted(set(loop.warm_requests))} (preflight), replay-only "
+          f"{sorted(set(loop.replay_requests))}")
+
+
 def print_profile(prefix: str, top: int) -> None:
     """Top functions by own time and by cumulative time, per thread, from the bootstrap's files."""
     files = sorted(Path(prefix).parent.glob(Path(prefix).name + ".*.prof"))
@@ -287,6 +357,11 @@ def main() -> None:
     parser.add_argument("--profile", action="store_true", help="one more run under per-thread cProfile")
     parser.add_argument("--profile-dir", type=Path, default=None, help="keep the .prof files here")
     parser.add_argument("--top", type=int, default=25, help="functions shown per profile table")
+    parser.add_argument("--ratios", action="store_true",
+                        help="only the interleaved ratio loop (trivial, cold, warm, replay-only)")
+    parser.add_argument("--baseline-src", type=Path, default=None, metavar="DIR",
+                        help="with --ratios: also the cold run with the source tree DIR (e.g. `git archive` "
+                             "of another commit) first on PYTHONPATH, in the same rounds")
     args = parser.parse_args()
 
     with tempfile.TemporaryDirectory(prefix="bench-overhead-") as tmp, \
@@ -299,6 +374,9 @@ def main() -> None:
         (plain / "conftest.py").write_text(TIMING_CONFTEST, encoding="utf-8")
         (plain / "test_plain.py").write_text(PLAIN_TEST, encoding="utf-8")
 
+        if args.ratios:
+            print_ratios(ratio_loop(server, root, args.runs, args.baseline_src))
+            return
         baseline = [run_pytest(pytest_command(server.url), plain) for _ in range(3)]
         for run in baseline:
             check(run, "plain pytest")

@@ -10,7 +10,8 @@ Economy, by construction:
 - identical pairs requested by several tests are one pair (keyed by :class:`PairKey` plus the seed,
   which fix the perturbation, the calls and the four metrics; a test's own weights only re-weight ρ);
 - pairs start in a bounded window, users in their seeded order, so the model works on a few users at a
-  time and an original explanation is requested only when its user's turn comes;
+  time and an original explanation is requested only one user ahead of its user's turn (early enough
+  that no pair waits for it, late enough that a decided sequential slice wastes at most one);
 - pairs whose perturbation changed nothing are filtered before any call;
 - a cross-user control (the case's item explained for its donor user, ``guard.py``) is one more call
   per case, planned, deduplicated and cached like any pair;
@@ -52,6 +53,8 @@ if TYPE_CHECKING:
 # Control pairs explain the same history again with a different sampling seed; this offset keeps their
 # seeds clear of the run seed whatever its value.
 CONTROL_SEED_OFFSET = 7919
+# How many users ahead of the pairs being started their original explanations are requested.
+ORIGINALS_AHEAD = 1
 
 T = TypeVar("T")
 
@@ -152,6 +155,9 @@ class Sweep:
         self._slice_pairs: dict[str, list[_Pair]] = {}
         self._slice_done: dict[str, threading.Event] = {}
         self._slice_users: dict[str, dict[str, list[_Pair]]] = {}  # user -> the slice's pairs for them
+        # Pairs of each slice still without a result: a slice is done when this reaches 0 (a counter, not
+        # a rescan of the slice per finished pair, which made a run quadratic in its users).
+        self._unfinished: dict[str, int] = {}
         self._originals: dict[tuple[str, str, str, int], asyncio.Future[Explanation]] = {}
         self._fatal: BaseException | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -164,6 +170,9 @@ class Sweep:
         self._active = 0
         self._sequence = 0
         self._planned_originals: set[tuple[str, str, str, int]] = set()
+        # (user rank, sequence, a pair needing it): originals not requested yet, fetched one user ahead of
+        # the pairs being started so the next user's pairs never wait on their own original.
+        self._ahead: list[tuple[int, int, _Pair]] = []
         self._vocabulary: Vocabulary | None = None
         self.counters = Counters()
 
@@ -174,6 +183,9 @@ class Sweep:
 
         if spec.model not in self._explainers:
             raise KeyError(f"no explainer for model {spec.model!r}")
+        if spec.slice_id in self._slices:
+            # A second plan of the same slice would find every pair taken and finish with none.
+            raise ValueError(f"slice {spec.slice_id!r} is already planned")
         result = SliceResult(spec=spec)
         users = [c.user_id for c in spec.cases]
         result.users_order = user_order(users, spec.seed) if spec.sequential else users
@@ -200,7 +212,10 @@ class Sweep:
     def _register_slice(self, result: SliceResult, pairs: list[_Pair]) -> None:
         slice_id = result.spec.slice_id
         by_user: dict[str, list[_Pair]] = {}
+        self._unfinished[slice_id] = 0
         for pair in pairs:
+            if slice_id not in pair.slices and pair.result is None:
+                self._unfinished[slice_id] += 1
             pair.slices.add(slice_id)
             # Controls included: a user counts as finished (for the sequential gate) only once its
             # controls are in too, so what a decided slice reports does not depend on timing.
@@ -208,7 +223,11 @@ class Sweep:
         for index, user in enumerate(result.users_order):
             self._rank.setdefault(user, index)
         self._slice_users[slice_id] = by_user
-        if self._loop is not None:
+        if self._fatal is not None:
+            # The run has already failed: the pairs this slice shares with the failed ones will never
+            # run again, so its waiter must not wait for them.
+            self._slice_done[slice_id].set()
+        elif self._loop is not None:
             self._schedule(slice_id)
 
     def _plan_case(self, spec: SliceSpec, case: EvalCase) -> tuple[list[_Pair], int]:
@@ -285,7 +304,9 @@ class Sweep:
 
     async def _shutdown(self) -> None:
         self._queue.clear()
-        pending = [p.task for p in self._pairs.values() if p.task is not None and not p.task.done()]
+        pending: list[asyncio.Future[Any]] = [
+            p.task for p in self._pairs.values() if p.task is not None and not p.task.done()]
+        pending += [f for f in self._originals.values() if not f.done()]
         for task in pending:
             task.cancel()
         await asyncio.gather(*pending, return_exceptions=True)
@@ -316,7 +337,8 @@ class Sweep:
                     pair.task = None
                     self._sequence += 1
                     self._queued.add(id(pair))
-                    heapq.heappush(self._queue, (self._rank.get(pair.key.user_id, 0), self._sequence, pair))
+                    rank = self._rank.get(pair.key.user_id, 0)
+                    heapq.heappush(self._queue, (rank, self._sequence, pair))
                     self.counters.pairs_total += 1
                     self.counters.planned_calls += 1
                     original = (pair.key.model, pair.key.user_id, pair.key.item_id, pair.sample_seed)
@@ -324,6 +346,7 @@ class Sweep:
                         # Counted when planned, so the progress line's total does not grow mid-run.
                         self._planned_originals.add(original)
                         self.counters.planned_calls += 1
+                        heapq.heappush(self._ahead, (rank, self._sequence, pair))
             self._check_done(slice_id)
         self._pump()
 
@@ -340,6 +363,19 @@ class Sweep:
             self._active += 1
             pair.task = asyncio.ensure_future(self._run_pair(pair))
             pair.task.add_done_callback(self._pair_left)
+            self._fetch_ahead(self._rank.get(pair.key.user_id, 0) + ORIGINALS_AHEAD)
+
+    def _fetch_ahead(self, last_rank: int) -> None:
+        """Request the originals of users up to ``last_rank`` while the current users' pairs run.
+
+        Without this, the first pairs of each user all waited on that user's original: one latency per
+        user with most slots idle. One user ahead is enough (a user's pairs take several latencies) and
+        costs a sequential gate at most one original per slice that decides.
+        """
+        while self._ahead and self._ahead[0][0] <= last_rank:
+            _, _, pair = heapq.heappop(self._ahead)
+            if pair.slices and pair.result is None:  # still wanted by a slice that has not decided
+                self._original(pair.key.model, pair.case, pair.sample_seed)
 
     def _pair_left(self, _task: asyncio.Task[None]) -> None:
         self._active -= 1
@@ -367,6 +403,8 @@ class Sweep:
             return
         pair.result = self._score(pair, original, other)
         self.counters.pairs_done += 1
+        for slice_id in pair.slices:
+            self._unfinished[slice_id] -= 1
         self._pair_finished(pair)
 
     def _original(self, model: str, case: EvalCase, seed: int) -> asyncio.Future[Explanation]:
@@ -374,6 +412,9 @@ class Sweep:
         future = self._originals.get(key)
         if future is None:
             future = asyncio.ensure_future(self._call(model, case.history, case.item, seed, 0))
+            # Fetched ahead, an original may end up awaited by no pair (its slices decided): its error is
+            # reported by the pairs that do await it, and must not be logged as never retrieved.
+            future.add_done_callback(_retrieve)
             self._originals[key] = future
         return future
 
@@ -471,9 +512,7 @@ class Sweep:
         self._finish(slice_id)
 
     def _check_done(self, slice_id: str) -> None:
-        if self._slice_done[slice_id].is_set():
-            return
-        if all(p.result is not None for p in self._slice_pairs[slice_id]):
+        if not self._slice_done[slice_id].is_set() and self._unfinished[slice_id] == 0:
             self._finish(slice_id)
 
     def _finish(self, slice_id: str) -> None:
@@ -497,7 +536,9 @@ class Sweep:
     def _set_fatal(self, exc: BaseException) -> None:
         if self._fatal is None:
             self._fatal = exc
-        for event in self._slice_done.values():
+        with self._lock:  # add_slice adds events from the main thread
+            events = list(self._slice_done.values())
+        for event in events:
             event.set()
 
     # ----------------------------------------------------------------------------------- results
@@ -530,6 +571,11 @@ class Sweep:
         done = [p.result for p in self._pairs.values() if p.result is not None]
         return sorted(done, key=lambda r: r.key)
 
+
+
+def _retrieve(future: asyncio.Future[Any]) -> None:
+    if not future.cancelled():
+        future.exception()
 
 
 def reweighted(pair: PairResult, weights: tuple[float, ...] | None) -> PairResult:

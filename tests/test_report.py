@@ -23,7 +23,7 @@ import pytest
 
 from pytest_robustexplain.errors import DataError
 from pytest_robustexplain.report import html as html_report
-from pytest_robustexplain.report.json_report import SCHEMA_VERSION, read_json, run_to_dict, write_json
+from pytest_robustexplain.report.json_report import SCHEMA_VERSION, dumps, read_json, run_to_dict, write_json
 from pytest_robustexplain.report.markdown import render_markdown
 from pytest_robustexplain.report.paper_tables import render_paper_tables
 from pytest_robustexplain.report.summary import recommend, summarize, worst_pairs
@@ -345,6 +345,13 @@ def test_json_round_trips_exactly(run: RunResult, tmp_path: Path) -> None:
     assert list(tmp_path.joinpath("sub").iterdir()) == [path]  # no temporary file left behind
     write_json(back, tmp_path / "again.json")
     assert (tmp_path / "again.json").read_bytes() == path.read_bytes()
+
+
+@pytest.mark.parametrize("pairs", [True, False])
+def test_the_streamed_json_is_byte_for_byte_the_document(pairs: bool, tmp_path: Path) -> None:
+    built = build_sample_run() if pairs else RunResult(signature="s", seed=1)
+    path = write_json(built, tmp_path / "r.json")
+    assert path.read_text(encoding="utf-8") == dumps(run_to_dict(built)) + "\n"
 
 
 def test_json_pair_records_carry_everything(run: RunResult) -> None:

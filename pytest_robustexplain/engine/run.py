@@ -87,6 +87,7 @@ class Run:
         self._baseline_loaded = False
         self._explainers: dict[str, Explainer] = {}
         self._slices: dict[str, GatedSlice] = {}
+        self._started: set[str] = set()  # slice ids handed to the sweep
         self._results: dict[str, Robustness] = {}
         self._sweep: Sweep | None = None
 
@@ -154,8 +155,6 @@ class Run:
                           kind=None if slice_name == OVERALL else slice_name, donor_pool=self._donor_pool)
         planned = GatedSlice(spec, nodeid, slice_name, gate)
         self._slices[slice_id] = planned
-        if self._sweep is not None and model in self._explainers:
-            self._sweep.add_slice(spec)
         return planned
 
     def announce_size(self, hint: str = "") -> None:
@@ -214,14 +213,17 @@ class Run:
         """Preflight the planned slices' explainers and start every planned slice."""
         for model in dict.fromkeys(s.spec.model for s in self._slices.values()):
             self.explainer_for(model)
-        for planned in self._slices.values():
-            self.sweep.add_slice(planned.spec)
+        for slice_id in list(self._slices):
+            self.ensure_started(slice_id)
 
     def ensure_started(self, slice_id: str) -> None:
-        """Start one slice (its explainer preflighted first), e.g. a slice planned after :meth:`start`."""
+        """Start one slice once (its explainer preflighted first), e.g. one planned after :meth:`start`."""
+        if slice_id in self._started:
+            return
         planned = self._slices[slice_id]
         self.explainer_for(planned.spec.model)
         self.sweep.add_slice(planned.spec)
+        self._started.add(slice_id)
 
     def perturbations_for(self, slice_id: str) -> list[PerturbationResult]:
         return self.sweep.perturbations_for(slice_id)

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import BackendError
 from .base import ModelInfo
+from .lean_http import LeanOllamaHttp, Redirect, chat_body, parse_chat_reply
 from .prompt import PromptTemplate
 from .remote import RemoteExplainer, Reply
 from .retry import RetryPolicy, connect_cause, is_connect_failure, status_of
@@ -101,10 +102,20 @@ class OllamaExplainer(RemoteExplainer):
 
         return httpx.Timeout(self.read_timeout, connect=self.connect_timeout)
 
-    def _make_client(self) -> ollama.AsyncClient:
+    def _tls(self) -> dict[str, Any]:
+        """No certificate store for a plain-http server: building one cost ~30 ms per client, for nothing
+        (only a redirect to https could use it, and a plain-http server can already answer anything)."""
+        return {"verify": False} if self.host.startswith("http://") else {}
+
+    def _official_client(self) -> ollama.AsyncClient:
         import ollama
 
-        return ollama.AsyncClient(host=self.host, timeout=self._timeout())
+        return ollama.AsyncClient(host=self.host, timeout=self._timeout(), **self._tls())
+
+    def _make_client(self) -> Any:
+        if self.host.startswith("http://"):
+            return _LeanClient(self)
+        return self._official_client()
 
     async def _close_client(self, client: Any) -> None:
         await client.close()
@@ -120,13 +131,19 @@ class OllamaExplainer(RemoteExplainer):
 
     async def _request(self, client: Any, prompt: str, *, seed: int, num_predict: int) -> Reply:
         model = self.info.name if self.info is not None else self.model
-        response = await client.chat(
-            model=model,
-            messages=[{"role": "user", "content": prompt}],
-            think=self.think,
-            options={"temperature": self.temperature, "seed": seed, "num_predict": num_predict,
-                     "num_ctx": self.num_ctx},
-        )
+        options = {"temperature": self.temperature, "seed": seed, "num_predict": num_predict,
+                   "num_ctx": self.num_ctx}
+        if isinstance(client, _LeanClient):
+            try:
+                status, payload = await client.lean.post("/api/chat",
+                                                         chat_body(model, prompt, options, self.think))
+            except Redirect:  # the official client follows redirects; let it
+                client = client.official
+            else:
+                text, prompt_tokens, completion_tokens = parse_chat_reply(status, payload)
+                return Reply(text=text, prompt_tokens=prompt_tokens, completion_tokens=completion_tokens)
+        response = await client.chat(model=model, messages=[{"role": "user", "content": prompt}],
+                                     think=self.think, options=options)
         return Reply(text=response.message.content, prompt_tokens=response.prompt_eval_count,
                      completion_tokens=response.eval_count)
 
@@ -168,8 +185,8 @@ class OllamaExplainer(RemoteExplainer):
         import httpx
 
         # Redirects are followed as the ollama client follows them, so a dead target is named as such.
-        async with httpx.AsyncClient(base_url=self.host, timeout=self._timeout(),
-                                     follow_redirects=True) as http:
+        async with httpx.AsyncClient(base_url=self.host, timeout=self._timeout(), follow_redirects=True,
+                                     **self._tls()) as http:
             response = await http.get("/api/version")
             if response.status_code == 404:  # very old servers; not worth failing (or a misleading 404)
                 return None
@@ -192,3 +209,32 @@ class OllamaExplainer(RemoteExplainer):
 
     def _not_found(self) -> BackendError:
         return BackendError(f"model {self.model} not found on {self.host}; run `ollama pull {self.model}`")
+
+
+class _LeanClient:
+    """The client of one event loop for a plain-http server: generation requests through the lean path
+    (:mod:`.lean_http`), everything else (preflight's listing and model details, redirects) through the
+    official client, created only when first needed."""
+
+    def __init__(self, explainer: OllamaExplainer) -> None:
+        self._explainer = explainer
+        self.lean = LeanOllamaHttp(explainer.host, connect_timeout=explainer.connect_timeout,
+                                   read_timeout=explainer.read_timeout)
+        self._official: ollama.AsyncClient | None = None
+
+    @property
+    def official(self) -> ollama.AsyncClient:
+        if self._official is None:
+            self._official = self._explainer._official_client()
+        return self._official
+
+    async def list(self) -> Any:
+        return await self.official.list()
+
+    async def show(self, name: str) -> Any:
+        return await self.official.show(name)
+
+    async def close(self) -> None:
+        await self.lean.aclose()
+        if self._official is not None:
+            await self._official.close()

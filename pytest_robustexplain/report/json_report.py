@@ -85,11 +85,13 @@ An interval is an object ``mean``, ``low``, ``high``, ``n`` (pairs), ``n_cluster
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import uuid
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 from ..results import (
     RunResult,
@@ -108,6 +110,11 @@ from .summary import model_comparisons, model_names, summarize
 
 def run_to_dict(run: RunResult) -> dict[str, Any]:
     """The JSON document of ``run`` (plain JSON types, non-finite numbers as None)."""
+    return plain(_document(run, [p.to_dict() for p in run.pairs]))
+
+
+def _document(run: RunResult, pairs: list[dict[str, Any]] | None) -> dict[str, Any]:
+    """The document, with ``pairs`` as its pairs (None: without the key; the streaming writer's head)."""
     names = model_names(run)
     doc: dict[str, Any] = {
         "schema": SCHEMA,
@@ -121,13 +128,15 @@ def run_to_dict(run: RunResult) -> dict[str, Any]:
         "models": run.models,
         "calls": run.calls,
         "timings": run.timings,
-        "pairs": [p.to_dict() for p in run.pairs],
+        "pairs": pairs,
         "gates": [g.to_dict() for g in run.gates],
         "aggregates": {name: summarize(run, name).to_dict() for name in names},
     }
+    if pairs is None:
+        del doc["pairs"]
     if len(names) >= 2:
         doc["comparisons"] = _comparisons(run)
-    return plain(doc)
+    return doc
 
 
 def _comparisons(run: RunResult) -> list[dict[str, Any]]:
@@ -143,12 +152,23 @@ def _comparisons(run: RunResult) -> list[dict[str, Any]]:
 
 
 def write_json(run: RunResult, path: str | os.PathLike[str]) -> Path:
-    """Write the JSON report of ``run`` to ``path`` atomically (a reader never sees half a file)."""
-    return atomic_write_text(path, dumps(run_to_dict(run)) + "\n")
+    """Write the JSON report of ``run`` to ``path`` atomically (a reader never sees half a file).
+
+    Streamed: the pairs (most of the document: ~1.5 KB each) are converted and written one at a time, so
+    neither the document nor its text is ever whole in memory. The bytes are those of :func:`dumps`.
+    """
+    head = plain(_document(run, None))
+    pairs = (plain(p.to_dict()) for p in run.pairs)
+    return atomic_write(path, lambda handle: _write_document(handle, head, pairs, end="\n"))
 
 
 def atomic_write_text(path: str | os.PathLike[str], text: str) -> Path:
-    """Write ``text`` to a temporary file beside ``path``, then rename it over ``path``.
+    """Write ``text`` to ``path`` atomically (see :func:`atomic_write`)."""
+    return atomic_write(path, lambda handle: handle.write(text))
+
+
+def atomic_write(path: str | os.PathLike[str], write: Callable[[TextIO], object]) -> Path:
+    """Call ``write`` on a temporary file beside ``path``, then rename it over ``path``.
 
     The temporary file is opened normally (not with ``mkstemp``) so the report gets the usual
     permissions from the umask: it is meant to be shared as a CI artifact.
@@ -158,7 +178,7 @@ def atomic_write_text(path: str | os.PathLike[str], text: str) -> Path:
     tmp = target.with_name(f".{target.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
     try:
         with open(tmp, "x", encoding="utf-8") as handle:
-            handle.write(text)
+            write(handle)
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(tmp, target)
@@ -171,13 +191,25 @@ def atomic_write_text(path: str | os.PathLike[str], text: str) -> Path:
 def dumps(doc: dict[str, Any]) -> str:
     """The document as text: indented, except one line per pair (compact, and diffs stay readable)."""
     body = {k: v for k, v in doc.items() if k != "pairs"}
-    head = json.dumps(body, ensure_ascii=False, indent=1, allow_nan=False)
     if "pairs" not in doc:
-        return head
-    rows = ",\n".join("  " + json.dumps(p, ensure_ascii=False, allow_nan=False, separators=(", ", ": "))
-                      for p in doc["pairs"])
-    pairs = f'"pairs": [\n{rows}\n ]' if rows else '"pairs": []'
-    return f"{head[:-2]},\n {pairs}\n}}" if body else f"{{\n {pairs}\n}}"
+        return json.dumps(body, ensure_ascii=False, indent=1, allow_nan=False)
+    out = io.StringIO()
+    _write_document(out, body, doc["pairs"])
+    return out.getvalue()
+
+
+def _write_document(handle: TextIO, body: dict[str, Any], pairs: Iterable[dict[str, Any]], *,
+                    end: str = "") -> None:
+    """``body`` indented, then ``"pairs"`` last with one compact line per pair, written as they come."""
+    head = json.dumps(body, ensure_ascii=False, indent=1, allow_nan=False)
+    handle.write(f"{head[:-2]},\n " if body else "{\n ")
+    handle.write('"pairs": [')
+    separator = "\n  "
+    for pair in pairs:
+        handle.write(separator)
+        handle.write(json.dumps(pair, ensure_ascii=False, allow_nan=False, separators=(", ", ": ")))
+        separator = ",\n  "
+    handle.write(("]" if separator == "\n  " else "\n ]") + "\n}" + end)
 
 
 def write_report(write: Any, where: str) -> str | None:

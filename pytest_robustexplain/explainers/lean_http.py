@@ -1,0 +1,272 @@
+"""A lean HTTP/1.1 client for the generation requests to a plain-``http://`` Ollama server.
+
+Through the official client (pydantic models, httpx, httpcore, anyio) a request cost 1.0–1.4 ms of CPU;
+the model call itself is all that is slow, so at zero model latency that was the plugin's largest
+per-pair cost. This client writes the same request bytes the official client writes (``POST /api/chat``,
+the same JSON body and headers) over pooled keep-alive connections driven by an :class:`asyncio.Protocol`
+(no task or stream per read), and raises the exceptions the official client raises, so retries, error
+messages and deadlines behave alike:
+
+- no connection: builtin ``ConnectionError`` with the official client's message (``ollama`` turns
+  ``httpx.ConnectError`` into it); a connect that times out: ``httpx.ConnectTimeout``;
+- an HTTP error status: ``ollama.ResponseError(body, status)``;
+- no data for ``read_timeout`` seconds: ``httpx.ReadTimeout`` (a bound per read, as httpx's; the caller's
+  deadline bounds the whole call);
+- a connection closed mid-reply: ``httpx.RemoteProtocolError``; reset: ``httpx.ReadError``/``WriteError``.
+
+Anything unusual — a redirect, a reply that is not the plain JSON object expected — is handed to the
+official client or its response model, which then decides exactly as it always did. ``httpx`` and
+``ollama`` are imported only on those paths, never for a normal reply.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import json
+import os
+import platform
+import urllib.parse
+from importlib import metadata
+from typing import Any
+
+# As ``ollama._client`` words it.
+CONNECTION_ERROR_MESSAGE = ("Failed to connect to Ollama. Please check that Ollama is downloaded, running "
+                            "and accessible. https://ollama.com/download")
+_HEADER_END = b"\r\n\r\n"
+
+
+@functools.lru_cache(maxsize=1)
+def _user_agent() -> str:
+    return (f"ollama-python/{metadata.version('ollama')} ({platform.machine()} {platform.system().lower()}) "
+            f"Python/{platform.python_version()}")
+
+
+def official_headers() -> dict[str, str]:
+    """The headers the official client sends with every request (``ollama._client.BaseClient``)."""
+    headers = {"Content-Type": "application/json", "Accept": "application/json",
+               "User-Agent": _user_agent()}
+    api_key = os.getenv("OLLAMA_API_KEY")
+    if api_key:
+        headers["Authorization"] = f"Bearer {api_key}"
+    return headers
+
+
+def chat_body(model: str, prompt: str, options: dict[str, Any], think: bool | None) -> bytes:
+    """The JSON the official client's ``chat`` sends for one user message (keys in its order)."""
+    body: dict[str, Any] = {"model": model, "stream": False, "options": options,
+                            "messages": [{"role": "user", "content": prompt}], "tools": []}
+    if think is not None:
+        body["think"] = think
+    return json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+
+
+class _Connection(asyncio.Protocol):
+    """One keep-alive connection: buffers what arrives and wakes the one request waiting on it."""
+
+    def __init__(self) -> None:
+        self.transport: asyncio.Transport | None = None
+        self.buffer = bytearray()
+        self.closed = False
+        self.error: BaseException | None = None
+        self._waiter: asyncio.Future[None] | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self.transport = transport
+
+    def data_received(self, data: bytes) -> None:
+        self.buffer += data
+        self._wake()
+
+    def eof_received(self) -> bool:
+        self.closed = True
+        self._wake()
+        return False  # close the transport
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.closed = True
+        self.error = exc
+        self._wake()
+
+    def _wake(self) -> None:
+        if self._waiter is not None and not self._waiter.done():
+            self._waiter.set_result(None)
+
+    async def more(self, timeout: float | None) -> None:
+        """Wait until more data arrives or the connection closes; ``httpx.ReadTimeout`` after
+        ``timeout`` seconds of silence."""
+        loop = asyncio.get_running_loop()
+        self._waiter = waiter = loop.create_future()
+        timer = None if timeout is None else loop.call_later(timeout, _expire, waiter)
+        try:
+            await waiter
+        finally:
+            self._waiter = None
+            if timer is not None:
+                timer.cancel()
+
+    def close(self) -> None:
+        self.closed = True
+        if self.transport is not None:
+            self.transport.close()
+
+
+def _expire(waiter: asyncio.Future[None]) -> None:
+    if not waiter.done():
+        import httpx
+
+        waiter.set_exception(httpx.ReadTimeout("timed out"))
+
+
+class Redirect(Exception):
+    """A 3xx reply: the official client follows redirects, so it takes over."""
+
+
+class LeanOllamaHttp:
+    """Pooled keep-alive connections to one ``http://host:port[/prefix]``; posts JSON and returns
+    ``(status, body bytes)``. One instance belongs to one event loop."""
+
+    def __init__(self, base_url: str, *, connect_timeout: float | None, read_timeout: float | None) -> None:
+        parts = urllib.parse.urlsplit(base_url)
+        if parts.scheme != "http" or not parts.hostname:
+            raise ValueError(f"the lean client speaks plain http only, got {base_url!r}")
+        self.host = parts.hostname
+        self.port = parts.port or 80
+        self.prefix = parts.path.rstrip("/")
+        self.connect_timeout = connect_timeout
+        self.read_timeout = read_timeout
+        authority = f"[{self.host}]" if ":" in self.host else self.host
+        self._head = "".join(f"{k}: {v}\r\n" for k, v in official_headers().items())
+        self._host_header = f"Host: {authority}:{self.port}\r\n" if parts.port else f"Host: {authority}\r\n"
+        self._idle: list[_Connection] = []
+
+    async def post(self, path: str, body: bytes) -> tuple[int, bytes]:
+        """``POST prefix+path``; raises like the official client for transport trouble."""
+        request = (f"POST {self.prefix}{path} HTTP/1.1\r\n{self._host_header}{self._head}"
+                   f"Content-Length: {len(body)}\r\n\r\n").encode("latin-1") + body
+        conn = await self._acquire()
+        try:
+            assert conn.transport is not None
+            conn.transport.write(request)
+            status, payload, keep = await self._response(conn)
+        except BaseException:
+            conn.close()  # a cancelled or failed exchange leaves the connection in an unknown state
+            raise
+        if keep and not conn.closed:
+            self._idle.append(conn)
+        else:
+            conn.close()
+        return status, payload
+
+    async def aclose(self) -> None:
+        idle, self._idle = self._idle, []
+        for conn in idle:
+            conn.close()
+
+    async def _acquire(self) -> _Connection:
+        while self._idle:
+            conn = self._idle.pop()
+            if not conn.closed and conn.transport is not None and not conn.transport.is_closing():
+                return conn
+        loop = asyncio.get_running_loop()
+        try:
+            connect = loop.create_connection(_Connection, self.host, self.port)
+            _, conn = await (connect if self.connect_timeout is None
+                             else asyncio.wait_for(connect, self.connect_timeout))
+        except asyncio.TimeoutError:
+            import httpx
+
+            raise httpx.ConnectTimeout("timed out") from None
+        except OSError:
+            raise ConnectionError(CONNECTION_ERROR_MESSAGE) from None
+        return conn
+
+    async def _response(self, conn: _Connection) -> tuple[int, bytes, bool]:
+        """(status, body, keep-alive) of the reply on ``conn``."""
+        while (end := conn.buffer.find(_HEADER_END)) < 0:
+            await self._more(conn, bool(conn.buffer))
+        head = bytes(conn.buffer[:end]).decode("latin-1").split("\r\n")
+        del conn.buffer[:end + len(_HEADER_END)]
+        status = int(head[0].split(" ", 2)[1])
+        headers = {}
+        for line in head[1:]:
+            name, _, value = line.partition(":")
+            headers[name.strip().lower()] = value.strip()
+        if 300 <= status < 400:
+            raise Redirect
+        if "chunked" in headers.get("transfer-encoding", "").lower():
+            body = await self._chunked(conn)
+        elif "content-length" in headers:
+            body = await self._exactly(conn, int(headers["content-length"]))
+        else:  # the body runs until the server closes the connection
+            while not conn.closed:
+                await conn.more(self.read_timeout)
+            body, keep = bytes(conn.buffer), False
+            return status, body, keep
+        return status, body, headers.get("connection", "").lower() != "close"
+
+    async def _more(self, conn: _Connection, started: bool) -> None:
+        if conn.closed:
+            import httpx
+
+            if conn.error is not None:
+                raise httpx.ReadError(str(conn.error) or type(conn.error).__name__)
+            raise httpx.RemoteProtocolError("peer closed connection without sending complete message body"
+                                            if started else "Server disconnected without sending a response.")
+        await conn.more(self.read_timeout)
+
+    async def _exactly(self, conn: _Connection, size: int) -> bytes:
+        while len(conn.buffer) < size:
+            await self._more(conn, True)
+        body = bytes(conn.buffer[:size])
+        del conn.buffer[:size]
+        return body
+
+    async def _chunked(self, conn: _Connection) -> bytes:
+        body = bytearray()
+        while True:
+            while (end := conn.buffer.find(b"\r\n")) < 0:
+                await self._more(conn, True)
+            size = int(bytes(conn.buffer[:end]).split(b";", 1)[0], 16)
+            del conn.buffer[:end + 2]
+            chunk = await self._exactly(conn, size + 2)  # the chunk and its CRLF
+            if size == 0:
+                return bytes(body)
+            body += chunk[:-2]
+
+
+# The fields of a chat reply and their plain JSON types: a reply made only of these is read directly.
+_REPLY_FIELDS: dict[str, type] = {"model": str, "created_at": str, "done": bool, "done_reason": str,
+                                  "total_duration": int, "load_duration": int, "prompt_eval_count": int,
+                                  "prompt_eval_duration": int, "eval_count": int, "eval_duration": int}
+_MESSAGE_FIELDS: dict[str, type] = {"role": str, "content": str, "thinking": str}
+
+
+def _plain(obj: Any, fields: dict[str, type]) -> bool:
+    """Every key known and of its exact type (or null): what pydantic would accept unchanged."""
+    return isinstance(obj, dict) and all(
+        key in fields and (value is None or type(value) is fields[key]) for key, value in obj.items())
+
+
+def parse_chat_reply(status: int, payload: bytes) -> tuple[str | None, int | None, int | None]:
+    """(content, prompt tokens, completion tokens) of a chat reply, or the official client's error.
+
+    The common shape is read directly; anything else goes through ``ollama.ChatResponse``, so a hostile
+    or unusual reply fails (or passes) exactly as it does through the official client.
+    """
+    if not 200 <= status < 300:
+        import ollama
+
+        raise ollama.ResponseError(payload.decode("utf-8", errors="replace"), status)
+    data = json.loads(payload)
+    if isinstance(data, dict):
+        message = data.get("message")
+        rest = {k: v for k, v in data.items() if k != "message"}
+        if (isinstance(message, dict) and _plain(rest, _REPLY_FIELDS) and _plain(message, _MESSAGE_FIELDS)
+                and isinstance(message.get("role"), str)):
+            return message.get("content"), data.get("prompt_eval_count"), data.get("eval_count")
+    import ollama
+
+    response = ollama.ChatResponse(**data)
+    return response.message.content, response.prompt_eval_count, response.eval_count

@@ -1,0 +1,120 @@
+"""Scheduling of the sweep: originals fetched ahead, slices finished by a counter (no timing involved)."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+from typing import Any
+
+import pytest
+
+from pytest_robustexplain.data import Item, UserHistory, default_dataset
+from pytest_robustexplain.errors import BackendError
+from pytest_robustexplain.explainers.base import Explanation, ModelInfo
+from pytest_robustexplain.metrics import Scorer
+from pytest_robustexplain.perturbations import NOISE, SHUFFLE
+from pytest_robustexplain.sweep import SliceSpec, Sweep
+
+KINDS = (SHUFFLE, NOISE)
+
+
+class RecordingExplainer:
+    """Answers at once and records, in call order, whose explanation was asked and whether it was an
+    original (the case's own history object) or a perturbed one."""
+
+    backend = "recording"
+    model = "m"
+
+    def __init__(self, originals: dict[str, UserHistory]) -> None:
+        self._originals = originals
+        self.calls: list[tuple[str, bool]] = []
+
+    async def preflight(self) -> ModelInfo:
+        return ModelInfo(self.model, self.backend)
+
+    async def explain(self, history: UserHistory, item: Item, *, seed: int, repeat: int) -> Explanation:
+        user = history.user_id
+        self.calls.append((user, history is self._originals.get(user)))
+        return Explanation(f"{item.title} fits {user}'s taste for {len(history)} items.", self.model)
+
+    def request_identity(self, history: UserHistory, item: Item, *, seed: int, repeat: int) -> dict[str, Any]:
+        return {}
+
+    async def aclose(self) -> None:
+        return None
+
+
+@pytest.fixture(scope="module")
+def scorer() -> Scorer:
+    return Scorer()
+
+
+def run_slices(scorer: Scorer, specs: list[SliceSpec], users: int) -> tuple[RecordingExplainer, Sweep]:
+    dataset = default_dataset()
+    explainer = RecordingExplainer({c.user_id: c.history for c in dataset.cases[:users]})
+    sweep = Sweep({"m": explainer}, dataset.catalog, scorer=scorer, window=4)
+    for spec in specs:
+        sweep.add_slice(spec)
+    sweep.start()
+    try:
+        for spec in specs:
+            sweep.wait(spec.slice_id)
+    finally:
+        sweep.close()
+    return explainer, sweep
+
+
+def spec(slice_id: str, users: int, kinds: tuple[str, ...] = KINDS) -> SliceSpec:
+    cases = default_dataset().cases[:users]
+    return SliceSpec(slice_id, "m", cases, kinds, (1, 2, 3, 4, 5), 1, seed=7)
+
+
+def test_next_users_original_is_requested_before_the_current_users_last_call(scorer: Scorer) -> None:
+    explainer, _ = run_slices(scorer, [spec("s", 4)], 4)
+    users = [c.user_id for c in default_dataset().cases[:4]]
+    for current, following in itertools.pairwise(users):
+        last_perturbed = max(i for i, (u, orig) in enumerate(explainer.calls) if u == current and not orig)
+        original = explainer.calls.index((following, True))
+        assert original < last_perturbed, explainer.calls
+    assert sum(orig for _, orig in explainer.calls) == 4  # each original still requested once
+
+
+def test_every_slice_finishes_with_all_its_pairs_when_slices_share_pairs(scorer: Scorer) -> None:
+    specs = [spec("both", 3), spec("first", 3, KINDS[:1]), spec("second", 2, KINDS[1:])]
+    explainer, sweep = run_slices(scorer, specs, 3)
+    results = {s.slice_id: sweep.finished(s.slice_id) for s in specs}
+    both = results["both"]
+    assert both is not None and both.cancelled == 0
+    for slice_id, kinds in (("first", KINDS[:1]), ("second", KINDS[1:])):
+        result = results[slice_id]
+        assert result is not None and result.cancelled == 0
+        assert {p.key.kind for p in result.pairs} == set(kinds)
+    # Shared pairs were one call each: the biggest slice's pairs plus one original per user.
+    assert len(explainer.calls) == len(both.pairs) + 3
+
+
+class BrokenExplainer(RecordingExplainer):
+    """Every call is the run-ending error a dead backend raises."""
+
+    async def explain(self, history: UserHistory, item: Item, *, seed: int, repeat: int) -> Explanation:
+        raise BackendError("the backend is gone")
+
+
+def test_a_slice_added_after_the_run_failed_is_not_waited_for(scorer: Scorer) -> None:
+    dataset = default_dataset()
+    sweep = Sweep({"m": BrokenExplainer({})}, dataset.catalog, scorer=scorer, window=4)
+    sweep.start()
+    try:
+        sweep.add_slice(spec("first", 2))
+        with pytest.raises(BackendError, match="gone"):
+            sweep.wait("first")
+        sweep.add_slice(spec("same pairs", 2))  # shares every pair with the failed slice
+        sweep.run_coroutine(asyncio.sleep(0))  # the loop has registered it
+
+        def never_finishes() -> None:
+            raise AssertionError("the second slice would be waited for forever")
+
+        with pytest.raises(BackendError, match="gone"):
+            sweep.wait("same pairs", poll=never_finishes, interval=0)
+    finally:
+        sweep.close()
