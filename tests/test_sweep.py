@@ -118,3 +118,57 @@ def test_a_slice_added_after_the_run_failed_is_not_waited_for(scorer: Scorer) ->
             sweep.wait("same pairs", poll=never_finishes, interval=0)
     finally:
         sweep.close()
+
+
+class CountingExplainer(RecordingExplainer):
+    """Holds each call until the test lets it go, and counts how many are in progress at once."""
+
+    def __init__(self, originals: dict[str, UserHistory]) -> None:
+        super().__init__(originals)
+        self.in_flight = 0
+        self.peak = 0
+
+    async def explain(self, history: UserHistory, item: Item, *, seed: int, repeat: int) -> Explanation:
+        self.in_flight += 1
+        self.peak = max(self.peak, self.in_flight)
+        try:
+            await asyncio.sleep(0)  # let every call the sweep has started be in progress together
+            return await super().explain(history, item, seed=seed, repeat=repeat)
+        finally:
+            self.in_flight -= 1
+
+
+def test_pairs_in_progress_never_exceed_the_window_and_users_start_in_order(scorer: Scorer) -> None:
+    dataset = default_dataset()
+    explainer = CountingExplainer({c.user_id: c.history for c in dataset.cases[:5]})
+    sweep = Sweep({"m": explainer}, dataset.catalog, scorer=scorer, window=3)
+    sweep.add_slice(spec("s", 5))
+    sweep.start()
+    try:
+        result = sweep.wait("s")
+    finally:
+        sweep.close()
+    # A pair makes at most two calls (its user's original, fetched once, and the perturbed one) and one
+    # original is fetched ahead: the window of 3 pairs bounds the calls in progress.
+    assert 1 < explainer.peak <= 2 * 3 + 1
+    users = [c.user_id for c in dataset.cases[:5]]
+    first_call = {u: next(i for i, (who, _) in enumerate(explainer.calls) if who == u) for u in users}
+    assert sorted(users, key=first_call.__getitem__) == users  # users are started in the seeded order
+    assert len(result.pairs) == len({p.key for p in result.pairs}) > 0
+
+
+def test_a_decided_sequential_slice_cancels_the_calls_no_other_slice_needs(scorer: Scorer) -> None:
+    from pytest_robustexplain.sweep import SequentialConfig
+
+    # Every threshold 0: met before any user, so the sequential gate decides PASS on the first user it
+    # sees; the fixed slice on the same cases still needs, and gets, all of its pairs.
+    sequential = SliceSpec("seq", "m", default_dataset().cases[:6], KINDS, (1, 2, 3, 4, 5), 1, seed=7,
+                           sequential=SequentialConfig({"combined": 0.0}))
+    fixed = spec("fixed", 2, KINDS[:1])
+    explainer, sweep = run_slices(scorer, [sequential, fixed], 6)
+    seq, kept = sweep.finished("seq"), sweep.finished("fixed")
+    assert seq is not None and kept is not None
+    assert seq.cancelled > 0 and sweep.counters.cancelled > 0
+    assert len(seq.pairs) + seq.cancelled + seq.trivial == 6 * len(KINDS) * 5
+    assert kept.cancelled == 0 and {p.key.kind for p in kept.pairs} == set(KINDS[:1])
+    assert len(explainer.calls) < 6 * len(KINDS) * 5 + 6  # fewer calls than the whole plan
