@@ -280,7 +280,7 @@ class RobustnessRun:
         """The planned perturbations of a marked item, or the run's default plan for any other test."""
         plan = self.plans.get(item.nodeid)
         if plan is not None and plan.slice_id:
-            return self.engine.perturbations_for(plan.slice_id)
+            return list(self.engine.perturbations_for(plan.slice_id))
         from .perturbations import apply_perturbation
 
         gate = plan.gate if plan is not None else apply_marker(self.settings, {}, nodeid=item.nodeid)

@@ -26,9 +26,9 @@ import heapq
 import math
 import threading
 import time
-from collections.abc import Callable, Coroutine, Mapping
+from collections.abc import Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 from .data import Catalog, EvalCase, Item, UserHistory
 from .errors import BackendError
@@ -107,7 +107,9 @@ class SliceResult:
 class _Pair:
     key: PairKey
     case: EvalCase
-    perturbation: PerturbationResult | None  # None for control pairs
+    # None for control pairs, and once the pair is scored: perturbations are pure functions of their seed,
+    # so :class:`Perturbations` recomputes them instead of the run keeping every perturbed history.
+    perturbation: PerturbationResult | None
     sample_seed: int
     donor: UserHistory | None = None  # cross-user controls: whose history is explained instead
     slices: set[str] = field(default_factory=set)
@@ -266,9 +268,10 @@ class Sweep:
             planned.append(pair)
         return planned, trivial
 
-    def perturbations_for(self, slice_id: str) -> list[PerturbationResult]:
-        """The planned perturbations of a slice (trivial ones were filtered), for the fixture."""
-        return [p.perturbation for p in self._slice_pairs[slice_id] if p.perturbation is not None]
+    def perturbations_for(self, slice_id: str) -> Perturbations:
+        """The planned perturbations of a slice (trivial ones were filtered), computed when read."""
+        pairs = [p for p in self._slice_pairs[slice_id] if not is_control(p.key.kind)]
+        return Perturbations(pairs, self._catalog)
 
     def add_explainer(self, model: str, explainer: Explainer) -> None:
         """Make ``model`` available to slices added from now on."""
@@ -402,6 +405,7 @@ class Sweep:
             self._set_fatal(exc)
             return
         pair.result = self._score(pair, original, other)
+        pair.perturbation = None  # scored: what changed is in the result; the histories are recomputable
         self.counters.pairs_done += 1
         for slice_id in pair.slices:
             self._unfinished[slice_id] -= 1
@@ -576,6 +580,38 @@ class Sweep:
 def _retrieve(future: asyncio.Future[Any]) -> None:
     if not future.cancelled():
         future.exception()
+
+
+class Perturbations(Sequence["PerturbationResult"]):
+    """A slice's perturbations in plan order, each recomputed when read (the same seed gives the same
+    perturbation), so a long run holds no perturbed history longer than its pair needs it."""
+
+    def __init__(self, pairs: list[_Pair], catalog: Catalog) -> None:
+        self._pairs = pairs
+        self._catalog = catalog
+
+    def __len__(self) -> int:
+        return len(self._pairs)
+
+    @overload
+    def __getitem__(self, index: int) -> PerturbationResult: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[PerturbationResult]: ...
+
+    def __getitem__(self, index: int | slice) -> PerturbationResult | list[PerturbationResult]:
+        if isinstance(index, slice):
+            return [self._of(p) for p in self._pairs[index]]
+        return self._of(self._pairs[index])
+
+    def _of(self, pair: _Pair) -> PerturbationResult:
+        if pair.perturbation is not None:
+            return pair.perturbation
+        from .perturbations import apply_perturbation
+
+        key = pair.key
+        return apply_perturbation(pair.case.history, key.kind, key.severity, catalog=self._catalog,
+                                  seed=pair.sample_seed, item_id=key.item_id, repeat=key.repeat)
 
 
 def reweighted(pair: PairResult, weights: tuple[float, ...] | None) -> PairResult:

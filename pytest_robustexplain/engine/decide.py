@@ -164,7 +164,7 @@ def robustness(gated: GatedSlice, sliced: SliceResult, verdict: Verdict,
         verdict=verdict, intervals=intervals, thresholds=gated.gate.thresholds(kind),
         worst=tuple(worst_pairs(pairs)), trivial=sliced.trivial, cancelled=sliced.cancelled,
         noise_floor=stats.noise_floor(sliced.controls) if sliced.controls else None,
-        perturbations=tuple(perturbations), regression=found, swaps=tuple(sliced.swaps))
+        perturbations=perturbations, regression=found, swaps=tuple(sliced.swaps))
 
 
 def judge(verdict: Verdict, policy: str) -> tuple[bool, bool]:

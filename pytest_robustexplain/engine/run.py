@@ -225,7 +225,7 @@ class Run:
         self.sweep.add_slice(planned.spec)
         self._started.add(slice_id)
 
-    def perturbations_for(self, slice_id: str) -> list[PerturbationResult]:
+    def perturbations_for(self, slice_id: str) -> Sequence[PerturbationResult]:
         return self.sweep.perturbations_for(slice_id)
 
     @property

@@ -10,7 +10,7 @@ the explanation depends on the user at all (see :mod:`pytest_robustexplain.guard
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -390,7 +390,8 @@ class Robustness:
     trivial: int
     cancelled: int
     noise_floor: Interval | None
-    perturbations: tuple[PerturbationResult, ...] = ()
+    # The slice's perturbations, computed when read (a sequence that keeps no perturbed history).
+    perturbations: Sequence[PerturbationResult] = ()
     regression: NonInferiorityResult | None = None  # against the baseline, when one is given
     swaps: tuple[PairResult, ...] = ()  # cross-user controls of the slice's cases
 
