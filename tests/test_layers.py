@@ -1,0 +1,79 @@
+"""The house's layers hold: every module imports only its own layer or the ones below (type-only imports
+included), and no two parts of the package import each other. See README "Development" for the layout."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+PACKAGE = Path(__file__).resolve().parent.parent / "pytest_robustexplain"
+
+# Bottom to top. A part is a top-level module or subpackage of pytest_robustexplain.
+LAYERS: tuple[frozenset[str], ...] = (
+    frozenset({"errors", "sanitize", "results", "data"}),
+    frozenset({"perturbations", "metrics", "stats", "donors", "grounding"}),
+    frozenset({"guard", "adversarial", "settings"}),
+    frozenset({"explainers"}),
+    frozenset({"sweep", "report"}),
+    frozenset({"engine"}),
+    frozenset({"cli", "runner", "finish", "progress", "plugin", "hookspecs", "api", "testing", "__main__",
+               "__init__"}),
+)
+LAYER = {part: level for level, parts in enumerate(LAYERS) for part in parts}
+
+
+def _part(path: Path) -> str:
+    return path.relative_to(PACKAGE).parts[0].removesuffix(".py")
+
+
+def _imported_parts(path: Path) -> set[str]:
+    """The package parts a module imports, at any depth (lazy and TYPE_CHECKING imports too)."""
+    depth = len(path.relative_to(PACKAGE).parts) - 1  # 0 for a top-level module
+    parts: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom) and node.level:
+            up = node.level - 1  # levels above the module's own package
+            if up < depth:  # inside its own subpackage: not another part
+                continue
+            if node.module:
+                parts.add(node.module.split(".")[0])
+            else:
+                parts.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("pytest_robustexplain."):
+            parts.add(node.module.split(".")[1])  # type: ignore[union-attr]
+    return parts
+
+
+def _graph() -> dict[str, set[str]]:
+    paths = list(PACKAGE.rglob("*.py"))
+    known = {_part(path) for path in paths}  # ``from . import __version__`` names no part
+    graph: dict[str, set[str]] = {}
+    for path in paths:
+        part = _part(path)
+        graph.setdefault(part, set()).update(p for p in _imported_parts(path) if p != part and p in known)
+    return graph
+
+
+def test_every_part_has_a_layer() -> None:
+    assert set(_graph()) <= set(LAYER), set(_graph()) - set(LAYER)
+
+
+def test_no_part_imports_a_part_above_it() -> None:
+    upward = sorted((a, b) for a, deps in _graph().items() for b in deps if LAYER[b] > LAYER[a])
+    assert upward == []
+
+
+def test_no_two_parts_import_each_other() -> None:
+    graph = _graph()
+    seen: set[str] = set()
+
+    def visit(part: str, path: tuple[str, ...]) -> None:
+        assert part not in path, " → ".join((*path, part))
+        if part in seen:
+            return
+        for dep in sorted(graph.get(part, ())):
+            visit(dep, (*path, part))
+        seen.add(part)
+
+    for part in sorted(graph):
+        visit(part, ())
