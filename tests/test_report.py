@@ -498,11 +498,14 @@ def test_terminal_inconclusive_and_ungated(run: RunResult) -> None:
     assert "not gated" in ungated and "FAIL" not in ungated and "PASS" not in ungated
 
 
-def test_terminal_comparison_impossible_without_shared_pairs(run: RunResult) -> None:
+def test_no_comparison_between_models_that_ran_different_cases(run: RunResult) -> None:
     moved = [replace(p, key=replace(p.key, user_id="x" + p.key.user_id)) if p.key.model == M14 else p
              for p in run.pairs]
-    out = render_terminal(replace(run, pairs=moved))
-    assert "Model comparison qwen2.5:7b vs qwen2.5:14b: not possible — " in out
+    apart = replace(run, pairs=moved)
+    assert "Model comparison" not in render_terminal(apart)
+    assert "Model comparison" not in render_markdown(apart)
+    assert "Model comparison" not in html_report.render_html(apart)
+    assert run_to_dict(apart)["comparisons"] == []
 
 
 def test_empty_run_renders_everywhere() -> None:

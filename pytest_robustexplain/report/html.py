@@ -17,15 +17,15 @@ import io
 import json
 import os
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..results import FAIL, INCONCLUSIVE, INSENSITIVE, METRICS, OVERALL, PASS, PairResult, RunResult
+from .comparison import comparison_note, conclusion, delta_text, model_comparisons
 from .json_report import atomic_write_text
 from .summary import (
     METRIC_DESCRIPTIONS,
     FailedGate,
     Summary,
-    comparison_note,
     describe_changes,
     facts,
     failed_gates,
@@ -37,7 +37,6 @@ from .summary import (
     fmt_pct,
     gate_check,
     gate_thresholds,
-    model_comparisons,
     model_info,
     model_names,
     model_outcome,
@@ -48,6 +47,9 @@ from .summary import (
     verdict_text,
     worst_pairs,
 )
+
+if TYPE_CHECKING:
+    from ..stats import Comparison
 
 PLOTS_NOTE = "charts need the plots extra: pip install 'pytest-robustexplain[plots]'"
 _EXPLANATION_LIMIT = 2000  # characters of each explanation shown in the worst-pairs table
@@ -89,8 +91,9 @@ def render_html(run: RunResult) -> str:
     if not names:
         body.append("<p>No pairs were scored.</p>")
     body += [_model_section(run, s, plotter) for s in summaries]
-    if len(names) >= 2:
-        body.append(_comparison_section(run, summaries, plotter))
+    comparisons = model_comparisons(run)
+    if comparisons:  # only models that ran the same cases
+        body.append(_comparison_section(comparisons, summaries, plotter))
     return ("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
             "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n"
             f"<title>robustexplain report — {e(', '.join(names))}</title>\n<style>{_CSS}</style>\n"
@@ -314,22 +317,19 @@ def _word_diff(original: str, perturbed: str) -> tuple[str, str]:
     return " ".join(left) or "<i>(empty)</i>", " ".join(right) or "<i>(empty)</i>"
 
 
-def _comparison_section(run: RunResult, summaries: list[Summary], plotter: _Plotter | None) -> str:
+def _comparison_section(comparisons: list[Comparison], summaries: list[Summary],
+                        plotter: _Plotter | None) -> str:
     parts = ["<section><h2>Model comparison</h2>"]
     if plotter is not None:
         parts.append(plotter.comparison_chart(summaries))
-    for entry in model_comparisons(run):
-        name_a, name_b = entry.names
+    for comparison in comparisons:
+        name_a, name_b = comparison.names
         parts.append(f"<h3>{e(name_a)} vs {e(name_b)}</h3>")
-        comparison = entry.comparison
-        if comparison is None:
-            parts.append(f"<p>Not possible: {e(entry.error)}</p>")
-            continue
-        rows = [[e(r.label), e(fmt_interval(r.mean_a)), e(fmt_interval(r.mean_b)), e(fmt_pct(r.delta_pct)),
+        rows = [[e(r.label), e(fmt_interval(r.mean_a)), e(fmt_interval(r.mean_b)), e(delta_text(r)),
                  e(fmt_p(r.p_holm)), e(fmt_d(r.d_z))] for r in comparison.rows]
         parts += [_table(["", e(name_a), e(name_b), "Δ", "p (paired t, Holm)", "d<sub>z</sub>"], rows),
                   f'<p class="note">{e(comparison_note(comparison))}</p>',
-                  f"<p>Conclusion: {e(comparison.conclusion)}</p>"]
+                  f"<p>Conclusion: {e(conclusion(comparison))}</p>"]
     parts.append("</section>")
     return "\n".join(parts)
 

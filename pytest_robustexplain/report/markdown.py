@@ -14,12 +14,11 @@ from typing import TYPE_CHECKING, Any
 
 from ..results import METRICS, OVERALL, PairResult, RunResult
 from ..sanitize import markdown_inert
+from .comparison import comparison_note, conclusion, delta_text, model_comparisons
 from .summary import (
     METRIC_DESCRIPTIONS,
     FailedGate,
-    ModelComparison,
     Summary,
-    comparison_note,
     describe_changes,
     explanation_text,
     facts,
@@ -29,9 +28,7 @@ from .summary import (
     fmt_interval,
     fmt_mean,
     fmt_p,
-    fmt_pct,
     gate_check,
-    model_comparisons,
     model_info,
     model_names,
     model_outcome,
@@ -71,7 +68,7 @@ def render_markdown(run: RunResult) -> str:
     if not names:
         return "## robustexplain\n\nNo pairs were scored.\n"
     blocks = [_model_section(run, summarize(run, name)) for name in names]
-    blocks.extend(_comparison_section(entry) for entry in model_comparisons(run))
+    blocks.extend(_comparison_section(c) for c in model_comparisons(run))
     blocks.append(_footer(run))
     return "\n\n".join(b for b in blocks if b) + "\n"
 
@@ -174,21 +171,19 @@ def _pair_row(rank: int, pair: PairResult, quantity: str) -> list[Any]:
             explanation_text(pair, "perturbed")]
 
 
-def _comparison_section(entry: ModelComparison) -> str:
-    name_a, name_b = entry.names
-    head = f"## Model comparison: {text(name_a)} vs {text(name_b)}"
-    if entry.comparison is None:
-        return f"{head}\n\nNot possible: {text(entry.error)}"
-    return "\n".join([head, "", *comparison_markdown(entry.comparison)])
+def _comparison_section(comparison: Comparison) -> str:
+    name_a, name_b = comparison.names
+    return "\n".join([f"## Model comparison: {text(name_a)} vs {text(name_b)}", "",
+                      *comparison_markdown(comparison)])
 
 
 def comparison_markdown(comparison: Comparison) -> list[str]:
     """A ``stats.Comparison`` as a Markdown table with its footnote and conclusion."""
     name_a, name_b = comparison.names
-    rows = [[r.label, fmt_interval(r.mean_a), fmt_interval(r.mean_b), fmt_pct(r.delta_pct), fmt_p(r.p_holm),
+    rows = [[r.label, fmt_interval(r.mean_a), fmt_interval(r.mean_b), delta_text(r), fmt_p(r.p_holm),
              fmt_d(r.d_z)] for r in comparison.rows]
     return [*table(["", name_a, name_b, "Δ", "p (paired t, Holm)", "d_z"], rows), "",
-            f"{text(comparison_note(comparison))}  ", f"Conclusion: {text(comparison.conclusion)}"]
+            f"{text(comparison_note(comparison))}  ", f"Conclusion: {text(conclusion(comparison))}"]
 
 
 def _footer(run: RunResult) -> str:

@@ -39,7 +39,7 @@ from ..results import (
 
 if TYPE_CHECKING:
     from ..guard import GuardSettings
-    from ..stats import Comparison, KindDifferences, UserSpread
+    from ..stats import KindDifferences, UserSpread
 
 # Display order of the method's five perturbation kinds; kinds the run used but not listed here follow,
 # sorted, so a custom perturbation still shows up.
@@ -828,41 +828,6 @@ def _fmt_relative(interval: Interval) -> str:
     if math.isfinite(interval.low) and math.isfinite(interval.high):
         return f"{interval.mean:.2f} [{interval.low:.2f}, {interval.high:.2f}]"
     return f"{interval.mean:.2f} [interval needs ≥ 2 users]"
-
-
-@dataclass(frozen=True)
-class ModelComparison:
-    """One model compared with the first model of the run; ``error`` says why it could not be."""
-
-    names: tuple[str, str]
-    comparison: Comparison | None
-    error: str = ""
-
-
-def model_comparisons(run: RunResult) -> list[ModelComparison]:
-    """Every model after the first compared with the first (matched pairs, ``stats.compare_models``)."""
-    from ..stats import compare_models
-
-    names = model_names(run)
-    out = []
-    for other in names[1:]:
-        pair_names = (names[0], other)
-        try:
-            comparison = compare_models(run.model_pairs(names[0]), run.model_pairs(other), names=pair_names)
-        except ValueError as exc:  # no matched pairs, duplicated keys: say so instead of a table
-            out.append(ModelComparison(pair_names, None, str(exc)))
-            continue
-        out.append(ModelComparison(pair_names, comparison))
-    return out
-
-
-def comparison_note(comparison: Comparison) -> str:
-    """The footnote under a comparison table: how p-values were obtained and what was matched."""
-    unit = "per-user means" if comparison.unit == "user" else "pairs"
-    note = (f"p-values: paired t test on {unit}, Holm-corrected across the {len(comparison.rows)} rows; "
-            f"{comparison.n_matched} pairs matched by (user, item, kind, severity, repeat)")
-    unmatched = len(comparison.unmatched_a) + len(comparison.unmatched_b)
-    return note + (f"; {unmatched} unmatched pairs left out." if unmatched else ".")
 
 
 def fmt_d(value: float | None) -> str:

@@ -14,12 +14,11 @@ import textwrap
 from typing import TYPE_CHECKING
 
 from ..results import METRICS, OVERALL, PairResult, RunResult
+from .comparison import comparison_note, conclusion, delta_text, model_comparisons
 from .summary import (
     METRIC_DESCRIPTIONS,
     FailedGate,
-    ModelComparison,
     Summary,
-    comparison_note,
     describe_changes,
     explanation_text,
     facts,
@@ -29,9 +28,7 @@ from .summary import (
     fmt_interval,
     fmt_mean,
     fmt_p,
-    fmt_pct,
     gate_check,
-    model_comparisons,
     model_info,
     model_names,
     model_outcome,
@@ -60,7 +57,7 @@ def render_terminal(run: RunResult, *, width: int = 100, quiet: bool = False) ->
     if quiet:
         return "\n".join(quiet_line(run, s) for s in summaries)
     blocks = [_model_block(run, s, width) for s in summaries]
-    blocks.extend(_comparison_block(entry, width) for entry in model_comparisons(run))
+    blocks.extend("\n".join(comparison_lines(c, width)) for c in model_comparisons(run))
     footer = _footer(run)
     if footer:
         blocks.append(footer)
@@ -231,13 +228,6 @@ def _quoted(text: str) -> str:
     return text if text.startswith("(generation failed") else f"“{text}”"
 
 
-def _comparison_block(entry: ModelComparison, width: int) -> str:
-    """The model comparison table of design/reports.md (pairs matched across the two models)."""
-    if entry.comparison is None:
-        return f"Model comparison {entry.names[0]} vs {entry.names[1]}: not possible — {entry.error}"
-    return "\n".join(comparison_lines(entry.comparison, width))
-
-
 def comparison_lines(comparison: Comparison, width: int = 100) -> list[str]:
     """A ``stats.Comparison`` as the text table of design/reports.md."""
     name_a, name_b = comparison.names
@@ -246,9 +236,9 @@ def comparison_lines(comparison: Comparison, width: int = 100) -> list[str]:
              f"{'':<17}{name_a:<{col}}{name_b:<{col}}{'Δ':<10}{'p (paired t)':<15}d_z"]
     for row in comparison.rows:
         lines.append(f"{row.label:<17}{fmt_interval(row.mean_a):<{col}}{fmt_interval(row.mean_b):<{col}}"
-                     f"{fmt_pct(row.delta_pct):<10}{fmt_p(row.p_holm):<15}{fmt_d(row.d_z)}")
+                     f"{delta_text(row):<10}{fmt_p(row.p_holm):<15}{fmt_d(row.d_z)}")
     lines += _wrap(comparison_note(comparison), width)
-    lines += _wrap(f"Conclusion: {comparison.conclusion}", width)
+    lines += _wrap(f"Conclusion: {conclusion(comparison)}", width)
     return lines
 
 
