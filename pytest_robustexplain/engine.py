@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .errors import ConfigError, DataError
-from .results import CONTROL_KIND, OVERALL, SWAP_KIND, GateResult
+from .results import CONTROL_KIND, OVERALL, SWAP_KIND, GateResult, gate_scope
 
 if TYPE_CHECKING:
     from .data import Catalog, Dataset, EvalCase
@@ -324,7 +324,8 @@ def run_slices(settings: Settings, slices: Sequence[GatedSlice], explainers: Map
     def gate(entry: GatedSlice, sliced: SliceResult) -> None:
         kind = None if entry.slice == OVERALL else entry.slice
         gates.append(GateResult(entry.nodeid, entry.slice, entry.spec.model,
-                                decide(entry.gate, sliced, kind), entry.gate.thresholds(kind)))
+                                decide(entry.gate, sliced, kind), entry.gate.thresholds(kind),
+                                gate_scope(sliced.pairs)))
 
     try:
         sweep.start()

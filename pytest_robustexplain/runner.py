@@ -29,6 +29,7 @@ from .results import (
     PairResult,
     RunResult,
     Verdict,
+    gate_scope,
 )
 from .settings import GateSettings, Settings, apply_marker
 
@@ -475,7 +476,8 @@ class RobustnessRun:
                 intervals[quantity] = stats.cluster_interval([p.metric(quantity) for p in pairs], users,
                                                              confidence=1 - plan.gate.alpha)
         worst = tuple(sorted(pairs, key=lambda p: (p.combined, p.key))[:3])
-        gate_result = GateResult(plan.nodeid, plan.param.kind, plan.model, verdict, thresholds)
+        gate_result = GateResult(plan.nodeid, plan.param.kind, plan.model, verdict, thresholds,
+                                 gate_scope(pairs))
         self.gates.append(gate_result)
         for pair in (*sliced.scored, *sliced.controls, *sliced.swaps):  # the run's weights in reports
             self.collected[_pair_ident(pair)] = pair
@@ -501,8 +503,8 @@ class RobustnessRun:
 
             item.warn(RobustExplainWarning(f"{item.nodeid}: {result.verdict.message}"))
         if not passed:
-            pytest.fail(failure_message(result, model_info=self.model_infos.get(result.model)),
-                        pytrace=False)
+            pytest.fail(failure_message(result, model_info=self.model_infos.get(result.model),
+                                        verbose=self.config.get_verbosity() > 0), pytrace=False)
 
     def set_progress(self, callback: Callable[[], None] | None) -> None:
         self._progress = callback

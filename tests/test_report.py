@@ -452,20 +452,29 @@ def test_terminal_fragile_note_and_comparison(run: RunResult) -> None:
     assert "Conclusion: " not in render_terminal(_only(run, M7))
 
 
-def test_terminal_lists_worst_pairs_under_a_failed_gate(run: RunResult) -> None:
-    lines = render_terminal(run).splitlines()
-    row = next(i for i, line in enumerate(lines) if line.startswith("  temporal_shuffle ") and "FAIL" in line)
-    assert lines[row + 1].strip().startswith("worst pairs by ρ — tests/test_explanations.py::")
-    assert lines[row + 2].strip() == "1. user u042 · item B207 · temporal_shuffle L4 · ρ 0.142"
-    assert lines[row + 3].strip() == "changed:   moved 14 items"
-    block = "\n".join(lines[row + 2: row + 30])
+def test_terminal_lists_worst_pairs_of_each_failed_item_from_its_slice(run: RunResult) -> None:
+    lines = render_terminal(run, width=200).splitlines()
+    row = next(i for i, line in enumerate(lines) if line.startswith("  FAIL ") and "temporal_shuffle" in line)
+    assert re.match(r"  FAIL tests/test_explanations\.py::\S+ · temporal_shuffle: ρ 0\.\d{3} "
+                    r"\[0\.\d{3}, 0\.\d{3}\] < 0\.5$", lines[row]), lines[row]  # a report without scope
+    assert lines[row + 1].strip() == "1. user u042 · item B207 · temporal_shuffle L4 · ρ 0.142"
+    assert lines[row + 2].strip() == "changed:   moved 14 items"
+    end = next(i for i in range(row + 1, len(lines)) if not lines[i].startswith("      "))
+    block = "\n".join(lines[row + 1: end])
     assert block.count("original:") == 3 and block.count("perturbed:") == 3
     assert "<script>alert(1)</script>" in block  # plain text in a terminal: shown as is
     # Explanations are trimmed to about 200 characters.
-    original = " ".join(line.strip() for line in lines[row + 4: row + 7]).removeprefix("original:").strip()
-    assert original.endswith("…”") and len(original) <= 205
+    cut = block.index("perturbed:")
+    original = " ".join(line.strip() for line in block[block.index("original:"):cut].splitlines())
+    assert original.removeprefix("original:").strip().endswith("…”") and len(original) <= 215
     passing = next(i for i, line in enumerate(lines) if line.startswith("  behavior_dilution "))
-    assert "PASS" in lines[passing] and not lines[passing + 1].strip().startswith("worst pairs")
+    assert "PASS" in lines[passing] and not lines[passing + 1].strip().startswith("1.")
+    short = render_terminal(run, width=100, verbose=False).splitlines()
+    row = next(i for i, line in enumerate(short) if line.startswith("  FAIL ") and "temporal_shuffle" in line)
+    assert short[row + 1].strip().startswith("1. user u042 · item B207 · temporal_shuffle L4 · ρ 0.142 · "
+                                             "moved")
+    assert short[row + 2].count("“") == 2 and " → " in short[row + 2]  # both explanations on one line
+    assert all(len(line) <= 100 for line in short[row: row + 3])
 
 
 def test_terminal_quiet(run: RunResult) -> None:
@@ -530,7 +539,7 @@ def test_markdown_tables_and_escaping(run: RunResult) -> None:
     assert "Books &amp; \"Toys\" \\| cheap." in md
     assert all(line.endswith("|") for line in md.splitlines() if line.startswith("|"))
     table_rows = [line for line in md.splitlines() if line.startswith("| 1 | u042 |")]
-    assert len(table_rows) == 2 and all("Ignore previous instructions." in r for r in table_rows)
+    assert len(table_rows) == 1 and "Ignore previous instructions." in table_rows[0]  # each pair once
     assert "## Model comparison: qwen2.5:7b vs qwen2.5:14b" in md
     assert not any(ord(ch) >= 0x1F000 for ch in md)  # status words, no emoji
 
@@ -589,7 +598,7 @@ def test_html_has_charts_tables_and_worst_pairs(run: RunResult, page: str) -> No
     for heading in ("By perturbation", "By metric", "Kind × severity (ρ)", "Findings", "Model comparison",
                     "least robust pairs", "Generation failures (scored 0 on every metric)"):
         assert heading in page
-    assert '<span class="FAIL">FAIL</span> — worst pairs by ρ — ' in page
+    assert '<span class="FAIL">FAIL</span> — tests/test_explanations.py::' in page
     assert "<th>original explanation</th><th>perturbed explanation</th>" in page
     assert "moved 14 items<details>" in page
     assert "<del>" in page and "<ins>" in page

@@ -36,6 +36,7 @@ from .summary import (
     security_rows,
     sensitivity_rows,
     summarize,
+    timings_text,
     verdict_text,
 )
 
@@ -191,7 +192,7 @@ def _footer(run: RunResult) -> str:
     if run.calls:
         parts.append("model calls: " + " · ".join(f"{text(v)} {text(k)}" for k, v in run.calls.items()))
     if run.timings:
-        parts.append("time: " + " · ".join(f"{text(k)} {v:.1f} s" for k, v in run.timings.items()))
+        parts.append(f"time: {text(timings_text(run.timings))}")
     return "  \n".join(parts)
 
 

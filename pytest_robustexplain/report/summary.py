@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 import statistics
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields, replace
 from typing import TYPE_CHECKING, Any, TypeGuard
 
 from ..explainers.base import ModelInfo
@@ -422,8 +422,14 @@ def ordered_kinds(kinds: Iterable[str]) -> list[str]:
 
 
 def model_names(run: RunResult) -> list[str]:
-    """Models in the order of ``run.models``, then any model that only appears in the pairs."""
-    names = [str(m.get("name", "")) for m in run.models if m.get("name")]
+    """Models in the order of ``run.models``, then any model that only appears in the pairs.
+
+    A model that was set up but neither scored a pair nor gated an item is left out: every test that
+    would have used it chose another explainer (e.g. a conftest's ``explainer`` fixture under
+    ``--robustexplain-backend=template``), and a "ρ n/a · 0 pairs" line would only mislead.
+    """
+    used = {p.key.model for p in run.pairs} | {g.model for g in run.gates}
+    names = [str(m.get("name", "")) for m in run.models if m.get("name") in used]
     for p in run.pairs:
         if p.key.model not in names:
             names.append(p.key.model)
@@ -542,9 +548,8 @@ def failing_quantity(gate: GateResult) -> str:
 
 
 def gate_pairs(run: RunResult, gate: GateResult) -> list[PairResult]:
-    """The perturbation pairs a gate judged: its model, and its kind unless the slice is overall."""
-    pairs = run.model_pairs(gate.model)
-    return pairs if gate.slice == OVERALL else [p for p in pairs if p.key.kind == gate.slice]
+    """The perturbation pairs a gate judged: its model's pairs in its slice (kinds, severities, users)."""
+    return [p for p in run.model_pairs(gate.model) if gate.covers(p)]
 
 
 def finite(value: float | None) -> float | None:
@@ -613,36 +618,78 @@ def gate_check(gate: GateResult | None, quantity: str) -> GateCheck | None:
 
 @dataclass(frozen=True)
 class FailedGate:
-    """A failed gate (or one failed check of the overall gate) with the pairs to look at first."""
+    """A failed test item with the pairs to look at first, from its own slice.
+
+    ``worst`` leaves out pairs already listed under an earlier failed item (``repeated`` counts them), so a
+    report lists each pair once however many items judged it.
+    """
 
     gate: GateResult
     quantity: str
     worst: tuple[PairResult, ...]
+    repeated: int = 0
 
     @property
     def title(self) -> str:
-        """``worst pairs by ρ — <nodeid>``."""
-        by = "ρ" if self.quantity == "combined" else self.quantity
-        return f"worst pairs by {by} — {self.gate.nodeid or self.gate.slice}"
+        """``<nodeid> · category_drift L5 · 5 users: ρ 0.711 [0.633, 0.789] < 0.95``."""
+        return f"{self.gate.nodeid or self.gate.slice} · {slice_text(self.gate)}: {failed_reason(self.gate)}"
+
+    @property
+    def short_title(self) -> str:
+        """The title with the first failed check only (``+3 checks`` for the others)."""
+        checks = self.gate.verdict.failed_checks
+        reason = failed_reason(replace(self.gate, verdict=replace(self.gate.verdict, checks=checks[:1])))
+        more = f" (+{len(checks) - 1} checks)" if len(checks) > 1 else ""
+        return f"{self.gate.nodeid or self.gate.slice} · {slice_text(self.gate)}: {reason}{more}"
 
 
-def failed_gates(run: RunResult, model: str, n: int = 3) -> list[FailedGate]:
-    """Every failed check of the model's overall gate, and every failed kind gate, with its worst pairs."""
+def slice_text(gate: GateResult) -> str:
+    """The slice a gate judged: ``category_drift L5 · 5 users`` (all kinds: ``5 kinds L1–L5 · 20 users``)."""
+    scope = gate.scope
+    if not scope:
+        return gate.slice
+    kinds = scope.get("kinds", [])
+    what = kinds[0] if len(kinds) == 1 else f"{len(kinds)} kinds"
+    users = _plural_of(len(scope.get("users", [])), "user")
+    return f"{what} {_levels(scope.get('severities', []))} · {users}"
+
+
+def _levels(severities: Sequence[int]) -> str:
+    ordered = sorted(severities)
+    if len(ordered) > 2 and ordered == list(range(ordered[0], ordered[-1] + 1)):
+        return f"L{ordered[0]}–L{ordered[-1]}"
+    return ",".join(f"L{s}" for s in ordered)
+
+
+def _plural_of(count: int, word: str) -> str:
+    return f"{count} {word}" if count == 1 else f"{count} {word}s"
+
+
+def failed_reason(gate: GateResult) -> str:
+    """Why a gate failed, with its own thresholds: each failed check, else its message's first sentence."""
+    checks = gate.verdict.failed_checks
+    if checks:
+        return "; ".join(f"{'ρ' if c.quantity == 'combined' else c.quantity} {fmt_interval(c.interval)} < "
+                         f"{c.threshold:g}" for c in checks)
+    return trim(gate.verdict.message.split(". ")[0], 160) or gate.verdict.outcome
+
+
+def failed_gates(run: RunResult, model: str, n: int = 3, *, repeat: bool = False) -> list[FailedGate]:
+    """Every failed test item of the model (overall first, then by kind), each with its ``n`` worst pairs
+    from its own slice; pairs listed under an earlier item are not listed again unless ``repeat``."""
+    order = {k: i for i, k in enumerate([OVERALL, *ordered_kinds(g.slice for g in run.gates)])}
+    failed = sorted((g for g in run.gates if g.model == model and g.verdict.outcome == FAIL),
+                    key=lambda g: (order.get(g.slice, len(order)), g.nodeid))
+    shown: set[PairKey] = set()
     out = []
-    overall = find_gate(run, model, OVERALL)
-    if overall is not None:
-        quantities = [_known(c.quantity) for c in overall.verdict.failed_checks]
-        if not quantities and overall.verdict.outcome == FAIL:
-            quantities = ["combined"]
-        for quantity in dict.fromkeys(quantities):
-            worst = worst_pairs(gate_pairs(run, overall), n, quantity=quantity)
-            out.append(FailedGate(overall, quantity, tuple(worst)))
-    for kind in ordered_kinds(g.slice for g in run.gates if g.model == model and g.slice != OVERALL):
-        gate = find_gate(run, model, kind)
-        if gate is not None and gate.verdict.outcome == FAIL:
-            quantity = failing_quantity(gate)
-            worst = worst_pairs(gate_pairs(run, gate), n, quantity=quantity)
-            out.append(FailedGate(gate, quantity, tuple(worst)))
+    for gate in failed:
+        quantity = failing_quantity(gate)
+        pairs = gate_pairs(run, gate)
+        fresh = pairs if repeat else [p for p in pairs if p.key not in shown]
+        worst = worst_pairs(fresh, n, quantity=quantity)
+        repeated = 0 if repeat else len({p.key for p in worst_pairs(pairs, n, quantity=quantity)} & shown)
+        shown.update(p.key for p in worst)
+        out.append(FailedGate(gate, quantity, tuple(worst), repeated))
     return out
 
 
@@ -828,6 +875,18 @@ def _fmt_relative(interval: Interval) -> str:
     if math.isfinite(interval.low) and math.isfinite(interval.high):
         return f"{interval.mean:.2f} [{interval.low:.2f}, {interval.high:.2f}]"
     return f"{interval.mean:.2f} [interval needs ≥ 2 users]"
+
+
+# Internal timing keys (``wall_s``) as a person reads them.
+_TIMING_LABELS = {"wall_s": "wall", "cpu_s": "CPU"}
+
+
+def timings_text(timings: Mapping[str, float]) -> str:
+    """``2.4 s wall · 1.9 s CPU``: the run's timings without their record keys."""
+    def label(key: str) -> str:
+        return _TIMING_LABELS.get(key, key.removesuffix("_s").replace("_", " "))
+
+    return " · ".join(f"{value:.1f} s {label(key)}" for key, value in timings.items())
 
 
 def fmt_d(value: float | None) -> str:
