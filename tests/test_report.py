@@ -654,3 +654,14 @@ def test_paper_tables_unknown_size(run: RunResult) -> None:
 if __name__ == "__main__":
     write_json(build_sample_run(), SAMPLE)
     sys.exit(0)
+
+
+def test_markdown_of_a_failing_model_fits_one_screen_with_details_folded(run: RunResult) -> None:
+    md = render_markdown(run)
+    failing = next(s for s in md.split("## robustexplain — model ")[1:] if "**Status: FAIL**" in s)
+    visible, folded = failing.split("<details>", 1)
+    assert len(visible.strip().splitlines()) <= 40, visible  # status, tables, one line per failed item
+    assert "**Failed items**" in visible and "- tests/test\\_explanations.py::" in visible
+    assert "</details>" in folded and "original" in folded.lower()
+    passing = next(s for s in md.split("## robustexplain — model ")[1:] if "**Status: PASS**" in s)
+    assert "<details>" not in passing.split("## Model comparison")[0]

@@ -87,8 +87,20 @@ def _model_section(run: RunResult, summary: Summary) -> str:
         f"signature: {text(run.signature)}",
         "",
     ]
+    failed = failed_gates(run, summary.model)
     lines += _gate_table(run, summary)
     lines += ["", *_metric_table(run, summary)]
+    if failed:  # one screen: what failed and why; the rest one click away
+        lines += ["", "**Failed items**", "", *(f"- {text(entry.title)}" for entry in failed)]
+    details = _details(run, summary, failed)
+    if failed:
+        return "\n".join([*lines, "", "<details><summary>Worst pairs of each failed item, kind × severity, "
+                           "sensitivity, findings</summary>", "", *details, "", "</details>"])
+    return "\n".join([*lines, *details])
+
+
+def _details(run: RunResult, summary: Summary, failed: list[FailedGate]) -> list[str]:
+    lines: list[str] = []
     if summary.severities:
         lines += ["", *_kind_severity_table(summary)]
     lines += ["", "**Sensitivity** (cross-user control: the same item explained for another user)", ""]
@@ -98,14 +110,14 @@ def _model_section(run: RunResult, summary: Summary) -> str:
         lines += ["", "**Security** (adversarial histories)", ""]
         lines += table(["Attack", "Outcome"], [list(row) for row in security])
     lines += ["", *_facts_table(summary)]
-    for entry in failed_gates(run, summary.model):
+    for entry in failed:
         lines += ["", *_failed_gate(entry)]
     if summary.failures:
         lines += ["", "**Generation failures** (scored 0 on every metric)", ""]
         lines += table(["User", "Item", "Kind", "Severity", "Failure", "Detail"],
                        [[f.key.user_id, f.key.item_id, f.key.kind, f"L{f.key.severity}", f.failure,
                          f.detail or "—"] for f in summary.failures])
-    return "\n".join(lines)
+    return lines
 
 
 def _gate_table(run: RunResult, summary: Summary) -> list[str]:
