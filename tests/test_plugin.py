@@ -69,7 +69,8 @@ def test_an_all_failing_run_fits_80_lines_without_v(pytester: pytest.Pytester,
     lines = result.stdout.lines
     assert len(lines) <= 80, "\n".join(lines)
     out = result.stdout.str()
-    assert re.search(r"^  combined 0\.\d{3} \[0\.\d{3}, 0\.\d{3}\] < 0\.95 · semantic ", out, re.M)
+    assert re.search(r"^  combined 0\.\d{3} \[0\.\d{3}, 0\.\d{3}\] is below its threshold 0\.95; semantic ",
+                     out, re.M)
     fails = [line for line in lines if line.startswith("  FAIL test_g.py::")]
     assert len(fails) == 6 and all(" L1,L5 · 4" in line for line in fails)  # its own slice
     pairs = [line.split(" · ρ")[0].strip() for line in lines if re.match(r"\s+1\. user ", line)]

@@ -25,6 +25,8 @@ def failure_message(result: Robustness, *, model_info: ModelInfo | None = None, 
              f"{len(result.pairs)} pairs from {result.combined.n_clusters} users ({verdict.mode} decision)"]
     if not verbose and verdict.outcome == FAIL:  # what was planted and read stays: it is the finding
         lines.append(f"  {_short_reason(result)}")
+        if result.failures:
+            lines.append(f"  generation failures: {len(result.failures)} pairs scored 0")
         for attack in verdict.attacks:
             if attack.outcome == FAIL:
                 lines.extend(attack_example_lines(attack))
@@ -59,8 +61,9 @@ def _short_reason(result: Robustness) -> str:
     checks = result.verdict.failed_checks
     if not checks:  # a regression or guard finding: its message is the reason, with every number
         return result.verdict.message
-    said = " · ".join(f"{c.quantity} {c.interval.fmt()} < {c.threshold:g}" for c in checks)
-    return f"{said} (worst pairs: robustness report below; -v shows them here)"
+    said = "; ".join(f"{c.quantity} {c.interval.fmt()} is below its threshold {c.threshold:g}"
+                     for c in checks)
+    return f"{said} (worst pairs: in the summary below; -v shows them here)"
 
 
 def attack_example_lines(attack: AttackResult, limit: int = 200) -> list[str]:
