@@ -665,3 +665,16 @@ def test_markdown_of_a_failing_model_fits_one_screen_with_details_folded(run: Ru
     assert "</details>" in folded and "original" in folded.lower()
     passing = next(s for s in md.split("## robustexplain — model ")[1:] if "**Status: PASS**" in s)
     assert "<details>" not in passing.split("## Model comparison")[0]
+
+
+def test_html_colours_are_anchored_to_the_gate_not_to_the_runs_range() -> None:
+    """0.84 in a run whose every cell passes a 0.5 gate is green, not the dark red of the run's minimum; a
+    0.40 cell under that gate is red even when it is the run's maximum."""
+    shade = html_report._shade
+    rgb = [tuple(int(x) for x in re.findall(r"\d+", shade(v, 0.5))) for v in (0.843, 0.99, 0.403, 0.5)]
+    high, top, low, at_gate = rgb
+    assert high[1] > high[0] and top[1] > top[0]  # green side
+    assert low[0] > low[1]  # red side
+    assert at_gate == (255, 235, 132)  # the gate itself is the neutral middle
+    assert shade(0.843, 0.5) == shade(0.843, 0.5)  # the same value, the same colour in every run
+    assert html_report._gate_position(0.95, 0.95) == 0.5 and html_report._gate_position(0.0, 0.0) == 0.5

@@ -176,7 +176,8 @@ def _model_section(run: RunResult, summary: Summary, plotter: _Plotter | None) -
              f"{summary.cached_pairs} cached · backend {e(info.backend)}"
              + (f" · server {e(info.server_version)}" if info.server_version else "")
              + (f" · host {e(info.host)}" if info.host else "") + "</p>",
-             _gate_table(run, summary), _metric_table(run, summary), _heatmap_table(summary),
+             _gate_table(run, summary), _metric_table(run, summary),
+             _heatmap_table(summary, gate_thresholds(run, summary.model)["combined"]),
              _sensitivity(summary), _security(summary), _facts(summary)]
     if plotter is not None:
         parts.append(plotter.model_charts(summary, gate_thresholds(run, summary.model)))
@@ -227,13 +228,11 @@ def _metric_table(run: RunResult, summary: Summary) -> str:
     return "<h3>By metric</h3>" + _table(["", "score [95 % CI]", "gate", "status"], rows)
 
 
-def _heatmap_table(summary: Summary) -> str:
-    """Kind × severity as a table whose cells are shaded by ρ (readable without the charts)."""
+def _heatmap_table(summary: Summary, gate: float) -> str:
+    """Kind × severity as a table whose cells are shaded by ρ against the gate (readable without charts)."""
     severities = summary.severities
     if not severities:
         return ""
-    values = [iv.mean for row in summary.kind_severity.values() for iv in row.values()]
-    low, high = min(values), max(values)
     rows = []
     for kind, row in summary.kind_severity.items():
         cells = [e(kind)]
@@ -241,7 +240,7 @@ def _heatmap_table(summary: Summary) -> str:
             if s not in row:
                 cells.append("—")
                 continue
-            shade = _shade(row[s].mean, low, high)
+            shade = _shade(row[s].mean, gate)
             cells.append(f'<span style="background:{shade};padding:.1rem .3rem" '
                          f'title="{e(fmt_interval(row[s]))}">{e(fmt_mean(row[s].mean))}</span>')
         rows.append(cells)
@@ -251,12 +250,25 @@ def _heatmap_table(summary: Summary) -> str:
 _RED, _YELLOW, _GREEN = (248, 105, 107), (255, 235, 132), (99, 190, 123)
 
 
-def _shade(value: float, low: float, high: float) -> str:
-    """Red (least robust) through yellow to green (most robust) across the observed range."""
-    t = 0.5 if high <= low else (value - low) / (high - low)
-    start, end, u = (_RED, _YELLOW, t * 2) if t < 0.5 else (_YELLOW, _GREEN, t * 2 - 1)
+def _shade(value: float, gate: float) -> str:
+    """Diverging at the gate on the fixed scale 0–1: red below it, yellow at it, green above it.
+
+    Anchored to the gate, not to the run's range, so one colour means the same in every run: a cell
+    above the gate is never red, however close the run's other cells are.
+    """
+    u = _gate_position(value, gate)
+    start, end, u = (_RED, _YELLOW, u * 2) if u < 0.5 else (_YELLOW, _GREEN, u * 2 - 1)
     red, green, blue = (round(a + (b - a) * u) for a, b in zip(start, end, strict=True))
     return f"rgb({red},{green},{blue})"
+
+
+def _gate_position(value: float, gate: float) -> float:
+    """Where ``value`` sits on a 0–1 scale whose middle (0.5) is the gate: [0, gate] → [0, 0.5],
+    [gate, 1] → [0.5, 1] (a gate of 0 or 1 leaves one half unused)."""
+    value = min(1.0, max(0.0, value))
+    if value < gate:
+        return 0.5 * value / gate
+    return 1.0 if gate >= 1 else 0.5 + 0.5 * (value - gate) / (1 - gate)
 
 
 def _sensitivity(summary: Summary) -> str:
@@ -361,30 +373,33 @@ class _Plotter:
         return f'<img alt="{e(alt)}" src="data:image/png;base64,{data}">'
 
     def model_charts(self, summary: Summary, thresholds: dict[str, float]) -> str:
-        charts = [self.heatmap(summary), self.metric_bars(summary, thresholds),
+        charts = [self.heatmap(summary, thresholds["combined"]), self.metric_bars(summary, thresholds),
                   self.severity_curve(summary, thresholds["combined"])]
         return '<div class="charts">' + "".join(c for c in charts if c) + "</div>"
 
-    def heatmap(self, summary: Summary) -> str:
+    def heatmap(self, summary: Summary, gate: float) -> str:
         severities = summary.severities
         kinds = list(summary.kind_severity)
         if not severities or not kinds:
             return ""
         grid = [[row[s].mean if s in row else float("nan") for s in severities]
                 for row in summary.kind_severity.values()]
+        # The colour of a cell is its place against the gate (see _gate_position), the same in every run.
+        shown = [[_gate_position(v, gate) if v == v else v for v in values] for values in grid]
         fig = self._figure_cls(figsize=(5.6, 0.5 * len(kinds) + 1.4))
         ax = fig.add_subplot()
-        image = ax.imshow(grid, cmap="RdYlGn", aspect="auto")
+        image = ax.imshow(shown, cmap="RdYlGn", aspect="auto", vmin=0.0, vmax=1.0)
         ax.set_xticks(range(len(severities)), [f"L{s}" for s in severities])
         ax.set_yticks(range(len(kinds)), [_plain_text(k) for k in kinds])
-        low, high = image.get_clim()
         for i, values in enumerate(grid):
             for j, value in enumerate(values):
                 # White on the dark ends of the colour map, black in its light middle.
-                t = 0.5 if high <= low else (value - low) / (high - low)
+                t = shown[i][j]
                 color = "white" if t < 0.15 or t > 0.85 else "black"
                 ax.text(j, i, fmt_mean(value), ha="center", va="center", fontsize=8, color=color)
-        fig.colorbar(image, ax=ax, label="ρ")
+        bar = fig.colorbar(image, ax=ax, label=f"ρ (gate {gate:g} in the middle)")
+        ticks = sorted({0.0, gate, 1.0})
+        bar.set_ticks([_gate_position(t, gate) for t in ticks], labels=[f"{t:g}" for t in ticks])
         ax.set_title(_plain_text(f"ρ by kind × severity — {summary.model}"), fontsize=10)
         return self._img(fig, f"heatmap of ρ by kind and severity for {summary.model}")
 
