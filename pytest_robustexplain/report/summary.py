@@ -6,15 +6,16 @@ perturbation, generation failures, flagged pairs and a one-line recommendation).
 cluster-robust by user (``stats.cluster_interval``): pairs sharing a user share a history and an original
 explanation, so they are not independent.
 
-The small helpers at the bottom (gate look-up, thresholds, model info, formatting) are shared by the
-terminal, Markdown, HTML and paper-table renderers so the formats never disagree.
+The helpers at the bottom (gate look-up, thresholds, model info, verdict texts, failed items) and those
+of :mod:`.formatting` are shared by the terminal, Markdown, HTML and paper-table renderers so the formats
+never disagree.
 """
 
 from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field, fields, replace
 from typing import TYPE_CHECKING, Any, TypeGuard
 
@@ -35,6 +36,23 @@ from ..results import (
     PairResult,
     RunResult,
     is_control,
+)
+
+# Re-exported: the renderers and outside code import these from here (they moved to formatting.py).
+from .formatting import (  # noqa: F401
+    describe_changes,
+    explanation_text,
+    finite,
+    finite_dict,
+    fmt_d,
+    fmt_interval,
+    fmt_mean,
+    fmt_p,
+    fmt_pct,
+    interval_dict,
+    plain,
+    timings_text,
+    trim,
 )
 
 if TYPE_CHECKING:
@@ -489,51 +507,6 @@ def _is_number(value: Any) -> TypeGuard[float]:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
-def fmt_interval(iv: Interval | None, digits: int = 3) -> str:
-    """``0.513 [0.497, 0.529]``; ``n/a`` when nothing was measured."""
-    if iv is None or math.isnan(iv.mean):
-        return "n/a"
-    return iv.fmt(digits)
-
-
-def fmt_mean(value: float | None, digits: int = 3) -> str:
-    return "n/a" if value is None or math.isnan(value) else f"{value:.{digits}f}"
-
-
-def fmt_pct(value: float | None, digits: int = 1) -> str:
-    """``−1.7 %`` with a real minus sign; ``n/a`` when undefined."""
-    if value is None or math.isnan(value):
-        return "n/a"
-    sign = "−" if value < 0 else "+"
-    return f"{sign}{abs(value):.{digits}f} %"
-
-
-def fmt_p(p: float | None) -> str:
-    if p is None or math.isnan(p):
-        return "n/a"
-    return "<0.001" if p < 0.001 else f"{p:.3f}"
-
-
-def trim(text: str, limit: int = 200) -> str:
-    """Whitespace collapsed, control and bidi characters shown (outside text: :func:`sanitize.visible`), and
-    cut at a word boundary near ``limit`` characters, with an ellipsis."""
-    from ..sanitize import visible
-
-    flat = visible(" ".join(text.split()))
-    if len(flat) <= limit:
-        return flat
-    cut = flat[:limit].rsplit(" ", 1)[0] if " " in flat[:limit] else flat[:limit]
-    return cut + "…"
-
-
-def explanation_text(pair: PairResult, which: str, limit: int | None = 200) -> str:
-    """The original or perturbed explanation for display; a failed generation says so instead."""
-    text = pair.original if which == "original" else pair.perturbed
-    if not text.strip() and pair.failure:
-        return f"(generation failed: {pair.failure})"
-    return trim(text, limit) if limit else text
-
-
 def _known(quantity: str) -> str:
     # A check on a quantity the pairs do not carry (a custom gate) is ranked by ρ.
     return quantity if quantity in METRICS else "combined"
@@ -550,19 +523,6 @@ def failing_quantity(gate: GateResult) -> str:
 def gate_pairs(run: RunResult, gate: GateResult) -> list[PairResult]:
     """The perturbation pairs a gate judged: its model's pairs in its slice (kinds, severities, users)."""
     return [p for p in run.model_pairs(gate.model) if gate.covers(p)]
-
-
-def finite(value: float | None) -> float | None:
-    """None for NaN/inf: JSON has no such numbers."""
-    return value if value is not None and math.isfinite(value) else None
-
-
-def finite_dict(data: dict[str, Any]) -> dict[str, Any]:
-    return {k: finite(v) if isinstance(v, float) else v for k, v in data.items()}
-
-
-def interval_dict(iv: Interval) -> dict[str, Any]:
-    return finite_dict(iv.to_dict())
 
 
 def check_note(check: GateCheck, *, own_row: bool = False) -> str:
@@ -693,42 +653,6 @@ def failed_gates(run: RunResult, model: str, n: int = 3, *, repeat: bool = False
     return out
 
 
-def describe_changes(changes: dict[str, Any], limit: int = 160) -> str:
-    """What the perturbation changed, in one line, for the built-in change records and any other."""
-    parts = []
-    rest = dict(changes)
-    categories = rest.pop("categories", None)
-    for key, verb in (("inserted", "inserted"), ("replaced", "replaced"), ("blanked", "blanked")):
-        entries = rest.pop(key, None)
-        if isinstance(entries, list):
-            noun = "field" if key == "blanked" else "item"
-            parts.append(f"{verb} {len(entries)} {noun}{'' if len(entries) == 1 else 's'} "
-                         f"at positions {_positions(entries)}")
-    moved = rest.pop("moved", None)
-    if isinstance(moved, list):
-        parts.append(f"moved {len(moved)} items")
-    if categories:
-        parts.append("categories " + ", ".join(str(c) for c in categories))
-    for key, value in rest.items():
-        parts.append(f"{key}: {_short(value)}")
-    return trim("; ".join(parts), limit) if parts else "(nothing recorded)"
-
-
-def _positions(entries: list[Any]) -> str:
-    positions = sorted({str(e["position"]) for e in entries if isinstance(e, dict) and "position" in e},
-                       key=lambda p: (len(p), p))  # numeric order for integer positions
-    if not positions:
-        return "?"
-    return ", ".join(positions[:8]) + (", …" if len(positions) > 8 else "")
-
-
-def _short(value: Any) -> str:
-    if isinstance(value, (list, tuple)):
-        head = ", ".join(str(v) for v in value[:6])
-        return head + (f", … ({len(value)} in all)" if len(value) > 6 else "")
-    return str(value)
-
-
 def spread_text(summary: Summary) -> str | None:
     """The spread of user means, with the history-length strata when it exceeds the paper's limit."""
     spread = summary.user_spread
@@ -755,21 +679,6 @@ def kind_tests_text(tests: KindDifferences | None) -> str | None:
         eta = f", partial η² {anova.partial_eta_sq:.3f}" if anova.partial_eta_sq is not None else ""
         parts.append(f"ANOVA F({anova.df_between},{anova.df_within}) {anova.f:.2f}, p {fmt_p(anova.p)}{eta}")
     return "; ".join(parts) or None
-
-
-def plain(value: Any) -> Any:
-    """JSON-native copy: mappings → dicts, sequences and sets → lists, non-finite floats → None."""
-    if isinstance(value, float):
-        return value if math.isfinite(value) else None
-    if isinstance(value, Mapping):
-        return {str(k): plain(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [plain(v) for v in value]
-    if isinstance(value, (set, frozenset)):
-        return sorted((plain(v) for v in value), key=repr)
-    if value is None or isinstance(value, (str, int, bool)):
-        return value
-    return str(value)
 
 
 def facts(summary: Summary, *, failures_note: str = "") -> list[tuple[str, str]]:
@@ -876,18 +785,3 @@ def _fmt_relative(interval: Interval) -> str:
         return f"{interval.mean:.2f} [{interval.low:.2f}, {interval.high:.2f}]"
     return f"{interval.mean:.2f} [interval needs ≥ 2 users]"
 
-
-# Internal timing keys (``wall_s``) as a person reads them.
-_TIMING_LABELS = {"wall_s": "wall", "cpu_s": "CPU"}
-
-
-def timings_text(timings: Mapping[str, float]) -> str:
-    """``2.4 s wall · 1.9 s CPU``: the run's timings without their record keys."""
-    def label(key: str) -> str:
-        return _TIMING_LABELS.get(key, key.removesuffix("_s").replace("_", " "))
-
-    return " · ".join(f"{value:.1f} s {label(key)}" for key, value in timings.items())
-
-
-def fmt_d(value: float | None) -> str:
-    return "n/a" if value is None or math.isnan(value) else f"{value:.2f}"
