@@ -618,7 +618,7 @@ def test_html_without_matplotlib_still_renders_tables(run: RunResult, monkeypatc
     text = path.read_text(encoding="utf-8")
     assert "charts need the plots extra: pip install 'pytest-robustexplain[plots]'" in text
     assert "data:image/png" not in text
-    assert "<h3>Kind × severity (ρ)</h3><table>" in text and "By metric" in text
+    assert "<h3>Kind × severity (ρ)</h3><div class=\"table-wrap\"><table>" in text and "By metric" in text
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in text
 
 
@@ -678,3 +678,23 @@ def test_html_colours_are_anchored_to_the_gate_not_to_the_runs_range() -> None:
     assert at_gate == (255, 235, 132)  # the gate itself is the neutral middle
     assert shade(0.843, 0.5) == shade(0.843, 0.5)  # the same value, the same colour in every run
     assert html_report._gate_position(0.95, 0.95) == 0.5 and html_report._gate_position(0.0, 0.0) == 0.5
+
+
+def test_html_has_no_horizontal_overflow_on_a_narrow_screen(run: RunResult, tmp_path: Path) -> None:
+    """Measured in headless Chromium: the page is no wider than the window (wide tables scroll inside)."""
+    import shutil
+    import subprocess
+
+    browser = shutil.which("chromium") or shutil.which("chromium-browser")
+    if browser is None:
+        pytest.skip("chromium is not installed: the layout is measured in a headless browser")
+    probe = ('<script>addEventListener("load",()=>{document.title="W"+document.documentElement.scrollWidth'
+             '+"/"+innerWidth})</script></body>')
+    page = tmp_path / "r.html"
+    page.write_text(html_report.render_html(run).replace("</body>", probe), encoding="utf-8")
+    dom = subprocess.run([browser, "--headless", "--no-sandbox", "--disable-gpu", "--window-size=400,900",
+                          "--virtual-time-budget=2000", "--dump-dom", page.as_uri()],
+                         capture_output=True, text=True, timeout=120).stdout
+    found = re.search(r"<title>W(\d+)/(\d+)</title>", dom)
+    assert found, dom[:300]
+    assert int(found.group(1)) <= int(found.group(2)), found.group(0)

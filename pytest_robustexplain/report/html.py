@@ -44,6 +44,7 @@ from .summary import (
     security_rows,
     sensitivity_rows,
     summarize,
+    timings_text,
     verdict_text,
     worst_pairs,
 )
@@ -64,13 +65,22 @@ h3{font-size:1.05rem;margin-top:1.6rem}
 table{border-collapse:collapse;margin:.6rem 0}th,td{border:1px solid #d0d7de;padding:.3rem .55rem;
 text-align:left;vertical-align:top;font-variant-numeric:tabular-nums}th{background:#f6f8fa}.PASS{color:#1a7f37;font-weight:600}.FAIL{color:#cf222e;font-weight:600}
 .INCONCLUSIVE{color:#9a6700;font-weight:600}.INSENSITIVE{color:#cf222e;font-weight:600}.note{color:#57606a;font-style:italic}
-.charts img{max-width:100%;margin:.4rem .8rem .4rem 0;border:1px solid #eaeef2}
+.charts img{max-width:100%;box-sizing:border-box;margin:.4rem .8rem .4rem 0;border:1px solid #eaeef2}
 .explanation{white-space:pre-wrap;max-width:32rem;font-size:.92rem}del{background:#ffebe9;text-decoration:none}
 ins{background:#dafbe1;text-decoration:none}details pre{white-space:pre-wrap;font-size:.8rem;max-width:28rem}
 .meta td:first-child{font-weight:600}
 .banner{border:2px solid #1a7f37;border-radius:6px;padding:.7rem 1rem;margin:1rem 0;background:#dafbe1}
 .banner-FAIL,.banner-INSENSITIVE{border-color:#cf222e;background:#ffebe9}
 .banner-INCONCLUSIVE{border-color:#9a6700;background:#fff8c5}
+.table-wrap{overflow-x:auto;max-width:100%}body{overflow-wrap:break-word}img{max-width:100%;height:auto}
+@media (max-width:600px){body{margin:1rem auto;padding:0 .5rem}.explanation{max-width:none}
+.charts img{margin:.4rem 0}}
+@media (prefers-color-scheme:dark){body{background:#0d1117;color:#e6edf3}th{background:#161b22}
+th,td,h2{border-color:#30363d}.note{color:#8b949e}.PASS{color:#3fb950}.FAIL,.INSENSITIVE{color:#f85149}
+.INCONCLUSIVE{color:#d29922}.banner{background:#12261e;border-color:#3fb950}
+.banner-FAIL,.banner-INSENSITIVE{background:#2d1214;border-color:#f85149}
+.banner-INCONCLUSIVE{background:#2b2111;border-color:#d29922}del{background:#4c1d1d}ins{background:#12372a}
+.charts img{background:#fff}}
 """
 
 
@@ -129,7 +139,9 @@ def _table(header: list[str], rows: list[list[str]], cls: str = "") -> str:
     head = "".join(f"<th>{h}</th>" for h in header)
     body = "".join("<tr>" + "".join(_td(c) for c in row) + "</tr>" for row in rows)
     attr = f' class="{cls}"' if cls else ""
-    return f"<table{attr}><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+    # A wide table scrolls inside its own box, so the page itself never scrolls sideways on a phone.
+    return (f'<div class="table-wrap"><table{attr}><thead><tr>{head}</tr></thead><tbody>{body}</tbody>'
+            "</table></div>")
 
 
 def _td(content: str) -> str:
@@ -151,7 +163,7 @@ def _meta_table(run: RunResult) -> str:
     if run.calls:
         rows.append(["model calls", e(" · ".join(f"{v} {k}" for k, v in run.calls.items()))])
     if run.timings:
-        rows.append(["time", e(" · ".join(f"{k} {v:.1f} s" for k, v in run.timings.items()))])
+        rows.append(["time", e(timings_text(run.timings))])
     if run.settings:
         settings = e(json.dumps(run.settings, indent=1, sort_keys=True, default=str))
         rows.append(["settings", f"<details><summary>show</summary><pre>{settings}</pre></details>"])
