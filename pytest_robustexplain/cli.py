@@ -42,6 +42,7 @@ if TYPE_CHECKING:
     from .data import Dataset
     from .engine import GatedSlice, Run, SlicePlan
     from .results import RunResult
+    from .stats import Comparison
     from .sweep import Counters
 
 PROG = "robustexplain"
@@ -198,7 +199,11 @@ def _add_compare(commands: Any) -> None:
         "compare", help="compare two runs or two models on matched pairs",
         description="Paired comparison of two runs (or two models of one run): pairs are matched by "
                     "(user, item, kind, severity, repeat); paired t test on per-user means with Holm "
-                    "correction, effect size d_z. Both reports must share the metric signature and seed.")
+                    "correction, effect size d_z. Refused (exit 2) unless both runs share the metric "
+                    "signature, seed, dataset and max history, and each holds at least 80 %% of the "
+                    "other's pairs; different generation settings (prompt, temperature, num_predict, "
+                    "num_ctx) are compared with a warning, since comparing them is a use of compare. "
+                    "Exit 1 with --fail-on-regression or --max-regression when B regressed.")
     compare.add_argument("reports", metavar="REPORT.json", nargs="+",
                          help="A.json B.json, or one report holding two models")
     compare.add_argument("--model-a", metavar="NAME", default=None,
@@ -210,6 +215,11 @@ def _add_compare(commands: Any) -> None:
     compare.add_argument("--unit", choices=("user", "pair"), default="user",
                          help="'user' (default): test per-user means, which respects that a user's pairs "
                               "are not independent; 'pair': the paper's pair-level test")
+    compare.add_argument("--fail-on-regression", action="store_true",
+                         help="exit 1 when B's overall ρ is significantly lower than A's (Holm p < --alpha)")
+    compare.add_argument("--max-regression", type=float, default=None, metavar="DROP",
+                         help="exit 1 when B's mean overall ρ on the matched pairs is more than DROP below "
+                              "A's (in ρ, e.g. 0.02), significant or not")
     compare.add_argument("--format", choices=("terminal", "markdown"), default="terminal",
                          help="output format; default terminal")
     compare.add_argument("-o", "--output", metavar="PATH", default=None,
@@ -712,14 +722,23 @@ def _partial_note(run: RunResult, path: str) -> None:
 
 
 # ------------------------------------------------------------------------------------------------ compare
+# Settings under which one pair key (user, item, kind, severity, repeat) names another input: refused.
+_SAME_INPUT_SETTINGS = ("dataset_name", "max_history")
+# Settings of how explanations are generated: a reason to compare two runs, so they may differ (warned).
+_GENERATION_SETTINGS = ("prompt", "temperature", "num_predict", "num_ctx")
+
+
 def cmd_compare(args: argparse.Namespace) -> int:
     """``robustexplain compare``: paired comparison of two runs, or two models of one run."""
+    from .report.comparison import regression
     from .report.json_report import read_json
     from .report.summary import model_names
     from .stats import compare_models
 
     if len(args.reports) > 2:
         raise CommandError(f"compare takes one or two reports, got {len(args.reports)}")
+    if args.max_regression is not None and not args.max_regression >= 0:
+        raise CommandError(f"--max-regression {args.max_regression}: expected a drop in ρ ≥ 0, e.g. 0.02")
     path_a = args.reports[0]
     path_b = args.reports[1] if len(args.reports) == 2 else path_a
     run_a = read_json(path_a)
@@ -735,18 +754,61 @@ def cmd_compare(args: argparse.Namespace) -> int:
                                     alpha=args.alpha, unit=args.unit)
     except ValueError as exc:  # no matched pairs, duplicated keys
         raise CommandError(f"cannot compare: {exc}") from None
-    if args.format == "markdown":
-        from .report.markdown import comparison_markdown
-
-        text = "\n".join(comparison_markdown(comparison))
-    else:
-        from .report.terminal import comparison_lines
-
-        head = [f"A = {names[0]}: {path_a}", f"B = {names[1]}: {path_b}", ""]
-        text = "\n".join(head + comparison_lines(comparison, _terminal_width()))
+    _check_shared(comparison, path_a, path_b)
+    warnings = _generation_differences(run_a, run_b)
+    for warning in warnings:
+        print(f"{PROG}: warning: {warning}", file=sys.stderr)
+    regressed = regression(comparison, significant=args.fail_on_regression, max_drop=args.max_regression)
+    text = _comparison_text(comparison, args, (path_a, path_b), warnings)
     text += "\n\n" + _guard_comparison(run_a, model_a, run_b, model_b, markdown=args.format == "markdown")
+    if regressed is not None:
+        text += f"\n\nRegression: {regressed}."
+        print(f"{PROG}: FAIL — {regressed}", file=sys.stderr)
     _write_output(text, args.output)
-    return EXIT_OK
+    return EXIT_OK if regressed is None else EXIT_GATE_FAILED
+
+
+def _comparison_text(comparison: Comparison, args: argparse.Namespace, paths: tuple[str, str],
+                     warnings: Sequence[str]) -> str:
+    if args.format == "markdown":
+        from .report.markdown import comparison_markdown, text
+
+        return "\n".join([*(f"**Warning:** {text(w)}  " for w in warnings), *comparison_markdown(comparison)])
+    from .report.terminal import comparison_lines
+
+    head = [f"A = {comparison.names[0]}: {paths[0]}", f"B = {comparison.names[1]}: {paths[1]}",
+            *(f"WARNING: {w}" for w in warnings), ""]
+    return "\n".join(head + comparison_lines(comparison, _terminal_width()))
+
+
+def _check_shared(comparison: Comparison, path_a: str, path_b: str) -> None:
+    """Refuse runs that mostly ran different pairs: their few common pairs are not the runs."""
+    from .report.comparison import MIN_SHARED, shared_fraction
+
+    share = shared_fraction(comparison)
+    if share < MIN_SHARED:
+        n = comparison.n_matched
+        raise CommandError(
+            f"{path_a} and {path_b} share only {n} of their pairs ({100 * share:.0f} % of the larger run; "
+            f"{len(comparison.unmatched_a)} only in A, {len(comparison.unmatched_b)} only in B), below "
+            f"{100 * MIN_SHARED:.0f} %: they did not run the same cases. Rerun both with the same "
+            "--users, --perturbations, --severities, --repeats and dataset.")
+
+
+def _generation_differences(run_a: RunResult, run_b: RunResult) -> list[str]:
+    """Generation settings that differ: compared on purpose (a prompt change), but named loudly."""
+    out = []
+    for name in _GENERATION_SETTINGS:
+        a, b = run_a.settings.get(name), run_b.settings.get(name)
+        if a != b:
+            out.append(f"the runs differ in {name} ({_short(a)} vs {_short(b)}): the differences below come "
+                       "from it as well as from the model")
+    return out
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def _guard_comparison(run_a: RunResult, model_a: str, run_b: RunResult, model_b: str, *,
@@ -773,6 +835,12 @@ def check_comparable(run_a: RunResult, path_a: str, run_b: RunResult, path_b: st
             f"{path_a} and {path_b} were scored with different metric signatures ({'; '.join(differ)}): "
             "their scores are not comparable. Rerun both with the same pytest-robustexplain version, "
             f"tagger and weights.\n  A: {run_a.signature}\n  B: {run_b.signature}")
+    for name in _SAME_INPUT_SETTINGS:
+        a, b = run_a.settings.get(name), run_b.settings.get(name)
+        if a is not None and b is not None and a != b:
+            raise CommandError(
+                f"{path_a} has {name} {a} and {path_b} {name} {b}: the same pair key names a different "
+                f"history in each, so their scores are not comparable. Rerun one with the other's {name}.")
     if run_a.seed != run_b.seed:
         raise CommandError(
             f"{path_a} has seed {run_a.seed} and {path_b} seed {run_b.seed}: pairs are matched by (user, "

@@ -36,7 +36,8 @@ def print_summary(result: RunResult, terminalreporter: Any, config: pytest.Confi
 
     quiet = config.get_verbosity() < 0
     width = getattr(terminalreporter, "_tw", None)
-    text = render_terminal(result, width=max(80, min(getattr(width, "fullwidth", 100), 140)), quiet=quiet)
+    text = render_terminal(result, width=max(80, min(getattr(width, "fullwidth", 100), 140)), quiet=quiet,
+                           verbose=config.get_verbosity() > 0)
     if not quiet:
         terminalreporter.write_sep("=", "robustness report")
     terminalreporter.write_line(text)

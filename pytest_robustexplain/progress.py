@@ -1,7 +1,8 @@
 """A live progress line while test items wait for their slice of the sweep.
 
 On a terminal the line is rewritten in place; in CI logs (not a TTY) a plain line is printed every
-``interval`` seconds, so long sweeps show they are alive without flooding the log.
+``interval`` seconds, so long sweeps show they are alive without flooding the log — but only between
+rows of pytest's progress dots, never in the middle of one.
 """
 
 from __future__ import annotations
@@ -57,6 +58,8 @@ class Progress:
         now = time.monotonic()
         if not self._enabled or now - self._last < self._interval:
             return
+        if not self._in_place and self._mid_line():
+            return  # a log line here would split pytest's row of dots: wait until the row ends
         self._last = now
         line = self.line()
         with self._uncaptured():
@@ -65,6 +68,11 @@ class Progress:
             else:
                 self._writer.write_line(line)
         self._shown = True
+
+    def _mid_line(self) -> bool:
+        """Whether the terminal writer is in the middle of a line (a row of dots or a test id)."""
+        writer = getattr(self._writer, "_tw", None)
+        return bool(getattr(writer, "width_of_current_line", 0))
 
     def _uncaptured(self) -> contextlib.AbstractContextManager[None]:
         """Write past pytest's output capture (as live logging does), not into the item's captured

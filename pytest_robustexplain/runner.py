@@ -314,8 +314,8 @@ class RobustnessRun:
 
             item.warn(RobustExplainWarning(f"{item.nodeid}: {result.verdict.message}"))
         if not passed:
-            pytest.fail(failure_message(result, model_info=self.model_infos.get(result.model)),
-                        pytrace=False)
+            pytest.fail(failure_message(result, model_info=self.model_infos.get(result.model),
+                                        verbose=self.config.get_verbosity() > 0), pytrace=False)
 
     def set_progress(self, callback: Callable[[], None] | None) -> None:
         self._progress = callback

@@ -109,7 +109,7 @@ def test_every_writer_survives_and_neutralises_hostile_replies(
     pytester.makepyfile(MARKED)
     result = pytester.runpytest("--robustexplain-model=fake-model", f"--robustexplain-host={server.url}",
                                 "--robustexplain-json=r.json", "--robustexplain-html=r.html",
-                                "--robustexplain-markdown=r.md", "--junitxml=junit.xml", *xdist)
+                                "--robustexplain-markdown=r.md", "--junitxml=junit.xml", "-v", *xdist)
     result.assert_outcomes(failed=3)  # the fragile model fails; the hostile text crashes nothing
     out = result.stdout.str()
     assert "INTERNALERROR" not in out and "Traceback" not in out

@@ -51,12 +51,31 @@ def test_fragile_model_fails_with_threshold_interval_and_worst_pairs(
         pytester: pytest.Pytester, server: FakeOllamaServer) -> None:
     server.mode = "fragile"
     pytester.makepyfile(_marked())
-    result = _run(pytester, server)
+    result = _run(pytester, server, "-v")
     result.assert_outcomes(failed=6)
     out = result.stdout.str()
     assert re.search(r"combined\s+0\.\d{3} \[0\.\d{3}, 0\.\d{3}\]\s+FAIL: needs ≥ 0\.50", out)
     assert "worst pairs:" in out and "original :" in out and "perturbed:" in out
     assert "Traceback" not in out
+
+
+def test_an_all_failing_run_fits_80_lines_without_v(pytester: pytest.Pytester,
+                                                     server: FakeOllamaServer) -> None:
+    """Each failed item says its checks once; the report lists each item's worst pair once (deduplicated)."""
+    server.mode = "fragile"
+    pytester.makepyfile(test_g=_marked(min_combined=0.95, min_metric=0.9))
+    result = _run(pytester, server, "--robustexplain-cache=off")
+    result.assert_outcomes(failed=6)
+    lines = result.stdout.lines
+    assert len(lines) <= 80, "\n".join(lines)
+    out = result.stdout.str()
+    assert re.search(r"^  combined 0\.\d{3} \[0\.\d{3}, 0\.\d{3}\] is below its threshold 0\.95; semantic ",
+                     out, re.M)
+    fails = [line for line in lines if line.startswith("  FAIL test_g.py::")]
+    assert len(fails) == 6 and all(" L1,L5 · 4" in line for line in fails)  # its own slice
+    pairs = [line.split(" · ρ")[0].strip() for line in lines if re.match(r"\s+1\. user ", line)]
+    assert len(pairs) == len(set(pairs)) == 6  # each worst pair listed once
+    assert "wall_s" not in out and "time: " in out
 
 
 def test_shared_originals_are_requested_once_and_tests_share_pairs(
@@ -225,12 +244,16 @@ def test_github_step_summary_and_error_annotations(pytester: pytest.Pytester, se
     result.stdout.fnmatch_lines(["::error file=test_github_step_summary_and_error_annotations.py,*"])
 
 
-def test_progress_lines_in_ci_logs(pytester: pytest.Pytester, server: FakeOllamaServer) -> None:
+def test_progress_never_splits_the_row_of_dots(pytester: pytest.Pytester, server: FakeOllamaServer) -> None:
+    """In a CI log (not a TTY) a progress line between the dots would break pytest's row: none is printed
+    while the row is open, with output captured or not."""
     server.latency = 0.05  # long enough for the first item to wait through at least one poll
     pytester.makepyfile(_marked())
-    result = _run(pytester, server, "--robustexplain-progress=on", "--robustexplain-cache=off")
-    result.assert_outcomes(passed=6)
-    result.stdout.re_match_lines([r"robustexplain: \d+/\d+ calls · \d+ cached · [\d.]+/s · ETA .*"])
+    for capture in ("--capture=fd", "-s"):
+        result = _run(pytester, server, "--robustexplain-progress=on", "--robustexplain-cache=off", capture)
+        result.assert_outcomes(passed=6)
+        result.stdout.re_match_lines([r"test_progress_never_splits_the_row_of_dots\.py \.{6}(\s+\[100%\])?$"])
+        assert "calls ·" not in result.stdout.str()
 
 
 def test_quiet_mode_prints_one_line(pytester: pytest.Pytester, server: FakeOllamaServer) -> None:

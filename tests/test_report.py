@@ -459,20 +459,29 @@ def test_terminal_fragile_note_and_comparison(run: RunResult) -> None:
     assert "Conclusion: " not in render_terminal(_only(run, M7))
 
 
-def test_terminal_lists_worst_pairs_under_a_failed_gate(run: RunResult) -> None:
-    lines = render_terminal(run).splitlines()
-    row = next(i for i, line in enumerate(lines) if line.startswith("  temporal_shuffle ") and "FAIL" in line)
-    assert lines[row + 1].strip().startswith("worst pairs by ρ — tests/test_explanations.py::")
-    assert lines[row + 2].strip() == "1. user u042 · item B207 · temporal_shuffle L4 · ρ 0.142"
-    assert lines[row + 3].strip() == "changed:   moved 14 items"
-    block = "\n".join(lines[row + 2: row + 30])
+def test_terminal_lists_worst_pairs_of_each_failed_item_from_its_slice(run: RunResult) -> None:
+    lines = render_terminal(run, width=200).splitlines()
+    row = next(i for i, line in enumerate(lines) if line.startswith("  FAIL ") and "temporal_shuffle" in line)
+    assert re.match(r"  FAIL tests/test_explanations\.py::\S+ · temporal_shuffle: ρ 0\.\d{3} "
+                    r"\[0\.\d{3}, 0\.\d{3}\] < 0\.5$", lines[row]), lines[row]  # a report without scope
+    assert lines[row + 1].strip() == "1. user u042 · item B207 · temporal_shuffle L4 · ρ 0.142"
+    assert lines[row + 2].strip() == "changed:   moved 14 items"
+    end = next(i for i in range(row + 1, len(lines)) if not lines[i].startswith("      "))
+    block = "\n".join(lines[row + 1: end])
     assert block.count("original:") == 3 and block.count("perturbed:") == 3
     assert "<script>alert(1)</script>" in block  # plain text in a terminal: shown as is
     # Explanations are trimmed to about 200 characters.
-    original = " ".join(line.strip() for line in lines[row + 4: row + 7]).removeprefix("original:").strip()
-    assert original.endswith("…”") and len(original) <= 205
+    cut = block.index("perturbed:")
+    original = " ".join(line.strip() for line in block[block.index("original:"):cut].splitlines())
+    assert original.removeprefix("original:").strip().endswith("…”") and len(original) <= 215
     passing = next(i for i, line in enumerate(lines) if line.startswith("  behavior_dilution "))
-    assert "PASS" in lines[passing] and not lines[passing + 1].strip().startswith("worst pairs")
+    assert "PASS" in lines[passing] and not lines[passing + 1].strip().startswith("1.")
+    short = render_terminal(run, width=100, verbose=False).splitlines()
+    row = next(i for i, line in enumerate(short) if line.startswith("  FAIL ") and "temporal_shuffle" in line)
+    assert short[row + 1].strip().startswith("1. user u042 · item B207 · temporal_shuffle L4 · ρ 0.142 · "
+                                             "moved")
+    assert short[row + 2].count("“") == 2 and " → " in short[row + 2]  # both explanations on one line
+    assert all(len(line) <= 100 for line in short[row: row + 3])
 
 
 def test_terminal_quiet(run: RunResult) -> None:
@@ -505,11 +514,14 @@ def test_terminal_inconclusive_and_ungated(run: RunResult) -> None:
     assert "not gated" in ungated and "FAIL" not in ungated and "PASS" not in ungated
 
 
-def test_terminal_comparison_impossible_without_shared_pairs(run: RunResult) -> None:
+def test_no_comparison_between_models_that_ran_different_cases(run: RunResult) -> None:
     moved = [replace(p, key=replace(p.key, user_id="x" + p.key.user_id)) if p.key.model == M14 else p
              for p in run.pairs]
-    out = render_terminal(replace(run, pairs=moved))
-    assert "Model comparison qwen2.5:7b vs qwen2.5:14b: not possible — " in out
+    apart = replace(run, pairs=moved)
+    assert "Model comparison" not in render_terminal(apart)
+    assert "Model comparison" not in render_markdown(apart)
+    assert "Model comparison" not in html_report.render_html(apart)
+    assert run_to_dict(apart)["comparisons"] == []
 
 
 def test_empty_run_renders_everywhere() -> None:
@@ -534,7 +546,7 @@ def test_markdown_tables_and_escaping(run: RunResult) -> None:
     assert "Books &amp; \"Toys\" \\| cheap." in md
     assert all(line.endswith("|") for line in md.splitlines() if line.startswith("|"))
     table_rows = [line for line in md.splitlines() if line.startswith("| 1 | u042 |")]
-    assert len(table_rows) == 2 and all("Ignore previous instructions." in r for r in table_rows)
+    assert len(table_rows) == 1 and "Ignore previous instructions." in table_rows[0]  # each pair once
     assert "## Model comparison: qwen2.5:7b vs qwen2.5:14b" in md
     assert not any(ord(ch) >= 0x1F000 for ch in md)  # status words, no emoji
 
@@ -593,7 +605,7 @@ def test_html_has_charts_tables_and_worst_pairs(run: RunResult, page: str) -> No
     for heading in ("By perturbation", "By metric", "Kind × severity (ρ)", "Findings", "Model comparison",
                     "least robust pairs", "Generation failures (scored 0 on every metric)"):
         assert heading in page
-    assert '<span class="FAIL">FAIL</span> — worst pairs by ρ — ' in page
+    assert '<span class="FAIL">FAIL</span> — tests/test_explanations.py::' in page
     assert "<th>original explanation</th><th>perturbed explanation</th>" in page
     assert "moved 14 items<details>" in page
     assert "<del>" in page and "<ins>" in page
@@ -613,7 +625,7 @@ def test_html_without_matplotlib_still_renders_tables(run: RunResult, monkeypatc
     text = path.read_text(encoding="utf-8")
     assert "charts need the plots extra: pip install 'pytest-robustexplain[plots]'" in text
     assert "data:image/png" not in text
-    assert "<h3>Kind × severity (ρ)</h3><table>" in text and "By metric" in text
+    assert "<h3>Kind × severity (ρ)</h3><div class=\"table-wrap\"><table>" in text and "By metric" in text
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in text
 
 
@@ -649,3 +661,47 @@ def test_paper_tables_unknown_size(run: RunResult) -> None:
 if __name__ == "__main__":
     write_json(build_sample_run(), SAMPLE)
     sys.exit(0)
+
+
+def test_markdown_of_a_failing_model_fits_one_screen_with_details_folded(run: RunResult) -> None:
+    md = render_markdown(run)
+    failing = next(s for s in md.split("## robustexplain — model ")[1:] if "**Status: FAIL**" in s)
+    visible, folded = failing.split("<details>", 1)
+    assert len(visible.strip().splitlines()) <= 40, visible  # status, tables, one line per failed item
+    assert "**Failed items**" in visible and "- tests/test\\_explanations.py::" in visible
+    assert "</details>" in folded and "original" in folded.lower()
+    passing = next(s for s in md.split("## robustexplain — model ")[1:] if "**Status: PASS**" in s)
+    assert "<details>" not in passing.split("## Model comparison")[0]
+
+
+def test_html_colours_are_anchored_to_the_gate_not_to_the_runs_range() -> None:
+    """0.84 in a run whose every cell passes a 0.5 gate is green, not the dark red of the run's minimum; a
+    0.40 cell under that gate is red even when it is the run's maximum."""
+    shade = html_report._shade
+    rgb = [tuple(int(x) for x in re.findall(r"\d+", shade(v, 0.5))) for v in (0.843, 0.99, 0.403, 0.5)]
+    high, top, low, at_gate = rgb
+    assert high[1] > high[0] and top[1] > top[0]  # green side
+    assert low[0] > low[1]  # red side
+    assert at_gate == (255, 235, 132)  # the gate itself is the neutral middle
+    assert shade(0.843, 0.5) == shade(0.843, 0.5)  # the same value, the same colour in every run
+    assert html_report._gate_position(0.95, 0.95) == 0.5 and html_report._gate_position(0.0, 0.0) == 0.5
+
+
+def test_html_has_no_horizontal_overflow_on_a_narrow_screen(run: RunResult, tmp_path: Path) -> None:
+    """Measured in headless Chromium: the page is no wider than the window (wide tables scroll inside)."""
+    import shutil
+    import subprocess
+
+    browser = shutil.which("chromium") or shutil.which("chromium-browser")
+    if browser is None:
+        pytest.skip("chromium is not installed: the layout is measured in a headless browser")
+    probe = ('<script>addEventListener("load",()=>{document.title="W"+document.documentElement.scrollWidth'
+             '+"/"+innerWidth})</script></body>')
+    page = tmp_path / "r.html"
+    page.write_text(html_report.render_html(run).replace("</body>", probe), encoding="utf-8")
+    dom = subprocess.run([browser, "--headless", "--no-sandbox", "--disable-gpu", "--window-size=400,900",
+                          "--virtual-time-budget=2000", "--dump-dom", page.as_uri()],
+                         capture_output=True, text=True, timeout=120).stdout
+    found = re.search(r"<title>W(\d+)/(\d+)</title>", dom)
+    assert found, dom[:300]
+    assert int(found.group(1)) <= int(found.group(2)), found.group(0)

@@ -666,8 +666,10 @@ def test_compare_models_matches_paired_t_tests_on_user_means() -> None:
     assert row.delta_pct == pytest.approx((np.mean([p.structural for p in b]) - mean_a) / mean_a * 100)
     assert row.p_holm == pytest.approx(st.holm([r.p_value for r in comp.rows])[3])
     assert all(r.significant for r in comp.rows)
-    assert comp.conclusion.startswith("large is more robust: overall ρ +")
-    assert "largest gain structural" in comp.conclusion
+    from pytest_robustexplain.report.comparison import conclusion
+
+    assert conclusion(comp).startswith("large is more robust: overall ρ of large +")
+    assert "largest metric difference: structural of large +" in conclusion(comp)
     json.loads(strict_json(comp))
 
 
@@ -683,7 +685,9 @@ def test_compare_models_says_no_significant_difference() -> None:
     a, b = _two_models(gain=0.0, seed=12)
     comp = st.compare_models(a, b, names=("x", "y"))
     assert not any(r.significant for r in comp.rows)
-    assert comp.conclusion.startswith("No significant difference between x and y")
+    from pytest_robustexplain.report.comparison import conclusion
+
+    assert conclusion(comp).startswith("No significant difference between x and y")
     same = st.compare_models(a, [pair(p.key.user_id, kind=p.key.kind, model="b", combined=p.combined,
                                       **{m: p.metric(m) for m in METRICS}) for p in a])
     assert all(r.p_value == 1.0 and r.d_z == 0.0 for r in same.rows)

@@ -20,7 +20,16 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import BackendError, CacheMissError, RobustExplainError
 from ..explainers.base import FAILURE_ERROR
-from ..results import OVERALL, GateResult, ModelInfo, PairKey, PairResult, Robustness, RunResult
+from ..results import (
+    OVERALL,
+    GateResult,
+    ModelInfo,
+    PairKey,
+    PairResult,
+    Robustness,
+    RunResult,
+    gate_scope,
+)
 from .decide import check_baseline, decide, regression, robustness, with_regression
 from .plan import GatedSlice, SlicePlan, guarded, large_plan_note, max_calls, slice_spec
 from .setup import build_explainer, cache_directory, donor_pool, load_configured_dataset, take_cases
@@ -261,7 +270,7 @@ class Run:
                                save_flag=f"{self.flag_prefix}save-baseline")
         verdict = with_regression(verdict, found, self.settings.baseline)
         self.gates.append(GateResult(planned.nodeid, planned.slice, planned.spec.model, verdict,
-                                     planned.gate.thresholds(kind)))
+                                     planned.gate.thresholds(kind), gate_scope(sliced.pairs)))
         for pair in (*sliced.scored, *sliced.controls, *sliced.swaps):  # under the run's weights
             self.pairs[pair.key] = pair
         return robustness(planned, sliced, verdict, found,

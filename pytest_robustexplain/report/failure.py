@@ -11,13 +11,25 @@ if TYPE_CHECKING:
     from ..results import ModelInfo, Robustness
 
 
-def failure_message(result: Robustness, *, model_info: ModelInfo | None = None) -> str:
+def failure_message(result: Robustness, *, model_info: ModelInfo | None = None, verbose: bool = True) -> str:
     """Thresholds that failed with the measured interval, then the three worst pairs side by side; for
-    an INSENSITIVE gate, the guard's finding and one case explained for two users instead."""
+    an INSENSITIVE gate, the guard's finding and one case explained for two users instead.
+
+    ``verbose=False`` (pytest without ``-v``): the failed checks on one line, and the worst pairs left to
+    the robustness report, which lists each failed item's worst pairs once.
+    """
     model = model_info.label() if model_info is not None else result.model
     verdict = result.verdict
     lines = [f"robustness gate {verdict.outcome} for {result.kind} · model {model} · "
              f"{len(result.pairs)} pairs from {result.combined.n_clusters} users ({verdict.mode} decision)"]
+    if not verbose and verdict.outcome == FAIL:  # what was planted and read stays: it is the finding
+        lines.append(f"  {_short_reason(result)}")
+        if result.failures:
+            lines.append(f"  generation failures: {len(result.failures)} pairs scored 0")
+        for attack in verdict.attacks:
+            if attack.outcome == FAIL:
+                lines.extend(attack_example_lines(attack))
+        return "\n".join(lines)
     for check in verdict.checks:
         if check.outcome in (FAIL, INCONCLUSIVE):
             note = " (fragile: the interval straddles the threshold)" if check.fragile else ""
@@ -41,6 +53,16 @@ def failure_message(result: Robustness, *, model_info: ModelInfo | None = None) 
         lines.append(f"     original : {explanation_text(pair, 'original')}")
         lines.append(f"     perturbed: {explanation_text(pair, 'perturbed')}")
     return "\n".join(lines)
+
+
+def _short_reason(result: Robustness) -> str:
+    """The failed checks with their thresholds, else the verdict message (a regression, the guard)."""
+    checks = result.verdict.failed_checks
+    if not checks:  # a regression or guard finding: its message is the reason, with every number
+        return result.verdict.message
+    said = "; ".join(f"{c.quantity} {c.interval.fmt()} is below its threshold {c.threshold:g}"
+                     for c in checks)
+    return f"{said} (worst pairs: in the summary below; -v shows them here)"
 
 
 def attack_example_lines(attack: AttackResult, limit: int = 200) -> list[str]:

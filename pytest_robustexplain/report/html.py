@@ -17,7 +17,7 @@ import io
 import json
 import os
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..results import (
     FAIL,
@@ -30,12 +30,12 @@ from ..results import (
     RunResult,
     metrics_of,
 )
+from .comparison import comparison_note, conclusion, delta_text, model_comparisons
 from .json_report import atomic_write_text
 from .summary import (
     METRIC_DESCRIPTIONS,
     FailedGate,
     Summary,
-    comparison_note,
     describe_changes,
     facts,
     failed_gates,
@@ -47,7 +47,6 @@ from .summary import (
     fmt_pct,
     gate_check,
     gate_thresholds,
-    model_comparisons,
     model_info,
     model_names,
     model_outcome,
@@ -55,9 +54,13 @@ from .summary import (
     security_rows,
     sensitivity_rows,
     summarize,
+    timings_text,
     verdict_text,
     worst_pairs,
 )
+
+if TYPE_CHECKING:
+    from ..stats import Comparison
 
 PLOTS_NOTE = "charts need the plots extra: pip install 'pytest-robustexplain[plots]'"
 _EXPLANATION_LIMIT = 2000  # characters of each explanation shown in the worst-pairs table
@@ -72,13 +75,22 @@ h3{font-size:1.05rem;margin-top:1.6rem}
 table{border-collapse:collapse;margin:.6rem 0}th,td{border:1px solid #d0d7de;padding:.3rem .55rem;
 text-align:left;vertical-align:top;font-variant-numeric:tabular-nums}th{background:#f6f8fa}.PASS{color:#1a7f37;font-weight:600}.FAIL{color:#cf222e;font-weight:600}
 .INCONCLUSIVE{color:#9a6700;font-weight:600}.INSENSITIVE{color:#cf222e;font-weight:600}.note{color:#57606a;font-style:italic}
-.charts img{max-width:100%;margin:.4rem .8rem .4rem 0;border:1px solid #eaeef2}
+.charts img{max-width:100%;box-sizing:border-box;margin:.4rem .8rem .4rem 0;border:1px solid #eaeef2}
 .explanation{white-space:pre-wrap;max-width:32rem;font-size:.92rem}del{background:#ffebe9;text-decoration:none}
 ins{background:#dafbe1;text-decoration:none}details pre{white-space:pre-wrap;font-size:.8rem;max-width:28rem}
 .meta td:first-child{font-weight:600}
 .banner{border:2px solid #1a7f37;border-radius:6px;padding:.7rem 1rem;margin:1rem 0;background:#dafbe1}
 .banner-FAIL,.banner-INSENSITIVE{border-color:#cf222e;background:#ffebe9}
 .banner-INCONCLUSIVE{border-color:#9a6700;background:#fff8c5}
+.table-wrap{overflow-x:auto;max-width:100%}body{overflow-wrap:break-word}img{max-width:100%;height:auto}
+@media (max-width:600px){body{margin:1rem auto;padding:0 .5rem}.explanation{max-width:none}
+.charts img{margin:.4rem 0}}
+@media (prefers-color-scheme:dark){body{background:#0d1117;color:#e6edf3}th{background:#161b22}
+th,td,h2{border-color:#30363d}.note{color:#8b949e}.PASS{color:#3fb950}.FAIL,.INSENSITIVE{color:#f85149}
+.INCONCLUSIVE{color:#d29922}.banner{background:#12261e;border-color:#3fb950}
+.banner-FAIL,.banner-INSENSITIVE{background:#2d1214;border-color:#f85149}
+.banner-INCONCLUSIVE{background:#2b2111;border-color:#d29922}del{background:#4c1d1d}ins{background:#12372a}
+.charts img{background:#fff}}
 """
 
 
@@ -99,8 +111,9 @@ def render_html(run: RunResult) -> str:
     if not names:
         body.append("<p>No pairs were scored.</p>")
     body += [_model_section(run, s, plotter) for s in summaries]
-    if len(names) >= 2:
-        body.append(_comparison_section(run, summaries, plotter))
+    comparisons = model_comparisons(run)
+    if comparisons:  # only models that ran the same cases
+        body.append(_comparison_section(comparisons, summaries, plotter))
     return ("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
             "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n"
             f"<title>robustexplain report — {e(', '.join(names))}</title>\n<style>{_CSS}</style>\n"
@@ -136,7 +149,9 @@ def _table(header: list[str], rows: list[list[str]], cls: str = "") -> str:
     head = "".join(f"<th>{h}</th>" for h in header)
     body = "".join("<tr>" + "".join(_td(c) for c in row) + "</tr>" for row in rows)
     attr = f' class="{cls}"' if cls else ""
-    return f"<table{attr}><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+    # A wide table scrolls inside its own box, so the page itself never scrolls sideways on a phone.
+    return (f'<div class="table-wrap"><table{attr}><thead><tr>{head}</tr></thead><tbody>{body}</tbody>'
+            "</table></div>")
 
 
 def _td(content: str) -> str:
@@ -158,7 +173,7 @@ def _meta_table(run: RunResult) -> str:
     if run.calls:
         rows.append(["model calls", e(" · ".join(f"{v} {k}" for k, v in run.calls.items()))])
     if run.timings:
-        rows.append(["time", e(" · ".join(f"{k} {v:.1f} s" for k, v in run.timings.items()))])
+        rows.append(["time", e(timings_text(run.timings))])
     if run.settings:
         settings = e(json.dumps(run.settings, indent=1, sort_keys=True, default=str))
         rows.append(["settings", f"<details><summary>show</summary><pre>{settings}</pre></details>"])
@@ -183,7 +198,8 @@ def _model_section(run: RunResult, summary: Summary, plotter: _Plotter | None) -
              f"{summary.cached_pairs} cached · backend {e(info.backend)}"
              + (f" · server {e(info.server_version)}" if info.server_version else "")
              + (f" · host {e(info.host)}" if info.host else "") + "</p>",
-             _gate_table(run, summary), _metric_table(run, summary), _heatmap_table(summary),
+             _gate_table(run, summary), _metric_table(run, summary),
+             _heatmap_table(summary, gate_thresholds(run, summary.model)["combined"]),
              _sensitivity(summary), _security(summary), _facts(summary)]
     if plotter is not None:
         parts.append(plotter.model_charts(summary, gate_thresholds(run, summary.model)))
@@ -234,13 +250,11 @@ def _metric_table(run: RunResult, summary: Summary) -> str:
     return "<h3>By metric</h3>" + _table(["", "score [95 % CI]", "gate", "status"], rows)
 
 
-def _heatmap_table(summary: Summary) -> str:
-    """Kind × severity as a table whose cells are shaded by ρ (readable without the charts)."""
+def _heatmap_table(summary: Summary, gate: float) -> str:
+    """Kind × severity as a table whose cells are shaded by ρ against the gate (readable without charts)."""
     severities = summary.severities
     if not severities:
         return ""
-    values = [iv.mean for row in summary.kind_severity.values() for iv in row.values()]
-    low, high = min(values), max(values)
     rows = []
     for kind, row in summary.kind_severity.items():
         cells = [e(kind)]
@@ -248,7 +262,7 @@ def _heatmap_table(summary: Summary) -> str:
             if s not in row:
                 cells.append("—")
                 continue
-            shade = _shade(row[s].mean, low, high)
+            shade = _shade(row[s].mean, gate)
             cells.append(f'<span style="background:{shade};padding:.1rem .3rem" '
                          f'title="{e(fmt_interval(row[s]))}">{e(fmt_mean(row[s].mean))}</span>')
         rows.append(cells)
@@ -258,12 +272,25 @@ def _heatmap_table(summary: Summary) -> str:
 _RED, _YELLOW, _GREEN = (248, 105, 107), (255, 235, 132), (99, 190, 123)
 
 
-def _shade(value: float, low: float, high: float) -> str:
-    """Red (least robust) through yellow to green (most robust) across the observed range."""
-    t = 0.5 if high <= low else (value - low) / (high - low)
-    start, end, u = (_RED, _YELLOW, t * 2) if t < 0.5 else (_YELLOW, _GREEN, t * 2 - 1)
+def _shade(value: float, gate: float) -> str:
+    """Diverging at the gate on the fixed scale 0–1: red below it, yellow at it, green above it.
+
+    Anchored to the gate, not to the run's range, so one colour means the same in every run: a cell
+    above the gate is never red, however close the run's other cells are.
+    """
+    u = _gate_position(value, gate)
+    start, end, u = (_RED, _YELLOW, u * 2) if u < 0.5 else (_YELLOW, _GREEN, u * 2 - 1)
     red, green, blue = (round(a + (b - a) * u) for a, b in zip(start, end, strict=True))
     return f"rgb({red},{green},{blue})"
+
+
+def _gate_position(value: float, gate: float) -> float:
+    """Where ``value`` sits on a 0–1 scale whose middle (0.5) is the gate: [0, gate] → [0, 0.5],
+    [gate, 1] → [0.5, 1] (a gate of 0 or 1 leaves one half unused)."""
+    value = min(1.0, max(0.0, value))
+    if value < gate:
+        return 0.5 * value / gate
+    return 1.0 if gate >= 1 else 0.5 + 0.5 * (value - gate) / (1 - gate)
 
 
 def _sensitivity(summary: Summary) -> str:
@@ -324,22 +351,19 @@ def _word_diff(original: str, perturbed: str) -> tuple[str, str]:
     return " ".join(left) or "<i>(empty)</i>", " ".join(right) or "<i>(empty)</i>"
 
 
-def _comparison_section(run: RunResult, summaries: list[Summary], plotter: _Plotter | None) -> str:
+def _comparison_section(comparisons: list[Comparison], summaries: list[Summary],
+                        plotter: _Plotter | None) -> str:
     parts = ["<section><h2>Model comparison</h2>"]
     if plotter is not None:
         parts.append(plotter.comparison_chart(summaries))
-    for entry in model_comparisons(run):
-        name_a, name_b = entry.names
+    for comparison in comparisons:
+        name_a, name_b = comparison.names
         parts.append(f"<h3>{e(name_a)} vs {e(name_b)}</h3>")
-        comparison = entry.comparison
-        if comparison is None:
-            parts.append(f"<p>Not possible: {e(entry.error)}</p>")
-            continue
-        rows = [[e(r.label), e(fmt_interval(r.mean_a)), e(fmt_interval(r.mean_b)), e(fmt_pct(r.delta_pct)),
+        rows = [[e(r.label), e(fmt_interval(r.mean_a)), e(fmt_interval(r.mean_b)), e(delta_text(r)),
                  e(fmt_p(r.p_holm)), e(fmt_d(r.d_z))] for r in comparison.rows]
         parts += [_table(["", e(name_a), e(name_b), "Δ", "p (paired t, Holm)", "d<sub>z</sub>"], rows),
                   f'<p class="note">{e(comparison_note(comparison))}</p>',
-                  f"<p>Conclusion: {e(comparison.conclusion)}</p>"]
+                  f"<p>Conclusion: {e(conclusion(comparison))}</p>"]
     parts.append("</section>")
     return "\n".join(parts)
 
@@ -371,30 +395,33 @@ class _Plotter:
         return f'<img alt="{e(alt)}" src="data:image/png;base64,{data}">'
 
     def model_charts(self, summary: Summary, thresholds: dict[str, float]) -> str:
-        charts = [self.heatmap(summary), self.metric_bars(summary, thresholds),
+        charts = [self.heatmap(summary, thresholds["combined"]), self.metric_bars(summary, thresholds),
                   self.severity_curve(summary, thresholds["combined"])]
         return '<div class="charts">' + "".join(c for c in charts if c) + "</div>"
 
-    def heatmap(self, summary: Summary) -> str:
+    def heatmap(self, summary: Summary, gate: float) -> str:
         severities = summary.severities
         kinds = list(summary.kind_severity)
         if not severities or not kinds:
             return ""
         grid = [[row[s].mean if s in row else float("nan") for s in severities]
                 for row in summary.kind_severity.values()]
+        # The colour of a cell is its place against the gate (see _gate_position), the same in every run.
+        shown = [[_gate_position(v, gate) if v == v else v for v in values] for values in grid]
         fig = self._figure_cls(figsize=(5.6, 0.5 * len(kinds) + 1.4))
         ax = fig.add_subplot()
-        image = ax.imshow(grid, cmap="RdYlGn", aspect="auto")
+        image = ax.imshow(shown, cmap="RdYlGn", aspect="auto", vmin=0.0, vmax=1.0)
         ax.set_xticks(range(len(severities)), [f"L{s}" for s in severities])
         ax.set_yticks(range(len(kinds)), [_plain_text(k) for k in kinds])
-        low, high = image.get_clim()
         for i, values in enumerate(grid):
             for j, value in enumerate(values):
                 # White on the dark ends of the colour map, black in its light middle.
-                t = 0.5 if high <= low else (value - low) / (high - low)
+                t = shown[i][j]
                 color = "white" if t < 0.15 or t > 0.85 else "black"
                 ax.text(j, i, fmt_mean(value), ha="center", va="center", fontsize=8, color=color)
-        fig.colorbar(image, ax=ax, label="ρ")
+        bar = fig.colorbar(image, ax=ax, label=f"ρ (gate {gate:g} in the middle)")
+        ticks = sorted({0.0, gate, 1.0})
+        bar.set_ticks([_gate_position(t, gate) for t in ticks], labels=[f"{t:g}" for t in ticks])
         ax.set_title(_plain_text(f"ρ by kind × severity — {summary.model}"), fontsize=10)
         return self._img(fig, f"heatmap of ρ by kind and severity for {summary.model}")
 

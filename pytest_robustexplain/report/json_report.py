@@ -73,8 +73,8 @@ Top level (object):
   fields as a verdict's ``guard``, or null without cross-user controls), ``delta_by_kind`` (kind → Δ
   interval), ``relative_by_kind`` (kind → R interval, where defined).
 - ``comparisons`` — derived, present with two or more models: each model after the first compared with the
-  first on matched pairs (``stats.compare_models``): ``names``; then either ``error`` (why no comparison
-  was possible) or ``rows`` (one per quantity — ``combined`` and the four metrics: ``quantity``,
+  first on matched pairs (``stats.compare_models``), when the two share at least 80 % of their pairs (ran
+  the same cases): ``names``, ``rows`` (one per quantity — ``combined`` and the four metrics: ``quantity``,
   ``label``, ``mean_a``, ``mean_b`` (intervals), ``delta_pct`` (B relative to A), ``p_value``, ``p_holm``,
   ``d_z``, ``significant``, ``n_units``), ``alpha``, ``unit`` (``user`` or ``pair``), ``n_matched``,
   ``unmatched_a``/``unmatched_b`` (match keys), ``conclusion``.
@@ -105,7 +105,8 @@ from ..results.readers import (  # noqa: F401  (read_json & co. are also importa
     read_json,
     run_from_dict,
 )
-from .summary import model_comparisons, model_names, summarize
+from .comparison import conclusion, model_comparisons
+from .summary import model_names, summarize
 
 
 def run_to_dict(run: RunResult) -> dict[str, Any]:
@@ -140,15 +141,8 @@ def _document(run: RunResult, pairs: list[dict[str, Any]] | None) -> dict[str, A
 
 
 def _comparisons(run: RunResult) -> list[dict[str, Any]]:
-    out = []
-    for entry in model_comparisons(run):
-        record: dict[str, Any] = {"names": list(entry.names)}
-        if entry.comparison is None:
-            record["error"] = entry.error
-        else:
-            record.update(entry.comparison.to_dict())
-        out.append(record)
-    return out
+    return [{**comparison.to_dict(), "names": list(comparison.names), "conclusion": conclusion(comparison)}
+            for comparison in model_comparisons(run)]
 
 
 def write_json(run: RunResult, path: str | os.PathLike[str]) -> Path:

@@ -14,12 +14,11 @@ from typing import TYPE_CHECKING, Any
 
 from ..results import OVERALL, PairResult, RunResult
 from ..sanitize import markdown_inert
+from .comparison import comparison_note, conclusion, delta_text, model_comparisons
 from .summary import (
     METRIC_DESCRIPTIONS,
     FailedGate,
-    ModelComparison,
     Summary,
-    comparison_note,
     describe_changes,
     explanation_text,
     facts,
@@ -29,9 +28,7 @@ from .summary import (
     fmt_interval,
     fmt_mean,
     fmt_p,
-    fmt_pct,
     gate_check,
-    model_comparisons,
     model_info,
     model_names,
     model_outcome,
@@ -39,6 +36,7 @@ from .summary import (
     security_rows,
     sensitivity_rows,
     summarize,
+    timings_text,
     verdict_text,
 )
 
@@ -71,7 +69,7 @@ def render_markdown(run: RunResult) -> str:
     if not names:
         return "## robustexplain\n\nNo pairs were scored.\n"
     blocks = [_model_section(run, summarize(run, name)) for name in names]
-    blocks.extend(_comparison_section(entry) for entry in model_comparisons(run))
+    blocks.extend(_comparison_section(c) for c in model_comparisons(run))
     blocks.append(_footer(run))
     return "\n\n".join(b for b in blocks if b) + "\n"
 
@@ -89,8 +87,20 @@ def _model_section(run: RunResult, summary: Summary) -> str:
         f"signature: {text(run.signature)}",
         "",
     ]
+    failed = failed_gates(run, summary.model)
     lines += _gate_table(run, summary)
     lines += ["", *_metric_table(run, summary)]
+    if failed:  # one screen: what failed and why; the rest one click away
+        lines += ["", "**Failed items**", "", *(f"- {text(entry.title)}" for entry in failed)]
+    details = _details(run, summary, failed)
+    if failed:
+        return "\n".join([*lines, "", "<details><summary>Worst pairs of each failed item, kind × severity, "
+                           "sensitivity, findings</summary>", "", *details, "", "</details>"])
+    return "\n".join([*lines, *details])
+
+
+def _details(run: RunResult, summary: Summary, failed: list[FailedGate]) -> list[str]:
+    lines: list[str] = []
     if summary.severities:
         lines += ["", *_kind_severity_table(summary)]
     lines += ["", "**Sensitivity** (cross-user control: the same item explained for another user)", ""]
@@ -100,14 +110,14 @@ def _model_section(run: RunResult, summary: Summary) -> str:
         lines += ["", "**Security** (adversarial histories)", ""]
         lines += table(["Attack", "Outcome"], [list(row) for row in security])
     lines += ["", *_facts_table(summary)]
-    for entry in failed_gates(run, summary.model):
+    for entry in failed:
         lines += ["", *_failed_gate(entry)]
     if summary.failures:
         lines += ["", "**Generation failures** (scored 0 on every metric)", ""]
         lines += table(["User", "Item", "Kind", "Severity", "Failure", "Detail"],
                        [[f.key.user_id, f.key.item_id, f.key.kind, f"L{f.key.severity}", f.failure,
                          f.detail or "—"] for f in summary.failures])
-    return "\n".join(lines)
+    return lines
 
 
 def _gate_table(run: RunResult, summary: Summary) -> list[str]:
@@ -174,21 +184,19 @@ def _pair_row(rank: int, pair: PairResult, quantity: str) -> list[Any]:
             explanation_text(pair, "perturbed")]
 
 
-def _comparison_section(entry: ModelComparison) -> str:
-    name_a, name_b = entry.names
-    head = f"## Model comparison: {text(name_a)} vs {text(name_b)}"
-    if entry.comparison is None:
-        return f"{head}\n\nNot possible: {text(entry.error)}"
-    return "\n".join([head, "", *comparison_markdown(entry.comparison)])
+def _comparison_section(comparison: Comparison) -> str:
+    name_a, name_b = comparison.names
+    return "\n".join([f"## Model comparison: {text(name_a)} vs {text(name_b)}", "",
+                      *comparison_markdown(comparison)])
 
 
 def comparison_markdown(comparison: Comparison) -> list[str]:
     """A ``stats.Comparison`` as a Markdown table with its footnote and conclusion."""
     name_a, name_b = comparison.names
-    rows = [[r.label, fmt_interval(r.mean_a), fmt_interval(r.mean_b), fmt_pct(r.delta_pct), fmt_p(r.p_holm),
+    rows = [[r.label, fmt_interval(r.mean_a), fmt_interval(r.mean_b), delta_text(r), fmt_p(r.p_holm),
              fmt_d(r.d_z)] for r in comparison.rows]
     return [*table(["", name_a, name_b, "Δ", "p (paired t, Holm)", "d_z"], rows), "",
-            f"{text(comparison_note(comparison))}  ", f"Conclusion: {text(comparison.conclusion)}"]
+            f"{text(comparison_note(comparison))}  ", f"Conclusion: {text(conclusion(comparison))}"]
 
 
 def _footer(run: RunResult) -> str:
@@ -196,7 +204,7 @@ def _footer(run: RunResult) -> str:
     if run.calls:
         parts.append("model calls: " + " · ".join(f"{text(v)} {text(k)}" for k, v in run.calls.items()))
     if run.timings:
-        parts.append("time: " + " · ".join(f"{text(k)} {v:.1f} s" for k, v in run.timings.items()))
+        parts.append(f"time: {text(timings_text(run.timings))}")
     return "  \n".join(parts)
 
 

@@ -6,8 +6,9 @@ perturbation, generation failures, flagged pairs and a one-line recommendation).
 cluster-robust by user (``stats.cluster_interval``): pairs sharing a user share a history and an original
 explanation, so they are not independent.
 
-The small helpers at the bottom (gate look-up, thresholds, model info, formatting) are shared by the
-terminal, Markdown, HTML and paper-table renderers so the formats never disagree.
+The helpers at the bottom (gate look-up, thresholds, model info, verdict texts, failed items) and those
+of :mod:`.formatting` are shared by the terminal, Markdown, HTML and paper-table renderers so the formats
+never disagree.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from __future__ import annotations
 import math
 import statistics
 from collections.abc import Iterable, Sequence
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields, replace
 from typing import TYPE_CHECKING, Any, TypeGuard
 
 from ..results import (
@@ -39,9 +40,25 @@ from ..results import (
     plain,
 )
 
+# Re-exported: the renderers and outside code import these from here (they moved to formatting.py).
+from .formatting import (  # noqa: F401
+    describe_changes,
+    explanation_text,
+    finite,
+    finite_dict,
+    fmt_d,
+    fmt_interval,
+    fmt_mean,
+    fmt_p,
+    fmt_pct,
+    interval_dict,
+    timings_text,
+    trim,
+)
+
 if TYPE_CHECKING:
     from ..guard import GuardSettings
-    from ..stats import Comparison, KindDifferences, UserSpread
+    from ..stats import KindDifferences, UserSpread
 
 # Display order of the method's five perturbation kinds; kinds the run used but not listed here follow,
 # sorted, so a custom perturbation still shows up.
@@ -425,8 +442,14 @@ def ordered_kinds(kinds: Iterable[str]) -> list[str]:
 
 
 def model_names(run: RunResult) -> list[str]:
-    """Models in the order of ``run.models``, then any model that only appears in the pairs."""
-    names = [str(m.get("name", "")) for m in run.models if m.get("name")]
+    """Models in the order of ``run.models``, then any model that only appears in the pairs.
+
+    A model that was set up but neither scored a pair nor gated an item is left out: every test that
+    would have used it chose another explainer (e.g. a conftest's ``explainer`` fixture under
+    ``--robustexplain-backend=template``), and a "ρ n/a · 0 pairs" line would only mislead.
+    """
+    used = {p.key.model for p in run.pairs} | {g.model for g in run.gates}
+    names = [str(m.get("name", "")) for m in run.models if m.get("name") in used]
     for p in run.pairs:
         if p.key.model not in names:
             names.append(p.key.model)
@@ -486,51 +509,6 @@ def _is_number(value: Any) -> TypeGuard[float]:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
-def fmt_interval(iv: Interval | None, digits: int = 3) -> str:
-    """``0.513 [0.497, 0.529]``; ``n/a`` when nothing was measured."""
-    if iv is None or math.isnan(iv.mean):
-        return "n/a"
-    return iv.fmt(digits)
-
-
-def fmt_mean(value: float | None, digits: int = 3) -> str:
-    return "n/a" if value is None or math.isnan(value) else f"{value:.{digits}f}"
-
-
-def fmt_pct(value: float | None, digits: int = 1) -> str:
-    """``−1.7 %`` with a real minus sign; ``n/a`` when undefined."""
-    if value is None or math.isnan(value):
-        return "n/a"
-    sign = "−" if value < 0 else "+"
-    return f"{sign}{abs(value):.{digits}f} %"
-
-
-def fmt_p(p: float | None) -> str:
-    if p is None or math.isnan(p):
-        return "n/a"
-    return "<0.001" if p < 0.001 else f"{p:.3f}"
-
-
-def trim(text: str, limit: int = 200) -> str:
-    """Whitespace collapsed, control and bidi characters shown (outside text: :func:`sanitize.visible`), and
-    cut at a word boundary near ``limit`` characters, with an ellipsis."""
-    from ..sanitize import visible
-
-    flat = visible(" ".join(text.split()))
-    if len(flat) <= limit:
-        return flat
-    cut = flat[:limit].rsplit(" ", 1)[0] if " " in flat[:limit] else flat[:limit]
-    return cut + "…"
-
-
-def explanation_text(pair: PairResult, which: str, limit: int | None = 200) -> str:
-    """The original or perturbed explanation for display; a failed generation says so instead."""
-    text = pair.original if which == "original" else pair.perturbed
-    if not text.strip() and pair.failure:
-        return f"(generation failed: {pair.failure})"
-    return trim(text, limit) if limit else text
-
-
 def _known(quantity: str) -> str:
     # A check on a quantity the pairs do not carry (a custom gate) is ranked by ρ.
     return quantity if quantity in METRICS else "combined"
@@ -545,22 +523,8 @@ def failing_quantity(gate: GateResult) -> str:
 
 
 def gate_pairs(run: RunResult, gate: GateResult) -> list[PairResult]:
-    """The perturbation pairs a gate judged: its model, and its kind unless the slice is overall."""
-    pairs = run.model_pairs(gate.model)
-    return pairs if gate.slice == OVERALL else [p for p in pairs if p.key.kind == gate.slice]
-
-
-def finite(value: float | None) -> float | None:
-    """None for NaN/inf: JSON has no such numbers."""
-    return value if value is not None and math.isfinite(value) else None
-
-
-def finite_dict(data: dict[str, Any]) -> dict[str, Any]:
-    return {k: finite(v) if isinstance(v, float) else v for k, v in data.items()}
-
-
-def interval_dict(iv: Interval) -> dict[str, Any]:
-    return finite_dict(iv.to_dict())
+    """The perturbation pairs a gate judged: its model's pairs in its slice (kinds, severities, users)."""
+    return [p for p in run.model_pairs(gate.model) if gate.covers(p)]
 
 
 def check_note(check: GateCheck, *, own_row: bool = False) -> str:
@@ -616,73 +580,79 @@ def gate_check(gate: GateResult | None, quantity: str) -> GateCheck | None:
 
 @dataclass(frozen=True)
 class FailedGate:
-    """A failed gate (or one failed check of the overall gate) with the pairs to look at first."""
+    """A failed test item with the pairs to look at first, from its own slice.
+
+    ``worst`` leaves out pairs already listed under an earlier failed item (``repeated`` counts them), so a
+    report lists each pair once however many items judged it.
+    """
 
     gate: GateResult
     quantity: str
     worst: tuple[PairResult, ...]
+    repeated: int = 0
 
     @property
     def title(self) -> str:
-        """``worst pairs by ρ — <nodeid>``."""
-        by = "ρ" if self.quantity == "combined" else self.quantity
-        return f"worst pairs by {by} — {self.gate.nodeid or self.gate.slice}"
+        """``<nodeid> · category_drift L5 · 5 users: ρ 0.711 [0.633, 0.789] < 0.95``."""
+        return f"{self.gate.nodeid or self.gate.slice} · {slice_text(self.gate)}: {failed_reason(self.gate)}"
+
+    @property
+    def short_title(self) -> str:
+        """The title with the first failed check only (``+3 checks`` for the others)."""
+        checks = self.gate.verdict.failed_checks
+        reason = failed_reason(replace(self.gate, verdict=replace(self.gate.verdict, checks=checks[:1])))
+        more = f" (+{len(checks) - 1} checks)" if len(checks) > 1 else ""
+        return f"{self.gate.nodeid or self.gate.slice} · {slice_text(self.gate)}: {reason}{more}"
 
 
-def failed_gates(run: RunResult, model: str, n: int = 3) -> list[FailedGate]:
-    """Every failed check of the model's overall gate, and every failed kind gate, with its worst pairs."""
+def slice_text(gate: GateResult) -> str:
+    """The slice a gate judged: ``category_drift L5 · 5 users`` (all kinds: ``5 kinds L1–L5 · 20 users``)."""
+    scope = gate.scope
+    if not scope:
+        return gate.slice
+    kinds = scope.get("kinds", [])
+    what = kinds[0] if len(kinds) == 1 else f"{len(kinds)} kinds"
+    users = _plural_of(len(scope.get("users", [])), "user")
+    return f"{what} {_levels(scope.get('severities', []))} · {users}"
+
+
+def _levels(severities: Sequence[int]) -> str:
+    ordered = sorted(severities)
+    if len(ordered) > 2 and ordered == list(range(ordered[0], ordered[-1] + 1)):
+        return f"L{ordered[0]}–L{ordered[-1]}"
+    return ",".join(f"L{s}" for s in ordered)
+
+
+def _plural_of(count: int, word: str) -> str:
+    return f"{count} {word}" if count == 1 else f"{count} {word}s"
+
+
+def failed_reason(gate: GateResult) -> str:
+    """Why a gate failed, with its own thresholds: each failed check, else its message's first sentence."""
+    checks = gate.verdict.failed_checks
+    if checks:
+        return "; ".join(f"{'ρ' if c.quantity == 'combined' else c.quantity} {fmt_interval(c.interval)} < "
+                         f"{c.threshold:g}" for c in checks)
+    return trim(gate.verdict.message.split(". ")[0], 160) or gate.verdict.outcome
+
+
+def failed_gates(run: RunResult, model: str, n: int = 3, *, repeat: bool = False) -> list[FailedGate]:
+    """Every failed test item of the model (overall first, then by kind), each with its ``n`` worst pairs
+    from its own slice; pairs listed under an earlier item are not listed again unless ``repeat``."""
+    order = {k: i for i, k in enumerate([OVERALL, *ordered_kinds(g.slice for g in run.gates)])}
+    failed = sorted((g for g in run.gates if g.model == model and g.verdict.outcome == FAIL),
+                    key=lambda g: (order.get(g.slice, len(order)), g.nodeid))
+    shown: set[PairKey] = set()
     out = []
-    overall = find_gate(run, model, OVERALL)
-    if overall is not None:
-        quantities = [_known(c.quantity) for c in overall.verdict.failed_checks]
-        if not quantities and overall.verdict.outcome == FAIL:
-            quantities = ["combined"]
-        for quantity in dict.fromkeys(quantities):
-            worst = worst_pairs(gate_pairs(run, overall), n, quantity=quantity)
-            out.append(FailedGate(overall, quantity, tuple(worst)))
-    for kind in ordered_kinds(g.slice for g in run.gates if g.model == model and g.slice != OVERALL):
-        gate = find_gate(run, model, kind)
-        if gate is not None and gate.verdict.outcome == FAIL:
-            quantity = failing_quantity(gate)
-            worst = worst_pairs(gate_pairs(run, gate), n, quantity=quantity)
-            out.append(FailedGate(gate, quantity, tuple(worst)))
+    for gate in failed:
+        quantity = failing_quantity(gate)
+        pairs = gate_pairs(run, gate)
+        fresh = pairs if repeat else [p for p in pairs if p.key not in shown]
+        worst = worst_pairs(fresh, n, quantity=quantity)
+        repeated = 0 if repeat else len({p.key for p in worst_pairs(pairs, n, quantity=quantity)} & shown)
+        shown.update(p.key for p in worst)
+        out.append(FailedGate(gate, quantity, tuple(worst), repeated))
     return out
-
-
-def describe_changes(changes: dict[str, Any], limit: int = 160) -> str:
-    """What the perturbation changed, in one line, for the built-in change records and any other."""
-    parts = []
-    rest = dict(changes)
-    categories = rest.pop("categories", None)
-    for key, verb in (("inserted", "inserted"), ("replaced", "replaced"), ("blanked", "blanked")):
-        entries = rest.pop(key, None)
-        if isinstance(entries, list):
-            noun = "field" if key == "blanked" else "item"
-            parts.append(f"{verb} {len(entries)} {noun}{'' if len(entries) == 1 else 's'} "
-                         f"at positions {_positions(entries)}")
-    moved = rest.pop("moved", None)
-    if isinstance(moved, list):
-        parts.append(f"moved {len(moved)} items")
-    if categories:
-        parts.append("categories " + ", ".join(str(c) for c in categories))
-    for key, value in rest.items():
-        parts.append(f"{key}: {_short(value)}")
-    return trim("; ".join(parts), limit) if parts else "(nothing recorded)"
-
-
-def _positions(entries: list[Any]) -> str:
-    positions = sorted({str(e["position"]) for e in entries if isinstance(e, dict) and "position" in e},
-                       key=lambda p: (len(p), p))  # numeric order for integer positions
-    if not positions:
-        return "?"
-    return ", ".join(positions[:8]) + (", …" if len(positions) > 8 else "")
-
-
-def _short(value: Any) -> str:
-    if isinstance(value, (list, tuple)):
-        head = ", ".join(str(v) for v in value[:6])
-        return head + (f", … ({len(value)} in all)" if len(value) > 6 else "")
-    return str(value)
 
 
 def spread_text(summary: Summary) -> str | None:
@@ -817,41 +787,3 @@ def _fmt_relative(interval: Interval) -> str:
         return f"{interval.mean:.2f} [{interval.low:.2f}, {interval.high:.2f}]"
     return f"{interval.mean:.2f} [interval needs ≥ 2 users]"
 
-
-@dataclass(frozen=True)
-class ModelComparison:
-    """One model compared with the first model of the run; ``error`` says why it could not be."""
-
-    names: tuple[str, str]
-    comparison: Comparison | None
-    error: str = ""
-
-
-def model_comparisons(run: RunResult) -> list[ModelComparison]:
-    """Every model after the first compared with the first (matched pairs, ``stats.compare_models``)."""
-    from ..stats import compare_models
-
-    names = model_names(run)
-    out = []
-    for other in names[1:]:
-        pair_names = (names[0], other)
-        try:
-            comparison = compare_models(run.model_pairs(names[0]), run.model_pairs(other), names=pair_names)
-        except ValueError as exc:  # no matched pairs, duplicated keys: say so instead of a table
-            out.append(ModelComparison(pair_names, None, str(exc)))
-            continue
-        out.append(ModelComparison(pair_names, comparison))
-    return out
-
-
-def comparison_note(comparison: Comparison) -> str:
-    """The footnote under a comparison table: how p-values were obtained and what was matched."""
-    unit = "per-user means" if comparison.unit == "user" else "pairs"
-    note = (f"p-values: paired t test on {unit}, Holm-corrected across the {len(comparison.rows)} rows; "
-            f"{comparison.n_matched} pairs matched by (user, item, kind, severity, repeat)")
-    unmatched = len(comparison.unmatched_a) + len(comparison.unmatched_b)
-    return note + (f"; {unmatched} unmatched pairs left out." if unmatched else ".")
-
-
-def fmt_d(value: float | None) -> str:
-    return "n/a" if value is None or math.isnan(value) else f"{value:.2f}"

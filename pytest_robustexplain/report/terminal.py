@@ -13,13 +13,12 @@ from __future__ import annotations
 import textwrap
 from typing import TYPE_CHECKING
 
-from ..results import METRICS, OVERALL, PairResult, RunResult, answered_by
+from ..results import FAIL, METRICS, OVERALL, PairResult, RunResult, answered_by
+from .comparison import comparison_note, conclusion, delta_text, model_comparisons
 from .summary import (
     METRIC_DESCRIPTIONS,
     FailedGate,
-    ModelComparison,
     Summary,
-    comparison_note,
     describe_changes,
     explanation_text,
     facts,
@@ -29,9 +28,8 @@ from .summary import (
     fmt_interval,
     fmt_mean,
     fmt_p,
-    fmt_pct,
     gate_check,
-    model_comparisons,
+    guard_line,
     model_info,
     model_names,
     model_outcome,
@@ -39,6 +37,7 @@ from .summary import (
     security_rows,
     sensitivity_rows,
     summarize,
+    timings_text,
     verdict_text,
 )
 
@@ -51,8 +50,13 @@ CELL_WIDTH = 7  # one severity column of the kind × severity table
 _INDENT = "      "
 
 
-def render_terminal(run: RunResult, *, width: int = 100, quiet: bool = False) -> str:
-    """The robustness report of ``run`` as text no wider than ``width`` (tables aside)."""
+def render_terminal(run: RunResult, *, width: int = 100, quiet: bool = False, verbose: bool = True) -> str:
+    """The robustness report of ``run`` as text no wider than ``width`` (tables aside).
+
+    ``verbose=False`` (pytest without ``-v``) keeps a failing model short: the tables, each failed item with
+    its worst pairs on one line each, one line on the guard, and the recommendation; ``verbose`` adds the
+    kind × severity table, the sensitivity block, every finding and the explanations in full width.
+    """
     names = model_names(run)
     if not names:
         return "robustexplain: no pairs were scored"
@@ -61,8 +65,8 @@ def render_terminal(run: RunResult, *, width: int = 100, quiet: bool = False) ->
         hosts = answered_by(run.calls)  # several hosts: which answered how many calls
         by_host = [f"robustexplain: calls by host: {' · '.join(f'{h} {n}' for h, n in hosts.items())}"]
         return "\n".join([*(quiet_line(run, s) for s in summaries), *(by_host if hosts else [])])
-    blocks = [_model_block(run, s, width) for s in summaries]
-    blocks.extend(_comparison_block(entry, width) for entry in model_comparisons(run))
+    blocks = [_model_block(run, s, width, verbose) for s in summaries]
+    blocks.extend("\n".join(comparison_lines(c, width)) for c in model_comparisons(run))
     footer = _footer(run)
     if footer:
         blocks.append(footer)
@@ -88,19 +92,20 @@ def header_line(run: RunResult, summary: Summary) -> str:
             f"{_plural(summary.n_pairs, 'pair')} · {summary.cached_pairs} cached")
 
 
-def _model_block(run: RunResult, summary: Summary, width: int) -> str:
-    failed = failed_gates(run, summary.model)
-    sections = [
-        [header_line(run, summary), f"signature: {run.signature}"],
-        _overall_section(run, summary, failed, width),
-        _kind_section(run, summary, failed, width),
-        _metric_section(run, summary, failed, width),
-        _kind_severity_section(summary),
-        _sensitivity_section(summary, width),
-        _security_section(summary, width),
-        _facts_section(summary, width),
-    ]
-    return "\n\n".join("\n".join(lines) for lines in sections if lines)
+def _model_block(run: RunResult, summary: Summary, width: int, verbose: bool) -> str:
+    # Only a failing model is cut short: a passing one has no failure to put first.
+    verbose = verbose or not any(g.model == summary.model and g.verdict.outcome == FAIL for g in run.gates)
+    head = [header_line(run, summary), f"signature: {run.signature}"]
+    tables = [_overall_section(run, summary), _kind_section(run, summary, width, verbose),
+              _metric_section(run, summary)]
+    failed = _failed_section(failed_gates(run, summary.model, 3 if verbose else 1, repeat=verbose), width,
+                             verbose)
+    if verbose:
+        rest = [_kind_severity_section(summary), _sensitivity_section(summary, width),
+                _security_section(summary, width), _facts_section(summary, width)]
+    else:
+        rest = [_security_section(summary, width), _short_facts(summary, width)]
+    return "\n\n".join("\n".join(lines) for lines in [head, *tables, failed, *rest] if lines)
 
 
 def _row(label: str, value: str = "", gate: str = "") -> str:
@@ -110,7 +115,7 @@ def _row(label: str, value: str = "", gate: str = "") -> str:
     return f"{text}{value}".rstrip()
 
 
-def _overall_section(run: RunResult, summary: Summary, failed: list[FailedGate], width: int) -> list[str]:
+def _overall_section(run: RunResult, summary: Summary) -> list[str]:
     gate = find_gate(run, summary.model, OVERALL)
     check = gate_check(gate, "combined")
     if gate is None:
@@ -123,25 +128,23 @@ def _overall_section(run: RunResult, summary: Summary, failed: list[FailedGate],
     note = overall_verdict_note(run, summary.model)
     if note:  # ρ passed but a metric did not: the gate's verdict must not be missed
         lines.append(_row("Gate verdict (all checks)", "", note))
-    lines += _worst_lines([f for f in failed if f.gate is gate and f.quantity == "combined"], width)
     return lines
 
 
-def _kind_section(run: RunResult, summary: Summary, failed: list[FailedGate], width: int) -> list[str]:
+def _kind_section(run: RunResult, summary: Summary, width: int, verbose: bool) -> list[str]:
     gated = any(find_gate(run, summary.model, k) for k in summary.by_kind)
     lines = [_row("By perturbation", "ρ", "gate" if gated else "")]
     for kind, interval in summary.by_kind.items():
         gate = find_gate(run, summary.model, kind)
         lines.append(_row(f"  {kind}", fmt_interval(interval), verdict_text(gate) if gate else ""))
-        lines += _worst_lines([f for f in failed if f.gate is gate], width)
-    if summary.small_kinds:
+    if summary.small_kinds and verbose:
         note = (f"(fewer than 50 pairs per kind for {', '.join(summary.small_kinds)}: differences "
                 "between kinds are not reliable)")
         lines += _wrap(note, max(40, width - 2), initial_indent="  ", subsequent_indent="   ")
     return lines
 
 
-def _metric_section(run: RunResult, summary: Summary, failed: list[FailedGate], width: int) -> list[str]:
+def _metric_section(run: RunResult, summary: Summary) -> list[str]:
     gate = find_gate(run, summary.model, OVERALL)
     checks = [c for c in (gate_check(gate, m) for m in METRICS) if c is not None]
     thresholds = {c.threshold for c in checks}
@@ -157,7 +160,6 @@ def _metric_section(run: RunResult, summary: Summary, failed: list[FailedGate], 
             if len(thresholds) > 1:
                 gate_text = f"≥ {check.threshold:.2f} {gate_text}"
         lines.append(_row(label, fmt_interval(summary.by_metric[metric]), gate_text))
-        lines += _worst_lines([f for f in failed if f.gate is gate and f.quantity == metric], width)
     return lines
 
 
@@ -202,21 +204,33 @@ def _wrapped(label: str, text: str, width: int) -> list[str]:
     return [_row(label, body[0])] + [" " * LABEL_WIDTH + line for line in body[1:]]
 
 
-def _worst_lines(failed: list[FailedGate], width: int) -> list[str]:
-    lines = []
+def _failed_section(failed: list[FailedGate], width: int, verbose: bool) -> list[str]:
+    """Each failed test item once: its slice and thresholds, then its worst pairs from that slice."""
+    if not failed:
+        return []
+    lines = ["Failed items (worst pairs from each item's own slice, each pair once" + (")" if verbose else
+                                                                                   "; -v shows more)")]
     for entry in failed:
-        lines.append(f"{_INDENT}{entry.title}:")
-        if not entry.worst:
-            lines.append(f"{_INDENT}  (no scored pairs)")
+        title = entry.title if verbose else _one_line(entry.short_title, width - 7)
+        lines += _wrap(f"FAIL {title}", width, initial_indent="  ", subsequent_indent="      ")
+        if entry.repeated and not entry.worst:
+            lines.append(f"{_INDENT}({_plural(entry.repeated, 'worst pair')} listed above)")
+        elif not entry.worst:
+            lines.append(f"{_INDENT}(no scored pairs)")
         for rank, pair in enumerate(entry.worst, 1):
-            lines += _pair_lines(rank, pair, entry.quantity, width)
+            lines += _pair_lines(rank, pair, entry.quantity, width, verbose)
     return lines
 
 
-def _pair_lines(rank: int, pair: PairResult, quantity: str, width: int) -> list[str]:
+def _pair_lines(rank: int, pair: PairResult, quantity: str, width: int, verbose: bool) -> list[str]:
     key = pair.key
     score = f"ρ {pair.combined:.3f}" if quantity == "combined" else f"{quantity} {pair.metric(quantity):.3f}"
     where = f"user {key.user_id} · item {key.item_id} · {key.kind} L{key.severity}"
+    if not verbose:  # two lines: where, score and change; then both explanations side by side
+        half = max(20, (width - len(_INDENT) - 8) // 2)
+        return [_one_line(f"{_INDENT}{rank}. {where} · {score} · {describe_changes(pair.changes)}", width),
+                f"{_INDENT}   {_one_line(_quoted(explanation_text(pair, 'original')), half)} → "
+                f"{_one_line(_quoted(explanation_text(pair, 'perturbed')), half)}"]
     lines = [f"{_INDENT}{rank}. {where} · {score}"]
     indent = _INDENT + "   "
     text_width = max(40, width - len(indent) - 11)
@@ -229,15 +243,22 @@ def _pair_lines(rank: int, pair: PairResult, quantity: str, width: int) -> list[
     return lines
 
 
+def _one_line(text: str, width: int) -> str:
+    return text if len(text) <= width else text[:width - 1].rstrip() + "…"
+
+
+def _short_facts(summary: Summary, width: int) -> list[str]:
+    """Without -v: the guard in one line, generation failures and the recommendation."""
+    room = width - LABEL_WIDTH
+    lines = [_row("Guard", _one_line(guard_line(summary).split(": ", 1)[-1], room))]
+    for label, value in facts(summary, failures_note=" (listed in the JSON report)"):
+        if label in ("Generation failures", "Recommendation"):
+            lines.append(_row(label, _one_line(value, room)))
+    return lines
+
+
 def _quoted(text: str) -> str:
     return text if text.startswith("(generation failed") else f"“{text}”"
-
-
-def _comparison_block(entry: ModelComparison, width: int) -> str:
-    """The model comparison table of design/reports.md (pairs matched across the two models)."""
-    if entry.comparison is None:
-        return f"Model comparison {entry.names[0]} vs {entry.names[1]}: not possible — {entry.error}"
-    return "\n".join(comparison_lines(entry.comparison, width))
 
 
 def comparison_lines(comparison: Comparison, width: int = 100) -> list[str]:
@@ -248,9 +269,9 @@ def comparison_lines(comparison: Comparison, width: int = 100) -> list[str]:
              f"{'':<17}{name_a:<{col}}{name_b:<{col}}{'Δ':<10}{'p (paired t)':<15}d_z"]
     for row in comparison.rows:
         lines.append(f"{row.label:<17}{fmt_interval(row.mean_a):<{col}}{fmt_interval(row.mean_b):<{col}}"
-                     f"{fmt_pct(row.delta_pct):<10}{fmt_p(row.p_holm):<15}{fmt_d(row.d_z)}")
+                     f"{delta_text(row):<10}{fmt_p(row.p_holm):<15}{fmt_d(row.d_z)}")
     lines += _wrap(comparison_note(comparison), width)
-    lines += _wrap(f"Conclusion: {comparison.conclusion}", width)
+    lines += _wrap(f"Conclusion: {conclusion(comparison)}", width)
     return lines
 
 
@@ -260,8 +281,7 @@ def _footer(run: RunResult) -> str:
         calls = " · ".join(f"{v} {k}" for k, v in run.calls.items())
         parts.append(f"model calls: {calls}")
     if run.timings:
-        times = " · ".join(f"{k} {v:.1f} s" for k, v in run.timings.items())
-        parts.append(f"time: {times}")
+        parts.append(f"time: {timings_text(run.timings)}")
     return "\n".join(parts)
 
 

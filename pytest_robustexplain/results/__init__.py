@@ -36,6 +36,7 @@ from .records import (
     RunResult,
     Verdict,
     answered_by,
+    gate_scope,
     is_control,
     metrics_of,
 )
@@ -74,6 +75,7 @@ __all__ = [
     "Verdict",
     "answered_by",
     "gate_from_dict",
+    "gate_scope",
     "is_control",
     "metrics_of",
     "pair_from_dict",

@@ -279,4 +279,5 @@ class _Reader:
                             attacks=tuple(self.attack(a, f"{vrec}.attacks[{i}]") for i, a in
                                           enumerate(self.get(verdict, "attacks", list, vrec, default=[])))),
             thresholds={k: self._number(v, record, f"thresholds.{k}") for k, v in thresholds.items()},
+            scope=self.get(data, "scope", dict, record, default={}),
         )

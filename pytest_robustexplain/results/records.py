@@ -261,16 +261,37 @@ class Verdict:
 
 @dataclass(frozen=True)
 class GateResult:
-    """The verdict of one gated test item (``slice`` is a perturbation kind or ``OVERALL``)."""
+    """The verdict of one gated test item (``slice`` is a perturbation kind or ``OVERALL``).
+
+    ``scope`` is what the verdict judged (``kinds``, ``severities``, ``users``; see :func:`gate_scope`), so
+    reports show a test's worst pairs from its own slice when several tests gate one kind; empty in
+    reports written before it was recorded.
+    """
 
     nodeid: str
     slice: str
     model: str
     verdict: Verdict
     thresholds: dict[str, float] = field(default_factory=dict)
+    scope: dict[str, list[Any]] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+    def covers(self, pair: PairResult) -> bool:
+        """Whether ``pair`` (of this gate's model) lies in the slice the verdict judged."""
+        if not self.scope:  # an older report: the slice's kind is all that is known
+            return self.slice == OVERALL or pair.key.kind == self.slice
+        key = pair.key
+        return (key.kind in self.scope.get("kinds", ()) and key.severity in self.scope.get("severities", ())
+                and key.user_id in self.scope.get("users", ()))
+
+
+def gate_scope(pairs: Iterable[PairResult]) -> dict[str, list[Any]]:
+    """The kinds, severities and users of the pairs a verdict judged."""
+    keys = [p.key for p in pairs]
+    return {"kinds": sorted({k.kind for k in keys}), "severities": sorted({k.severity for k in keys}),
+            "users": sorted({k.user_id for k in keys})}
 
 
 @dataclass

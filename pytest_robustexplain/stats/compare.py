@@ -175,7 +175,7 @@ class Comparison:
     n_matched: int
     unmatched_a: tuple[MatchKey, ...]
     unmatched_b: tuple[MatchKey, ...]
-    conclusion: str
+    # The sentence that concludes is written by the reports (report/comparison.py), from these rows.
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -241,37 +241,5 @@ def compare_models(pairs_a: Sequence[PairResult], pairs_b: Sequence[PairResult],
     adjusted = holm([r[4] for r in raw])
     rows = tuple(ComparisonRow(q, LABELS[q], ia, ib, delta, p, adj, d_z, adj is not None and adj < alpha, n)
                  for (q, ia, ib, delta, p, d_z, n), adj in zip(raw, adjusted, strict=True))
-    conclusion = _conclusion(rows, (str(names[0]), str(names[1])), alpha)
     return Comparison((str(names[0]), str(names[1])), rows, alpha, unit, len(matched.left),
-                      matched.only_left, matched.only_right, conclusion)
-
-
-def _gain(row: ComparisonRow, names: tuple[str, str]) -> tuple[str, str]:
-    """(more robust model, "+x.x %" of its gain over the other) for a row."""
-    b_better = row.mean_b.mean >= row.mean_a.mean
-    winner, base, top = (names[1], row.mean_a.mean, row.mean_b.mean) if b_better else (
-        names[0], row.mean_b.mean, row.mean_a.mean)
-    pct = f"+{(top - base) / base * 100:.1f} %" if base else f"+{top - base:.3f}"
-    return winner, pct
-
-
-def _conclusion(rows: Sequence[ComparisonRow], names: tuple[str, str], alpha: float) -> str:
-    significant = [r for r in rows if r.significant]
-    overall = rows[0]
-    if overall.significant:
-        winner, pct = _gain(overall, names)
-        same_side = [r for r in significant if _gain(r, names)[0] == winner]
-        best = max(same_side, key=lambda r: abs(r.mean_b.mean - r.mean_a.mean) / max(
-            min(r.mean_a.mean, r.mean_b.mean), 1e-12))
-        _, best_pct = _gain(best, names)
-        return (f"{winner} is more robust: overall ρ {pct} (Holm p {_fmt_p(overall.p_holm)}); largest gain "
-                f"{best.label.lower()} {best_pct}.")
-    if significant:
-        best = max(significant, key=lambda r: abs(r.mean_b.mean - r.mean_a.mean) / max(
-            min(r.mean_a.mean, r.mean_b.mean), 1e-12))
-        winner, pct = _gain(best, names)
-        return (f"No significant difference in overall robustness (Holm p {_fmt_p(overall.p_holm)} ≥ "
-                f"{alpha:g}); largest significant metric difference: {best.label.lower()} {pct} "
-                f"for {winner}.")
-    return (f"No significant difference between {names[0]} and {names[1]} (Holm-corrected p ≥ {alpha:g} "
-            "on every row).")
+                      matched.only_left, matched.only_right)

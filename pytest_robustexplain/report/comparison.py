@@ -1,0 +1,123 @@
+"""Model comparisons as the reports show them: which pairs of models are compared, the table's footnote, the
+conclusion sentence and the regression decision of ``robustexplain compare``.
+
+The conclusion is written from the table's own numbers (each row's Δ, Holm p and significance flag, with
+the same formatter), so the sentence can never name a sign or a percentage the table does not show.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from ..results import RunResult
+from .summary import fmt_p, fmt_pct, model_names
+
+if TYPE_CHECKING:
+    from ..stats import Comparison, ComparisonRow
+
+# Two runs are compared only when each holds at least this share of the other's pairs: below it the
+# matched pairs are a subset chosen by what happened to run, not the runs themselves.
+MIN_SHARED = 0.8
+# Below this mean of A a relative change is noise over a base the table shows as 0.000 (+10^280 %).
+_MIN_BASE = 0.0005
+
+
+def model_comparisons(run: RunResult) -> list[Comparison]:
+    """Every model after the first compared with the first, when both ran on the same cases.
+
+    Models that share fewer than :data:`MIN_SHARED` of their pairs ran different tests (e.g. two example
+    folders of one session): a table of their few common pairs would compare unrelated things, so none
+    is made.
+    """
+    from ..stats import compare_models
+
+    names = model_names(run)
+    out = []
+    for other in names[1:]:
+        pair_names = (names[0], other)
+        try:
+            comparison = compare_models(run.model_pairs(names[0]), run.model_pairs(other), names=pair_names)
+        except ValueError:  # no pairs in common: different cases, nothing to compare
+            continue
+        if shared_fraction(comparison) >= MIN_SHARED:
+            out.append(comparison)
+    return out
+
+
+def shared_fraction(comparison: Comparison) -> float:
+    """The smaller of the two sides' shares of matched pairs (1.0: both ran exactly the same pairs)."""
+    n = comparison.n_matched
+    larger = n + max(len(comparison.unmatched_a), len(comparison.unmatched_b))
+    return n / larger if larger else 0.0
+
+
+def comparison_note(comparison: Comparison) -> str:
+    """The footnote under a comparison table: how p-values were obtained and what was matched."""
+    unit = "per-user means" if comparison.unit == "user" else "pairs"
+    note = (f"p-values: paired t test on {unit}, Holm-corrected across the {len(comparison.rows)} rows; "
+            f"{comparison.n_matched} pairs matched by (user, item, kind, severity, repeat)")
+    unmatched = len(comparison.unmatched_a) + len(comparison.unmatched_b)
+    return note + (f"; {unmatched} unmatched pairs left out." if unmatched else ".")
+
+
+def delta_text(row: ComparisonRow) -> str:
+    """Δ of B relative to A as every comparison table and the conclusion print it."""
+    return "n/a" if abs(row.mean_a.mean) < _MIN_BASE else fmt_pct(row.delta_pct)
+
+
+def direction(row: ComparisonRow) -> int:
+    """+1 when B scored higher on this row, −1 when A did, 0 when the means are equal."""
+    diff = row.mean_b.mean - row.mean_a.mean
+    return (diff > 0) - (diff < 0)
+
+
+def conclusion(comparison: Comparison) -> str:
+    """One sentence naming the more robust model, quoting the table's Δ (B relative to A) and Holm p."""
+    name_a, name_b = comparison.names
+    overall, metrics = comparison.rows[0], comparison.rows[1:]
+    if overall.significant and direction(overall):
+        winner = name_b if direction(overall) > 0 else name_a
+        text = (f"{winner} is more robust: {_delta(overall, comparison.names)} (Holm p "
+                f"{fmt_p(overall.p_holm)})")
+        same_side = [r for r in metrics if r.significant and direction(r) == direction(overall)]
+        if same_side:
+            text += f"; largest metric difference: {_delta(_largest(same_side), comparison.names)}"
+        return text + "."
+    significant = [r for r in metrics if r.significant and direction(r)]
+    if significant:
+        return (f"No significant difference in overall robustness (Holm p {fmt_p(overall.p_holm)} ≥ "
+                f"{comparison.alpha:g}); largest significant metric difference: "
+                f"{_delta(_largest(significant), comparison.names)}.")
+    return (f"No significant difference between {name_a} and {name_b} (Holm-corrected p ≥ "
+            f"{comparison.alpha:g} on every row).")
+
+
+def _delta(row: ComparisonRow, names: tuple[str, str]) -> str:
+    label = "overall ρ" if row.quantity == "combined" else row.label.lower()
+    return f"{label} of {names[1]} {delta_text(row)} relative to {names[0]}"
+
+
+def _largest(rows: Sequence[ComparisonRow]) -> ComparisonRow:
+    """The row with the largest Δ as the table prints it (an undefined Δ, A's mean 0, counts as largest)."""
+    return max(rows, key=lambda r: math.inf if delta_text(r) == "n/a" else abs(r.delta_pct or 0.0))
+
+
+def regression(comparison: Comparison, *, significant: bool, max_drop: float | None) -> str | None:
+    """Why B regressed against A (``compare --fail-on-regression`` / ``--max-regression``), or None.
+
+    ``significant``: overall ρ of B is lower with Holm p < alpha. ``max_drop``: the mean overall ρ on the
+    matched pairs fell by more than this (in ρ, like the baseline's margin), significant or not.
+    """
+    overall = comparison.rows[0]
+    drop = overall.mean_a.mean - overall.mean_b.mean
+    name_a, name_b = comparison.names
+    if significant and overall.significant and direction(overall) < 0:
+        return (f"{name_b} regressed against {name_a}: {_delta(overall, comparison.names)}, significant "
+                f"(Holm p {fmt_p(overall.p_holm)} < {comparison.alpha:g})")
+    if max_drop is not None and drop > max_drop:
+        return (f"{name_b} regressed against {name_a}: overall ρ fell by {drop:.3f} "
+                f"({overall.mean_a.mean:.3f} → {overall.mean_b.mean:.3f}), more than --max-regression "
+                f"{max_drop:g}")
+    return None

@@ -1,0 +1,158 @@
+"""``robustexplain compare`` and the comparison reports: the conclusion never contradicts the table,
+incomparable runs are refused, a regression exits 1."""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from pytest_robustexplain import cli
+from pytest_robustexplain.report.comparison import conclusion, model_comparisons, regression
+from pytest_robustexplain.report.terminal import comparison_lines
+from pytest_robustexplain.results import METRICS, PairKey, PairResult, RunResult
+from pytest_robustexplain.stats import compare_models
+from pytest_robustexplain.testing import FakeOllamaServer
+
+SMALL = ("--backend", "template", "--perturbations", "noise,drift", "--severities", "1,5",
+         "--progress", "off", "-q")
+
+
+@pytest.fixture(autouse=True)
+def in_tmp(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
+    for name in list(os.environ):
+        if name.startswith("ROBUSTEXPLAIN_") or name in ("GITHUB_ACTIONS", "GITHUB_STEP_SUMMARY"):
+            monkeypatch.delenv(name)
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
+def run(*argv: str) -> int:
+    return cli.main(list(argv))
+
+
+def pairs(model: str, values: list[list[float]], offsets: list[float]) -> list[PairResult]:
+    """One pair per (user, value); each metric is the value shifted by its offset, clipped to [0, 1]."""
+    out = []
+    for u, user_values in enumerate(values):
+        for i, v in enumerate(user_values):
+            scores = {m: min(1.0, max(0.0, v + off)) for m, off in zip(METRICS, offsets, strict=True)}
+            out.append(PairResult(PairKey(model, f"u{u}", f"i{i}", "noise_injection", 1, 0), combined=v,
+                                  original="o", perturbed="p", **scores))
+    return out
+
+
+# ------------------------------------------------------------------------------ conclusion against table
+SCORE = st.floats(0.0, 1.0, allow_nan=False).map(lambda v: round(v, 3))
+USERS = st.lists(st.lists(SCORE, min_size=2, max_size=3), min_size=3, max_size=6)
+OFFSETS = st.lists(st.floats(-0.3, 0.3, allow_nan=False), min_size=4, max_size=4)
+
+
+def table_deltas(lines: list[str]) -> dict[str, str]:
+    """Row label → the Δ cell of the text table (the column after the two intervals)."""
+    out = {}
+    for line in lines[2:7]:
+        label = line[:17].strip()
+        match = re.search(r"\]\s+(\S+ %|n/a)\s", line[17:])
+        assert match, line
+        out[label.lower()] = match.group(1)
+    return out
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(a=USERS, shift=st.floats(-0.5, 0.5, allow_nan=False), noise=st.lists(SCORE, min_size=18, max_size=18),
+       offsets=OFFSETS, alpha=st.sampled_from([0.01, 0.5, 0.99]))
+def test_the_conclusion_quotes_the_table_and_names_the_side_its_sign_favours(
+        a: list[list[float]], shift: float, noise: list[float], offsets: list[float], alpha: float) -> None:
+    it = iter(noise)
+    b = [[min(1.0, max(0.0, v + shift + (next(it) - 0.5) / 5)) for v in user] for user in a]
+    comparison = compare_models(pairs("x", a, offsets), pairs("y", b, offsets[::-1]), names=("x", "y"),
+                                alpha=alpha)
+    lines = comparison_lines(comparison, 200)
+    deltas = table_deltas(lines)
+    said = conclusion(comparison)
+    quoted = re.findall(r"(overall ρ|semantic|keyword|structural|length) of y (\S+ %|n/a) relative to x",
+                        said)
+    for label, delta in quoted:  # every Δ in the sentence is the table's Δ of that row
+        assert deltas["overall ρ" if label == "overall ρ" else label] == delta, (said, deltas)
+    winner = re.match(r"(x|y) is more robust", said)
+    if winner:
+        overall = deltas["overall ρ"]
+        assert quoted and quoted[0][0] == "overall ρ"
+        assert overall == "n/a" or overall.startswith("+" if winner.group(1) == "y" else "−"), (said, overall)
+        assert all(d == "n/a" or d[0] == overall[0] for _, d in quoted), said  # gains on the winner's side
+    else:
+        assert said.startswith("No significant difference"), said
+
+
+def test_regression_is_a_significant_drop_or_one_beyond_the_margin() -> None:
+    a = [[0.8, 0.82], [0.78, 0.8], [0.81, 0.79], [0.8, 0.8]]
+    b = [[v - 0.1 - 0.02 * (u % 2) for v in user] for u, user in enumerate(a)]  # mean drop 0.110
+    drop = compare_models(pairs("x", a, [0] * 4), pairs("y", b, [0] * 4), names=("x", "y"), alpha=0.05)
+    assert regression(drop, significant=False, max_drop=None) is None
+    assert "significant" in (regression(drop, significant=True, max_drop=None) or "")
+    assert regression(drop, significant=False, max_drop=0.2) is None
+    assert "fell by 0.110 (0.800 → 0.690), more than --max-regression 0.05" in (
+        regression(drop, significant=False, max_drop=0.05) or "")
+    gain = compare_models(pairs("x", b, [0] * 4), pairs("y", a, [0] * 4), names=("x", "y"), alpha=0.05)
+    assert regression(gain, significant=True, max_drop=0.0) is None
+
+
+def test_a_session_compares_only_models_that_ran_the_same_cases() -> None:
+    same = pairs("x", [[0.5, 0.6], [0.7, 0.6]], [0] * 4) + pairs("y", [[0.4, 0.6], [0.5, 0.7]], [0] * 4)
+    run_ = RunResult(package_version="t", signature="s", seed=1, started_at="", finished_at="", settings={},
+                     models={}, pairs=same, gates=[])
+    assert [c.names for c in model_comparisons(run_)] == [("x", "y")]
+    apart = [p for p in same if p.key.model == "x"] + [
+        PairResult(PairKey("y", "v9", f"j{i}", "noise_injection", 1, 0), combined=0.5, original="o",
+                   perturbed="p", **dict.fromkeys(METRICS, 0.5)) for i in range(4)]
+    assert model_comparisons(RunResult(package_version="t", signature="s", seed=1, started_at="",
+                                       finished_at="", settings={}, models={}, pairs=apart, gates=[])) == []
+
+
+# ------------------------------------------------------------------------------------------- the command
+def test_compare_refuses_runs_sharing_few_pairs(capsys: pytest.CaptureFixture[str]) -> None:
+    assert run("run", *SMALL, "--users", "2", "--json", "two.json") == 0
+    assert run("run", *SMALL, "--users", "5", "--json", "five.json") == 0
+    capsys.readouterr()
+    assert run("compare", "two.json", "five.json") == 2
+    err = capsys.readouterr().err
+    assert ("share only 8 of their pairs (40 % of the larger run; 0 only in A, 12 only in B), below 80 %"
+            in err)
+    assert "Traceback" not in err
+
+
+def test_compare_refuses_another_max_history_and_warns_on_generation_settings(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    assert run("run", *SMALL, "--users", "2", "--json", "a.json") == 0
+    assert run("run", *SMALL, "--users", "2", "--json", "short.json", "--max-history", "5") == 0
+    assert run("run", *SMALL, "--users", "2", "--json", "warm.json", "--temperature", "0.7") == 0
+    capsys.readouterr()
+    assert run("compare", "a.json", "short.json") == 2
+    assert "a.json has max_history 50 and short.json max_history 5" in capsys.readouterr().err
+    assert run("compare", "a.json", "warm.json") == 0
+    out, err = capsys.readouterr()
+    assert "warning: the runs differ in temperature (0.0 vs 0.7)" in err
+    assert "WARNING: the runs differ in temperature (0.0 vs 0.7)" in out
+
+
+def test_compare_exits_1_on_regression(server: FakeOllamaServer, capsys: pytest.CaptureFixture[str]) -> None:
+    fake = ("run", "--model", "fake-model", "--host", server.url, *SMALL[2:], "--users", "3",
+            "--cache", "off")
+    assert run(*fake, "--json", "stable.json") == 0
+    server.mode = "fragile"
+    assert run(*fake, "--json", "fragile.json") == 1
+    capsys.readouterr()
+    assert run("compare", "stable.json", "fragile.json", "--unit", "pair") == 0  # no flag: a report only
+    assert run("compare", "stable.json", "fragile.json", "--unit", "pair", "--fail-on-regression") == 1
+    out, err = capsys.readouterr()
+    assert "Regression: fake-model (fragile) regressed against fake-model (stable)" in out
+    assert "FAIL — fake-model (fragile) regressed" in err
+    assert run("compare", "stable.json", "fragile.json", "--max-regression", "0.02") == 1
+    assert run("compare", "stable.json", "fragile.json", "--max-regression", "1") == 0
+    assert run("compare", "fragile.json", "stable.json", "--fail-on-regression", "--max-regression", "0") == 0
+    assert run("compare", "stable.json", "fragile.json", "--max-regression", "-1") == 2
