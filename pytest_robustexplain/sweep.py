@@ -37,6 +37,7 @@ from .results import (
     ANSWERED_BY,
     CONTROL_KIND,
     METRICS,
+    ORIGINAL_FAILED,
     SWAP_KIND,
     PairKey,
     PairResult,
@@ -461,6 +462,11 @@ class Sweep:
         failure = failed.failure
         if failure is None and scores.generation_failure:
             failure = "empty"
+            failed = original if not original.text.strip() else other
+        detail = failed.detail if failure else ""
+        if failure and failed is original:
+            # One failed original zeroes every pair of its user: the reports say where the zeros come from.
+            detail = f"{ORIGINAL_FAILED} ({failure}){': ' + detail if detail else ''}"
         values: dict[str, Any] = {m: 0.0 if failure else getattr(scores, m) for m in METRICS}
         if scores.embedding is not None:  # the opt-in fifth metric
             values["embedding"] = 0.0 if failure else scores.embedding
@@ -468,7 +474,7 @@ class Sweep:
             key=pair.key, **values, combined=0.0 if failure else scores.combined,
             original=original.text, perturbed=other.text,
             changes=self._changes(pair, original, other),
-            failure=failure, failure_detail=failed.detail if failure else "",
+            failure=failure, failure_detail=detail,
             keyword_empty=scores.keyword_empty and not failure,
             cached_original=original.cached, cached_perturbed=other.cached,
             latency_s=other.latency_s, history_length=len(pair.case.history),

@@ -487,3 +487,27 @@ def test_a_request_the_server_refuses_as_invalid_stops_the_run(pytester: pytest.
     result = _run(pytester, server, "--robustexplain-cache=off")
     result.assert_outcomes(errors=6)
     result.stdout.fnmatch_lines(["*refused a request as invalid (HTTP 400*context size*"])
+
+
+def test_a_failed_original_is_named_as_the_source_of_its_users_zeros(
+        pytester: pytest.Pytester, server: FakeOllamaServer, tmp_path: Path) -> None:
+    """One user's original explanation comes back empty: each of that user's pairs scores 0, and the
+    reports say that the zeros come from one failed original, not from as many failed calls."""
+    pytester.makepyfile("""
+        import pytest
+
+        @pytest.mark.robustness(perturbations=["noise"], severities=[1, 2, 3], users=2, min_combined=0.0,
+                                min_metric=0.0, guard="off")
+        def test_gate():
+            pass
+    """)
+    server.script(["ok", "empty"])  # the warm-up, then the first user's original (one call at a time)
+    report = tmp_path / "r.json"
+    result = _run(pytester, server, "--robustexplain-concurrency=1", "--robustexplain-cache=off",
+                  f"--robustexplain-json={report}")
+    said = " ".join(result.stdout.str().split())  # the terminal report wraps the line
+    assert ("Generation failures 3 (listed in the JSON report); 3 of them because 1 user's original "
+            "explanation failed, which scores every pair of that user 0") in said
+    failed = [p for p in _report(report)["pairs"] if p["failure"]]
+    assert len(failed) == 3 and len({p["key"]["user_id"] for p in failed}) == 1
+    assert all(p["failure_detail"].startswith("the original explanation failed (empty)") for p in failed)

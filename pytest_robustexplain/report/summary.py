@@ -24,6 +24,7 @@ from ..results import (
     INCONCLUSIVE,
     INSENSITIVE,
     METRICS,
+    ORIGINAL_FAILED,
     OVERALL,
     PASS,
     AttackResult,
@@ -699,6 +700,13 @@ def facts(summary: Summary, *, failures_note: str = "") -> list[tuple[str, str]]
         rows.append(("Interactions per prompt", f"{lengths[0]}–{lengths[-1]} (median "
                                                 f"{statistics.median(lengths):g}; the original histories)"))
     failures = f"{summary.n_failures}{failures_note}" if summary.n_failures else "0"
+    originals = {(f.key.model, f.key.user_id, f.key.item_id) for f in summary.failures
+                 if f.detail.startswith(ORIGINAL_FAILED)}
+    if originals:
+        from_original = sum(f.detail.startswith(ORIGINAL_FAILED) for f in summary.failures)
+        users = "1 user's" if len(originals) == 1 else f"{len(originals)} users'"
+        failures += (f"; {from_original} of them because {users} original explanation failed, which "
+                     "scores every pair of that user 0")
     rows.append(("Generation failures", failures))
     if summary.keyword_empty:
         count = len(summary.keyword_empty)

@@ -27,6 +27,9 @@ ALL_METRICS: tuple[str, ...] = (*METRICS, EMBEDDING)
 # RunResult.calls key prefix of the calls each host answered, when the run spread them over several hosts:
 # "answered by http://box-a:11434" -> 120 (every report lists the calls, so each names the hosts).
 ANSWERED_BY = "answered by "
+# PairResult.failure_detail of a pair whose *original* explanation failed (every pair of that user then
+# scores 0): the reports count these by user.
+ORIGINAL_FAILED = "the original explanation failed"
 CONTROL_KIND = "control"
 SWAP_KIND = "swap"
 CONTROL_KINDS: frozenset[str] = frozenset({CONTROL_KIND, SWAP_KIND})  # pairs that are never gated as such
