@@ -661,16 +661,7 @@ class ProgressBar:
 
     def line(self, counters: Counters, now: float | None = None) -> str:
         """The progress line for these counters."""
-        now = self._clock() if now is None else now
-        pairs_total = max(counters.pairs_total, 1)
-        filled = round(self.BAR_WIDTH * min(counters.pairs_done / pairs_total, 1.0))
-        bar = "#" * filled + "-" * (self.BAR_WIDTH - filled)
-        done, total = counters.calls_done, max(counters.planned_calls, 1)
-        elapsed = max(now - counters.started, 1e-9)
-        rate = done / elapsed
-        eta = f"ETA {(total - done) / rate:.0f}s" if rate > 0 else "ETA --"
-        return (f"{PROG}: [{bar}] {counters.pairs_done}/{counters.pairs_total} pairs · "
-                f"{done}/{total} calls · {counters.cached} cached · {rate:.1f}/s · {eta}")
+        return counters.progress_line(self._clock() if now is None else now, bar_width=self.BAR_WIDTH)
 
     def close(self) -> None:
         """Clear the in-place line (the report follows on stdout)."""

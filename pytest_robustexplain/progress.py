@@ -84,13 +84,6 @@ class Progress:
         return manager
 
     def line(self) -> str:
-        counters = self._run.sweep_instance().counters
-        done, total = counters.calls_done, max(counters.planned_calls, 1)
-        elapsed = max(time.monotonic() - counters.started, 1e-9)
-        rate = done / elapsed
-        eta = (total - done) / rate if rate > 0 else float("nan")
-        eta_text = f"ETA {eta:.0f}s" if eta == eta else "ETA --"
-        return (f"robustexplain: {done}/{total} calls · {counters.cached} cached · "
-                f"{rate:.1f}/s · {eta_text}")
+        return self._run.sweep_instance().counters.progress_line(time.monotonic())
 
 

@@ -138,6 +138,19 @@ class Counters:
         return {"made": made, "cached": self.cached, "failed": self.failed, "cancelled": self.cancelled,
                 "planned": self.planned_calls, **by_host}
 
+    def progress_line(self, now: float, *, bar_width: int = 0) -> str:
+        """``robustexplain: [####----] 120/500 pairs · 130/520 calls · 25 cached · 14.2/s · ETA 27s``, the
+        bar only with ``bar_width``: the one progress line of ``robustexplain run`` and of pytest."""
+        bar = ""
+        if bar_width:
+            filled = round(bar_width * min(self.pairs_done / max(self.pairs_total, 1), 1.0))
+            bar = "[" + "#" * filled + "-" * (bar_width - filled) + "] "
+        done, total = self.calls_done, max(self.planned_calls, 1)
+        rate = done / max(now - self.started, 1e-9)
+        eta = f"ETA {(total - done) / rate:.0f}s" if rate > 0 else "ETA --"
+        return (f"robustexplain: {bar}{self.pairs_done}/{self.pairs_total} pairs · {done}/{total} calls · "
+                f"{self.cached} cached · {rate:.1f}/s · {eta}")
+
 
 class Sweep:
     """Plans pairs from slices and runs them on a background event loop.
