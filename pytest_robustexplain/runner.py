@@ -21,6 +21,7 @@ from .settings import GateSettings, Settings, apply_marker
 
 if TYPE_CHECKING:
     from .data import Item, UserHistory
+    from .engine import Run
     from .explainers.base import Explainer, Explanation, ModelInfo
     from .perturbations import PerturbationResult
     from .sweep import Sweep
@@ -99,16 +100,23 @@ class RobustnessRun:
     engine errors → pytest outcomes, results → xdist payloads. One per config, in ``config.stash``."""
 
     def __init__(self, config: pytest.Config, settings: Settings) -> None:
-        from .engine import Run
-
         self.config = config
         self.settings = settings
         self.plans: dict[str, ItemPlan] = {}
         self.lazy = is_xdist_worker(config)  # xdist workers plan only the items they run
-        self.engine = Run(settings, base_dir=config.rootpath, flag_prefix="--robustexplain-", say=self._say,
-                          cross_process=self.lazy, make_explainer=self._hook_explainer)
+        self._engine: Run | None = None
         self._results: dict[str, Robustness] = {}
         self._progress: Callable[[], None] | None = None
+
+    @property
+    def engine(self) -> Run:
+        """The engine's run, made on first use: a session without marked tests never imports it."""
+        if self._engine is None:
+            from .engine import Run
+
+            self._engine = Run(self.settings, base_dir=self.config.rootpath, flag_prefix="--robustexplain-",
+                               say=self._say, cross_process=self.lazy, make_explainer=self._hook_explainer)
+        return self._engine
 
     @property
     def model_infos(self) -> dict[str, ModelInfo]:
@@ -136,8 +144,6 @@ class RobustnessRun:
 
     def plan_items(self, items: Sequence[pytest.Item]) -> None:
         """Register every expanded marked item; start the sweep unless this is an xdist worker."""
-        from .engine import configured_models
-
         for item in items:
             marker = item.get_closest_marker(MARKER)
             param = _slice_param(item)
@@ -147,7 +153,9 @@ class RobustnessRun:
             custom = _overrides_explainer(item)
             self.plans[item.nodeid] = ItemPlan(item.nodeid, gate, param, custom_explainer=custom)
         if not self.plans:
-            return
+            return  # a session without marked tests never imports the engine
+        from .engine import configured_models
+
         uncovered = [p.nodeid for p in self.plans.values() if not p.custom_explainer]
         if self.settings.backend == "callable" and uncovered:
             # One usage error before anything runs, instead of the same error (and traceback) per item.
@@ -331,17 +339,18 @@ class RobustnessRun:
         return None if result is None else self.engine.payload(result, item.nodeid)
 
     def counters_snapshot(self) -> dict[str, int]:
-        return self.engine.call_counters()
+        return self._engine.call_counters() if self._engine is not None else {}
 
     def merge_counters(self, counters: Mapping[str, int]) -> None:
         self.engine.merge({"counters": counters}, source="xdist worker")
 
     def run_result(self) -> RunResult | None:
         """The whole run as one record for the reports; None when no robustness test ran."""
-        return self.engine.record()
+        return self._engine.record() if self._engine is not None else None
 
     def close(self) -> None:
-        self.engine.close()
+        if self._engine is not None:
+            self._engine.close()
 
 
 def junit_properties(result: Robustness) -> list[tuple[str, str]]:

@@ -511,3 +511,20 @@ def test_a_failed_original_is_named_as_the_source_of_its_users_zeros(
     failed = [p for p in _report(report)["pairs"] if p["failure"]]
     assert len(failed) == 3 and len({p["key"]["user_id"] for p in failed}) == 1
     assert all(p["failure_detail"].startswith("the original explanation failed (empty)") for p in failed)
+
+
+def test_a_session_without_marked_tests_loads_nothing_heavy(pytester: pytest.Pytester) -> None:
+    """The plugin is in every pytest run of everyone who installs it: unmarked sessions must not import
+    the engine, the data layer, the explainers or any heavy library."""
+    pytester.makeconftest("""
+        import sys
+
+        def pytest_sessionfinish(session):
+            names = ["pytest_robustexplain." + part for part in ("engine", "data", "explainers", "sweep")]
+            names += ["numpy", "scipy", "httpx", "ollama", "nltk", "textblob"]
+            print("LOADED", sorted(n for n in names if n in sys.modules))
+    """)
+    pytester.makepyfile("def test_plain():\n    assert True\n")
+    result = pytester.runpytest_subprocess("-s", "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["*LOADED []"])
