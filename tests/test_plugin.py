@@ -32,6 +32,13 @@ def _run(pytester: pytest.Pytester, server: FakeOllamaServer, *args: str) -> pyt
                               *args)
 
 
+def _default_terminal(monkeypatch: pytest.MonkeyPatch) -> None:
+    """pytest prints whole failure messages in its short summary when it runs under CI (``CI`` or
+    ``BUILD_NUMBER`` set); tests that count output lines measure the default terminal."""
+    monkeypatch.delenv("CI", raising=False)
+    monkeypatch.delenv("BUILD_NUMBER", raising=False)
+
+
 def _report(path: Path) -> dict:
     return json.loads(path.read_text(encoding="utf-8"))
 
@@ -59,9 +66,10 @@ def test_fragile_model_fails_with_threshold_interval_and_worst_pairs(
     assert "Traceback" not in out
 
 
-def test_an_all_failing_run_fits_80_lines_without_v(pytester: pytest.Pytester,
-                                                     server: FakeOllamaServer) -> None:
+def test_an_all_failing_run_fits_80_lines_without_v(pytester: pytest.Pytester, server: FakeOllamaServer,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
     """Each failed item says its checks once; the report lists each item's worst pair once (deduplicated)."""
+    _default_terminal(monkeypatch)
     server.mode = "fragile"
     pytester.makepyfile(test_g=_marked(min_combined=0.95, min_metric=0.9))
     result = _run(pytester, server, "--robustexplain-cache=off")
@@ -144,7 +152,8 @@ def test_missing_model_gives_the_pull_hint_once(pytester: pytest.Pytester, serve
 
 
 def test_every_call_failing_is_an_error_not_a_verdict(
-        pytester: pytest.Pytester, server: FakeOllamaServer) -> None:
+        pytester: pytest.Pytester, server: FakeOllamaServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    _default_terminal(monkeypatch)
     pytester.makepyfile(_marked())
     server.fail_next(100_000, status=500)
     result = _run(pytester, server, "--robustexplain-retries=1", "--robustexplain-cache=off")

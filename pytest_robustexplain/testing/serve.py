@@ -8,6 +8,7 @@ script can start the server on port 0 and read the address from it instead of sl
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
 import threading
 from collections.abc import Sequence
@@ -41,16 +42,27 @@ def serve(args: argparse.Namespace, *, stop: threading.Event | None = None) -> i
     except (ValueError, OSError) as exc:  # a bad option, or the port is taken
         print(f"fake-server: error: {exc}", file=sys.stderr)
         return 2
+    stop = stop or threading.Event()
+    _stop_on_signals(stop)
     try:  # from the address line on: a script may send Ctrl-C as soon as it has read it
         print(f"{LISTENING} {server.url} (mode {server.mode}, models {', '.join(server.models)}); "
               "Ctrl-C stops it", flush=True)
-        (stop or threading.Event()).wait()
+        stop.wait()
     except KeyboardInterrupt:
         pass  # the normal way to stop it
     finally:
         server.stop()
     print("fake Ollama stopped", flush=True)
     return 0
+
+
+def _stop_on_signals(stop: threading.Event) -> None:
+    """Ctrl-C stops the server even when it was started with SIGINT ignored (as a shell's background job,
+    or under a CI runner); SIGTERM, what process managers send, stops it cleanly too."""
+    if threading.current_thread() is not threading.main_thread():
+        return  # signal handlers can only be set from the main thread; ``stop`` still works
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
 
 
 def main(argv: Sequence[str] | None = None) -> int:
