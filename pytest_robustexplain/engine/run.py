@@ -32,7 +32,14 @@ from ..results import (
 )
 from .decide import check_baseline, decide, regression, robustness, with_regression
 from .plan import GatedSlice, SlicePlan, guarded, large_plan_note, max_calls, slice_spec
-from .setup import build_explainer, cache_directory, donor_pool, load_configured_dataset, take_cases
+from .setup import (
+    build_explainer,
+    cache_directory,
+    configured_models,
+    donor_pool,
+    load_configured_dataset,
+    take_cases,
+)
 
 if TYPE_CHECKING:
     from ..data import Dataset, EvalCase
@@ -211,7 +218,9 @@ class Run:
             from ..metrics import Scorer
             from ..sweep import Sweep
 
-            models = max(1, len({s.spec.model for s in self._slices.values()}))
+            # Every model the run may call: an xdist worker starts the sweep with one slice planned.
+            models = max(1, len({s.spec.model for s in self._slices.values()} | set(configured_models(
+                self.settings))))
             slots = self.settings.concurrency * max(1, len(self.settings.hosts))  # each host has its own
             self._sweep = Sweep({}, self.dataset.catalog, scorer=Scorer(weights=self.settings.weights),
                                 window=2 * slots * models)
@@ -305,7 +314,7 @@ class Run:
         failed: the breakdown failed them, not the model; they are not cached, so a rerun makes them."""
         sweep = self._sweep
         if sweep is None:
-            return self.record(partial=True) or self._empty_record(partial=True)
+            return self._record(partial=True, pairs=sorted(self.pairs.values(), key=lambda p: p.key))
         sweep.close()  # first: pairs that finish while the loop winds down belong in the partial report
         # Every slice that finished is gated, whether or not its wait had returned when Ctrl-C came: the
         # partial report depends on what finished, not on when the main thread last looked.
@@ -317,7 +326,7 @@ class Run:
             self.pairs.setdefault(pair.key, pair)
         if not keep_errors:
             self.pairs = {key: p for key, p in self.pairs.items() if p.failure != FAILURE_ERROR}
-        return self.record(partial=True) or self._empty_record(partial=True)
+        return self._record(partial=True, pairs=sorted(self.pairs.values(), key=lambda p: p.key))
 
     # ------------------------------------------------------------------------------- the record
     def merge(self, payload: Mapping[str, Any], *, source: str) -> None:
@@ -353,9 +362,9 @@ class Run:
         """The whole run as one record for the reports; None when nothing was decided."""
         if not self.pairs and not self.gates:
             return None
-        return self._empty_record(partial=partial, pairs=sorted(self.pairs.values(), key=lambda p: p.key))
+        return self._record(partial=partial, pairs=sorted(self.pairs.values(), key=lambda p: p.key))
 
-    def _empty_record(self, *, partial: bool, pairs: Sequence[PairResult] = ()) -> RunResult:
+    def _record(self, *, partial: bool, pairs: Sequence[PairResult] = ()) -> RunResult:
         from .. import __version__
         from ..metrics import metric_signature
 
