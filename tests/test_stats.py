@@ -805,3 +805,21 @@ def test_a_non_inferiority_row_passes_exactly_when_its_interval_clears_the_margi
                                     quantities=("combined",))
         row = result.rows[0]
         assert row.passed == (row.diff.low > -0.02)
+
+
+def test_comparisons_treat_rounding_noise_as_no_spread() -> None:
+    # Per-user means summed in another order differ in the last bit; scipy's t tests would warn of
+    # catastrophic cancellation into the user's own test run (pytest shows it in its warnings summary).
+    import warnings
+
+    from pytest_robustexplain.stats.compare import _one_sided_greater, _paired_test
+
+    a = np.array([0.5, 0.5, 0.5])
+    b = np.array([0.8, 0.1 + 0.7, 0.8])
+    assert np.ptp(b - a) > 0
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert _paired_test(a, b) == (0.0, None)
+        assert _one_sided_greater(b - a) == 0.0
+        assert _paired_test(a, a + 1e-17) == (1.0, 0.0)
+    assert _paired_test(a, np.array([0.8, 0.7, 0.9]))[0] is not None

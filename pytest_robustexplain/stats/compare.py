@@ -75,13 +75,19 @@ def _paired_user_means(m: _Matched, quantity: str) -> tuple[list[str], FloatArra
 # Baseline regression (non-inferiority)
 
 
+def _constant(values: FloatArray) -> bool:
+    """True when the values differ only by floating-point rounding (sums of the same scores taken in
+    another order): scipy's t tests then warn of catastrophic cancellation into the user's test run."""
+    return bool(np.ptp(values) <= 1e-12 * max(1.0, float(np.max(np.abs(values)))))
+
+
 def _one_sided_greater(values: FloatArray) -> float | None:
     """p of a one-sample t test of H0: mean ≤ 0 against mean > 0 (scipy), with the degenerate cases."""
     from scipy import stats as sps
 
     if values.size < 2:
         return None
-    if np.all(values == values[0]):
+    if _constant(values):
         # No spread: scipy returns NaN (or a precision warning); the answer is certain either way.
         return 0.0 if values[0] > 0 else 1.0
     return float(sps.ttest_1samp(values, 0.0, alternative="greater").pvalue)
@@ -200,7 +206,7 @@ def _paired_test(a: FloatArray, b: FloatArray) -> tuple[float | None, float | No
     d = b - a
     if d.size < 2:
         return None, None
-    if np.all(d == d[0]):
+    if _constant(d):
         # No spread in the differences: scipy returns NaN; identical models differ by nothing (p = 1),
         # a constant non-zero shift is certain (p = 0) but has no finite effect size.
         return (1.0, 0.0) if d[0] == 0 else (0.0, None)
