@@ -164,6 +164,38 @@ def test_embeddings_replay_offline_from_the_cache(server: FakeOllamaServer, tmp_
     assert replay["calls"]["made"] == 0
 
 
+def test_a_new_version_of_the_embedding_model_misses_the_vector_cache(
+        server: FakeOllamaServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Vectors are keyed by the embedding model's digest: after a pull of a new version under the same
+    name every text is embedded again (replies stay cached), and the report names the digest."""
+    monkeypatch.chdir(tmp_path)
+    base = ["run", "--model", "fake-model", "--host", server.url, "--embed-model", EMBED, *SMALL, "-q"]
+    assert cli.main([*base, "--json", "first.json"]) == cli.EXIT_OK
+    first_texts, first_calls = server.embedded_texts, explanation_calls(server)
+    assert cli.main([*base, "--json", "warm.json"]) == cli.EXIT_OK
+    assert server.embedded_texts == first_texts + 1  # only the preflight probe
+    new_digest = server.repull(EMBED)
+    assert cli.main([*base, "--json", "new.json"]) == cli.EXIT_OK
+    assert server.embedded_texts - first_texts - 1 == first_texts  # everything embedded again (+ probe)
+    assert explanation_calls(server) == first_calls  # the replies were still cached
+    digests = [json.loads((tmp_path / f"{name}.json").read_text(encoding="utf-8"))["models"][0]["extra"]
+               ["embed_digest"] for name in ("first", "warm", "new")]
+    assert digests[0] == digests[1] != digests[2] == f"sha256:{new_digest}"
+
+
+def test_replay_only_without_recorded_embedding_facts_is_one_clear_error(
+        server: FakeOllamaServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.chdir(tmp_path)
+    base = ["run", "--model", "fake-model", *SMALL, "-q"]
+    assert cli.main([*base, "--host", server.url]) == cli.EXIT_OK  # replies cached, no embedding model
+    capsys.readouterr()
+    code = cli.main([*base, "--embed-model", EMBED, "--host", "http://127.0.0.1:9", "--cache", "replay-only"])
+    assert code != cli.EXIT_OK
+    err = capsys.readouterr().err
+    assert f"replay-only: no recorded facts for embedding model {EMBED!r}" in err and "Traceback" not in err
+
+
 def test_a_missing_embedding_model_is_one_clear_error(server: FakeOllamaServer, tmp_path: Path,
                                                       monkeypatch: pytest.MonkeyPatch,
                                                       capsys: pytest.CaptureFixture[str]) -> None:

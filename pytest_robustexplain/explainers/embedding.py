@@ -8,9 +8,12 @@ cosine as the metric ``embedding``.
 Vectors come from one embedding model on one host: Ollama's ``POST /api/embed`` (``{"model", "input":
 [...]}`` → ``{"embeddings": [[...]]}``) or, with the openai backend, the OpenAI-compatible
 ``POST /v1/embeddings`` (→ ``{"data": [{"embedding": [...]}]}``). They are cached like replies: on disk
-under ``<cache dir>/embeddings/``, keyed by the API, the model name and the text, with the response cache's
-mode (``replay-only`` never calls the server), and in memory for the run, so an original explanation
-shared by ~25 pairs is embedded once.
+under ``<cache dir>/embeddings/``, keyed by the API, the model name, the model's digest and the text, with
+the response cache's mode (``replay-only`` never calls the server), and in memory for the run, so an
+original explanation shared by ~25 pairs is embedded once. The digest comes from the server's model list
+at preflight (Ollama ``/api/tags``; an OpenAI-compatible ``/models`` entry's fingerprint), so pulling a
+new version of the embedding model under the same name misses the cache instead of mixing two models'
+vectors; it is recorded beside the vectors for ``replay-only`` runs, which reach no server.
 """
 
 from __future__ import annotations
@@ -29,6 +32,8 @@ from ..data import Item, UserHistory
 from ..errors import BackendError, CacheMissError
 from .base import Explainer, Explanation, ModelInfo
 from .cache import _write_atomic, cache_key, validate_mode
+from .ollama import _name_matches, _normalise_digest
+from .openai_compat import model_fingerprint
 from .retry import RetryExhaustedError, RetryPolicy, describe_error, is_connect_failure, status_of
 
 Vector = tuple[float, ...]
@@ -55,14 +60,35 @@ class EmbeddingClient:
     def path(self) -> str:
         return "/api/embed" if self.api == "ollama" else "/embeddings"
 
-    async def preflight(self) -> None:
-        """Embed one probe text: a missing model or an unreachable host is one clear error now. A client
-        of its own, closed at once: preflight may run in a short-lived event loop (the plugin's start-up)."""
+    async def preflight(self) -> str | None:
+        """Embed one probe text: a missing model or an unreachable host is one clear error now. Returns
+        the model's digest (None when the server lists no such model). A client of its own, closed at
+        once: preflight may run in a short-lived event loop (the plugin's start-up)."""
         client = self._new_client()
         try:
             await self._embed([_PROBE], client)
+            return await self._digest(client)
         finally:
             await client.aclose()
+
+    async def _digest(self, client: Any) -> str | None:
+        """The model's identity from the server's model list; None when it is not listed (a server
+        that lists nothing, or serves the one model it loaded under any name)."""
+        try:
+            response = await client.get(self.host + ("/api/tags" if self.api == "ollama" else "/models"))
+            response.raise_for_status()
+            body = response.json()
+            if self.api == "ollama":
+                entry = next((m for m in body.get("models", []) if isinstance(m, dict)
+                              and _name_matches(self.model, str(m.get("model") or m.get("name")))), None)
+                return _normalise_digest(entry.get("digest")) if entry else None
+            entry = next((m for m in body.get("data", [])
+                          if isinstance(m, dict) and m.get("id") == self.model), None)
+            return model_fingerprint(entry) if entry else None
+        except Exception as exc:  # the probe was embedded: a model list is a nicety, not a condition
+            if is_connect_failure(exc):
+                raise self._fatal(exc) from None
+            return None
 
     async def embed(self, texts: list[str]) -> list[Vector]:
         """One vector per text, in order; a BackendError names the host and model when it cannot."""
@@ -128,8 +154,31 @@ class EmbeddingCache:
         self.directory = Path(directory)
         self.mode = validate_mode(mode)
 
-    def key(self, api: str, model: str, text: str) -> str:
-        return cache_key({"api": api, "embed_model": model, "text": text})
+    def key(self, api: str, model: str, digest: str | None, text: str) -> str:
+        return cache_key({"api": api, "embed_model": model, "embed_digest": digest, "text": text})
+
+    def _facts_path(self, api: str, model: str) -> Path:
+        return self.directory / "models" / f"{cache_key({'api': api, 'embed_model': model})[:24]}.json"
+
+    def put_digest(self, api: str, model: str, digest: str | None) -> None:
+        """Record the digest preflight found, so a replay-only run rebuilds the same keys offline."""
+        if self.mode in ("write", "read-write"):
+            entry = {"format": 1, "api": api, "embed_model": model, "embed_digest": digest}
+            with contextlib.suppress(OSError):
+                _write_atomic(self._facts_path(api, model), json.dumps(entry))
+
+    def recorded_digest(self, api: str, model: str) -> str | None:
+        """The digest a preflight recorded for (api, model); CacheMissError when none was."""
+        path = self._facts_path(api, model)
+        try:
+            entry = json.loads(path.read_text(encoding="utf-8"))
+            if entry.get("embed_model") == model and entry.get("api") == api:
+                digest = entry.get("embed_digest")
+                return digest if isinstance(digest, str) else None
+        except (OSError, ValueError, AttributeError):
+            pass
+        raise CacheMissError(f"replay-only: no recorded facts for embedding model {model!r} in "
+                             f"{self.directory}; run once with the server (cache mode read-write) first")
 
     def get(self, key: str) -> Vector | None:
         if self.mode not in ("read", "read-write", "replay-only"):
@@ -158,10 +207,19 @@ class Embedder:
         self.cache = cache
         self._memo: dict[str, Vector] = {}
         self.requests = 0  # texts sent to the server (tests and reports read it)
+        self.digest: str | None = None  # the embedding model's, from preflight (or its record)
 
-    async def preflight(self) -> None:
-        if self.cache is None or self.cache.mode != "replay-only":
-            await self.client.preflight()
+    async def preflight(self) -> str | None:
+        """The embedding model's digest: asked of the server, or read from the cache's record when
+        ``replay-only`` (which reaches no server)."""
+        if self.cache is not None and self.cache.mode == "replay-only":
+            self.digest = self.cache.recorded_digest(self.client.api, self.client.model)
+        else:
+            self.digest = await self.client.preflight()
+            if self.cache is not None:
+                client = self.client
+                await asyncio.to_thread(self.cache.put_digest, client.api, client.model, self.digest)
+        return self.digest
 
     async def vector(self, text: str) -> Vector:
         vector = self._memo.get(text)
@@ -171,7 +229,7 @@ class Embedder:
         return vector
 
     async def _load(self, text: str) -> Vector:
-        key = self.cache.key(self.client.api, self.client.model, text) if self.cache else ""
+        key = self.cache.key(self.client.api, self.client.model, self.digest, text) if self.cache else ""
         cached = await asyncio.to_thread(self.cache.get, key) if self.cache else None
         if cached is not None:
             return cached
@@ -199,8 +257,9 @@ class EmbeddingExplainer:
 
     async def preflight(self) -> ModelInfo:
         info = await self.inner.preflight()
-        await self.embedder.preflight()
-        return replace(info, extra={**info.extra, "embed_model": self.embedder.client.model})
+        digest = await self.embedder.preflight()
+        return replace(info, extra={**info.extra, "embed_model": self.embedder.client.model,
+                                    "embed_digest": digest})
 
     async def explain(self, history: UserHistory, item: Item, *, seed: int, repeat: int) -> Explanation:
         explanation = await self.inner.explain(history, item, seed=seed, repeat=repeat)

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import socket
 import threading
 import time
 import traceback
 from collections import Counter, deque
 from collections.abc import Callable, Iterable, Iterator
+from dataclasses import replace
 from typing import Any
 
 from .calls import _OPENAI_OPTIONS, DEFAULT_HANG_SECONDS, FAULTS, _ChatCall, _Fault, _HttpError, _Ticket
@@ -144,6 +146,17 @@ class FakeOllamaServer:
     def models(self) -> tuple[str, ...]:
         """The served model names (normalised to ``name:tag``)."""
         return tuple(self._metas)
+
+    def repull(self, name: str) -> str:
+        """Serve a new version of model ``name`` under the same name (as after ``ollama pull`` of an
+        updated tag): its digest changes; returns the new one."""
+        meta = self._find_model(name)
+        if meta is None:
+            raise ValueError(f"FakeOllamaServer does not serve {name!r} (it serves {list(self._metas)!r})")
+        digest = hashlib.sha256(f"{meta.digest}:repulled".encode()).hexdigest()
+        with self._cond:
+            self._metas[meta.name] = replace(meta, digest=digest)
+        return digest
 
     # ---- lifecycle ------------------------------------------------------------------------------
     def start(self) -> FakeOllamaServer:
