@@ -21,6 +21,14 @@ LAYERS: tuple[frozenset[str], ...] = (
 )
 LAYER = {part: level for level, parts in enumerate(LAYERS) for part in parts}
 
+# Packages split along their section banners, their modules bottom to top: each imports only the modules
+# listed before it, and the package face (``__init__``) only hands names on.
+INNER: dict[str, tuple[str, ...]] = {
+    "settings": ("parsers", "table", "record", "checks", "layers", "marker"),
+    "cli": ("common", "run", "report", "compare", "dataset", "parser", "entry"),
+    "report/summary": ("gates", "compute", "findings"),
+}
+
 
 def _part(path: Path) -> str:
     return path.relative_to(PACKAGE).parts[0].removesuffix(".py")
@@ -77,3 +85,33 @@ def test_no_two_parts_import_each_other() -> None:
 
     for part in sorted(graph):
         visit(part, ())
+
+
+def _siblings(path: Path) -> set[str]:
+    """The modules of its own package that a module imports (lazy and TYPE_CHECKING imports too)."""
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom) and node.level == 1:
+            found.update([node.module.split(".")[0]] if node.module else (a.name for a in node.names))
+    return found
+
+
+def test_split_packages_import_only_downward() -> None:
+    upward = []
+    for package, order in INNER.items():
+        folder = PACKAGE / package
+        assert sorted(p.stem for p in folder.glob("*.py") if p.stem != "__init__") == sorted(order), package
+        for module in order:
+            deps = _siblings(folder / f"{module}.py")
+            upward += [f"{package}/{module} imports {dep}" for dep in sorted(deps)
+                       if dep in order and order.index(dep) >= order.index(module)]
+    assert upward == []
+
+
+def test_split_package_faces_only_hand_names_on() -> None:
+    for package in INNER:
+        tree = ast.parse((PACKAGE / package / "__init__.py").read_text(encoding="utf-8"))
+        body = tree.body[1:] if ast.get_docstring(tree) else tree.body
+        kept = [node.lineno for node in body if not isinstance(node, (ast.Import, ast.ImportFrom))
+                and not (isinstance(node, ast.Assign) and ast.unparse(node.targets[0]) == "__all__")]
+        assert kept == [], f"{package}/__init__.py defines more than it hands on (lines {kept})"

@@ -1,0 +1,96 @@
+"""What the ``robustexplain`` subcommands share: the command's name and exit codes, the plugin options ``run``
+mirrors, the published protocols, :class:`CommandError`, and how an error or an output is written (messages
+from the shared settings code name the command's flags, not the plugin's).
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import shutil
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from ..errors import RobustExplainError
+from ..settings import DEFAULT_PERTURBATIONS
+
+PROG = "robustexplain"
+NODEID = "robustexplain run"  # the GateResult.nodeid of the command's verdicts
+DEFAULT_DATASET_DIR = "robustexplain-dataset"
+PARTIAL_REPORT = "partial-report.json"
+
+EXIT_OK, EXIT_GATE_FAILED, EXIT_USAGE, EXIT_BACKEND, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
+
+# The plugin options ``run`` mirrors, by group. Pytest-only ones (require-model, baselines) are left out.
+RUN_OPTION_GROUPS: Mapping[str, tuple[str, ...]] = {
+    "model and backend": ("model", "backend", "host", "api-key-env", "temperature", "num-predict",
+                          "num-ctx", "concurrency", "connect-timeout", "timeout", "retries", "prompt",
+                          "embed-model"),
+    "data and sweep": ("dataset", "histories", "catalog", "cases", "perturbations", "severities", "users",
+                       "max-history", "repeats", "seed", "noise-floor"),
+    "response cache": ("cache", "cache-dir"),
+    "gate": ("min-combined", "min-metric", "per-kind", "weights", "decision", "alpha", "inconclusive",
+             "max-users"),
+    "guard (cross-user control)": ("guard", "min-sensitivity", "max-insensitive-share",
+                                   "min-history-reference"),
+    "security (opt-in kinds prompt_injection, shilling)": ("max-injection-rate", "max-hijack-rate"),
+    "reports": ("json", "html", "markdown", "progress"),
+    "settings file": ("config",),
+}
+RUN_OPTIONS: frozenset[str] = frozenset(name for names in RUN_OPTION_GROUPS.values() for name in names)
+RUN_BACKENDS: tuple[str, ...] = ("ollama", "openai", "template")
+
+
+@dataclass(frozen=True)
+class Protocol:
+    """A published evaluation setup that ``--protocol`` applies over the environment and settings file."""
+
+    name: str
+    description: str
+    values: Mapping[str, Any]  # Settings field -> value
+
+
+PROTOCOLS: Mapping[str, Protocol] = {
+    "paper": Protocol(
+        "paper", "the RobustExplain paper's setup: the synthetic dataset, 20 evaluation users × 5 kinds × "
+        "5 severities × 1 repeat = 500 pairs per model",
+        {"dataset": "synthetic", "histories": None, "catalog": None, "cases": None, "users": 20,
+         "perturbations": DEFAULT_PERTURBATIONS, "severities": (1, 2, 3, 4, 5), "repeats": 1}),
+}
+
+
+class CommandError(RobustExplainError):
+    """A usage problem of the command itself (exit 2), with the message to print."""
+
+
+def _error(args: argparse.Namespace, message: str) -> None:
+    command = " ".join(p for p in (PROG, getattr(args, "command", None),
+                                   getattr(args, "dataset_command", None)) if p)
+    print(f"{command}: error: {message}", file=sys.stderr)
+
+
+_PLUGIN_FLAG = re.compile(r"--robustexplain-([a-z][a-z-]*)")
+
+
+def _cli_names(text: str) -> str:
+    """Messages from the shared settings code name the plugin's flags; say the command's instead."""
+    return _PLUGIN_FLAG.sub(lambda m: f"--{m.group(1)}" if m.group(1) in RUN_OPTIONS else m.group(0), text)
+
+
+def _write_output(text: str, output: str | None) -> None:
+    if output is None:
+        sys.stdout.write(text if text.endswith("\n") else text + "\n")
+        return
+    from ..report.json_report import atomic_write_text
+
+    try:
+        atomic_write_text(output, text if text.endswith("\n") else text + "\n")
+    except OSError as exc:
+        raise CommandError(f"cannot write {output}: {exc.strerror or exc}") from None
+    print(f"{PROG}: wrote {output}", file=sys.stderr)
+
+
+def _terminal_width() -> int:
+    return max(80, min(shutil.get_terminal_size((100, 24)).columns, 140))

@@ -1,0 +1,153 @@
+"""``robustexplain dataset``: write the synthetic dataset, or import histories and catalog files or a
+MovieLens directory, in the project's format.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from .common import EXIT_OK, PROG, CommandError
+
+if TYPE_CHECKING:
+    from ..data import Dataset
+
+
+def cmd_dataset_generate(args: argparse.Namespace) -> int:
+    """``robustexplain dataset generate``: the synthetic dataset, written in the project's format."""
+    from ..data import DEFAULT_SEED, generate_synthetic
+
+    seed = DEFAULT_SEED if args.seed is None else args.seed
+    if seed < 0:
+        raise CommandError(f"--seed {seed}: must be a non-negative integer")
+    out = _output_dir(args.out, args.force)
+    dataset = generate_synthetic(seed, n_items=args.items, n_users=args.users, n_cases=args.n_cases,
+                                 min_len=args.min_length, max_len=args.max_length)
+    return _save(dataset, out)
+
+
+def cmd_dataset_import(args: argparse.Namespace) -> int:
+    """``robustexplain dataset import``: histories/catalog files or MovieLens → the project's format."""
+    from ..data import DEFAULT_SEED, load_dataset, load_movielens
+
+    seed = DEFAULT_SEED if args.seed is None else args.seed
+    out = _output_dir(args.out, args.force)
+    if args.movielens is not None:
+        for flag in ("catalog", "cases", "columns", "catalog_columns"):
+            if getattr(args, flag) is not None:
+                raise CommandError(f"--{flag.replace('_', '-')} applies to --histories, not --movielens "
+                                   "(MovieLens files have a fixed layout)")
+        root = Path(args.movielens)
+        if not root.is_dir():
+            problem = "not a directory" if root.exists() else "directory not found"
+            raise CommandError(f"--movielens {root}: {problem}")
+        dataset = load_movielens(root, max_users=args.max_users, min_ratings=args.min_ratings,
+                                 max_history=args.max_history, n_cases=args.n_cases, seed=seed)
+        return _save(dataset, out)
+    if args.catalog is None:
+        raise CommandError("--histories needs --catalog FILE (the items the histories refer to)")
+    for flag in ("histories", "catalog", "cases"):
+        path = getattr(args, flag)
+        if path is not None and not Path(path).is_file():
+            problem = "not a file" if Path(path).exists() else "file not found"
+            raise CommandError(f"--{flag} {path}: {problem}")
+    hist_columns, cat_columns = import_columns(args.columns, args.catalog_columns, Path(args.histories),
+                                               Path(args.catalog))
+    from ..data import load_catalog, load_histories
+
+    histories = load_histories(args.histories, columns=hist_columns)
+    catalog = load_catalog(args.catalog, columns=cat_columns)
+    dataset = load_dataset(histories, catalog, args.cases, n_cases=args.n_cases, seed=seed,
+                           name=Path(args.out).name)
+    return _save(dataset, out)
+
+
+def parse_columns(text: str | None, flag: str) -> dict[str, str]:
+    """``user_id=userId,item_id=movieId`` → ``{"user_id": "userId", "item_id": "movieId"}``."""
+    if text is None:
+        return {}
+    mapping: dict[str, str] = {}
+    for part in text.split(","):
+        field, sep, column = part.partition("=")
+        if not sep or not field.strip() or not column.strip():
+            raise CommandError(f"{flag} {text!r}: expected FIELD=COLUMN pairs separated by commas "
+                               f"(e.g. user_id=userId,item_id=movieId); bad entry {part!r}")
+        mapping[field.strip()] = column.strip()
+    return mapping
+
+
+def import_columns(columns: str | None, catalog_columns: str | None, histories: Path, catalog: Path
+                   ) -> tuple[dict[str, str] | None, dict[str, str] | None]:
+    """The column mappings for the histories file and the catalog file.
+
+    ``--columns`` renames, in each CSV file, the columns that file has (``item_id=movieId`` may rename
+    a column of both, or of one only); a column found in neither file is an error naming the headers.
+    ``--catalog-columns`` applies to the catalog only and overrides ``--columns`` there.
+    """
+    from ..data import HISTORY_CSV_COLUMNS, ITEM_FIELDS
+
+    shared = parse_columns(columns, "--columns")
+    only_catalog = parse_columns(catalog_columns, "--catalog-columns")
+    valid = tuple(dict.fromkeys((*HISTORY_CSV_COLUMNS, *ITEM_FIELDS)))
+    for field in shared:
+        if field not in valid:
+            raise CommandError(f"--columns: unknown field {field!r}; fields: {', '.join(valid)}")
+    for field in only_catalog:
+        if field not in ITEM_FIELDS:
+            raise CommandError(f"--catalog-columns: unknown field {field!r}; catalog fields: "
+                               f"{', '.join(ITEM_FIELDS)}")
+    if only_catalog and catalog.suffix.lower() != ".csv":
+        raise CommandError(f"--catalog-columns renames CSV columns; {catalog} is not a CSV file")
+    hist_header, cat_header = _csv_header(histories), _csv_header(catalog)
+    if shared and hist_header is None and cat_header is None:
+        raise CommandError("--columns renames CSV columns; neither file is a CSV file")
+    for field, column in shared.items():
+        if column not in (hist_header or ()) and column not in (cat_header or ()):
+            headers = "; ".join(f"{path.name}: {', '.join(header)}" for path, header in
+                                ((histories, hist_header), (catalog, cat_header)) if header is not None)
+            raise CommandError(f"--columns {field}={column}: no CSV column {column!r} ({headers})")
+    hist = {f: c for f, c in shared.items() if f in HISTORY_CSV_COLUMNS and c in (hist_header or ())}
+    cat = {f: c for f, c in shared.items() if f in ITEM_FIELDS and c in (cat_header or ())}
+    cat.update(only_catalog)
+    return hist or None, cat or None
+
+
+def _csv_header(path: Path) -> list[str] | None:
+    """The header cells of a CSV file (None for other formats; the loader reports unreadable files)."""
+    import csv
+
+    if path.suffix.lower() != ".csv":
+        return None
+    try:
+        with open(path, encoding="utf-8-sig", newline="") as handle:
+            return [cell.strip() for cell in next(csv.reader(handle), [])]
+    except (OSError, UnicodeDecodeError, csv.Error):
+        return []
+
+
+def _output_dir(out: str, force: bool) -> Path:
+    from ..data import CASES_FILE, CATALOG_FILE, HISTORIES_FILE
+
+    path = Path(out)
+    if path.exists() and not path.is_dir():
+        raise CommandError(f"--out {out}: is a file, not a directory")
+    existing = [name for name in (HISTORIES_FILE, CATALOG_FILE, CASES_FILE) if (path / name).exists()]
+    if existing and not force:
+        raise CommandError(f"--out {out}: already holds {', '.join(existing)}; pass --force to overwrite")
+    return path
+
+
+def _save(dataset: Dataset, out: Path) -> int:
+    from ..data import CASES_FILE, CATALOG_FILE, HISTORIES_FILE, save_dataset
+
+    try:
+        save_dataset(dataset, out)
+    except OSError as exc:
+        raise CommandError(f"--out {out}: cannot write: {exc.strerror or exc}") from None
+    n_interactions = sum(len(h) for h in dataset.histories.values())
+    print(f"{PROG}: wrote {dataset.name} to {out}: {len(dataset.histories)} users ({n_interactions} "
+          f"interactions), {len(dataset.catalog)} items, {len(dataset.cases)} cases "
+          f"({HISTORIES_FILE}, {CATALOG_FILE}, {CASES_FILE})")
+    print(f"{PROG}: use it with  pytest --robustexplain-dataset={out}  or  robustexplain run --dataset {out}")
+    return EXIT_OK

@@ -1,0 +1,45 @@
+"""The entry point: :func:`main` parses the arguments, runs the chosen subcommand and turns every problem into
+one line on stderr and an exit code.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import sys
+from collections.abc import Callable, Sequence
+
+from ..errors import BackendError, CacheMissError, RobustExplainError
+from .common import EXIT_BACKEND, EXIT_GATE_FAILED, EXIT_INTERRUPTED, EXIT_USAGE, PROG, _cli_names, _error
+from .parser import build_parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command with ``argv`` (default ``sys.argv[1:]``); returns the exit code, never raises
+    for bad input: problems are one line on stderr."""
+    args_list = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser()
+    try:
+        args = parser.parse_args(args_list)
+    except SystemExit as exc:  # --help, --version, or argparse's own usage error (already printed)
+        return exc.code if isinstance(exc.code, int) else EXIT_USAGE
+    args.argv = args_list
+    handler: Callable[[argparse.Namespace], int] = args.handler
+    try:
+        return handler(args)
+    except (BackendError, CacheMissError) as exc:
+        _error(args, _cli_names(str(exc)))
+        return EXIT_BACKEND
+    except RobustExplainError as exc:  # ConfigError, DataError, CommandError
+        _error(args, _cli_names(str(exc)))
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        print(f"\n{PROG}: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except BrokenPipeError:
+        # The reader went away (``robustexplain report r.json | head``): not an error worth a traceback.
+        # Point stdout at /dev/null so the interpreter's final flush does not fail again.
+        with contextlib.suppress(OSError, ValueError):
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_GATE_FAILED

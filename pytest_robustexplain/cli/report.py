@@ -1,0 +1,55 @@
+"""``robustexplain report``: render a saved JSON report as the terminal report, Markdown, HTML, the
+pull-request comment or the paper's tables.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from .common import EXIT_OK, PROG, CommandError, _terminal_width, _write_output
+
+if TYPE_CHECKING:
+    from ..results import RunResult
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    """``robustexplain report``: render a saved JSON report."""
+    from ..report.json_report import read_json
+
+    if args.tables and args.format not in (None, "terminal"):
+        raise CommandError(f"--tables {args.tables} prints text tables; it cannot be combined with "
+                           f"--format {args.format}")
+    run = read_json(args.report)
+    _partial_note(run, args.report)
+    if args.tables == "paper":
+        from ..report.paper_tables import render_paper_tables
+
+        text = render_paper_tables(run)
+    elif args.format == "markdown":
+        from ..report.markdown import render_markdown
+
+        text = render_markdown(run)
+    elif args.format == "html":
+        from ..report.html import render_html
+
+        text = render_html(run)
+    elif args.format == "pr-comment":
+        from ..report.pr_comment import render_pr_comment
+
+        baseline = read_json(args.baseline) if args.baseline and Path(args.baseline).is_file() else None
+        text = render_pr_comment(run, baseline)
+    else:
+        from ..report.terminal import render_terminal
+
+        text = render_terminal(run, width=_terminal_width(), quiet=args.quiet)
+    _write_output(text, args.output)
+    return EXIT_OK
+
+
+def _partial_note(run: RunResult, path: str) -> None:
+    if run.settings.get("partial"):
+        print(f"{PROG}: note: {path} is a partial run (interrupted); its numbers cover the finished pairs "
+              "only", file=sys.stderr)

@@ -1,0 +1,361 @@
+"""``robustexplain run``: resolve the options as the plugin does, plan, run the sweep, report and gate every
+model; ``--dry-run`` prints the plan, Ctrl-C writes a partial report and says how to resume, and
+:class:`ProgressBar` shows the sweep on stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shlex
+import shutil
+import sys
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TextIO
+
+from ..errors import ConfigError
+from ..results import INSENSITIVE, PASS, GateResult
+from ..settings import OPTIONS, Settings
+from .common import (
+    EXIT_BACKEND,
+    EXIT_GATE_FAILED,
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    EXIT_USAGE,
+    NODEID,
+    PARTIAL_REPORT,
+    PROG,
+    PROTOCOLS,
+    RUN_BACKENDS,
+    RUN_OPTIONS,
+    CommandError,
+    Protocol,
+    _cli_names,
+    _error,
+    _terminal_width,
+)
+
+if TYPE_CHECKING:
+    from ..data import Dataset
+    from ..engine import GatedSlice, Run, SlicePlan
+    from ..results import RunResult
+    from ..sweep import Counters
+
+
+def resolve_run_settings(args: argparse.Namespace, *, env: Mapping[str, str] | None = None,
+                         cwd: Path | None = None) -> tuple[Settings, dict[str, Any]]:
+    """The run's Settings (shared resolution and validation) and what to record beside them
+    (``protocol`` and the options that depart from it)."""
+    from ..settings import resolve_settings
+
+    here = Path(os.path.abspath(cwd or Path.cwd()))
+    cli = {spec.dest: getattr(args, spec.dest, None) for spec in OPTIONS if spec.name in RUN_OPTIONS}
+    settings = resolve_settings(cli=cli, env=os.environ if env is None else env, ini={}, yaml_path=None,
+                                rootdir=here, invocation_dir=here)
+    # Sources and messages should name the command's flags (--users), not the plugin's.
+    settings = replace(settings, sources={k: _cli_names(v) for k, v in settings.sources.items()})
+    if settings.backend not in RUN_BACKENDS:
+        raise ConfigError(f"{_where(settings, 'backend')}: the {settings.backend!r} backend needs a pytest "
+                          f"conftest; the command supports {', '.join(RUN_BACKENDS)}")
+    extra: dict[str, Any] = {}
+    if args.protocol:
+        settings, extra = _apply_protocol(settings, PROTOCOLS[args.protocol])
+    return settings, extra
+
+
+def _where(settings: Settings, name: str) -> str:
+    source = settings.sources.get(name, "default")
+    return f"{source}={getattr(settings, name)}" if source.startswith("--") else f"{name} ({source})"
+
+
+def _apply_protocol(settings: Settings, protocol: Protocol) -> tuple[Settings, dict[str, Any]]:
+    """The protocol's values over everything but the options given on the command line."""
+    values: dict[str, Any] = {}
+    sources = dict(settings.sources)
+    departures: dict[str, Any] = {}
+    for name, value in protocol.values.items():
+        if sources.get(name, "").startswith("--"):  # given on the command line: it wins, and is noted
+            if getattr(settings, name) != value:
+                departures[name] = _jsonable(getattr(settings, name))
+            continue
+        values[name] = value
+        sources[name] = f"--protocol {protocol.name}"
+    extra: dict[str, Any] = {"protocol": protocol.name}
+    if departures:
+        extra["protocol_departures"] = departures
+    return replace(settings, **values, sources=sources), extra
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, Path):
+        return str(value)
+    if isinstance(value, tuple):
+        return list(value)
+    return value
+
+
+def run_models(settings: Settings) -> tuple[str, ...]:
+    """The models to run: ``--model``, or the template explainer's name for ``--backend template``."""
+    from ..engine import configured_models, no_model_reason
+
+    models = tuple(m for m in configured_models(settings) if m)
+    if not models:
+        raise CommandError(no_model_reason(flag_prefix="--"))
+    return models
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    """``robustexplain run``: plan, run, report and gate — the engine's :class:`Run`, as under pytest."""
+    from ..engine import Run, SweepFailed, SweepInterrupted
+
+    settings, extra = resolve_run_settings(args)
+    models = run_models(settings)
+    if extra.get("protocol_departures"):
+        shown = ", ".join(f"{k}={_show(v)}" for k, v in extra["protocol_departures"].items())
+        print(f"{PROG}: note: departing from the {extra['protocol']} protocol on the command line: {shown}",
+              file=sys.stderr)
+    run = Run(settings, say=lambda note: print(f"{PROG}: {note}", file=sys.stderr),
+              extra_settings=extra)
+    run.extra_settings["dataset_name"] = run.dataset.name
+    slices = _plan(run, models)
+    if args.dry_run or settings.dry_run:
+        return _dry_run(run, slices)
+    run.announce_size(" (--dry-run shows the plan)")
+    progress = ProgressBar.for_stream(sys.stderr, mode=settings.progress)
+    try:
+        result = run.run_all(poll=progress)
+    except SweepInterrupted as stop:
+        progress.close()
+        return _interrupted(args, settings, stop.partial, run.cache_dir)
+    except SweepFailed as failed:
+        progress.close()
+        _error(args, _cli_names(str(failed.error)))
+        _save_partial(args, settings, failed.partial, run.cache_dir, "stopped")
+        return EXIT_BACKEND
+    finally:
+        progress.close()
+    return _finish(args, run, result)
+
+
+def _show(value: Any) -> str:
+    return ",".join(str(v) for v in value) if isinstance(value, list) else str(value)
+
+
+def _plan(run: Run, models: Sequence[str]) -> list[GatedSlice]:
+    """The gated items of a bare ``@pytest.mark.robustness`` test, named as pytest names them."""
+    from ..engine import gate_slices
+    from ..settings import apply_marker
+
+    gate = apply_marker(run.settings, {}, nodeid=NODEID)
+    out = []
+    for model in models:
+        for name in gate_slices(gate):  # each kind and the overall, as a bare marked test is expanded
+            item = f"{model}-{name}" if len(models) > 1 else name
+            out.append(run.plan(gate, nodeid=f"{NODEID}[{item}]", model=model, slice_name=name))
+    return out
+
+
+def _dry_run(run: Run, slices: Sequence[GatedSlice]) -> int:
+    # Per model, the largest slice (the overall one: every kind) holds every pair its kind slices share.
+    largest: dict[str, SlicePlan] = {}
+    for plan in run.price():
+        if plan.model not in largest or plan.planned > largest[plan.model].planned:
+            largest[plan.model] = plan
+    print(dry_run_text(run.settings, run.extra_settings, run.dataset, list(largest.values()),
+                       n_cases=len(slices[0].spec.cases)))
+    return EXIT_OK
+
+
+def dry_run_text(settings: Settings, extra: Mapping[str, Any], dataset: Dataset, plans: Sequence[SlicePlan],
+                 *, n_cases: int) -> str:
+    """The plan of a run, model by model, as printed by ``run --dry-run``."""
+    protocol = f" · protocol {extra['protocol']}" if extra.get("protocol") else ""
+    per_model = n_cases * len(settings.perturbations) * len(settings.severities) * settings.repeats
+    lines = [f"{PROG} run — plan (dry run: no model is called){protocol}",
+             f"dataset {dataset.name}: {_plural(n_cases, 'user')} × "
+             f"{_plural(len(settings.perturbations), 'kind')} × "
+             f"{_plural(len(settings.severities), 'severity', 'severities')} × "
+             f"{_plural(settings.repeats, 'repeat')} = {per_model} pairs per model"]
+    width = max(len(p.model) for p in plans) + 2
+    for plan in plans:
+        skipped = f" ({plan.trivial} leave the history unchanged and are skipped)" if plan.trivial else ""
+        controls = f" · {plan.controls} noise-floor pairs" if plan.controls else ""
+        controls += f" · {plan.swaps} cross-user controls (guard)" if plan.swaps else ""
+        lines.append(f"  {plan.model:<{width}}{plan.planned} pairs planned{skipped}{controls} · at most "
+                     f"{plan.max_calls} model calls (cache hits are free)")
+    return "\n".join(lines)
+
+
+def _plural(count: int, word: str, plural: str | None = None) -> str:
+    return f"{count} {word if count == 1 else plural or word + 's'}"
+
+
+def _finish(args: argparse.Namespace, run: Run, result: RunResult) -> int:
+    from ..engine import judge
+    from ..report.terminal import render_terminal
+
+    errors = run.write_reports(result)
+    print(render_terminal(result, width=_terminal_width(), quiet=args.quiet))
+    failed: list[GateResult] = []
+    for gate in result.gates:
+        passed, warn = judge(gate.verdict, run.settings.inconclusive)
+        if not passed:
+            failed.append(gate)
+        elif warn and (gate.verdict.outcome != PASS or _guard_warns(gate)):
+            # INCONCLUSIVE under "warn", or the guard under guard=warn; a fragile PASS is in the report.
+            print(f"{PROG}: warning: {gate.nodeid}: {gate.verdict.message}", file=sys.stderr)
+    print(verdict_line(result, failed))
+    if args.junitxml:
+        errors += _write_junit(run.settings, result, failed, Path(args.junitxml))
+    from ..report.github import github_annotations, on_github_actions
+
+    if on_github_actions():  # the same annotations as under pytest, without a file to point at
+        for line in github_annotations(result):
+            print(line)
+    for error in errors:  # after the verdict, which stands: a report that cannot be written is its own error
+        print(f"{PROG}: error: {error}", file=sys.stderr)
+    if failed:
+        return EXIT_GATE_FAILED
+    return EXIT_USAGE if errors else EXIT_OK
+
+
+def _guard_warns(gate: GateResult) -> bool:
+    guard = gate.verdict.guard
+    return guard is not None and guard.policy == "warn" and guard.outcome == INSENSITIVE
+
+
+def verdict_line(result: RunResult, failed: Sequence[GateResult]) -> str:
+    """The last line of ``run``: how many models passed every gate, and which items of which failed."""
+    models = list(dict.fromkeys(g.model for g in result.gates))
+    n = len(models)
+    if not failed:
+        return f"{PROG}: PASS — {n} of {_plural(n, 'model')} passed the gate"
+    by_model: dict[str, list[GateResult]] = {}
+    for gate in failed:
+        by_model.setdefault(gate.model, []).append(gate)
+    parts = []
+    for model, gates in by_model.items():
+        outcomes = {g.verdict.outcome for g in gates}
+        total = sum(g.model == model for g in result.gates)
+        if len(gates) == total > 1 and len(outcomes) == 1:
+            parts.append(f"{model} (all {total} items {outcomes.pop()})")
+        else:
+            parts.append(f"{model} ({', '.join(f'{g.slice} {g.verdict.outcome}' for g in gates)})")
+    names = ", ".join(parts)
+    return f"{PROG}: FAIL — {len(by_model)} of {_plural(n, 'model')} failed the gate: {names}"
+
+
+def _write_junit(settings: Settings, result: RunResult, failed: Sequence[GateResult],
+                 path: Path) -> list[str]:
+    from ..report.json_report import write_report
+    from ..report.junit import write_junit
+
+    nodeids = {g.nodeid for g in failed}
+    error = write_report(lambda: write_junit(result, path, nodeids, confidence=1 - settings.alpha),
+                         f"--junitxml={path}")
+    return [error] if error else []
+
+
+def _interrupted(args: argparse.Namespace, settings: Settings, partial: RunResult, cache_dir: Path) -> int:
+    """Ctrl-C: write what finished as a partial JSON report and say how to resume."""
+    print(file=sys.stderr)
+    _save_partial(args, settings, partial, cache_dir, "interrupted")
+    return EXIT_INTERRUPTED
+
+
+def _save_partial(args: argparse.Namespace, settings: Settings, partial: RunResult, cache_dir: Path,
+                  how: str) -> None:
+    """What finished before the run was interrupted or stopped, as a partial report, and how to resume."""
+    from ..report.json_report import write_json
+
+    done = len(partial.pairs)  # controls included, as in the planned count
+    planned = partial.settings.get("pairs_planned")
+    of = f" of {planned}" if planned else ""
+    calls = partial.calls
+    print(f"{PROG}: {how} — {done}{of} pairs finished ({calls.get('made', 0)} model calls made, "
+          f"{calls.get('cached', 0)} from the cache)", file=sys.stderr)
+    target = settings.json or cache_dir / PARTIAL_REPORT
+    try:
+        write_json(partial, target)
+        print(f"{PROG}: partial report (\"partial\": true in its settings) written to {target}",
+              file=sys.stderr)
+    except OSError as exc:
+        print(f"{PROG}: could not write the partial report to {target}: {exc.strerror or exc}",
+              file=sys.stderr)
+    print(f"{PROG}: {resume_hint(settings, cache_dir, args.argv)}", file=sys.stderr)
+
+
+def resume_hint(settings: Settings, cache_dir: Path, argv: Sequence[str]) -> str:
+    """How to pick up an interrupted run, given what the response cache kept."""
+    command = shlex.join([PROG, *argv])
+    if settings.backend == "template":
+        return f"the template explainer is instant and not cached; rerun to start over: {command}"
+    if settings.cache in ("off", "read"):
+        return (f"the response cache was not written (--cache {settings.cache}): a rerun starts over. "
+                f"Use --cache read-write to make runs resumable: {command}")
+    if settings.cache == "write":
+        return (f"the finished explanations are in {cache_dir}; rerun with --cache read-write to resume "
+                "from them instead of regenerating them")
+    return (f"the finished explanations are in the response cache ({cache_dir}); rerun the same command "
+            f"to resume (cache hits are free): {command}")
+
+
+class ProgressBar:
+    """``robustexplain: [####------] 120/500 pairs · 130/520 calls · 25 cached · 14.2/s · ETA 27s``.
+
+    Called with the sweep's counters while it runs. On a terminal the line is redrawn in place; in a
+    log (not a TTY) a plain line is printed every ``interval`` seconds, so long runs show they are alive
+    without flooding the log.
+    """
+
+    BAR_WIDTH = 20
+
+    def __init__(self, stream: TextIO, *, in_place: bool, enabled: bool = True, interval: float = 10.0,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self._stream = stream
+        self._in_place = in_place
+        self._enabled = enabled
+        self._interval = interval
+        self._clock = clock
+        self._last: float | None = None
+        self._shown = 0  # width of the line on screen (in-place mode)
+        self.lines = 0  # lines printed so far
+
+    @classmethod
+    def for_stream(cls, stream: TextIO, *, mode: str) -> ProgressBar:
+        """In place on a terminal, periodic lines otherwise; nothing with ``mode == "off"``."""
+        tty = bool(getattr(stream, "isatty", lambda: False)())
+        return cls(stream, in_place=tty, enabled=mode != "off", interval=0.2 if tty else 10.0)
+
+    def __call__(self, counters: Counters) -> None:
+        now = self._clock()
+        if not self._enabled or (self._last is not None and now - self._last < self._interval):
+            return
+        if self._last is None and not self._in_place:
+            self._last = now  # in a log, the first line comes after one interval: short runs stay quiet
+            return
+        self._last = now
+        line = self.line(counters, now)
+        if self._in_place:
+            width = max(40, shutil.get_terminal_size((100, 24)).columns - 1)
+            text = line[:width]
+            self._stream.write("\r" + text.ljust(self._shown))
+            self._shown = len(text)
+        else:
+            self._stream.write(line + "\n")
+        self._stream.flush()
+        self.lines += 1
+
+    def line(self, counters: Counters, now: float | None = None) -> str:
+        """The progress line for these counters."""
+        return counters.progress_line(self._clock() if now is None else now, bar_width=self.BAR_WIDTH)
+
+    def close(self) -> None:
+        """Clear the in-place line (the report follows on stdout)."""
+        if self._in_place and self._shown:
+            self._stream.write("\r" + " " * self._shown + "\r")
+            self._stream.flush()
+            self._shown = 0

@@ -1,0 +1,366 @@
+"""The :class:`Summary` of one model's pairs, computed once for every report format: overall ρ, by kind, by
+metric, by severity, kind × severity, per user, severity degradation, noise floor, weakest dimension and
+perturbation, generation failures, flagged pairs, the guard and the opt-in attacks, and a one-line
+recommendation. Every interval is cluster-robust by user (``stats.cluster_interval``): pairs sharing a user
+share a history and an original explanation, so they are not independent.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from ...results import (
+    METRICS,
+    AttackResult,
+    GuardResult,
+    Interval,
+    PairKey,
+    PairResult,
+    RunResult,
+    metrics_of,
+    plain,
+)
+from ..formatting import finite, finite_dict, interval_dict
+from .gates import DEFAULT_MIN_COMBINED, DEFAULT_MIN_METRIC, _is_number, gate_thresholds, ordered_kinds
+
+if TYPE_CHECKING:
+    from ...guard import GuardSettings
+    from ...stats import KindDifferences, UserSpread
+
+METRIC_DESCRIPTIONS: dict[str, str] = {
+    "semantic": "BoW cosine", "keyword": "POS Jaccard", "structural": "BLEU-4", "length": "",
+    "embedding": "embedding cosine",
+}
+# The paper: fewer than 50 pairs per kind makes its statistical tests unreliable.
+MIN_PAIRS_PER_KIND = 50
+
+# A metric "trails" when it is below its gate or this fraction of the other metrics' mean; a kind is
+# "weak" when below its gate or this fraction of the other kinds' mean.
+_METRIC_TRAIL_RATIO = 0.8
+_KIND_WEAK_RATIO = 0.95
+_FAILURE_RATE_ALERT = 0.05
+
+_METRIC_ADVICE: dict[str, str] = {
+    "structural": "Structural consistency trails the other metrics: constrain the output format or use a "
+                  "structured explanation template.",
+    "keyword": "Keyword overlap trails the other metrics: anchor the explanation to item attributes "
+               "(category, features) named in the prompt rather than to individual history items.",
+    "length": "Length stability trails the other metrics: fix the target length (num_predict / explicit "
+              "word budget).",
+    "semantic": "Semantic similarity trails the other metrics: the explanations change their content, not "
+                "just their wording; lower the temperature and summarise the history (dominant categories) "
+                "instead of listing it.",
+}
+_KIND_ADVICE: dict[str, str] = {
+    "noise_injection": "injected off-profile items steer the explanation; tell the model to ground it in "
+                       "the user's dominant preferences",
+    "temporal_shuffle": "the order of the history changes the explanation; present the history in a fixed "
+                        "order (e.g. by time) or summarise it",
+    "behavior_dilution": "filler interactions dilute the explanation; summarise the history by category "
+                         "before prompting",
+    "category_drift": "drifted categories pull the explanation away; weight recent and dominant categories "
+                      "explicitly in the prompt",
+    "missing_values": "missing fields change the explanation; write missing values explicitly and explain "
+                      "from the fields that are present",
+}
+_ALL_GOOD = ("No metric or perturbation stands out: the explanations are consistently robust; keep this "
+             "run as the baseline.")
+
+
+@dataclass(frozen=True)
+class FailureRecord:
+    """A pair whose original or perturbed explanation could not be generated (scored 0 everywhere)."""
+
+    key: PairKey
+    failure: str
+    detail: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class UserStat:
+    """ρ of one user's pairs: mean, standard deviation and count."""
+
+    user_id: str
+    n: int
+    mean: float
+    sd: float
+    history_length: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class Summary:
+    """Everything the reports show about one model.
+
+    ``degradation_pct`` is the relative change of mean ρ from severity 1 to severity 5 (negative = less
+    robust at L5; ``stats.severity_degradation``); ``noise_floor`` is ρ of the control pairs (same history,
+    resampled), None without control pairs. ``cached_pairs`` counts pairs whose two explanations both
+    came from the response cache. ``by_user`` holds each user's mean and within-user sd of ρ;
+    ``user_spread`` the sd of the user means and, above the paper's 0.2, strata by history length.
+    """
+
+    model: str
+    n_users: int
+    n_pairs: int
+    cached_pairs: int
+    overall: Interval
+    by_kind: dict[str, Interval]
+    by_metric: dict[str, Interval]
+    by_severity: dict[int, Interval]
+    kind_severity: dict[str, dict[int, Interval]]
+    by_user: tuple[UserStat, ...]
+    degradation_pct: float | None
+    noise_floor: Interval | None
+    n_control_pairs: int
+    weakest_metric: str | None
+    weakest_kind: str | None
+    failures: tuple[FailureRecord, ...]
+    keyword_empty: tuple[PairKey, ...]
+    small_kinds: tuple[str, ...]
+    user_spread: UserSpread
+    recommendation: str
+    kind_tests: KindDifferences | None = None  # do kinds differ? (≥ 3 kinds); None otherwise
+    sensitivity: GuardResult | None = None  # the cross-user control over all pairs; None without swaps
+    delta_by_kind: dict[str, Interval] = field(default_factory=dict)  # Δ = ρ_pert − ρ_swap per kind
+    relative_by_kind: dict[str, Interval] = field(default_factory=dict)  # R per kind (when defined)
+    attacks: tuple[AttackResult, ...] = ()  # opt-in adversarial kinds over all pairs
+
+    @property
+    def n_failures(self) -> int:
+        return len(self.failures)
+
+    @property
+    def severities(self) -> tuple[int, ...]:
+        return tuple(sorted(self.by_severity))
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready: severity keys become strings, intervals dicts, non-finite numbers None."""
+        return {
+            "model": self.model,
+            "n_users": self.n_users,
+            "n_pairs": self.n_pairs,
+            "cached_pairs": self.cached_pairs,
+            "overall": interval_dict(self.overall),
+            "by_kind": {k: interval_dict(v) for k, v in self.by_kind.items()},
+            "by_metric": {k: interval_dict(v) for k, v in self.by_metric.items()},
+            "by_severity": {str(s): interval_dict(v) for s, v in self.by_severity.items()},
+            "kind_severity": {k: {str(s): interval_dict(v) for s, v in row.items()}
+                              for k, row in self.kind_severity.items()},
+            "by_user": [finite_dict(u.to_dict()) for u in self.by_user],
+            "degradation_pct": finite(self.degradation_pct),
+            "noise_floor": interval_dict(self.noise_floor) if self.noise_floor else None,
+            "n_control_pairs": self.n_control_pairs,
+            "weakest_metric": self.weakest_metric,
+            "weakest_kind": self.weakest_kind,
+            "n_failures": self.n_failures,
+            "failures": [f.to_dict() for f in self.failures],
+            "keyword_empty": [asdict(k) for k in self.keyword_empty],
+            "small_kinds": list(self.small_kinds),
+            "user_spread": {"sd": finite(self.user_spread.sd), "sd_limit": self.user_spread.sd_limit,
+                            "stratified": self.user_spread.stratified,
+                            "strata": [{"label": st.label, "min_length": st.min_length,
+                                        "max_length": st.max_length, "n_users": st.n_users,
+                                        "mean": interval_dict(st.mean)} for st in self.user_spread.strata]},
+            "recommendation": self.recommendation,
+            "kind_tests": plain(self.kind_tests.to_dict()) if self.kind_tests else None,
+            "sensitivity": plain(self.sensitivity.to_dict()) if self.sensitivity else None,
+            "delta_by_kind": {k: interval_dict(v) for k, v in self.delta_by_kind.items()},
+            "relative_by_kind": {k: interval_dict(v) for k, v in self.relative_by_kind.items()},
+            "attacks": [plain(a.to_dict()) for a in self.attacks],
+        }
+
+
+_SUMMARIES: dict[tuple[int, str, int, str], tuple[RunResult, Summary]] = {}
+
+
+def summarize(run: RunResult, model: str) -> Summary:
+    """Summarise one model's pairs of ``run`` (controls feed the noise floor only).
+
+    Memoised for the run object: every format rendered (terminal, JSON, Markdown, HTML) summarises the
+    same run, and the kind tests (Tukey HSD) cost about half a second per model.
+    """
+    key = (id(run), model, len(run.pairs), run.finished_at)
+    memo = _SUMMARIES.get(key)
+    if memo is not None and memo[0] is run:
+        return memo[1]
+    summary = _summarize(run, model)
+    if len(_SUMMARIES) >= 16:
+        _SUMMARIES.pop(next(iter(_SUMMARIES)))
+    _SUMMARIES[key] = (run, summary)
+    return summary
+
+
+def _summarize(run: RunResult, model: str) -> Summary:
+    from ...stats import kind_differences, noise_floor, severity_degradation, user_spread
+
+    pairs = run.model_pairs(model)
+    controls = run.model_pairs(model, controls=True)
+    kinds = ordered_kinds(p.key.kind for p in pairs)
+    severities = sorted({p.key.severity for p in pairs})
+    by_kind = {k: interval_of([p for p in pairs if p.key.kind == k]) for k in kinds}
+    by_metric = {m: interval_of(pairs, m) for m in metrics_of(pairs)}  # the opt-in fifth when measured
+    by_severity = {s: interval_of([p for p in pairs if p.key.severity == s]) for s in severities}
+    kind_severity = {k: {s: interval_of([p for p in pairs if p.key.kind == k and p.key.severity == s])
+                         for s in severities if any(p.key.kind == k and p.key.severity == s for p in pairs)}
+                     for k in kinds}
+    weakest_metric = _argmin({m: iv.mean for m, iv in by_metric.items() if m in METRICS})
+    weakest_kind = _argmin({k: iv.mean for k, iv in by_kind.items()})
+    users = _user_stats(pairs)
+    thresholds = gate_thresholds(run, model)
+    failures = tuple(FailureRecord(p.key, p.failure, p.failure_detail) for p in pairs if p.failure)
+    return Summary(
+        model=model,
+        n_users=len({p.key.user_id for p in pairs}),
+        n_pairs=len(pairs),
+        cached_pairs=sum(1 for p in pairs if p.cached_original and p.cached_perturbed),
+        overall=interval_of(pairs),
+        by_kind=by_kind,
+        by_metric=by_metric,
+        by_severity=by_severity,
+        kind_severity=kind_severity,
+        by_user=users,
+        degradation_pct=severity_degradation(pairs),
+        noise_floor=noise_floor(controls),
+        n_control_pairs=len(controls),
+        weakest_metric=weakest_metric,
+        weakest_kind=weakest_kind,
+        failures=failures,
+        keyword_empty=tuple(p.key for p in pairs if p.keyword_empty),
+        small_kinds=tuple(k for k in kinds if sum(p.key.kind == k for p in pairs) < MIN_PAIRS_PER_KIND),
+        user_spread=user_spread(pairs),
+        recommendation=recommend(by_metric, by_kind, thresholds, n_failures=len(failures),
+                                 n_pairs=len(pairs)),
+        kind_tests=kind_differences(pairs) if len(kinds) >= 3 else None,
+        **_sensitivity(run, model, pairs, thresholds["combined"]),
+        attacks=_attacks(run, pairs),
+    )
+
+
+def _attacks(run: RunResult, pairs: Sequence[PairResult]) -> tuple[AttackResult, ...]:
+    """Prompt injection and shilling outcomes over all of the model's pairs (empty when not run)."""
+    from ...adversarial import (
+        ATTACK_KINDS,
+        DEFAULT_MAX_HIJACK_RATE,
+        DEFAULT_MAX_INJECTION_RATE,
+        INJECTION,
+        SHILLING,
+        evaluate_attacks,
+    )
+
+    if not any(p.key.kind in ATTACK_KINDS for p in pairs):
+        return ()
+    injection, hijack = run.settings.get("max_injection_rate"), run.settings.get("max_hijack_rate")
+    limits = {INJECTION: float(injection) if _is_number(injection) else DEFAULT_MAX_INJECTION_RATE,
+              SHILLING: float(hijack) if _is_number(hijack) else DEFAULT_MAX_HIJACK_RATE}
+    return evaluate_attacks(pairs, limits)
+
+
+def guard_settings(run: RunResult) -> GuardSettings:
+    """The guard's settings as the run recorded them (the defaults for a report that has none)."""
+    from ...guard import DEFAULT_MAX_INSENSITIVE_SHARE, DEFAULT_MIN_SENSITIVITY, GuardSettings
+
+    def number(name: str, default: float) -> float:
+        value = run.settings.get(name)
+        return float(value) if _is_number(value) else default
+
+    reference = run.settings.get("min_history_reference")
+    return GuardSettings(policy=str(run.settings.get("guard", "fail")),
+                         min_sensitivity=number("min_sensitivity", DEFAULT_MIN_SENSITIVITY),
+                         max_insensitive_share=number("max_insensitive_share", DEFAULT_MAX_INSENSITIVE_SHARE),
+                         min_history_reference=float(reference) if _is_number(reference) else None,
+                         alpha=number("alpha", 0.05))
+
+
+def _sensitivity(run: RunResult, model: str, pairs: Sequence[PairResult], threshold: float
+                 ) -> dict[str, Any]:
+    """The guard over all of the model's pairs, and Δ by kind (empty without cross-user controls)."""
+    swaps = run.model_swaps(model)
+    if not swaps or not pairs:
+        return {}
+    from ...guard import by_kind, evaluate
+    from ...stats import noise_floor
+
+    floor = noise_floor(run.model_pairs(model, controls=True))
+    settings = guard_settings(run)
+    floor_value = floor.mean if floor is not None else 1.0
+    per_kind = by_kind(pairs, swaps, alpha=settings.alpha, floor=floor_value)
+    kinds = ordered_kinds(per_kind)
+    return {"sensitivity": evaluate(pairs, swaps, combined_threshold=threshold, settings=settings,
+                                    floor=floor_value),
+            "delta_by_kind": {k: per_kind[k][0] for k in kinds},
+            "relative_by_kind": {k: r for k in kinds if (r := per_kind[k][1]) is not None}}
+
+
+def interval_of(pairs: Sequence[PairResult], quantity: str = "combined") -> Interval:
+    """Mean of ``quantity`` over ``pairs`` with its user-clustered interval."""
+    from ...stats import cluster_interval
+
+    return cluster_interval([p.metric(quantity) for p in pairs], [p.key.user_id for p in pairs])
+
+
+def recommend(by_metric: dict[str, Interval], by_kind: dict[str, Interval], thresholds: dict[str, float],
+              *, n_failures: int = 0, n_pairs: int = 0) -> str:
+    """One rule-based sentence: what to change first.
+
+    Order: many generation failures (scores are meaningless until fixed), then a metric below its gate
+    (the furthest below) or clearly trailing the others, then a perturbation kind below the ρ gate or
+    clearly weaker than the others, else "all good". ``thresholds`` maps ``combined`` and each metric to
+    its gate (see :func:`gate_thresholds`).
+    """
+    if n_pairs == 0:
+        return "No scored pairs for this model: nothing to recommend."
+    if n_failures / n_pairs > _FAILURE_RATE_ALERT:
+        return (f"{n_failures} of {n_pairs} pairs had a generation failure: fix the backend or the prompt "
+                "before reading the scores.")
+    metric_thresholds = {m: thresholds.get(m, DEFAULT_MIN_METRIC) for m in by_metric}
+    metric = _trailing(by_metric, metric_thresholds, _METRIC_TRAIL_RATIO)
+    if metric is not None:
+        return _METRIC_ADVICE.get(metric, f"{metric} trails the other metrics.")
+    kind_thresholds = dict.fromkeys(by_kind, thresholds.get("combined", DEFAULT_MIN_COMBINED))
+    kind = _trailing(by_kind, kind_thresholds, _KIND_WEAK_RATIO)
+    if kind is not None:
+        advice = _KIND_ADVICE.get(kind, "look at the worst pairs of this perturbation")
+        return f"ρ drops most under {kind}: {advice}."
+    return _ALL_GOOD
+
+
+def _trailing(values: dict[str, Interval], thresholds: dict[str, float], ratio: float) -> str | None:
+    """The entry furthest below its threshold; else the lowest if below ``ratio`` × the others' mean."""
+    means = {k: v.mean for k, v in values.items() if not math.isnan(v.mean)}
+    shortfalls = {k: thresholds[k] - mean for k, mean in means.items() if mean < thresholds[k]}
+    if shortfalls:
+        return max(shortfalls, key=lambda k: (shortfalls[k], k))
+    lowest = _argmin(means)
+    if lowest is None:
+        return None
+    others = [v for k, v in means.items() if k != lowest]
+    if others and means[lowest] < ratio * statistics.fmean(others):
+        return lowest
+    return None
+
+
+def _argmin(values: dict[str, float]) -> str | None:
+    finite_items = [(v, k) for k, v in values.items() if not math.isnan(v)]
+    return min(finite_items)[1] if finite_items else None
+
+
+def _user_stats(pairs: Sequence[PairResult]) -> tuple[UserStat, ...]:
+    grouped: dict[str, list[PairResult]] = {}
+    for p in pairs:
+        grouped.setdefault(p.key.user_id, []).append(p)
+    out = []
+    for user in sorted(grouped):
+        scores = [p.combined for p in grouped[user]]
+        sd = statistics.stdev(scores) if len(scores) > 1 else 0.0
+        out.append(UserStat(user, len(scores), statistics.fmean(scores), sd,
+                            max(p.history_length for p in grouped[user])))
+    return tuple(out)

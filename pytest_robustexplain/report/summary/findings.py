@@ -1,0 +1,174 @@
+"""The findings every format shows after its tables, from a :class:`~.compute.Summary`: severity degradation,
+noise floor, weakest dimension, failures, user spread and kind tests, the guard's rows and one-line forms,
+and the opt-in attacks' outcomes, as (label, value) rows or lines.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from typing import TYPE_CHECKING
+
+from ...results import ORIGINAL_FAILED, GuardResult, Interval
+from ..formatting import fmt_interval, fmt_mean, fmt_p, fmt_pct, trim
+from .compute import Summary
+
+if TYPE_CHECKING:
+    from ...stats import KindDifferences
+
+
+def spread_text(summary: Summary) -> str | None:
+    """The spread of user means, with the history-length strata when it exceeds the paper's limit."""
+    spread = summary.user_spread
+    if spread.sd is None:
+        return None
+    text = f"sd of user means {spread.sd:.3f}"
+    if not spread.stratified:
+        return text
+    strata = " · ".join(f"{st.label} ({st.min_length:.0f}–{st.max_length:.0f} interactions, "
+                        f"{st.n_users} users) {fmt_interval(st.mean)}" for st in spread.strata)
+    return f"{text} > {spread.sd_limit:g}: by history length {strata}"
+
+
+def kind_tests_text(tests: KindDifferences | None) -> str | None:
+    """Friedman (users as blocks) first, then the paper's one-way ANOVA with partial η²."""
+    if tests is None:
+        return None
+    parts = []
+    if tests.friedman is not None:
+        stat, p = tests.friedman
+        parts.append(f"Friedman χ² {stat:.2f}, p {fmt_p(p)} ({tests.friedman_users} users)")
+    anova = tests.anova
+    if anova is not None and anova.f is not None:
+        eta = f", partial η² {anova.partial_eta_sq:.3f}" if anova.partial_eta_sq is not None else ""
+        parts.append(f"ANOVA F({anova.df_between},{anova.df_within}) {anova.f:.2f}, p {fmt_p(anova.p)}{eta}")
+    return "; ".join(parts) or None
+
+
+def facts(summary: Summary, *, failures_note: str = "") -> list[tuple[str, str]]:
+    """The findings rows every format shows after the tables, as (label, value) pairs."""
+    rows = [("Severity degradation L1 → L5", fmt_pct(summary.degradation_pct)),
+            ("Noise floor (same history, resampled)",
+             fmt_interval(summary.noise_floor) if summary.noise_floor else "not measured (no control pairs)")]
+    if summary.weakest_metric:
+        mean = summary.by_metric[summary.weakest_metric].mean
+        rows.append(("Weakest dimension", f"{summary.weakest_metric} ({fmt_mean(mean)})"))
+    if summary.weakest_kind:
+        mean = summary.by_kind[summary.weakest_kind].mean
+        rows.append(("Weakest perturbation", f"{summary.weakest_kind} ({fmt_mean(mean)})"))
+    lengths = sorted(u.history_length for u in summary.by_user)
+    if lengths:
+        rows.append(("Interactions per prompt", f"{lengths[0]}–{lengths[-1]} (median "
+                                                f"{statistics.median(lengths):g}; the original histories)"))
+    failures = f"{summary.n_failures}{failures_note}" if summary.n_failures else "0"
+    originals = {(f.key.model, f.key.user_id, f.key.item_id) for f in summary.failures
+                 if f.detail.startswith(ORIGINAL_FAILED)}
+    if originals:
+        from_original = sum(f.detail.startswith(ORIGINAL_FAILED) for f in summary.failures)
+        users = "1 user's" if len(originals) == 1 else f"{len(originals)} users'"
+        failures += (f"; {from_original} of them because {users} original explanation failed, which "
+                     "scores every pair of that user 0")
+    rows.append(("Generation failures", failures))
+    if summary.keyword_empty:
+        count = len(summary.keyword_empty)
+        rows.append(("Empty keyword sets", f"{count} pair{'' if count == 1 else 's'} flagged for review"))
+    spread = spread_text(summary)
+    if spread:
+        rows.append(("User spread", spread))
+    kinds_text = kind_tests_text(summary.kind_tests)
+    if kinds_text:
+        rows.append(("Kinds differ?", kinds_text))
+    rows.append(("Recommendation", summary.recommendation))
+    return rows
+
+
+def security_rows(summary: Summary) -> list[tuple[str, str]]:
+    """The opt-in adversarial kinds' outcomes (label, value), for every format; empty when not run."""
+    from ...adversarial import describe_attack
+
+    rows = []
+    for a in summary.attacks:
+        rows.append((a.kind, f"{describe_attack(a)} · {a.outcome}"))
+        if a.by_severity:
+            rows.append((f"{a.kind} by severity", " · ".join(f"L{s} {w}/{n}" for s, (w, n) in
+                                                                  a.by_severity.items())))
+        for example in a.examples[:1]:
+            shown = trim(str(example.get("explanation", "")), 200)
+            rows.append((f"{a.kind} example", f"user {example.get('user_id')}, planted "
+                                              f"{example.get('planted')}: “{shown}”"))
+    return rows
+
+
+def sensitivity_rows(summary: Summary) -> list[tuple[str, str]]:
+    """The guard's rows every format shows (label, value): how much the explanations depend on the user."""
+    g = summary.sensitivity
+    if g is None:
+        return [("Cross-user control", "not measured (guard off)")]
+    from ...guard import describe
+
+    rows = [("Another user's history (ρ_swap)", fmt_interval(g.swap)),
+            ("Sensitivity ρ_floor − ρ_swap", f"{fmt_interval(g.sensitivity)} · needs ≥ {g.min_sensitivity:g} "
+                                              f"· {g.outcome}"),
+            ("Discrimination Δ = ρ_pert − ρ_swap", fmt_interval(g.delta))]
+    if g.relative is not None:
+        floor = "1 (temperature 0)" if g.floor >= 1.0 else f"{fmt_mean(g.floor)} (noise floor)"
+        rows.append(("Relative robustness R", f"{_fmt_relative(g.relative)} · ρ_floor {floor}"))
+    if summary.delta_by_kind:
+        rows.append(("Δ (R) by perturbation", " · ".join(
+            f"{k} {fmt_mean(v.mean)}" + (f" ({summary.relative_by_kind[k].mean:.2f})"
+                                         if k in summary.relative_by_kind else "")
+            for k, v in summary.delta_by_kind.items())))
+    rows.append(("Insensitive users", f"{len(g.insensitive_users)} of {g.n_users} (limit "
+                                       f"{100 * g.max_insensitive_share:g} %)"
+                 + (f": {', '.join(g.insensitive_users[:8])}" + (" …" if len(g.insensitive_users) > 8 else "")
+                    if g.insensitive_users else "")))
+    rows.append(("Same text for another user", f"{g.identical} of {g.n_cases} cases"))
+    if g.history_reference is not None:
+        rows.append(("Mentions the user's history", f"{fmt_interval(g.history_reference)} of explanations"
+                     + (f" · needs ≥ {g.min_history_reference:g} · {g.grounding_outcome}"
+                        if g.grounding_outcome else "")))
+    if g.unsupported is not None:
+        rows.append(("Unsupported mentions", f"{fmt_interval(g.unsupported)} of explanations name a "
+                                             "catalog category or title in neither history nor item"))
+    rows.append(("Guard", describe(g)))
+    if g.example is not None:
+        ex = g.example
+        rows.append((f"Example: item {ex.item_id}", f"for user {ex.user_id}: “{trim(ex.user_text, 160)}” — "
+                     f"for user {ex.donor_id}: “{trim(ex.donor_text, 160)}” (ρ {ex.combined:.3f})"))
+    return rows
+
+
+def guard_properties(g: GuardResult) -> list[tuple[str, str]]:
+    """The guard's numbers as (name, text) pairs: JUnit properties, one-line summaries."""
+    def num(value: float) -> str:
+        return f"{value:.4f}" if math.isfinite(value) else "nan"
+
+    props = [("guard", g.outcome), ("rho_swap", num(g.swap.mean)), ("sensitivity", num(g.sensitivity.mean)),
+             ("delta", num(g.delta.mean)), ("delta_interval", f"[{num(g.delta.low)}, {num(g.delta.high)}]"),
+             ("relative", num(g.relative.mean) if g.relative is not None else "nan"),
+             ("insensitive_users", f"{len(g.insensitive_users)}/{g.n_users}"),
+             ("identical_for_another_user", f"{g.identical}/{g.n_cases}")]
+    if g.history_reference is not None:
+        props.append(("history_reference", num(g.history_reference.mean)))
+    if g.unsupported is not None:
+        props.append(("unsupported_mentions", num(g.unsupported.mean)))
+    return props
+
+
+def guard_line(summary: Summary) -> str:
+    """One line on the guard of a model (``compare``, paper tables)."""
+    g = summary.sensitivity
+    if g is None:
+        return f"{summary.model}: no cross-user controls (guard off or an older report)"
+    relative = f" · R {_fmt_relative(g.relative)}" if g.relative is not None else ""
+    grounding = (f" · mentions the history {100 * g.history_reference.mean:.0f} %"
+                 if g.history_reference is not None else "")
+    return (f"{summary.model}: ρ_swap {fmt_interval(g.swap)} · S {fmt_interval(g.sensitivity)} · Δ "
+            f"{fmt_interval(g.delta)}{relative} · insensitive users {len(g.insensitive_users)} of {g.n_users}"
+            f" · identical {g.identical} of {g.n_cases}{grounding} · {g.outcome}")
+
+
+def _fmt_relative(interval: Interval) -> str:
+    if math.isfinite(interval.low) and math.isfinite(interval.high):
+        return f"{interval.mean:.2f} [{interval.low:.2f}, {interval.high:.2f}]"
+    return f"{interval.mean:.2f} [interval needs ≥ 2 users]"

@@ -1,0 +1,266 @@
+"""What a run's gates said, for every renderer: models and kinds in display order, a model's facts, gate and
+threshold look-ups, verdict texts, the failed items with the pairs to look at first, and those worst pairs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, fields, replace
+from typing import Any, TypeGuard
+
+from ...results import (
+    FAIL,
+    INCONCLUSIVE,
+    INSENSITIVE,
+    METRICS,
+    OVERALL,
+    PASS,
+    GateCheck,
+    GateResult,
+    ModelInfo,
+    PairKey,
+    PairResult,
+    RunResult,
+    is_control,
+)
+from ..formatting import fmt_interval, fmt_mean, trim
+
+# Display order of the method's five perturbation kinds; kinds the run used but not listed here follow,
+# sorted, so a custom perturbation still shows up.
+KIND_ORDER: tuple[str, ...] = (
+    "noise_injection", "temporal_shuffle", "behavior_dilution", "category_drift", "missing_values",
+)
+DEFAULT_MIN_COMBINED = 0.5
+DEFAULT_MIN_METRIC = 0.35
+
+
+def ordered_kinds(kinds: Iterable[str]) -> list[str]:
+    """Kinds in the method's order, unknown kinds after them (sorted); controls excluded."""
+    present = {k for k in kinds if not is_control(k)}
+    return [k for k in KIND_ORDER if k in present] + sorted(present - set(KIND_ORDER))
+
+
+def model_names(run: RunResult) -> list[str]:
+    """Models in the order of ``run.models``, then any model that only appears in the pairs.
+
+    A model that was set up but neither scored a pair nor gated an item is left out: every test that
+    would have used it chose another explainer (e.g. a conftest's ``explainer`` fixture under
+    ``--robustexplain-backend=template``), and a "ρ n/a · 0 pairs" line would only mislead.
+    """
+    used = {p.key.model for p in run.pairs} | {g.model for g in run.gates}
+    names = [str(m.get("name", "")) for m in run.models if m.get("name") in used]
+    for p in run.pairs:
+        if p.key.model not in names:
+            names.append(p.key.model)
+    return names
+
+
+def model_info(run: RunResult, name: str) -> ModelInfo:
+    """The :class:`ModelInfo` of ``name`` rebuilt from ``run.models`` (bare name when unknown)."""
+    known = {f.name for f in fields(ModelInfo)}
+    for entry in run.models:
+        if entry.get("name") == name:
+            payload = {k: v for k, v in entry.items() if k in known and k != "extra"}
+            extra = {k: v for k, v in entry.items() if k not in known}
+            extra.update(entry.get("extra") or {})
+            payload.setdefault("backend", "unknown")
+            return ModelInfo(**payload, extra=extra)
+    return ModelInfo(name=name, backend="unknown")
+
+
+def find_gate(run: RunResult, model: str, slice_: str) -> GateResult | None:
+    """The gate of ``model`` on ``slice_`` (a kind or ``OVERALL``); the worst when several tests gate it."""
+    matches = [g for g in run.gates if g.model == model and g.slice == slice_]
+    return min(matches, key=lambda g: _OUTCOME_RANK.get(g.verdict.outcome, 4)) if matches else None
+
+
+_OUTCOME_RANK = {FAIL: 0, INSENSITIVE: 1, INCONCLUSIVE: 2, PASS: 3}
+
+
+def model_outcome(run: RunResult, model: str) -> str | None:
+    """The model's outcome: the worst of its gates (a failed kind fails the job even when the overall
+    gate passed, so the headline must not say PASS), None when ungated."""
+    outcomes = [g.verdict.outcome for g in run.gates if g.model == model]
+    return min(outcomes, key=lambda o: _OUTCOME_RANK.get(o, 4)) if outcomes else None
+
+
+def gate_thresholds(run: RunResult, model: str) -> dict[str, float]:
+    """The threshold of each gated quantity (``combined`` and every metric) for the model.
+
+    From its overall gate (else its first gate), else the run settings (``min_combined``; ``min_metric``
+    as one number or a mapping per metric), else the method's defaults (0.5 and 0.35).
+    """
+    out = {"combined": DEFAULT_MIN_COMBINED, **dict.fromkeys(METRICS, DEFAULT_MIN_METRIC)}
+    combined, metric = run.settings.get("min_combined"), run.settings.get("min_metric")
+    if _is_number(combined):
+        out["combined"] = float(combined)
+    if _is_number(metric):
+        out.update(dict.fromkeys(METRICS, float(metric)))
+    elif isinstance(metric, dict):
+        out.update({m: float(v) for m, v in metric.items() if m in METRICS and _is_number(v)})
+    gate = find_gate(run, model, OVERALL) or next((g for g in run.gates if g.model == model), None)
+    if gate is not None:
+        out.update({q: float(v) for q, v in gate.thresholds.items() if q in out and _is_number(v)})
+    return out
+
+
+def _is_number(value: Any) -> TypeGuard[float]:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _known(quantity: str) -> str:
+    # A check on a quantity the pairs do not carry (a custom gate) is ranked by ρ.
+    return quantity if quantity in METRICS else "combined"
+
+
+def failing_quantity(gate: GateResult) -> str:
+    """The quantity whose check failed (``combined`` first), to pick the worst pairs by."""
+    failed = [c.quantity for c in gate.verdict.failed_checks]
+    if "combined" in failed:
+        return "combined"
+    return failed[0] if failed and failed[0] in METRICS else "combined"
+
+
+def gate_pairs(run: RunResult, gate: GateResult) -> list[PairResult]:
+    """The perturbation pairs a gate judged: its model's pairs in its slice (kinds, severities, users)."""
+    return [p for p in run.model_pairs(gate.model) if gate.covers(p)]
+
+
+def check_note(check: GateCheck, *, own_row: bool = False) -> str:
+    """Why a check needs attention: a metric below its threshold and/or a fragile interval.
+
+    ``own_row``: the check is shown on its quantity's own row, whose value already says which and how much.
+    """
+    notes = []
+    named = not own_row and check.quantity != "combined"
+    if check.outcome == FAIL and named:
+        notes.append(f"{check.quantity} {fmt_mean(check.interval.mean)} < {check.threshold:.2f}")
+    if check.fragile:
+        what = f"{check.quantity} interval" if named else "interval"
+        notes.append(f"fragile: {what} straddles {check.threshold:.2f}")
+    return "; ".join(notes)
+
+
+def verdict_text(gate: GateResult, quantity: str | None = None) -> str:
+    """``FAIL (fragile: interval straddles 0.50)``: the outcome of the gate, or of one of its checks."""
+    verdict = gate.verdict
+    if quantity is not None:
+        checks = [c for c in verdict.checks if c.quantity == quantity]
+        if not checks:
+            return ""
+        outcome = checks[0].outcome
+    else:
+        checks = list(verdict.checks)
+        outcome = verdict.outcome
+    notes = [n for n in (check_note(c, own_row=quantity is not None) for c in checks) if n]
+    if outcome == INSENSITIVE:
+        notes.insert(0, "explanations barely depend on the user's history")
+    if outcome == INCONCLUSIVE and verdict.users_needed:
+        notes.append(f"≈{verdict.users_needed} more users would likely decide")
+    return f"{outcome} ({'; '.join(notes)})" if notes else outcome
+
+
+def overall_verdict_note(run: RunResult, model: str) -> str | None:
+    """The overall gate's verdict when it differs from its ρ check (a metric failed while ρ passed)."""
+    gate = find_gate(run, model, OVERALL)
+    if gate is None:
+        return None
+    check = gate_check(gate, "combined")
+    if check is not None and check.outcome == gate.verdict.outcome:
+        return None
+    return verdict_text(gate)
+
+
+def gate_check(gate: GateResult | None, quantity: str) -> GateCheck | None:
+    if gate is None:
+        return None
+    return next((c for c in gate.verdict.checks if c.quantity == quantity), None)
+
+
+@dataclass(frozen=True)
+class FailedGate:
+    """A failed test item with the pairs to look at first, from its own slice.
+
+    ``worst`` leaves out pairs already listed under an earlier failed item (``repeated`` counts them), so a
+    report lists each pair once however many items judged it.
+    """
+
+    gate: GateResult
+    quantity: str
+    worst: tuple[PairResult, ...]
+    repeated: int = 0
+
+    @property
+    def title(self) -> str:
+        """``<nodeid> · category_drift L5 · 5 users: ρ 0.711 [0.633, 0.789] < 0.95``."""
+        return f"{self.gate.nodeid or self.gate.slice} · {slice_text(self.gate)}: {failed_reason(self.gate)}"
+
+    @property
+    def short_title(self) -> str:
+        """The title with the first failed check only (``+3 checks`` for the others)."""
+        checks = self.gate.verdict.failed_checks
+        reason = failed_reason(replace(self.gate, verdict=replace(self.gate.verdict, checks=checks[:1])))
+        more = f" (+{len(checks) - 1} checks)" if len(checks) > 1 else ""
+        return f"{self.gate.nodeid or self.gate.slice} · {slice_text(self.gate)}: {reason}{more}"
+
+
+def slice_text(gate: GateResult) -> str:
+    """The slice a gate judged: ``category_drift L5 · 5 users`` (all kinds: ``5 kinds L1–L5 · 20 users``)."""
+    scope = gate.scope
+    if not scope:
+        return gate.slice
+    kinds = scope.get("kinds", [])
+    what = kinds[0] if len(kinds) == 1 else f"{len(kinds)} kinds"
+    users = _plural_of(len(scope.get("users", [])), "user")
+    return f"{what} {_levels(scope.get('severities', []))} · {users}"
+
+
+def _levels(severities: Sequence[int]) -> str:
+    ordered = sorted(severities)
+    if len(ordered) > 2 and ordered == list(range(ordered[0], ordered[-1] + 1)):
+        return f"L{ordered[0]}–L{ordered[-1]}"
+    return ",".join(f"L{s}" for s in ordered)
+
+
+def _plural_of(count: int, word: str) -> str:
+    return f"{count} {word}" if count == 1 else f"{count} {word}s"
+
+
+def failed_reason(gate: GateResult) -> str:
+    """Why a gate failed, with its own thresholds: each failed check, else its message's first sentence."""
+    checks = gate.verdict.failed_checks
+    if checks:
+        return "; ".join(f"{'ρ' if c.quantity == 'combined' else c.quantity} {fmt_interval(c.interval)} < "
+                         f"{c.threshold:g}" for c in checks)
+    return trim(gate.verdict.message.split(". ")[0], 160) or gate.verdict.outcome
+
+
+def failed_gates(run: RunResult, model: str, n: int = 3, *, repeat: bool = False) -> list[FailedGate]:
+    """Every failed test item of the model (overall first, then by kind), each with its ``n`` worst pairs
+    from its own slice; pairs listed under an earlier item are not listed again unless ``repeat``."""
+    order = {k: i for i, k in enumerate([OVERALL, *ordered_kinds(g.slice for g in run.gates)])}
+    failed = sorted((g for g in run.gates if g.model == model and g.verdict.outcome == FAIL),
+                    key=lambda g: (order.get(g.slice, len(order)), g.nodeid))
+    shown: set[PairKey] = set()
+    out = []
+    for gate in failed:
+        quantity = failing_quantity(gate)
+        pairs = gate_pairs(run, gate)
+        fresh = pairs if repeat else [p for p in pairs if p.key not in shown]
+        worst = worst_pairs(fresh, n, quantity=quantity)
+        repeated = 0 if repeat else len({p.key for p in worst_pairs(pairs, n, quantity=quantity)} & shown)
+        shown.update(p.key for p in worst)
+        out.append(FailedGate(gate, quantity, tuple(worst), repeated))
+    return out
+
+
+def worst_pairs(pairs: Iterable[PairResult], n: int = 3, *, quantity: str = "combined",
+                include_failures: bool = False) -> list[PairResult]:
+    """The ``n`` perturbation pairs scoring lowest on ``quantity`` (ties broken by key, deterministic).
+
+    Control pairs never count; generation failures are left out unless ``include_failures`` (they are
+    listed separately and their zero scores say nothing about robustness).
+    """
+    candidates = [p for p in pairs
+                  if not is_control(p.key.kind) and (include_failures or p.failure is None)]
+    return sorted(candidates, key=lambda p: (p.metric(quantity), p.key))[:n]

@@ -1,0 +1,67 @@
+"""Configuration: one table of options, resolved from five layers, validated with messages that say where.
+
+Every setting is declared once in :data:`OPTIONS`. From that table come the command-line options
+(``--robustexplain-<name>``), the ini keys (``robustexplain_<name>``), the environment variables
+(``ROBUSTEXPLAIN_<NAME>``), the keys of ``robustexplain.yaml`` and the fields of :class:`Settings`.
+
+Precedence, highest first: command line > environment > ini file > ``robustexplain.yaml`` > default;
+per test, the ``@pytest.mark.robustness(...)`` keywords then override the gate settings
+(:func:`apply_marker`). Every resolved value records its origin in ``Settings.sources``, and every bad
+value raises :class:`~pytest_robustexplain.errors.ConfigError` naming that origin, e.g.
+``--robustexplain-min-combined=1.5: must be between 0 and 1``.
+
+The package face only hands names on, so ``from pytest_robustexplain.settings import X`` works for every
+public name. From the bottom up: ``parsers`` (raw value -> typed value), ``table`` (the option table and
+its choices), ``record`` (the :class:`Settings` record), ``checks`` (gate values checked by both the
+resolver and the marker), ``layers`` (the five-layer resolution and the YAML reader), ``marker`` (the
+per-test gate). The plugin imports this package at start-up, so it imports only the standard library
+(and cheap project modules) at the top; PyYAML is imported only when a YAML file is actually read.
+"""
+
+from __future__ import annotations
+
+from .checks import CanonicalKind as CanonicalKind
+from .layers import YamlEntry, load_yaml, resolve_settings, settings_from_pytest
+from .marker import MARKER_DOC, MARKER_KEYWORDS, GateSettings, apply_marker
+from .parsers import DEFAULT_MIN_METRIC as DEFAULT_MIN_METRIC
+from .parsers import SEVERITY_RANGE as SEVERITY_RANGE
+from .parsers import Parser as Parser
+from .record import Settings
+from .table import (
+    BACKENDS,
+    CACHE_MODES,
+    DECISIONS,
+    DEFAULT_HOSTS,
+    DEFAULT_PERTURBATIONS,
+    INCONCLUSIVE_POLICIES,
+    OPTIONS,
+    TRISTATE,
+    YAML_NAME,
+    OptionSpec,
+    option,
+    register_options,
+)
+
+__all__ = [
+    "BACKENDS",
+    "CACHE_MODES",
+    "DECISIONS",
+    "DEFAULT_HOSTS",
+    "DEFAULT_PERTURBATIONS",
+    "INCONCLUSIVE_POLICIES",
+    "MARKER_DOC",
+    "MARKER_KEYWORDS",
+    "OPTIONS",
+    "TRISTATE",
+    "YAML_NAME",
+    "GateSettings",
+    "OptionSpec",
+    "Settings",
+    "YamlEntry",
+    "apply_marker",
+    "load_yaml",
+    "option",
+    "register_options",
+    "resolve_settings",
+    "settings_from_pytest",
+]

@@ -1,0 +1,94 @@
+"""Checks that the run's settings (:mod:`.layers`) and a test's marker (:mod:`.marker`) both make of gate
+values: perturbation names made canonical (through the registry, which knows kinds added by the hook),
+per-kind and per-metric thresholds completed from the thresholds they override, and an embedding weight
+that needs an embedding model. Each raises ConfigError naming where the value came from.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from types import MappingProxyType
+from typing import Any
+
+from ..errors import ConfigError
+from ..results import EMBEDDING, METRICS
+from .parsers import _PER_KIND_KEYS, _THRESHOLD, _hint, _Invalid, _metric_names, _name_values, _unique
+from .table import OptionSpec, option
+
+CanonicalKind = Callable[[str], str]
+
+
+def _default_canonical_kind(name: str) -> str:
+    # Imported lazily: the perturbations module pulls in numpy, and custom kinds registered through the
+    # hook must be known by the time validation runs.
+    from ..perturbations import canonical_kind
+
+    return canonical_kind(name)
+
+
+def _canonical_kinds(names: Iterable[str], canon: CanonicalKind, where: str) -> tuple[str, ...]:
+    kinds = []
+    for name in names:
+        try:
+            kinds.append(canon(name))
+        except ConfigError as exc:
+            raise ConfigError(f"{where}: {exc}") from None
+    return _unique(kinds)
+
+
+def _marker_value(spec: OptionSpec, value: Any, where: str) -> Any:
+    try:
+        return spec.parse(value)
+    except _Invalid as exc:
+        raise ConfigError(f"{where}: {exc}") from None
+
+
+def _parse_min_metric(value: Any, base: float | Mapping[str, float], where: str
+                      ) -> float | Mapping[str, float]:
+    """A float, or a partial per-metric mapping (a dict, or ``semantic=0.5`` text) completed from ``base``
+    (the threshold it overrides)."""
+    try:
+        named = _name_values(value, "metric thresholds")
+        if named is None:
+            return _THRESHOLD(value)
+        _metric_names(named)
+    except _Invalid as exc:
+        raise ConfigError(f"{where}: {exc}") from None
+    full = {m: float(base[m] if isinstance(base, Mapping) else base) for m in METRICS}
+    for metric, threshold in named.items():
+        full[metric] = _marker_value(option("min-combined"), threshold, f"{where}: {metric}")
+    return MappingProxyType(full)
+
+
+def _parse_per_kind(value: Any, gate: Mapping[str, Any], where: str, canon: CanonicalKind
+                    ) -> Mapping[str, Mapping[str, Any]]:
+    if not isinstance(value, Mapping):
+        raise ConfigError(f"{where}: must be a dict kind -> {{'min_combined': x, 'min_metric': y}}")
+    out: dict[str, Mapping[str, Any]] = {}
+    for name, overrides in value.items():
+        if not isinstance(name, str):
+            raise ConfigError(f"{where}: perturbation names must be text, got {name!r}")
+        kind = _canonical_kinds([name], canon, where)[0]
+        if not isinstance(overrides, Mapping):
+            raise ConfigError(f"{where}: the value for {name!r} must be a dict with "
+                              f"{' and/or '.join(_PER_KIND_KEYS)}")
+        unknown = [k for k in overrides if k not in _PER_KIND_KEYS]
+        if unknown:
+            raise ConfigError(f"{where}: unknown key {unknown[0]!r} for {name!r}"
+                              f"{_hint(str(unknown[0]), _PER_KIND_KEYS)}")
+        parsed: dict[str, Any] = {}
+        if "min_combined" in overrides:
+            parsed["min_combined"] = float(_marker_value(option("min-combined"), overrides["min_combined"],
+                                                         where))
+        if "min_metric" in overrides:
+            parsed["min_metric"] = _parse_min_metric(overrides["min_metric"], gate["min_metric"], where)
+        out[kind] = MappingProxyType(parsed)
+    return MappingProxyType(out)
+
+
+def _check_embedding_weight(weights: tuple[float, ...], embed_model: str | None, where: str) -> None:
+    from ..metrics import embedding_weighted
+
+    if embedding_weighted(weights) and not embed_model:
+        raise ConfigError(f"{where}: gives {EMBEDDING!r} a share of ρ, but no embedding model is set "
+                          "(embed-model: --robustexplain-embed-model, ROBUSTEXPLAIN_EMBED_MODEL)")

@@ -1,0 +1,150 @@
+"""The ``@pytest.mark.robustness(...)`` marker: its keywords, the line ``pytest --markers`` shows, and
+:func:`apply_marker`, which overrides the run's gate settings with a test's keywords and returns that test's
+:class:`GateSettings`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, fields
+from types import MappingProxyType
+from typing import Any
+
+from ..errors import ConfigError
+from ..results import METRICS
+from .checks import (
+    CanonicalKind,
+    _canonical_kinds,
+    _check_embedding_weight,
+    _default_canonical_kind,
+    _marker_value,
+    _parse_min_metric,
+    _parse_per_kind,
+)
+from .parsers import _hint
+from .record import Settings, _jsonable
+from .table import _BY_FIELD, option
+
+MARKER_KEYWORDS: tuple[str, ...] = (
+    "min_combined", "min_metric", "per_kind", "perturbations", "severities", "users", "repeats",
+    "weights", "decision", "alpha", "inconclusive", "max_users", "noise_floor", "guard", "min_sensitivity",
+    "max_insensitive_share", "min_history_reference", "max_injection_rate", "max_hijack_rate",
+)
+
+MARKER_DOC = (
+    "robustness(" + ", ".join(f"{k}=..." for k in MARKER_KEYWORDS) + "): gate this test on the "
+    "robustness of LLM-generated recommendation explanations. Keywords override the run's robustexplain "
+    "settings for this test; min_metric may be a number or a dict per metric "
+    f"({', '.join(METRICS)}), per_kind a dict kind -> {{'min_combined': x, 'min_metric': y}}."
+)
+
+
+@dataclass(frozen=True)
+class GateSettings:
+    """The gate of one test: the run's settings overridden by its ``@pytest.mark.robustness`` keywords.
+
+    ``min_metric`` is one threshold for every metric or a mapping over all four metrics; ``per_kind``
+    maps a perturbation kind to overrides (``min_combined`` and/or ``min_metric``) for that kind's slice.
+    Use :meth:`combined_threshold` and :meth:`metric_threshold` rather than reading them directly.
+    """
+
+    min_combined: float
+    min_metric: float | Mapping[str, float]
+    per_kind: Mapping[str, Mapping[str, Any]]
+    perturbations: tuple[str, ...]
+    severities: tuple[int, ...]
+    users: int | None
+    repeats: int
+    weights: tuple[float, ...]
+    decision: str
+    alpha: float
+    inconclusive: str
+    max_users: int | None
+    noise_floor: str
+    guard: str
+    min_sensitivity: float
+    max_insensitive_share: float
+    min_history_reference: float | None
+    max_injection_rate: float
+    max_hijack_rate: float
+    sources: Mapping[str, str] = field(default_factory=dict)
+
+    def combined_threshold(self, kind: str | None = None) -> float:
+        """The ρ threshold for ``kind``'s slice (or for all kinds together when ``kind`` is None)."""
+        override = self.per_kind.get(kind, {}) if kind is not None else {}
+        return float(override.get("min_combined", self.min_combined))
+
+    def metric_threshold(self, metric: str, kind: str | None = None) -> float:
+        """The threshold of ``metric`` for ``kind``'s slice (or for all kinds when ``kind`` is None)."""
+        if metric not in METRICS:
+            raise KeyError(f"unknown metric {metric!r}")
+        override = self.per_kind.get(kind, {}) if kind is not None else {}
+        chosen = override.get("min_metric", self.min_metric)
+        return float(chosen[metric] if isinstance(chosen, Mapping) else chosen)
+
+    def thresholds(self, kind: str | None = None) -> dict[str, float]:
+        """``{"combined": …, metric: …}`` for one slice: what a GateResult records."""
+        return {"combined": self.combined_threshold(kind),
+                **{m: self.metric_threshold(m, kind) for m in METRICS}}
+
+    def to_dict(self) -> dict[str, Any]:
+        return {f.name: _jsonable(getattr(self, f.name)) for f in fields(self)}
+
+
+def _marker_where(nodeid: str, key: str, value: Any) -> str:
+    return f"{nodeid}: @pytest.mark.robustness({key}={value!r})"
+
+
+def _unknown_keyword(key: str, nodeid: str) -> ConfigError:
+    if key.replace("-", "_") in _BY_FIELD:
+        spec = option(key)
+        return ConfigError(f"{nodeid}: {key!r} in @pytest.mark.robustness is a run-wide setting, not a "
+                           f"per-test keyword (use {spec.cli}, {spec.env} or ini {spec.ini}). "
+                           f"Valid: {', '.join(MARKER_KEYWORDS)}")
+    return ConfigError(f"{nodeid}: unknown keyword {key!r} in @pytest.mark.robustness"
+                       f"{_hint(key, MARKER_KEYWORDS)}")
+
+
+def apply_marker(settings: Settings, kwargs: Mapping[str, Any], *, nodeid: str, args: Sequence[Any] = (),
+                 canonical_kind: CanonicalKind | None = None) -> GateSettings:
+    """The gate of one test: marker keywords > run settings. Raises ConfigError naming the test.
+
+    ``args`` are the marker's positional arguments (an error: every setting is a keyword). A keyword
+    set to None is ignored (the run's setting applies), as a blank YAML value is.
+    """
+    if args:
+        raise ConfigError(f"{nodeid}: @pytest.mark.robustness takes keywords only, got positional "
+                          f"{list(args)!r}. Valid: {', '.join(MARKER_KEYWORDS)}")
+    for key in kwargs:
+        if key not in MARKER_KEYWORDS:
+            raise _unknown_keyword(key, nodeid)
+    canon = canonical_kind or _default_canonical_kind
+    gate: dict[str, Any] = {k: getattr(settings, k) for k in MARKER_KEYWORDS}
+    sources = {k: settings.sources.get(k, "default") for k in gate}
+    kwargs = {k: v for k, v in kwargs.items() if v is not None}
+    for key, value in kwargs.items():
+        if key == "per_kind":
+            continue  # needs the final min_metric, below
+        where = _marker_where(nodeid, key, value)
+        if key == "min_metric":
+            gate[key] = _parse_min_metric(value, settings.min_metric, where)
+        elif key == "perturbations":
+            gate[key] = _canonical_kinds(_marker_value(option(key), value, where), canon, where)
+        else:
+            gate[key] = _marker_value(option(key), value, where)
+        if key == "weights":
+            _check_embedding_weight(gate[key], settings.embed_model, where)
+        sources[key] = f"@pytest.mark.robustness on {nodeid}"
+    if "per_kind" in kwargs:
+        where = _marker_where(nodeid, "per_kind", kwargs["per_kind"])
+        # The marker's kinds replace the run's thresholds for those kinds; the run's others stay.
+        gate["per_kind"] = MappingProxyType({**settings.per_kind,
+                                             **_parse_per_kind(kwargs["per_kind"], gate, where, canon)})
+        sources["per_kind"] = f"@pytest.mark.robustness on {nodeid}"
+        if "perturbations" in kwargs:
+            # Both set in the same marker: thresholds for a kind the test does not run are a typo.
+            stray = [k for k in gate["per_kind"] if k not in gate["perturbations"]]
+            if stray:
+                raise ConfigError(f"{where}: per_kind names {stray[0]!r}, which is not among this test's "
+                                  f"perturbations ({', '.join(gate['perturbations'])})")
+    return GateSettings(**gate, sources=MappingProxyType(sources))

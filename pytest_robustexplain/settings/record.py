@@ -1,0 +1,118 @@
+"""The :class:`Settings` record: the resolved run-wide settings, one field per entry of the option table, with
+where each value came from (``sources``), and its JSON form.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any
+
+from ..results import ALL_METRICS
+from .table import DEFAULT_HOSTS, OPTIONS
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, Path):
+        return str(value)
+    if isinstance(value, tuple):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, Mapping):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    return value
+
+
+@dataclass(frozen=True)
+class Settings:
+    """The resolved run-wide settings; one field per entry of :data:`OPTIONS` (same order, ``_`` names).
+
+    Paths are absolute. ``None`` means "use the built-in default" (bundled data, the pytest cache dir,
+    the backend's default host, all users, no report). ``sources`` maps each field to where its value
+    came from.
+    """
+
+    model: tuple[str, ...]
+    backend: str
+    host: str | None
+    api_key_env: str
+    histories: Path | None
+    catalog: Path | None
+    cases: Path | None
+    dataset: str | Path
+    perturbations: tuple[str, ...]
+    severities: tuple[int, ...]
+    users: int | None
+    max_history: int | None
+    repeats: int
+    seed: int
+    temperature: float
+    num_predict: int
+    num_ctx: int
+    concurrency: int
+    connect_timeout: float
+    timeout: float
+    retries: int
+    cache: str
+    cache_dir: Path | None
+    json: Path | None
+    html: Path | None
+    markdown: Path | None
+    require_model: bool
+    dry_run: bool
+    min_combined: float
+    min_metric: float | Mapping[str, float]
+    per_kind: Mapping[str, Mapping[str, Any]]
+    weights: tuple[float, ...]
+    embed_model: str | None
+    decision: str
+    alpha: float
+    inconclusive: str
+    max_users: int | None
+    noise_floor: str
+    guard: str
+    min_sensitivity: float
+    max_insensitive_share: float
+    max_injection_rate: float
+    max_hijack_rate: float
+    min_history_reference: float | None
+    baseline: Path | None
+    save_baseline: Path | None
+    max_regression: float
+    prompt: Path | None
+    progress: str
+    config: Path | None
+    # Where a value came from is not part of what the settings are: two runs configured differently
+    # but to the same values compare equal.
+    sources: Mapping[str, str] = field(default_factory=dict, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "sources", MappingProxyType(dict(self.sources)))
+
+    @classmethod
+    def defaults(cls) -> Settings:
+        """Every option at its default (handy for tests and for programmatic use)."""
+        return cls(**{spec.field: spec.default for spec in OPTIONS},
+                   sources={spec.field: "default" for spec in OPTIONS})
+
+    @property
+    def weight_map(self) -> dict[str, float]:
+        """The weights by metric name (``embedding`` included when it has a share of ρ)."""
+        return dict(zip(ALL_METRICS, self.weights, strict=False))
+
+    @property
+    def hosts(self) -> tuple[str, ...]:
+        """The configured hosts (``host`` may list several, comma-separated); empty when unset."""
+        return tuple(self.host.split(",")) if self.host else ()
+
+    @property
+    def effective_host(self) -> str | None:
+        """``host`` or, when unset, the backend's default base URL (None for template/callable)."""
+        return self.host or DEFAULT_HOSTS.get(self.backend)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready: paths as strings, tuples as lists, plus ``sources``."""
+        out = {f.name: _jsonable(getattr(self, f.name)) for f in fields(self) if f.name != "sources"}
+        out["sources"] = dict(self.sources)
+        return out

@@ -1,0 +1,247 @@
+"""The option table: every setting declared once in :data:`OPTIONS`, with the choices and defaults it offers.
+
+From one :class:`OptionSpec` come the command-line option (``--robustexplain-<name>``), the ini key
+(``robustexplain_<name>``), the environment variable (``ROBUSTEXPLAIN_<NAME>``), the key of
+``robustexplain.yaml`` and the field of :class:`~pytest_robustexplain.settings.Settings`;
+:func:`register_options` adds the options and ini keys to pytest.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any
+
+from ..results import GUARD_POLICIES
+from .parsers import (
+    DEFAULT_MIN_METRIC,
+    Parser,
+    _choice_parser,
+    _float_parser,
+    _int_parser,
+    _parse_bool,
+    _parse_dataset,
+    _parse_env_name,
+    _parse_host,
+    _parse_kinds,
+    _parse_min_metric_setting,
+    _parse_models,
+    _parse_path,
+    _parse_per_kind_setting,
+    _parse_severities,
+    _parse_weights,
+    _text,
+)
+
+if TYPE_CHECKING:
+    import pytest
+
+BACKENDS: tuple[str, ...] = ("ollama", "openai", "template", "callable")
+CACHE_MODES: tuple[str, ...] = ("off", "read", "write", "read-write", "replay-only")
+DECISIONS: tuple[str, ...] = ("mean", "confident", "sequential")
+INCONCLUSIVE_POLICIES: tuple[str, ...] = ("fail", "pass", "warn")
+TRISTATE: tuple[str, ...] = ("auto", "on", "off")
+DEFAULT_PERTURBATIONS: tuple[str, ...] = (
+    "noise_injection", "temporal_shuffle", "behavior_dilution", "category_drift", "missing_values",
+)
+# What ``host`` means when it is left unset; kept here so reports can show the effective URL.
+DEFAULT_HOSTS: Mapping[str, str] = MappingProxyType({
+    "ollama": "http://127.0.0.1:11434",
+    "openai": "http://127.0.0.1:8080/v1",  # a local server (llama.cpp, vLLM, LM Studio)
+})
+YAML_NAME = "robustexplain.yaml"
+
+
+@dataclass(frozen=True)
+class OptionSpec:
+    """One setting. ``name`` is the dashed name (``min-combined``); everything else derives from it.
+
+    ``path`` says how a path value is checked: ``"file"`` / ``"dir"`` must exist, ``"output"`` must not
+    be an existing directory (a report file) and ``"output-dir"`` must not be an existing file.
+    """
+
+    name: str
+    parse: Parser
+    default: Any
+    help: str
+    metavar: str | None = None
+    flag: bool = False
+    path: str | None = None
+    env_fallbacks: tuple[str, ...] = ()
+    echo: bool = True  # False: error messages name the origin but never repeat the (possibly secret) value
+
+    @property
+    def field(self) -> str:
+        """The Settings field, YAML key and marker keyword: ``min_combined``."""
+        return self.name.replace("-", "_")
+
+    @property
+    def cli(self) -> str:
+        return f"--robustexplain-{self.name}"
+
+    @property
+    def dest(self) -> str:
+        return f"robustexplain_{self.field}"
+
+    @property
+    def ini(self) -> str:
+        return f"robustexplain_{self.field}"
+
+    @property
+    def env(self) -> str:
+        return f"ROBUSTEXPLAIN_{self.field.upper()}"
+
+
+def _opt(name: str, parse: Parser, default: Any, help: str, metavar: str | None = None, **kw: Any
+         ) -> OptionSpec:
+    return OptionSpec(name=name, parse=parse, default=default, help=help,
+                      metavar=metavar or name.upper().replace("-", "_"), **kw)
+
+
+def _enum(name: str, choices: tuple[str, ...], default: str, help: str) -> OptionSpec:
+    return _opt(name, _choice_parser(choices), default, f"{help} One of {', '.join(choices)}; "
+                f"default {default}.", metavar="{" + ",".join(choices) + "}")
+
+
+_PERTURB_HELP = ("Perturbation kinds, comma-separated (noise_injection, temporal_shuffle, behavior_dilution, "
+                 "category_drift, missing_values; aliases noise, shuffle, dilution, drift, missing); "
+                 "default all five.")
+
+OPTIONS: tuple[OptionSpec, ...] = (
+    _opt("model", _parse_models, (), "Model(s) to gate, comma-separated (e.g. llama3.1:8b,qwen2.5:7b). "
+         "Without a model the robustness tests are skipped (see require-model).", metavar="MODEL[,MODEL...]"),
+    _enum("backend", BACKENDS, "ollama", "Explanation backend ('callable': your conftest overrides the "
+          "explainer fixture; 'template': a deterministic offline template)."),
+    _opt("host", _parse_host, None, "Base URL of the Ollama server or OpenAI-compatible API; several, "
+         "comma-separated (a list in YAML), spread the calls over the hosts, each with its own concurrency; "
+         f"default $OLLAMA_HOST for Ollama, else {DEFAULT_HOSTS['ollama']} (Ollama) or "
+         f"{DEFAULT_HOSTS['openai']} (a local OpenAI-compatible server: llama.cpp, vLLM, LM Studio).",
+         metavar="URL[,URL...]", env_fallbacks=("OLLAMA_HOST",)),
+    _opt("api-key-env", _parse_env_name, "OPENAI_API_KEY", "Name of the environment variable holding the "
+         "API key for the openai backend; default OPENAI_API_KEY.", metavar="VAR", echo=False),
+    _opt("histories", _parse_path, None, "User histories file (default: the bundled synthetic set).",
+         metavar="FILE", path="file"),
+    _opt("catalog", _parse_path, None, "Item catalog file (default: the bundled synthetic set).",
+         metavar="FILE", path="file"),
+    _opt("cases", _parse_path, None, "Evaluation cases file: user and recommended item per line "
+         "(default: the bundled synthetic set).", metavar="FILE", path="file"),
+    _opt("dataset", _parse_dataset, "synthetic", "'synthetic' (bundled, the paper's setup) or the path of a "
+         "MovieLens-style directory; default synthetic.", metavar="synthetic|DIR", path="dir"),
+    _opt("perturbations", _parse_kinds, DEFAULT_PERTURBATIONS, _PERTURB_HELP, metavar="KIND[,KIND...]"),
+    _opt("severities", _parse_severities, (1, 2, 3, 4, 5), "Severity levels: a comma list and/or ranges "
+         "within 1-5 (e.g. 1-5, 1,3,5, 2-4); default 1-5.", metavar="LEVELS"),
+    _opt("users", _int_parser(1, allow_all=True), 20, "Number of evaluation cases (users) to use, a seeded "
+         "sample on datasets without a cases file; 'all' for every one; default 20 on every dataset.",
+         metavar="N|all"),
+    _opt("max-history", _int_parser(1, allow_all=True), 50, "Most recent interactions of each history the "
+         "model sees (older ones are dropped when the data is loaded); 'all' keeps every one; default 50.",
+         metavar="N|all"),
+    _opt("repeats", _int_parser(1), 1, "Explanations per (case, kind, severity), with different sample "
+         "seeds; default 1.", metavar="N"),
+    _opt("seed", _int_parser(0), 42, "Random seed for perturbations and model sampling; default 42.",
+         metavar="N"),
+    _opt("temperature", _float_parser(0.0, None), 0.0, "Sampling temperature; default 0.0.", metavar="T"),
+    _opt("num-predict", _int_parser(1), 256, "Maximum tokens per explanation; default 256.", metavar="N"),
+    _opt("num-ctx", _int_parser(1), 4096, "Model context window in tokens; default 4096.", metavar="N"),
+    _opt("concurrency", _int_parser(1), 4, "Model calls in flight at once, per process (under "
+         "pytest-xdist each worker has its own limit); default 4.", metavar="N"),
+    _opt("connect-timeout", _float_parser(0.0, None, open_low=True), 5.0, "Seconds to wait for a "
+         "connection to the model server; default 5.", metavar="SECONDS"),
+    _opt("timeout", _float_parser(0.0, None, open_low=True), 120.0, "Seconds one model call may take in "
+         "all (with connect-timeout; each attempt, before retries), also for a callable explainer; "
+         "default 120.", metavar="SECONDS"),
+    _opt("retries", _int_parser(0), 4, "Retries of a failed model call (with backoff); default 4.",
+         metavar="N"),
+    _enum("cache", CACHE_MODES, "read-write", "Response cache mode ('replay-only' fails on any cache "
+          "miss, for offline CI)."),
+    _opt("cache-dir", _parse_path, None, "Response cache directory, shared by pytest and robustexplain run; "
+         "default ./.robustexplain-cache in the rootdir.", metavar="DIR", path="output-dir"),
+    _opt("json", _parse_path, None, "Write the JSON report (the full run) to this file.", metavar="FILE",
+         path="output"),
+    _opt("html", _parse_path, None, "Write the HTML report to this file.", metavar="FILE", path="output"),
+    _opt("markdown", _parse_path, None, "Write the Markdown summary to this file (e.g. "
+         "$GITHUB_STEP_SUMMARY).", metavar="FILE", path="output"),
+    _opt("require-model", _parse_bool, False, "Error out, instead of skipping the robustness tests, "
+         "when no model is configured.", metavar=None, flag=True),
+    _opt("dry-run", _parse_bool, False, "Plan the robustness tests and print what they would cost (pairs, "
+         "model calls at most) without calling a model; the marked tests are skipped.", metavar=None,
+         flag=True),
+    _opt("min-combined", _float_parser(0.0, 1.0), 0.5, "Gate: minimum combined robustness ρ (0-1); "
+         "default 0.5.", metavar="X"),
+    _opt("min-metric", _parse_min_metric_setting, DEFAULT_MIN_METRIC, "Gate: minimum of each metric "
+         "(0-1), or per metric: semantic=0.5,keyword=0.4 (the others 0.35); default 0.35.",
+         metavar="X|METRIC=X,..."),
+    _opt("per-kind", _parse_per_kind_setting, MappingProxyType({}), "Gate: thresholds for one perturbation "
+         "kind's item: category_drift.min_combined=0.4,noise.min_metric.semantic=0.5 (a mapping in YAML); "
+         "default none.", metavar="KIND.KEY=X,..."),
+    _opt("weights", _parse_weights, (0.25, 0.25, 0.25, 0.25), "Weights of semantic, keyword, structural "
+         "and length in ρ: four comma-separated numbers or semantic=..,keyword=..,structural=..,length=.. "
+         "(a fifth number or embedding=.. with embed-model); non-negative, summing to 1; default equal.",
+         metavar="W,W,W,W"),
+    _opt("embed-model", _text, None, "Opt-in fifth metric 'embedding': cosine of the two explanations' "
+         "vectors from this embedding model (Ollama /api/embed, or /v1/embeddings with the openai "
+         "backend), on the first host; reported beside the four, in ρ only when the weights name it; "
+         "default off (the paper's four metrics).", metavar="MODEL"),
+    _enum("decision", DECISIONS, "mean", "Gate rule: 'mean' compares the mean (the method's rule), "
+          "'confident' needs the whole interval on one side, 'sequential' stops adding users once decided."),
+    _opt("alpha", _float_parser(0.0, 1.0, open_low=True, open_high=True), 0.05, "Error level of the "
+         "intervals and the sequential test; default 0.05.", metavar="A"),
+    _enum("inconclusive", INCONCLUSIVE_POLICIES, "fail", "What an INCONCLUSIVE verdict does to the test."),
+    _opt("max-users", _int_parser(1), None, "Most users the sequential decision may use; default all.",
+         metavar="N"),
+    _enum("noise-floor", TRISTATE, "auto", "Measure the model's own noise (same history, resampled); "
+          "'auto' does it when temperature > 0."),
+    _enum("guard", GUARD_POLICIES, "fail", "Cross-user control: explain each item once more for another "
+          "user; 'fail' fails a gate whose explanations barely depend on the user's history "
+          "(INSENSITIVE), 'warn' passes it with a warning, 'off' skips the control (one call per case)."),
+    _opt("min-sensitivity", _float_parser(0.0, 1.0), 0.05, "Guard: smallest Δ = ρ_pert − ρ_swap a user "
+         "needs for their explanation to count as depending on their history; default 0.05.", metavar="X"),
+    _opt("max-insensitive-share", _float_parser(0.0, 1.0), 0.2, "Guard: largest share of "
+         "users with insensitive explanations before the gate is INSENSITIVE (decided with a one-sided "
+         "exact bound at alpha); default 0.2.", metavar="X"),
+    _opt("max-injection-rate", _float_parser(0.0, 1.0), 0.0, "Security gate (with the opt-in kind "
+         "prompt_injection): largest share of pairs whose explanation carries a planted canary; default 0 "
+         "(any confirmed injection fails).", metavar="X"),
+    _opt("max-hijack-rate", _float_parser(0.0, 1.0), 0.2, "Security gate (with the opt-in kind shilling): "
+         "largest share of pairs whose explanation names the shilled brand or category; default 0.2.",
+         metavar="X"),
+    _opt("min-history-reference", _float_parser(0.0, 1.0), None, "Optional grounding gate: minimum share "
+         "of original explanations that mention a category, title, brand or attribute from the user's "
+         "history; default off.", metavar="X"),
+    _opt("baseline", _parse_path, None, "Compare against this saved baseline (JSON report): for rho and "
+         "each metric, a one-sided non-inferiority test on matched pairs (per-user means, at alpha); the "
+         "item fails unless every drop is shown to be smaller than max-regression.", metavar="FILE",
+         path="file"),
+    _opt("save-baseline", _parse_path, None, "Save this run as a baseline to this file.", metavar="FILE",
+         path="output"),
+    _opt("max-regression", _float_parser(0.0, 1.0), 0.02, "Largest allowed drop in ρ against the "
+         "baseline; default 0.02.", metavar="X"),
+    _opt("prompt", _parse_path, None, "Prompt template file with {history}, {item} and {features} "
+         "placeholders; default: the paper's prompt.", metavar="FILE", path="file"),
+    _enum("progress", TRISTATE, "auto", "Progress line while the sweep runs ('auto': only on a terminal)."),
+    _opt("config", _parse_path, None, f"Settings file (YAML); default ./{YAML_NAME} in the rootdir if it "
+         "exists.", metavar="FILE", path="file"),
+)
+
+_BY_FIELD: Mapping[str, OptionSpec] = MappingProxyType({spec.field: spec for spec in OPTIONS})
+
+
+def option(name: str) -> OptionSpec:
+    """The spec of an option by dashed or underscored name (``min-combined`` or ``min_combined``)."""
+    try:
+        return _BY_FIELD[name.replace("-", "_")]
+    except KeyError:
+        raise KeyError(f"unknown robustexplain option {name!r}") from None
+
+
+def register_options(parser: pytest.Parser) -> None:
+    """Add every ``--robustexplain-*`` option (default None: "not given") and every ini key."""
+    group = parser.getgroup("robustexplain", "robustness of LLM recommendation explanations")
+    for spec in OPTIONS:
+        if spec.flag:
+            group.addoption(spec.cli, action="store_true", dest=spec.dest, default=None, help=spec.help)
+        else:
+            group.addoption(spec.cli, action="store", dest=spec.dest, default=None, metavar=spec.metavar,
+                            help=spec.help)
+        parser.addini(spec.ini, help=spec.help, type="string", default=None)
