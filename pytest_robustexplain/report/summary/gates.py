@@ -108,16 +108,12 @@ def _is_number(value: Any) -> TypeGuard[float]:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
-def _known(quantity: str) -> str:
-    # A check on a quantity the pairs do not carry (a custom gate) is ranked by ρ.
-    return quantity if quantity in METRICS else "combined"
-
-
 def failing_quantity(gate: GateResult) -> str:
     """The quantity whose check failed (``combined`` first), to pick the worst pairs by."""
     failed = [c.quantity for c in gate.verdict.failed_checks]
     if "combined" in failed:
         return "combined"
+    # A check on a quantity the pairs do not carry (a custom gate) is ranked by ρ.
     return failed[0] if failed and failed[0] in METRICS else "combined"
 
 
