@@ -365,6 +365,7 @@ for (const [id, src, width] of frames) {
     out[id] = {
       scroll: root.scrollWidth, client: limit, dark: w.matchMedia("(prefers-color-scheme: dark)").matches,
       background: w.getComputedStyle(d.body).backgroundColor,
+      shade: w.getComputedStyle(d.querySelector(".shade")).color,
       rows: d.querySelectorAll("#pairs-app tbody tr:not(.pair-detail)").length,
       opened: d.querySelectorAll("#pairs-app tbody tr.pair-detail").length,
       wide: Array.from(d.body.querySelectorAll("*"))  // what sticks out, outside the boxes that scroll
@@ -402,6 +403,7 @@ def test_the_html_report_never_scrolls_sideways_at_400_or_1400_px(scheme: str, h
         assert width - 20 <= m["client"] <= width, (frame, m)  # measured at the frame's width
         assert m["scroll"] <= m["client"] and not m["wide"], (frame, m)
         assert m["dark"] == (scheme == "dark") and (m["background"] == "rgb(13, 17, 23)") == m["dark"], m
+        assert m["shade"] == "rgb(31, 35, 40)", m  # dark text on the light gate colours, in dark mode too
         # The pairs table drew its first page (the page's policy let its script run), and every pair's
         # texts opened under it.
         assert m["rows"] > 0 and m["opened"] == m["rows"], (frame, m)

@@ -95,6 +95,7 @@ background:#fff}
 .explanation{white-space:pre-wrap;max-width:32rem;font-size:.92rem}del{background:#ffebe9;text-decoration:none}
 ins{background:#dafbe1;text-decoration:none}details pre{white-space:pre-wrap;font-size:.8rem;max-width:28rem}
 .meta td:first-child{font-weight:600}
+.shade{padding:.1rem .3rem;color:#1f2328}
 .banner{border:2px solid #1a7f37;border-radius:6px;padding:.7rem 1rem;margin:1rem 0;background:#dafbe1}
 .banner-FAIL,.banner-INSENSITIVE{border-color:#cf222e;background:#ffebe9}
 .banner-INCONCLUSIVE{border-color:#9a6700;background:#fff8c5}
@@ -296,7 +297,8 @@ def _heatmap_table(summary: Summary, gate: float) -> str:
                 cells.append("—")
                 continue
             shade = _shade(row[s].mean, gate)
-            cells.append(f'<span style="background:{shade};padding:.1rem .3rem" '
+            # class "shade" keeps the text dark on these light colours in dark mode too.
+            cells.append(f'<span class="shade" style="background:{shade}" '
                          f'title="{e(fmt_interval(row[s]))}">{e(fmt_mean(row[s].mean))}</span>')
         rows.append(cells)
     return "<h3>Kind × severity (ρ)</h3>" + _table(["", *(f"L{s}" for s in severities)], rows)
