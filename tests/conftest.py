@@ -7,7 +7,14 @@ here, once, keeps them loaded across inner runs.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import html
+import json
+import re
+import shutil
+import subprocess
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
 
 import numpy  # noqa: F401
 import pytest
@@ -38,3 +45,24 @@ def xdist_args(request: pytest.FixtureRequest) -> tuple[str, ...]:
     results travel from workers to the controller only in the second (the syrupy ``plugin_args`` pattern)."""
     args: tuple[str, ...] = request.param
     return args
+
+
+@pytest.fixture
+def chromium(tmp_path: Path) -> Callable[..., Any]:
+    """Opens a local page in headless Chromium and returns what its script wrote, as JSON, into
+    ``<pre id="result">`` by the time the page had loaded (``--dump-dom``). Skips the test when Chromium is
+    not installed. Pages may frame other local files (``--allow-file-access-from-files``)."""
+    browser = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
+    if browser is None:
+        pytest.skip("chromium is not installed: the page is measured in a headless browser")
+
+    def run(page: Path, *flags: str) -> Any:
+        command = [browser, "--headless", "--no-sandbox", "--disable-gpu", "--allow-file-access-from-files",
+                   f"--user-data-dir={tmp_path / 'chromium-profile'}", "--window-size=1500,1000", *flags,
+                   "--dump-dom", page.as_uri()]
+        done = subprocess.run(command, capture_output=True, text=True, timeout=300)
+        found = re.search(r'<pre id="result">(.*?)</pre>', done.stdout, re.DOTALL)
+        assert found and found.group(1) != "waiting", (done.stdout[:500], done.stderr[-2000:])
+        return json.loads(html.unescape(found.group(1)))
+
+    return run

@@ -1,16 +1,24 @@
 """Outside text is hostile: a table of hostile strings through every writer.
 
 Model replies (and the ids in data files) may contain anything. Whatever they contain, the run finishes
-with its verdicts, nothing reaches the CI log as a workflow command or a terminal escape, and no Markdown
-link, image or HTML from it renders in the step summary.
+with its verdicts, nothing reaches the CI log as a workflow command or a terminal escape, no Markdown
+link, image or HTML from it renders in the step summary, and in the HTML report it is text: escaped in the
+markup, data in the pairs' JSON block (which no string can close), outlines in the charts, and a page laid
+out without sideways scrolling at 400 and 1,400 px however long its unbroken tokens.
 """
 
 from __future__ import annotations
 
+import base64
+import hashlib
+import html
 import json
 import re
 import xml.etree.ElementTree as ET
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import replace
+from html.parser import HTMLParser
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -18,6 +26,20 @@ import pytest
 from pytest_robustexplain import cli, sanitize
 from pytest_robustexplain.explainers.base import Explanation
 from pytest_robustexplain.explainers.retry import describe_error
+from pytest_robustexplain.report import html as html_report
+from pytest_robustexplain.report.json_report import read_json
+from pytest_robustexplain.report.summary import summarize
+from pytest_robustexplain.results import (
+    FAIL,
+    OVERALL,
+    GateCheck,
+    GateResult,
+    PairKey,
+    PairResult,
+    RunResult,
+    Verdict,
+)
+from pytest_robustexplain.stats import cluster_interval
 from pytest_robustexplain.testing import FakeOllamaServer, compose_reply
 
 pytest_plugins = ["pytester"]
@@ -36,6 +58,12 @@ HOSTILE: dict[str, str] = {
     "html": "<script>alert(1)</script><img src=x onerror=alert(2)>",
     "table break": "a | b | c\n| --- |",
     "nul": "a\x00b",
+    "script close": "</script><script>alert(3)</script><!--<script>",
+    "svg close": "</svg><svg onload=alert(4)>",
+    "amp and quotes": "Tom & \"Jerry\" 'x' &amp; &lt;b&gt; `tick`",
+    "line separators": "one\u2028two\u2029three",
+    "long token": "https://evil.invalid/" + "a" * 400,
+    "mathtext": "costs $5 and $x^2$ or \\frac{1}{0}",
 }
 
 
@@ -121,6 +149,9 @@ def test_every_writer_survives_and_neutralises_hostile_replies(
     _assert_markdown_is_inert(summary.read_text(encoding="utf-8"))
     page = (pytester.path / "r.html").read_text(encoding="utf-8")
     assert "<script>alert" not in page and "<img src=x" not in page
+    data = _assert_html_keeps_outside_text_as_text(page)
+    texts = "\n".join(data["originals"]) + "\n".join(row[8] for row in data["rows"])
+    assert HOSTILE["script close"] in texts and HOSTILE["html"] in texts  # shown whole, as data
     doc = json.loads((pytester.path / "r.json").read_text(encoding="utf-8"))
     assert any("\ufffd" in p["original"] for p in doc["pairs"])  # the surrogate, replaced
     (pytester.path / "junit.xml").read_text(encoding="utf-8")  # written, valid UTF-8
@@ -166,6 +197,216 @@ def test_the_cli_report_keeps_terminal_escapes_out(server: FakeOllamaServer, tmp
                      "--progress", "off", "--cache", "off"])
     assert code == cli.EXIT_GATE_FAILED
     _assert_log_is_safe(capsys.readouterr().out)
+
+
+# ---------------------------------------------------------------------- the HTML report
+LONG = "x" * 300  # one unbroken token, far wider than a phone
+
+
+class _Page(HTMLParser):
+    """The tags, attributes and script contents of a page as a browser's parser sees them."""
+
+    def __init__(self, page: str) -> None:
+        super().__init__()
+        self.tags: list[str] = []
+        self.attributes: list[tuple[str, str]] = []
+        self.scripts: list[tuple[dict[str, str], str]] = []
+        self._in_script = False
+        self.feed(page)
+        self.close()
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.tags.append(tag)
+        self.attributes += [(name, value or "") for name, value in attrs]
+        if tag == "script":
+            self.scripts.append(({name: value or "" for name, value in attrs}, ""))
+            self._in_script = True
+
+    def handle_endtag(self, tag: str) -> None:
+        self._in_script = self._in_script and tag != "script"
+
+    def handle_data(self, data: str) -> None:
+        if self._in_script:
+            attrs, text = self.scripts[-1]
+            self.scripts[-1] = (attrs, text + data)
+
+
+def _assert_html_keeps_outside_text_as_text(page: str) -> dict[str, Any]:
+    """Outside text in the page can be nothing but text: the page has exactly its own two scripts (the JSON
+    block, which no string closed, and the code, the only one the page's policy lets run), no event handler
+    and no external reference, and its charts are SVG without text or links. Returns the JSON block's data."""
+    page.encode("utf-8")  # lone surrogates are gone
+    parsed = _Page(page)
+    assert parsed.tags.count("script") == 2, parsed.tags.count("script")
+    (data_attrs, block), (code_attrs, code) = parsed.scripts
+    assert data_attrs == {"type": "application/json", "id": "pairs-data"} and code_attrs == {}
+    assert code == html_report._PAIRS_JS
+    assert not re.search("[<>&\u2028\u2029]", block)  # nothing in it can end it or start markup
+    policy = re.search(r'<meta http-equiv="Content-Security-Policy" content="([^"]*)">', page)
+    digest = base64.b64encode(hashlib.sha256(code.encode("utf-8")).digest()).decode("ascii")
+    assert policy and f"script-src 'sha256-{digest}';" in html.unescape(policy.group(1))
+    assert not any(name.startswith("on") for name, _ in parsed.attributes)
+    references = [v for name, v in parsed.attributes if name in ("src", "href", "srcset", "action", "poster")]
+    assert all(r.startswith("data:image/svg+xml;base64,") for r in references), references
+    for reference in references:
+        svg = base64.b64decode(reference.split(",", 1)[1]).decode("utf-8")
+        root = ET.fromstring(svg)
+        assert not {e.tag.rsplit("}", 1)[-1] for e in root.iter()} & {"text", "script", "foreignObject", "a"}
+        assert "alert" not in svg and "evil" not in svg and "INJECTED" not in svg  # no outside text at all
+    data: dict[str, Any] = json.loads(block)
+    return data
+
+
+def _hostile_run() -> RunResult:
+    """A failing run whose every outside string is hostile and long: the model, a kind, users, items, both
+    explanations, failure details, change records, settings and gate ids."""
+    values = list(HOSTILE.values())
+    model = "m</script><script>alert(1)</script>&\"'" + HOSTILE["surrogate"] + LONG
+    kinds = ["noise_injection", HOSTILE["svg close"] + LONG]
+    pairs = []
+    for u, user in enumerate(values[:6]):
+        for kind in kinds:
+            for severity in (1, 2):
+                text = values[(u + severity) % len(values)]
+                failed = (u, severity) == (1, 2)
+                score = 0.0 if failed else 0.2 + 0.02 * u + 0.01 * severity
+                pairs.append(PairResult(
+                    PairKey(model, user + LONG if u == 0 else user, values[-1 - u], kind, severity, 0),
+                    semantic=score, keyword=score, structural=score, length=score, combined=score,
+                    original=" ".join(values) + " " + LONG, perturbed="" if failed else f"{text} {LONG}",
+                    changes={"inserted": [{"position": 1, "item_id": text, "category": user}], text: LONG},
+                    failure="error" if failed else None, failure_detail=text if failed else ""))
+    judged = [p.combined for p in pairs]
+    interval = cluster_interval(judged, [p.key.user_id for p in pairs])
+    gate = GateResult(f"t.py::t[{HOSTILE['html']}{LONG}]", OVERALL, model,
+                      Verdict(FAIL, (GateCheck("combined", 0.5, interval, FAIL),)), {"combined": 0.5})
+    return RunResult(signature=HOSTILE["workflow command"] + LONG, seed=1,
+                     models=[{"name": model, "backend": HOSTILE["html"], "host": HOSTILE["long token"]}],
+                     settings={"note": HOSTILE["script close"], LONG: values}, pairs=pairs, gates=[gate],
+                     started_at=HOSTILE["ansi clear"], finished_at=HOSTILE["bidi override"])
+
+
+@pytest.fixture(scope="module")
+def hostile_page() -> str:
+    return html_report.render_html(_hostile_run())
+
+
+def test_the_html_report_keeps_hostile_text_as_text(hostile_page: str) -> None:
+    run = _hostile_run()
+    data = _assert_html_keeps_outside_text_as_text(hostile_page)
+    # The JSON block reads back as exactly the pairs (lone surrogates replaced): nothing lost, nothing added.
+    expected = json.loads(sanitize.clean(json.dumps(html_report.pairs_data(run), ensure_ascii=False)))
+    assert data == expected
+    strings = json.dumps(data, ensure_ascii=False)
+    for name, value in HOSTILE.items():
+        assert json.dumps(sanitize.clean(value), ensure_ascii=False)[1:-1] in strings, name
+    markup = re.sub(r"<script\b[^>]*>.*?</script>", "", hostile_page, flags=re.DOTALL)
+    for value in (HOSTILE["html"], HOSTILE["script close"], HOSTILE["svg close"], HOSTILE["amp and quotes"]):
+        assert value not in markup and html.escape(value, quote=True) in markup
+    assert markup.lower().count("<svg") == 0 and "<img src=x" not in markup
+    assert '<div class="banner banner-FAIL" role="status">' in markup
+
+
+def test_the_pairs_script_builds_the_table_without_parsing_markup() -> None:
+    """Outside text reaches the DOM only as textContent of elements the script creates."""
+    code = html_report._PAIRS_JS
+    for api in ("innerHTML", "outerHTML", "insertAdjacentHTML", "document.write", "eval(", "Function(",
+                "DOMParser", "createContextualFragment", "srcdoc", "setAttribute(\"on", "setTimeout(\"",
+                "fetch(", "XMLHttpRequest", "import("):
+        assert api not in code, api
+    assert "textContent" in code and "createElement" in code
+    assert "</script" not in code.lower() and "<!--" not in code
+
+
+@pytest.mark.parametrize("wide", [False, True], ids=["hostile", "wide glyphs"])
+def test_long_names_stay_inside_the_charts(wide: bool) -> None:
+    """Long model and kind names are cut short in a chart (the tables hold them whole), measured in the
+    chart's font, so no title, tick label or legend entry is clipped at the image's edge, whether its
+    letters are narrow or wide; and none makes matplotlib fail (a lone surrogate did) or draw a line break."""
+    plotter = html_report._Plotter.load()
+    if plotter is None:
+        pytest.skip("matplotlib is not installed")
+    run = _hostile_run()
+    if wide:
+        names = {run.pairs[0].key.model: "W" * 40, run.pairs[0].key.kind: "M" * 40}
+        run = replace(run, pairs=[replace(p, key=replace(p.key, model=names[p.key.model],
+                                                         kind=names.get(p.key.kind, "中" * 30)))
+                                  for p in run.pairs], models=[{"name": "W" * 40}], gates=[])
+    summary = summarize(run, run.pairs[0].key.model)
+    with plotter.style():
+        charts = [plotter.heatmap(summary, 0.5), plotter.metric_bars(summary, {"combined": 0.5}),
+                  plotter.severity_curve(summary, 0.5), plotter.comparison_chart([summary, summary])]
+        for chart in charts:
+            assert chart is not None
+            fig, alt = chart
+            fig.canvas.draw()
+            drawn = fig.get_tightbbox(fig.canvas.get_renderer())  # everything drawn, in inches
+            width, height = fig.get_size_inches()
+            assert drawn.x0 >= 0 and drawn.y0 >= 0 and drawn.x1 <= width and drawn.y1 <= height, (alt, drawn)
+
+
+_LAYOUT_PROBE = """<!DOCTYPE html><html><body><pre id="result">waiting</pre><script>
+// Each report in an iframe of its own width; when it has loaded, every <details> is opened and the page
+// measured: a document wider than its frame scrolls sideways.
+const frames = %s;
+const out = {};
+let left = frames.length;
+for (const [id, src, width] of frames) {
+  const frame = document.createElement("iframe");
+  frame.style.width = width + "px";
+  frame.style.height = "900px";
+  frame.addEventListener("load", () => {
+    const w = frame.contentWindow;
+    const d = frame.contentDocument;
+    for (const details of d.querySelectorAll("details")) details.open = true;
+    for (const button of d.querySelectorAll("#pairs-app tbody button[aria-expanded=false]")) button.click();
+    const root = d.documentElement;
+    const limit = root.clientWidth;
+    out[id] = {
+      scroll: root.scrollWidth, client: limit, dark: w.matchMedia("(prefers-color-scheme: dark)").matches,
+      background: w.getComputedStyle(d.body).backgroundColor,
+      shade: w.getComputedStyle(d.querySelector(".shade")).color,
+      rows: d.querySelectorAll("#pairs-app tbody tr:not(.pair-detail)").length,
+      opened: d.querySelectorAll("#pairs-app tbody tr.pair-detail").length,
+      wide: Array.from(d.body.querySelectorAll("*"))  // what sticks out, outside the boxes that scroll
+        .filter((el) => el.getBoundingClientRect().right > limit + 0.5
+                && !el.parentElement.closest(".table-wrap"))
+        .slice(0, 5).map((el) => el.tagName + "." + el.className),
+    };
+    if (--left === 0) document.getElementById("result").textContent = JSON.stringify(out);
+  });
+  frame.src = src;
+  document.body.appendChild(frame);
+}
+</script></body></html>"""
+
+
+@pytest.mark.parametrize("scheme", ["light", "dark"])
+def test_the_html_report_never_scrolls_sideways_at_400_or_1400_px(scheme: str, hostile_page: str,
+                                                                  tmp_path: Path,
+                                                                  chromium: Callable[..., Any]) -> None:
+    """Measured in headless Chromium, light and dark: the failing hostile run (long unbroken model, kind,
+    user and gate names, explanations and settings) and the recorded sample, every <details> and every
+    pair's texts open, are no wider than a 400 px and a 1,400 px frame: long tokens wrap or scroll inside
+    their own box. (A window cannot be narrower than 500 px here; a frame can.)"""
+    (tmp_path / "hostile.html").write_text(hostile_page, encoding="utf-8")
+    sample = read_json(Path(__file__).parent / "data_samples" / "report_sample.json")
+    (tmp_path / "sample.html").write_text(html_report.render_html(sample), encoding="utf-8")
+    frames = [[f"{name}-{width}", f"{name}.html", width]
+              for name in ("hostile", "sample") for width in (400, 1400)]
+    probe = tmp_path / "probe.html"
+    probe.write_text(_LAYOUT_PROBE % json.dumps(frames), encoding="utf-8")
+    results = chromium(probe, f"--blink-settings=preferredColorScheme={0 if scheme == 'dark' else 1}")
+    assert set(results) == {f for f, _, _ in frames}
+    for frame, m in results.items():
+        width = int(frame.rsplit("-", 1)[1])
+        assert width - 20 <= m["client"] <= width, (frame, m)  # measured at the frame's width
+        assert m["scroll"] <= m["client"] and not m["wide"], (frame, m)
+        assert m["dark"] == (scheme == "dark") and (m["background"] == "rgb(13, 17, 23)") == m["dark"], m
+        assert m["shade"] == "rgb(31, 35, 40)", m  # dark text on the light gate colours, in dark mode too
+        # The pairs table drew its first page (the page's policy let its script run), and every pair's
+        # texts opened under it.
+        assert m["rows"] > 0 and m["opened"] == m["rows"], (frame, m)
 
 
 # ---------------------------------------------------------------------- reports that cannot be written
