@@ -27,6 +27,7 @@ INNER: dict[str, tuple[str, ...]] = {
     "settings": ("parsers", "table", "record", "checks", "layers", "marker"),
     "cli": ("common", "run", "report", "compare", "dataset", "parser", "entry"),
     "report/summary": ("gates", "compute", "findings"),
+    "report/html": ("common", "charts", "pairs", "page", "document"),
 }
 
 
