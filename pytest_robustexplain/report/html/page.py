@@ -46,12 +46,13 @@ _WORST_SHOWN = 5
 
 def _table(header: list[str], rows: list[list[str]], cls: str = "") -> str:
     """A table from cells that are already HTML (callers escape their values)."""
-    head = "".join(f"<th>{h}</th>" for h in header)
+    # A table of name/value rows has no column names: no header row (it drew as an empty grey bar).
+    head = ("<thead><tr>" + "".join(f"<th>{h}</th>" for h in header) + "</tr></thead>"
+            if any(h.strip() for h in header) else "")
     body = "".join("<tr>" + "".join(_td(c) for c in row) + "</tr>" for row in rows)
     attr = f' class="{cls}"' if cls else ""
     # A wide table scrolls inside its own box, so the page itself never scrolls sideways on a phone.
-    return (f'<div class="table-wrap"><table{attr}><thead><tr>{head}</tr></thead><tbody>{body}</tbody>'
-            "</table></div>")
+    return f'<div class="table-wrap"><table{attr}>{head}<tbody>{body}</tbody></table></div>'
 
 
 def _td(content: str) -> str:
@@ -77,7 +78,7 @@ def _meta_table(run: RunResult) -> str:
     if run.settings:
         settings = e(json.dumps(run.settings, indent=1, sort_keys=True, default=str))
         rows.append(["settings", f"<details><summary>show</summary><pre>{settings}</pre></details>"])
-    return _table(["run", ""], rows, "meta")
+    return _table(["", ""], rows, "meta")
 
 
 def _status_list(run: RunResult, summaries: list[Summary]) -> str:
