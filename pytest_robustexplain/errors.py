@@ -6,6 +6,10 @@ at fault; the plugin turns them into ``pytest.UsageError`` without adding a trac
 
 from __future__ import annotations
 
+import threading
+import warnings
+from collections import deque
+
 
 class RobustExplainError(Exception):
     """Base class of every error this package raises on purpose."""
@@ -45,3 +49,32 @@ class RobustExplainWarning(UserWarning):
     A plain ``UserWarning`` rather than ``pytest.PytestWarning``, so that ``robustexplain run`` and the
     Python API never import pytest; filter it by name (``-W error::pytest_robustexplain.errors.
     RobustExplainWarning``)."""
+
+
+# Warnings raised off the main thread, waiting for it (see ``warn``). Process-wide like the warnings
+# machinery itself; a deque's append and popleft are thread-safe.
+_DEFERRED: deque[Warning] = deque()
+
+
+def warn(warning: Warning) -> None:
+    """``warnings.warn`` now on the main thread; from any other thread (the sweep's event loop, a cache
+    write on a worker thread) the warning waits for the main thread's next :func:`flush_warnings`.
+
+    Why: pytest records warnings phase by phase on the main thread's clock (``catch_warnings`` swaps
+    process-wide state), so a sweep thread's warning landed in whichever test happened to be running,
+    or, raised between two phases, on stderr and in no report at all — which one depended on timing.
+    """
+    if threading.current_thread() is threading.main_thread():
+        warnings.warn(warning, stacklevel=3)
+    else:
+        _DEFERRED.append(warning)
+
+
+def flush_warnings() -> None:
+    """Raise, on the calling (main) thread, every warning other threads deferred, in order."""
+    while _DEFERRED:
+        try:
+            warning = _DEFERRED.popleft()
+        except IndexError:  # pragma: no cover - another flush took the last one
+            return
+        warnings.warn(warning, stacklevel=2)

@@ -14,7 +14,7 @@ from typing import Any, TypeVar
 import pytest
 
 from pytest_robustexplain.data import Interaction, Item, UserHistory
-from pytest_robustexplain.errors import CacheMissError, ConfigError, RobustExplainWarning
+from pytest_robustexplain.errors import CacheMissError, ConfigError, RobustExplainWarning, flush_warnings
 from pytest_robustexplain.explainers.base import Explainer, Explanation, ModelInfo
 from pytest_robustexplain.explainers.cache import (
     CachedExplainer,
@@ -146,6 +146,7 @@ def test_corrupt_entry_is_warned_about_and_regenerated(tmp_path: Path) -> None:
     entry.write_text('{"key": "truncated', encoding="utf-8")
     with pytest.warns(RobustExplainWarning, match=str(entry.name)):
         again = run(explainer.explain(history(), ITEM, seed=1, repeat=0))
+        flush_warnings()  # the read ran on a worker thread; the engine flushes after each wait
     assert not again.cached and inner.calls == 2 and cache.stats.corrupt == 1
     assert json.loads(entry.read_text(encoding="utf-8"))["explanation"]["text"] == again.text
     assert run(explainer.explain(history(), ITEM, seed=1, repeat=0)).cached
@@ -281,3 +282,24 @@ def test_concurrent_threads_and_processes_never_tear_entries(tmp_path: Path) -> 
     assert torn == [] and reader_cache.stats.corrupt == 0
     assert reader_cache.stats.hits > 0  # the reader really overlapped with the writers
     _check_entries(tmp_path)
+
+
+def test_a_warning_from_a_sweep_thread_waits_for_the_main_thread() -> None:
+    """pytest records warnings per phase on the main thread: a worker thread's warning is held until the
+    main thread flushes it (the engine does after each wait), so it lands in a report, never in between."""
+    import threading
+    import warnings
+
+    from pytest_robustexplain.errors import warn
+
+    flush_warnings()  # what an earlier test in this process left (its cache read ran on a thread)
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        worker = threading.Thread(target=warn, args=(RobustExplainWarning("disk full"),))
+        worker.start()
+        worker.join()
+        assert seen == []  # not raised on the worker, where no phase may be recording
+        flush_warnings()
+        warn(RobustExplainWarning("main"))  # on the main thread: at once
+    assert [str(w.message) for w in seen] == ["disk full", "main"]
+    flush_warnings()  # nothing left over

@@ -18,7 +18,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..errors import BackendError, CacheMissError, RobustExplainError
+from ..errors import BackendError, CacheMissError, RobustExplainError, flush_warnings
 from ..explainers.base import FAILURE_ERROR
 from ..results import (
     OVERALL,
@@ -153,7 +153,10 @@ class Run:
         """Preflight ``explainer`` and run ``model``'s slices on it (a no-op when already registered)."""
         if model not in self._explainers:
             sweep = self.sweep
-            self.model_infos[model] = sweep.run_coroutine(explainer.preflight())
+            try:
+                self.model_infos[model] = sweep.run_coroutine(explainer.preflight())
+            finally:
+                flush_warnings()  # what preflight warned of on the sweep's loop, said here
             self._explainers[model] = explainer
             sweep.add_explainer(model, explainer)
         return self.model_infos[model]
@@ -262,6 +265,8 @@ class Run:
             sliced = self.sweep.wait(slice_id, poll=poll, interval=interval)
         except RobustExplainError as exc:
             raise BackendError(f"{planned.spec.model}: {exc}") from None  # one message, not a chain of three
+        finally:
+            flush_warnings()  # the sweep threads' warnings (a full disk…), raised on this thread
         done = self.decide(planned, sliced)
         self._results[slice_id] = done
         return done
@@ -391,6 +396,7 @@ class Run:
     def close(self) -> None:
         if self._sweep is not None:
             self._sweep.close()
+        flush_warnings()  # anything the sweep's threads warned of after the last wait
 
 
 def close_explainers(explainers: Mapping[str, Explainer]) -> None:

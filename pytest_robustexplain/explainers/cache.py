@@ -26,7 +26,6 @@ import os
 import tempfile
 import threading
 import time
-import warnings
 import weakref
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass
@@ -34,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from ..data import Item, UserHistory
-from ..errors import CacheMissError, ConfigError, RobustExplainWarning
+from ..errors import CacheMissError, ConfigError, RobustExplainWarning, warn
 from .base import Explainer, Explanation, ModelInfo
 
 CACHE_MODES: tuple[str, ...] = ("off", "read", "write", "read-write", "replay-only")
@@ -188,9 +187,9 @@ class ResponseCache:
         with self._lock:
             first = self.stats.write_errors == 1
         if first:  # once per cache: the same cause would repeat for every entry
-            warnings.warn(RobustExplainWarning(
+            warn(RobustExplainWarning(
                 f"response cache {self.directory}: cannot write {path.name} ({exc.strerror or exc}); "
-                "the run goes on without caching what cannot be written"), stacklevel=3)
+                "the run goes on without caching what cannot be written"))
 
     @contextlib.contextmanager
     def key_lock(self, key: str) -> Iterator[None]:
@@ -245,7 +244,7 @@ class ResponseCache:
         except FileNotFoundError:
             return None
         except (OSError, ValueError, TypeError) as exc:
-            warnings.warn(RobustExplainWarning(f"ignoring unreadable cache file {path}: {exc}"), stacklevel=2)
+            warn(RobustExplainWarning(f"ignoring unreadable cache file {path}: {exc}"))
             return None
 
     # ------------------------------------------------------------------ internals
@@ -256,8 +255,8 @@ class ResponseCache:
     def _corrupt(self, path: Path, problem: str) -> Explanation | None:
         self._count("corrupt")
         self._count("misses")
-        warnings.warn(RobustExplainWarning(
-            f"response cache entry {path} {problem}; ignoring it, it will be regenerated"), stacklevel=3)
+        warn(RobustExplainWarning(
+            f"response cache entry {path} {problem}; ignoring it, it will be regenerated"))
         return None
 
 

@@ -16,10 +16,9 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import warnings
 from typing import Any
 
-from ..errors import BackendError, RobustExplainWarning
+from ..errors import BackendError, RobustExplainWarning, warn
 from .base import ModelInfo
 from .prompt import PromptTemplate
 from .remote import RemoteExplainer, Reply
@@ -126,10 +125,10 @@ class OpenAICompatExplainer(RemoteExplainer):
         entry = next((e for e in entries if e.get("id") == self.model), None)
         if entry is None and entries:
             served = ", ".join(str(e.get("id")) for e in entries)
-            warnings.warn(RobustExplainWarning(
+            warn(RobustExplainWarning(
                 f"model {self.model!r} is not listed by {self.host}/models (served: {served}); servers such "
                 "as llama.cpp answer every request with the model they loaded, so the results belong to "
-                "that model."), stacklevel=2)
+                "that model."))
             entry = entries[0] if len(entries) == 1 else None
         known: dict[str, Any] = entry or {}
         meta = known["meta"] if isinstance(known.get("meta"), dict) else {}
