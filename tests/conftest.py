@@ -1,8 +1,11 @@
 """Shared test set-up.
 
 pytester's in-process runs drop every module first imported during the inner run when it ends; numpy
-(and so scipy) cannot be imported twice in one process. Importing the heavy modules the plugin uses
-here, once, keeps them loaded across inner runs.
+(and so scipy) cannot be imported twice in one process, and a second copy of httpx or httpcore beside the
+first breaks httpx's mapping of httpcore errors (a refused connection surfaced as a bare
+``httpcore.ConnectError`` in whichever test ran after an inner run that first imported them — a flaky,
+order-dependent failure under xdist). Importing the heavy modules the plugin uses here, once, keeps them
+loaded across inner runs.
 """
 
 from __future__ import annotations
@@ -16,7 +19,11 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import anyio  # noqa: F401
+import httpcore  # noqa: F401
+import httpx  # noqa: F401
 import numpy  # noqa: F401
+import ollama  # noqa: F401
 import pytest
 import scipy.stats  # noqa: F401
 

@@ -41,12 +41,20 @@ def status_of(exc: BaseException) -> int | None:
     return status if isinstance(status, int) and status > 0 else None
 
 
+def _is_httpx(exc: BaseException, name: str) -> bool:
+    """Whether ``exc`` is an ``httpx.<name>`` (or a subclass), by the class's name and module rather than
+    its identity: code that re-imports httpx (pytester restoring ``sys.modules`` after an in-process run,
+    importlib.reload) holds exceptions of another copy of the class, which ``isinstance`` would miss —
+    and a refused connection would then be retried and described as an unknown failure. Nor does it
+    import httpx, which a run on the lean client never needs."""
+    return any(cls.__name__ == name and cls.__module__.split(".")[0] == "httpx" for cls in type(exc).__mro__)
+
+
 def is_connect_failure(exc: BaseException) -> bool:
     """True when no connection could be made at all (refused, no route, unknown host)."""
-    import httpx
-
     # ollama's client turns httpx.ConnectError into a bare builtin ConnectionError.
-    return isinstance(exc, (httpx.ConnectError, ConnectionRefusedError)) or type(exc) is ConnectionError
+    return (_is_httpx(exc, "ConnectError") or isinstance(exc, ConnectionRefusedError)
+            or type(exc) is ConnectionError)
 
 
 def connect_cause(exc: BaseException, host: str | None = None) -> str:
@@ -95,15 +103,14 @@ def _cause_of(seen: list[BaseException]) -> str:
 
 def is_retryable(exc: BaseException) -> bool:
     """Whether a failed request is worth another attempt."""
-    import httpx
-
     status = status_of(exc)
     if status is not None:
         return status in RETRY_STATUSES
     if is_connect_failure(exc):
         return False
     # TransportError covers read/write/pool/connect timeouts, resets and servers that hang up mid-reply.
-    return isinstance(exc, (httpx.TransportError, TimeoutError, asyncio.TimeoutError, ConnectionError))
+    return _is_httpx(exc, "TransportError") or isinstance(exc, (TimeoutError, asyncio.TimeoutError,
+                                                                 ConnectionError))
 
 
 def describe_error(exc: BaseException) -> str:
