@@ -17,7 +17,8 @@ to 0.9; populations twice as spread (sd 0.2) at the ends; the power the interval
 users costs or gives against the rule before it (``previous``); the sequential test on the clear case
 (ρ ≈ 0.93, gate 0.5, 20 users) against the fewest users any valid bet could need, that floor at a gap of
 0.1, and FAIL power of ρ with the four metrics at ``min_metric = 0`` (they take no share of alpha) and at
-0.05 (they do). ``--candidates`` adds the intervals and guards considered for issue 17.
+0.05 (they do). ``--candidates`` adds the intervals and guards considered for issue 17, and the
+allowance's weight against others.
 
     .venv/bin/python benchmarks/bench_calibration.py [--runs 10000] [--seed 1] [--quick] [--candidates]
 """
@@ -403,6 +404,47 @@ def candidates(runs: int, seed: int) -> None:
                 print(f"    {'chosen + betting':16}   —   / {error:.3f} / {power:.3f} /   —")
 
 
+def weights(runs: int, seed: int) -> None:
+    """The allowance's weight: w·√(G/10) for w 0.03–0.05, and a weight that stays w at every G; worst
+    one-sided error over the cells at the ends (where it matters), at the confident rule's 0.05 and the
+    sequential fallback's 0.025, lowest coverage, and PASS power 0.1 above the truth at levels 0.5 and
+    0.89."""
+    rng = np.random.default_rng(seed)
+    cells = [Cell(level, n_users, noise=noise) for noise in ("normal", "t3") for level in (0.05, 0.95)
+             for n_users in USERS]
+    ends = [(true_mean(c), c.level_mean >= 0.5, user_means(c, runs, rng)) for c in cells]
+    power_cells = [Cell(level, 10, noise="normal") for level in (0.5, 0.89)]
+    powers = [(true_mean(c), user_means(c, runs, rng)) for c in power_cells]
+    print(f"\nthe allowance's weight, {runs} runs per cell: worst one-sided error over the ends (normal and "
+          "t3, levels 0.05/0.95,\nG 10/20/40) at 0.05 / at 0.025, lowest coverage; PASS power at μ − 0.1, "
+          "level 0.5 and 0.89, G=10")
+    saved = intervals._UNSEEN_WEIGHT
+    try:
+        for weight in (0.03, 0.04, 0.05):
+            for grows in (True, False):
+                def bounds(x: np.ndarray, tail: float, weight: float = weight,
+                           grows: bool = grows) -> tuple[np.ndarray, np.ndarray]:
+                    # A weight that stays w at every G is w·√(10/G)·√(G/10): one cell has one G.
+                    intervals._UNSEEN_WEIGHT = weight if grows else weight * math.sqrt(10 / x.shape[1])
+                    return simulate_interval(x, 1 - 2 * tail)
+
+                errors: dict[float, float] = {}
+                for tail in (ALPHA, ALPHA / 2):
+                    worst = 0.0
+                    for mu, top, x in ends:
+                        low, high = bounds(x, tail)
+                        worst = max(worst, float(np.mean(low >= mu) if top else np.mean(high < mu)))
+                    errors[tail] = worst
+                cover = min(float(np.mean((lo <= mu) & (mu <= hi)))
+                            for mu, _, x in ends for lo, hi in [bounds(x, ALPHA / 2)])
+                power = [float(np.mean(bounds(x, ALPHA)[0] >= mu - GAP)) for mu, x in powers]
+                label = f"w = {weight:g}" + ("·√(G/10)" if grows else " at every G")
+                print(f"  {label:22} worst error {errors[ALPHA]:.3f} / {errors[ALPHA / 2]:.3f}, coverage ≥ "
+                      f"{cover:.3f}; power {power[0]:.3f} / {power[1]:.3f}", flush=True)
+    finally:
+        intervals._UNSEEN_WEIGHT = saved
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=10_000, help="simulated runs per cell")
@@ -423,6 +465,7 @@ def main() -> None:
     alpha_split(args.runs, args.seed)
     if args.candidates:
         candidates(min(args.runs, 4000), args.seed)
+        weights(args.runs, args.seed)
 
 
 if __name__ == "__main__":
