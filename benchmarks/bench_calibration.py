@@ -12,9 +12,13 @@ sequential test (``SequentialGate``) with its fallback, alpha 0.05. Columns:
 - ``pwP``/``pwF``: PASS power at τ = μ − 0.1 and FAIL power at τ = μ + 0.1 (blank off the scale);
 - ``users``: mean users the sequential test used at τ = μ − 0.1 (of G).
 
-Then the sequential test on the clear case (ρ ≈ 0.93, gate 0.5, 20 users) against the fewest users any
-valid bet could need, that floor at a gap of 0.1, and FAIL power of ρ with the four metrics at
-``min_metric = 0`` (they take no share of alpha) and at 0.05 (they do).
+Then the cells piled against the ends of the scale (levels 0.05 and 0.95) with the threshold swept from 0.3
+to 0.9; populations twice as spread (sd 0.2) at the ends; the power the interval's allowance for unseen
+users costs or gives against the rule before it (``previous``); the sequential test on the clear case
+(ρ ≈ 0.93, gate 0.5, 20 users) against the fewest users any valid bet could need, that floor at a gap of
+0.1, and FAIL power of ρ with the four metrics at ``min_metric = 0`` (they take no share of alpha) and at
+0.05 (they do). ``--candidates`` adds the intervals and guards considered for issue 17, and the
+allowance's weight against others.
 
     .venv/bin/python benchmarks/bench_calibration.py [--runs 10000] [--seed 1] [--quick] [--candidates]
 """
@@ -23,10 +27,20 @@ from __future__ import annotations
 
 import argparse
 import math
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 
 import numpy as np
 
-from pytest_robustexplain.stats import DEFAULT_FALLBACK_SHARE, simulate_confident, simulate_sequential
+from pytest_robustexplain.stats import (
+    DEFAULT_FALLBACK_SHARE,
+    calibration,
+    confident,
+    intervals,
+    sequential,
+    simulate_confident,
+    simulate_sequential,
+)
 from pytest_robustexplain.stats.calibration import Cell, bet_floor, simulate_interval, true_mean, user_means
 
 ALPHA = 0.05
@@ -34,8 +48,44 @@ GAP = 0.1
 LEVELS = (0.05, 0.3, 0.5, 0.7, 0.89, 0.95)
 USERS = (10, 20, 40)
 NOISES = ("none", "normal", "t3")
+TAUS = (0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9)
 HEADER = (f"{'noise':6} {'level':>5} {'μ':>5} {'G':>3} {'cover':>6} | {'conf fP':>7} {'fF':>6} {'pwP':>5} "
           f"{'pwF':>5} | {'seq fP':>6} {'fF':>6} {'pwP':>5} {'pwF':>5} {'users':>5}")
+Bounds = Callable[..., tuple[np.ndarray, np.ndarray]]
+
+
+def previous_bounds(mean: np.ndarray, se: np.ndarray, n: np.ndarray, skew: np.ndarray, alpha_low: float,
+                    alpha_high: float,
+                    limits: tuple[float, float] = (0.0, 1.0)) -> tuple[np.ndarray, np.ndarray]:
+    """The bounds before the allowance for unseen users: Hall's correction with the measured skewness moved
+    one standard error of a sample skewness, √(6/G), against each bound, held within the same limit."""
+    from scipy import stats as sps
+
+    mean, se, n = np.asarray(mean, float), np.asarray(se, float), np.asarray(n, float)
+    known = np.isfinite(se) & (n >= 2)
+    safe_n = np.where(known, n, 2.0)
+    gamma = np.where(known, np.asarray(skew, float), 0.0)
+    margin = np.sqrt(6.0 / safe_n)
+    spread = np.where(known, se, 0.0) * np.sqrt(safe_n)
+    t_low = sps.t.ppf(1 - alpha_low, safe_n - 1) / np.sqrt(safe_n)
+    t_high = sps.t.ppf(1 - alpha_high, safe_n - 1) / np.sqrt(safe_n)
+    g_low = np.maximum(gamma - margin, -intervals._SKEW_LIMIT / t_low)
+    g_high = np.minimum(gamma + margin, intervals._SKEW_LIMIT / t_high)
+    low = mean - spread * intervals._hall_inverse(t_low - g_low / (6 * safe_n), g_low)
+    high = mean - spread * intervals._hall_inverse(-t_high - g_high / (6 * safe_n), g_high)
+    return (np.clip(np.where(known, low, limits[0]), *limits),
+            np.clip(np.where(known, high, limits[1]), *limits))
+
+
+@contextmanager
+def rule(bounds: Bounds) -> Iterator[None]:
+    """Run the rules (interval, confident, the sequential fallback) with other bounds, for comparisons."""
+    saved = confident._bounds, calibration._bounds
+    confident._bounds = calibration._bounds = bounds
+    try:
+        yield
+    finally:
+        confident._bounds, calibration._bounds = saved
 
 
 def _rates(x: np.ndarray, tau: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -75,6 +125,101 @@ def grid(runs: int, seed: int, quick: bool) -> None:
         for level in (0.89,) if quick else LEVELS:
             for n_users in USERS:
                 print(cell_row(Cell(level, n_users, noise=noise), runs, rng), flush=True)
+
+
+def sweep(runs: int, seed: int) -> None:
+    """The cells piled against 0 and 1, the threshold from 0.3 to 0.9: wrong and right verdicts, users."""
+    rng = np.random.default_rng(seed)
+    print(f"\nthreshold sweep at the ends of the scale (sd 0.10), {runs} runs per cell: wrong/right verdict "
+          "at each τ\n(right = PASS below μ, FAIL above; wrong = the other), sequential users; last column "
+          "τ = μ: false PASS/false FAIL")
+    print(f"{'noise':6} {'level':>5} {'μ':>5} {'G':>3} {'rule':5} " + " ".join(f"{'τ=' + format(t, 'g'):>9}"
+                                                                             for t in TAUS) + "     τ = μ")
+    for noise in ("normal", "t3"):
+        for level in (0.05, 0.95):
+            for n_users in USERS:
+                cell = Cell(level, n_users, noise=noise)
+                mu, x = true_mean(cell), user_means(cell, runs, rng)
+                lines: dict[str, list[str]] = {"conf": [], "seq": [], "users": []}
+                for tau in (*TAUS, mu):
+                    conf, seq, used = _rates(x, tau)
+                    for name, codes in (("conf", conf), ("seq", seq)):
+                        if tau == mu:
+                            lines[name].append(f"{np.mean(codes == 1):.3f}/{np.mean(codes == -1):.3f}")
+                        else:
+                            right, wrong = (1, -1) if tau < mu else (-1, 1)
+                            lines[name].append(f"{np.mean(codes == wrong):.3f}/{np.mean(codes == right):.2f}")
+                    lines["users"].append(f"{used.mean():.1f}")
+                label = f"{noise:6} {level:5.2f} {mu:5.3f} {n_users:3d}"
+                for name, cells in lines.items():
+                    row = " ".join(f"{c:>9}" for c in cells[:-1])
+                    print(f"{label if name == 'conf' else '':20} {name:5} {row} {cells[-1]:>11}", flush=True)
+
+
+def wide(runs: int, seed: int) -> None:
+    """Beyond the grid: user populations twice as spread (sd 0.2) piled against the ends."""
+    rng = np.random.default_rng(seed)
+    print("\nuser sd 0.2 (Beta levels 0.1 and 0.9: half the users at the end, the rest spread over the "
+          "scale)")
+    print(HEADER)
+    for noise in ("none", "normal"):
+        for level in (0.1, 0.9):
+            for n_users in USERS:
+                print(cell_row(Cell(level, n_users, user_sd=0.2, noise=noise), runs, rng), flush=True)
+
+
+def power_cost(runs: int, seed: int) -> None:
+    """Power of both rules with the interval before the allowance for unseen users and with it."""
+    rng = np.random.default_rng(seed)
+    print("\npower and users, previous interval → now (confident; sequential and its users):")
+    cases = (("clear case ρ ≈ 0.93, τ 0.5, PASS", 0.93, 0.05, "none", 0.5, 1),
+             ("gap 0.1: μ 0.6, τ 0.5, PASS", 0.6, 0.10, "none", 0.5, 1),
+             ("gap 0.1: μ 0.4, τ 0.5, FAIL", 0.4, 0.10, "none", 0.5, -1),
+             ("skewed level 0.89 normal, τ μ − 0.1, PASS", 0.89, 0.10, "normal", None, 1),
+             ("level 0.95 normal, τ μ − 0.1, PASS", 0.95, 0.10, "normal", None, 1),
+             ("level 0.05 normal, τ μ + 0.1, FAIL", 0.05, 0.10, "normal", None, -1),
+             ("tight at the top: μ 0.9, sd 0.05, τ 0.85, PASS", 0.9, 0.05, "none", 0.85, 1),
+             ("tight at the top: μ 0.95, sd 0.05, τ 0.9, PASS", 0.95, 0.05, "none", 0.9, 1))
+    for label, level, sd, noise, tau, code in cases:
+        for n_users in USERS:
+            cell = Cell(level, n_users, user_sd=sd, noise=noise)
+            x = user_means(cell, runs, rng)
+            threshold = tau if tau is not None else true_mean(cell) - code * GAP
+            out = []
+            for bounds in (previous_bounds, intervals._bounds):
+                with rule(bounds):
+                    conf, seq, used = _rates(x, threshold)
+                out.append((np.mean(conf == code), np.mean(seq == code), used.mean()))
+            (c0, s0, u0), (c1, s1, u1) = out
+            print(f"  {label:46} G={n_users:2d}: confident {c0:.3f} → {c1:.3f}; sequential {s0:.3f} → "
+                  f"{s1:.3f}, users {u0:4.1f} → {u1:4.1f}", flush=True)
+
+
+def unseen_tail(runs: int, seed: int) -> None:
+    """Why no rule can judge the J-shaped cell from the sample alone: its users above a cut c are a population
+    of their own, with a higher mean, and a sample of G users draws none below c with probability q^G. On
+    those samples the two populations look alike, so a rule's false PASS at τ = μ is at least q^G times its
+    PASS power on the population above c: keeping false PASS ≤ alpha caps that power at alpha/q^G."""
+    from scipy import special
+    from scipy import stats as sps
+
+    rng = np.random.default_rng(seed)
+    a, b = Cell(0.95, 10, noise="none").beta
+    print("\nthe unseen tail, user means Beta(0.95, sd 0.10) (noise none, μ = τ = 0.95): P(no user below c) "
+          "= q^G;\nthe same users above c only (mean, sd) pass τ = 0.95 at most alpha/q^G if false PASS ≤ "
+          "alpha")
+    for cut in (0.85, 0.9):
+        q = float(sps.beta.sf(cut, a, b))
+        p = (np.arange(200_000) + 0.5) / 200_000
+        above = special.betaincinv(a, b, 1 - q * p)
+        for n_users in USERS:
+            x = special.betaincinv(a, b, 1 - q * rng.random((runs, n_users)))
+            passed = np.mean(simulate_confident(x[..., None], {"combined": 0.95}, alpha=ALPHA) == 1)
+            with rule(previous_bounds):
+                before = np.mean(simulate_confident(x[..., None], {"combined": 0.95}, alpha=ALPHA) == 1)
+            print(f"  c {cut:.2f}: users above c: mean {above.mean():.3f}, sd {above.std():.3f}; "
+                  f"G={n_users:2d}: q^G {q**n_users:.3f}, cap on PASS {min(1.0, ALPHA / q**n_users):.2f}; "
+                  f"confident PASS: previous {before:.3f}, now {passed:.3f}", flush=True)
 
 
 def clear_case(runs: int, seed: int) -> None:
@@ -122,16 +267,22 @@ def _t_bounds(x: np.ndarray, tail: float) -> tuple[np.ndarray, np.ndarray]:
     return x.mean(axis=1) - half, x.mean(axis=1) + half
 
 
-def _hall_bounds(x: np.ndarray, tail: float) -> tuple[np.ndarray, np.ndarray]:
-    """Hall's correction with the measured skewness only (the confident rule before issue 17)."""
-    from pytest_robustexplain.stats import intervals
+def _summary(x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    n = x.shape[1]
+    return x.mean(axis=1), x.std(axis=1, ddof=1) / math.sqrt(n), np.full(x.shape[0], float(n)), \
+        intervals._skewness(x)
 
-    margin, limit = intervals._SKEW_MARGIN, intervals._SKEW_LIMIT
-    intervals._SKEW_MARGIN, intervals._SKEW_LIMIT = 0.0, math.inf
-    try:
-        return simulate_interval(x, 1 - 2 * tail)
-    finally:
-        intervals._SKEW_MARGIN, intervals._SKEW_LIMIT = margin, limit
+
+def _hall_bounds(x: np.ndarray, tail: float) -> tuple[np.ndarray, np.ndarray]:
+    """Hall's correction with the measured skewness only (the confident rule before issue 17), no limit."""
+    from scipy import stats as sps
+
+    mean, se, n, gamma = _summary(x)
+    spread = se * np.sqrt(n)
+    t = sps.t.ppf(1 - tail, n - 1) / np.sqrt(n)
+    low = mean - spread * intervals._hall_inverse(t - gamma / (6 * n), gamma)
+    high = mean - spread * intervals._hall_inverse(-t - gamma / (6 * n), gamma)
+    return low, high
 
 
 def _logit_bounds(x: np.ndarray, tail: float) -> tuple[np.ndarray, np.ndarray]:
@@ -146,44 +297,152 @@ def _logit_bounds(x: np.ndarray, tail: float) -> tuple[np.ndarray, np.ndarray]:
     return special.expit(centre - half), special.expit(centre + half)
 
 
-def _bootstrap_t_bounds(x: np.ndarray, tail: float, rng: np.random.Generator,
-                        resamples: int = 999) -> tuple[np.ndarray, np.ndarray]:
-    """Cluster bootstrap-t: users resampled with replacement, quantiles of the Studentized mean."""
+def _arcsine_bounds(x: np.ndarray, tail: float) -> tuple[np.ndarray, np.ndarray]:
+    """t interval for arcsin(√mean) by the delta method, mapped back."""
+    from scipy import stats as sps
+
+    n = x.shape[1]
+    mean = np.clip(x.mean(axis=1), 1e-6, 1 - 1e-6)
+    se = x.std(axis=1, ddof=1) / math.sqrt(n)
+    half = sps.t.ppf(1 - tail, n - 1) * se / (2 * np.sqrt(mean * (1 - mean)))
+    centre = np.arcsin(np.sqrt(mean))
+    return (np.sin(np.clip(centre - half, 0, math.pi / 2)) ** 2,
+            np.sin(np.clip(centre + half, 0, math.pi / 2)) ** 2)
+
+
+def _resampled_means(x: np.ndarray, rng: np.random.Generator,
+                     resamples: int) -> tuple[np.ndarray, np.ndarray]:
+    """Means and SEs of ``resamples`` cluster bootstrap samples (users drawn with replacement) per run."""
     runs, n = x.shape
-    mean, se = x.mean(axis=1), x.std(axis=1, ddof=1) / math.sqrt(n)
-    low, high = np.empty(runs), np.empty(runs)
+    means, ses = np.empty((runs, resamples)), np.empty((runs, resamples))
     for start in range(0, runs, 250):
         block = x[start:start + 250]
         picks = np.take_along_axis(block[:, None, :], rng.integers(0, n, (block.shape[0], resamples, n)), 2)
-        boot_se = picks.std(axis=2, ddof=1) / math.sqrt(n)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            t = np.where(boot_se > 0, (picks.mean(axis=2) - mean[start:start + 250, None]) / boot_se, 0.0)
-        q_low, q_high = np.quantile(t, [tail, 1 - tail], axis=1)
-        low[start:start + 250] = mean[start:start + 250] - q_high * se[start:start + 250]
-        high[start:start + 250] = mean[start:start + 250] - q_low * se[start:start + 250]
-    return low, high
+        means[start:start + 250] = picks.mean(axis=2)
+        ses[start:start + 250] = picks.std(axis=2, ddof=1) / math.sqrt(n)
+    return means, ses
+
+
+def _bootstrap_t_bounds(x: np.ndarray, tail: float, rng: np.random.Generator,
+                        resamples: int = 499) -> tuple[np.ndarray, np.ndarray]:
+    """Cluster bootstrap-t: users resampled with replacement, quantiles of the Studentized mean."""
+    n = x.shape[1]
+    mean, se = x.mean(axis=1), x.std(axis=1, ddof=1) / math.sqrt(n)
+    means, ses = _resampled_means(x, rng, resamples)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        t = np.where(ses > 0, (means - mean[:, None]) / ses, 0.0)
+    q_low, q_high = np.quantile(t, [tail, 1 - tail], axis=1)
+    return mean - q_high * se, mean - q_low * se
+
+
+def _bca_bounds(x: np.ndarray, tail: float, rng: np.random.Generator,
+                resamples: int = 499) -> tuple[np.ndarray, np.ndarray]:
+    """Cluster BCa percentile interval (Efron 1987): bias from the resampled means, acceleration from the
+    jackknife (for a mean: the sample skewness over 6√G)."""
+    from scipy import stats as sps
+
+    mean = x.mean(axis=1)
+    means, _ = _resampled_means(x, rng, resamples)
+    share = np.clip(np.mean(means < mean[:, None], axis=1), 1 / (resamples + 1), resamples / (resamples + 1))
+    z0 = sps.norm.ppf(share)
+    dev = x - mean[:, None]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        accel = np.nan_to_num((dev**3).sum(axis=1) / (6 * ((dev**2).sum(axis=1)) ** 1.5))
+    ordered = np.sort(means, axis=1)
+    out = []
+    for z in (sps.norm.ppf(tail), sps.norm.ppf(1 - tail)):
+        level = sps.norm.cdf(z0 + (z0 + z) / (1 - accel * (z0 + z)))
+        index = np.clip(np.rint(level * (resamples - 1)).astype(int), 0, resamples - 1)
+        out.append(np.take_along_axis(ordered, index[:, None], 1)[:, 0])
+    return out[0], out[1]
+
+
+def _betting_rejects(x: np.ndarray, tau: float, sign: int) -> np.ndarray:
+    """Does the sequential module's betting test reject "mean ≤ τ" (sign +1) / "mean ≥ τ" (−1) at alpha by
+    the last user? Valid for every distribution on [0, 1] (Ville), so a guard that needs it is too."""
+    wealth = sequential._log_wealth(x[..., None], np.array([tau]), sign)
+    return np.asarray((wealth >= math.log(1 / ALPHA)).any(axis=(1, 2)))
 
 
 def candidates(runs: int, seed: int) -> None:
-    """The intervals considered for issue 17, on the skewed cells and the symmetric one (the price)."""
+    """The intervals and guards considered for issue 17, on the cells at the ends of the scale, the skewed
+    cell and the symmetric one (the price)."""
     rng = np.random.default_rng(seed)
-    methods = {"t": _t_bounds, "Hall": _hall_bounds, "logit t": _logit_bounds,
-               "bootstrap-t": lambda x, tail: _bootstrap_t_bounds(x, tail, rng),
-               "chosen": lambda x, tail: simulate_interval(x, 1 - 2 * tail)}
-    print("\ncandidate intervals: 95 % coverage / one-sided 5 % false PASS at τ = μ / "
-          "PASS power at μ − 0.1 / mean width")
-    for noise, level, n_users in (("normal", 0.89, 10), ("normal", 0.89, 20), ("none", 0.89, 10),
-                                  ("none", 0.89, 20), ("normal", 0.5, 10), ("normal", 0.5, 20)):
+    methods: dict[str, Callable[[np.ndarray, float], tuple[np.ndarray, np.ndarray]]] = {
+        "t": _t_bounds, "Hall": _hall_bounds, "logit t": _logit_bounds, "arcsine t": _arcsine_bounds,
+        "bootstrap-t": lambda x, tail: _bootstrap_t_bounds(x, tail, rng),
+        "BCa": lambda x, tail: _bca_bounds(x, tail, rng),
+        "previous": lambda x, tail: previous_bounds(*_summary(x), tail, tail),
+        "chosen": lambda x, tail: simulate_interval(x, 1 - 2 * tail)}
+    print(f"\ncandidate intervals, {runs} runs per cell: 95 % coverage / one-sided 5 % error at τ = μ / "
+          "power at 0.1 from μ / mean width\n(error and power on the side that errs: false PASS and PASS "
+          "power at μ − 0.1 from level 0.5 up, false FAIL and FAIL power at μ + 0.1 below); 'chosen + "
+          "betting': PASS (FAIL) only\nwhen the betting test at alpha agrees, valid for every distribution "
+          "on [0, 1]")
+    cells = (("none", 0.95, 10), ("none", 0.95, 20), ("normal", 0.95, 10), ("normal", 0.95, 20),
+             ("normal", 0.95, 40), ("normal", 0.05, 10), ("normal", 0.05, 20), ("none", 0.89, 10),
+             ("normal", 0.89, 10), ("normal", 0.89, 20), ("normal", 0.5, 10), ("normal", 0.5, 20))
+    for noise, level, n_users in cells:
         cell = Cell(level, n_users, noise=noise)
         mu, x = true_mean(cell), user_means(cell, runs, rng)
-        print(f"  {noise:6} level {level:.2f} G={n_users:2d}:")
+        top = level >= 0.5
+        print(f"  {noise:6} level {level:.2f} (μ {mu:.3f}) G={n_users:2d}:")
         for name, method in methods.items():
             low, high = method(x, 0.025)
-            one_sided, _ = method(x, 0.05)
+            one_low, one_high = method(x, 0.05)
             low, high = np.clip(low, 0, 1), np.clip(high, 0, 1)
             cover, width = np.mean((low <= mu) & (mu <= high)), np.mean(high - low)
-            print(f"    {name:12} {cover:.3f} / {np.mean(one_sided >= mu):.3f} / "
-                  f"{np.mean(one_sided >= mu - GAP):.3f} / {width:.3f}")
+            error = np.mean(one_low >= mu) if top else np.mean(one_high < mu)
+            power = np.mean(one_low >= mu - GAP) if top else np.mean(one_high < mu + GAP)
+            print(f"    {name:16} {cover:.3f} / {error:.3f} / {power:.3f} / {width:.3f}")
+            if name == "chosen":
+                sign, tau = (1, mu - GAP) if top else (-1, mu + GAP)
+                chosen_error = (one_low >= mu) if top else (one_high < mu)
+                chosen_power = (one_low >= tau) if top else (one_high < tau)
+                error = np.mean(chosen_error & _betting_rejects(x, mu, sign))
+                power = np.mean(chosen_power & _betting_rejects(x, tau, sign))
+                print(f"    {'chosen + betting':16}   —   / {error:.3f} / {power:.3f} /   —")
+
+
+def weights(runs: int, seed: int) -> None:
+    """The allowance's weight: w·√(G/10) for w 0.03–0.05, and a weight that stays w at every G; worst
+    one-sided error over the cells at the ends (where it matters), at the confident rule's 0.05 and the
+    sequential fallback's 0.025, lowest coverage, and PASS power 0.1 above the truth at levels 0.5 and
+    0.89."""
+    rng = np.random.default_rng(seed)
+    cells = [Cell(level, n_users, noise=noise) for noise in ("normal", "t3") for level in (0.05, 0.95)
+             for n_users in USERS]
+    ends = [(true_mean(c), c.level_mean >= 0.5, user_means(c, runs, rng)) for c in cells]
+    power_cells = [Cell(level, 10, noise="normal") for level in (0.5, 0.89)]
+    powers = [(true_mean(c), user_means(c, runs, rng)) for c in power_cells]
+    print(f"\nthe allowance's weight, {runs} runs per cell: worst one-sided error over the ends (normal and "
+          "t3, levels 0.05/0.95,\nG 10/20/40) at 0.05 / at 0.025, lowest coverage; PASS power at μ − 0.1, "
+          "level 0.5 and 0.89, G=10")
+    saved = intervals._UNSEEN_WEIGHT
+    try:
+        for weight in (0.03, 0.04, 0.05):
+            for grows in (True, False):
+                def bounds(x: np.ndarray, tail: float, weight: float = weight,
+                           grows: bool = grows) -> tuple[np.ndarray, np.ndarray]:
+                    # A weight that stays w at every G is w·√(10/G)·√(G/10): one cell has one G.
+                    intervals._UNSEEN_WEIGHT = weight if grows else weight * math.sqrt(10 / x.shape[1])
+                    return simulate_interval(x, 1 - 2 * tail)
+
+                errors: dict[float, float] = {}
+                for tail in (ALPHA, ALPHA / 2):
+                    worst = 0.0
+                    for mu, top, x in ends:
+                        low, high = bounds(x, tail)
+                        worst = max(worst, float(np.mean(low >= mu) if top else np.mean(high < mu)))
+                    errors[tail] = worst
+                cover = min(float(np.mean((lo <= mu) & (mu <= hi)))
+                            for mu, _, x in ends for lo, hi in [bounds(x, ALPHA / 2)])
+                power = [float(np.mean(bounds(x, ALPHA)[0] >= mu - GAP)) for mu, x in powers]
+                label = f"w = {weight:g}" + ("·√(G/10)" if grows else " at every G")
+                print(f"  {label:22} worst error {errors[ALPHA]:.3f} / {errors[ALPHA / 2]:.3f}, coverage ≥ "
+                      f"{cover:.3f}; power {power[0]:.3f} / {power[1]:.3f}", flush=True)
+    finally:
+        intervals._UNSEEN_WEIGHT = saved
 
 
 def main() -> None:
@@ -193,13 +452,20 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true",
                         help="the skewed cell only (level 0.89, normal noise)")
     parser.add_argument("--candidates", action="store_true",
-                        help="also compare the intervals considered (t, Hall, logit, bootstrap-t)")
+                        help="also compare the intervals considered (t, Hall, logit, arcsine, bootstrap-t, "
+                             "BCa, the previous rule, a betting guard)")
     args = parser.parse_args()
     grid(args.runs, args.seed, args.quick)
+    if not args.quick:
+        sweep(args.runs, args.seed)
+        wide(args.runs, args.seed)
+        power_cost(args.runs, args.seed)
+        unseen_tail(args.runs, args.seed)
     clear_case(args.runs, args.seed)
     alpha_split(args.runs, args.seed)
     if args.candidates:
         candidates(min(args.runs, 4000), args.seed)
+        weights(args.runs, args.seed)
 
 
 if __name__ == "__main__":

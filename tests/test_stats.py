@@ -28,6 +28,7 @@ from pytest_robustexplain.results import (
     Verdict,
 )
 from pytest_robustexplain.stats.confident import _users_needed
+from pytest_robustexplain.stats.intervals import _UNSEEN_WEIGHT
 from pytest_robustexplain.stats.sequential import _log_wealth
 
 KINDS = ("noise_injection", "temporal_shuffle", "behavior_dilution", "category_drift", "missing_values")
@@ -96,10 +97,22 @@ def strict_json(obj: Any) -> str:
 # cluster_interval
 
 
-def hall_statistic(x: np.ndarray, mu: float, gamma: float) -> float:
-    """Hall's (1992) transformed Studentized mean √n·(θ + γθ²/3 + γ²θ³/27 + γ/(6n)), θ = (x̄ − μ)/s."""
+def with_unseen(x: np.ndarray, end: float) -> tuple[float, float]:
+    """Mean and sd of ``x`` weighted together with the unseen pseudo-user (weight w·√(G/10)) at ``end``."""
+    w = _UNSEEN_WEIGHT * math.sqrt(x.size / 10)
+    values, weights = np.append(x, end), np.append(np.ones(x.size), w)
+    mean = float(np.average(values, weights=weights))
+    return mean, math.sqrt(float(np.sum(weights * (values - mean) ** 2)) / (x.size + w - 1))
+
+
+def hall_statistic(x: np.ndarray, mu: float, gamma: float, end: float | None = None) -> float:
+    """Hall's (1992) transformed Studentized mean √n·(θ + γθ²/3 + γ²θ³/27 + γ/(6n)), θ = (x̄ − μ)/s.
+
+    With ``end`` the mean and sd are those of the sample with the unseen pseudo-user at ``end``.
+    """
     n = x.size
-    theta = (x.mean() - mu) / x.std(ddof=1)
+    mean, sd = (float(x.mean()), float(x.std(ddof=1))) if end is None else with_unseen(x, end)
+    theta = (mean - mu) / sd
     return math.sqrt(n) * (theta + gamma * theta**2 / 3 + gamma**2 * theta**3 / 27 + gamma / (6 * n))
 
 
@@ -114,22 +127,38 @@ def test_cluster_interval_matches_the_cr1_formula() -> None:
     assert (got.n, got.n_clusters, got.confidence) == (8, 4, 0.9)
 
 
-def test_cluster_interval_bounds_invert_halls_statistic_with_the_skewness_held_against_each() -> None:
+def test_cluster_interval_bounds_invert_halls_statistic_with_an_unseen_user_beyond_each() -> None:
     # One pair per user, so the CR1 SE is the SE of the user means and Hall's statistic applies directly.
     x = np.array([0.95, 0.93, 0.97, 0.90, 0.96, 0.92, 0.94, 0.70, 0.91, 0.98, 0.89, 0.95])
     users = [f"u{i}" for i in range(x.size)]
     got = st.cluster_interval(x.tolist(), users)
-    gamma, margin = sps.skew(x), math.sqrt(6 / x.size)
+    gamma = sps.skew(x)
     assert gamma < -1  # one low user: a long tail below, as per-user means near the top have
     t = sps.t.ppf(0.975, x.size - 1)
-    # The lower bound's γ is held above −0.9·√G/t, where Hall's transform is still well behaved.
+    # The lower bound's γ is held above −0.9·√G/t, where Hall's transform is still well behaved; its mean and
+    # sd are the sample's with a pseudo-user at 0, the upper bound's with one at 1.
     limit = 0.9 * math.sqrt(x.size) / t
-    assert gamma - margin < -limit
-    assert hall_statistic(x, got.low, -limit) == pytest.approx(t)
-    assert hall_statistic(x, got.high, gamma + margin) == pytest.approx(-t)
+    assert gamma < -limit
+    assert hall_statistic(x, got.low, -limit, end=0.0) == pytest.approx(t)
+    assert hall_statistic(x, got.high, gamma, end=1.0) == pytest.approx(-t)
     plain = st.cluster_interval(x.tolist(), users, skew_corrected=False)
-    # Left skew: the mean is more likely to sit far above the truth than below, so both bounds move down.
-    assert got.low < plain.low and got.high < plain.high
+    # Left skew and users bunched near the top: the lower bound reaches far below the plain t bound (the
+    # tail below may be longer than the one low user shows); the upper one moves down.
+    assert got.low < plain.low - (plain.mean - plain.low) and got.high < plain.high
+
+
+def test_users_all_at_one_score_still_get_an_interval() -> None:
+    # Ten users all at 1.0 (or all at 0.6) do not show that every user scores so: the pseudo-users at 0 and 1
+    # give the bounds a spread where the sample has none.
+    users = [f"u{i}" for i in range(10)]
+    top = st.cluster_interval([1.0] * 10, users)
+    assert top.high == 1.0 and 0.9 < top.low < 0.96
+    middle = st.cluster_interval([0.6] * 10, users)
+    assert middle.low < 0.6 < middle.high
+    mean, sd = with_unseen(np.full(10, 0.6), 0.0)
+    assert middle.low == pytest.approx(mean - sps.t.ppf(0.975, 9) * sd / math.sqrt(10))
+    bottom = st.cluster_interval([0.0] * 10, users)
+    assert bottom.low == 0.0 and bottom.high == pytest.approx(1 - top.low)
 
 
 def test_cluster_interval_with_one_cluster_or_none_spans_the_range() -> None:
@@ -234,16 +263,15 @@ def test_gate_rejects_empty_mixed_or_broken_input() -> None:
 # gate: confident mode
 
 
-def test_confident_bounds_hold_a_skewness_margin_against_each_side() -> None:
-    # Symmetric user means: zero measured skewness, so each bound uses γ = ∓√(6/G) only, and both lie
-    # outside the plain one-sided t bounds.
+def test_confident_bounds_allow_an_unseen_user_beyond_each_side() -> None:
+    # Symmetric user means: zero measured skewness, so each bound is the t bound of the sample with the
+    # pseudo-user at 0 (lower) or 1 (upper), and both lie outside the plain one-sided t bounds.
     pairs = grid_pairs({f"u{i}": [0.50 + 0.03 * i] * 5 for i in range(11)})
     verdict = st.gate(pairs, thresholds={"combined": 0.5, "semantic": 0.5}, mode="confident", alpha=0.05)
     x = 0.50 + 0.03 * np.arange(11)
-    margin = math.sqrt(6 / 11)
     interval = verdict.checks[0].interval
-    assert hall_statistic(x, interval.low, -margin) == pytest.approx(sps.t.ppf(0.95, 10))
-    assert hall_statistic(x, interval.high, margin) == pytest.approx(-sps.t.ppf(1 - 0.05 / 2, 10))
+    assert hall_statistic(x, interval.low, 0.0, end=0.0) == pytest.approx(sps.t.ppf(0.95, 10))
+    assert hall_statistic(x, interval.high, 0.0, end=1.0) == pytest.approx(-sps.t.ppf(1 - 0.05 / 2, 10))
     mean, se, g = cr1([p.combined for p in pairs], [p.key.user_id for p in pairs])
     assert interval.low < mean - sps.t.ppf(0.95, g - 1) * se
     assert interval.high > mean + sps.t.ppf(1 - 0.05 / 2, g - 1) * se
@@ -258,19 +286,21 @@ def test_confident_lower_bound_inverts_halls_skew_corrected_statistic() -> None:
     x = np.array(means)
     gamma = sps.skew(x)
     assert gamma > 1
-    assert hall_statistic(x, low, gamma - math.sqrt(6 / x.size)) == pytest.approx(sps.t.ppf(0.95, x.size - 1))
+    assert hall_statistic(x, low, gamma, end=0.0) == pytest.approx(sps.t.ppf(0.95, x.size - 1))
     plain = x.mean() - sps.t.ppf(0.95, x.size - 1) * x.std(ddof=1) / math.sqrt(x.size)
     assert low > plain  # right skew: the mean is less likely to sit far above the truth
 
 
 def test_few_users_and_a_large_skewness_keep_the_bounds_near_the_data() -> None:
     # Hall's transform is flat at θ = −3/γ; without a limit on γ five users at the top would give a lower
-    # bound far below anything seen.
-    x = [0.99, 0.98, 0.99, 0.97, 0.60]
-    got = st.cluster_interval(x, [f"u{i}" for i in range(5)])
-    plain = st.cluster_interval(x, [f"u{i}" for i in range(5)], skew_corrected=False)
-    assert plain.low <= got.low + 1.0 * (plain.mean - plain.low)
-    assert got.low < plain.low
+    # bound far below anything seen. With it the bound stays within 1.9 t half-widths of its own mean
+    # (1.8 from the limit, a little more from the γ/(6G) term at five users).
+    x = np.array([0.99, 0.98, 0.99, 0.97, 0.60])
+    got = st.cluster_interval(x.tolist(), [f"u{i}" for i in range(5)])
+    plain = st.cluster_interval(x.tolist(), [f"u{i}" for i in range(5)], skew_corrected=False)
+    mean, sd = with_unseen(x, 0.0)
+    assert mean - got.low <= 1.9 * sps.t.ppf(0.975, 4) * sd / math.sqrt(5)
+    assert x.min() - 0.2 < got.low < plain.low
 
 
 def test_confident_gate_fails_when_one_quantity_is_confidently_below() -> None:

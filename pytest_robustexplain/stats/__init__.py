@@ -12,9 +12,9 @@ pairs stay in with their 0 scores (the method's rule).
 
 Verdicts: :func:`gate` with ``mode="mean"`` (the method's rule, plus a fragility flag) or
 ``mode="confident"`` (PASS / FAIL only when the data say so, one-sided bounds with Hall's 1992 skewness
-correction); :class:`SequentialGate` tests by betting (Waudby-Smith & Ramdas 2023) after every user and
-stops early on clear cases. :func:`simulate_confident` and :func:`simulate_sequential` run the same rules
-vectorised over many simulated runs (tests, benchmarks).
+correction and an allowance for a user the sample did not draw); :class:`SequentialGate` tests by betting
+(Waudby-Smith & Ramdas 2023) after every user and stops early on clear cases. :func:`simulate_confident`
+and :func:`simulate_sequential` run the same rules vectorised over many simulated runs (tests, benchmarks).
 """
 
 from .analyses import (

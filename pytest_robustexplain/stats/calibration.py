@@ -15,6 +15,7 @@ judged against the real target. ``noise="none"`` skips pairs: the user means are
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 
@@ -71,8 +72,9 @@ def _expected_pair_score(levels: FloatArray, cell: Cell) -> FloatArray:
     return np.asarray((_noise_survival(z, cell.noise) * w).sum(axis=1), dtype=float)
 
 
+@functools.cache
 def true_mean(cell: Cell) -> float:
-    """The expected gated score of a user drawn at random: what every rule's verdict is about."""
+    """The expected gated score of a user drawn at random: what every rule's verdict is about (cached)."""
     from scipy import special
 
     a, b = cell.beta

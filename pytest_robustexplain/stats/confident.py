@@ -23,9 +23,10 @@ def _confident_codes(mean: FloatArray, se: FloatArray, n: FloatArray, skew: Floa
     """Per-quantity codes (+1 PASS, −1 FAIL, 0 undecided) with the decision bounds.
 
     ``low`` is the one-sided level-``alpha_pass`` lower bound, ``high`` the one-sided level-``alpha_fail``
-    upper bound, from ``n`` clusters (users): the skewness-corrected bounds of :func:`_bounds`, the same
-    that every reported interval uses. Per-user means of bounded scores are skewed near either end of the
-    scale, and the plain t bound then errs on one side about twice as often as alpha there.
+    upper bound, from ``n`` clusters (users): the bounds of :func:`_bounds`, the same that every reported
+    interval uses. Per-user means of bounded scores are skewed near either end of the scale and may hide
+    a thin tail the sample did not draw; the plain t bound then errs on one side two to four times as often
+    as alpha there, these bounds (skewness-corrected, with an allowance for an unseen user) at most alpha.
     """
     low, high = _bounds(mean, se, n, skew, alpha_pass, alpha_fail)
     codes = np.where(low >= thr, 1, np.where(high < thr, -1, 0)).astype(np.int64)

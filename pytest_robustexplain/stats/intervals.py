@@ -70,16 +70,34 @@ def _skewness(u: FloatArray) -> FloatArray:
         return np.where(m2 > 0, m3 / np.where(m2 > 0, m2, 1.0) ** 1.5, 0.0)
 
 
-# How far each bound moves the measured skewness against itself, in standard errors of a sample
-# skewness (√(6/G)). Per-user means near either end of the scale are skewed, and from 10–20 users the
-# sample skewness understates it (the rare users in the long tail are often not drawn at all): with the
-# measured skewness alone the one-sided 5 % bound still errs 6–8 % of the time at a true mean of 0.8–0.9;
-# one standard error of margin brings it to ≤ 5 % (benchmarks/bench_calibration.py, docs/statistics.md).
-_SKEW_MARGIN = 1.0
+# An allowance for the users a sample did not draw. Per-user means piled against one end of the scale
+# with a thin tail towards the other (most users at 0.9–1, a few far below) are the hard case: from 10–20
+# users the tail is often not drawn at all, and the sample's spread and skewness then understate the
+# population's, so a bound errs on that side far more often than alpha (0.08–0.15 at true means 0.05 and
+# 0.95). Each bound is therefore computed as if the sample held, besides its G users, one pseudo-user of
+# weight w = _UNSEEN_WEIGHT·√(G/10) at the end of the scale beyond that bound (0 for the lower bound, 1 for
+# the upper). It widens a bound a lot where the users sit close together far from that end (the case that
+# hides a tail) and little where they are spread out; its share of the variance, w·d²/(G·s²), shrinks like
+# 1/√G, the order of the skewness error it stands in for, so the bounds stay asymptotically exact. The
+# weight is chosen by simulation: benchmarks/bench_calibration.py, docs/statistics.md.
+_UNSEEN_WEIGHT = 0.04
 # Hall's transform is monotone but flat at θ = −3/γ; past |γ|·t/√n ≈ 1 its inverse runs away (bounds far
 # outside anything the data suggest). Few users and a large skewness get there, so |γ| is held below this
 # fraction of that point: the bound stays at most ≈ 1.8 t half-widths from the mean.
 _SKEW_LIMIT = 0.9
+
+
+def _with_unseen(mean: FloatArray, spread: FloatArray, n: FloatArray,
+                 end: float) -> tuple[FloatArray, FloatArray]:
+    """Mean and sd of ``n`` user means (mean ``mean``, sd ``spread``) with the unseen pseudo-user at ``end``.
+
+    The pseudo-user weighs w = ``_UNSEEN_WEIGHT``·√(n/10); with d = end − mean the weighted sample gives
+    mean + w·d/(n + w) and variance ((n − 1)·sd² + n·w·d²/(n + w))/(n + w − 1).
+    """
+    w = _UNSEEN_WEIGHT * np.sqrt(n / 10.0)
+    d = end - mean
+    variance = ((n - 1) * spread**2 + n * w * d**2 / (n + w)) / (n + w - 1)
+    return mean + w * d / (n + w), np.sqrt(variance)
 
 
 def _hall_inverse(v: FloatArray, gamma: FloatArray) -> FloatArray:
@@ -94,11 +112,12 @@ def _bounds(mean: FloatArray, se: FloatArray, n: FloatArray, skew: FloatArray, a
     """One-sided level-``alpha_low`` lower and level-``alpha_high`` upper bounds for a mean of ``n`` users.
 
     They invert Hall's skewness-corrected Studentized mean (Hall 1992, JRSS-B 54:221),
-    T = √n·(g(θ) + γ/(6n)) with θ = (mean − μ)/(se·√n), against Student t on n − 1 df, with each bound
-    using the skewness moved ``_SKEW_MARGIN`` standard errors towards the side that would make it err
-    (more left skew for the lower bound, more right skew for the upper), held inside the range where the
-    transform is well behaved. With γ = 0 and no margin this is the t bound. Where the spread is unknown
-    (SE NaN, fewer than two users) the bounds are ``limits``.
+    T = √n·(g(θ) + γ/(6n)) with θ = (mean − μ)/(se·√n), against Student t on n − 1 df, the measured
+    skewness held inside the range where the transform is well behaved (``_SKEW_LIMIT``). Each bound takes
+    its mean and spread from the sample with the unseen pseudo-user at the end of the scale beyond it
+    (:func:`_with_unseen`: ``limits[0]`` for the lower bound, ``limits[1]`` for the upper), so a sample
+    bunched far from that end cannot hide a thin tail there. With γ = 0 and no pseudo-user this is the
+    t bound. Where the spread is unknown (SE NaN, fewer than two users) the bounds are ``limits``.
     """
     from scipy import stats as sps
 
@@ -106,14 +125,15 @@ def _bounds(mean: FloatArray, se: FloatArray, n: FloatArray, skew: FloatArray, a
     known = np.isfinite(se) & (n >= 2)
     safe_n = np.where(known, n, 2.0)
     gamma = np.where(known, np.asarray(skew, float), 0.0)
-    margin = _SKEW_MARGIN * np.sqrt(6.0 / safe_n)
     spread = np.where(known, se, 0.0) * np.sqrt(safe_n)
+    mean_low, spread_low = _with_unseen(mean, spread, safe_n, limits[0])
+    mean_high, spread_high = _with_unseen(mean, spread, safe_n, limits[1])
     t_low = sps.t.ppf(1 - alpha_low, safe_n - 1) / np.sqrt(safe_n)
     t_high = sps.t.ppf(1 - alpha_high, safe_n - 1) / np.sqrt(safe_n)
-    g_low = np.maximum(gamma - margin, -_SKEW_LIMIT / t_low)
-    g_high = np.minimum(gamma + margin, _SKEW_LIMIT / t_high)
-    low = mean - spread * _hall_inverse(t_low - g_low / (6 * safe_n), g_low)
-    high = mean - spread * _hall_inverse(-t_high - g_high / (6 * safe_n), g_high)
+    g_low = np.maximum(gamma, -_SKEW_LIMIT / t_low)
+    g_high = np.minimum(gamma, _SKEW_LIMIT / t_high)
+    low = mean_low - spread_low * _hall_inverse(t_low - g_low / (6 * safe_n), g_low)
+    high = mean_high - spread_high * _hall_inverse(-t_high - g_high / (6 * safe_n), g_high)
     low = np.clip(np.where(known, low, limits[0]), *limits)
     high = np.clip(np.where(known, high, limits[1]), *limits)
     return low, high
@@ -125,8 +145,11 @@ def cluster_interval(values: Sequence[float], clusters: Sequence[str], *, confid
 
     The standard error sums residuals within each cluster (user) and scales by G/(G−1); the bounds are
     :func:`_bounds` at (1 − confidence)/2 each side, so they lean the way the per-user means are skewed
-    (scores near the top of the scale: longer below the mean). With fewer than two clusters nothing can be
-    said about the spread, so the interval is the whole range ``bounds``; it is clipped to ``bounds``.
+    (scores near the top of the scale: longer below the mean) and allow for a user the sample did not draw
+    at either end of ``bounds`` (users bunched near one end may hide a thin tail towards the other). The
+    interval is therefore never a point: ten users all at 1.0 do not show that the mean is 1. With fewer
+    than two clusters nothing can be said about the spread, so the interval is the whole range ``bounds``;
+    it is clipped to ``bounds``.
     ``skew_corrected=False`` gives the plain Student t interval on G − 1 df (for a rule whose vectorised
     twin, and so its calibration, is written for that interval).
     """
