@@ -49,6 +49,7 @@ if TYPE_CHECKING:
     from .grounding import Vocabulary
     from .metrics import Scorer
     from .perturbations import PerturbationResult
+    from .score_cache import CachedScorer
     from .stats import SequentialGate
 
 # Control pairs explain the same history again with a different sampling seed; this offset keeps their
@@ -159,10 +160,12 @@ class Sweep:
     :meth:`wait` blocks until a slice is finished and returns its :class:`SliceResult`.
     """
 
-    def __init__(self, explainers: Mapping[str, Explainer], catalog: Catalog, *, scorer: Scorer,
-                 window: int = 8) -> None:
+    def __init__(self, explainers: Mapping[str, Explainer], catalog: Catalog, *,
+                 scorer: CachedScorer | Scorer, window: int = 8) -> None:
         """``window`` bounds the pairs in progress at once: enough to keep every backend slot busy
-        (an original and a perturbed call per pair), few enough that users finish in order."""
+        (an original and a perturbed call per pair), few enough that users finish in order. A
+        :class:`~pytest_robustexplain.score_cache.CachedScorer` builds the metrics' Scorer only for a pair
+        its score cache cannot answer."""
         self._explainers = dict(explainers)
         self._catalog = catalog
         self._scorer = scorer
@@ -410,15 +413,16 @@ class Sweep:
             else:
                 history, seed = pair.perturbation.perturbed, pair.sample_seed
             other = await self._call(pair.key.model, history, case.item, seed, pair.key.repeat)
+            result = self._score(pair, original, other)  # the first pair to score may build the scorer
         except asyncio.CancelledError:
             self.counters.cancelled += 1
             raise
         except Exception as exc:
-            # BackendError / CacheMissError end the run; anything else is a bug that must surface
-            # in the waiting tests rather than hang them.
+            # BackendError / CacheMissError end the run; anything else (a scorer that cannot be built, a
+            # bug) must surface in the waiting tests rather than hang them.
             self._set_fatal(exc)
             return
-        pair.result = self._score(pair, original, other)
+        pair.result = result
         pair.perturbation = None  # scored: what changed is in the result; the histories are recomputable
         self.counters.pairs_done += 1
         for slice_id in pair.slices:
