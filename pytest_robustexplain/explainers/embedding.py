@@ -29,6 +29,7 @@ from ..data import Item, UserHistory
 from ..errors import BackendError, CacheMissError
 from .base import Explainer, Explanation, ModelInfo
 from .cache import _write_atomic, cache_key, validate_mode
+from .remote import tls_options
 from .retry import RetryExhaustedError, RetryPolicy, describe_error, is_connect_failure, status_of
 
 Vector = tuple[float, ...]
@@ -109,7 +110,7 @@ class EmbeddingClient:
 
         headers = {"Authorization": f"Bearer {self._api_key}"} if self._api_key else {}
         timeout = httpx.Timeout(self._timeout, connect=self._connect_timeout)
-        return httpx.AsyncClient(headers=headers, timeout=timeout)
+        return httpx.AsyncClient(headers=headers, timeout=timeout, **tls_options(self.host))
 
     def _fatal(self, exc: BaseException) -> BackendError:
         if is_connect_failure(exc):

@@ -18,7 +18,7 @@ from ..errors import BackendError
 from .base import ModelInfo
 from .lean_http import LeanOllamaHttp, Redirect, chat_body, parse_chat_reply
 from .prompt import PromptTemplate
-from .remote import RemoteExplainer, Reply
+from .remote import RemoteExplainer, Reply, tls_options
 from .retry import RetryPolicy, connect_cause, is_connect_failure, status_of
 
 if TYPE_CHECKING:
@@ -103,9 +103,7 @@ class OllamaExplainer(RemoteExplainer):
         return httpx.Timeout(self.read_timeout, connect=self.connect_timeout)
 
     def _tls(self) -> dict[str, Any]:
-        """No certificate store for a plain-http server: building one cost ~30 ms per client, for nothing
-        (only a redirect to https could use it, and a plain-http server can already answer anything)."""
-        return {"verify": False} if self.host.startswith("http://") else {}
+        return tls_options(self.host)
 
     def _official_client(self) -> ollama.AsyncClient:
         import ollama
