@@ -27,6 +27,7 @@ miss is scored, since scoring needs no model), ``write`` (always score, store), 
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import hashlib
 import json
@@ -37,6 +38,7 @@ import threading
 import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
+from functools import lru_cache
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -110,8 +112,12 @@ class ScoreCache:
         self.signature = signature if signature is not None else text_signature()
         self._salt = f"{self.signature}|nltk@{_nltk_version()}"
         self.stats = ScoreCacheStats()
-        self._files: dict[str, _File] = {}
+        self._files: dict[str, _File] = {}  # by original text: ~26 pairs each, looked up once per pair
         self._lock = threading.Lock()
+        # Hashes of the texts (a few kB each) are computed once: an original's for its ~26 pairs, a pair's
+        # for the sweep asking whether it needs the scorer and then scoring it.
+        self._stem = lru_cache(maxsize=4096)(lambda e: _hash(self._salt, e))
+        self._pair_key = lru_cache(maxsize=16)(self._compute_key)
 
     def __repr__(self) -> str:
         return f"ScoreCache({str(self.directory)!r}, mode={self.mode!r})"
@@ -125,19 +131,33 @@ class ScoreCache:
         return self.mode in _WRITES
 
     def path_for(self, e: str) -> Path:
-        """The file holding the pairs of original explanation ``e``."""
-        name = _hash(self._salt, e)
+        """The file holding the pairs of original explanation ``e``: named by the hash of (signature,
+        nltk's version, e)."""
+        name = self._stem(e)
         return self.directory / name[:2] / f"{name}.jsonl"
 
     def key(self, e: str, e_prime: str) -> str:
-        return _hash(self._salt, e, e_prime)
+        """The pair's key: the hash of its file's name (which commits to the signature and e) and e′."""
+        return self._pair_key(e, e_prime)
+
+    def _compute_key(self, e: str, e_prime: str) -> str:
+        return _hash(self._stem(e), e_prime)
+
+    def peek(self, e: str, e_prime: str) -> bool:
+        """Whether (e, e′) is stored (and the mode reads it); counts nothing."""
+        if not self.reads:
+            return False
+        key = self.key(e, e_prime)
+        with self._lock:
+            return key in self._file(e).entries
 
     def get(self, e: str, e_prime: str) -> TextScores | None:
         """The stored metrics of (e, e′), or None (a miss, or a mode that does not read)."""
         if not self.reads:
             return None
+        key = self.key(e, e_prime)
         with self._lock:
-            found = self._file(e).entries.get(self.key(e, e_prime))
+            found = self._file(e).entries.get(key)
             if found is None:
                 self.stats.misses += 1
             else:
@@ -173,10 +193,9 @@ class ScoreCache:
 
     # ------------------------------------------------------------------ internals
     def _file(self, e: str) -> _File:
-        path = self.path_for(e)
-        entry = self._files.get(path.stem)
+        entry = self._files.get(e)
         if entry is None:
-            entry = self._files[path.stem] = self._load(path)
+            entry = self._files[e] = self._load(self.path_for(e))
         return entry
 
     def _load(self, path: Path) -> _File:
@@ -270,10 +289,34 @@ class CachedScorer:
         self.cache = cache
         self._make = make_scorer or (lambda: Scorer(weights=self._weights, tagger=tagger))
         self._scorer: Scorer | None = None
+        self._building: asyncio.Future[Scorer] | None = None
         self._lock = threading.Lock()
 
     def __repr__(self) -> str:
         return f"CachedScorer(cache={self.cache!r}, built={self.built})"
+
+    def needs_scorer(self, e: str, e_prime: str) -> bool:
+        """Whether scoring (e, e′) needs the Scorer and it is not built yet."""
+        if self._scorer is not None or not isinstance(e, str) or not isinstance(e_prime, str):
+            return False
+        if not e.strip() or not e_prime.strip():
+            return False
+        return self.cache is None or not self.cache.peek(e, e_prime)
+
+    def build_soon(self) -> asyncio.Future[Scorer]:
+        """Build the Scorer on a worker thread of the running loop (once): the loop goes on serving other
+        pairs, and the model server on answering them, while nltk and TextBlob load."""
+        if self._building is None:
+            self._building = asyncio.ensure_future(asyncio.to_thread(lambda: self.scorer))
+            # Its error (nltk missing...) is raised to the pairs that await it; never "never retrieved".
+            self._building.add_done_callback(lambda f: f.cancelled() or f.exception())
+        return self._building
+
+    async def prepare(self, e: str, e_prime: str) -> None:
+        """Before :meth:`score` on the event loop: wait, without blocking the loop, for the Scorer when
+        (e, e′) needs it."""
+        if self.needs_scorer(e, e_prime):
+            await asyncio.shield(self.build_soon())
 
     @property
     def weights(self) -> Weights:

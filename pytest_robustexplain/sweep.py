@@ -312,6 +312,8 @@ class Sweep:
             loop = asyncio.new_event_loop()
             asyncio.set_event_loop(loop)
             self._loop = loop
+            if getattr(self._scorer, "cache", True) is None:  # no score cache: every pair needs the scorer
+                loop.call_soon(self._scorer.build_soon)  # type: ignore[union-attr]
             loop.call_soon(self._schedule, *list(self._slice_pairs))
             ready.set()
             loop.run_forever()
@@ -413,7 +415,10 @@ class Sweep:
             else:
                 history, seed = pair.perturbation.perturbed, pair.sample_seed
             other = await self._call(pair.key.model, history, case.item, seed, pair.key.repeat)
-            result = self._score(pair, original, other)  # the first pair to score may build the scorer
+            prepare = getattr(self._scorer, "prepare", None)
+            if prepare is not None:  # the first pair the score cache cannot answer builds the scorer
+                await prepare(original.text, other.text)
+            result = self._score(pair, original, other)
         except asyncio.CancelledError:
             self.counters.cancelled += 1
             raise
