@@ -27,7 +27,6 @@ miss is scored, since scoring needs no model), ``write`` (always score, store), 
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import hashlib
 import json
@@ -37,6 +36,7 @@ import tempfile
 import threading
 import warnings
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import Future
 from dataclasses import asdict, dataclass
 from functools import lru_cache
 from importlib import metadata
@@ -280,7 +280,14 @@ class CachedScorer:
     """Scores pairs as :class:`~pytest_robustexplain.metrics.Scorer` does (same numbers: ρ is formed by
     :func:`~pytest_robustexplain.metrics.combine` in both cases), answering from a :class:`ScoreCache`
     when it can. The Scorer itself is built on the first pair that needs it, so a run whose pairs are all
-    in the cache (or all failed) never imports nltk, TextBlob or sacrebleu."""
+    in the cache (or all failed) never imports nltk, TextBlob or sacrebleu.
+
+    Which thread builds it matters: loading TextBlob's lexicon must silence its ResourceWarnings with
+    ``warnings.catch_warnings``, which swaps process-wide state and is not thread-safe — on another thread
+    it races pytest's own per-test ``catch_warnings`` and can leave a finished test's warning recorder in
+    place (later warnings vanish). So the sweep's event loop never builds it: a pair that needs it asks
+    for it (:meth:`request`), and the thread waiting for results (pytest's, or ``robustexplain run``'s)
+    builds it in :meth:`build_requested`, while the loop goes on with the other pairs' model calls."""
 
     def __init__(self, *, weights: Mapping[str, Any] | Sequence[Any] | None = None,
                  cache: ScoreCache | None = None, tagger: str = DEFAULT_TAGGER,
@@ -289,7 +296,7 @@ class CachedScorer:
         self.cache = cache
         self._make = make_scorer or (lambda: Scorer(weights=self._weights, tagger=tagger))
         self._scorer: Scorer | None = None
-        self._building: asyncio.Future[Scorer] | None = None
+        self._requested: Future[Scorer] | None = None
         self._lock = threading.Lock()
 
     def __repr__(self) -> str:
@@ -303,20 +310,35 @@ class CachedScorer:
             return False
         return self.cache is None or not self.cache.peek(e, e_prime)
 
-    def build_soon(self) -> asyncio.Future[Scorer]:
-        """Build the Scorer on a worker thread of the running loop (once): the loop goes on serving other
-        pairs, and the model server on answering them, while nltk and TextBlob load."""
-        if self._building is None:
-            self._building = asyncio.ensure_future(asyncio.to_thread(lambda: self.scorer))
-            # Its error (nltk missing...) is raised to the pairs that await it; never "never retrieved".
-            self._building.add_done_callback(lambda f: f.cancelled() or f.exception())
-        return self._building
+    def request(self) -> Future[Scorer]:
+        """Ask for the Scorer to be built by :meth:`build_requested` (once); the future is its result."""
+        with self._lock:
+            if self._requested is None:
+                self._requested = Future()
+                if self._scorer is not None:
+                    self._requested.set_result(self._scorer)
+            return self._requested
 
-    async def prepare(self, e: str, e_prime: str) -> None:
-        """Before :meth:`score` on the event loop: wait, without blocking the loop, for the Scorer when
-        (e, e′) needs it."""
-        if self.needs_scorer(e, e_prime):
-            await asyncio.shield(self.build_soon())
+    @property
+    def requested(self) -> bool:
+        """Whether a pair waits for the Scorer to be built."""
+        future = self._requested
+        return future is not None and not future.done()
+
+    def build_requested(self) -> None:
+        """Build the Scorer when a pair asked for it (on the calling thread) and hand it over; a failure
+        to build is raised to the pairs that wait."""
+        future = self._requested
+        if future is None or future.done():
+            return
+        try:
+            scorer = self.scorer
+        except BaseException as exc:
+            future.set_exception(exc)
+            if not isinstance(exc, Exception):
+                raise
+        else:
+            future.set_result(scorer)
 
     @property
     def weights(self) -> Weights:

@@ -4,13 +4,11 @@ and a rerun on a warm cache never imports nltk, TextBlob, sacrebleu or scipy.sta
 
 from __future__ import annotations
 
-import asyncio
 import json
 import multiprocessing
 import threading
 import warnings
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -158,28 +156,31 @@ def test_failed_pairs_never_build_the_scorer() -> None:
     assert not scorer.built
 
 
-def test_the_scorer_is_built_on_a_worker_thread_once(tmp_path: Path) -> None:
-    """Built off the event loop: the sweep's other pairs (and their model calls) go on meanwhile."""
-    built_on: list[threading.Thread] = []
+def test_the_scorer_is_built_when_asked_for_by_whoever_serves_the_request() -> None:
+    built: list[threading.Thread] = []
 
     def make() -> Scorer:
-        built_on.append(threading.current_thread())
+        built.append(threading.current_thread())
         return Scorer()
 
-    scorer = CachedScorer(cache=ScoreCache(tmp_path), make_scorer=make)
+    scorer = CachedScorer(make_scorer=make)
+    assert not scorer.needs_scorer("", ORIGINAL) and scorer.needs_scorer(*PAIRS[0])
+    scorer.build_requested()  # nothing asked for: nothing built
+    assert not scorer.built and not scorer.requested
+    future = scorer.request()
+    assert scorer.request() is future and scorer.requested
+    scorer.build_requested()
+    assert future.result() is scorer.scorer and built == [threading.current_thread()]
+    assert not scorer.needs_scorer(*PAIRS[0]) and not scorer.requested
 
-    async def go() -> tuple[threading.Thread, list[Any]]:
-        await scorer.prepare("", ORIGINAL)  # a failed pair needs no scorer
-        assert not scorer.built
-        await asyncio.gather(*(scorer.prepare(e, e_prime) for e, e_prime in PAIRS))
-        return threading.current_thread(), [scorer.score(e, e_prime) for e, e_prime in PAIRS]
+    def broken() -> Scorer:
+        raise ConfigError("the tagger cannot load")
 
-    loop_thread, scores = asyncio.run(go())
-    assert len(built_on) == 1 and built_on[0] is not loop_thread
-    assert scores == [Scorer().score(e, e_prime) for e, e_prime in PAIRS]
-    warm = CachedScorer(cache=ScoreCache(tmp_path), make_scorer=_never)
-    asyncio.run(warm.prepare(*PAIRS[0]))  # in the cache: nothing to build
-    assert not warm.built
+    failing = CachedScorer(make_scorer=broken)
+    future = failing.request()
+    failing.build_requested()
+    with pytest.raises(ConfigError, match="cannot load"):
+        future.result()
 
 
 def _perturbed(worker: int, k: int) -> str:
