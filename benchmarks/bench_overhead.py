@@ -211,14 +211,38 @@ def write_project(root: Path, marker: str = PAPER_MARKER, *, timing: bool = True
     return test
 
 
-def pytest_command(server_url: str, *extra: str, cache: str = "off") -> list[str]:
-    """``python -m pytest`` against the fake server, quiet, without third-party plugin noise."""
-    cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:randomly",
+# Third-party plugins that would blur what is measured: hypothesis's plugin imports all of hypothesis in
+# every session's terminal summary (0.5 s on a quiet machine, 1 s under load: more than the rest of a
+# trivial run), so with it installed (a dev dependency) the trivial run, the ratios' denominator, doubles.
+QUIET_PLUGINS = ("-p", "no:randomly", "-p", "no:hypothesispytest")
+
+
+def pytest_command(server_url: str, *extra: str, cache: str = "off", quiet: bool = True) -> list[str]:
+    """``python -m pytest`` against the fake server, quiet (one report line), without third-party plugin
+    noise."""
+    cmd = [sys.executable, "-m", "pytest", *(["-q"] if quiet else []), *QUIET_PLUGINS,
            "--robustexplain-model=fake-model", f"--robustexplain-host={server_url}",
            f"--robustexplain-cache={cache}"]
     if cache == "off":
         cmd += ["-p", "no:cacheprovider"]
     return cmd + list(extra)
+
+
+# How the child interpreters treat bytecode (``--bytecode``): variables set, or removed when None.
+CHILD_ENV: dict[str, str | None] = {}
+
+
+def bytecode_env(mode: str, pycache: Path) -> dict[str, str | None]:
+    """``cached``: as on an installed system, compiled modules and pytest's assertion-rewritten plugin
+    modules are cached (in ``pycache``, not in the source tree) and reused after the first run; ``off``:
+    nothing is written (``PYTHONDONTWRITEBYTECODE=1``), so a module without a ``.pyc`` (every module of an
+    editable install that never wrote one, and every module pytest rewrites, i.e. all of the plugin's) is
+    compiled again by every run; ``inherit``: this process's environment."""
+    if mode == "cached":
+        return {"PYTHONDONTWRITEBYTECODE": None, "PYTHONPYCACHEPREFIX": str(pycache)}
+    if mode == "off":
+        return {"PYTHONDONTWRITEBYTECODE": "1", "PYTHONPYCACHEPREFIX": None}
+    return {}
 
 
 def run_pytest(cmd: Sequence[str], cwd: Path, *, env: dict[str, str] | None = None) -> PytestRun:
@@ -227,6 +251,11 @@ def run_pytest(cmd: Sequence[str], cwd: Path, *, env: dict[str, str] | None = No
     timings.unlink(missing_ok=True)
     child_env = dict(os.environ if env is None else env, BENCH_TIMINGS=str(timings))
     child_env.pop("PYTEST_ADDOPTS", None)
+    for name, value in CHILD_ENV.items():
+        if value is None:
+            child_env.pop(name, None)
+        else:
+            child_env[name] = value
     with tempfile.TemporaryFile("w+", encoding="utf-8") as out:
         started = time.time()
         proc = subprocess.Popen(list(cmd), cwd=cwd, stdout=out, stderr=subprocess.STDOUT, env=child_env)
@@ -275,43 +304,59 @@ class RatioLoop:
     """Runs interleaved round by round, so each measured run shares the machine's load with the trivial
     run of its own round; ratios to the trivial run are then comparable across sessions."""
 
-    trivial: list[PytestRun]
-    cold: list[PytestRun]
-    warm: list[PytestRun]
-    replay: list[PytestRun]
-    warm_calls: list[int]
+    trivial: list[PytestRun] = field(default_factory=list)
+    runs: dict[str, list[PytestRun]] = field(default_factory=dict)  # by series name, one per round
+    warm_calls: list[int] = field(default_factory=list)
     warm_requests: list[int] = field(default_factory=list)  # every HTTP request (preflight included)
     replay_requests: list[int] = field(default_factory=list)
-    baseline: list[PytestRun] = field(default_factory=list)  # the cold run on another source tree
+
+    def add(self, name: str, run: PytestRun) -> PytestRun:
+        check(run, name)
+        self.runs.setdefault(name, []).append(run)
+        return run
 
     def ratios(self, runs: list[PytestRun]) -> list[float]:
         return [run.wall_s / base.wall_s for run, base in zip(runs, self.trivial, strict=True)]
 
 
+COLD, WARM, REPLAY = ("paper protocol, cache off, zero latency", "warm rerun on the cache",
+                      "replay-only rerun")
+WARM_FULL = "warm rerun, full terminal report (no -q)"
+TARGETS = {COLD: TARGET_COLD_RATIO, WARM: TARGET_WARM_RATIO, REPLAY: TARGET_WARM_RATIO}
+
+
 def ratio_loop(server: FakeOllamaServer, root: Path, rounds: int, baseline: Path | None = None) -> RatioLoop:
-    """``rounds`` × (trivial run, cold paper protocol with the cache off, warm rerun on the response cache,
-    replay-only rerun of the same cache, and with ``baseline`` the cold run on that source tree)."""
+    """``rounds`` × (trivial run, cold paper protocol with the cache off, warm rerun on the cache (response
+    and score cache, filled once beforehand), replay-only rerun of the same cache, the warm rerun with the
+    full terminal report, and with ``baseline`` the cold and warm runs on that source tree), after one
+    round that only warms up (bytecode caches, the page cache) and is not counted."""
     project, plain = root / "paper", root / "plain"
     cache = f"--robustexplain-cache-dir={root / 'response-cache'}"
     check(run_pytest(pytest_command(server.url, cache, cache="read-write"), project), "filling the cache")
-    loop = RatioLoop([], [], [], [], [])
-    for _ in range(rounds):
+
+    def one_round(loop: RatioLoop) -> None:
         loop.trivial.append(run_pytest(pytest_command(server.url), plain))
-        loop.cold.append(run_pytest(pytest_command(server.url), project))
+        check(loop.trivial[-1], "trivial run")
+        loop.add(COLD, run_pytest(pytest_command(server.url), project))
         server.reset_stats()
-        loop.warm.append(run_pytest(pytest_command(server.url, cache, cache="read-write"), project))
+        loop.add(WARM, run_pytest(pytest_command(server.url, cache, cache="read-write"), project))
         loop.warm_calls.append(server.chat_calls)
         loop.warm_requests.append(sum(server.calls.values()))
         server.reset_stats()
-        loop.replay.append(run_pytest(pytest_command(server.url, cache, cache="replay-only"), project))
+        loop.add(REPLAY, run_pytest(pytest_command(server.url, cache, cache="replay-only"), project))
         loop.replay_requests.append(sum(server.calls.values()))
+        loop.add(WARM_FULL, run_pytest(pytest_command(server.url, cache, cache="read-write", quiet=False),
+                                       project))
         if baseline is not None:  # PYTHONPATH comes before the editable install's finder
             env = dict(os.environ, PYTHONPATH=str(baseline))
-            loop.baseline.append(run_pytest(pytest_command(server.url), project, env=env))
-            check(loop.baseline[-1], f"cold run on {baseline}")
-        for run, what in zip(loop.cold[-1:] + loop.warm[-1:] + loop.replay[-1:],
-                             ("cold run", "warm rerun", "replay-only rerun"), strict=True):
-            check(run, what)
+            loop.add(f"{COLD} (--baseline-src)", run_pytest(pytest_command(server.url), project, env=env))
+            loop.add(f"{WARM} (--baseline-src)",
+                     run_pytest(pytest_command(server.url, cache, cache="read-write"), project, env=env))
+
+    one_round(RatioLoop())
+    loop = RatioLoop()
+    for _ in range(rounds):
+        one_round(loop)
     return loop
 
 
@@ -319,18 +364,14 @@ def print_ratios(loop: RatioLoop) -> None:
     """Median ratio of each kind of run to the trivial run of its round, against the issue's targets."""
     print(f"ratios to a trivial pytest run, {len(loop.trivial)} interleaved rounds (median trivial run "
           f"{statistics.median(r.wall_s for r in loop.trivial):.2f} s):")
-    for name, runs, target in (("paper protocol, cache off, zero latency", loop.cold, TARGET_COLD_RATIO),
-                               ("warm rerun on the response cache", loop.warm, TARGET_WARM_RATIO),
-                               ("replay-only rerun", loop.replay, TARGET_WARM_RATIO)):
+    for name, runs in loop.runs.items():
         ratios = loop.ratios(runs)
         ratio = statistics.median(ratios)
         median = statistics.median(r.wall_s for r in runs)
-        print(f"  {name:<42} x{ratio:.2f} (rounds: {', '.join(f'{r:.1f}' for r in ratios)}; median "
-              f"{median:.2f} s); target x{target:g} {verdict(ratio <= target)}")
-    if loop.baseline:
-        ratio = statistics.median(loop.ratios(loop.baseline))
-        print(f"  {'the same cold run on --baseline-src':<42} x{ratio:.2f} (rounds: "
-              f"{', '.join(f'{r:.1f}' for r in loop.ratios(loop.baseline))})")
+        target = TARGETS.get(name)
+        against = f"; target x{target:g} {verdict(ratio <= target)}" if target else ""
+        print(f"  {name:<52} x{ratio:.2f} (rounds: {', '.join(f'{r:.1f}' for r in ratios)}; median "
+              f"{median:.2f} s){against}")
     print(f"  model calls of the warm reruns: {sorted(set(loop.warm_calls))} (must be [0]); HTTP requests of "
           f"any kind: warm {sorted(set(loop.warm_requests))} (preflight), replay-only "
           f"{sorted(set(loop.replay_requests))}")
@@ -359,6 +400,11 @@ def main() -> None:
     parser.add_argument("--top", type=int, default=25, help="functions shown per profile table")
     parser.add_argument("--ratios", action="store_true",
                         help="only the interleaved ratio loop (trivial, cold, warm, replay-only)")
+    parser.add_argument("--bytecode", choices=("cached", "off", "inherit"), default="cached",
+                        help="cached (default): the children cache compiled and assertion-rewritten "
+                             "modules (in a temporary PYTHONPYCACHEPREFIX), as an installed system does; "
+                             "off: PYTHONDONTWRITEBYTECODE=1, every module without a .pyc is compiled by "
+                             "every run (this sandbox's setting); inherit: this process's environment")
     parser.add_argument("--baseline-src", type=Path, default=None, metavar="DIR",
                         help="with --ratios: also the cold run with the source tree DIR (e.g. `git archive` "
                              "of another commit) first on PYTHONPATH, in the same rounds")
@@ -367,6 +413,8 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="bench-overhead-") as tmp, \
             FakeOllamaServer(latency=0.0) as server:
         root = Path(tmp)
+        CHILD_ENV.update(bytecode_env(args.bytecode, root / "pycache"))
+        print(f"children's bytecode: {args.bytecode}")
         write_project(root / "paper")
         plain = root / "plain"
         plain.mkdir()

@@ -128,11 +128,11 @@ def _ratio_interval(num: Mapping[str, float], den: Mapping[str, float], n: int,
     g = len(users)
     if g < 2:
         return Interval(ratio, -math.inf, math.inf, n, g, 1 - alpha)
-    from scipy import stats as sps
+    from .stats import t_quantile
 
     z = [num[u] - ratio * den[u] for u in users]
     se = math.sqrt(g / (g - 1) * math.fsum(v * v for v in z)) / total_den
-    half = float(sps.t.ppf(1 - alpha / 2, df=g - 1)) * se
+    half = float(t_quantile(1 - alpha / 2, g - 1)) * se
     return Interval(ratio, ratio - half, ratio + half, n, g, 1 - alpha)
 
 

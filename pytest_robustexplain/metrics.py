@@ -68,6 +68,7 @@ __all__ = [
     "DEFAULT_CACHE_SIZE",
     "DEFAULT_TAGGER",
     "DEFAULT_WEIGHTS",
+    "FAILED_TEXT",
     "KEYWORD_TAGS",
     "TAGGERS",
     "TOKENIZER_NAME",
@@ -75,7 +76,10 @@ __all__ = [
     "CacheInfo",
     "PairScores",
     "Scorer",
+    "TextScores",
+    "check_embedding",
     "check_weights",
+    "combine",
     "compute_keyword_stability",
     "compute_length_stability",
     "compute_semantic_sim",
@@ -85,6 +89,7 @@ __all__ = [
     "embedding_weighted",
     "metric_signature",
     "score_pair",
+    "text_signature",
     "validate_weights",
     "word_tokens",
 ]
@@ -156,6 +161,22 @@ class PairScores:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+
+class TextScores(NamedTuple):
+    """The four metrics of one (e, e′) pair before any weighting: a pure function of the two texts and of
+    :func:`text_signature` (the weights only combine them into ρ, see :func:`combine`), which is what
+    makes them cacheable across runs. ``failed``: e or e′ had no word (every metric 0.0)."""
+
+    semantic: float
+    keyword: float
+    structural: float
+    length: float
+    keyword_empty: bool = False
+    failed: bool = False
+
+
+FAILED_TEXT = TextScores(0.0, 0.0, 0.0, 0.0, keyword_empty=False, failed=True)
 
 
 class CacheInfo(NamedTuple):
@@ -285,6 +306,38 @@ def metric_signature(weights: Mapping[str, Any] | Sequence[Any] | None = None,
     emb_part = f"|emb:cos,{embedding}" if embedding else ""
     weight_part = "/".join(_format_weight(w) for w in values)
     return f"tok:{TOKENIZER_NAME}|tag:{tag_part}|bleu:{bleu_part}{emb_part}|w:{weight_part}|v:{__version__}"
+
+
+def text_signature(tagger: str = DEFAULT_TAGGER) -> str:
+    """What the four metric values (:class:`TextScores`) depend on besides the two texts: the
+    :func:`metric_signature` without its weights (they only combine the metrics) and without the embedding
+    part (that metric is a cosine of vectors that come with the explanations), e.g.
+    ``tok:nltk-regexp|tag:textblob-pattern@0.20.1|bleu:4,smooth:exp,eff:yes,sacrebleu@2.6.0|v:0.1.0``.
+    Cheap, like :func:`metric_signature`."""
+    parts = metric_signature(None, tagger).split("|")
+    return "|".join(part for part in parts if not part.startswith("w:"))
+
+
+def check_embedding(weights: Weights, vectors: tuple[Vector, Vector] | None) -> None:
+    """A ConfigError when the weights give the embedding metric a share of ρ but the pair has no vectors."""
+    if embedding_weighted(weights) and vectors is None:
+        raise ConfigError(f"weights give {EMBEDDING!r} a share of ρ, but the pair has no embeddings "
+                          "(set an embedding model: --robustexplain-embed-model)")
+
+
+def combine(text: TextScores, weights: Weights, vectors: tuple[Vector, Vector] | None = None) -> PairScores:
+    """The pair's scores from its four metrics: ρ = Σ αᵢ·metricᵢ under (validated) ``weights``, with the
+    embedding cosine of ``vectors`` as the fifth metric when given. The one place ρ is formed, whether
+    the metrics were just computed or read from the score cache."""
+    if text.failed:
+        return _FAILED if vectors is None else replace(_FAILED, embedding=0.0)
+    metrics = [text.semantic, text.keyword, text.structural, text.length]
+    embedding = None if vectors is None else cosine(*vectors)
+    if embedding is not None:
+        metrics.append(embedding)
+    combined = _clamp(math.fsum(w * m for w, m in zip(weights, metrics, strict=False)))
+    return PairScores(text.semantic, text.keyword, text.structural, text.length, combined=combined,
+                      generation_failure=False, keyword_empty=text.keyword_empty, embedding=embedding)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -464,22 +517,17 @@ class Scorer:
 
     def _score(self, e: str, e_prime: str, values: Weights,
                vectors: tuple[Vector, Vector] | None) -> PairScores:
-        if embedding_weighted(values) and vectors is None:
-            raise ConfigError(f"weights give {EMBEDDING!r} a share of ρ, but the pair has no embeddings "
-                              "(set an embedding model: --robustexplain-embed-model)")
+        check_embedding(values, vectors)
+        return combine(self.text_scores(e, e_prime), values, vectors)
+
+    def text_scores(self, e: str, e_prime: str) -> TextScores:
+        """The four metrics of the pair, unweighted (:data:`FAILED_TEXT` when e or e′ has no word)."""
         original, perturbed = self._stats(e, "e"), self._stats(e_prime, "e_prime")
         if original.failed or perturbed.failed:
-            return _FAILED if vectors is None else replace(_FAILED, embedding=0.0)
+            return FAILED_TEXT
         keyword, keyword_empty = _keyword(original, perturbed)
-        metrics = [_semantic(original, perturbed), keyword, self._structural(original, perturbed),
-                   _length(original, perturbed)]
-        embedding = None if vectors is None else cosine(*vectors)
-        if embedding is not None:
-            metrics.append(embedding)
-        combined = _clamp(math.fsum(w * m for w, m in zip(values, metrics, strict=False)))
-        semantic, _, structural, length = metrics[:4]
-        return PairScores(semantic, keyword, structural, length, combined=combined, generation_failure=False,
-                          keyword_empty=keyword_empty, embedding=embedding)
+        return TextScores(_semantic(original, perturbed), keyword, self._structural(original, perturbed),
+                          _length(original, perturbed), keyword_empty=keyword_empty)
 
     def semantic(self, e: str, e_prime: str) -> float:
         """Cosine of the term-frequency vectors of the two texts' lower-cased word tokens."""

@@ -43,6 +43,7 @@ from .results import (
     PairResult,
     is_control,
 )
+from .score_cache import CachedScorer
 
 if TYPE_CHECKING:
     from .explainers.base import Explainer, Explanation
@@ -159,10 +160,12 @@ class Sweep:
     :meth:`wait` blocks until a slice is finished and returns its :class:`SliceResult`.
     """
 
-    def __init__(self, explainers: Mapping[str, Explainer], catalog: Catalog, *, scorer: Scorer,
-                 window: int = 8) -> None:
+    def __init__(self, explainers: Mapping[str, Explainer], catalog: Catalog, *,
+                 scorer: CachedScorer | Scorer, window: int = 8) -> None:
         """``window`` bounds the pairs in progress at once: enough to keep every backend slot busy
-        (an original and a perturbed call per pair), few enough that users finish in order."""
+        (an original and a perturbed call per pair), few enough that users finish in order. A
+        :class:`~pytest_robustexplain.score_cache.CachedScorer` builds the metrics' Scorer only for a pair
+        its score cache cannot answer."""
         self._explainers = dict(explainers)
         self._catalog = catalog
         self._scorer = scorer
@@ -190,6 +193,8 @@ class Sweep:
         # the pairs being started so the next user's pairs never wait on their own original.
         self._ahead: list[tuple[int, int, _Pair]] = []
         self._vocabulary: Vocabulary | None = None
+        # Set when a slice finishes, the run fails or a pair asks for the scorer: wakes :meth:`wait`.
+        self._attention = threading.Event()
         self.counters = Counters()
 
     # ----------------------------------------------------------------------------------- planning
@@ -410,20 +415,32 @@ class Sweep:
             else:
                 history, seed = pair.perturbation.perturbed, pair.sample_seed
             other = await self._call(pair.key.model, history, case.item, seed, pair.key.repeat)
+            await self._scorer_for(original.text, other.text)
+            result = self._score(pair, original, other)
         except asyncio.CancelledError:
             self.counters.cancelled += 1
             raise
         except Exception as exc:
-            # BackendError / CacheMissError end the run; anything else is a bug that must surface
-            # in the waiting tests rather than hang them.
+            # BackendError / CacheMissError end the run; anything else (a scorer that cannot be built, a
+            # bug) must surface in the waiting tests rather than hang them.
             self._set_fatal(exc)
             return
-        pair.result = self._score(pair, original, other)
+        pair.result = result
         pair.perturbation = None  # scored: what changed is in the result; the histories are recomputable
         self.counters.pairs_done += 1
         for slice_id in pair.slices:
             self._unfinished[slice_id] -= 1
         self._pair_finished(pair)
+
+    async def _scorer_for(self, e: str, e_prime: str) -> None:
+        """Wait, without blocking the loop, until the scorer can score (e, e′): the first pair that needs
+        the metrics' Scorer asks the thread in :meth:`wait` to build it (see ``CachedScorer``)."""
+        scorer = self._scorer
+        if isinstance(scorer, CachedScorer) and scorer.needs_scorer(e, e_prime):
+            future = scorer.request()
+            self._attention.set()
+            # Shielded: a pair cancelled meanwhile (its slice decided) must not cancel the build others await.
+            await asyncio.shield(asyncio.wrap_future(future))
 
     def _original(self, model: str, case: EvalCase, seed: int) -> asyncio.Future[Explanation]:
         key = (model, case.user_id, case.item_id, seed)
@@ -555,10 +572,12 @@ class Sweep:
         if result.gate is not None and not result.gate.decided:
             result.gate.finish()  # every user seen, still undecided: the fixed-sample fallback decides
         self._slice_done[slice_id].set()
+        self._attention.set()
 
     def _set_fatal(self, exc: BaseException) -> None:
         if self._fatal is None:
             self._fatal = exc
+        self._attention.set()
         with self._lock:  # add_slice adds events from the main thread
             events = list(self._slice_done.values())
         for event in events:
@@ -567,10 +586,16 @@ class Sweep:
     # ----------------------------------------------------------------------------------- results
     def wait(self, slice_id: str, *, poll: Callable[[], None] | None = None,
              interval: float = 0.25) -> SliceResult:
-        """Block until the slice is finished; ``poll`` runs every ``interval`` seconds meanwhile."""
+        """Block until the slice is finished; ``poll`` runs every ``interval`` seconds meanwhile, and the
+        metrics' Scorer is built here (on this, the waiting thread) when a pair asks for it."""
         event = self._slice_done[slice_id]
-        while not event.wait(interval):
-            if poll is not None:
+        while not event.is_set():
+            if isinstance(self._scorer, CachedScorer) and self._scorer.requested:
+                self._scorer.build_requested()
+                continue
+            if self._attention.wait(interval):
+                self._attention.clear()  # then look again: the slice, or a request for the scorer
+            elif poll is not None:
                 poll()
         if self._fatal is not None:
             raise self._fatal

@@ -622,6 +622,34 @@ def test_openai_unlisted_model_warns_and_dead_server_fails_fast() -> None:
     assert dead.stats.retries == 0  # refused: one clear error at once, no backoff
 
 
+@pytest.mark.parametrize("scheme", ["http", "https"])
+def test_no_certificate_store_is_loaded_for_a_plain_http_host(scheme: str,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """Loading the certificate store costs ~30 ms per HTTP client: only https hosts pay it (every client a
+    backend builds: generation, preflight, embeddings)."""
+    import ssl
+
+    import ollama  # its import builds a default client of its own (with certificates): not ours to count
+
+    from pytest_robustexplain.explainers.embedding import EmbeddingClient
+
+    assert ollama.AsyncClient
+    loads: list[str] = []
+    monkeypatch.setattr(ssl.SSLContext, "load_verify_locations", lambda self, *a, **k: loads.append("file"))
+    monkeypatch.setattr(ssl.SSLContext, "load_default_certs", lambda self, *a, **k: loads.append("default"))
+    host = f"{scheme}://127.0.0.1:9"
+
+    async def build() -> None:
+        openai = OpenAICompatExplainer("m", base_url=host + "/v1")
+        await openai._close_client(openai._make_client())
+        ollama = OllamaExplainer("m", host=host)
+        await ollama._close_client(ollama._official_client())
+        await EmbeddingClient("e", host=host)._new_client().aclose()
+
+    run(build())
+    assert (loads == []) == (scheme == "http"), loads
+
+
 # ---------------------------------------------------------------------------------------- factory
 def test_make_explainer() -> None:
     assert isinstance(make_explainer("template", "ignored"), TemplateExplainer)

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+import subprocess
+import sys
 from collections.abc import Coroutine
 from typing import Any, TypeVar
 
@@ -12,7 +15,15 @@ import pydantic
 import pytest
 
 from pytest_robustexplain.data import Interaction, Item, UserHistory
-from pytest_robustexplain.explainers.lean_http import LeanOllamaHttp, parse_chat_reply
+from pytest_robustexplain.errors import BackendError
+from pytest_robustexplain.explainers.lean_http import (
+    LeanOllamaHttp,
+    NotPlain,
+    parse_chat_reply,
+    plain_show,
+    plain_tags,
+    plain_version,
+)
 from pytest_robustexplain.explainers.ollama import OllamaExplainer
 from pytest_robustexplain.explainers.retry import RetryPolicy
 from pytest_robustexplain.testing import FakeOllamaServer
@@ -141,3 +152,123 @@ def test_replies_parse_exactly_as_the_official_response_model(payload: bytes) ->
         except (pydantic.ValidationError, TypeError) as exc:
             outcomes.append(type(exc))
     assert outcomes[0] == outcomes[1]
+
+
+# ------------------------------------------------------------------------------------------ preflight
+@pytest.mark.parametrize(("model", "think_capable"), [("fake-model", False), ("fake-model:latest", True)])
+def test_preflight_gives_the_same_model_facts_on_both_paths(model: str, think_capable: bool) -> None:
+    with FakeOllamaServer(think_capable=think_capable) as server:
+        infos = [run(OllamaExplainer(model, host=server.url).preflight()),
+                 run(official_only(OllamaExplainer(model, host=server.url)).preflight())]
+    assert infos[0] == infos[1]
+    assert infos[0].digest and infos[0].extra["capabilities"]
+    assert ("thinking" in infos[0].extra["capabilities"]) is think_capable
+
+
+PREFLIGHT_WITHOUT_THE_OFFICIAL_CLIENT = """
+import asyncio, sys
+from pytest_robustexplain.explainers.ollama import OllamaExplainer
+explainer = OllamaExplainer("fake-model", host=sys.argv[1])
+info = asyncio.run(explainer.preflight())
+assert info.digest, info
+heavy = [m for m in ("ollama", "httpx", "pydantic") if m in sys.modules]
+assert not heavy, heavy
+"""
+
+
+def test_preflight_of_a_plain_http_server_needs_no_official_client() -> None:
+    with FakeOllamaServer() as server:
+        subprocess.run([sys.executable, "-c", PREFLIGHT_WITHOUT_THE_OFFICIAL_CLIENT, server.url], check=True)
+
+
+def test_preflight_failures_are_the_official_paths_errors() -> None:
+    messages = []
+    with FakeOllamaServer() as server:
+        for lean in (True, False):
+            missing = OllamaExplainer("no-such-model", host=server.url)
+            with pytest.raises(BackendError) as caught:
+                run((missing if lean else official_only(missing)).preflight())
+            messages.append(str(caught.value))
+    assert messages[0] == messages[1] and "ollama pull no-such-model" in messages[0]
+
+
+NOW = "2024-05-10T11:20:05.123456789-07:00"
+DETAILS = {"parent_model": "", "format": "gguf", "family": "llama", "families": ["llama"],
+           "parameter_size": "8.0B", "quantization_level": "Q4_K_M"}
+TAG = {"name": "m:latest", "model": "m:latest", "modified_at": NOW, "size": 4_700_000_000,
+       "digest": "ab" * 32, "details": DETAILS}
+SHOW = {"license": "", "modelfile": "FROM x", "parameters": "", "template": "{{ .Prompt }}",
+        "details": DETAILS, "model_info": {"general.architecture": "llama"}, "capabilities": ["completion"],
+        "modified_at": NOW}
+
+
+def _tags(**fields: Any) -> bytes:
+    return json.dumps({"models": [{**TAG, **fields}]}).encode()
+
+
+def _show(**fields: Any) -> bytes:
+    return json.dumps({key: value for key, value in {**SHOW, **fields}.items() if value != "DROP"}).encode()
+
+
+@pytest.mark.parametrize("payload", [
+    _tags(), _tags(size=None, digest=None, details=None), _tags(remote_host="x", expires_at="soon"),
+    _tags(size="4GB"),  # pydantic reads a size with units
+    _tags(size=-1), _tags(model=7), _tags(modified_at="yesterday"), _tags(modified_at="2024-02-30T00:00:00Z"),
+    _tags(modified_at="2024-05-10T11:20:05.5+25:00"), _tags(details={**DETAILS, "families": "llama"}),
+    _tags(details={**DETAILS, "parameter_size": 8}), _tags(details=[]),
+    b'{"models": null}', b'{"models": [1]}', b"[]", b"not json",
+])
+def test_tags_are_read_plainly_or_left_to_the_official_model(payload: bytes) -> None:
+    def official() -> Any:
+        return [(m.model, m.digest, m.size, m.details.model_dump() if m.details else None)
+                for m in ollama.ListResponse(**json.loads(payload)).models]
+
+    def lean() -> Any:
+        return [(e.get("model"), e.get("digest"), e.get("size"),
+                 {**dict.fromkeys(DETAILS), **e["details"]} if e.get("details") is not None else None)
+                for e in plain_tags(200, payload)]
+
+    _agree_or_hand_over(official, lean)
+
+
+@pytest.mark.parametrize("payload", [
+    _show(), _show(details=None, capabilities=None), _show(tensors=[], system="be brief"),
+    _show(model_info="DROP"),  # the official model requires it
+    _show(model_info=None), _show(capabilities=["completion", 3]), _show(license=5),
+    _show(modified_at="2024-13-01T00:00:00Z"), b"{}",
+])
+def test_show_is_read_plainly_or_left_to_the_official_model(payload: bytes) -> None:
+    def official() -> Any:
+        shown = ollama.ShowResponse(**json.loads(payload))
+        return shown.details.model_dump() if shown.details else None, shown.capabilities
+
+    def lean() -> Any:
+        shown = plain_show(200, payload)
+        details = shown.get("details")
+        full = {**dict.fromkeys(DETAILS), **details} if details is not None else None
+        return full, shown.get("capabilities")
+
+    _agree_or_hand_over(official, lean)
+
+
+def _agree_or_hand_over(official: Any, lean: Any) -> None:
+    """The lean reading equals the official one, or it hands over (NotPlain) — never a different answer;
+    what the official model refuses, the lean path never reads."""
+    try:
+        expected: Any = official()
+    except (pydantic.ValidationError, TypeError, ValueError) as exc:
+        expected = type(exc)
+    with contextlib.suppress(NotPlain):
+        assert lean() == expected
+
+
+def test_version_and_error_statuses() -> None:
+    assert plain_tags(200, _tags())[0]["model"] == "m:latest"  # what Ollama sends is read plainly
+    assert plain_show(200, _show())["capabilities"] == ["completion"]
+    assert plain_version(200, b'{"version": "0.5.7"}') == "0.5.7"
+    assert plain_version(404, b"404 page not found") is None  # very old servers, as the official path
+    for status, payload in ((500, b'{"error": "boom"}'), (200, b"[]"), (200, b"<html>")):
+        with pytest.raises(NotPlain):
+            plain_version(status, payload)
+    with pytest.raises(NotPlain):
+        plain_tags(503, _tags())

@@ -282,6 +282,63 @@ def test_summary_without_controls_has_no_noise_floor(run: RunResult) -> None:
     assert "not measured (no control pairs)" in render_terminal(bare)
 
 
+def _count_kind_tests(monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
+    """Counts calls of the paper's kind analyses: Friedman and ANOVA (``kind_differences``), Tukey HSD."""
+    from pytest_robustexplain import stats
+    from pytest_robustexplain.stats import analyses
+
+    calls = {"kind tests": 0, "tukey": 0}
+    kind_differences, tukey = stats.kind_differences, analyses._tukey
+
+    def counted_kinds(*args: Any, **kwargs: Any) -> Any:
+        calls["kind tests"] += 1
+        return kind_differences(*args, **kwargs)
+
+    def counted_tukey(*args: Any, **kwargs: Any) -> Any:
+        calls["tukey"] += 1
+        return tukey(*args, **kwargs)
+
+    monkeypatch.setattr(stats, "kind_differences", counted_kinds)
+    monkeypatch.setattr(analyses, "_tukey", counted_tukey)
+    return calls
+
+
+def test_kind_analyses_run_only_for_the_reports_that_show_them(run: RunResult, tmp_path: Path,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    calls = _count_kind_tests(monkeypatch)
+    fresh = replace(run, finished_at="later")  # a new run object: nothing memoised from other tests
+    assert summarize(fresh, M7).n_pairs == 150 and render_terminal(fresh, quiet=True)
+    assert calls == {"kind tests": 0, "tukey": 0}  # the gate and the one-line report never need them
+    assert "Kinds differ?" in render_terminal(fresh) and "Friedman" in render_markdown(fresh)
+    assert calls == {"kind tests": 2, "tukey": 0}  # once per model; the findings line shows no Tukey table
+    write_json(fresh, tmp_path / "report.json")
+    assert calls == {"kind tests": 2, "tukey": 2}
+    aggregates = json.loads((tmp_path / "report.json").read_text(encoding="utf-8"))["aggregates"]
+    tests = aggregates[M7]["kind_tests"]
+    assert list(tests) == ["kinds", "kind_means", "friedman", "friedman_users", "anova", "tukey", "notes"]
+    assert len(tests["tukey"]) == 10 and tests["anova"]["df_between"] == 4
+
+
+def test_a_quiet_run_without_reports_never_runs_the_kind_analyses(pytester: pytest.Pytester, tmp_path: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    calls = _count_kind_tests(monkeypatch)
+    pytester.makepyfile("""
+        import pytest
+
+        @pytest.mark.robustness(severities=[1, 5], users=3, min_combined=0.0, min_metric=0.0)
+        def test_gate(robustness):
+            assert robustness.pairs
+    """)
+    args = ("-p", "no:randomly", "--robustexplain-backend=template")
+    pytester.runpytest("-q", *args).assert_outcomes(passed=6)
+    assert calls == {"kind tests": 0, "tukey": 0}
+    report = tmp_path / "report.json"
+    pytester.runpytest("-q", *args, f"--robustexplain-json={report}").assert_outcomes(passed=6)
+    assert calls == {"kind tests": 1, "tukey": 1}
+    aggregates = json.loads(report.read_text(encoding="utf-8"))["aggregates"]
+    assert len(aggregates["template"]["kind_tests"]["tukey"]) == 10
+
+
 def test_worst_pairs_skips_controls_and_failures(run: RunResult) -> None:
     worst = worst_pairs(run.pairs, n=4)
     assert len(worst) == 4

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import threading
 from typing import Any
 
 import pytest
@@ -13,6 +14,7 @@ from pytest_robustexplain.errors import BackendError
 from pytest_robustexplain.explainers.base import Explanation, ModelInfo
 from pytest_robustexplain.metrics import Scorer
 from pytest_robustexplain.perturbations import NOISE, SHUFFLE
+from pytest_robustexplain.score_cache import CachedScorer
 from pytest_robustexplain.sweep import SliceSpec, Sweep
 
 KINDS = (SHUFFLE, NOISE)
@@ -49,7 +51,8 @@ def scorer() -> Scorer:
     return Scorer()
 
 
-def run_slices(scorer: Scorer, specs: list[SliceSpec], users: int) -> tuple[RecordingExplainer, Sweep]:
+def run_slices(scorer: Scorer | CachedScorer, specs: list[SliceSpec],
+               users: int) -> tuple[RecordingExplainer, Sweep]:
     dataset = default_dataset()
     explainer = RecordingExplainer({c.user_id: c.history for c in dataset.cases[:users]})
     sweep = Sweep({"m": explainer}, dataset.catalog, scorer=scorer, window=4)
@@ -172,3 +175,19 @@ def test_a_decided_sequential_slice_cancels_the_calls_no_other_slice_needs(score
     assert len(seq.pairs) + seq.cancelled + seq.trivial == 6 * len(KINDS) * 5
     assert kept.cancelled == 0 and {p.key.kind for p in kept.pairs} == set(KINDS[:1])
     assert len(explainer.calls) < 6 * len(KINDS) * 5 + 6  # fewer calls than the whole plan
+
+
+def test_the_metrics_scorer_is_built_by_the_waiting_thread_never_by_the_sweeps() -> None:
+    """TextBlob's lexicon is loaded under warnings.catch_warnings (process-wide, not thread-safe): on the
+    sweep's thread it raced pytest's own per-test catch_warnings and could swallow later warnings."""
+    built: list[threading.Thread] = []
+
+    def make() -> Scorer:
+        built.append(threading.current_thread())
+        return Scorer()
+
+    scorer = CachedScorer(make_scorer=make)
+    _, sweep = run_slices(scorer, [spec("first", 2), spec("second", 2, KINDS[:1])], 2)
+    assert built == [threading.current_thread()]
+    first = sweep.finished("first")
+    assert first is not None and first.pairs and all(p.combined > 0 for p in first.pairs)

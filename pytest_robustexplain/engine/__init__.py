@@ -32,6 +32,7 @@ from .setup import (
     DEFAULT_CACHE_DIR,
     backend_options,
     build_explainer,
+    build_scorer,
     cache_directory,
     configured_models,
     donor_pool,
@@ -44,9 +45,9 @@ from .setup import (
 
 __all__ = [
     "DEFAULT_CACHE_DIR", "LARGE_PLAN_CALLS", "GatedSlice", "Run", "SlicePlan", "SweepFailed",
-    "SweepInterrupted", "backend_options", "build_explainer", "cache_directory", "check_baseline",
-    "close_explainers", "configured_models", "decide", "donor_pool", "gate_slices", "guarded", "judge",
-    "large_plan_note", "load_configured_dataset", "max_calls", "model_record", "no_model_reason",
-    "plan_slices", "recent_only", "regression", "robustness", "seeded_cases", "slice_spec", "take_cases",
-    "with_attacks", "with_guard", "with_regression", "write_reports",
+    "SweepInterrupted", "backend_options", "build_explainer", "build_scorer", "cache_directory",
+    "check_baseline", "close_explainers", "configured_models", "decide", "donor_pool", "gate_slices",
+    "guarded", "judge", "large_plan_note", "load_configured_dataset", "max_calls", "model_record",
+    "no_model_reason", "plan_slices", "recent_only", "regression", "robustness", "seeded_cases", "slice_spec",
+    "take_cases", "with_attacks", "with_guard", "with_regression", "write_reports",
 ]

@@ -119,10 +119,10 @@ class SlicePlan:
 def plan_slices(settings: Settings, slices: Sequence[GatedSlice], explainers: Mapping[str, Explainer],
                 catalog: Catalog) -> list[SlicePlan]:
     """Plan the slices exactly as :func:`run_slices` would, without starting the sweep or calling a model."""
-    from ..metrics import Scorer
+    from ..score_cache import CachedScorer
     from ..sweep import Sweep
 
-    sweep = Sweep(explainers, catalog, scorer=Scorer(weights=settings.weights))
+    sweep = Sweep(explainers, catalog, scorer=CachedScorer(weights=settings.weights))  # never scores
     plans = []
     for entry in slices:
         planned = sweep.add_slice(entry.spec)

@@ -34,6 +34,7 @@ from .decide import check_baseline, decide, regression, robustness, with_regress
 from .plan import GatedSlice, SlicePlan, guarded, large_plan_note, max_calls, slice_spec
 from .setup import (
     build_explainer,
+    build_scorer,
     cache_directory,
     configured_models,
     donor_pool,
@@ -218,15 +219,14 @@ class Run:
     def sweep(self) -> Sweep:
         """The sweep, started on first use (its event loop also runs preflights and fixture calls)."""
         if self._sweep is None:
-            from ..metrics import Scorer
             from ..sweep import Sweep
 
             # Every model the run may call: an xdist worker starts the sweep with one slice planned.
             models = max(1, len({s.spec.model for s in self._slices.values()} | set(configured_models(
                 self.settings))))
             slots = self.settings.concurrency * max(1, len(self.settings.hosts))  # each host has its own
-            self._sweep = Sweep({}, self.dataset.catalog, scorer=Scorer(weights=self.settings.weights),
-                                window=2 * slots * models)
+            scorer = build_scorer(self.settings, cache_dir=self.cache_dir)
+            self._sweep = Sweep({}, self.dataset.catalog, scorer=scorer, window=2 * slots * models)
             self._sweep.start()
         return self._sweep
 

@@ -14,6 +14,7 @@ if TYPE_CHECKING:
     from ..data import Dataset, EvalCase
     from ..donors import DonorPool
     from ..explainers.base import Explainer
+    from ..score_cache import CachedScorer
     from ..settings import Settings
 
 
@@ -127,6 +128,20 @@ def build_explainer(settings: Settings, model: str, *, cache_dir: Path, custom: 
     if settings.embed_model is None:
         return explainer
     return _with_embeddings(settings, explainer, cache_dir, settings.embed_model)
+
+
+def build_scorer(settings: Settings, *, cache_dir: Path | None = None) -> CachedScorer:
+    """The run's scorer, with the run's weights: behind the score cache in ``cache_dir/scores`` (the
+    response cache's directory and mode) when the response cache is on, so a rerun on cached explanations
+    never builds the metrics' Scorer (nltk, TextBlob, sacrebleu). Like the response cache, none for the
+    template backend (its runs are throwaway) or with ``cache=off``; the Scorer is then built on the first
+    pair, not here."""
+    from ..score_cache import SCORES_DIR, CachedScorer, ScoreCache
+
+    cache = None
+    if cache_dir is not None and settings.cache != "off" and settings.backend != "template":
+        cache = ScoreCache(cache_dir / SCORES_DIR, settings.cache)
+    return CachedScorer(weights=settings.weights, cache=cache)
 
 
 def _backend_explainer(settings: Settings, model: str) -> Explainer:

@@ -34,6 +34,7 @@ from .base import Explainer, Explanation, ModelInfo
 from .cache import _write_atomic, cache_key, validate_mode
 from .ollama import _name_matches, _normalise_digest
 from .openai_compat import model_fingerprint
+from .remote import tls_options
 from .retry import RetryExhaustedError, RetryPolicy, describe_error, is_connect_failure, status_of
 
 Vector = tuple[float, ...]
@@ -135,7 +136,7 @@ class EmbeddingClient:
 
         headers = {"Authorization": f"Bearer {self._api_key}"} if self._api_key else {}
         timeout = httpx.Timeout(self._timeout, connect=self._connect_timeout)
-        return httpx.AsyncClient(headers=headers, timeout=timeout)
+        return httpx.AsyncClient(headers=headers, timeout=timeout, **tls_options(self.host))
 
     def _fatal(self, exc: BaseException) -> BackendError:
         if is_connect_failure(exc):

@@ -1,4 +1,5 @@
-"""A lean HTTP/1.1 client for the generation requests to a plain-``http://`` Ollama server.
+"""A lean HTTP/1.1 client for the generation requests (and the preflight) to a plain-``http://`` Ollama
+server.
 
 Through the official client (pydantic models, httpx, httpcore, anyio) a request cost 1.0–1.4 ms of CPU;
 the model call itself is all that is slow, so at zero model latency that was the plugin's largest
@@ -17,16 +18,27 @@ messages and deadlines behave alike:
 Anything unusual — a redirect, a reply that is not the plain JSON object expected — is handed to the
 official client or its response model, which then decides exactly as it always did. ``httpx`` and
 ``ollama`` are imported only on those paths, never for a normal reply.
+
+Preflight (``/api/version``, ``/api/tags``, ``/api/show``) goes the same way: :func:`plain_version`,
+:func:`plain_tags` and :func:`plain_show` read a reply whose fields have exactly the JSON types the
+official response models accept unchanged (pydantic ignores unknown fields; so do they), and raise
+:class:`NotPlain` for anything else — an error status included — so the explainer asks the official client
+instead, which then answers, or fails, exactly as before. A run whose replies are all cached then imports
+neither ``ollama`` nor ``httpx`` nor pydantic (0.13 s on a quiet machine, plus the certificate store of the
+default client ``ollama`` builds when imported).
 """
 
 from __future__ import annotations
 
 import asyncio
+import datetime as _dt
 import functools
 import json
 import os
 import platform
+import re
 import urllib.parse
+from collections.abc import Callable
 from importlib import metadata
 from typing import Any
 
@@ -145,6 +157,14 @@ class LeanOllamaHttp:
         """``POST prefix+path``; raises like the official client for transport trouble."""
         request = (f"POST {self.prefix}{path} HTTP/1.1\r\n{self._host_header}{self._head}"
                    f"Content-Length: {len(body)}\r\n\r\n").encode("latin-1") + body
+        return await self._exchange(request)
+
+    async def get(self, path: str) -> tuple[int, bytes]:
+        """``GET prefix+path``, as :meth:`post`."""
+        return await self._exchange(
+            f"GET {self.prefix}{path} HTTP/1.1\r\n{self._host_header}{self._head}\r\n".encode("latin-1"))
+
+    async def _exchange(self, request: bytes) -> tuple[int, bytes]:
         conn = await self._acquire()
         try:
             assert conn.transport is not None
@@ -270,3 +290,100 @@ def parse_chat_reply(status: int, payload: bytes) -> tuple[str | None, int | Non
 
     response = ollama.ChatResponse(**data)
     return response.message.content, response.prompt_eval_count, response.eval_count
+
+
+# ------------------------------------------------------------------------------------------ preflight
+class NotPlain(Exception):
+    """A preflight reply the lean path does not read itself: the official client takes over."""
+
+
+_TIMESTAMP = re.compile(r"(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2}):(\d{2})(?:\.\d{1,9})?"
+                        r"(?:Z|([+-])(\d{2}):(\d{2}))")
+
+
+def _timestamp(value: Any) -> bool:
+    """An RFC 3339 time with valid fields (what Ollama sends, and pydantic's ``datetime`` accepts)."""
+    match = _TIMESTAMP.fullmatch(value) if type(value) is str else None
+    if match is None:
+        return False
+    year, month, day, hour, minute, second = (int(g) for g in match.groups()[:6])
+    try:
+        _dt.datetime(year, month, day, hour, minute, second)
+    except ValueError:
+        return False
+    return match.group(7) is None or (int(match.group(8)) < 24 and int(match.group(9)) < 60)
+
+
+def _is(kind: type) -> Callable[[Any], bool]:
+    return lambda value: type(value) is kind
+
+
+def _str_list(value: Any) -> bool:
+    return type(value) is list and all(type(v) is str for v in value)
+
+
+# The fields the official response models read, each with the check that its JSON value is one they
+# accept unchanged (None is always accepted: every field is optional).
+_DETAILS: dict[str, Callable[[Any], bool]] = {
+    "parent_model": _is(str), "format": _is(str), "family": _is(str), "families": _str_list,
+    "parameter_size": _is(str), "quantization_level": _is(str)}
+_TAG: dict[str, Callable[[Any], bool]] = {
+    "model": _is(str), "modified_at": _timestamp, "digest": _is(str),
+    "size": lambda v: type(v) is int and v >= 0, "details": _is(dict)}
+_SHOW: dict[str, Callable[[Any], bool]] = {
+    "modified_at": _timestamp, "template": _is(str), "modelfile": _is(str), "license": _is(str),
+    "details": _is(dict), "model_info": _is(dict), "parameters": _is(str), "capabilities": _str_list}
+
+
+def _object(status: int, payload: bytes) -> dict[str, Any]:
+    if not 200 <= status < 300:
+        raise NotPlain(f"HTTP {status}")
+    try:
+        data = json.loads(payload)
+    except ValueError:
+        raise NotPlain("not JSON") from None
+    if not isinstance(data, dict):
+        raise NotPlain("not a JSON object")
+    return data
+
+
+def _checked(obj: Any, fields: dict[str, Callable[[Any], bool]]) -> dict[str, Any]:
+    if not isinstance(obj, dict):
+        raise NotPlain("not a JSON object")
+    for name, ok in fields.items():
+        value = obj.get(name)
+        if value is not None and not ok(value):
+            raise NotPlain(f"{name}: {value!r}")
+    details = obj.get("details")
+    if "details" in fields and details is not None:
+        _checked(details, _DETAILS)
+    return obj
+
+
+def plain_version(status: int, payload: bytes) -> str | None:
+    """The server's version from ``GET /api/version`` (None for a 404: very old servers)."""
+    if status == 404:
+        return None
+    version = _object(status, payload).get("version")
+    return str(version) if version is not None else None
+
+
+def plain_tags(status: int, payload: bytes) -> list[dict[str, Any]]:
+    """The model entries of ``GET /api/tags`` as ``ollama.ListResponse`` reads them."""
+    models = _object(status, payload).get("models")
+    if type(models) is not list:
+        raise NotPlain("models is not a list")
+    return [_checked(entry, _TAG) for entry in models]
+
+
+def plain_show(status: int, payload: bytes) -> dict[str, Any]:
+    """The reply of ``POST /api/show`` as ``ollama.ShowResponse`` reads it (``model_info`` is required)."""
+    data = _checked(_object(status, payload), _SHOW)
+    if "model_info" not in data:
+        raise NotPlain("no model_info")
+    return data
+
+
+def show_body(model: str) -> bytes:
+    """What the official client's ``show`` sends."""
+    return json.dumps({"model": model}, ensure_ascii=False, separators=(",", ":")).encode("utf-8")

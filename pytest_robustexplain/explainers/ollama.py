@@ -6,6 +6,9 @@ changes between requests, because a different context size makes Ollama reload t
 
 Thinking models (``"thinking"`` in the capabilities ``/api/show`` reports) get ``think=False``; any
 ``<think>`` block that leaks into the content anyway is stripped before scoring.
+
+For a plain-``http://`` host, generation requests and the preflight go through the lean client
+(:mod:`.lean_http`): same requests, same answers, the official client taking over for anything unusual.
 """
 
 from __future__ import annotations
@@ -16,9 +19,19 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import BackendError
 from .base import ModelInfo
-from .lean_http import LeanOllamaHttp, Redirect, chat_body, parse_chat_reply
+from .lean_http import (
+    LeanOllamaHttp,
+    NotPlain,
+    Redirect,
+    chat_body,
+    parse_chat_reply,
+    plain_show,
+    plain_tags,
+    plain_version,
+    show_body,
+)
 from .prompt import PromptTemplate
-from .remote import RemoteExplainer, Reply
+from .remote import RemoteExplainer, Reply, tls_options
 from .retry import RetryPolicy, connect_cause, is_connect_failure, status_of
 
 if TYPE_CHECKING:
@@ -57,6 +70,16 @@ def _normalise_digest(digest: str | None) -> str | None:
     if digest and ":" not in digest and len(digest) == 64:
         return f"sha256:{digest}"
     return digest or None
+
+
+def _raise_timeout(exc: Exception) -> None:
+    """Raise ``exc`` when it is a timeout: a transport problem in the lean preflight is otherwise handed to
+    the official client, which meets it again and says what it is, but a timeout it would only wait out a
+    second time."""
+    import httpx
+
+    if isinstance(exc, httpx.TimeoutException):
+        raise exc
 
 
 def _name_matches(requested: str, listed: str) -> bool:
@@ -103,9 +126,7 @@ class OllamaExplainer(RemoteExplainer):
         return httpx.Timeout(self.read_timeout, connect=self.connect_timeout)
 
     def _tls(self) -> dict[str, Any]:
-        """No certificate store for a plain-http server: building one cost ~30 ms per client, for nothing
-        (only a redirect to https could use it, and a plain-http server can already answer anything)."""
-        return {"verify": False} if self.host.startswith("http://") else {}
+        return tls_options(self.host)
 
     def _official_client(self) -> ollama.AsyncClient:
         import ollama
@@ -148,6 +169,10 @@ class OllamaExplainer(RemoteExplainer):
                      completion_tokens=response.eval_count)
 
     async def _inspect(self, client: Any) -> ModelInfo:
+        if isinstance(client, _LeanClient):
+            info = await self._inspect_lean(client.lean)
+            if info is not None:
+                return info
         version = await self._server_version()
         try:
             listing = await client.list()
@@ -178,6 +203,46 @@ class OllamaExplainer(RemoteExplainer):
             extra={"capabilities": list(shown.capabilities or []),
                    "family": details.family if details else None,
                    "size_bytes": int(entry.size) if entry.size is not None else None},
+        )
+
+    async def _inspect_lean(self, lean: LeanOllamaHttp) -> ModelInfo | None:
+        """The ModelInfo the official path below builds, read from plain replies without importing
+        ``ollama``, ``httpx`` or pydantic; None hands over to the official path, which then answers or
+        fails exactly as it always did: an error status, a redirect, a refused or dropped connection, a
+        reply the official models might read differently. Raised here: a model the (plain) listing lacks,
+        the official path's own error, and a timeout, for which the official client would wait as long
+        again."""
+        try:
+            version = plain_version(*await lean.get("/api/version"))
+            entries = plain_tags(*await lean.get("/api/tags"))
+        except (NotPlain, Redirect, ConnectionError):
+            return None
+        except Exception as exc:
+            _raise_timeout(exc)
+            return None
+        entry = next((e for e in entries if e.get("model") and _name_matches(self.model, e["model"])), None)
+        if entry is None:
+            raise self._not_found()
+        name = entry["model"]
+        try:
+            shown = plain_show(*await lean.post("/api/show", show_body(name)))
+        except (NotPlain, Redirect, ConnectionError):
+            return None
+        except Exception as exc:
+            _raise_timeout(exc)
+            return None
+        details = shown.get("details")
+        if details is None:  # ``shown.details or entry.details``: a details object is always truthy
+            details = entry.get("details")
+        size = entry.get("size")
+        return ModelInfo(
+            name=name, backend=self.backend, digest=_normalise_digest(entry.get("digest")),
+            parameter_size=details.get("parameter_size") if details is not None else None,
+            quantization=details.get("quantization_level") if details is not None else None,
+            server_version=version, host=self.host,
+            extra={"capabilities": list(shown.get("capabilities") or []),
+                   "family": details.get("family") if details is not None else None,
+                   "size_bytes": int(size) if size is not None else None},
         )
 
     async def _server_version(self) -> str | None:

@@ -21,7 +21,7 @@ from typing import Any
 from ..errors import BackendError, RobustExplainWarning, warn
 from .base import ModelInfo
 from .prompt import PromptTemplate
-from .remote import RemoteExplainer, Reply
+from .remote import RemoteExplainer, Reply, tls_options
 from .retry import RetryPolicy, connect_cause, describe_error, is_connect_failure, status_of
 
 DEFAULT_BASE_URL = "http://127.0.0.1:8080/v1"
@@ -81,7 +81,8 @@ class OpenAICompatExplainer(RemoteExplainer):
 
         headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
         return httpx.AsyncClient(base_url=self.host + "/", headers=headers,
-                                 timeout=httpx.Timeout(self.read_timeout, connect=self.connect_timeout))
+                                 timeout=httpx.Timeout(self.read_timeout, connect=self.connect_timeout),
+                                 **tls_options(self.host))
 
     async def _close_client(self, client: Any) -> None:
         await client.aclose()

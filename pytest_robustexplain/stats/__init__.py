@@ -40,7 +40,17 @@ from .compare import (
     non_inferiority,
 )
 from .confident import simulate_confident
-from .intervals import GATE_MODES, GATED, LABELS, POLICIES, FloatArray, IntArray, MatchKey, cluster_interval
+from .intervals import (
+    GATE_MODES,
+    GATED,
+    LABELS,
+    POLICIES,
+    FloatArray,
+    IntArray,
+    MatchKey,
+    cluster_interval,
+    t_quantile,
+)
 from .sequential import DEFAULT_FALLBACK_SHARE, SequentialGate, simulate_sequential, user_order
 from .verdicts import apply_policy, gate
 
@@ -50,5 +60,5 @@ __all__ = [
     "NonInferiorityResult", "NonInferiorityRow", "SequentialGate", "Stratum", "TukeyRow", "UserSpread",
     "apply_policy", "cluster_interval", "compare_models", "gate", "holm", "kind_differences",
     "metric_correlations", "noise_floor", "non_inferiority", "severity_degradation", "simulate_confident",
-    "simulate_sequential", "user_order", "user_spread",
+    "simulate_sequential", "t_quantile", "user_order", "user_spread",
 ]

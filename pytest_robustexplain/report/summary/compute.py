@@ -11,6 +11,7 @@ import math
 import statistics
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
+from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 from ...results import (
@@ -106,6 +107,8 @@ class Summary:
     resampled), None without control pairs. ``cached_pairs`` counts pairs whose two explanations both
     came from the response cache. ``by_user`` holds each user's mean and within-user sd of ρ;
     ``user_spread`` the sd of the user means and, above the paper's 0.2, strata by history length.
+    ``kind_tests`` (the paper's analyses across kinds) is computed when first read, i.e. only by a report
+    that shows it: the gate never needs it, and a run that prints one line (``-q``) never pays for it.
     """
 
     model: str
@@ -128,11 +131,22 @@ class Summary:
     small_kinds: tuple[str, ...]
     user_spread: UserSpread
     recommendation: str
-    kind_tests: KindDifferences | None = None  # do kinds differ? (≥ 3 kinds); None otherwise
+    # The pairs the kind tests are run on (≥ 3 kinds), None otherwise: see ``kind_tests``.
+    kind_pairs: tuple[PairResult, ...] | None = field(default=None, repr=False, compare=False)
     sensitivity: GuardResult | None = None  # the cross-user control over all pairs; None without swaps
     delta_by_kind: dict[str, Interval] = field(default_factory=dict)  # Δ = ρ_pert − ρ_swap per kind
     relative_by_kind: dict[str, Interval] = field(default_factory=dict)  # R per kind (when defined)
     attacks: tuple[AttackResult, ...] = ()  # opt-in adversarial kinds over all pairs
+
+    @cached_property
+    def kind_tests(self) -> KindDifferences | None:
+        """Do kinds differ? Friedman, ANOVA and (when read) Tukey HSD over ``kind_pairs``; None with fewer
+        than 3 kinds. Computed on first read: only reports that show it pay for it (and ``scipy.stats``)."""
+        if self.kind_pairs is None:
+            return None
+        from ...stats import kind_differences
+
+        return kind_differences(self.kind_pairs)
 
     @property
     def n_failures(self) -> int:
@@ -200,7 +214,7 @@ def summarize(run: RunResult, model: str) -> Summary:
 
 
 def _summarize(run: RunResult, model: str) -> Summary:
-    from ...stats import kind_differences, noise_floor, severity_degradation, user_spread
+    from ...stats import noise_floor, severity_degradation, user_spread
 
     pairs = run.model_pairs(model)
     controls = run.model_pairs(model, controls=True)
@@ -239,7 +253,7 @@ def _summarize(run: RunResult, model: str) -> Summary:
         user_spread=user_spread(pairs),
         recommendation=recommend(by_metric, by_kind, thresholds, n_failures=len(failures),
                                  n_pairs=len(pairs)),
-        kind_tests=kind_differences(pairs) if len(kinds) >= 3 else None,
+        kind_pairs=tuple(pairs) if len(kinds) >= 3 else None,
         **_sensitivity(run, model, pairs, thresholds["combined"]),
         attacks=_attacks(run, pairs),
     )

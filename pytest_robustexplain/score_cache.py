@@ -1,0 +1,376 @@
+"""The score cache: the four metrics of each scored pair on disk, beside the response cache, so a rerun
+whose explanations all come from the response cache never builds the scorer (nltk, which imports
+``scipy.stats``, TextBlob's lexicon and sacrebleu: about a second before the first pair).
+
+What is stored. A pair's four metric values (:class:`~pytest_robustexplain.metrics.TextScores`) are a pure
+function of the two texts and of :func:`~pytest_robustexplain.metrics.text_signature` (tokenizer, tagger
+and its version, BLEU settings and sacrebleu's version, this package's version). The weights only combine
+them into ρ and the opt-in embedding metric is a cosine of vectors that come with the explanations, so
+neither is stored: :func:`~pytest_robustexplain.metrics.combine` forms ρ from the stored metrics exactly as
+from freshly computed ones. A pair's key is the sha256 of (signature, nltk's version, e, e′): a new package,
+tagger or sacrebleu version misses and the pair is scored again.
+
+Layout: ``<cache dir>/scores/<2 hex>/<hash>.jsonl``, one append-only file per original explanation (the
+hash of signature, nltk's version and e) with one line per perturbed text scored against it. The paper
+protocol is 20 files of ~26 lines: a warm run reads 20 files, not 500 (one file per pair cost ~8× more to
+read and ~13× more to write, see docs/performance.md). A record is appended with one ``write()`` on a file
+opened with ``O_APPEND``, so concurrent writers (xdist workers scoring different kinds of the same users)
+never interleave inside a record and never lose one; the same pair written twice is the same line twice.
+
+A line that cannot be read (a write torn by a crash, a hand edit) is reported with one RobustExplainWarning
+naming the file, ignored, and its pair scored again; a cache that writes rewrites the file without it
+(atomically), so the warning is not repeated on every run.
+
+Modes are the response cache's: ``off`` (none), ``read`` and ``replay-only`` (use hits, write nothing: a
+miss is scored, since scoring needs no model), ``write`` (always score, store), ``read-write`` (default).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import math
+import os
+import tempfile
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import Future
+from dataclasses import asdict, dataclass
+from functools import lru_cache
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from .errors import ConfigError, RobustExplainWarning, warn
+from .metrics import (
+    DEFAULT_TAGGER,
+    FAILED_TEXT,
+    PairScores,
+    Scorer,
+    TextScores,
+    Vector,
+    Weights,
+    check_embedding,
+    combine,
+    text_signature,
+    validate_weights,
+)
+
+__all__ = ["SCORES_DIR", "CachedScorer", "ScoreCache", "ScoreCacheStats"]
+
+SCORES_DIR = "scores"  # under the response cache's directory
+_MODES = ("off", "read", "write", "read-write", "replay-only")
+_READS = ("read", "read-write", "replay-only")
+_WRITES = ("write", "read-write")
+
+
+def _hash(*parts: str) -> str:
+    # JSON of the parts: unambiguous whatever the texts contain.
+    return hashlib.sha256(json.dumps(parts, ensure_ascii=False).encode("utf-8")).hexdigest()
+
+
+def _nltk_version() -> str:
+    # The tokenizer is nltk's RegexpTokenizer: its version goes into the key (not into the signature).
+    try:
+        return metadata.version("nltk")
+    except metadata.PackageNotFoundError:  # pragma: no cover - a dependency
+        return "none"
+
+
+@dataclass
+class ScoreCacheStats:
+    hits: int = 0
+    misses: int = 0
+    writes: int = 0
+    corrupt: int = 0  # unreadable lines met (each pair is scored again)
+    write_errors: int = 0
+
+    def as_dict(self) -> dict[str, int]:
+        return asdict(self)
+
+
+class _File:
+    """One original explanation's entries, as read from its file (plus what this process appended)."""
+
+    def __init__(self, path: Path, entries: dict[str, TextScores], torn_tail: bool) -> None:
+        self.path = path
+        self.entries = entries
+        self.torn_tail = torn_tail  # the file does not end with a newline: the next record starts one
+
+
+class ScoreCache:
+    """The four metrics of scored pairs, keyed by (signature, e, e′), in ``directory`` (see the module)."""
+
+    def __init__(self, directory: str | os.PathLike[str], mode: str = "read-write", *,
+                 signature: str | None = None) -> None:
+        if mode not in _MODES:
+            raise ConfigError(f"unknown cache mode {mode!r}; valid modes: {', '.join(_MODES)}")
+        self.directory = Path(directory)
+        self.mode = mode
+        self.signature = signature if signature is not None else text_signature()
+        self._salt = f"{self.signature}|nltk@{_nltk_version()}"
+        self.stats = ScoreCacheStats()
+        self._files: dict[str, _File] = {}  # by original text: ~26 pairs each, looked up once per pair
+        self._lock = threading.Lock()
+        # Hashes of the texts (a few kB each) are computed once: an original's for its ~26 pairs, a pair's
+        # for the sweep asking whether it needs the scorer and then scoring it.
+        self._stem = lru_cache(maxsize=4096)(lambda e: _hash(self._salt, e))
+        self._pair_key = lru_cache(maxsize=16)(self._compute_key)
+
+    def __repr__(self) -> str:
+        return f"ScoreCache({str(self.directory)!r}, mode={self.mode!r})"
+
+    @property
+    def reads(self) -> bool:
+        return self.mode in _READS
+
+    @property
+    def writes(self) -> bool:
+        return self.mode in _WRITES
+
+    def path_for(self, e: str) -> Path:
+        """The file holding the pairs of original explanation ``e``: named by the hash of (signature,
+        nltk's version, e)."""
+        name = self._stem(e)
+        return self.directory / name[:2] / f"{name}.jsonl"
+
+    def key(self, e: str, e_prime: str) -> str:
+        """The pair's key: the hash of its file's name (which commits to the signature and e) and e′."""
+        return self._pair_key(e, e_prime)
+
+    def _compute_key(self, e: str, e_prime: str) -> str:
+        return _hash(self._stem(e), e_prime)
+
+    def peek(self, e: str, e_prime: str) -> bool:
+        """Whether (e, e′) is stored (and the mode reads it); counts nothing."""
+        if not self.reads:
+            return False
+        key = self.key(e, e_prime)
+        with self._lock:
+            return key in self._file(e).entries
+
+    def get(self, e: str, e_prime: str) -> TextScores | None:
+        """The stored metrics of (e, e′), or None (a miss, or a mode that does not read)."""
+        if not self.reads:
+            return None
+        key = self.key(e, e_prime)
+        with self._lock:
+            found = self._file(e).entries.get(key)
+            if found is None:
+                self.stats.misses += 1
+            else:
+                self.stats.hits += 1
+            return found
+
+    def put(self, e: str, e_prime: str, scores: TextScores) -> bool:
+        """Store the metrics of (e, e′) (appended to e's file); True when written."""
+        if not self.writes:
+            return False
+        key = self.key(e, e_prime)
+        record = json.dumps({"key": key, "metrics": [scores.semantic, scores.keyword, scores.structural,
+                                                     scores.length],
+                             "keyword_empty": scores.keyword_empty, "failed": scores.failed},
+                            separators=(",", ":"), allow_nan=False)
+        with self._lock:
+            entry = self._file(e)
+            data = ("\n" if entry.torn_tail else "") + record + "\n"
+            try:
+                entry.path.parent.mkdir(parents=True, exist_ok=True)
+                fd = os.open(entry.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+                try:
+                    os.write(fd, data.encode("utf-8"))  # one write: appenders never interleave inside it
+                finally:
+                    os.close(fd)
+            except OSError as exc:
+                self._write_failed(entry.path, exc)
+                return False
+            entry.torn_tail = False
+            entry.entries[key] = scores
+            self.stats.writes += 1
+            return True
+
+    # ------------------------------------------------------------------ internals
+    def _file(self, e: str) -> _File:
+        entry = self._files.get(e)
+        if entry is None:
+            entry = self._files[e] = self._load(self.path_for(e))
+        return entry
+
+    def _load(self, path: Path) -> _File:
+        try:
+            raw = path.read_bytes()
+        except (FileNotFoundError, NotADirectoryError):  # no entry yet (a write may say why, once)
+            return _File(path, {}, torn_tail=False)
+        except OSError as exc:
+            self.stats.corrupt += 1
+            warn(RobustExplainWarning(
+                f"score cache file {path} cannot be read ({exc}); ignoring it, its pairs are scored again"))
+            return _File(path, {}, torn_tail=False)
+        entries: dict[str, TextScores] = {}
+        good: list[bytes] = []
+        problems: list[str] = []
+        for line in raw.split(b"\n"):
+            if not line.strip():
+                continue
+            try:
+                key, scores = _parse(line)
+            except (ValueError, KeyError, TypeError) as exc:
+                problems.append(f"{type(exc).__name__}: {exc}")
+                continue
+            entries[key] = scores
+            good.append(line)
+        torn = bool(raw) and not raw.endswith(b"\n")
+        if problems:
+            self.stats.corrupt += len(problems)
+            what = "1 entry" if len(problems) == 1 else f"{len(problems)} entries"
+            warn(RobustExplainWarning(
+                f"score cache file {path}: {what} cannot be read ({problems[0]}); ignoring "
+                f"{'it' if len(problems) == 1 else 'them'}, those pairs are scored again"))
+            if self.writes and self._rewrite(path, good):
+                torn = False
+        return _File(path, entries, torn_tail=torn)
+
+    def _rewrite(self, path: Path, lines: Sequence[bytes]) -> bool:
+        """Replace ``path`` atomically by its readable lines (a concurrent append may be lost: it is only
+        scored again)."""
+        try:
+            fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.stem[:16]}.", suffix=".tmp")
+            try:
+                with os.fdopen(fd, "wb") as handle:
+                    handle.write(b"".join(line + b"\n" for line in lines))
+                os.replace(tmp, path)
+            finally:
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(tmp)
+        except OSError:
+            return False
+        return True
+
+    def _write_failed(self, path: Path, exc: OSError) -> None:
+        self.stats.write_errors += 1
+        if self.stats.write_errors == 1:  # once per cache: the same cause would repeat for every pair
+            warn(RobustExplainWarning(
+                f"score cache {self.directory}: cannot write {path.name} ({exc.strerror or exc}); the run "
+                "goes on without caching scores"))
+
+
+def _parse(line: bytes) -> tuple[str, TextScores]:
+    entry = json.loads(line)
+    key = entry["key"]
+    if not isinstance(key, str) or len(key) != 64:
+        raise ValueError(f"bad key {key!r}")
+    metrics = entry["metrics"]
+    if not isinstance(metrics, list) or len(metrics) != 4:
+        raise ValueError(f"expected 4 metrics, got {metrics!r}")
+    for value in metrics:
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 <= value <= 1.0 \
+                or not math.isfinite(value):
+            raise ValueError(f"metric {value!r} is not a number in [0, 1]")
+    flags = entry["keyword_empty"], entry["failed"]
+    if not all(isinstance(flag, bool) for flag in flags):
+        raise ValueError(f"flags must be true or false, got {flags!r}")
+    semantic, keyword, structural, length = (float(v) for v in metrics)
+    return key, TextScores(semantic, keyword, structural, length, keyword_empty=flags[0], failed=flags[1])
+
+
+class CachedScorer:
+    """Scores pairs as :class:`~pytest_robustexplain.metrics.Scorer` does (same numbers: ρ is formed by
+    :func:`~pytest_robustexplain.metrics.combine` in both cases), answering from a :class:`ScoreCache`
+    when it can. The Scorer itself is built on the first pair that needs it, so a run whose pairs are all
+    in the cache (or all failed) never imports nltk, TextBlob or sacrebleu.
+
+    Which thread builds it matters: loading TextBlob's lexicon must silence its ResourceWarnings with
+    ``warnings.catch_warnings``, which swaps process-wide state and is not thread-safe — on another thread
+    it races pytest's own per-test ``catch_warnings`` and can leave a finished test's warning recorder in
+    place (later warnings vanish). So the sweep's event loop never builds it: a pair that needs it asks
+    for it (:meth:`request`), and the thread waiting for results (pytest's, or ``robustexplain run``'s)
+    builds it in :meth:`build_requested`, while the loop goes on with the other pairs' model calls."""
+
+    def __init__(self, *, weights: Mapping[str, Any] | Sequence[Any] | None = None,
+                 cache: ScoreCache | None = None, tagger: str = DEFAULT_TAGGER,
+                 make_scorer: Callable[[], Scorer] | None = None) -> None:
+        self._weights: Weights = validate_weights(weights)
+        self.cache = cache
+        self._make = make_scorer or (lambda: Scorer(weights=self._weights, tagger=tagger))
+        self._scorer: Scorer | None = None
+        self._requested: Future[Scorer] | None = None
+        self._lock = threading.Lock()
+
+    def __repr__(self) -> str:
+        return f"CachedScorer(cache={self.cache!r}, built={self.built})"
+
+    def needs_scorer(self, e: str, e_prime: str) -> bool:
+        """Whether scoring (e, e′) needs the Scorer and it is not built yet."""
+        if self._scorer is not None or not isinstance(e, str) or not isinstance(e_prime, str):
+            return False
+        if not e.strip() or not e_prime.strip():
+            return False
+        return self.cache is None or not self.cache.peek(e, e_prime)
+
+    def request(self) -> Future[Scorer]:
+        """Ask for the Scorer to be built by :meth:`build_requested` (once); the future is its result."""
+        with self._lock:
+            if self._requested is None:
+                self._requested = Future()
+                if self._scorer is not None:
+                    self._requested.set_result(self._scorer)
+            return self._requested
+
+    @property
+    def requested(self) -> bool:
+        """Whether a pair waits for the Scorer to be built."""
+        future = self._requested
+        return future is not None and not future.done()
+
+    def build_requested(self) -> None:
+        """Build the Scorer when a pair asked for it (on the calling thread) and hand it over; a failure
+        to build is raised to the pairs that wait."""
+        future = self._requested
+        if future is None or future.done():
+            return
+        try:
+            scorer = self.scorer
+        except BaseException as exc:
+            future.set_exception(exc)
+            if not isinstance(exc, Exception):
+                raise
+        else:
+            future.set_result(scorer)
+
+    @property
+    def weights(self) -> Weights:
+        return self._weights
+
+    @property
+    def built(self) -> bool:
+        """Whether the Scorer (and with it nltk, TextBlob, sacrebleu) has been needed."""
+        return self._scorer is not None
+
+    @property
+    def scorer(self) -> Scorer:
+        """The Scorer, built on first use."""
+        with self._lock:
+            if self._scorer is None:
+                self._scorer = self._make()
+            return self._scorer
+
+    def score(self, e: str, e_prime: str, *, vectors: tuple[Vector, Vector] | None = None) -> PairScores:
+        """All four metrics and ρ (with these weights); with ``vectors`` the embedding metric too."""
+        check_embedding(self._weights, vectors)
+        return combine(self.text_scores(e, e_prime), self._weights, vectors)
+
+    def text_scores(self, e: str, e_prime: str) -> TextScores:
+        """The pair's four metrics: from the cache, or computed (and stored)."""
+        if not isinstance(e, str) or not isinstance(e_prime, str):
+            return self.scorer.text_scores(e, e_prime)  # the Scorer's TypeError
+        if not e.strip() or not e_prime.strip():
+            return FAILED_TEXT  # what the Scorer says of an empty text, without building it
+        if self.cache is None:
+            return self.scorer.text_scores(e, e_prime)
+        found = self.cache.get(e, e_prime)
+        if found is not None:
+            return found
+        scores = self.scorer.text_scores(e, e_prime)
+        self.cache.put(e, e_prime, scores)
+        return scores
