@@ -8,7 +8,7 @@ Prints the wall time of N concurrent calls, the ideal, their ratio (target ≤ 1
 a strictly sequential loop over a small sample, and the speed-up of the concurrent run over that loop
 extrapolated to N calls (target ≥ 3.5×). Preflight and warm-up are excluded from every timing.
 
-    /work/venv/bin/python benchmarks/bench_concurrency.py [--calls 200] [--latency 0.1] [--capacity 4]
+    .venv/bin/python benchmarks/bench_concurrency.py [--calls 200] [--latency 0.1] [--capacity 4]
 """
 
 from __future__ import annotations

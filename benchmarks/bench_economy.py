@@ -14,7 +14,7 @@ protocol (20 users × 5 kinds × 5 severities), the fake model in stable mode:
 The fake server answers with ``--latency`` seconds per call and ``--capacity`` slots (a model server
 is never instant; with zero latency the cancellation would race the whole queue).
 
-    /work/venv/bin/python benchmarks/bench_economy.py [--latency 0.02] [--capacity 4]
+    .venv/bin/python benchmarks/bench_economy.py [--latency 0.02] [--capacity 4]
 """
 
 from __future__ import annotations

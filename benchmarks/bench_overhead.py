@@ -22,7 +22,7 @@ Prints, each against its target:
 main thread, and the model calls and scoring run on the sweep's background thread), and prints the top
 functions of each thread. Profiling inflates function-call-heavy code; read shares, not seconds.
 
-    /work/venv/bin/python benchmarks/bench_overhead.py [--runs 5] [--profile] [--profile-dir DIR]
+    .venv/bin/python benchmarks/bench_overhead.py [--runs 5] [--profile] [--profile-dir DIR]
 """
 
 from __future__ import annotations

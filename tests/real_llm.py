@@ -1,6 +1,6 @@
 """Helpers for the real-model tests: find a llama.cpp server and put an Ollama face on it.
 
-A real, small LLM is served by llama.cpp's ``llama-server`` (``/work/shared/tools/real-llm-server`` or
+A real, small LLM is served by llama.cpp's ``llama-server`` (``../shared/tools/real-llm-server`` or
 any OpenAI-compatible llama.cpp server), which speaks the OpenAI API, not Ollama's. To drive the
 plugin's Ollama backend — the official ``ollama`` client — against real model text without installing
 Ollama, :class:`OllamaAdapter` is a small loopback HTTP server that answers the Ollama endpoints the
@@ -43,7 +43,7 @@ DEFAULT_URL = "http://127.0.0.1:8088"
 # the AMX kernels. LLAMA_ARG_THREADS=1 when other work shares the 2 cores: a 2-thread llama.cpp
 # spin-waits and slows down 20-50x under contention. CTX: 4 slots x 4096 tokens fit the longest prompts.
 START_HINT = ("LLAMA_ARG_REPACK=0 LLAMA_ARG_THREADS=2 CTX=16384 PORT=8088 "
-              "/work/shared/tools/real-llm-server &  (llama.cpp serving SmolLM2-135M-Instruct)")
+              "../shared/tools/real-llm-server &  (llama.cpp serving SmolLM2-135M-Instruct)")
 ADAPTER_VERSION = "0.0.0-llamacpp-adapter"
 
 
