@@ -28,6 +28,8 @@ INNER: dict[str, tuple[str, ...]] = {
     "cli": ("common", "run", "report", "compare", "dataset", "parser", "entry"),
     "report/summary": ("gates", "compute", "findings"),
     "report/html": ("common", "charts", "pairs", "page", "document"),
+    "metrics": ("base", "weights", "text", "scoring", "api"),
+    "sweep": ("records", "background"),
 }
 
 

@@ -468,15 +468,18 @@ def test_perceptron_tagger_scores_when_its_data_is_installed() -> None:
 
 @pytest.fixture
 def tag_calls(monkeypatch: pytest.MonkeyPatch) -> list[list[str]]:
-    """Records every call of the Pattern tagger (the texts it was given)."""
+    """Records every call of the Pattern tagger (the texts it was given), patched where the taggers look it
+    up (``metrics.text``)."""
+    from pytest_robustexplain.metrics import text
+
     calls: list[list[str]] = []
-    real = m._pattern_tag
+    real = text._pattern_tag
 
     def counting(tokens: list[str]) -> list[tuple[str, str]]:
         calls.append(list(tokens))
         return real(tokens)
 
-    monkeypatch.setattr(m, "_pattern_tag", counting)
+    monkeypatch.setattr(text, "_pattern_tag", counting)
     return calls
 
 

@@ -1,0 +1,163 @@
+"""What a sweep is asked and what it answers: slice specs, slice results, the pair being run, the progress
+counters (and the one progress line), a slice's perturbations recomputed on demand, and re-weighting a
+scored pair under a slice's own weights."""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, overload
+
+from ..data import Catalog, EvalCase, UserHistory
+from ..results import (
+    ALL_METRICS,
+    ANSWERED_BY,
+    PairKey,
+    PairResult,
+)
+
+if TYPE_CHECKING:
+    from ..perturbations import PerturbationResult
+    from ..stats import SequentialGate
+
+
+# Control pairs explain the same history again with a different sampling seed; this offset keeps their
+# seeds clear of the run seed whatever its value.
+CONTROL_SEED_OFFSET = 7919
+# How many users ahead of the pairs being started their original explanations are requested.
+ORIGINALS_AHEAD = 1
+
+
+@dataclass(frozen=True)
+class SliceSpec:
+    """What one gated test item needs: its pairs are the product of cases × kinds × severities × repeats."""
+
+    slice_id: str
+    model: str
+    cases: tuple[EvalCase, ...]
+    kinds: tuple[str, ...]
+    severities: tuple[int, ...]
+    repeats: int
+    seed: int
+    noise_floor: bool = False
+    sequential: SequentialConfig | None = None
+    weights: tuple[float, ...] | None = None  # None: the sweep scorer's weights
+    # (user, item) -> the donor whose history replaces the user's in the case's cross-user control;
+    # empty: no controls (guard off).
+    donors: Mapping[tuple[str, str], UserHistory] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class SequentialConfig:
+    """Thresholds for an anytime-valid sequential gate over this slice's users."""
+
+    thresholds: Mapping[str, float]
+    alpha: float = 0.05
+    max_users: int | None = None
+
+
+@dataclass
+class SliceResult:
+    """What a slice's test item receives once its pairs are scored (or cancelled)."""
+
+    spec: SliceSpec
+    pairs: list[PairResult] = field(default_factory=list)  # ρ under the slice's weights
+    scored: list[PairResult] = field(default_factory=list)  # the same pairs, ρ under the run's weights
+    controls: list[PairResult] = field(default_factory=list)  # noise floor: same history, resampled
+    swaps: list[PairResult] = field(default_factory=list)  # cross-user controls, ρ under the run's weights
+    trivial: int = 0  # pairs filtered because the perturbation changed nothing
+    cancelled: int = 0  # pairs never run because a sequential gate had decided
+    users_order: list[str] = field(default_factory=list)
+    gate: SequentialGate | None = None
+    users_fed: int = 0  # how many users (in ``users_order``) the sequential gate has seen
+
+
+@dataclass
+class _Pair:
+    key: PairKey
+    case: EvalCase
+    # None for control pairs, and once the pair is scored: perturbations are pure functions of their seed,
+    # so :class:`Perturbations` recomputes them instead of the run keeping every perturbed history.
+    perturbation: PerturbationResult | None
+    sample_seed: int
+    donor: UserHistory | None = None  # cross-user controls: whose history is explained instead
+    slices: set[str] = field(default_factory=set)
+    result: PairResult | None = None
+    task: asyncio.Task[None] | None = None
+
+
+@dataclass
+class Counters:
+    """Progress of the sweep; read from the main thread for the progress line (ints are atomic enough)."""
+
+    planned_calls: int = 0
+    calls_done: int = 0
+    cached: int = 0
+    failed: int = 0
+    cancelled: int = 0
+    pairs_done: int = 0
+    pairs_total: int = 0
+    started: float = field(default_factory=time.monotonic)
+    by_host: dict[str, int] = field(default_factory=dict)  # calls answered per host (several hosts only)
+
+    def to_dict(self) -> dict[str, int]:
+        made = self.calls_done - self.cached
+        by_host = {ANSWERED_BY + host: n for host, n in sorted(self.by_host.items())}
+        return {"made": made, "cached": self.cached, "failed": self.failed, "cancelled": self.cancelled,
+                "planned": self.planned_calls, **by_host}
+
+    def progress_line(self, now: float, *, bar_width: int = 0) -> str:
+        """``robustexplain: [####----] 120/500 pairs · 130/520 calls · 25 cached · 14.2/s · ETA 27s``, the
+        bar only with ``bar_width``: the one progress line of ``robustexplain run`` and of pytest."""
+        bar = ""
+        if bar_width:
+            filled = round(bar_width * min(self.pairs_done / max(self.pairs_total, 1), 1.0))
+            bar = "[" + "#" * filled + "-" * (bar_width - filled) + "] "
+        done, total = self.calls_done, max(self.planned_calls, 1)
+        rate = done / max(now - self.started, 1e-9)
+        eta = f"ETA {(total - done) / rate:.0f}s" if rate > 0 else "ETA --"
+        return (f"robustexplain: {bar}{self.pairs_done}/{self.pairs_total} pairs · {done}/{total} calls · "
+                f"{self.cached} cached · {rate:.1f}/s · {eta}")
+
+
+class Perturbations(Sequence["PerturbationResult"]):
+    """A slice's perturbations in plan order, each recomputed when read (the same seed gives the same
+    perturbation), so a long run holds no perturbed history longer than its pair needs it."""
+
+    def __init__(self, pairs: list[_Pair], catalog: Catalog) -> None:
+        self._pairs = pairs
+        self._catalog = catalog
+
+    def __len__(self) -> int:
+        return len(self._pairs)
+
+    @overload
+    def __getitem__(self, index: int) -> PerturbationResult: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[PerturbationResult]: ...
+
+    def __getitem__(self, index: int | slice) -> PerturbationResult | list[PerturbationResult]:
+        if isinstance(index, slice):
+            return [self._of(p) for p in self._pairs[index]]
+        return self._of(self._pairs[index])
+
+    def _of(self, pair: _Pair) -> PerturbationResult:
+        if pair.perturbation is not None:
+            return pair.perturbation
+        from ..perturbations import apply_perturbation
+
+        key = pair.key
+        return apply_perturbation(pair.case.history, key.kind, key.severity, catalog=self._catalog,
+                                  seed=pair.sample_seed, item_id=key.item_id, repeat=key.repeat)
+
+
+def reweighted(pair: PairResult, weights: tuple[float, ...] | None) -> PairResult:
+    """``pair`` with ρ under ``weights`` (None: unchanged; the metrics do not depend on the weights)."""
+    if weights is None or pair.failure is not None:
+        return pair
+    combined = math.fsum(w * pair.metric(m) for w, m in zip(weights, ALL_METRICS, strict=False))
+    return replace(pair, combined=min(1.0, max(0.0, combined)))
