@@ -676,6 +676,14 @@ def _svgs(page: str) -> list[str]:
             for data in re.findall(r'src="data:image/svg\+xml;base64,([A-Za-z0-9+/=]*)"', page)]
 
 
+def test_the_banner_gives_a_reason_even_for_a_verdict_without_a_message(run: RunResult, page: str) -> None:
+    # The sample's verdicts carry only their checks (no message): the banner must still say why.
+    assert not next(g for g in run.gates if g.verdict.outcome == FAIL).verdict.message
+    banner = page.split('role="status">', 1)[1].split("</div></div>", 1)[0]
+    failing = next(line for line in banner.split("<div>") if 'class="FAIL"' in line)
+    assert failing.endswith("— overall: structural 0.320 [0.311, 0.330] &lt; 0.35</div>"), failing
+
+
 def test_html_is_self_contained(page: str) -> None:
     parser = _Tags()
     parser.feed(page)

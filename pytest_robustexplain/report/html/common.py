@@ -8,7 +8,9 @@ from __future__ import annotations
 import html
 from typing import Any
 
-_EXPLANATION_LIMIT = 2000  # characters of each explanation shown in the worst-pairs table
+# Characters of each explanation the page shows: in the worst-pairs table and in the all-pairs table's JSON
+# (the JSON report keeps them whole).
+_EXPLANATION_LIMIT = 2000
 
 
 def e(value: Any) -> str:

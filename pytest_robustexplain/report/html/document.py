@@ -12,7 +12,7 @@ from ...results import FAIL, INCONCLUSIVE, INSENSITIVE, PASS, RunResult
 from ...sanitize import clean
 from ..comparison import model_comparisons
 from ..json_report import atomic_write_text
-from ..summary import Summary, fmt_interval, model_names, model_outcome, summarize
+from ..summary import Summary, failed_reason, fmt_interval, model_names, model_outcome, summarize
 from .charts import _Plotter
 from .common import e
 from .page import _comparison_section, _meta_table, _model_section, _status, _status_list
@@ -101,7 +101,10 @@ def _banner(run: RunResult, summaries: list[Summary]) -> str:
     worst = min(outcomes, key=lambda o: rank.get(o, 3))
     for s, outcome in zip(summaries, outcomes, strict=True):
         failed = next((g for g in run.gates if g.model == s.model and g.verdict.outcome != PASS), None)
-        reason = f" — {e(failed.slice)}: {e(failed.verdict.message.split('. ')[0])}" if failed else ""
+        # The verdict's first sentence, as the other writers say it; never empty (a verdict without a message
+        # gives its failed checks, with their thresholds).
+        why = (failed.verdict.message.split(". ")[0].strip() or failed_reason(failed)) if failed else ""
+        reason = f" — {e(failed.slice)}: {e(why)}" if failed else ""
         lines.append(f"<div>{_status(outcome)} · <b>{e(s.model)}</b> · ρ {e(fmt_interval(s.overall))}"
                      f"{reason}</div>")
     return f'<div class="banner banner-{e(worst)}" role="status">' + "".join(lines) + "</div>"
