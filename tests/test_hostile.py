@@ -368,6 +368,11 @@ for (const [id, src, width] of frames) {
       shade: w.getComputedStyle(d.querySelector(".shade")).color,
       rows: d.querySelectorAll("#pairs-app tbody tr:not(.pair-detail)").length,
       opened: d.querySelectorAll("#pairs-app tbody tr.pair-detail").length,
+      // The tables that scroll inside their own box, by the heading above them ("meta": the run's facts).
+      scrolling: Array.from(d.querySelectorAll(".table-wrap"))
+        .filter((wrap) => wrap.scrollWidth > wrap.clientWidth + 0.5)
+        .map((wrap) => wrap.querySelector("table.meta") ? "meta"
+             : (wrap.previousElementSibling || {}).textContent || "?"),
       wide: Array.from(d.body.querySelectorAll("*"))  // what sticks out, outside the boxes that scroll
         .filter((el) => el.getBoundingClientRect().right > limit + 0.5
                 && !el.parentElement.closest(".table-wrap"))
@@ -407,6 +412,10 @@ def test_the_html_report_never_scrolls_sideways_at_400_or_1400_px(scheme: str, h
         # The pairs table drew its first page (the page's policy let its script run), and every pair's
         # texts opened under it.
         assert m["rows"] > 0 and m["opened"] == m["rows"], (frame, m)
+    # On a phone the run's facts and the verdict tables fit whole (long values such as the signature wrap);
+    # only wide data grids (kind × severity, pairs) scroll inside their boxes.
+    assert not {"meta", "By perturbation", "By metric"} & set(results["sample-400"]["scrolling"]), results
+    assert results["sample-1400"]["scrolling"] == [], results
 
 
 # ---------------------------------------------------------------------- reports that cannot be written

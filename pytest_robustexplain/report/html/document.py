@@ -36,7 +36,7 @@ margin:1rem 0}
 background:#fff}
 .explanation{white-space:pre-wrap;max-width:32rem;font-size:.92rem}del{background:#ffebe9;text-decoration:none}
 ins{background:#dafbe1;text-decoration:none}details pre{white-space:pre-wrap;font-size:.8rem;max-width:28rem}
-.meta td:first-child{font-weight:600}
+.meta td:first-child{font-weight:600}.meta td+td{overflow-wrap:anywhere}
 .shade{padding:.1rem .3rem;color:#1f2328}
 .banner{border:2px solid #1a7f37;border-radius:6px;padding:.7rem 1rem;margin:1rem 0;background:#dafbe1}
 .banner-FAIL,.banner-INSENSITIVE{border-color:#cf222e;background:#ffebe9}
@@ -56,7 +56,8 @@ width:0;min-width:min(100%,calc(100vw - 4rem));position:sticky;left:.6rem}
 .pair-texts .pair-perturbation{grid-column:1/-1}
 .pair-texts .explanation{max-width:none;overflow-wrap:anywhere}.pair-label{font-weight:600}
 tr.pair-failed td{background:#fff8c5}
-@media (max-width:600px){body{margin:1rem auto;padding:0 .5rem}.explanation{max-width:none}}
+@media (max-width:600px){body{margin:1rem auto;padding:0 .5rem}.explanation{max-width:none}
+th,td{padding:.25rem .35rem}}
 @media (prefers-color-scheme:dark){body{background:#0d1117;color:#e6edf3}th{background:#161b22}
 th,td,h2{border-color:#30363d}.note{color:#8b949e}.PASS{color:#3fb950}.FAIL,.INSENSITIVE{color:#f85149}
 .INCONCLUSIVE{color:#d29922}.banner{background:#12261e;border-color:#3fb950}
