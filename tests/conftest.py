@@ -4,14 +4,19 @@ pytester's in-process runs drop every module first imported during the inner run
 (and so scipy) cannot be imported twice in one process, and a second copy of httpx or httpcore beside the
 first breaks httpx's mapping of httpcore errors (a refused connection surfaced as a bare
 ``httpcore.ConnectError`` in whichever test ran after an inner run that first imported them — a flaky,
-order-dependent failure under xdist). Importing the heavy modules the plugin uses here, once, keeps them
-loaded across inner runs.
+order-dependent failure under xdist). The plugin's own modules likewise: an inner run that first imported
+``errors`` and ``explainers.cache`` left the next test with two copies of each, so a cache's warning went to
+the old copy's queue and the engine flushed the new one's (the full-disk warning vanished after a template
+run). Importing the heavy modules and every module of the package here, once, keeps them loaded across
+inner runs.
 """
 
 from __future__ import annotations
 
 import html
+import importlib
 import json
+import pkgutil
 import re
 import shutil
 import subprocess
@@ -36,6 +41,9 @@ from pytest_robustexplain.testing import FakeOllamaServer
 
 # Building a Scorer imports nltk, textblob and sacrebleu lazily; build one now for the same reason.
 pytest_robustexplain.metrics.Scorer()
+for _module in pkgutil.walk_packages(pytest_robustexplain.__path__, "pytest_robustexplain."):
+    if not _module.name.endswith("__main__"):  # those run a command when imported
+        importlib.import_module(_module.name)
 
 
 @pytest.fixture
