@@ -177,6 +177,29 @@ def test_a_decided_sequential_slice_cancels_the_calls_no_other_slice_needs(score
     assert len(explainer.calls) < 6 * len(KINDS) * 5 + 6  # fewer calls than the whole plan
 
 
+def test_cancelled_calls_are_counted_when_the_slice_decides_not_later(scorer: Scorer) -> None:
+    """The run's record is written as soon as its last slice finishes, so what a decided slice cancelled
+    must be counted by then: every pair left without a result, queued or in flight, exactly once (it was
+    counted when a cancellation landed or the window reached a queued pair, and a report could say
+    "0 cancelled" of a run that stopped after 7 of 20 users)."""
+    from pytest_robustexplain.sweep import SequentialConfig
+
+    dataset = default_dataset()
+    explainer = RecordingExplainer({c.user_id: c.history for c in dataset.cases[:6]})
+    sweep = Sweep({"m": explainer}, dataset.catalog, scorer=scorer, window=4)
+    sweep.add_slice(SliceSpec("seq", "m", dataset.cases[:6], KINDS, (1, 2, 3, 4, 5), 1, seed=7,
+                              sequential=SequentialConfig({"combined": 0.0})))
+    sweep.start()
+    try:
+        result = sweep.wait("seq")
+        counted = sweep.counters.cancelled  # read at once, while the loop may still be winding down
+        left = sum(p.result is None for p in sweep._slice_pairs["seq"])
+    finally:
+        sweep.close()
+    assert result.cancelled > 0 and counted == left > 0
+    assert sweep.counters.cancelled == counted  # nothing counted again at shutdown
+
+
 def test_the_metrics_scorer_is_built_by_the_waiting_thread_never_by_the_sweeps() -> None:
     """TextBlob's lexicon is loaded under warnings.catch_warnings (process-wide, not thread-safe): on the
     sweep's thread it raced pytest's own per-test catch_warnings and could swallow later warnings."""

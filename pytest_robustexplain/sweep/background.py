@@ -263,6 +263,8 @@ class Sweep:
         """Start queued pairs while fewer than ``window`` are in progress."""
         while self._active < self._window and self._queue:
             _, _, pair = heapq.heappop(self._queue)
+            if id(pair) not in self._queued:  # dropped (and counted) by a slice that decided, or queued anew
+                continue
             self._queued.discard(id(pair))
             if pair.result is not None:
                 continue
@@ -304,8 +306,7 @@ class Sweep:
             other = await self._call(pair.key.model, history, case.item, seed, pair.key.repeat)
             await self._scorer_for(original.text, other.text)
             result = self._score(pair, original, other)
-        except asyncio.CancelledError:
-            self.counters.cancelled += 1
+        except asyncio.CancelledError:  # counted where it was cancelled (``_release``), or at shutdown
             raise
         except Exception as exc:
             # BackendError / CacheMissError end the run; anything else (a scorer that cannot be built, a
@@ -430,12 +431,22 @@ class Sweep:
             self._release(slice_id)
 
     def _release(self, slice_id: str) -> None:
-        """A decided slice no longer needs its outstanding pairs; cancel those no other slice needs."""
+        """A decided slice no longer needs its outstanding pairs; cancel those no other slice needs.
+
+        They are counted as cancelled here, before the slice is reported finished: counted later (when a
+        task's cancellation landed, or when the window reached a queued pair) the run's record, written as
+        soon as the last slice finished, could miss them — the count depended on timing."""
         for pair in self._slice_pairs[slice_id]:
             if pair.result is None:
                 pair.slices.discard(slice_id)
-                if not pair.slices and pair.task is not None:
+                if pair.slices:
+                    continue
+                if pair.task is not None and not pair.task.done():
                     pair.task.cancel()
+                    self.counters.cancelled += 1
+                elif id(pair) in self._queued:  # never started: out of the queue (``_pump`` skips it)
+                    self._queued.discard(id(pair))
+                    self.counters.cancelled += 1
         self._finish(slice_id)
 
     def _check_done(self, slice_id: str) -> None:
