@@ -200,6 +200,43 @@ def test_cancelled_calls_are_counted_when_the_slice_decides_not_later(scorer: Sc
     assert sweep.counters.cancelled == counted  # nothing counted again at shutdown
 
 
+class StuckExplainer(RecordingExplainer):
+    """Answers originals at once; every perturbed call waits until cancelled. ``stuck`` is set once
+    ``expected`` perturbed calls are waiting."""
+
+    def __init__(self, originals: dict[str, UserHistory], expected: int) -> None:
+        super().__init__(originals)
+        self.expected = expected
+        self.waiting = 0
+        self.stuck = threading.Event()
+
+    async def explain(self, history: UserHistory, item: Item, *, seed: int, repeat: int) -> Explanation:
+        if history is self._originals.get(history.user_id):
+            return await super().explain(history, item, seed=seed, repeat=repeat)
+        self.waiting += 1
+        if self.waiting == self.expected:
+            self.stuck.set()
+        await asyncio.Event().wait()  # never answers: only a cancellation ends it
+        raise AssertionError("unreachable")
+
+
+def test_calls_in_flight_when_the_sweep_closes_are_counted_as_cancelled(scorer: Scorer) -> None:
+    """An interrupted run (Ctrl-C, a failed backend) closes the sweep with calls in flight: each is counted
+    as cancelled once, at shutdown, so the partial report's call counts add up."""
+    dataset = default_dataset()
+    window = 4
+    explainer = StuckExplainer({c.user_id: c.history for c in dataset.cases[:2]}, expected=window)
+    sweep = Sweep({"m": explainer}, dataset.catalog, scorer=scorer, window=window)
+    sweep.add_slice(spec("s", 2))
+    sweep.start()
+    try:
+        assert explainer.stuck.wait(30)  # the whole window is waiting on the model
+    finally:
+        sweep.close()
+    assert sweep.counters.cancelled == window and sweep.counters.pairs_done == 0
+    assert explainer.waiting == window  # nothing started after the window filled
+
+
 def test_the_metrics_scorer_is_built_by_the_waiting_thread_never_by_the_sweeps() -> None:
     """TextBlob's lexicon is loaded under warnings.catch_warnings (process-wide, not thread-safe): on the
     sweep's thread it raced pytest's own per-test catch_warnings and could swallow later warnings."""

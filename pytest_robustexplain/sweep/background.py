@@ -213,8 +213,11 @@ class Sweep:
 
     async def _shutdown(self) -> None:
         self._queue.clear()
-        pending: list[asyncio.Future[Any]] = [
-            p.task for p in self._pairs.values() if p.task is not None and not p.task.done()]
+        running = [p for p in self._pairs.values() if p.task is not None and not p.task.done()]
+        # Pairs in flight that a slice still waits for (the run was interrupted or failed) are cancelled
+        # here; those of decided slices were counted by ``_release`` when it cancelled them.
+        self.counters.cancelled += sum(1 for p in running if p.slices)
+        pending: list[asyncio.Future[Any]] = [p.task for p in running if p.task is not None]
         pending += [f for f in self._originals.values() if not f.done()]
         for task in pending:
             task.cancel()
@@ -266,10 +269,7 @@ class Sweep:
             if id(pair) not in self._queued:  # dropped (and counted) by a slice that decided, or queued anew
                 continue
             self._queued.discard(id(pair))
-            if pair.result is not None:
-                continue
-            if not pair.slices:  # every slice that wanted it has decided
-                self.counters.cancelled += 1
+            if pair.result is not None or not pair.slices:  # done, or dropped (and counted) by ``_release``
                 continue
             self._active += 1
             pair.task = asyncio.ensure_future(self._run_pair(pair))
@@ -306,7 +306,7 @@ class Sweep:
             other = await self._call(pair.key.model, history, case.item, seed, pair.key.repeat)
             await self._scorer_for(original.text, other.text)
             result = self._score(pair, original, other)
-        except asyncio.CancelledError:  # counted where it was cancelled (``_release``), or at shutdown
+        except asyncio.CancelledError:  # counted where it was cancelled: ``_release`` or ``_shutdown``
             raise
         except Exception as exc:
             # BackendError / CacheMissError end the run; anything else (a scorer that cannot be built, a
