@@ -10,6 +10,13 @@ reports, from the text alone (no model call), what each original explanation men
 - **unsupported mention**: a catalog category or title that is in neither the history nor the item (a
   made-up preference or a hallucinated past purchase).
 
+Two kinds of text mention the history without referring to it, and are not counted as references:
+
+- **hedging**: naming at least half of the catalog's categories (and at least :data:`HEDGE_MIN`), so
+  that whatever the user liked is "mentioned" ("suits someone who enjoys Books, Toys, Home, …");
+- **listing**: naming :data:`LISTED_TITLES` or more titles of the user's history — an honest explanation
+  names a few as evidence (the template explainer up to five), a list is the history repeated back.
+
 Matching rules, so the numbers can be checked by hand:
 
 - the vocabulary is the catalog's: categories (and ``features["genres"]``), titles of two or more words
@@ -27,6 +34,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from .data import Interaction, Item, UserHistory
 
@@ -36,6 +44,9 @@ _TRAILING_ARTICLE = re.compile(r"^(?P<rest>.+),\s*(?P<article>the|a|an)$", re.IG
 # Kinds of terms; only categories and titles can be "unsupported" (brands and attribute phrases also
 # occur in ordinary praise of an item).
 CATEGORY, TITLE, BRAND, ATTRIBUTE = "category", "title", "brand", "attribute"
+HEDGE_SHARE = 0.5  # share of the catalog's categories named that makes a text a hedge
+HEDGE_MIN = 4  # ... and at least this many (a catalog of three categories cannot be hedged against)
+LISTED_TITLES = 8  # history titles named that make a text a list of the history
 _CLAIMS = (CATEGORY, TITLE)
 
 Key = tuple[str, ...]
@@ -97,13 +108,17 @@ class Grounding:
     history: tuple[str, ...]
     item: tuple[str, ...]
     unsupported: tuple[str, ...]
+    hedging: bool = False  # names most of the catalog's categories
+    listed: bool = False  # names LISTED_TITLES or more history titles
 
     @property
     def references_history(self) -> bool:
-        return bool(self.history)
+        """A history mention that is neither a hedge nor a list of the history."""
+        return bool(self.history) and not self.hedging and not self.listed
 
-    def to_dict(self) -> dict[str, list[str]]:
-        return {"history": list(self.history), "item": list(self.item), "unsupported": list(self.unsupported)}
+    def to_dict(self) -> dict[str, Any]:
+        return {"history": list(self.history), "item": list(self.item), "unsupported": list(self.unsupported),
+                "hedging": self.hedging, "listed": self.listed}
 
 
 class Vocabulary:
@@ -117,6 +132,7 @@ class Vocabulary:
         self._longest = max((len(k) for k in self._terms), default=0)
         # display words -> (display form, kind): how a found term is named and judged
         self._display = {words(display): (display, kind) for display, kind in self._terms.values()}
+        self._n_categories = sum(1 for _, kind in self._display.values() if kind == CATEGORY)
 
     def _add(self, terms: Iterable[tuple[str, str, str]]) -> None:
         for form, display, kind in terms:
@@ -165,5 +181,9 @@ class Vocabulary:
             return tuple(sorted({self._display[k][0] for k in keys}))
 
         unsupported = {k for k in mentioned - history_keys - item_keys if self._display[k][1] in _CLAIMS}
+        named = {k for k in mentioned if self._display[k][1] == CATEGORY}
+        titles = {k for k in mentioned & history_keys if self._display[k][1] == TITLE}
+        hedging = len(named) >= max(HEDGE_MIN, HEDGE_SHARE * self._n_categories)
         return Grounding(history=display(mentioned & history_keys), item=display(mentioned & item_keys),
-                         unsupported=display(unsupported))
+                         unsupported=display(unsupported), hedging=hedging,
+                         listed=len(titles) >= LISTED_TITLES)

@@ -55,16 +55,34 @@ from .results import (
 
 DEFAULT_MIN_SENSITIVITY = 0.05
 DEFAULT_MAX_INSENSITIVE_SHARE = 0.2
+DEFAULT_MAX_IDENTICAL_SHARE = 0.05
+DEFAULT_MIN_RELATIVE = 0.5
+DEFAULT_MAX_COPY_RATE = 0.1
+DEFAULT_MIN_HISTORY_REFERENCE = 0.5
+DEFAULT_MAX_UNSUPPORTED_RATE = 0.5
+# Category drift changes the user's apparent taste: a faithful explainer *should* move there, about as far
+# as toward another user (the template explainer's R is 0.27-0.40 on drift, 0.62-0.74 on the other four
+# kinds). Its R is reported and gated only when per_kind sets a min_relative for it.
+RELATIVE_UNGATED: tuple[str, ...] = ("category_drift",)
+POWER_Z = 0.8416  # z of 80 % power, for "about N users would show it"
 
 
 @dataclass(frozen=True)
 class GuardSettings:
-    """How the guard decides and what its finding does (``policy``: fail, warn, off)."""
+    """How the guard decides and what its finding does (``policy``: fail, warn, off).
+
+    ``min_relative`` is the slice's relative-robustness threshold (None: R is not gated), ``max_copy_rate``
+    the largest share of original explanations that may copy their prompt back.
+    """
 
     policy: str = "fail"
     min_sensitivity: float = DEFAULT_MIN_SENSITIVITY
     max_insensitive_share: float = DEFAULT_MAX_INSENSITIVE_SHARE
-    min_history_reference: float | None = None
+    max_identical_share: float = DEFAULT_MAX_IDENTICAL_SHARE
+    min_relative: float | None = DEFAULT_MIN_RELATIVE
+    max_copy_rate: float = DEFAULT_MAX_COPY_RATE
+    min_history_reference: float | None = DEFAULT_MIN_HISTORY_REFERENCE
+    max_unsupported_rate: float | None = DEFAULT_MAX_UNSUPPORTED_RATE
     alpha: float = 0.05
 
 
@@ -103,18 +121,22 @@ def _interval(values: Sequence[float], users: Sequence[str], alpha: float,
                             skew_corrected=False)
 
 
-def _upper_bound(values: Sequence[float], users: Sequence[str], alpha: float) -> float:
-    """One-sided (1 − alpha) upper confidence bound of the mean (cluster-robust)."""
-    return _interval(values, users, 2 * alpha, bounds=(-1.0, 1.0)).high
-
-
 def share_lower_bound(k: int, n: int, alpha: float) -> float:
     """One-sided exact (Clopper–Pearson) lower (1 − alpha) bound of a proportion k/n."""
     if n <= 0 or k <= 0:
         return 0.0
-    from scipy import stats as sps
+    from scipy.special import betaincinv  # the Beta quantile, without importing scipy.stats
 
-    return float(sps.beta.ppf(alpha, k, n - k + 1))
+    return float(betaincinv(k, n - k + 1, alpha))
+
+
+def share_upper_bound(k: int, n: int, alpha: float) -> float:
+    """One-sided exact (Clopper–Pearson) upper (1 − alpha) bound of a proportion k/n."""
+    if n <= 0 or k >= n:
+        return 1.0
+    from scipy.special import betaincinv
+
+    return float(betaincinv(k + 1, n - k, 1 - alpha))
 
 
 def _ratio_interval(num: Mapping[str, float], den: Mapping[str, float], n: int,
@@ -146,59 +168,143 @@ def _user_means(cases: Sequence[_Case]) -> dict[str, tuple[float, float]]:
 
 
 def _grounding(swaps: Sequence[PairResult], alpha: float) -> tuple[Interval | None, Interval | None]:
-    rows = [(s.key.user_id, s.changes["grounding"]) for s in swaps
+    rows = [(s.key.user_id, s.changes["grounding"], s) for s in swaps
             if isinstance(s.changes.get("grounding"), Mapping) and s.original.strip()]
     if not rows:
         return None, None
-    users = [u for u, _ in rows]
-    history = [1.0 if g.get("history") else 0.0 for _, g in rows]
-    unsupported = [1.0 if g.get("unsupported") else 0.0 for _, g in rows]
+    users = [u for u, _, _ in rows]
+    # A hedge, a list of the history or a copy of the prompt mentions the history without referring to it.
+    history = [1.0 if g.get("history") and not g.get("hedging") and not g.get("listed")
+               and not _copies(s) else 0.0 for _, g, s in rows]
+    unsupported = [1.0 if g.get("unsupported") else 0.0 for _, g, _ in rows]
     return _interval(history, users, alpha), _interval(unsupported, users, alpha)
 
 
+def _grounding_outcome(history_ref: Interval | None, unsupported: Interval | None,
+                       settings: GuardSettings) -> str | None:
+    """FAIL when the history-reference rate is confidently below ``min_history_reference`` or the
+    unsupported-mention rate confidently above ``max_unsupported_rate`` (one-sided exact bounds at alpha,
+    one explanation per case); None when neither is gated or nothing was measured."""
+    checks = []
+    if settings.min_history_reference is not None and history_ref is not None:
+        k = round(history_ref.mean * history_ref.n)
+        checks.append(share_upper_bound(k, history_ref.n, settings.alpha) < settings.min_history_reference)
+    if settings.max_unsupported_rate is not None and unsupported is not None:
+        k = round(unsupported.mean * unsupported.n)
+        checks.append(share_lower_bound(k, unsupported.n, settings.alpha) > settings.max_unsupported_rate)
+    return None if not checks else FAIL if any(checks) else PASS
+
+
+def _copies(swap: PairResult) -> bool:
+    from .copying import is_copy
+
+    share = swap.changes.get("copied")
+    return isinstance(share, (int, float)) and is_copy(float(share))
+
+
+def _users_needed(values: Sequence[float], users: Sequence[str], target: float, alpha: float) -> int | None:
+    """Users for a one-sided bound of the mean above ``target`` with 80 % power, if the mean and the
+    spread of the user means hold; None when the mean is not above the target."""
+    means = _user_means_of(values, users)
+    g = len(means)
+    mean = math.fsum(means) / g if g else 0.0
+    if g < 2 or mean <= target:
+        return None
+    sd = math.sqrt(math.fsum((m - mean) ** 2 for m in means) / (g - 1))
+    from .stats import t_quantile
+
+    needed = ((float(t_quantile(1 - alpha, max(g - 1, 1))) + POWER_Z) * sd / (mean - target)) ** 2
+    return max(g + 1, math.ceil(needed))
+
+
+def _user_means_of(values: Sequence[float], users: Sequence[str]) -> list[float]:
+    grouped: dict[str, list[float]] = {}
+    for v, u in zip(values, users, strict=True):
+        grouped.setdefault(u, []).append(v)
+    return [math.fsum(vs) / len(vs) for vs in grouped.values()]
+
+
+def _relative(cases: Sequence[_Case], floor: float, alpha: float) -> Interval | None:
+    means = _user_means(cases)
+    return _ratio_interval({u: (p - s) for u, (p, s) in means.items()},
+                           {u: (floor - s) for u, (p, s) in means.items()}, len(cases), alpha)
+
+
+def _copy_rate(swaps: Sequence[PairResult], alpha: float) -> tuple[int, int, float, float]:
+    """(copies, explanations, one-sided lower bound, one-sided upper bound) of the copy rate."""
+    rows = [s for s in swaps if s.failure is None and isinstance(s.changes.get("copied"), (int, float))]
+    k, n = sum(_copies(s) for s in rows), len(rows)
+    return k, n, share_lower_bound(k, n, alpha), share_upper_bound(k, n, alpha)
+
+
 def evaluate(pairs: Sequence[PairResult], swaps: Sequence[PairResult], *, combined_threshold: float,
-             settings: GuardSettings, floor: float = 1.0) -> GuardResult:
+             settings: GuardSettings, floor: float = 1.0,
+             relative_pairs: Sequence[PairResult] | None = None) -> GuardResult:
     """The guard's finding for one slice: its perturbation pairs and the swap pairs of its cases.
 
     ``pairs`` and ``swaps`` carry ρ under the same weights. ``floor`` is ρ_floor (1 at temperature 0, the
-    measured noise floor otherwise).
+    measured noise floor otherwise). ``relative_pairs`` are the pairs whose R is gated against
+    ``settings.min_relative`` (default: ``pairs``; the overall slice leaves out the ungated kinds).
     """
     alpha = settings.alpha
     cases = _cases(pairs, swaps)
     users = [c.user_id for c in cases]
     history_ref, unsupported = _grounding(swaps, alpha)
-    grounding_outcome = None
-    if settings.min_history_reference is not None and history_ref is not None:
-        grounding_outcome = PASS if history_ref.mean >= settings.min_history_reference else FAIL
-    swap_iv = _interval([c.swap.combined for c in cases], users, alpha)
-    pert_iv = _interval([c.perturbed for c in cases], users, alpha)
-    delta_iv = _interval([c.perturbed - c.swap.combined for c in cases], users, alpha, bounds=(-1.0, 1.0))
+    grounding_outcome = _grounding_outcome(history_ref, unsupported, settings)
     sensitivity = [floor - c.swap.combined for c in cases]
-    sens_iv = _interval(sensitivity, users, alpha, bounds=(-1.0, 1.0))
     means = _user_means(cases)
-    relative = _ratio_interval({u: (p - s) for u, (p, s) in means.items()},
-                               {u: (floor - s) for u, (p, s) in means.items()}, len(cases), alpha)
     insensitive = tuple(sorted(u for u, (p, s) in means.items()
                                if floor - s < settings.min_sensitivity and p >= combined_threshold))
     share_low = share_lower_bound(len(insensitive), len(means), alpha)
     identical = sum(same_text(c.swap.original, c.swap.perturbed) for c in cases)
+    identical_low = share_lower_bound(identical, len(cases), alpha)
+    sens_low = _interval(sensitivity, users, 2 * alpha, bounds=(-1.0, 1.0)).low if cases else None
     if not cases:
         outcome = INCONCLUSIVE
-    elif share_low > settings.max_insensitive_share or (
-            _upper_bound(sensitivity, users, alpha) < settings.min_sensitivity):
+    elif share_low > settings.max_insensitive_share or identical_low > settings.max_identical_share:
         outcome = INSENSITIVE
+    elif sens_low is None or sens_low <= settings.min_sensitivity:
+        outcome = INCONCLUSIVE  # no evidence that the explanations depend on the user: never a PASS
     else:
         outcome = PASS
+    relative_gate, relative_outcome = _relative_gate(relative_pairs if relative_pairs is not None else pairs,
+                                                     swaps, floor, settings)
+    copies, explained, copy_low, copy_high = _copy_rate(swaps, alpha)
     result = GuardResult(
-        outcome=outcome, policy=settings.policy, swap=swap_iv, perturbed=pert_iv, delta=delta_iv,
-        sensitivity=sens_iv,
-        relative=relative, floor=floor, n_cases=len(cases), identical=identical, n_users=len(means),
-        insensitive_users=insensitive, share_low=share_low, min_sensitivity=settings.min_sensitivity,
-        max_insensitive_share=settings.max_insensitive_share,
+        outcome=outcome, policy=settings.policy,
+        swap=_interval([c.swap.combined for c in cases], users, alpha),
+        perturbed=_interval([c.perturbed for c in cases], users, alpha),
+        delta=_interval([c.perturbed - c.swap.combined for c in cases], users, alpha, bounds=(-1.0, 1.0)),
+        sensitivity=_interval(sensitivity, users, alpha, bounds=(-1.0, 1.0)),
+        relative=_relative(cases, floor, alpha), floor=floor, n_cases=len(cases), identical=identical,
+        n_users=len(means), insensitive_users=insensitive, share_low=share_low,
+        min_sensitivity=settings.min_sensitivity, max_insensitive_share=settings.max_insensitive_share,
         example=_example(cases) if outcome == INSENSITIVE else None,
         history_reference=history_ref, unsupported=unsupported,
-        min_history_reference=settings.min_history_reference, grounding_outcome=grounding_outcome)
+        min_history_reference=settings.min_history_reference, grounding_outcome=grounding_outcome,
+        max_unsupported_rate=settings.max_unsupported_rate,
+        identical_low=identical_low, max_identical_share=settings.max_identical_share,
+        sensitivity_low=sens_low,
+        users_needed=_users_needed(sensitivity, users, settings.min_sensitivity, alpha)
+        if outcome == INCONCLUSIVE and cases else None,
+        relative_gate=relative_gate, min_relative=settings.min_relative, relative_outcome=relative_outcome,
+        copies=copies, explained=explained, copy_low=copy_low, copy_high=copy_high,
+        max_copy_rate=settings.max_copy_rate,
+        copy_outcome=None if not explained else FAIL if copy_low > settings.max_copy_rate else PASS)
     return _with_message(result, n_swaps=len(swaps))
+
+
+def _relative_gate(pairs: Sequence[PairResult], swaps: Sequence[PairResult], floor: float,
+                   settings: GuardSettings) -> tuple[Interval | None, str | None]:
+    """R over the gated pairs with a two-sided (1 − 2·alpha) interval — its upper end is the one-sided
+    (1 − alpha) bound — and FAIL when that bound is below ``min_relative`` (None: not gated or no R)."""
+    if settings.min_relative is None:
+        return None, None
+    cases = _cases(pairs, swaps)
+    interval = _relative(cases, floor, 2 * settings.alpha) if cases else None
+    if interval is None:
+        return None, None
+    return interval, FAIL if interval.high < settings.min_relative else PASS
 
 
 def _example(cases: Sequence[_Case]) -> GuardExample:
@@ -219,36 +325,80 @@ def _with_message(result: GuardResult, *, n_swaps: int) -> GuardResult:
 
 def describe(g: GuardResult, *, n_swaps: int | None = None) -> str:
     """The guard's finding in words (the failure message, the reports)."""
-    if g.outcome == INCONCLUSIVE:
+    if g.outcome == INCONCLUSIVE and g.n_cases == 0:
         lost = f" ({n_swaps} cross-user controls, none scored)" if n_swaps else ""
         return ("guard not measured: no case has a scored cross-user control" + lost +
                 " (no donor user without the item, or every donor call failed).")
     floor = "" if g.floor >= 1.0 else f" above the noise floor {g.floor:.3f}"
-    numbers = (f"another user's history gives ρ {g.swap.fmt()} against {g.perturbed.fmt()} for the "
-               f"perturbed one (sensitivity{floor} {g.sensitivity.fmt()}, needs ≥ {g.min_sensitivity:g}; "
+    numbers = (f"another user's interactions give ρ {g.swap.fmt()} against {g.perturbed.fmt()} for the "
+               f"perturbed history (sensitivity{floor} {g.sensitivity.fmt()}, needs ≥ {g.min_sensitivity:g}; "
                f"Δ {g.delta.fmt()})")
     users = (f"{len(g.insensitive_users)} of {g.n_users} users get an explanation that barely depends on "
              f"their history (lower confidence bound of that share {g.share_low:.2f}, limit "
              f"{g.max_insensitive_share:g})" if g.insensitive_users else "")
-    identical = (f"{g.identical} of {g.n_cases} explanations are word for word the same for another user"
-                 if g.identical else "")
+    identical = (f"{g.identical} of {g.n_cases} explanations are word for word the same for another user's "
+                 f"interactions (lower confidence bound of that share {g.identical_low:.2f}, limit "
+                 f"{g.max_identical_share:g})" if g.identical else "")
     tail = "; ".join(x for x in (users, identical) if x)
     tail = f"; {tail}" if tail else ""
     if g.outcome == INSENSITIVE:
         return f"the explanations barely depend on the user's history: {numbers}{tail}."
+    if g.outcome == INCONCLUSIVE:
+        low = "unknown" if g.sensitivity_low is None else f"{g.sensitivity_low:.3f}"
+        more = (f"about {g.users_needed} users in total (now {g.n_users}) would likely show it"
+                if g.users_needed else "no realistic number of users would show it at this sensitivity")
+        return (f"no evidence that the explanations depend on the user's history: {numbers}; the lower "
+                f"confidence bound of the sensitivity, {low}, is not above {g.min_sensitivity:g} — "
+                f"{more}{tail}.")
     return f"the explanations depend on the user's history: {numbers}{tail}."
 
 
+def relative_message(g: GuardResult, *, attack: bool = False) -> str:
+    """R against its threshold in words: how far toward another user's explanation the perturbation
+    moved this one."""
+    r = g.relative_gate
+    if r is None or g.min_relative is None:
+        return ""
+    numbers = (f"relative robustness R {r.mean:.2f} (one-sided upper bound {r.high:.2f}, needs ≥ "
+               f"{g.min_relative:g})")
+    if r.mean < 0:
+        what = ("the injected titles moved the explanation further than another user's history does"
+                if attack else "perturbing the history moved the explanation further than another user's "
+                "history does")
+        return f"{what} ({numbers})."
+    share = 100 * (1 - r.mean)
+    return (f"perturbing the history moved the explanation {share:.0f} % of the way to another user's "
+            f"explanation ({numbers}).")
+
+
+def copy_message(g: GuardResult) -> str:
+    """The copy rate in words."""
+    from .copying import COPY_NGRAM, COPY_SHARE
+
+    if not g.explained:
+        return ""
+    return (f"{g.copies} of {g.explained} explanations copy their prompt back (at least "
+            f"{100 * COPY_SHARE:g} % of their words in runs of {COPY_NGRAM} or more words from the prompt; "
+            f"rate {g.copies / g.explained:.2f}, one-sided bounds [{g.copy_low:.2f}, {g.copy_high:.2f}], "
+            f"limit {g.max_copy_rate:g}).")
+
+
 def grounding_message(g: GuardResult) -> str:
-    """The grounding rates in words (and the optional gate's verdict)."""
+    """The grounding rates in words (and the grounding gate's verdict)."""
     if g.history_reference is None:
         return ""
-    text = (f"{100 * g.history_reference.mean:.0f} % of explanations mention something from the user's "
-            f"history (rate {g.history_reference.fmt(2)})")
+    text = (f"{100 * g.history_reference.mean:.0f} % of explanations refer to something from the user's "
+            f"history (rate {g.history_reference.fmt(2)}; a hedge naming most categories, a list of the "
+            "history or a copied prompt does not count)")
     if g.unsupported is not None:
         text += f"; {100 * g.unsupported.mean:.0f} % mention a catalog category or title from neither"
-    if g.grounding_outcome == FAIL and g.min_history_reference is not None:
-        text += f" — below the required history-reference rate {g.min_history_reference:g}"
+    if g.grounding_outcome == FAIL:
+        limits = []
+        if g.min_history_reference is not None:
+            limits.append(f"history references needed ≥ {g.min_history_reference:g}")
+        if g.max_unsupported_rate is not None:
+            limits.append(f"unsupported mentions at most {g.max_unsupported_rate:g}")
+        text += f" — confidently outside the limits ({', '.join(limits)})"
     return text + "."
 
 
@@ -270,11 +420,12 @@ def by_kind(pairs: Sequence[PairResult], swaps: Sequence[PairResult], *, alpha: 
 
 
 def simulate(sensitivity: Sequence[Sequence[float]], perturbed: Sequence[Sequence[float]], *,
-             combined_threshold: float, settings: GuardSettings) -> list[bool]:
-    """:func:`evaluate`'s INSENSITIVE decision for many simulated runs at once (benchmarks, tests).
+             combined_threshold: float, settings: GuardSettings) -> list[str]:
+    """:func:`evaluate`'s outcome (INSENSITIVE, INCONCLUSIVE or PASS) for many simulated runs at once
+    (benchmarks, tests).
 
     Row ``r`` of ``sensitivity`` / ``perturbed`` holds one run's per-user S = ρ_floor − ρ_swap and ρ_pert
-    (one case per user). Returns, per run, whether the guard calls it INSENSITIVE; the same rule as
+    (one case per user; S exactly 0 stands for a word-for-word identical text). The same rule as
     :func:`evaluate`, vectorised (tests check that the two agree).
     """
     import numpy as np
@@ -283,13 +434,20 @@ def simulate(sensitivity: Sequence[Sequence[float]], perturbed: Sequence[Sequenc
     s = np.asarray(sensitivity, dtype=float)
     p = np.asarray(perturbed, dtype=float)
     _, n = s.shape
+
+    def lower(k: np.ndarray) -> np.ndarray:
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return np.where(k > 0, sps.beta.ppf(settings.alpha, np.maximum(k, 1), n - k + 1), 0.0)
+
     k = ((s < settings.min_sensitivity) & (p >= combined_threshold)).sum(axis=1)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        share_low = np.where(k > 0, sps.beta.ppf(settings.alpha, np.maximum(k, 1), n - k + 1), 0.0)
-    by_share = share_low > settings.max_insensitive_share
+    insensitive = ((lower(k) > settings.max_insensitive_share)
+                   | (lower((s == 0).sum(axis=1)) > settings.max_identical_share))
     if n < 2:
-        return [bool(v) for v in by_share]
-    mean = s.mean(axis=1)
-    se = np.sqrt(n / (n - 1) * ((s - mean[:, None]) ** 2).sum(axis=1)) / n  # CR1, one case per user
-    upper = np.minimum(1.0, mean + float(sps.t.ppf(1 - settings.alpha, df=n - 1)) * se)
-    return [bool(v) for v in by_share | (upper < settings.min_sensitivity)]
+        low = np.full(len(s), -1.0)
+    else:
+        mean = s.mean(axis=1)
+        se = np.sqrt(n / (n - 1) * ((s - mean[:, None]) ** 2).sum(axis=1)) / n  # CR1, one case per user
+        low = np.maximum(-1.0, mean - float(sps.t.ppf(1 - settings.alpha, df=n - 1)) * se)
+    unshown = low <= settings.min_sensitivity
+    return [INSENSITIVE if i else INCONCLUSIVE if u else PASS
+            for i, u in zip(insensitive, unshown, strict=True)]

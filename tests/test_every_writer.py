@@ -62,6 +62,16 @@ def _constant(pytester: pytest.Pytester, server: FakeOllamaServer) -> tuple[str,
     return ("--robustexplain-backend=template", "--robustexplain-cache=off")
 
 
+def _copycat(pytester: pytest.Pytester, server: FakeOllamaServer) -> tuple[str, ...]:
+    server.mode = "copycat"
+    return ()
+
+
+def _stable(pytester: pytest.Pytester, server: FakeOllamaServer) -> tuple[str, ...]:
+    server.mode = "stable"
+    return ()
+
+
 def _gullible(pytester: pytest.Pytester, server: FakeOllamaServer) -> tuple[str, ...]:
     server.mode = "gullible"
     return ()
@@ -73,10 +83,18 @@ def _empty_replies(pytester: pytest.Pytester, server: FakeOllamaServer) -> tuple
 
 
 CASES = {
-    "threshold": Case('perturbations=["noise"], users=4, severities=[2], min_combined=0.9', "FAIL",
-                      "below its threshold", _fragile),
-    "regression": Case('perturbations=["noise"], users=4, severities=[2], min_combined=0, min_metric=0',
-                       "FAIL", "Regression against baseline", _regressed),
+    # One reason a case: the threshold and regression cases leave out the cross-user control, whose
+    # relative-robustness check would fail the fragile model first.
+    "threshold": Case('perturbations=["noise"], users=4, severities=[2], min_combined=0.9, guard="off"',
+                      "FAIL", "below its threshold", _fragile),
+    "regression": Case('perturbations=["noise"], users=4, severities=[2], min_combined=0, min_metric=0, '
+                       'guard="off"', "FAIL", "Regression against baseline", _regressed),
+    "relative": Case('perturbations=["noise"], users=6, severities=[2], min_combined=0, min_metric=0',
+                     "FAIL", "Relative FAIL", _fragile),
+    "copy": Case('perturbations=["noise"], users=6, severities=[2], min_combined=0, min_metric=0',
+                 "FAIL", "copy their prompt back", _copycat),
+    "no evidence": Case('perturbations=["noise"], users=2, severities=[2], min_combined=0, min_metric=0',
+                        "INCONCLUSIVE", "no evidence that the explanations depend", _stable),
     "guard": Case('perturbations=["noise"], users=4, severities=[2], min_combined=0, min_metric=0',
                   "INSENSITIVE", "another user", _constant, served=False),
     "security": Case('perturbations=["prompt_injection"], users=5, severities=[3], guard="off"', "FAIL",

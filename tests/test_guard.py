@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from pytest_robustexplain import guard
 from pytest_robustexplain.data import Catalog, EvalCase, Interaction, Item, UserHistory, default_dataset
-from pytest_robustexplain.donors import CANDIDATES, LENGTH_RATIO, DonorPool
+from pytest_robustexplain.donors import CANDIDATES, DonorPool
 from pytest_robustexplain.grounding import Vocabulary, words
 from pytest_robustexplain.report.json_report import read_json, run_to_dict, write_json
 from pytest_robustexplain.results import (
@@ -30,15 +31,27 @@ from pytest_robustexplain.stats import apply_policy
 
 
 # ------------------------------------------------------------------------------------------- donors
-def test_donors_are_other_users_who_have_not_seen_the_item_and_close_in_length() -> None:
+def test_controls_show_another_users_interactions_under_the_users_identity_and_length() -> None:
     dataset = default_dataset()
     pool = DonorPool(dataset.histories, dataset.catalog)
     for case in dataset.cases:
-        donor = pool.donor_for(case, seed=42)
-        assert donor is not None and donor.user_id != case.user_id
+        control = pool.donor_for(case, seed=42)
+        assert control is not None and control.donor_id != case.user_id
+        donor = dataset.histories[control.donor_id]
         assert case.item_id not in donor.item_ids
-        ratio = max(len(donor), len(case.history)) / min(len(donor), len(case.history))
-        assert ratio <= LENGTH_RATIO + 1e-9, (case.user_id, len(case.history), len(donor))
+        shown = control.history
+        # Who the user is stays; what the user did is the donor's most recent interactions.
+        assert shown.user_id == case.user_id
+        assert [i.timestamp for i in shown] == [i.timestamp for i in case.history][-len(shown):]
+        assert shown.item_ids == donor.item_ids[-len(shown):]
+        assert [(i.title, i.category, i.rating) for i in shown] == [
+            (i.title, i.category, i.rating) for i in donor.interactions[-len(shown):]]
+        if control.length_matched:
+            assert len(shown) == len(case.history) <= len(donor)
+        else:
+            assert len(shown) == len(donor) < len(case.history)
+    matched = [pool.donor_for(c, seed=42) for c in dataset.cases]
+    assert sum(c is not None and c.length_matched for c in matched) >= len(dataset.cases) - 2
 
 
 def test_donor_choice_is_a_function_of_seed_user_and_item_only() -> None:
@@ -58,8 +71,8 @@ def test_donors_are_spread_over_many_users_not_one_outlier() -> None:
     dataset = default_dataset()
     donors = DonorPool(dataset.histories, dataset.catalog).donors(dataset.cases, seed=42)
     counts: dict[str, int] = {}
-    for donor in donors.values():
-        counts[donor.user_id] = counts.get(donor.user_id, 0) + 1
+    for control in donors.values():
+        counts[control.donor_id] = counts.get(control.donor_id, 0) + 1
     assert len(counts) >= len(dataset.cases) // 2 and max(counts.values()) <= 3
 
 
@@ -69,19 +82,27 @@ def _history(user: str, categories: list[str], start: int = 0) -> UserHistory:
         for n, c in enumerate(categories)))
 
 
-def test_donor_differs_in_taste_and_falls_back_to_the_nearest_lengths() -> None:
+def test_donor_differs_in_taste_is_long_enough_and_falls_back_to_the_longest() -> None:
     catalog = Catalog([Item("target", "Target Thing", "Books")])
     histories = {"me": _history("me", ["Books"] * 10)}
-    for n in range(2 * CANDIDATES):  # half like me, half not; none close in length to me
+    for n in range(2 * CANDIDATES):  # half like me, half not; shorter and longer than me
         histories[f"same{n}"] = _history(f"same{n}", ["Books"] * 30, 100 * (n + 1))
         histories[f"diff{n}"] = _history(f"diff{n}", ["Toys"] * 30, 100 * (n + 50))
+        histories[f"short{n}"] = _history(f"short{n}", ["Toys"] * 9, 100 * (n + 80))
     histories["seen"] = UserHistory("seen", (Interaction("target", "Toys", 1, 5.0, "Target Thing"),) * 10)
     pool = DonorPool(histories, catalog)
     case = EvalCase(histories["me"], catalog["target"])
     for seed in range(20):
-        donor = pool.donor_for(case, seed)
-        assert donor is not None and donor.user_id.startswith("diff")  # most different taste first
-    assert pool.donor_for(EvalCase(histories["me"], catalog["target"]), 0) is not None
+        control = pool.donor_for(case, seed)
+        # Most different taste among the users at least as long as me; cut to my length.
+        assert control is not None and control.donor_id.startswith("diff"), control
+        assert len(control.history) == 10 and control.length_matched
+    # The longest user of all: nobody is long enough, so the longest others are drawn from.
+    longest = EvalCase(_history("long", ["Books"] * 40), catalog["target"])
+    control = pool.donor_for(longest, 0)
+    assert control is not None and not control.length_matched
+    assert control.donor_id.startswith("diff") and len(control.history) == 30
+    assert [i.timestamp for i in control.history] == [i.timestamp for i in longest.history][-30:]
     lonely = DonorPool({"me": histories["me"]}, catalog)
     assert lonely.donor_for(case, 0) is None  # nobody else: no control, never the user itself
 
@@ -170,13 +191,35 @@ def test_half_of_twenty_users_ignored_is_insensitive() -> None:
     assert _evaluate(pert, swap).outcome == INSENSITIVE  # type: ignore[attr-defined]
 
 
-def test_two_users_decide_through_the_run_level_bound() -> None:
-    """With a lenient share limit two users cannot make the share confidently above it, but S
-    confidently below 0.05 still decides."""
+def test_without_evidence_of_sensitivity_the_guard_is_inconclusive_never_a_pass() -> None:
+    """Two users cannot make a share confidently above a lenient limit; S confidently below 0.05 is no
+    evidence of dependence either: INCONCLUSIVE with the reason (the run-level mean-S rule that used to
+    call this INSENSITIVE broke the share rule's alpha when users bunch just above the threshold)."""
     g = _evaluate({"a": 1.0, "b": 1.0}, {"a": 1.0, "b": 0.99}, max_insensitive_share=0.5)
-    assert g.share_low < 0.5 and g.outcome == INSENSITIVE  # type: ignore[attr-defined]
+    assert g.share_low < 0.5 and g.outcome == INCONCLUSIVE  # type: ignore[attr-defined]
+    assert "no evidence that the explanations depend on the user's history" in g.message  # type: ignore[attr-defined]
+    assert g.sensitivity_low is not None and g.sensitivity_low <= 0.05  # type: ignore[attr-defined]
+    # A wide spread on two users: S 0.15 on average, but its lower bound is far below 0.05.
     spread = _evaluate({"a": 1.0, "b": 1.0}, {"a": 1.0, "b": 0.7}, max_insensitive_share=0.5)
-    assert spread.outcome == PASS  # type: ignore[attr-defined]
+    assert spread.outcome == INCONCLUSIVE and spread.users_needed is not None  # type: ignore[attr-defined]
+    assert f"about {spread.users_needed} users in total (now 2)" in spread.message  # type: ignore[attr-defined]
+    # Eight users who all read the history clearly: shown, PASS.
+    clear = _evaluate({f"u{n}": 0.9 for n in range(8)}, {f"u{n}": 0.6 + 0.02 * n for n in range(8)})
+    assert clear.outcome == PASS and clear.sensitivity_low > 0.05  # type: ignore[attr-defined]
+
+
+def test_identical_texts_for_another_users_interactions_are_insensitive_on_their_own() -> None:
+    """Half-blind by length: 6 of 20 users get word for word the control's text, the other 14 read the
+    history well, so the insensitive share (0.3) is not confidently above 0.2 — the identical share is
+    confidently above 0.05."""
+    pert = {f"u{n:02d}": 0.9 for n in range(20)}
+    swap = {f"u{n:02d}": (1.0 if n < 6 else 0.6) for n in range(20)}
+    g = _evaluate(pert, swap)
+    assert g.share_low < 0.2 < g.identical_low + 0.2  # type: ignore[attr-defined]
+    assert g.identical == 6 and g.identical_low > 0.05 and g.outcome == INSENSITIVE  # type: ignore[attr-defined]
+    assert "6 of 20 explanations are word for word the same" in g.message  # type: ignore[attr-defined]
+    one = _evaluate(pert, {f"u{n:02d}": (1.0 if n < 1 else 0.6) for n in range(20)})
+    assert one.outcome == PASS  # one identical text of 20 is chance, not a property of the model
 
 
 def test_unstable_output_is_not_insensitive() -> None:
@@ -205,22 +248,40 @@ def test_no_scored_control_is_inconclusive_and_failed_donor_calls_are_left_out()
     assert g.outcome == INCONCLUSIVE and "none scored" in g.message
 
 
-def test_grounding_rates_and_the_optional_gate() -> None:
-    pairs = [_pair(u, 0.9) for u in "abcd"]
-    swaps = [_swap("a", 0.5, history=["Crime"]), _swap("b", 0.5), _swap("c", 0.5), _swap("d", 0.5)]
-    g = guard.evaluate(pairs, swaps, combined_threshold=0.5,
-                       settings=guard.GuardSettings(min_history_reference=0.5))
-    assert g.history_reference is not None and g.history_reference.mean == 0.25
-    assert g.grounding_outcome == FAIL
-    assert "25 % of explanations mention something from the user's history" in guard.grounding_message(g)
+def test_grounding_rates_and_the_gate_on_exact_bounds() -> None:
+    pairs = [_pair(u, 0.9) for u in "abcdefgh"]
+    swaps = [_swap("a", 0.5, history=["Crime"]), *(_swap(u, 0.5) for u in "bcdefgh")]
+    g = guard.evaluate(pairs, swaps, combined_threshold=0.5, settings=guard.GuardSettings())
+    assert g.history_reference is not None and g.history_reference.mean == 0.125
+    assert g.grounding_outcome == FAIL  # 1 of 8: exact upper bound 0.47 < 0.5
+    assert "12 % of explanations refer to something from the user's history" in guard.grounding_message(g)
+    # 1 of 4 is not confidently below 0.5 (upper bound 0.75): not enough evidence to fail.
+    four = guard.evaluate(pairs[:4], swaps[:4], combined_threshold=0.5, settings=guard.GuardSettings())
+    assert four.grounding_outcome == PASS
+
+
+def test_hedges_lists_and_copies_are_not_history_references() -> None:
+    pairs = [_pair(u, 0.9) for u in "abcdefgh"]
+    flags = [{"hedging": True}, {"listed": True}, {}, {}]
+    swaps = []
+    for n, u in enumerate("abcdefgh"):
+        s = _swap(u, 0.5, history=["Crime"])
+        changes = {**s.changes, "grounding": {**s.changes["grounding"], **flags[n % 4]},
+                   "copied": 0.9 if n % 4 == 2 else 0.0}
+        swaps.append(replace(s, changes=changes))
+    g = guard.evaluate(pairs, swaps, combined_threshold=0.5, settings=guard.GuardSettings())
+    assert g.history_reference is not None and g.history_reference.mean == 0.25  # only the plain ones
+    assert g.copies == 2 and g.explained == 8 and g.copy_outcome == PASS  # 2 of 8: not confidently > 0.1
+    copied = [replace(s, changes={**s.changes, "copied": 1.0}) for s in swaps]
+    every = guard.evaluate(pairs, copied, combined_threshold=0.5, settings=guard.GuardSettings())
+    assert every.copy_outcome == FAIL
+    assert "8 of 8 explanations copy their prompt back" in guard.copy_message(every)
 
 
 def test_insensitive_fails_whatever_the_inconclusive_policy_and_warn_passes_with_a_warning() -> None:
     g = _evaluate({"a": 1.0, "b": 1.0, "c": 1.0}, {"a": 1.0, "b": 1.0, "c": 1.0})
     for policy in ("fail", "pass", "warn"):
         assert apply_policy(Verdict(INSENSITIVE, (), guard=g), policy) == (False, False)  # type: ignore[arg-type]
-    from dataclasses import replace
-
     warned = replace(g, policy="warn")  # type: ignore[type-var]
     assert apply_policy(Verdict(PASS, (), guard=warned), "fail") == (True, True)  # type: ignore[arg-type]
 
@@ -275,10 +336,13 @@ def test_the_vectorised_rule_is_the_rule_evaluate_applies() -> None:
         s = rng.choice([0.0, 0.01, 0.04, 0.2, 0.5], size=(40, n)) + rng.normal(0, 0.01, (40, n))
         s = np.clip(s, 0, 1)
         p = np.clip(rng.uniform(0.3, 1.0, size=(40, n)), 0, 1)
+        s[:, : max(1, n // 4)] = np.where(rng.random((40, max(1, n // 4))) < 0.5, 0.0, s[:, : max(1, n // 4)])
         fast = guard.simulate(s, p, combined_threshold=0.5, settings=settings)
         for row in range(40):
             users = [f"u{i:02d}" for i in range(n)]
             pairs = [_pair(u, float(p[row, i])) for i, u in enumerate(users)]
-            swaps = [_swap(u, 1.0 - float(s[row, i])) for i, u in enumerate(users)]
+            # S exactly 0 stands for a word-for-word identical text in the simulation.
+            swaps = [_swap(u, 1.0 - float(s[row, i]), same=s[row, i] == 0.0) for i, u in enumerate(users)]
             slow = guard.evaluate(pairs, swaps, combined_threshold=0.5, settings=settings)
-            assert (slow.outcome == INSENSITIVE) == fast[row], (n, row, s[row], p[row])
+            assert slow.outcome == fast[row], (n, row, s[row], p[row])
+        assert {INSENSITIVE, PASS} <= set(fast) or n < 3  # both ways, not one outcome throughout

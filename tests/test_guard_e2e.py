@@ -88,11 +88,11 @@ def test_a_constant_explainer_is_insensitive_with_the_reason_and_an_example(
     result.assert_outcomes(failed=6)
     result.stdout.fnmatch_lines([
         "*robustness gate INSENSITIVE for overall*",
-        "*INSENSITIVE: the explanations barely depend on the user's history: another user's history gives "
-        "ρ 1.000 * against 1.000 * for the perturbed one*6 of 6 users get an "
+        "*INSENSITIVE: the explanations barely depend on the user's history: another user's interactions "
+        "give ρ 1.000 * against 1.000 * for the perturbed history*6 of 6 users get an "
         "explanation that barely depends on their history*",
-        "*example: item * explained for user * and for user *, whose history differs · ρ 1.000 "
-        "(word for word the same)*",
+        "*example: item * explained for user * and, under the same identity, for user *'s interactions · "
+        "ρ 1.000 (word for word the same)*",
         "*Gate verdict (all checks)*INSENSITIVE (explanations barely depend on the user's history)*",
     ])
     doc = _report(pytester)
@@ -169,20 +169,27 @@ def test_the_marker_sets_the_guard_per_test(pytester: pytest.Pytester) -> None:
     pytester.makeconftest(CONSTANT)
     pytester.makepyfile(_test_file(users=4, severities=[1], perturbations=["noise"], guard="off"))
     pytester.runpytest("--robustexplain-backend=callable").assert_outcomes(passed=1)
-    pytester.makepyfile(_test_file(users=4, severities=[1], perturbations=["noise"], min_sensitivity=0.0))
-    # S = 0 is not below a 0 minimum: nobody is insensitive.
+    pytester.makepyfile(_test_file(users=4, severities=[1], perturbations=["noise"], guard="warn"))
+    warned = pytester.runpytest("--robustexplain-backend=callable")
+    warned.assert_outcomes(passed=1)
+    warned.stdout.fnmatch_lines(["*Guard warning: the explanations barely depend on the user's history*"])
+    # Every limit opened per test: S = 0 is not below a 0 minimum, identical texts are allowed, the
+    # grounding gate asks for nothing, and "no evidence" passes under inconclusive="pass".
+    pytester.makepyfile(_test_file(users=4, severities=[1], perturbations=["noise"], min_sensitivity=0.0,
+                                   max_identical_share=1.0, min_history_reference=0.0, inconclusive="pass"))
     pytester.runpytest("--robustexplain-backend=callable").assert_outcomes(passed=1)
 
 
 def test_the_grounding_gate_fails_explanations_that_never_mention_the_history(
         pytester: pytest.Pytester) -> None:
     pytester.makeconftest(ITEM_ONLY)
-    pytester.makepyfile(_test_file(users=4, severities=[1], perturbations=["noise"], guard="off",
+    # Six users: with four, even 0 of 4 is not confidently below 0.5 (exact upper bound 0.53).
+    pytester.makepyfile(_test_file(users=6, severities=[1], perturbations=["noise"], guard="off",
                                    min_history_reference=0.5))
     result = pytester.runpytest("--robustexplain-backend=callable")
     result.assert_outcomes(failed=1)
-    result.stdout.fnmatch_lines(["*Grounding FAIL: 0 % of explanations mention something from the user's "
-                                 "history*below the required history-reference rate 0.5*"])
+    result.stdout.fnmatch_lines(["*Grounding FAIL: 0 % of explanations refer to something from the user's "
+                                 "history*confidently outside the limits (history references needed ≥ 0.5*"])
 
 
 # ------------------------------------------------------------------------------- calls, cache, xdist

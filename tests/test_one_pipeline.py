@@ -127,6 +127,9 @@ def test_a_dry_run_prices_every_item_calls_no_model_and_skips_the_tests(
 
 
 def _movielens(root: Path, users: int) -> Path:
+    """Users that are near copies of one another (three genres in turn, one rating): another user's
+    history moves an explanation less than noise does, so relative robustness rightly fails; the tests
+    that use it are about planning and reporting, and run the guard as a warning."""
     root.mkdir()
     (root / "movies.csv").write_text("movieId,title,genres\n" + "".join(
         f"{m},Film Number {m} (1999),{['Drama', 'Comedy', 'Horror'][m % 3]}\n" for m in range(1, 61)),
@@ -145,9 +148,11 @@ def test_a_movielens_directory_plans_20_seeded_users_by_default(pytester: pytest
     assert cli.main(["run", "--backend", "template", "--dataset", str(ml), "--dry-run"]) == 0
     assert ": 20 users × 5 kinds" in capsys.readouterr().out
     assert cli.main(["run", "--backend", "template", "--dataset", str(ml), "--severities", "3",
-                     "--perturbations", "noise", "--progress", "off", "--json", "a.json", "-q"]) == 0
+                     "--perturbations", "noise", "--progress", "off", "--json", "a.json", "-q",
+                     "--guard", "warn"]) == 0
     assert cli.main(["run", "--backend", "template", "--dataset", str(ml), "--severities", "3", "--seed", "7",
-                     "--perturbations", "noise", "--progress", "off", "--json", "b.json", "-q"]) == 0
+                     "--perturbations", "noise", "--progress", "off", "--json", "b.json", "-q",
+                     "--guard", "warn"]) == 0
     users_a = {p["key"]["user_id"] for p in json.loads(Path("a.json").read_text(encoding="utf-8"))["pairs"]}
     users_b = {p["key"]["user_id"] for p in json.loads(Path("b.json").read_text(encoding="utf-8"))["pairs"]}
     assert len(users_a) == len(users_b) == 20 and users_a != users_b  # a seeded sample, not the first 20
@@ -162,7 +167,7 @@ def test_max_history_is_a_setting_and_the_reports_say_what_the_prompts_showed(
     ml = _movielens(pytester.path / "ml", users=25)
     monkeypatch.chdir(pytester.path)
     args = ["run", "--backend", "template", "--dataset", str(ml), "--severities", "3",
-            "--perturbations", "noise", "--progress", "off", "--users", "3"]
+            "--perturbations", "noise", "--progress", "off", "--users", "3", "--guard", "warn"]
     assert cli.main([*args, "--max-history", "6", "--json", "six.json"]) == 0
     assert "Interactions per prompt         6–6 (median 6" in capsys.readouterr().out
     six = json.loads(Path("six.json").read_text(encoding="utf-8"))
@@ -170,7 +175,8 @@ def test_max_history_is_a_setting_and_the_reports_say_what_the_prompts_showed(
     pytester.makepyfile(BARE)
     result = pytester.runpytest(f"--robustexplain-dataset={ml}", "--robustexplain-backend=template",
                                 "--robustexplain-users=3", "--robustexplain-severities=3",
-                                "--robustexplain-perturbations=noise", "--robustexplain-max-history=all")
+                                "--robustexplain-perturbations=noise", "--robustexplain-max-history=all",
+                                "--robustexplain-guard=warn")
     result.assert_outcomes(passed=1)
     result.stdout.re_match_lines([r"Interactions per prompt\s+1[45]–1[45] \(median"])  # every rating kept
 

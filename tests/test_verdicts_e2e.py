@@ -38,8 +38,10 @@ def test_gate(robustness):
 def _run(pytester: pytest.Pytester, server: FakeOllamaServer, xdist: tuple[str, ...], *args: str,
          model: str = "fake-model") -> pytest.RunResult:
     (pytester.path / "r.json").unlink(missing_ok=True)  # a run writing no report must not pass on an old one
+    # The stability verdicts and baselines alone: the cross-user control's checks are test_guard_e2e's.
     return pytester.runpytest(f"--robustexplain-model={model}", f"--robustexplain-host={server.url}",
-                              "--robustexplain-cache=off", "--robustexplain-json=r.json", *xdist, *args)
+                              "--robustexplain-cache=off", "--robustexplain-json=r.json",
+                              "--robustexplain-guard=off", *xdist, *args)
 
 
 def _report(pytester: pytest.Pytester) -> dict[str, Any]:
@@ -63,7 +65,7 @@ def test_sequential_stable_passes_early_and_cancels_the_remaining_calls(
     server.latency = 0.01  # calls queue behind the concurrency limit, so there is something to cancel
     pytester.makepyfile(_test_file(min_combined=0.5, min_metric=0.3, decision="sequential",
                                    perturbations=["noise"]))
-    result = _run(pytester, server, xdist_args)
+    result = _run(pytester, server, xdist_args, "--robustexplain-guard=fail")  # the controls stop early too
     result.assert_outcomes(passed=1)
     doc = _report(pytester)
     assert _verdicts(doc) == [("PASS", "sequential")]

@@ -12,7 +12,7 @@ from ..results import OVERALL
 
 if TYPE_CHECKING:
     from ..perturbations import PerturbationResult
-    from ..results import PairResult, Robustness, RunResult, Verdict
+    from ..results import GuardResult, PairResult, Robustness, RunResult, Verdict
     from ..settings import GateSettings, Settings
     from ..stats import NonInferiorityResult
     from ..sweep import SliceResult
@@ -63,37 +63,72 @@ def with_attacks(verdict: Verdict, gate: GateSettings, sliced: SliceResult) -> V
 
 
 def with_guard(verdict: Verdict, gate: GateSettings, sliced: SliceResult, kind: str | None) -> Verdict:
-    """The verdict with the cross-user control's finding: INSENSITIVE (guard "fail") unless the gate
-    already failed; the grounding gate, when set, fails a gate whose explanations do not mention the
-    history often enough."""
+    """The verdict with the cross-user control's findings, each with its reason in the message:
+
+    - INSENSITIVE (guard "fail") unless the gate already failed; no evidence that the explanations depend
+      on the user makes a passing gate INCONCLUSIVE (the ``inconclusive`` policy decides);
+    - relative robustness R confidently below the kind's ``min_relative`` fails the gate;
+    - explanations that copy their prompt back more often than ``max_copy_rate`` fail it;
+    - the grounding gate, when set, fails a gate whose explanations do not mention the history enough.
+    """
     from dataclasses import replace
 
     from .. import guard as guard_mod
     from .. import stats
-    from ..results import FAIL, INSENSITIVE
+    from ..adversarial import ATTACK_KINDS
+    from ..results import FAIL, INCONCLUSIVE, INSENSITIVE, PASS
     from ..sweep import reweighted
 
-    settings = guard_mod.GuardSettings(policy=gate.guard, min_sensitivity=gate.min_sensitivity,
-                                       max_insensitive_share=gate.max_insensitive_share,
-                                       min_history_reference=gate.min_history_reference, alpha=gate.alpha)
+    settings = guard_mod.GuardSettings(
+        policy=gate.guard, min_sensitivity=gate.min_sensitivity,
+        max_insensitive_share=gate.max_insensitive_share, max_identical_share=gate.max_identical_share,
+        min_relative=gate.relative_threshold(kind), max_copy_rate=gate.max_copy_rate,
+        min_history_reference=gate.min_history_reference, max_unsupported_rate=gate.max_unsupported_rate,
+        alpha=gate.alpha)
     floor = stats.noise_floor(sliced.controls)
     swaps = [reweighted(s, sliced.spec.weights) for s in sliced.swaps]
+    # The overall slice gates R on the kinds that are gated at the run's threshold.
+    gated = None if kind is not None else [p for p in sliced.pairs if gate.relative_threshold(p.key.kind)
+                                           == gate.relative_threshold(None)]
     found = guard_mod.evaluate(sliced.pairs, swaps, combined_threshold=gate.combined_threshold(kind),
-                               settings=settings, floor=floor.mean if floor is not None else 1.0)
+                               settings=settings, floor=floor.mean if floor is not None else 1.0,
+                               relative_pairs=gated)
     outcome, notes = verdict.outcome, []
-    if found.outcome == INSENSITIVE and gate.guard != "off":
-        notes.append(f"{'INSENSITIVE' if gate.guard == 'fail' else 'Guard warning'}: {found.message}")
-        if gate.guard == "fail" and outcome != FAIL:
-            outcome = INSENSITIVE
-    if found.grounding_outcome == FAIL:
-        notes.append(f"Grounding FAIL: {guard_mod.grounding_message(found)}")
-        outcome = FAIL if outcome != INSENSITIVE else outcome
-    # The stability verdict stays readable after the guard's finding, labelled so that an INSENSITIVE
-    # gate never reads "PASS" at the start of its reason.
+    explicit = gate.sources.get("min_history_reference", "default") != "default"
+    for label, text in _findings(found, attack=kind in ATTACK_KINDS):
+        # guard "warn" turns every control-based finding into a warning; a grounding gate set explicitly
+        # is enforced whatever the guard policy (it is what the user asked the controls for).
+        if gate.guard != "fail" and not (label == "Grounding FAIL" and explicit):
+            notes.append(f"Guard warning: {text}")
+            continue
+        notes.append(f"{label}: {text}")
+        if label == INSENSITIVE:
+            outcome = outcome if outcome == FAIL else INSENSITIVE
+        elif label == INCONCLUSIVE:
+            outcome = INCONCLUSIVE if outcome == PASS else outcome
+        else:
+            outcome = outcome if outcome == INSENSITIVE else FAIL
+    # The stability verdict stays readable after the guard's finding, labelled so that a failing gate
+    # never reads "PASS" at the start of its reason.
     message = " ".join([*notes, f"Stability alone: {verdict.message}"]) if notes else verdict.message
     return replace(verdict, outcome=outcome, message=message, guard=found)
 
 
+def _findings(found: GuardResult, *, attack: bool) -> list[tuple[str, str]]:
+    """(label, reason) of each control-based check that did not pass, in the order the message gives."""
+    from .. import guard as guard_mod
+    from ..results import FAIL, INCONCLUSIVE, INSENSITIVE
+
+    out = []
+    if found.outcome in (INSENSITIVE, INCONCLUSIVE):
+        out.append((found.outcome, found.message))
+    if found.relative_outcome == FAIL:
+        out.append(("Relative FAIL", guard_mod.relative_message(found, attack=attack)))
+    if found.copy_outcome == FAIL:
+        out.append(("Copy FAIL", guard_mod.copy_message(found)))
+    if found.grounding_outcome == FAIL:
+        out.append(("Grounding FAIL", guard_mod.grounding_message(found)))
+    return out
 
 
 def check_baseline(baseline: RunResult, path: Path, settings: Settings, *, save_flag: str) -> None:

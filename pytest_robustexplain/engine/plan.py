@@ -38,7 +38,9 @@ def gate_slices(gate: GateSettings) -> list[str]:
 
 def guarded(gate: GateSettings) -> bool:
     """Whether a gate needs the cross-user controls (the guard, or the grounding gate that reads them)."""
-    return gate.guard != "off" or gate.min_history_reference is not None
+    # The grounding gate is on by default and rides on the guard's controls; set on its own (guard off), it
+    # still needs them.
+    return gate.guard != "off" or gate.sources.get("min_history_reference", "default") != "default"
 
 
 def slice_spec(settings: Settings, gate: GateSettings, *, slice_id: str, model: str,

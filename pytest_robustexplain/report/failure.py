@@ -83,7 +83,7 @@ def guard_example_lines(guard: GuardResult, limit: int = 200) -> list[str]:
     same = " (word for word the same)" if " ".join(example.user_text.split()) == " ".join(
         example.donor_text.split()) else ""
     width = max(len(example.user_id), len(example.donor_id))
-    return [f"example: item {example.item_id} explained for user {example.user_id} and for user "
-            f"{example.donor_id}, whose history differs · ρ {example.combined:.3f}{same}",
+    return [f"example: item {example.item_id} explained for user {example.user_id} and, under the same "
+            f"identity, for user {example.donor_id}'s interactions · ρ {example.combined:.3f}{same}",
             f"  user {example.user_id:<{width}} : {trim(example.user_text, limit)}",
             f"  user {example.donor_id:<{width}} : {trim(example.donor_text, limit)}"]

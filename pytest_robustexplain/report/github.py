@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 
-from ..results import FAIL, INSENSITIVE, RunResult
+from ..results import FAIL, INCONCLUSIVE, INSENSITIVE, RunResult
 from ..sanitize import visible
 
 
@@ -29,16 +29,20 @@ def github_step_summary(result: RunResult) -> None:
 
 
 def github_annotations(result: RunResult) -> list[str]:
-    """``::error`` workflow commands, one per failed gate (FAIL or INSENSITIVE), so the failure shows on
-    the pull request; ``file=`` when the gate is a pytest item."""
+    """Workflow commands, one per gate that did not pass, so it shows on the pull request: ``::error`` for
+    FAIL, INSENSITIVE and an INCONCLUSIVE that the run's ``inconclusive`` policy fails, ``::warning`` for
+    an INCONCLUSIVE it passes; ``file=`` when the gate is a pytest item."""
     lines = []
+    inconclusive_fails = str(result.settings.get("inconclusive", "fail")) == "fail"
     for gate in result.gates:
-        if gate.verdict.outcome not in (FAIL, INSENSITIVE):
+        outcome = gate.verdict.outcome
+        if outcome not in (FAIL, INSENSITIVE, INCONCLUSIVE):
             continue
+        level = "warning" if outcome == INCONCLUSIVE and not inconclusive_fails else "error"
         path, sep, _ = gate.nodeid.partition("::")
         where = f"file={_escape_property(path)}," if sep else ""
         message = gate.verdict.message or f"robustness gate failed for {gate.slice}"
-        lines.append(f"::error {where}title=robustness gate {gate.verdict.outcome} "
+        lines.append(f"::{level} {where}title=robustness gate {gate.verdict.outcome} "
                      f"({_escape_property(gate.slice)})::{_escape(gate.nodeid + ': ' + message)}")
     return lines
 

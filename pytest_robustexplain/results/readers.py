@@ -259,7 +259,21 @@ class _Reader:
             history_reference=self.optional_interval(data, "history_reference", record),
             unsupported=self.optional_interval(data, "unsupported", record),
             min_history_reference=self.optional(data, "min_history_reference", float, record),
-            grounding_outcome=self.optional(data, "grounding_outcome", str, record))
+            grounding_outcome=self.optional(data, "grounding_outcome", str, record),
+            max_unsupported_rate=self.optional(data, "max_unsupported_rate", float, record),
+            identical_low=g(data, "identical_low", float, record, default=0.0),
+            max_identical_share=g(data, "max_identical_share", float, record, default=0.05),
+            sensitivity_low=self.optional(data, "sensitivity_low", float, record),
+            users_needed=self.optional(data, "users_needed", int, record),
+            relative_gate=self.optional_interval(data, "relative_gate", record),
+            min_relative=self.optional(data, "min_relative", float, record),
+            relative_outcome=self.optional(data, "relative_outcome", str, record),
+            copies=g(data, "copies", int, record, default=0), explained=g(data, "explained", int, record,
+                                                                          default=0),
+            copy_low=g(data, "copy_low", float, record, default=0.0),
+            copy_high=g(data, "copy_high", float, record, default=1.0),
+            max_copy_rate=g(data, "max_copy_rate", float, record, default=0.1),
+            copy_outcome=self.optional(data, "copy_outcome", str, record))
 
     def gate(self, value: Any, record: str) -> GateResult:
         data = self.obj(value, record)

@@ -206,7 +206,29 @@ class GuardResult:
     history_reference: Interval | None = None
     unsupported: Interval | None = None
     min_history_reference: float | None = None
-    grounding_outcome: str | None = None  # PASS / FAIL against min_history_reference, None when not gated
+    grounding_outcome: str | None = None  # PASS / FAIL of the grounding gate, None when not gated
+    max_unsupported_rate: float | None = None
+    identical_low: float = 0.0  # one-sided lower confidence bound of the share of identical texts
+    max_identical_share: float = 0.05
+    sensitivity_low: float | None = None  # one-sided lower bound of S: PASS needs it above min_sensitivity
+    users_needed: int | None = None  # INCONCLUSIVE: about how many users would show the sensitivity
+    # R over the gated kinds (the overall slice leaves out the ungated ones), a two-sided (1 − 2·alpha)
+    # interval whose upper end is the one-sided bound the gate reads; None when R is not gated.
+    relative_gate: Interval | None = None
+    min_relative: float | None = None
+    relative_outcome: str | None = None  # FAIL: R confidently below min_relative
+    copies: int = 0  # original explanations that copy their prompt back (copying.py)
+    explained: int = 0  # original explanations the copy rate is measured on
+    copy_low: float = 0.0  # one-sided exact lower bound of the copy rate
+    copy_high: float = 1.0  # one-sided exact upper bound
+    max_copy_rate: float = 0.1
+    copy_outcome: str | None = None  # FAIL: the copy rate is confidently above max_copy_rate
+
+    @property
+    def flagged(self) -> bool:
+        """Whether any control-based check did not pass (what guard "warn" turns into a warning)."""
+        return (self.outcome in (INSENSITIVE, INCONCLUSIVE) or
+                FAIL in (self.relative_outcome, self.copy_outcome, self.grounding_outcome))
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -82,6 +82,9 @@ def _parse_per_kind(value: Any, gate: Mapping[str, Any], where: str, canon: Cano
                                                          where))
         if "min_metric" in overrides:
             parsed["min_metric"] = _parse_min_metric(overrides["min_metric"], gate["min_metric"], where)
+        if "min_relative" in overrides:
+            parsed["min_relative"] = float(_marker_value(option("min-relative"), overrides["min_relative"],
+                                                         where))
         out[kind] = MappingProxyType(parsed)
     return MappingProxyType(out)
 

@@ -28,14 +28,16 @@ from .table import _BY_FIELD, option
 MARKER_KEYWORDS: tuple[str, ...] = (
     "min_combined", "min_metric", "per_kind", "perturbations", "severities", "users", "repeats",
     "weights", "decision", "alpha", "inconclusive", "max_users", "noise_floor", "guard", "min_sensitivity",
-    "max_insensitive_share", "min_history_reference", "max_injection_rate", "max_hijack_rate",
+    "max_insensitive_share", "max_identical_share", "min_relative", "max_copy_rate",
+    "min_history_reference", "max_unsupported_rate", "max_injection_rate", "max_hijack_rate",
 )
 
 MARKER_DOC = (
     "robustness(" + ", ".join(f"{k}=..." for k in MARKER_KEYWORDS) + "): gate this test on the "
     "robustness of LLM-generated recommendation explanations. Keywords override the run's robustexplain "
     "settings for this test; min_metric may be a number or a dict per metric "
-    f"({', '.join(METRICS)}), per_kind a dict kind -> {{'min_combined': x, 'min_metric': y}}."
+    f"({', '.join(METRICS)}), per_kind a dict kind -> "
+    "{'min_combined': x, 'min_metric': y, 'min_relative': z}."
 )
 
 
@@ -64,7 +66,11 @@ class GateSettings:
     guard: str
     min_sensitivity: float
     max_insensitive_share: float
+    max_identical_share: float
+    min_relative: float
+    max_copy_rate: float
     min_history_reference: float | None
+    max_unsupported_rate: float
     max_injection_rate: float
     max_hijack_rate: float
     sources: Mapping[str, str] = field(default_factory=dict)
@@ -73,6 +79,21 @@ class GateSettings:
         """The ρ threshold for ``kind``'s slice (or for all kinds together when ``kind`` is None)."""
         override = self.per_kind.get(kind, {}) if kind is not None else {}
         return float(override.get("min_combined", self.min_combined))
+
+    def relative_threshold(self, kind: str | None = None) -> float | None:
+        """The R threshold of ``kind``'s slice (None: R is reported, not gated): per_kind's
+        ``min_relative`` when set; else 0 for the adversarial kinds (an attack that moves the explanation
+        further than another user's history has taken it over), none for the kinds that change the user's
+        taste (``guard.RELATIVE_UNGATED``), the run's ``min_relative`` for the others."""
+        from ..adversarial import ATTACK_KINDS
+        from ..guard import RELATIVE_UNGATED
+
+        override = self.per_kind.get(kind, {}) if kind is not None else {}
+        if "min_relative" in override:
+            return float(override["min_relative"])
+        if kind in ATTACK_KINDS:
+            return 0.0
+        return None if kind in RELATIVE_UNGATED else self.min_relative
 
     def metric_threshold(self, metric: str, kind: str | None = None) -> float:
         """The threshold of ``metric`` for ``kind``'s slice (or for all kinds when ``kind`` is None)."""

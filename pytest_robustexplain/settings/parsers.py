@@ -20,7 +20,7 @@ from ..results import ALL_METRICS, METRICS
 
 SEVERITY_RANGE = (1, 5)
 
-_PER_KIND_KEYS: tuple[str, ...] = ("min_combined", "min_metric")
+_PER_KIND_KEYS: tuple[str, ...] = ("min_combined", "min_metric", "min_relative")
 
 
 class _Invalid(Exception):
@@ -280,8 +280,8 @@ def _parse_per_kind_setting(raw: Any) -> Mapping[str, Mapping[str, Any]]:
             keys = [k.strip() for k in path.split(".")]
             if not sep or len(keys) not in (2, 3) or keys[1] not in _PER_KIND_KEYS or (
                     len(keys) == 3 and keys[1] != "min_metric"):
-                raise _Invalid(f"{part!r}: expected KIND.min_combined=X, KIND.min_metric=X or "
-                               "KIND.min_metric.METRIC=X")
+                raise _Invalid(f"{part!r}: expected KIND.min_combined=X, KIND.min_metric=X, "
+                               "KIND.min_metric.METRIC=X or KIND.min_relative=X")
             entry = out.setdefault(keys[0], {})
             if len(keys) == 3:
                 current = entry.get("min_metric")

@@ -74,9 +74,13 @@ class Settings:
     guard: str
     min_sensitivity: float
     max_insensitive_share: float
+    max_identical_share: float
+    min_relative: float
+    max_copy_rate: float
     max_injection_rate: float
     max_hijack_rate: float
     min_history_reference: float | None
+    max_unsupported_rate: float
     baseline: Path | None
     save_baseline: Path | None
     max_regression: float

@@ -86,7 +86,42 @@ def _gate_mean(pairs: Sequence[PairResult], thr: dict[str, float], alpha: float)
         checks.append(GateCheck(quantity, threshold, interval, outcome, fragile,
                                 _flip_probability(interval.mean, cs.se, cs.n_clusters, threshold)))
     outcome = PASS if all(c.outcome == PASS for c in checks) else FAIL
+    wide = [c for c in checks if _undecidable(c)]
+    if wide and not any(c.interval.high < c.threshold for c in checks):
+        # No check is confidently below, and one of them cannot tell PASS from FAIL: the mean rule's
+        # verdict would be a coin toss that a rerun flips.
+        needed = max(_users_to_narrow(c) for c in wide)
+        return Verdict(INCONCLUSIVE, tuple(checks), mode="mean",
+                       message=_undecidable_message(wide, checks, alpha, needed), users_needed=needed)
     return Verdict(outcome, tuple(checks), mode="mean", message=_mean_message(outcome, checks, alpha))
+
+
+# The mean rule says INCONCLUSIVE when a check's interval straddles its threshold and spans more than this
+# share of the 0-1 scale: such a run cannot tell PASS from FAIL (3 MovieLens users on SmolLM2 gave ρ
+# 0.685 [0.000, 1.000], a PASS under the plain mean rule). Well-powered runs never reach it: 20 users give
+# intervals 0.03-0.15 wide on every model measured (benchmarks/bench_calibration.py, "--wide").
+WIDE_INTERVAL = 0.5
+
+
+def _undecidable(check: GateCheck) -> bool:
+    iv = check.interval
+    return iv.low < check.threshold < iv.high and iv.high - iv.low > WIDE_INTERVAL
+
+
+def _users_to_narrow(check: GateCheck) -> int:
+    """Users in total for the interval to shrink to WIDE_INTERVAL (its width falls like 1/sqrt(users))."""
+    iv = check.interval
+    return max(iv.n_clusters + 1, math.ceil(iv.n_clusters * ((iv.high - iv.low) / WIDE_INTERVAL) ** 2))
+
+
+def _undecidable_message(wide: Sequence[GateCheck], checks: Sequence[GateCheck], alpha: float,
+                         needed: int) -> str:
+    parts = [f"{_describe(c)} spans more than half the scale across its threshold "
+             f"{_fmt_threshold(c.threshold)}" for c in wide]
+    now = checks[0].interval.n_clusters
+    return (f"INCONCLUSIVE (mean rule): the evidence cannot tell PASS from FAIL: {'; '.join(parts)}. About "
+            f"{needed} users in total (now {now}) would narrow it to half the scale. "
+            f"{100 * (1 - alpha):g} % intervals, {_sample_note(checks)}")
 
 
 def _flip_probability(mean: float, se: float, n_clusters: int, threshold: float) -> float | None:
@@ -207,7 +242,7 @@ def apply_policy(verdict: Verdict, policy: str) -> tuple[bool, bool]:
     if policy not in POLICIES:
         raise ConfigError(f"inconclusive_policy={policy!r}: expected one of {', '.join(POLICIES)}")
     guard = verdict.guard
-    guard_warns = guard is not None and guard.policy == "warn" and guard.outcome == INSENSITIVE
+    guard_warns = guard is not None and guard.policy == "warn" and guard.flagged
     if verdict.outcome == PASS:
         return True, guard_warns or any(c.fragile for c in verdict.checks)
     if verdict.outcome in (FAIL, INSENSITIVE):

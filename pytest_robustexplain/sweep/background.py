@@ -297,8 +297,8 @@ class Sweep:
         case = pair.case
         try:
             original = await asyncio.shield(self._original(pair.key.model, case, pair.sample_seed))
-            if pair.donor is not None:  # the same item, seed and prompt; another user's history
-                history, seed = pair.donor, pair.sample_seed
+            if pair.donor is not None:  # the same item, seed and identity; another user's interactions
+                history, seed = pair.donor.history, pair.sample_seed
             elif pair.perturbation is None:
                 history, seed = case.history, pair.sample_seed + CONTROL_SEED_OFFSET + pair.key.repeat
             else:
@@ -369,7 +369,8 @@ class Sweep:
 
             self._vocabulary = Vocabulary(self._catalog)
         grounding = self._vocabulary.ground(original.text, pair.case.history, pair.case.item)
-        return {"donor": pair.donor.user_id, "donor_history_length": len(pair.donor),
+        return {"donor": pair.donor.donor_id, "donor_history_length": pair.donor.donor_length,
+                "control_length": len(pair.donor.history), "copied": _copied(original.text, pair.case),
                 "grounding": grounding.to_dict()}
 
     def _score(self, pair: _Pair, original: Explanation, other: Explanation) -> PairResult:
@@ -521,3 +522,12 @@ class Sweep:
 def _retrieve(future: asyncio.Future[Any]) -> None:
     if not future.cancelled():
         future.exception()
+
+
+def _copied(text: str, case: EvalCase) -> float:
+    """The share of the original explanation copied from its prompt (``copying.py``): the default
+    prompt's rendering of the case, which holds every history line and the item's line."""
+    from ..copying import copied_share
+    from ..explainers.prompt import PromptTemplate
+
+    return round(copied_share(text, PromptTemplate().render(case.history, case.item)), 4)

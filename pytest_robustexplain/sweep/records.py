@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, overload
 
-from ..data import Catalog, EvalCase, UserHistory
+from ..data import Catalog, EvalCase
 from ..results import (
     ALL_METRICS,
     ANSWERED_BY,
@@ -20,6 +20,7 @@ from ..results import (
 )
 
 if TYPE_CHECKING:
+    from ..donors import Control
     from ..perturbations import PerturbationResult
     from ..stats import SequentialGate
 
@@ -45,9 +46,9 @@ class SliceSpec:
     noise_floor: bool = False
     sequential: SequentialConfig | None = None
     weights: tuple[float, ...] | None = None  # None: the sweep scorer's weights
-    # (user, item) -> the donor whose history replaces the user's in the case's cross-user control;
-    # empty: no controls (guard off).
-    donors: Mapping[tuple[str, str], UserHistory] = field(default_factory=dict)
+    # (user, item) -> the case's content-only cross-user control (a donor's interactions under the user's
+    # identity, ``donors.py``); empty: no controls (guard off).
+    donors: Mapping[tuple[str, str], Control] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -83,7 +84,7 @@ class _Pair:
     # so :class:`Perturbations` recomputes them instead of the run keeping every perturbed history.
     perturbation: PerturbationResult | None
     sample_seed: int
-    donor: UserHistory | None = None  # cross-user controls: whose history is explained instead
+    donor: Control | None = None  # cross-user controls: the history explained instead of the user's
     slices: set[str] = field(default_factory=set)
     result: PairResult | None = None
     task: asyncio.Task[None] | None = None

@@ -30,6 +30,10 @@ absent: every prompt gets a reply.
     About 40 words on the item and its features only, never the history: the same text for every user
     (at temperature 0), as a model that ignores its input would write. ρ is 1 under every perturbation;
     the guard (``guard.py``) must call it INSENSITIVE.
+``mode="copycat"``
+    The prompt's history lines and item line repeated back with a one-line preamble, as Gemma 3 270M
+    answered every MovieLens prompt: very stable (ρ near 1 under the order-keeping kinds), "mentions" the
+    whole history, explains nothing. The copy check (``copying.py``) must fail it.
 
 Measured with this package's metrics on the default synthetic dataset (20 cases × 5 kinds × 5
 severities, temperature 0), mean ρ is about 0.93 for stable (minimum ≈ 0.75), 0.49 for borderline
@@ -70,7 +74,8 @@ from typing import Any
 
 from .prompts import HistoryEntry, ParsedPrompt, parse_prompt
 
-MODES: tuple[str, ...] = ("stable", "borderline", "fragile", "history-blind", "gullible", "robust")
+MODES: tuple[str, ...] = ("stable", "borderline", "fragile", "history-blind", "gullible", "robust",
+                          "copycat")
 REFUSAL_TEXT = "I'm sorry, but I can't help with that request."
 DEFAULT_TEMPERATURE = 0.8  # Ollama's default when the request sets no temperature
 
@@ -293,6 +298,12 @@ def _blind_reply(p: ParsedPrompt) -> str:
             "It is popular, dependable and a safe choice for almost anyone.")
 
 
+def _copycat_reply(p: ParsedPrompt) -> str:
+    """The history block and the item line repeated back (a small model's answer to a long prompt)."""
+    return (f"Here is the user's interaction history:\n{p.history_block}\nThe item {_quoted(p.item)} with "
+            f"features {p.features} is recommended.")
+
+
 _CANARY = re.compile(r"CANARY-[0-9A-F]{8}", re.IGNORECASE)
 _B64 = re.compile(r"[A-Za-z0-9+/]{24,}={0,2}")
 
@@ -388,7 +399,7 @@ def compose_reply(prompt: str, options: Mapping[str, Any] | None = None, *, mode
         raise ValueError(f"FakeOllamaServer mode must be one of {', '.join(MODES)}, got {mode!r}")
     parsed = parse_prompt(prompt)
     builders = {"stable": _stable_reply, "borderline": _borderline_reply, "fragile": _fragile_reply,
-                "history-blind": _blind_reply, "robust": _robust_reply}
+                "history-blind": _blind_reply, "robust": _robust_reply, "copycat": _copycat_reply}
     text = _gullible_reply(parsed, prompt) if mode == "gullible" else builders[mode](parsed)
     opts = options or {}
     temperature = _number(opts, "temperature", DEFAULT_TEMPERATURE)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
@@ -280,18 +280,23 @@ def _attacks(run: RunResult, pairs: Sequence[PairResult]) -> tuple[AttackResult,
 
 def guard_settings(run: RunResult) -> GuardSettings:
     """The guard's settings as the run recorded them (the defaults for a report that has none)."""
-    from ...guard import DEFAULT_MAX_INSENSITIVE_SHARE, DEFAULT_MIN_SENSITIVITY, GuardSettings
+    from ... import guard as g
 
     def number(name: str, default: float) -> float:
         value = run.settings.get(name)
         return float(value) if _is_number(value) else default
 
     reference = run.settings.get("min_history_reference")
-    return GuardSettings(policy=str(run.settings.get("guard", "fail")),
-                         min_sensitivity=number("min_sensitivity", DEFAULT_MIN_SENSITIVITY),
-                         max_insensitive_share=number("max_insensitive_share", DEFAULT_MAX_INSENSITIVE_SHARE),
-                         min_history_reference=float(reference) if _is_number(reference) else None,
-                         alpha=number("alpha", 0.05))
+    return g.GuardSettings(
+        policy=str(run.settings.get("guard", "fail")),
+        min_sensitivity=number("min_sensitivity", g.DEFAULT_MIN_SENSITIVITY),
+        max_insensitive_share=number("max_insensitive_share", g.DEFAULT_MAX_INSENSITIVE_SHARE),
+        max_identical_share=number("max_identical_share", g.DEFAULT_MAX_IDENTICAL_SHARE),
+        min_relative=number("min_relative", g.DEFAULT_MIN_RELATIVE),
+        max_copy_rate=number("max_copy_rate", g.DEFAULT_MAX_COPY_RATE),
+        min_history_reference=float(reference) if _is_number(reference) else None,
+        max_unsupported_rate=number("max_unsupported_rate", g.DEFAULT_MAX_UNSUPPORTED_RATE),
+        alpha=number("alpha", 0.05))
 
 
 def _sensitivity(run: RunResult, model: str, pairs: Sequence[PairResult], threshold: float
@@ -300,7 +305,8 @@ def _sensitivity(run: RunResult, model: str, pairs: Sequence[PairResult], thresh
     swaps = run.model_swaps(model)
     if not swaps or not pairs:
         return {}
-    from ...guard import by_kind, evaluate
+    from ...adversarial import ATTACK_KINDS
+    from ...guard import RELATIVE_UNGATED, by_kind, evaluate
     from ...stats import noise_floor
 
     floor = noise_floor(run.model_pairs(model, controls=True))
@@ -308,8 +314,13 @@ def _sensitivity(run: RunResult, model: str, pairs: Sequence[PairResult], thresh
     floor_value = floor.mean if floor is not None else 1.0
     per_kind = by_kind(pairs, swaps, alpha=settings.alpha, floor=floor_value)
     kinds = ordered_kinds(per_kind)
+    # R over the kinds gated at the run's threshold, as the overall item decides it.
+    overrides = run.settings.get("per_kind")
+    overrides = overrides if isinstance(overrides, Mapping) else {}
+    gated = [p for p in pairs if p.key.kind not in (*RELATIVE_UNGATED, *ATTACK_KINDS)
+             and "min_relative" not in (overrides.get(p.key.kind) or {})]
     return {"sensitivity": evaluate(pairs, swaps, combined_threshold=threshold, settings=settings,
-                                    floor=floor_value),
+                                    floor=floor_value, relative_pairs=gated),
             "delta_by_kind": {k: per_kind[k][0] for k in kinds},
             "relative_by_kind": {k: r for k in kinds if (r := per_kind[k][1]) is not None}}
 

@@ -122,7 +122,14 @@ def sensitivity_rows(summary: Summary) -> list[tuple[str, str]]:
                                        f"{100 * g.max_insensitive_share:g} %)"
                  + (f": {', '.join(g.insensitive_users[:8])}" + (" …" if len(g.insensitive_users) > 8 else "")
                     if g.insensitive_users else "")))
-    rows.append(("Same text for another user", f"{g.identical} of {g.n_cases} cases"))
+    if g.relative_gate is not None and g.min_relative is not None:
+        rows.append(("Relative robustness R, gated", f"{g.relative_gate.mean:.2f} (one-sided upper bound "
+                     f"{g.relative_gate.high:.2f}) · needs ≥ {g.min_relative:g} · {g.relative_outcome}"))
+    rows.append(("Same text for another user", f"{g.identical} of {g.n_cases} cases (lower bound "
+                                                f"{g.identical_low:.2f}, limit {g.max_identical_share:g})"))
+    if g.explained:
+        rows.append(("Copies the prompt back", f"{g.copies} of {g.explained} explanations (bounds "
+                     f"[{g.copy_low:.2f}, {g.copy_high:.2f}], limit {g.max_copy_rate:g}) · {g.copy_outcome}"))
     if g.history_reference is not None:
         rows.append(("Mentions the user's history", f"{fmt_interval(g.history_reference)} of explanations"
                      + (f" · needs ≥ {g.min_history_reference:g} · {g.grounding_outcome}"
