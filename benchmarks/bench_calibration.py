@@ -21,6 +21,7 @@ users costs or gives against the rule before it (``previous``); the sequential t
 allowance's weight against others.
 
     .venv/bin/python benchmarks/bench_calibration.py [--runs 10000] [--seed 1] [--quick] [--candidates]
+        [--undecidable]
 """
 
 from __future__ import annotations
@@ -166,6 +167,30 @@ def wide(runs: int, seed: int) -> None:
         for level in (0.1, 0.9):
             for n_users in USERS:
                 print(cell_row(Cell(level, n_users, user_sd=0.2, noise=noise), runs, rng), flush=True)
+
+
+def undecidable(runs: int, seed: int) -> None:
+    """How often the mean rule says INCONCLUSIVE because its interval straddles the threshold and spans
+    more than ``verdicts.WIDE_INTERVAL`` of the scale, by users: the rule must bite on 3-5 users and leave
+    well-powered runs (20 users and more) to the method's mean rule."""
+    from pytest_robustexplain.stats.verdicts import WIDE_INTERVAL
+
+    rng = np.random.default_rng(seed)
+    sizes = (2, 3, 5, 10, 20, 40)
+    print(f"\nmean rule, threshold 0.5: share of runs INCONCLUSIVE (interval across 0.5 and wider than "
+          f"{WIDE_INTERVAL}) · median interval width")
+    print(f"{'population':38}" + "".join(f"{f'G={g}':>15}" for g in sizes))
+    for level, sd, noise in ((0.55, 0.10, "normal"), (0.55, 0.20, "t3"), (0.65, 0.20, "t3"),
+                             (0.70, 0.10, "normal"), (0.89, 0.10, "normal")):
+        cells = []
+        for g in sizes:
+            means = user_means(Cell(level, g, user_sd=sd, noise=noise), runs, rng)
+            low, high = simulate_interval(means)
+            width = high - low
+            flagged = (low < 0.5) & (high > 0.5) & (width > WIDE_INTERVAL)
+            cells.append(f"{100 * flagged.mean():6.1f}% {np.median(width):5.2f}")
+        label = f"level {level}, user sd {sd}, {noise}"
+        print(f"{label:38}" + "".join(f"{c:>15}" for c in cells), flush=True)
 
 
 def power_cost(runs: int, seed: int) -> None:
@@ -451,14 +476,20 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--quick", action="store_true",
                         help="the skewed cell only (level 0.89, normal noise)")
+    parser.add_argument("--undecidable", action="store_true",
+                        help="only the mean rule's undecidable-interval table")
     parser.add_argument("--candidates", action="store_true",
                         help="also compare the intervals considered (t, Hall, logit, arcsine, bootstrap-t, "
                              "BCa, the previous rule, a betting guard)")
     args = parser.parse_args()
+    if args.undecidable:
+        undecidable(args.runs, args.seed)
+        return
     grid(args.runs, args.seed, args.quick)
     if not args.quick:
         sweep(args.runs, args.seed)
         wide(args.runs, args.seed)
+        undecidable(args.runs, args.seed)
         power_cost(args.runs, args.seed)
         unseen_tail(args.runs, args.seed)
     clear_case(args.runs, args.seed)

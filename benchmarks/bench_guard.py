@@ -1,15 +1,22 @@
-"""How often the guard calls a run INSENSITIVE, by how many users truly ignore the history.
+"""How often the guard's rules err, at every number of users from 3 to 100.
 
 Every number about the guard's error rates in docs/guard.md comes from this script. It draws simulated
-runs user by user — S = ρ_floor − ρ_swap (how far another user's history moves the explanation) and
-ρ_pert — from distributions shaped like measured scores (clipped to [0, 1], right-skewed, heavy-tailed;
-see ``population`` below), and applies the guard's own rule (``guard.simulate``, which the tests check
-against ``guard.evaluate``) with the default settings: min_sensitivity 0.05, max_insensitive_share 0.2,
-alpha 0.05, combined threshold 0.5.
+runs user by user from distributions shaped like measured scores (clipped to [0, 1], right-skewed,
+heavy-tailed; see ``population`` and ``relative_population``) and applies the guard's own rules
+(``guard.simulate`` and ``guard.simulate_relative``, which the tests check against ``guard.evaluate``)
+with the default settings: min_sensitivity 0.05, max_insensitive_share 0.2, max_identical_share 0.05,
+min_relative 0.5, alpha 0.05, combined threshold 0.5.
 
-A user "truly ignores the history" when their S is below min_sensitivity; the population share of such
-users is ``q``. The guard should say INSENSITIVE at most alpha of the time when q ≤ 0.2 (a false
-INSENSITIVE) and as often as possible when q is well above it (power).
+1. INSENSITIVE. A user "ignores the history" when their S is below min_sensitivity (share ``q`` of the
+   population); half of such users, or a set share, get a word-for-word identical text (S = 0; share
+   ``i``). A false INSENSITIVE is one in a population where both nulls hold: q ≤ 0.2 and i ≤ 0.05. The
+   rate must stay ≤ alpha at every G; the table also shows power where either is violated.
+2. Burden of proof. The share of runs the guard leaves INCONCLUSIVE ("no evidence that the explanations
+   depend on the user") on populations that do read the history (the price of never passing without
+   evidence), and the false PASS rate where the mean S is at or below min_sensitivity.
+3. Relative robustness. Per user S (how far another user's interactions move the explanation) and
+   Δ = r·S with a heavy-tailed per-user r, clipped so that ρ stays in [0, 1]; the true R is the population
+   ratio E[Δ]/E[S] (by Monte Carlo). A false relative FAIL is a FAIL where the true R ≥ 0.5.
 
     .venv/bin/python benchmarks/bench_guard.py [--runs 20000] [--seed 1]
 """
@@ -21,27 +28,30 @@ from collections.abc import Callable
 
 import numpy as np
 
-from pytest_robustexplain.guard import GuardSettings, simulate
+from pytest_robustexplain.guard import GuardSettings, simulate, simulate_relative
+from pytest_robustexplain.results import INCONCLUSIVE, INSENSITIVE, PASS
 
 Rng = np.random.Generator
 Draw = Callable[[Rng, tuple[int, int]], tuple[np.ndarray, np.ndarray]]
 SETTINGS = GuardSettings()
 THRESHOLD = 0.5
+SIZES = (3, 5, 8, 10, 20, 50, 100)
 
 
-def _sensitive_s(rng: Rng, shape: tuple[int, int], median: float) -> np.ndarray:
+def _sensitive_s(rng: Rng, shape: tuple[int, int], median: float, spread: float = 0.45) -> np.ndarray:
     """S of users who read the history: log-normal (right-skewed) with Student-t(3) log-noise (heavy
     tails both ways), clipped to [0, 1]. Median 0.18–0.38 matches the fake stable model and the template
-    explainer (measured 0.13–0.42 per user)."""
-    log_s = np.log(median) + 0.45 * rng.standard_t(3, size=shape)
+    explainer (measured 0.13–0.43 per user against the content-only control)."""
+    log_s = np.log(median) + spread * rng.standard_t(3, size=shape)
     return np.clip(np.exp(log_s), 0.0, 1.0)
 
 
-def _ignoring_s(rng: Rng, shape: tuple[int, int]) -> np.ndarray:
-    """S of users whose explanation ignores the history: half identical texts (S = 0, as SmolLM2's long
-    prompts and the constant explainer gave), half a few words apart (|t3| · 0.01)."""
-    words = np.abs(rng.standard_t(3, size=shape)) * 0.01
-    return np.clip(np.where(rng.random(shape) < 0.5, 0.0, words), 0.0, 1.0)
+def _ignoring_s(rng: Rng, shape: tuple[int, int], identical: float) -> np.ndarray:
+    """S of users whose explanation ignores the history: identical texts (S = 0, as the constant
+    explainers and SmolLM2's long prompts gave) with probability ``identical``, else a few words apart
+    (|t3| · 0.01)."""
+    words = np.clip(np.abs(rng.standard_t(3, size=shape)) * 0.01, 1e-4, 1.0)
+    return np.where(rng.random(shape) < identical, 0.0, words)
 
 
 def _perturbed(rng: Rng, shape: tuple[int, int], ignoring: np.ndarray) -> np.ndarray:
@@ -51,32 +61,129 @@ def _perturbed(rng: Rng, shape: tuple[int, int], ignoring: np.ndarray) -> np.nda
     return np.clip(np.where(ignoring, blind, readers), 0.0, 1.0)
 
 
-def population(q: float, median: float = 0.25) -> Draw:
-    """A share ``q`` of users ignore the history; the others read it with median S ``median``."""
+def population(q: float, median: float = 0.25, identical: float = 0.5, spread: float = 0.45) -> Draw:
+    """A share ``q`` of users ignore the history (of them a share ``identical`` word for word); the
+    others read it with median S ``median``."""
     def draw(rng: Rng, shape: tuple[int, int]) -> tuple[np.ndarray, np.ndarray]:
         ignoring = rng.random(shape) < q
-        s = np.where(ignoring, _ignoring_s(rng, shape), _sensitive_s(rng, shape, median))
+        s = np.where(ignoring, _ignoring_s(rng, shape, identical), _sensitive_s(rng, shape, median, spread))
         return s, _perturbed(rng, shape, ignoring)
     return draw
 
 
-def true_share(draw: Draw, rng: Rng) -> float:
-    """The population share of users with S below min_sensitivity (what the guard estimates)."""
+def truth(draw: Draw, rng: Rng) -> tuple[float, float, float]:
+    """(share with S < min_sensitivity, share identical, mean S) of the population."""
     s, _ = draw(rng, (1, 400_000))
-    return float((s < SETTINGS.min_sensitivity).mean())
+    return (float((s < SETTINGS.min_sensitivity).mean()), float((s == 0).mean()), float(s.mean()))
 
 
 SCENARIOS: list[tuple[str, Draw]] = [
-    ("every user read (template-like, median S 0.38)", population(0.0, 0.38)),
-    ("every user read (fake stable model, median S 0.18)", population(0.0, 0.18)),
+    ("every user reads (template-like, median S 0.35)", population(0.0, 0.35)),
+    ("every user reads (fake stable model, median S 0.18)", population(0.0, 0.18)),
     ("weak readers only (median S 0.10, heavy low tail)", population(0.0, 0.10)),
-    ("10 % of users ignored", population(0.10)),
-    ("at the limit: 20 % ignored (incl. the low tail)", population(0.185)),
-    ("25 % ignored (SmolLM2 on 8 users: 2 of 8)", population(0.25)),
-    ("35 % ignored", population(0.35)),
-    ("50 % ignored", population(0.50)),
+    ("bunched just above 0.05 (median 0.07, tight)", population(0.0, 0.07, spread=0.12)),
+    ("bunched at 0.07 + 15 % ignored, none identical", population(0.15, 0.07, 0.0, 0.12)),
+    ("bunched at 0.07 + 20 % ignored, none identical", population(0.185, 0.07, 0.0, 0.12)),
+    ("10 % ignored, half identical (i = 0.05)", population(0.10)),
+    ("at the share limit: 20 % ignored, none identical", population(0.185, identical=0.0)),
+    ("20 % ignored, half identical (i = 0.10)", population(0.185)),
+    ("35 % ignored, none identical", population(0.35, identical=0.0)),
+    ("50 % ignored, half identical", population(0.50)),
     ("every user ignored (constant or item-only)", population(1.0)),
 ]
+
+
+def insensitive_table(runs: int, rng: Rng) -> None:
+    print(f"1. P(INSENSITIVE) over {runs} simulated runs per cell (q: share with S < 0.05, i: identical)")
+    print(f"{'population':<52}{'q':>6}{'i':>6}" + "".join(f"{f'G={n}':>8}" for n in SIZES))
+    worst = 0.0
+    for label, draw in SCENARIOS:
+        q, i, _ = truth(draw, rng)
+        rates = []
+        for n in SIZES:
+            s, p = draw(rng, (runs, n))
+            rates.append(float(np.mean([o == INSENSITIVE for o in
+                                        simulate(s, p, combined_threshold=THRESHOLD, settings=SETTINGS)])))
+        if q <= SETTINGS.max_insensitive_share and i <= SETTINGS.max_identical_share:
+            worst = max(worst, *rates)
+        print(f"{label:<52}{q:>6.3f}{i:>6.3f}" + "".join(f"{100 * r:>7.1f}%" for r in rates), flush=True)
+    verdict = "OK" if worst <= SETTINGS.alpha + 0.005 else "MISSED"
+    print(f"largest false INSENSITIVE rate (q ≤ 0.2 and i ≤ 0.05), G = 3–100: {100 * worst:.1f} % — target "
+          f"≤ {100 * SETTINGS.alpha:g} % {verdict}\n")
+
+
+def evidence_table(runs: int, rng: Rng) -> None:
+    print("2. burden of proof: P(INCONCLUSIVE: no evidence of dependence) on readers; P(PASS) where the "
+          "mean S ≤ 0.05")
+    print(f"{'population':<52}{'mean S':>7}" + "".join(f"{f'G={n}':>8}" for n in SIZES))
+    worst = 0.0
+    cells = [("every user reads (template-like)", population(0.0, 0.35), INCONCLUSIVE),
+             ("every user reads (fake stable model)", population(0.0, 0.18), INCONCLUSIVE),
+             ("weak readers only (median S 0.10)", population(0.0, 0.10), INCONCLUSIVE),
+             ("mean S at 0.05 (median 0.037, wide)", population(0.0, 0.037, spread=0.6), PASS),
+             ("mean S at 0.05, a few words apart", population(0.0, 0.045, spread=0.12), PASS),
+             ("half ignored, half weak readers", population(0.5, 0.08, 0.0), PASS)]
+    for label, draw, outcome in cells:
+        _, _, mean_s = truth(draw, rng)
+        rates = []
+        for n in SIZES:
+            s, p = draw(rng, (runs, n))
+            rates.append(float(np.mean([o == outcome for o in
+                                        simulate(s, p, combined_threshold=THRESHOLD, settings=SETTINGS)])))
+        if outcome == PASS and mean_s <= SETTINGS.min_sensitivity + 1e-3:
+            worst = max(worst, *rates)
+        print(f"{label + f' → {outcome}':<52}{mean_s:>7.3f}" + "".join(f"{100 * r:>7.1f}%" for r in rates),
+              flush=True)
+    print(f"largest false PASS where mean S ≤ 0.05: {100 * worst:.1f} % — target ≤ "
+          f"{100 * SETTINGS.alpha:g} % {'OK' if worst <= SETTINGS.alpha + 0.005 else 'MISSED'}\n")
+
+
+def relative_population(center: float, noise: float = 0.25, median: float = 0.3) -> Draw:
+    """Per user S (log-normal, t3) and Δ = r·S, r = center + noise·t3, clipped so that ρ_pert ∈ [0, 1]."""
+    def draw(rng: Rng, shape: tuple[int, int]) -> tuple[np.ndarray, np.ndarray]:
+        s = np.clip(_sensitive_s(rng, shape, median), 0.02, 1.0)
+        r = center + noise * rng.standard_t(3, size=shape)
+        delta = np.clip(r * s, -(1.0 - s), s)  # ρ_pert = ρ_swap + Δ stays within [0, 1]
+        return delta, s
+    return draw
+
+
+def at_limit(noise: float, median: float, rng: Rng) -> float:
+    """Bisect the per-user centre r so that the population R = E[Δ]/E[S] is min_relative (+0.002)."""
+    low, high = 0.0, 3.0
+    for _ in range(30):
+        mid = (low + high) / 2
+        d, s = relative_population(mid, noise, median)(rng, (1, 200_000))
+        low, high = (mid, high) if d.sum() / s.sum() < SETTINGS.min_relative + 0.002 else (low, mid)
+    return high
+
+
+def relative_table(runs: int, rng: Rng) -> None:
+    print("3. P(relative FAIL: R's one-sided upper bound < 0.5)")
+    print(f"{'population':<52}{'true R':>7}" + "".join(f"{f'G={n}':>8}" for n in SIZES))
+    worst = 0.0
+    for label, center, noise in (("honest-like, R 0.70, spread 0.25", 0.70, 0.25),
+                                 ("at the limit, spread 0.25", None, 0.25),
+                                 ("at the limit, spread 0.5", None, 0.5),
+                                 ("at the limit, spread 1.0 (heavy)", None, 1.0),
+                                 ("at the limit, spread 0.5, weak readers (S 0.1)", None, 0.5),
+                                 ("reworded by hash, R 0.05", 0.05, 0.25),
+                                 ("half-way, R 0.30", 0.30, 0.25)):
+        median = 0.1 if "weak" in label else 0.3
+        if center is None:  # the per-user centre whose population R (after clipping) is the limit
+            center = at_limit(noise, median, rng)
+        draw = relative_population(center, noise, median)
+        d, s = draw(rng, (1, 400_000))
+        true_r = float(d.sum() / s.sum())
+        rates = []
+        for n in SIZES:
+            d, s = draw(rng, (runs, n))
+            rates.append(float(np.mean(simulate_relative(d, s, settings=SETTINGS))))
+        if true_r >= SETTINGS.min_relative:
+            worst = max(worst, *rates)
+        print(f"{label:<52}{true_r:>7.3f}" + "".join(f"{100 * r:>7.1f}%" for r in rates), flush=True)
+    print(f"largest false relative FAIL (true R ≥ 0.5), G = 3–100: {100 * worst:.1f} % — target ≤ "
+          f"{100 * SETTINGS.alpha:g} % {'OK' if worst <= SETTINGS.alpha + 0.005 else 'MISSED'}")
 
 
 def main() -> None:
@@ -85,26 +192,9 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=1)
     args = parser.parse_args()
     rng = np.random.default_rng(args.seed)
-    sizes = (3, 8, 20, 50)
-    print(f"P(INSENSITIVE) over {args.runs} simulated runs per cell; defaults min_sensitivity "
-          f"{SETTINGS.min_sensitivity}, max_insensitive_share {SETTINGS.max_insensitive_share}, "
-          f"alpha {SETTINGS.alpha}")
-    print(f"{'population':<52}{'true q':>8}" + "".join(f"{f'{n} users':>11}" for n in sizes))
-    worst_false = 0.0
-    for label, draw in SCENARIOS:
-        q = true_share(draw, rng)
-        cells = []
-        for n in sizes:
-            s, p = draw(rng, (args.runs, n))
-            rate = float(np.mean(simulate(s, p, combined_threshold=THRESHOLD, settings=SETTINGS)))
-            cells.append(rate)
-            if q <= SETTINGS.max_insensitive_share:
-                worst_false = max(worst_false, rate)
-        print(f"{label:<52}{q:>8.3f}" + "".join(f"{100 * c:>10.1f}%" for c in cells))
-    verdict = "OK" if worst_false <= SETTINGS.alpha + 0.005 else "MISSED"
-    print(f"\nlargest false INSENSITIVE rate (true q ≤ {SETTINGS.max_insensitive_share}): "
-          f"{100 * worst_false:.1f} % — target ≤ {100 * SETTINGS.alpha:g} % (ratio "
-          f"{worst_false / SETTINGS.alpha:.2f}) {verdict}")
+    insensitive_table(args.runs, rng)
+    evidence_table(args.runs, rng)
+    relative_table(args.runs, rng)
 
 
 if __name__ == "__main__":

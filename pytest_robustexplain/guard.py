@@ -1,39 +1,38 @@
-"""The guard: robustness relative to how much the explanation depends on the user.
+"""The guard: robustness relative to the user, and only on evidence.
 
 ρ measures stability, and an explainer that ignores the user is perfectly stable: a constant text scores
-ρ = 1 under every perturbation. So each evaluation case (user ``u``, item ``i``) also gets a *cross-user
-control* — the same item explained for a donor user ``v`` with a different history (``donors.py``) —
-scored with the same four metrics and weights: ρ_swap. From it, per case and with cluster-robust
-intervals by user:
+ρ = 1 under every perturbation. So each evaluation case (user ``u``, item ``i``) also gets a *content-only
+cross-user control* — the same item explained with a donor's interactions shown under ``u``'s identity
+(``donors.py``: ``u``'s id, length and timestamps, another user's behaviour) — scored with the same four
+metrics and weights: ρ_swap. From it, per case and with cluster-robust intervals by user:
 
-- sensitivity ``1 − ρ_swap``: how far another user's history moves the explanation;
-- discrimination ``Δ = ρ_pert − ρ_swap``: how much closer the perturbed history's explanation stays
-  than another user's (paired per case; Δ ≈ 0 means "the history does not matter");
-- relative robustness ``R = (ρ_pert − ρ_swap) / (ρ_floor − ρ_swap)``, with ρ_floor = 1 at temperature 0
-  and the measured noise floor otherwise: R ≈ 1, the perturbation moved the explanation no more than
+- sensitivity ``S = ρ_floor − ρ_swap`` (ρ_floor = 1 at temperature 0, the measured noise floor
+  otherwise): how far another user's behaviour moves the explanation;
+- discrimination ``Δ = ρ_pert − ρ_swap`` (paired per case);
+- relative robustness ``R = Δ / S``: R ≈ 1, the perturbation moved the explanation no more than
   resampling; R ≈ 0, as far as another user's history.
 
-The verdict is decided on users, not only on the mean (a mean Δ of 0.2 can hide users whose explanation
-is the same whatever their history). A user is *insensitive* when their sensitivity above the noise floor,
-``S = ρ_floor − ρ_swap``, is below ``min_sensitivity`` while their ρ_pert meets the combined threshold (a
-small Δ from unstable output is already a FAIL). The slice is INSENSITIVE when
+The decisions, each one-sided at ``alpha`` (:func:`evaluate`):
 
-1. the share of insensitive users is confidently above ``max_insensitive_share`` — a one-sided exact
-   (Clopper–Pearson) lower bound at level ``alpha`` above it, so a model whose true share is at the limit
-   is flagged at most ``alpha`` of the time; or
-2. the run-level S is confidently below ``min_sensitivity`` (its one-sided upper bound), which catches
-   small runs where a share cannot be pinned down.
+1. INSENSITIVE when the share of users with ``S_u < min_sensitivity`` (and ρ_pert meeting the gate) is
+   confidently above ``max_insensitive_share``, or the share of cases whose explanation is word for word
+   the control's is confidently above ``max_identical_share`` — exact Clopper–Pearson bounds, so the false
+   INSENSITIVE rate stays at or below alpha whatever the number of users;
+2. otherwise PASS only when S is confidently above ``min_sensitivity``; without that evidence the guard is
+   INCONCLUSIVE (a run that shows neither dependence nor its absence is undecided, never a PASS);
+3. ``relative_outcome`` FAIL when R's upper bound is below the slice's ``min_relative``;
+4. ``copy_outcome`` FAIL when the share of explanations copying their prompt back is confidently above
+   ``max_copy_rate`` (``copying.py``);
+5. ``grounding_outcome`` FAIL when history references are confidently below ``min_history_reference`` or
+   unsupported mentions confidently above ``max_unsupported_rate`` (``grounding.py``).
 
 Why S and not Δ per user: for an explainer that ignores the history the perturbed explanation sits at the
-noise floor (ρ_pert = ρ_floor), so S = Δ exactly. For one that reads the history they differ, and Δ
-depends on the perturbation kind: category drift at high severity *is* a change of taste, and moves a
-history-aware explanation about as far as another user's history does (on the fake server's stable
-model, 4 users: Δ 0.036 under drift, 0.08–0.14 under the other kinds, ρ_swap 0.83). A rule on Δ would
-call that explainer INSENSITIVE on its drift item. S depends only on the cases, so every item of a test
-(each kind and ``overall``) gets the same guard finding; Δ and R stay in the reports per kind.
+noise floor (ρ_pert = ρ_floor), so S = Δ exactly; for one that reads it Δ depends on the kind (category drift
+*is* a change of taste). S depends only on the cases, so every item of a test gets the same finding; R is
+gated per kind, with drift left ungated by default (``RELATIVE_UNGATED``).
 
-Why the defaults (``min_sensitivity`` 0.05, ``max_insensitive_share`` 0.2): see ``docs/guard.md``; the
-error rates they give are reproduced by ``benchmarks/bench_guard.py``.
+Why the defaults: see ``docs/guard.md``; the error rates they give at 3–100 users are reproduced by
+``benchmarks/bench_guard.py``.
 """
 
 from __future__ import annotations
@@ -451,3 +450,26 @@ def simulate(sensitivity: Sequence[Sequence[float]], perturbed: Sequence[Sequenc
     unshown = low <= settings.min_sensitivity
     return [INSENSITIVE if i else INCONCLUSIVE if u else PASS
             for i, u in zip(insensitive, unshown, strict=True)]
+
+
+def simulate_relative(delta: Sequence[Sequence[float]], sensitivity: Sequence[Sequence[float]], *,
+                      settings: GuardSettings) -> list[bool]:
+    """The relative-robustness FAIL of :func:`evaluate` for many simulated runs at once: row ``r`` holds
+    one run's per-user Δ = ρ_pert − ρ_swap and S = ρ_floor − ρ_swap (one case per user). True where R's
+    one-sided (1 − alpha) upper bound is below ``settings.min_relative`` (tests check it against
+    :func:`evaluate`)."""
+    import numpy as np
+    from scipy import stats as sps
+
+    d = np.asarray(delta, dtype=float)
+    s = np.asarray(sensitivity, dtype=float)
+    _, g = d.shape
+    if g < 2 or settings.min_relative is None:
+        return [False] * len(d)
+    total = s.sum(axis=1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratio = d.sum(axis=1) / total
+        z = d - ratio[:, None] * s
+        se = np.sqrt(g / (g - 1) * (z * z).sum(axis=1)) / total
+    high = ratio + float(sps.t.ppf(1 - settings.alpha, g - 1)) * se
+    return [bool(v) for v in (total > 1e-12) & (high < settings.min_relative)]

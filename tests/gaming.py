@@ -91,6 +91,8 @@ def hedging(categories: Sequence[str], *, ordered: bool) -> Explain:
         names = sorted(categories, key=lambda c: (-counts[c], c)) if ordered else list(categories)
         return (f"{item.title} suits someone who enjoys {', '.join(names)}: it brings together the best "
                 "of all of them.")
+    # A model name of its own (the callable backend names a model by the function's qualname).
+    explain.__qualname__ = f"hedging_{'ordered' if ordered else 'plain'}"
     return explain
 
 

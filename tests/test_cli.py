@@ -32,12 +32,14 @@ REPO = Path(__file__).resolve().parent.parent
 SAMPLES = Path(__file__).resolve().parent / "data_samples"
 MODELS = ("fake-a:7b", "fake-b:14b")
 # Two kinds keep the reports cheap (the kind-difference tests of three or more kinds take ~0.5 s a model).
-# Two users cannot show that the explanations depend on the user (the guard says INCONCLUSIVE under its
-# default "fail"); these tests are about the command line, so the guard only warns. Its verdicts are tested
-# in test_guard_e2e.py.
-SMALL = ("--users", "2", "--perturbations", "noise,drift", "--severities", "1,5", "--progress", "off",
-         "--guard", "warn")
-SMALL_PAIRS = 2 * 2 * 2
+# Five users: with two, every interval spans the scale and the verdict is INCONCLUSIVE. So few users still
+# cannot always show that the explanations depend on the user (INCONCLUSIVE under the guard's default
+# "fail"); these tests are about the command line, so the guard only warns. Its verdicts are tested in
+# test_guard_e2e.py.
+SMALL_USERS = 5
+SMALL = ("--users", str(SMALL_USERS), "--perturbations", "noise,drift", "--severities", "1,5", "--progress",
+         "off", "--guard", "warn")
+SMALL_PAIRS = SMALL_USERS * 2 * 2
 ISOLATED_ENV = ("OLLAMA_HOST", "GITHUB_ACTIONS", "GITHUB_STEP_SUMMARY")
 
 
@@ -124,8 +126,8 @@ def test_template_run_passes_and_records_the_overall_gate(capsys: pytest.Capture
         (f"{cli.NODEID}[{kind}]", kind, "template") for kind in kinds]
     assert {g.thresholds["combined"] for g in report.gates} == {0.5}
     assert len(report.model_pairs("template")) == SMALL_PAIRS
-    assert len(report.model_swaps("template")) == 2  # one cross-user control per user (the guard)
-    assert report.settings["users"] == 2 and report.settings["sources"]["users"] == "--users"
+    assert len(report.model_swaps("template")) == SMALL_USERS  # one cross-user control per user (the guard)
+    assert report.settings["users"] == SMALL_USERS and report.settings["sources"]["users"] == "--users"
     assert "partial" not in report.settings
     assert (tmp_path / "r.md").read_text(encoding="utf-8").startswith("## robustexplain")
 
@@ -178,7 +180,7 @@ def test_two_models_against_the_fake_server(server: FakeOllamaServer, capsys: py
                                                 for k in ("noise_injection", "category_drift", OVERALL)}
     assert {m["name"] for m in report.models} == set(MODELS)
     # Per model: the pairs, 2 originals and 2 cross-user controls (one per user).
-    assert explanation_calls(server) == 2 * (SMALL_PAIRS + 2 + 2)
+    assert explanation_calls(server) == 2 * (SMALL_PAIRS + SMALL_USERS + SMALL_USERS)
     assert report.calls["made"] == explanation_calls(server)
     assert (tmp_path / "cache").is_dir()
 
@@ -218,7 +220,7 @@ def test_protocol_overrides_environment_and_yaml_but_not_the_command_line(
     assert settings.sources["users"] == "--protocol paper"
     assert extra == {"protocol": "paper", "protocol_departures": {"severities": [1, 5]}}
     code = fake_run(server, "--protocol", "paper", "--users", "2", "--severities", "1", "--progress", "off",
-                    "--json", "p.json", "-q", "--guard", "warn")
+                    "--json", "p.json", "-q", "--guard", "warn", "--inconclusive", "warn")
     assert code == 0
     assert "departing from the paper protocol on the command line: users=2, severities=1" in (
         capsys.readouterr().err)
@@ -324,7 +326,7 @@ def test_interrupt_writes_a_partial_report_and_the_rerun_resumes(
         capsys: pytest.CaptureFixture[str]) -> None:
     """Ctrl-C once 6 pairs are scored: the partial report keeps them, the rerun asks only for the rest."""
     argv = ("--users", "1", "--perturbations", "noise,drift", "--concurrency", "2", "--json", "r.json",
-            "--guard", "warn")
+            "--guard", "warn", "--inconclusive", "warn")  # one user decides nothing: the resume is the point
     server.script(["ok"] * 8)  # the warm-up, the original and six perturbed explanations are answered...
     server.hang_next(20, seconds=30)  # ...every later request hangs: no seventh pair can finish
     armed = [True]

@@ -346,3 +346,25 @@ def test_the_vectorised_rule_is_the_rule_evaluate_applies() -> None:
             slow = guard.evaluate(pairs, swaps, combined_threshold=0.5, settings=settings)
             assert slow.outcome == fast[row], (n, row, s[row], p[row])
         assert {INSENSITIVE, PASS} <= set(fast) or n < 3  # both ways, not one outcome throughout
+
+
+def test_the_vectorised_relative_rule_is_the_rule_evaluate_applies() -> None:
+    """bench_guard.py measures false relative FAILs with ``guard.simulate_relative``."""
+    import numpy as np
+
+    rng = np.random.default_rng(5)
+    settings = guard.GuardSettings()
+    seen = set()
+    for n in (2, 3, 8, 20):
+        s = np.clip(rng.lognormal(np.log(0.3), 0.5, (30, n)), 0.02, 1.0)
+        d = np.clip(rng.choice([0.05, 0.5, 0.8], (30, 1)) * s + rng.normal(0, 0.05, (30, n)), -(1 - s), s)
+        fast = guard.simulate_relative(d, s, settings=settings)
+        for row in range(30):
+            users = [f"u{i:02d}" for i in range(n)]
+            # ρ_swap = 1 − S and ρ_pert = ρ_swap + Δ, one case per user, at temperature 0.
+            pairs = [_pair(u, float(1 - s[row, i] + d[row, i])) for i, u in enumerate(users)]
+            swaps = [_swap(u, float(1 - s[row, i])) for i, u in enumerate(users)]
+            slow = guard.evaluate(pairs, swaps, combined_threshold=0.5, settings=settings)
+            assert (slow.relative_outcome == FAIL) == fast[row], (n, row)
+            seen.add(fast[row])
+    assert seen == {True, False}

@@ -426,7 +426,7 @@ def test_a_report_that_cannot_be_written_is_its_own_error_not_a_traceback(
     (pytester.path / "adir").mkdir()
     monkeypatch.setenv("GITHUB_ACTIONS", "true")
     monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(pytester.path / "adir"))
-    pytester.makepyfile(MARKED.replace(", min_combined=0.95", ""))
+    pytester.makepyfile(MARKED.replace(", min_combined=0.95", ", inconclusive=\"warn\""))  # 3 users
     result = pytester.runpytest("--robustexplain-backend=template", "--robustexplain-json=afile/r.json",
                                 "--robustexplain-html=r.html")
     result.assert_outcomes(passed=3)  # the gate's verdicts stand...
@@ -437,7 +437,7 @@ def test_a_report_that_cannot_be_written_is_its_own_error_not_a_traceback(
     assert "Traceback" not in result.stdout.str() and (pytester.path / "r.html").is_file()
 
     monkeypatch.chdir(pytester.path)
-    code = cli.main(["run", "--backend", "template", "--users", "2", "--severities", "1", "--progress", "off",
+    code = cli.main(["run", "--backend", "template", "--users", "5", "--severities", "1", "--progress", "off",
                      "-q", "--json", "afile/r.json"])
     captured = capsys.readouterr()
     assert code == cli.EXIT_USAGE and "PASS — 1 of 1 model passed the gate" in captured.out
@@ -486,7 +486,7 @@ def test_a_full_disk_or_a_directory_in_the_way_only_skips_caching(
         raise OSError(errno.ENOSPC, "No space left on device")
 
     monkeypatch.setattr(cache_module, "_write_atomic", full)
-    pytester.makepyfile(MARKED.replace(", min_combined=0.95", ""))
+    pytester.makepyfile(MARKED.replace(", min_combined=0.95", ", inconclusive=\"warn\""))  # 3 users
     result = pytester.runpytest("-p", "no:randomly", "--robustexplain-model=fake-model",
                                 f"--robustexplain-host={server.url}", "--robustexplain-cache-dir=c", "-W",
                                 "always::pytest_robustexplain.errors.RobustExplainWarning")

@@ -429,7 +429,7 @@ def test_baseline_without_pairs_for_a_new_kind_says_so(pytester: pytest.Pytester
     pytester.makepyfile("""
         import pytest
 
-        @pytest.mark.robustness(perturbations=["noise"], severities=[1], users=3, min_combined=0.0)
+        @pytest.mark.robustness(perturbations=["noise"], severities=[1], users=5, min_combined=0.0)
         def test_gate(robustness):
             pass
     """)
@@ -438,7 +438,7 @@ def test_baseline_without_pairs_for_a_new_kind_says_so(pytester: pytest.Pytester
     pytester.makepyfile("""
         import pytest
 
-        @pytest.mark.robustness(perturbations=["drift"], severities=[1], users=3, min_combined=0.0)
+        @pytest.mark.robustness(perturbations=["drift"], severities=[1], users=5, min_combined=0.0)
         def test_gate(robustness):
             pass
     """)

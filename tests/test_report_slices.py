@@ -17,7 +17,7 @@ import pytest
 def test_strict(robustness):
     pass
 
-@pytest.mark.robustness(users=3, severities=[1, 4])
+@pytest.mark.robustness(users=5, severities=[1, 4])
 def test_default(robustness):
     pass
 """
@@ -51,7 +51,7 @@ def explainer():
     pytester.makepyfile(test_a="""
 import pytest
 
-@pytest.mark.robustness(users=2, severities=[1], perturbations=["noise"], guard="off")
+@pytest.mark.robustness(users=5, severities=[1], perturbations=["noise"], guard="off")
 def test_agent(robustness):
     pass
 """)

@@ -32,7 +32,9 @@ Top level (object):
   - ``key`` — ``model``, ``user_id``, ``item_id``, ``kind`` (perturbation kind, ``"control"`` for a
     noise-floor pair: the same history explained again with another sample seed; ``"swap"`` for a
     cross-user control: ``original`` is the explanation for the user, ``perturbed`` the one for the donor
-    user named in ``changes.donor``, whose ``changes.grounding`` lists what the user's explanation
+    user's interactions (``changes.donor``) under the user's identity (``changes.control_length``
+    interactions; ``changes.copied``: the share of the original copied from its prompt), whose
+    ``changes.grounding`` (``hedging`` and ``listed`` flags too) lists what the user's explanation
     mentions: ``history``, ``item`` and ``unsupported`` terms), ``severity`` (1–5, 0 for controls),
     ``repeat`` (integer).
   - ``semantic``, ``keyword``, ``structural``, ``length`` — the four similarity scores; ``combined`` — ρ.
@@ -53,7 +55,11 @@ Top level (object):
   ``identical``, ``n_users``, ``insensitive_users``, ``share_low``, ``min_sensitivity``,
   ``max_insensitive_share``, ``message``, ``example`` (``user_id``, ``donor_id``, ``item_id``,
   ``user_text``, ``donor_text``, ``combined``) or null, ``history_reference`` / ``unsupported``
-  (intervals of the grounding rates, or null), ``min_history_reference``, ``grounding_outcome``),
+  (intervals of the grounding rates, or null), ``min_history_reference``, ``max_unsupported_rate``,
+  ``grounding_outcome``, ``identical_low``, ``max_identical_share``, ``sensitivity_low`` (one-sided lower
+  bound of S), ``users_needed``, ``relative_gate`` (R over the gated kinds, a 1 − 2·alpha interval whose
+  upper end is the one-sided bound the gate reads, or null), ``min_relative``, ``relative_outcome``,
+  ``copies``, ``explained``, ``copy_low``, ``copy_high``, ``max_copy_rate``, ``copy_outcome``),
   ``attacks`` (list, one per opt-in adversarial kind the slice ran: ``kind`` ``prompt_injection`` or
   ``shilling``, ``successes``, ``n``, ``low``/``high`` (exact interval of the success rate), ``limit``,
   ``outcome``, ``by_family`` and ``by_severity`` (name → [successes, pairs]), ``examples``),
