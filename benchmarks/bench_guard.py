@@ -93,17 +93,23 @@ SCENARIOS: list[tuple[str, Draw]] = [
 ]
 
 
+def outcome_rates(draw: Draw, outcome: str, runs: int, rng: Rng) -> list[float]:
+    """The share of ``runs`` simulated runs the guard decides as ``outcome``, at each of SIZES users."""
+    rates = []
+    for n in SIZES:
+        s, p = draw(rng, (runs, n))
+        decided = simulate(s, p, combined_threshold=THRESHOLD, settings=SETTINGS)
+        rates.append(float(np.mean([o == outcome for o in decided])))
+    return rates
+
+
 def insensitive_table(runs: int, rng: Rng) -> None:
     print(f"1. P(INSENSITIVE) over {runs} simulated runs per cell (q: share with S < 0.05, i: identical)")
     print(f"{'population':<52}{'q':>6}{'i':>6}" + "".join(f"{f'G={n}':>8}" for n in SIZES))
     worst = 0.0
     for label, draw in SCENARIOS:
         q, i, _ = truth(draw, rng)
-        rates = []
-        for n in SIZES:
-            s, p = draw(rng, (runs, n))
-            rates.append(float(np.mean([o == INSENSITIVE for o in
-                                        simulate(s, p, combined_threshold=THRESHOLD, settings=SETTINGS)])))
+        rates = outcome_rates(draw, INSENSITIVE, runs, rng)
         if q <= SETTINGS.max_insensitive_share and i <= SETTINGS.max_identical_share:
             worst = max(worst, *rates)
         print(f"{label:<52}{q:>6.3f}{i:>6.3f}" + "".join(f"{100 * r:>7.1f}%" for r in rates), flush=True)
@@ -125,11 +131,7 @@ def evidence_table(runs: int, rng: Rng) -> None:
              ("half ignored, half weak readers", population(0.5, 0.08, 0.0), PASS)]
     for label, draw, outcome in cells:
         _, _, mean_s = truth(draw, rng)
-        rates = []
-        for n in SIZES:
-            s, p = draw(rng, (runs, n))
-            rates.append(float(np.mean([o == outcome for o in
-                                        simulate(s, p, combined_threshold=THRESHOLD, settings=SETTINGS)])))
+        rates = outcome_rates(draw, outcome, runs, rng)
         if outcome == PASS and mean_s <= SETTINGS.min_sensitivity + 1e-3:
             worst = max(worst, *rates)
         print(f"{label + f' → {outcome}':<52}{mean_s:>7.3f}" + "".join(f"{100 * r:>7.1f}%" for r in rates),
