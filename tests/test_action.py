@@ -43,6 +43,24 @@ def test_the_comment_shows_baseline_change_and_delta() -> None:
     assert "<script>" not in body and "](" not in body and "https://evil" not in body
 
 
+def test_an_undecided_run_is_not_announced_as_a_pass() -> None:
+    body = render_pr_comment(_run(0.62, "INCONCLUSIVE", "INCONCLUSIVE (mean rule): the evidence cannot tell."))
+    assert "Robustness of recommendation explanations: **INCONCLUSIVE**" in body
+
+
+def test_the_comment_shows_relative_robustness_when_the_run_has_controls() -> None:
+    run = _run(0.8, PASS)
+    swaps = [PairResult(PairKey("m", f"u{u}", "i", "swap", 0, 0), *([0.4 + 0.05 * u] * 5), f"text {u}",
+                        "other", changes={"donor": "d", "grounding": {"history": ["x"], "item": [],
+                                                                      "unsupported": []}})
+             for u in range(4)]
+    from dataclasses import replace
+
+    body = render_pr_comment(replace(run, pairs=[*run.pairs, *swaps]))
+    row = next(line for line in body.splitlines() if line.startswith("| Relative robustness R"))
+    assert "| — |" in row and "0." in row  # no baseline yet; this change's R with its interval
+
+
 def test_without_a_baseline_the_comment_says_so(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                 capsys: pytest.CaptureFixture[str]) -> None:
     monkeypatch.chdir(tmp_path)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ..results import FAIL, INSENSITIVE, PASS, GateResult, Interval, RunResult
+from ..results import FAIL, INCONCLUSIVE, INSENSITIVE, PASS, GateResult, Interval, RunResult
 from ..sanitize import markdown_inert
 from .summary import Summary, fmt_interval, model_names, model_outcome, summarize
 
@@ -41,6 +41,11 @@ def _rows(now: Summary, before: Summary | None) -> list[list[str]]:
                      fmt_interval(g.sensitivity), _delta(g.sensitivity, b.sensitivity if b else None)])
         rows.append(["Insensitive users", f"{len(b.insensitive_users)} of {b.n_users}" if b else "—",
                      f"{len(g.insensitive_users)} of {g.n_users}", "—"])
+        if g.relative_gate is not None:
+            old_r = b.relative_gate if b else None
+            rows.append(["Relative robustness R (gated kinds; 0: as far as another user's)",
+                         fmt_interval(old_r) if old_r else "—", fmt_interval(g.relative_gate),
+                         _delta(g.relative_gate, old_r)])
     for attack in now.attacks:
         was = next((a for a in before.attacks if a.kind == attack.kind), None) if before else None
         rows.append([f"{attack.kind} succeeded", f"{was.successes} of {was.n}" if was else "—",
@@ -63,7 +68,7 @@ def render_pr_comment(run: RunResult, baseline: RunResult | None = None) -> str:
     items that did not pass with their first reason."""
     names = model_names(run)
     outcomes = [model_outcome(run, n) for n in names]
-    status = FAIL if FAIL in outcomes else INSENSITIVE if INSENSITIVE in outcomes else PASS
+    status = next((o for o in (FAIL, INSENSITIVE, INCONCLUSIVE) if o in outcomes), PASS)
     base_names = model_names(baseline) if baseline is not None else []
     title = f"### Robustness of recommendation explanations: **{status}**"
     lines = [MARKER, title, ""]
