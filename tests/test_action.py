@@ -44,7 +44,8 @@ def test_the_comment_shows_baseline_change_and_delta() -> None:
 
 
 def test_an_undecided_run_is_not_announced_as_a_pass() -> None:
-    body = render_pr_comment(_run(0.62, "INCONCLUSIVE", "INCONCLUSIVE (mean rule): the evidence cannot tell."))
+    undecided = _run(0.62, "INCONCLUSIVE", "INCONCLUSIVE (mean rule): the evidence cannot tell.")
+    body = render_pr_comment(undecided)
     assert "Robustness of recommendation explanations: **INCONCLUSIVE**" in body
 
 
