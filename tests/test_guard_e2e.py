@@ -190,6 +190,11 @@ def test_the_grounding_gate_fails_explanations_that_never_mention_the_history(
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(["*Grounding FAIL: 0 % of explanations refer to something from the user's "
                                  "history*confidently outside the limits (history references needed ≥ 0.5*"])
+    # guard="off": the controls ran for the grounding gate alone; the item-only texts' other findings
+    # (INSENSITIVE, no relative robustness) are neither enforced nor warned about.
+    out = result.stdout.str()
+    assert "robustness gate FAIL for noise_injection" in out and "INSENSITIVE:" not in out
+    assert "Guard warning" not in out
 
 
 # ------------------------------------------------------------------------------- calls, cache, xdist

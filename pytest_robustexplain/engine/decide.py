@@ -69,7 +69,8 @@ def with_guard(verdict: Verdict, gate: GateSettings, sliced: SliceResult, kind: 
       on the user makes a passing gate INCONCLUSIVE (the ``inconclusive`` policy decides);
     - relative robustness R confidently below the kind's ``min_relative`` fails the gate;
     - explanations that copy their prompt back more often than ``max_copy_rate`` fail it;
-    - the grounding gate, when set, fails a gate whose explanations do not mention the history enough.
+    - the grounding gate fails a gate whose explanations refer to the history too rarely, or name things
+      from neither the history nor the item too often.
     """
     from dataclasses import replace
 
@@ -96,10 +97,12 @@ def with_guard(verdict: Verdict, gate: GateSettings, sliced: SliceResult, kind: 
     outcome, notes = verdict.outcome, []
     explicit = gate.sources.get("min_history_reference", "default") != "default"
     for label, text in _findings(found, attack=kind in ATTACK_KINDS):
-        # guard "warn" turns every control-based finding into a warning; a grounding gate set explicitly
-        # is enforced whatever the guard policy (it is what the user asked the controls for).
+        # guard "warn" turns every control-based finding into a warning, "off" (controls planned only for
+        # an explicit grounding gate) says nothing of the others; that explicit grounding gate is enforced
+        # whatever the guard policy: it is what the user asked the controls for.
         if gate.guard != "fail" and not (label == "Grounding FAIL" and explicit):
-            notes.append(f"Guard warning: {text}")
+            if gate.guard == "warn":
+                notes.append(f"Guard warning: {text}")
             continue
         notes.append(f"{label}: {text}")
         if label == INSENSITIVE:
