@@ -168,8 +168,12 @@ def guard_line(summary: Summary) -> str:
     if g is None:
         return f"{summary.model}: no cross-user controls (guard off or an older report)"
     relative = f" · R {_fmt_relative(g.relative)}" if g.relative is not None else ""
-    grounding = (f" · mentions the history {100 * g.history_reference.mean:.0f} %"
+    if g.relative_gate is not None and g.min_relative is not None:
+        relative += (f" · R gated {g.relative_gate.mean:.2f} (upper {g.relative_gate.high:.2f}, needs ≥ "
+                     f"{g.min_relative:g}: {g.relative_outcome})")
+    grounding = (f" · refers to the history {100 * g.history_reference.mean:.0f} %"
                  if g.history_reference is not None else "")
+    grounding += f" · copies {g.copies} of {g.explained}" if g.explained else ""
     return (f"{summary.model}: ρ_swap {fmt_interval(g.swap)} · S {fmt_interval(g.sensitivity)} · Δ "
             f"{fmt_interval(g.delta)}{relative} · insensitive users {len(g.insensitive_users)} of {g.n_users}"
             f" · identical {g.identical} of {g.n_cases}{grounding} · {g.outcome}")
