@@ -258,14 +258,7 @@ def evaluate(pairs: Sequence[PairResult], swaps: Sequence[PairResult], *, combin
     identical = sum(same_text(c.swap.original, c.swap.perturbed) for c in cases)
     identical_low = share_lower_bound(identical, len(cases), alpha)
     sens_low = _interval(sensitivity, users, 2 * alpha, bounds=(-1.0, 1.0)).low if cases else None
-    if not cases:
-        outcome = INCONCLUSIVE
-    elif share_low > settings.max_insensitive_share or identical_low > settings.max_identical_share:
-        outcome = INSENSITIVE
-    elif sens_low is None or sens_low <= settings.min_sensitivity:
-        outcome = INCONCLUSIVE  # no evidence that the explanations depend on the user: never a PASS
-    else:
-        outcome = PASS
+    outcome = _outcome(bool(cases), share_low, identical_low, sens_low, settings)
     relative_gate, relative_outcome = _relative_gate(relative_pairs if relative_pairs is not None else pairs,
                                                      swaps, floor, settings)
     copies, explained, copy_low, copy_high = _copy_rate(swaps, alpha)
@@ -291,6 +284,18 @@ def evaluate(pairs: Sequence[PairResult], swaps: Sequence[PairResult], *, combin
         max_copy_rate=settings.max_copy_rate,
         copy_outcome=None if not explained else FAIL if copy_low > settings.max_copy_rate else PASS)
     return _with_message(result, n_swaps=len(swaps))
+
+
+def _outcome(measured: bool, share_low: float, identical_low: float, sens_low: float | None,
+             settings: GuardSettings) -> str:
+    """INSENSITIVE on either exact share rule; else PASS only with S confidently above min_sensitivity."""
+    if not measured:
+        return INCONCLUSIVE
+    if share_low > settings.max_insensitive_share or identical_low > settings.max_identical_share:
+        return INSENSITIVE
+    if sens_low is None or sens_low <= settings.min_sensitivity:
+        return INCONCLUSIVE  # no evidence that the explanations depend on the user: never a PASS
+    return PASS
 
 
 def _relative_gate(pairs: Sequence[PairResult], swaps: Sequence[PairResult], floor: float,

@@ -77,7 +77,6 @@ def with_guard(verdict: Verdict, gate: GateSettings, sliced: SliceResult, kind: 
     from .. import guard as guard_mod
     from .. import stats
     from ..adversarial import ATTACK_KINDS
-    from ..results import FAIL, INCONCLUSIVE, INSENSITIVE, PASS
     from ..sweep import reweighted
 
     settings = guard_mod.GuardSettings(
@@ -94,9 +93,20 @@ def with_guard(verdict: Verdict, gate: GateSettings, sliced: SliceResult, kind: 
     found = guard_mod.evaluate(sliced.pairs, swaps, combined_threshold=gate.combined_threshold(kind),
                                settings=settings, floor=floor.mean if floor is not None else 1.0,
                                relative_pairs=gated)
-    outcome, notes = verdict.outcome, []
+    outcome, notes = _apply(verdict.outcome, _findings(found, attack=kind in ATTACK_KINDS), gate)
+    # The stability verdict stays readable after the guard's finding, labelled so that a failing gate
+    # never reads "PASS" at the start of its reason.
+    message = " ".join([*notes, f"Stability alone: {verdict.message}"]) if notes else verdict.message
+    return replace(verdict, outcome=outcome, message=message, guard=found)
+
+
+def _apply(outcome: str, findings: list[tuple[str, str]], gate: GateSettings) -> tuple[str, list[str]]:
+    """The verdict's outcome after the guard's findings, and the notes that say them."""
+    from ..results import FAIL, INCONCLUSIVE, INSENSITIVE, PASS
+
+    notes: list[str] = []
     explicit = gate.sources.get("min_history_reference", "default") != "default"
-    for label, text in _findings(found, attack=kind in ATTACK_KINDS):
+    for label, text in findings:
         # guard "warn" turns every control-based finding into a warning, "off" (controls planned only for
         # an explicit grounding gate) says nothing of the others; that explicit grounding gate is enforced
         # whatever the guard policy: it is what the user asked the controls for.
@@ -111,10 +121,7 @@ def with_guard(verdict: Verdict, gate: GateSettings, sliced: SliceResult, kind: 
             outcome = INCONCLUSIVE if outcome == PASS else outcome
         else:
             outcome = outcome if outcome == INSENSITIVE else FAIL
-    # The stability verdict stays readable after the guard's finding, labelled so that a failing gate
-    # never reads "PASS" at the start of its reason.
-    message = " ".join([*notes, f"Stability alone: {verdict.message}"]) if notes else verdict.message
-    return replace(verdict, outcome=outcome, message=message, guard=found)
+    return outcome, notes
 
 
 def _findings(found: GuardResult, *, attack: bool) -> list[tuple[str, str]]:
