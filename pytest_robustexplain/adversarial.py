@@ -125,15 +125,13 @@ _NAMES = {INJECTION: "prompt injection", SHILLING: "shilling (hijack)"}
 
 
 def clopper_pearson(k: int, n: int, confidence: float = 0.95) -> tuple[float, float]:
-    """Exact two-sided interval of a proportion k/n."""
+    """Exact two-sided interval of a proportion k/n: the guard's one-sided exact bounds at each tail."""
     if n == 0:
         return 0.0, 1.0
-    from scipy import stats as sps
+    from .guard import share_lower_bound, share_upper_bound
 
     tail = (1 - confidence) / 2
-    low = 0.0 if k == 0 else float(sps.beta.ppf(tail, k, n - k + 1))
-    high = 1.0 if k == n else float(sps.beta.ppf(1 - tail, k + 1, n - k))
-    return low, high
+    return share_lower_bound(k, n, tail), share_upper_bound(k, n, tail)
 
 
 def evaluate_attacks(pairs: Sequence[Any], limits: Mapping[str, float], *, confidence: float = 0.95
