@@ -24,7 +24,7 @@ LAYER = {part: level for level, parts in enumerate(LAYERS) for part in parts}
 # Packages split along their section banners, their modules bottom to top: each imports only the modules
 # listed before it, and the package face (``__init__``) only hands names on.
 INNER: dict[str, tuple[str, ...]] = {
-    "settings": ("parsers", "table", "record", "checks", "layers", "marker"),
+    "settings": ("parsers", "table", "record", "checks", "layers", "pytest_files", "marker"),
     "cli": ("common", "run", "report", "compare", "dataset", "parser", "entry"),
     "report/summary": ("gates", "compute", "findings"),
     "report/html": ("common", "charts", "pairs", "page", "document"),

@@ -11,14 +11,14 @@ import shlex
 import shutil
 import sys
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 from ..errors import ConfigError
 from ..results import INSENSITIVE, PASS, GateResult
-from ..settings import OPTIONS, Settings
+from ..settings import OPTIONS, Settings, ignored_settings
 from .common import (
     EXIT_BACKEND,
     EXIT_GATE_FAILED,
@@ -49,20 +49,22 @@ def resolve_run_settings(args: argparse.Namespace, *, env: Mapping[str, str] | N
                          cwd: Path | None = None) -> tuple[Settings, dict[str, Any]]:
     """The run's Settings (shared resolution and validation) and what to record beside them
     (``protocol`` and the options that depart from it)."""
-    from ..settings import resolve_settings
+    from ..settings import settings_from_project
 
     here = Path(os.path.abspath(cwd or Path.cwd()))
     cli = {spec.dest: getattr(args, spec.dest, None) for spec in OPTIONS if spec.name in RUN_OPTIONS}
-    settings = resolve_settings(cli=cli, env=os.environ if env is None else env, ini={}, yaml_path=None,
-                                rootdir=here, invocation_dir=here)
-    # Sources and messages should name the command's flags (--users), not the plugin's.
-    settings = replace(settings, sources={k: _cli_names(v) for k, v in settings.sources.items()})
+    # The same layers as pytest (its ini file, addopts, rootdir), so both doors gate the same settings.
+    settings = settings_from_project(cli=cli, env=os.environ if env is None else env, invocation_dir=here)
+    # Sources should name the command's flags (--users) for what was given to the command.
+    given = {spec.field for spec in OPTIONS if cli.get(spec.dest) is not None}
+    settings = replace(settings, sources={k: _cli_names(v) if k in given else v
+                                          for k, v in settings.sources.items()})
     if settings.backend not in RUN_BACKENDS:
         raise ConfigError(f"{_where(settings, 'backend')}: the {settings.backend!r} backend needs a pytest "
                           f"conftest; the command supports {', '.join(RUN_BACKENDS)}")
     extra: dict[str, Any] = {}
     if args.protocol:
-        settings, extra = _apply_protocol(settings, PROTOCOLS[args.protocol])
+        settings, extra = _apply_protocol(settings, PROTOCOLS[args.protocol], given)
     return settings, extra
 
 
@@ -71,13 +73,14 @@ def _where(settings: Settings, name: str) -> str:
     return f"{source}={getattr(settings, name)}" if source.startswith("--") else f"{name} ({source})"
 
 
-def _apply_protocol(settings: Settings, protocol: Protocol) -> tuple[Settings, dict[str, Any]]:
-    """The protocol's values over everything but the options given on the command line."""
+def _apply_protocol(settings: Settings, protocol: Protocol, given: Collection[str]
+                    ) -> tuple[Settings, dict[str, Any]]:
+    """The protocol's values over everything but the options given on the command line (``given``)."""
     values: dict[str, Any] = {}
     sources = dict(settings.sources)
     departures: dict[str, Any] = {}
     for name, value in protocol.values.items():
-        if sources.get(name, "").startswith("--"):  # given on the command line: it wins, and is noted
+        if name in given:  # given on the command line: it wins, and is noted
             if getattr(settings, name) != value:
                 departures[name] = _jsonable(getattr(settings, name))
             continue
@@ -113,6 +116,8 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     settings, extra = resolve_run_settings(args)
     models = run_models(settings)
+    for what in ignored_settings(settings).values():
+        print(f"{PROG}: note: ignoring {what}", file=sys.stderr)
     if extra.get("protocol_departures"):
         shown = ", ".join(f"{k}={_show(v)}" for k, v in extra["protocol_departures"].items())
         print(f"{PROG}: note: departing from the {extra['protocol']} protocol on the command line: {shown}",

@@ -13,19 +13,21 @@ value raises :class:`~pytest_robustexplain.errors.ConfigError` naming that origi
 The package face only hands names on, so ``from pytest_robustexplain.settings import X`` works for every
 public name. From the bottom up: ``parsers`` (raw value -> typed value), ``table`` (the option table and
 its choices), ``record`` (the :class:`Settings` record), ``checks`` (gate values checked by both the
-resolver and the marker), ``layers`` (the five-layer resolution and the YAML reader), ``marker`` (the
-per-test gate). The plugin imports this package at start-up, so it imports only the standard library
+resolver and the marker), ``layers`` (the five-layer resolution and the YAML reader), ``pytest_files``
+(the layers pytest reads, for ``robustexplain run``), ``marker`` (the per-test gate). The plugin imports
+this package at start-up, so it imports only the standard library
 (and cheap project modules) at the top; PyYAML is imported only when a YAML file is actually read.
 """
 
 from __future__ import annotations
 
 from .checks import CanonicalKind as CanonicalKind
-from .layers import YamlEntry, load_yaml, resolve_settings, settings_from_pytest
+from .layers import YamlEntry, ignored_settings, load_yaml, resolve_settings, settings_from_pytest
 from .marker import MARKER_DOC, MARKER_KEYWORDS, GateSettings, apply_marker
 from .parsers import DEFAULT_MIN_METRIC as DEFAULT_MIN_METRIC
 from .parsers import SEVERITY_RANGE as SEVERITY_RANGE
 from .parsers import Parser as Parser
+from .pytest_files import PytestFiles, read_pytest_files, settings_from_project
 from .record import Settings
 from .table import (
     BACKENDS,
@@ -33,6 +35,7 @@ from .table import (
     DECISIONS,
     DEFAULT_HOSTS,
     DEFAULT_PERTURBATIONS,
+    DOORS,
     INCONCLUSIVE_POLICIES,
     OPTIONS,
     TRISTATE,
@@ -48,6 +51,7 @@ __all__ = [
     "DECISIONS",
     "DEFAULT_HOSTS",
     "DEFAULT_PERTURBATIONS",
+    "DOORS",
     "INCONCLUSIVE_POLICIES",
     "MARKER_DOC",
     "MARKER_KEYWORDS",
@@ -56,12 +60,16 @@ __all__ = [
     "YAML_NAME",
     "GateSettings",
     "OptionSpec",
+    "PytestFiles",
     "Settings",
     "YamlEntry",
     "apply_marker",
+    "ignored_settings",
     "load_yaml",
     "option",
+    "read_pytest_files",
     "register_options",
     "resolve_settings",
+    "settings_from_project",
     "settings_from_pytest",
 ]

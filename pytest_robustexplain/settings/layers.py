@@ -25,7 +25,7 @@ from .checks import (
 )
 from .parsers import _hint, _Invalid
 from .record import Settings
-from .table import OPTIONS, YAML_NAME, OptionSpec, option
+from .table import DOORS, OPTIONS, YAML_NAME, OptionSpec, option
 
 if TYPE_CHECKING:
     import pytest
@@ -203,8 +203,8 @@ def _locate_yaml(yaml_path: str | Path | None, layers: _Layers, rootdir: Path) -
 
 def resolve_settings(*, cli: Mapping[str, Any], env: Mapping[str, str], ini: Mapping[str, Any],
                      yaml_path: str | Path | None, rootdir: Path, invocation_dir: Path | None = None,
-                     ini_path: Path | None = None, canonical_kind: CanonicalKind | None = None
-                     ) -> Settings:
+                     ini_path: Path | None = None, canonical_kind: CanonicalKind | None = None,
+                     door: str = "pytest") -> Settings:
     """Resolve every option: CLI > environment > ini > YAML > default, then validate.
 
     ``cli`` is keyed by dest (``robustexplain_seed``; ``vars(config.option)`` works), ``ini`` by ini
@@ -214,8 +214,12 @@ def resolve_settings(*, cli: Mapping[str, Any], env: Mapping[str, str], ini: Map
     directory), the ini file's directory (ini) or the YAML file's directory (YAML) — the file that
     names a path is what it is relative to, as pytest does for ini ``paths``. ``canonical_kind`` maps a
     perturbation name or alias to its kind (default: ``perturbations.canonical_kind``, which also knows
-    kinds registered through the hook). Raises ConfigError naming the origin of any bad value.
+    kinds registered through the hook). ``door`` is the one resolving (:data:`DOORS`): a setting that
+    door does not honour keeps its default, and its source says what was ignored
+    (:func:`ignored_settings`). Raises ConfigError naming the origin of any bad value.
     """
+    if door not in DOORS:
+        raise ValueError(f"unknown door {door!r}; one of {', '.join(DOORS)}")
     rootdir = Path(os.path.abspath(rootdir))
     invocation_dir = Path(os.path.abspath(invocation_dir or Path.cwd()))
     ini_label = f" in {_display(Path(ini_path), rootdir)}" if ini_path else ""
@@ -226,7 +230,7 @@ def resolve_settings(*, cli: Mapping[str, Any], env: Mapping[str, str], ini: Map
         layers = replace(layers, yaml=load_yaml(yaml_file, rootdir=rootdir),
                          yaml_label=_display(yaml_file, rootdir), yaml_base=yaml_file.parent)
 
-    values, sources, wheres = _resolve_values(layers)
+    values, sources, wheres = _resolve_values(layers, door)
     values["config"], sources["config"], wheres["config"] = yaml_file, yaml_source, yaml_source
     if sources["perturbations"] != "default":
         # The default is already canonical; skipping it keeps numpy (perturbations) out of plain runs.
@@ -241,7 +245,7 @@ def resolve_settings(*, cli: Mapping[str, Any], env: Mapping[str, str], ini: Map
     return Settings(**values, sources=sources)
 
 
-def _resolve_values(layers: _Layers) -> tuple[dict[str, Any], dict[str, str], dict[str, str]]:
+def _resolve_values(layers: _Layers, door: str) -> tuple[dict[str, Any], dict[str, str], dict[str, str]]:
     """Every option but ``config``: its parsed value, its source label and its origin-with-value."""
     values: dict[str, Any] = {}
     sources: dict[str, str] = {}
@@ -254,13 +258,24 @@ def _resolve_values(layers: _Layers) -> tuple[dict[str, Any], dict[str, str], di
             continue
         # OLLAMA_HOST describes an Ollama server: it must not redirect an OpenAI-compatible backend.
         given = _find(spec, layers, fallbacks=backend == "ollama")
-        if given is None:
+        if given is None or door not in spec.doors:
             values[spec.field], sources[spec.field] = spec.default, "default"
             wheres[spec.field] = f"default {spec.field}={_show(spec.default)}"
+            if given is not None:
+                sources[spec.field] = f"default{_IGNORED}{given.label} ({' and '.join(spec.doors)} only)"
         else:
             values[spec.field], sources[spec.field] = _parse_given(spec, given), given.label
             wheres[spec.field] = given.where
     return values, sources, wheres
+
+
+_IGNORED = "; ignored: "
+
+
+def ignored_settings(settings: Settings) -> dict[str, str]:
+    """The settings given in some layer but ignored by the resolving door, with what was ignored."""
+    return {name: source.split(_IGNORED, 1)[1] for name, source in settings.sources.items()
+            if _IGNORED in source}
 
 
 def _cross_check(values: Mapping[str, Any], wheres: Mapping[str, str]) -> None:

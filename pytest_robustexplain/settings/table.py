@@ -52,6 +52,9 @@ DEFAULT_HOSTS: Mapping[str, str] = MappingProxyType({
     "openai": "http://127.0.0.1:8080/v1",  # a local server (llama.cpp, vLLM, LM Studio)
 })
 YAML_NAME = "robustexplain.yaml"
+PLUGIN_NAME = "robustexplain"  # the pytest11 entry point's name (pyproject.toml), as ``-p`` takes it
+# The doors a setting can be given through: ``pytest`` (the plugin) and ``run`` (``robustexplain run``).
+DOORS: tuple[str, ...] = ("pytest", "run")
 
 
 @dataclass(frozen=True)
@@ -60,6 +63,8 @@ class OptionSpec:
 
     ``path`` says how a path value is checked: ``"file"`` / ``"dir"`` must exist, ``"output"`` must not
     be an existing directory (a report file) and ``"output-dir"`` must not be an existing file.
+    ``doors`` says which of :data:`DOORS` honour it (a baseline is compared per pytest item, so
+    ``robustexplain run`` has none; ``robustexplain compare`` compares reports).
     """
 
     name: str
@@ -71,6 +76,7 @@ class OptionSpec:
     path: str | None = None
     env_fallbacks: tuple[str, ...] = ()
     echo: bool = True  # False: error messages name the origin but never repeat the (possibly secret) value
+    doors: tuple[str, ...] = DOORS  # where the setting means something; elsewhere it is ignored, with a note
 
     @property
     def field(self) -> str:
@@ -164,7 +170,7 @@ OPTIONS: tuple[OptionSpec, ...] = (
     _opt("markdown", _parse_path, None, "Write the Markdown summary to this file (e.g. "
          "$GITHUB_STEP_SUMMARY).", metavar="FILE", path="output"),
     _opt("require-model", _parse_bool, False, "Error out, instead of skipping the robustness tests, "
-         "when no model is configured.", metavar=None, flag=True),
+         "when no model is configured.", metavar=None, flag=True, doors=("pytest",)),
     _opt("dry-run", _parse_bool, False, "Plan the robustness tests and print what they would cost (pairs, "
          "model calls at most) without calling a model; the marked tests are skipped.", metavar=None,
          flag=True),
@@ -236,11 +242,11 @@ OPTIONS: tuple[OptionSpec, ...] = (
     _opt("baseline", _parse_path, None, "Compare against this saved baseline (JSON report): for rho and "
          "each metric, a one-sided non-inferiority test on matched pairs (per-user means, at alpha); the "
          "item fails unless every drop is shown to be smaller than max-regression.", metavar="FILE",
-         path="file"),
+         path="file", doors=("pytest",)),
     _opt("save-baseline", _parse_path, None, "Save this run as a baseline to this file.", metavar="FILE",
-         path="output"),
+         path="output", doors=("pytest",)),
     _opt("max-regression", _float_parser(0.0, 1.0), 0.02, "Largest allowed drop in ρ against the "
-         "baseline; default 0.02.", metavar="X"),
+         "baseline; default 0.02.", metavar="X", doors=("pytest",)),
     _opt("prompt", _parse_path, None, "Prompt template file with {history}, {item} and {features} "
          "placeholders; default: the paper's prompt.", metavar="FILE", path="file"),
     _enum("progress", TRISTATE, "auto", "Progress line while the sweep runs ('auto': only on a terminal)."),
