@@ -10,6 +10,7 @@ import sys
 import threading
 import time
 from collections.abc import Coroutine
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -651,6 +652,25 @@ def test_no_certificate_store_is_loaded_for_a_plain_http_host(scheme: str,
 
 
 # ---------------------------------------------------------------------------------------- factory
+def test_a_backend_built_by_hand_asks_as_one_built_from_the_default_settings() -> None:
+    # Each default once (backends.GenerationOptions): before, a hand-built backend made 4 attempts and one
+    # built from the settings 5.
+    from pytest_robustexplain.backends import GENERATION_DEFAULTS
+    from pytest_robustexplain.engine.setup import backend_options
+    from pytest_robustexplain.settings import Settings
+
+    for backend, cls in (("ollama", OllamaExplainer), ("openai", OpenAICompatExplainer)):
+        defaults = replace(Settings.defaults(), backend=backend)
+        from_settings = make_explainer(backend, "m", **backend_options(defaults))
+        by_hand = cls("m")
+        assert from_settings.options == by_hand.options == GENERATION_DEFAULTS  # type: ignore[attr-defined]
+        assert from_settings.retry.max_attempts == by_hand.retry.max_attempts == 5  # type: ignore[attr-defined]
+        assert from_settings.host == by_hand.host  # type: ignore[attr-defined]
+    assert OllamaExplainer("m", num_predict=7, max_attempts=2).retry.max_attempts == 2
+    with pytest.raises(TypeError, match=r"unexpected keyword argument.*num_prdict"):
+        OllamaExplainer("m", num_prdict=7)
+
+
 def test_make_explainer() -> None:
     assert isinstance(make_explainer("template", "ignored"), TemplateExplainer)
     ollama = make_explainer("ollama", "m", host="http://127.0.0.1:1", concurrency=2)
@@ -658,7 +678,7 @@ def test_make_explainer() -> None:
     openai = make_explainer("openai-compatible", "m", host="http://h:8080/v1", num_predict=64)
     assert isinstance(openai, OpenAICompatExplainer) and openai.max_tokens == 64
     assert openai.host == "http://h:8080/v1"
-    with pytest.raises(ConfigError, match="valid backends: ollama, openai, openai-compatible, template"):
+    with pytest.raises(ConfigError, match=r"valid backends: ollama, openai \(openai-compatible\), template$"):
         make_explainer("vllm", "m")
     with pytest.raises(ConfigError, match="tempreature"):
         make_explainer("ollama", "m", tempreature=0.5)

@@ -142,3 +142,8 @@ def test_reading_the_files_imports_no_conftest_and_writes_nothing(pytester: pyte
     assert files.ini["robustexplain_users"] == "6" and files.ini_path == pytester.path / "tox.ini"
     assert files.rootdir == pytester.path
     assert sorted(p.name for p in pytester.path.iterdir()) == before  # no .pytest_cache, nothing
+
+
+def test_the_command_offers_exactly_the_settings_that_are_not_pytest_only() -> None:
+    # dry-run is the command's own --dry-run flag (and ROBUSTEXPLAIN_DRY_RUN), not a mirrored option.
+    assert cli.RUN_OPTIONS | {"dry-run"} == {spec.name for spec in OPTIONS if "run" in spec.doors}

@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from ..backends import BACKENDS
 from ..errors import RobustExplainError
 from ..settings import DEFAULT_PERTURBATIONS
 
@@ -41,7 +42,8 @@ RUN_OPTION_GROUPS: Mapping[str, tuple[str, ...]] = {
     "settings file": ("config",),
 }
 RUN_OPTIONS: frozenset[str] = frozenset(name for names in RUN_OPTION_GROUPS.values() for name in names)
-RUN_BACKENDS: tuple[str, ...] = ("ollama", "openai", "template")
+# Every backend but those only a pytest conftest can supply (callable).
+RUN_BACKENDS: tuple[str, ...] = tuple(b.name for b in BACKENDS.values() if not b.needs_conftest)
 
 
 @dataclass(frozen=True)

@@ -96,13 +96,8 @@ def backend_options(settings: Settings) -> dict[str, Any]:
     s = settings
     if s.backend == "template":
         return {}
-    options: dict[str, Any] = dict(
-        host=s.host, temperature=s.temperature, seed=s.seed, num_predict=s.num_predict,
-        concurrency=s.concurrency, connect_timeout=s.connect_timeout, read_timeout=s.timeout,
-        max_attempts=s.retries + 1)  # --robustexplain-retries counts retries after the first attempt
-    if s.backend == "ollama":
-        options["num_ctx"] = s.num_ctx
-    else:
+    options: dict[str, Any] = {"host": s.host, "options": s.generation}
+    if s.backend == "openai":
         options["api_key"] = os.environ.get(s.api_key_env) or None
     if s.prompt is not None:
         from ..explainers.prompt import PromptTemplate

@@ -17,6 +17,7 @@ import os
 import urllib.parse
 from typing import TYPE_CHECKING, Any
 
+from ..backends import DEFAULT_HOSTS, GENERATION_DEFAULTS, GenerationOptions
 from ..errors import BackendError
 from .base import ModelInfo
 from .lean_http import (
@@ -37,7 +38,7 @@ from .retry import RetryPolicy, connect_cause, is_connect_failure, status_of
 if TYPE_CHECKING:
     import ollama
 
-DEFAULT_HOST = "http://127.0.0.1:11434"
+DEFAULT_HOST = DEFAULT_HOSTS["ollama"]
 DEFAULT_PORT = 11434
 
 
@@ -91,30 +92,19 @@ class OllamaExplainer(RemoteExplainer):
 
     backend = "ollama"
 
-    def __init__(
-        self,
-        model: str,
-        *,
-        host: str | None = None,
-        temperature: float = 0.0,
-        seed: int = 42,
-        num_predict: int = 256,
-        num_ctx: int = 4096,
-        concurrency: int = 4,
-        connect_timeout: float = 5.0,
-        read_timeout: float = 120.0,
-        max_attempts: int = 4,
-        prompt: PromptTemplate | None = None,
-        retry: RetryPolicy | None = None,
-    ) -> None:
-        """``seed`` seeds the warm-up request and the retry jitter; each explanation uses the seed
-        passed to :meth:`explain`. ``retry`` overrides the default policy (tests inject a fast sleep)."""
-        super().__init__(model, host=resolve_host(host), temperature=temperature, seed=seed,
-                         num_predict=num_predict, concurrency=concurrency, max_attempts=max_attempts,
-                         prompt=prompt, retry=retry)
-        self.num_ctx = int(num_ctx)
-        self.connect_timeout = float(connect_timeout)
-        self.read_timeout = float(read_timeout)
+    def __init__(self, model: str, *, host: str | None = None, options: GenerationOptions | None = None,
+                 prompt: PromptTemplate | None = None, retry: RetryPolicy | None = None,
+                 **overrides: Any) -> None:
+        """``options`` (default: :data:`~pytest_robustexplain.backends.GENERATION_DEFAULTS`, the option
+        table's defaults) with ``overrides`` by field name (``num_predict=100``); ``options.seed`` seeds
+        the warm-up request and the retry jitter, each explanation uses the seed passed to
+        :meth:`explain`. ``retry`` overrides the default policy (tests inject a fast sleep)."""
+        options = (options or GENERATION_DEFAULTS).with_overrides(overrides, who="OllamaExplainer")
+        super().__init__(model, host=resolve_host(host), options=options, prompt=prompt, retry=retry)
+
+    @property
+    def num_ctx(self) -> int:
+        return self.options.num_ctx
 
     def __repr__(self) -> str:
         return f"OllamaExplainer({self.model!r}, host={self.host!r})"

@@ -18,13 +18,14 @@ import json
 import os
 from typing import Any
 
+from ..backends import DEFAULT_HOSTS, GENERATION_DEFAULTS, GenerationOptions
 from ..errors import BackendError, RobustExplainWarning, warn
 from .base import ModelInfo
 from .prompt import PromptTemplate
 from .remote import RemoteExplainer, Reply, tls_options
 from .retry import RetryPolicy, connect_cause, describe_error, is_connect_failure, status_of
 
-DEFAULT_BASE_URL = "http://127.0.0.1:8080/v1"
+DEFAULT_BASE_URL = DEFAULT_HOSTS["openai"]
 # Fields of a /models entry that change without the model changing (llama.cpp sets "created" to the
 # server's start time).
 _VOLATILE_FIELDS = frozenset({"created", "object"})
@@ -42,31 +43,20 @@ class OpenAICompatExplainer(RemoteExplainer):
 
     backend = "openai"
 
-    def __init__(
-        self,
-        model: str,
-        *,
-        base_url: str = DEFAULT_BASE_URL,
-        api_key: str | None = None,
-        temperature: float = 0.0,
-        seed: int = 42,
-        max_tokens: int = 256,
-        concurrency: int = 4,
-        connect_timeout: float = 5.0,
-        read_timeout: float = 120.0,
-        max_attempts: int = 4,
-        prompt: PromptTemplate | None = None,
-        retry: RetryPolicy | None = None,
-    ) -> None:
-        """``api_key`` defaults to ``$OPENAI_API_KEY`` (sent as a Bearer token when set)."""
+    def __init__(self, model: str, *, base_url: str = DEFAULT_BASE_URL, api_key: str | None = None,
+                 options: GenerationOptions | None = None, prompt: PromptTemplate | None = None,
+                 retry: RetryPolicy | None = None, **overrides: Any) -> None:
+        """``api_key`` defaults to ``$OPENAI_API_KEY`` (sent as a Bearer token when set). ``options``
+        (default: the option table's) with ``overrides`` by field name; ``max_tokens`` is the API's name
+        of ``num_predict`` and is taken as it. ``num_ctx`` is the server's own setting (not sent)."""
+        if "max_tokens" in overrides:
+            overrides["num_predict"] = overrides.pop("max_tokens")
         url = base_url.strip().rstrip("/")
         if "://" not in url:
             url = "http://" + url
-        super().__init__(model, host=url, temperature=temperature, seed=seed, num_predict=max_tokens,
-                         concurrency=concurrency, max_attempts=max_attempts, prompt=prompt, retry=retry)
+        options = (options or GENERATION_DEFAULTS).with_overrides(overrides, who="OpenAICompatExplainer")
+        super().__init__(model, host=url, options=options, prompt=prompt, retry=retry)
         self.api_key = api_key if api_key is not None else os.environ.get("OPENAI_API_KEY")
-        self.connect_timeout = float(connect_timeout)
-        self.read_timeout = float(read_timeout)
 
     def __repr__(self) -> str:
         return f"OpenAICompatExplainer({self.model!r}, base_url={self.host!r})"

@@ -23,6 +23,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+from ..backends import GenerationOptions
 from ..data import Item, UserHistory
 from ..errors import BackendError
 from .base import FAILURE_ERROR, Explanation, ModelInfo
@@ -88,21 +89,18 @@ class RemoteExplainer(ABC):
     backend: str = "remote"
     is_llm = True
 
-    def __init__(self, model: str, *, host: str, temperature: float, seed: int, num_predict: int,
-                 concurrency: int, max_attempts: int, prompt: PromptTemplate | None,
+    def __init__(self, model: str, *, host: str, options: GenerationOptions, prompt: PromptTemplate | None,
                  retry: RetryPolicy | None) -> None:
         if not model or not model.strip():
             raise BackendError(f"{self.backend}: the model name is empty")
-        if concurrency < 1:
-            raise BackendError(f"{self.backend}: concurrency must be at least 1, got {concurrency}")
+        if options.concurrency < 1:
+            raise BackendError(f"{self.backend}: concurrency must be at least 1, got {options.concurrency}")
         self.model = model.strip()
         self.host = host
-        self.temperature = float(temperature)
-        self.seed = int(seed)
-        self.num_predict = int(num_predict)
-        self.concurrency = int(concurrency)
+        self.options = options
         self.prompt = prompt if prompt is not None else PromptTemplate()
-        self.retry = retry if retry is not None else RetryPolicy(max_attempts=max_attempts, seed=seed)
+        self.retry = retry if retry is not None else RetryPolicy(max_attempts=options.max_attempts,
+                                                                 seed=options.seed)
         self.stats = BackendStats()
         self.info: ModelInfo | None = None
         self._fatal: BackendError | None = None
@@ -110,6 +108,31 @@ class RemoteExplainer(ABC):
         self.warmup_error: str | None = None  # why the warm-up failed, when it failed non-fatally
         self._states: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _LoopState] = (
             weakref.WeakKeyDictionary())
+
+    # The generation options, read where the requests are built.
+    @property
+    def temperature(self) -> float:
+        return self.options.temperature
+
+    @property
+    def seed(self) -> int:
+        return self.options.seed
+
+    @property
+    def num_predict(self) -> int:
+        return self.options.num_predict
+
+    @property
+    def concurrency(self) -> int:
+        return self.options.concurrency
+
+    @property
+    def connect_timeout(self) -> float:
+        return self.options.connect_timeout
+
+    @property
+    def read_timeout(self) -> float:
+        return self.options.read_timeout
 
     # ------------------------------------------------------------------ subclass hooks
     @abstractmethod

@@ -116,6 +116,10 @@ OUTCOMES: tuple[str, ...] = (PASS, FAIL, INCONCLUSIVE, INSENSITIVE)
 
 # Guard policies: what an INSENSITIVE finding does to the gate.
 GUARD_POLICIES: tuple[str, ...] = ("fail", "warn", "off")
+# The method's thresholds (RobustExplain): the defaults of min-combined and min-metric, and what a report that
+# records none was gated at.
+DEFAULT_MIN_COMBINED = 0.5
+DEFAULT_MIN_METRIC = 0.35
 
 
 def is_control(kind: str) -> bool:

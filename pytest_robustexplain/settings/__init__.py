@@ -21,10 +21,10 @@ this package at start-up, so it imports only the standard library
 
 from __future__ import annotations
 
+from ..results import DEFAULT_MIN_METRIC as DEFAULT_MIN_METRIC
 from .checks import CanonicalKind as CanonicalKind
 from .layers import YamlEntry, ignored_settings, load_yaml, resolve_settings, settings_from_pytest
 from .marker import MARKER_DOC, MARKER_KEYWORDS, GateSettings, apply_marker
-from .parsers import DEFAULT_MIN_METRIC as DEFAULT_MIN_METRIC
 from .parsers import SEVERITY_RANGE as SEVERITY_RANGE
 from .parsers import Parser as Parser
 from .pytest_files import PytestFiles, read_pytest_files, settings_from_project

@@ -16,7 +16,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-from ..results import ALL_METRICS, METRICS
+from ..results import ALL_METRICS, DEFAULT_MIN_METRIC, METRICS
 
 SEVERITY_RANGE = (1, 5)
 
@@ -250,7 +250,6 @@ def _parse_weights(raw: Any) -> tuple[float, ...]:
 
 
 _THRESHOLD = _float_parser(0.0, 1.0)
-DEFAULT_MIN_METRIC = 0.35
 
 
 def _parse_min_metric_setting(raw: Any) -> float | Mapping[str, float]:

@@ -10,6 +10,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
+from ..backends import GenerationOptions
 from ..results import ALL_METRICS
 from .table import DEFAULT_HOSTS, OPTIONS
 
@@ -109,6 +110,14 @@ class Settings:
     def hosts(self) -> tuple[str, ...]:
         """The configured hosts (``host`` may list several, comma-separated); empty when unset."""
         return tuple(self.host.split(",")) if self.host else ()
+
+    @property
+    def generation(self) -> GenerationOptions:
+        """How the backends ask for each explanation (``retries`` counts retries after the first attempt)."""
+        return GenerationOptions(temperature=self.temperature, seed=self.seed, num_predict=self.num_predict,
+                                 num_ctx=self.num_ctx, concurrency=self.concurrency,
+                                 connect_timeout=self.connect_timeout, read_timeout=self.timeout,
+                                 max_attempts=self.retries + 1)
 
     @property
     def effective_host(self) -> str | None:

@@ -14,9 +14,9 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from .. import guard as G
-from ..results import GUARD_POLICIES
+from ..backends import BACKEND_NAMES, DEFAULT_HOSTS, GENERATION_DEFAULTS
+from ..results import DEFAULT_MIN_COMBINED, DEFAULT_MIN_METRIC, GUARD_POLICIES
 from .parsers import (
-    DEFAULT_MIN_METRIC,
     Parser,
     _choice_parser,
     _float_parser,
@@ -38,7 +38,7 @@ from .parsers import (
 if TYPE_CHECKING:
     import pytest
 
-BACKENDS: tuple[str, ...] = ("ollama", "openai", "template", "callable")
+BACKENDS: tuple[str, ...] = BACKEND_NAMES  # the registry's (pytest_robustexplain.backends)
 CACHE_MODES: tuple[str, ...] = ("off", "read", "write", "read-write", "replay-only")
 DECISIONS: tuple[str, ...] = ("mean", "confident", "sequential")
 INCONCLUSIVE_POLICIES: tuple[str, ...] = ("fail", "pass", "warn")
@@ -46,11 +46,7 @@ TRISTATE: tuple[str, ...] = ("auto", "on", "off")
 DEFAULT_PERTURBATIONS: tuple[str, ...] = (
     "noise_injection", "temporal_shuffle", "behavior_dilution", "category_drift", "missing_values",
 )
-# What ``host`` means when it is left unset; kept here so reports can show the effective URL.
-DEFAULT_HOSTS: Mapping[str, str] = MappingProxyType({
-    "ollama": "http://127.0.0.1:11434",
-    "openai": "http://127.0.0.1:8080/v1",  # a local server (llama.cpp, vLLM, LM Studio)
-})
+_GEN = GENERATION_DEFAULTS  # the generation options' defaults, defined once in backends.py
 YAML_NAME = "robustexplain.yaml"
 PLUGIN_NAME = "robustexplain"  # the pytest11 entry point's name (pyproject.toml), as ``-p`` takes it
 # The doors a setting can be given through: ``pytest`` (the plugin) and ``run`` (``robustexplain run``).
@@ -146,20 +142,23 @@ OPTIONS: tuple[OptionSpec, ...] = (
          metavar="N|all"),
     _opt("repeats", _int_parser(1), 1, "Explanations per (case, kind, severity), with different sample "
          "seeds; default 1.", metavar="N"),
-    _opt("seed", _int_parser(0), 42, "Random seed for perturbations and model sampling; default 42.",
-         metavar="N"),
-    _opt("temperature", _float_parser(0.0, None), 0.0, "Sampling temperature; default 0.0.", metavar="T"),
-    _opt("num-predict", _int_parser(1), 256, "Maximum tokens per explanation; default 256.", metavar="N"),
-    _opt("num-ctx", _int_parser(1), 4096, "Model context window in tokens; default 4096.", metavar="N"),
-    _opt("concurrency", _int_parser(1), 4, "Model calls in flight at once, per process (under "
-         "pytest-xdist each worker has its own limit); default 4.", metavar="N"),
-    _opt("connect-timeout", _float_parser(0.0, None, open_low=True), 5.0, "Seconds to wait for a "
-         "connection to the model server; default 5.", metavar="SECONDS"),
-    _opt("timeout", _float_parser(0.0, None, open_low=True), 120.0, "Seconds one model call may take in "
-         "all (with connect-timeout; each attempt, before retries), also for a callable explainer; "
-         "default 120.", metavar="SECONDS"),
-    _opt("retries", _int_parser(0), 4, "Retries of a failed model call (with backoff); default 4.",
-         metavar="N"),
+    _opt("seed", _int_parser(0), _GEN.seed, f"Random seed for perturbations and model sampling; default "
+         f"{_GEN.seed}.", metavar="N"),
+    _opt("temperature", _float_parser(0.0, None), _GEN.temperature,
+         f"Sampling temperature; default {_GEN.temperature}.", metavar="T"),
+    _opt("num-predict", _int_parser(1), _GEN.num_predict,
+         f"Maximum tokens per explanation; default {_GEN.num_predict}.", metavar="N"),
+    _opt("num-ctx", _int_parser(1), _GEN.num_ctx,
+         f"Model context window in tokens; default {_GEN.num_ctx}.", metavar="N"),
+    _opt("concurrency", _int_parser(1), _GEN.concurrency, "Model calls in flight at once, per process "
+         f"(under pytest-xdist each worker has its own limit); default {_GEN.concurrency}.", metavar="N"),
+    _opt("connect-timeout", _float_parser(0.0, None, open_low=True), _GEN.connect_timeout, "Seconds to "
+         f"wait for a connection to the model server; default {_GEN.connect_timeout:g}.", metavar="SECONDS"),
+    _opt("timeout", _float_parser(0.0, None, open_low=True), _GEN.read_timeout, "Seconds one model call "
+         "may take in all (with connect-timeout; each attempt, before retries), also for a callable "
+         f"explainer; default {_GEN.read_timeout:g}.", metavar="SECONDS"),
+    _opt("retries", _int_parser(0), _GEN.max_attempts - 1, "Retries of a failed model call (with "
+         f"backoff); default {_GEN.max_attempts - 1}.", metavar="N"),
     _enum("cache", CACHE_MODES, "read-write", "Response cache mode ('replay-only' fails on any cache "
           "miss, for offline CI)."),
     _opt("cache-dir", _parse_path, None, "Response cache directory, shared by pytest and robustexplain run; "
@@ -174,8 +173,8 @@ OPTIONS: tuple[OptionSpec, ...] = (
     _opt("dry-run", _parse_bool, False, "Plan the robustness tests and print what they would cost (pairs, "
          "model calls at most) without calling a model; the marked tests are skipped.", metavar=None,
          flag=True),
-    _opt("min-combined", _float_parser(0.0, 1.0), 0.5, "Gate: minimum combined robustness ρ (0-1); "
-         "default 0.5.", metavar="X"),
+    _opt("min-combined", _float_parser(0.0, 1.0), DEFAULT_MIN_COMBINED, "Gate: minimum combined "
+         f"robustness ρ (0-1); default {DEFAULT_MIN_COMBINED}.", metavar="X"),
     _opt("min-metric", _parse_min_metric_setting, DEFAULT_MIN_METRIC, "Gate: minimum of each metric "
          "(0-1), or per metric: semantic=0.5,keyword=0.4 (the others 0.35); default 0.35.",
          metavar="X|METRIC=X,..."),

@@ -15,6 +15,8 @@ from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 from ...results import (
+    DEFAULT_MIN_COMBINED,
+    DEFAULT_MIN_METRIC,
     METRICS,
     AttackResult,
     GuardResult,
@@ -26,7 +28,7 @@ from ...results import (
     plain,
 )
 from ..formatting import finite, finite_dict, interval_dict
-from .gates import DEFAULT_MIN_COMBINED, DEFAULT_MIN_METRIC, _is_number, gate_thresholds, ordered_kinds
+from .gates import _is_number, gate_thresholds, ordered_kinds
 
 if TYPE_CHECKING:
     from ...guard import GuardSettings

@@ -9,6 +9,8 @@ from dataclasses import dataclass, fields, replace
 from typing import Any, TypeGuard
 
 from ...results import (
+    DEFAULT_MIN_COMBINED,
+    DEFAULT_MIN_METRIC,
     FAIL,
     INCONCLUSIVE,
     INSENSITIVE,
@@ -30,8 +32,6 @@ from ..formatting import fmt_interval, fmt_mean, trim
 KIND_ORDER: tuple[str, ...] = (
     "noise_injection", "temporal_shuffle", "behavior_dilution", "category_drift", "missing_values",
 )
-DEFAULT_MIN_COMBINED = 0.5
-DEFAULT_MIN_METRIC = 0.35
 
 
 def ordered_kinds(kinds: Iterable[str]) -> list[str]:
