@@ -81,12 +81,12 @@ def previous_bounds(mean: np.ndarray, se: np.ndarray, n: np.ndarray, skew: np.nd
 @contextmanager
 def rule(bounds: Bounds) -> Iterator[None]:
     """Run the rules (interval, confident, the sequential fallback) with other bounds, for comparisons."""
-    saved = confident._bounds, calibration._bounds
-    confident._bounds = calibration._bounds = bounds
+    saved = confident.mean_bounds, calibration.mean_bounds
+    confident.mean_bounds = calibration.mean_bounds = bounds
     try:
         yield
     finally:
-        confident._bounds, calibration._bounds = saved
+        confident.mean_bounds, calibration.mean_bounds = saved
 
 
 def _rates(x: np.ndarray, tau: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -211,7 +211,7 @@ def power_cost(runs: int, seed: int) -> None:
             x = user_means(cell, runs, rng)
             threshold = tau if tau is not None else true_mean(cell) - code * GAP
             out = []
-            for bounds in (previous_bounds, intervals._bounds):
+            for bounds in (previous_bounds, intervals.mean_bounds):
                 with rule(bounds):
                     conf, seq, used = _rates(x, threshold)
                 out.append((np.mean(conf == code), np.mean(seq == code), used.mean()))
@@ -295,7 +295,7 @@ def _t_bounds(x: np.ndarray, tail: float) -> tuple[np.ndarray, np.ndarray]:
 def _summary(x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     n = x.shape[1]
     return x.mean(axis=1), x.std(axis=1, ddof=1) / math.sqrt(n), np.full(x.shape[0], float(n)), \
-        intervals._skewness(x)
+        intervals.skewness(x)
 
 
 def _hall_bounds(x: np.ndarray, tail: float) -> tuple[np.ndarray, np.ndarray]:

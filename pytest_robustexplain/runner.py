@@ -289,24 +289,14 @@ class RobustnessRun:
         plan = self.plans.get(item.nodeid)
         if plan is not None and plan.slice_id:
             return list(self.engine.perturbations_for(plan.slice_id))
-        from .perturbations import apply_perturbation
+        from .sweep import perturbations_of
 
         gate = plan.gate if plan is not None else apply_marker(self.settings, {}, nodeid=item.nodeid)
         kinds = gate.perturbations
         if plan is not None and plan.param.kind != OVERALL:
             kinds = (plan.param.kind,)
-        out = []
-        catalog = self.engine.dataset.catalog
-        for case in self.engine.cases_for(gate):
-            for kind in kinds:
-                for severity in gate.severities:
-                    for repeat in range(gate.repeats):
-                        result = apply_perturbation(case.history, kind, severity, catalog=catalog,
-                                                    seed=self.settings.seed, item_id=case.item_id,
-                                                    repeat=repeat)
-                        if not result.identical:
-                            out.append(result)
-        return out
+        return perturbations_of(self.engine.cases_for(gate), kinds, gate.severities, gate.repeats,
+                                seed=self.settings.seed, catalog=self.engine.dataset.catalog)
 
     def enforce(self, item: pytest.Item) -> None:
         """Fail the item when its gate failed; warn or pass an INCONCLUSIVE verdict per the policy."""

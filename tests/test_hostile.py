@@ -240,7 +240,7 @@ def _assert_html_keeps_outside_text_as_text(page: str) -> dict[str, Any]:
     assert parsed.tags.count("script") == 2, parsed.tags.count("script")
     (data_attrs, block), (code_attrs, code) = parsed.scripts
     assert data_attrs == {"type": "application/json", "id": "pairs-data"} and code_attrs == {}
-    assert code == html_report._PAIRS_JS
+    assert code == html_report.PAIRS_JS
     assert not re.search("[<>&\u2028\u2029]", block)  # nothing in it can end it or start markup
     policy = re.search(r'<meta http-equiv="Content-Security-Policy" content="([^"]*)">', page)
     digest = base64.b64encode(hashlib.sha256(code.encode("utf-8")).digest()).decode("ascii")
@@ -309,7 +309,7 @@ def test_the_html_report_keeps_hostile_text_as_text(hostile_page: str) -> None:
 
 def test_the_pairs_script_builds_the_table_without_parsing_markup() -> None:
     """Outside text reaches the DOM only as textContent of elements the script creates."""
-    code = html_report._PAIRS_JS
+    code = html_report.PAIRS_JS
     for api in ("innerHTML", "outerHTML", "insertAdjacentHTML", "document.write", "eval(", "Function(",
                 "DOMParser", "createContextualFragment", "srcdoc", "setAttribute(\"on", "setTimeout(\"",
                 "fetch(", "XMLHttpRequest", "import("):
@@ -323,7 +323,7 @@ def test_long_names_stay_inside_the_charts(wide: bool) -> None:
     """Long model and kind names are cut short in a chart (the tables hold them whole), measured in the
     chart's font, so no title, tick label or legend entry is clipped at the image's edge, whether its
     letters are narrow or wide; and none makes matplotlib fail (a lone surrogate did) or draw a line break."""
-    plotter = html_report._Plotter.load()
+    plotter = html_report.Plotter.load()
     if plotter is None:
         pytest.skip("matplotlib is not installed")
     run = _hostile_run()
@@ -485,7 +485,7 @@ def test_a_full_disk_or_a_directory_in_the_way_only_skips_caching(
     def full(path: Any, text: str) -> None:
         raise OSError(errno.ENOSPC, "No space left on device")
 
-    monkeypatch.setattr(cache_module, "_write_atomic", full)
+    monkeypatch.setattr(cache_module, "write_atomic", full)
     pytester.makepyfile(MARKED.replace(", min_combined=0.95", ", inconclusive=\"warn\""))  # 3 users
     result = pytester.runpytest("-p", "no:randomly", "--robustexplain-model=fake-model",
                                 f"--robustexplain-host={server.url}", "--robustexplain-cache-dir=c", "-W",

@@ -29,7 +29,7 @@ INNER: dict[str, tuple[str, ...]] = {
     "report/summary": ("gates", "compute", "findings"),
     "report/html": ("common", "charts", "pairs", "page", "document"),
     "metrics": ("base", "weights", "text", "scoring", "api"),
-    "sweep": ("records", "background"),
+    "sweep": ("records", "planner", "background"),
 }
 
 
@@ -118,3 +118,17 @@ def test_split_package_faces_only_hand_names_on() -> None:
         kept = [node.lineno for node in body if not isinstance(node, (ast.Import, ast.ImportFrom))
                 and not (isinstance(node, ast.Assign) and ast.unparse(node.targets[0]) == "__all__")]
         assert kept == [], f"{package}/__init__.py defines more than it hands on (lines {kept})"
+
+
+def test_no_module_imports_another_modules_private_name() -> None:
+    # A helper two modules share is public inside the package; a ``_name`` is its module's own business.
+    crossing = []
+    for path in PACKAGE.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and (node.level or (node.module or "").startswith(
+                    "pytest_robustexplain")):
+                source = "." * node.level + (node.module or "")
+                crossing += [f"{path.relative_to(PACKAGE)}: {alias.name} from {source}"
+                             for alias in node.names
+                             if alias.name.startswith("_") and not alias.name.startswith("__")]
+    assert crossing == []

@@ -88,7 +88,7 @@ def test_no_character_is_silently_lost_by_the_tokenizer() -> None:
     alphabet = "abcdn't'- .,!?0123456789é中"
     for _ in range(500):
         text = "".join(rng.choice(alphabet) for _ in range(rng.randint(1, 30)))
-        tokens = m._all_tokens(text)
+        tokens = m.all_tokens(text)
         assert "".join(tokens) == "".join(text.split()), text
 
 
@@ -163,8 +163,8 @@ def test_direct_find_tags_equals_textblob_tag_with_tokenize_false() -> None:
     texts = [ORIGINAL, PERTURBED, "a / b & c'd 'e' n't --- 3.5 é 中文"]
     texts += [_random_text(rng, rng.randint(1, 60)) for _ in range(100)]
     for text in texts:
-        tokens = m._all_tokens(text)
-        assert m._pattern_tag(tokens) == tag(" ".join(tokens), tokenize=False), text
+        tokens = m.all_tokens(text)
+        assert m.pattern_tag(tokens) == tag(" ".join(tokens), tokenize=False), text
 
 
 # --------------------------------------------------------------------------------------------------
@@ -473,13 +473,13 @@ def tag_calls(monkeypatch: pytest.MonkeyPatch) -> list[list[str]]:
     from pytest_robustexplain.metrics import text
 
     calls: list[list[str]] = []
-    real = text._pattern_tag
+    real = text.pattern_tag
 
     def counting(tokens: list[str]) -> list[tuple[str, str]]:
         calls.append(list(tokens))
         return real(tokens)
 
-    monkeypatch.setattr(text, "_pattern_tag", counting)
+    monkeypatch.setattr(text, "pattern_tag", counting)
     return calls
 
 

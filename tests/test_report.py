@@ -733,7 +733,7 @@ def test_html_charts_are_scalable_deterministic_svg_with_text_as_outlines(run: R
     # The page gives the images their size (no layout shift) and CSS scales them to the column's width.
     heatmap = r'<img alt="heatmap of ρ by kind and severity for qwen2\.5:7b" width="422" height="\d+" '
     assert re.search(heatmap, page)
-    plotter = html_report._Plotter.load()
+    plotter = html_report.Plotter.load()
     assert plotter is not None
     summary = summarize(run, M7)
     with plotter.style():
@@ -742,7 +742,7 @@ def test_html_charts_are_scalable_deterministic_svg_with_text_as_outlines(run: R
 
 
 def _charts(run: RunResult) -> list[tuple[Any, str]]:
-    plotter = html_report._Plotter.load()
+    plotter = html_report.Plotter.load()
     assert plotter is not None
     s7, s14 = summarize(run, M7), summarize(run, M14)
     charts = [plotter.heatmap(s7, 0.5), plotter.metric_bars(s7, THRESHOLDS), plotter.severity_curve(s7, 0.5),
@@ -753,7 +753,7 @@ def _charts(run: RunResult) -> list[tuple[Any, str]]:
 def test_chart_legends_sit_outside_the_axes_and_inside_the_figure(run: RunResult) -> None:
     """The metric legend once covered the length bar: every legend now sits under its axes, apart from
     the bars, tick labels and titles, and whole inside the image."""
-    plotter = html_report._Plotter.load()
+    plotter = html_report.Plotter.load()
     assert plotter is not None
     with plotter.style():
         charts = _charts(run)[1:]  # the heatmap has a colour bar, no legend
@@ -771,7 +771,7 @@ def test_chart_legends_sit_outside_the_axes_and_inside_the_figure(run: RunResult
 def test_chart_text_is_legible_on_a_400_px_screen(run: RunResult) -> None:
     """A chart takes its column's width: ~384 CSS px on a 400 px screen. No text in it is smaller than 10 px
     there (the PNGs it replaces were shrunk until their 8 pt labels were 5 px)."""
-    plotter = html_report._Plotter.load()
+    plotter = html_report.Plotter.load()
     assert plotter is not None
     from matplotlib.text import Text
 
@@ -879,14 +879,14 @@ def test_markdown_of_a_failing_model_fits_one_screen_with_details_folded(run: Ru
 def test_html_colours_are_anchored_to_the_gate_not_to_the_runs_range() -> None:
     """0.84 in a run whose every cell passes a 0.5 gate is green, not the dark red of the run's minimum; a
     0.40 cell under that gate is red even when it is the run's maximum."""
-    shade = html_report._shade
+    shade = html_report.gate_shade
     rgb = [tuple(int(x) for x in re.findall(r"\d+", shade(v, 0.5))) for v in (0.843, 0.99, 0.403, 0.5)]
     high, top, low, at_gate = rgb
     assert high[1] > high[0] and top[1] > top[0]  # green side
     assert low[0] > low[1]  # red side
     assert at_gate == (255, 235, 132)  # the gate itself is the neutral middle
     assert shade(0.843, 0.5) == shade(0.843, 0.5)  # the same value, the same colour in every run
-    assert html_report._gate_position(0.95, 0.95) == 0.5 and html_report._gate_position(0.0, 0.0) == 0.5
+    assert html_report.gate_position(0.95, 0.95) == 0.5 and html_report.gate_position(0.0, 0.0) == 0.5
 
 
 _TABLE_PROBE = """<!DOCTYPE html><html><body><pre id="result">waiting</pre><script>

@@ -27,7 +27,7 @@ from pytest_robustexplain.results import (
     PairResult,
     Verdict,
 )
-from pytest_robustexplain.stats.confident import _users_needed
+from pytest_robustexplain.stats.confident import users_needed
 from pytest_robustexplain.stats.intervals import _UNSEEN_WEIGHT
 from pytest_robustexplain.stats.sequential import _log_wealth
 
@@ -344,7 +344,7 @@ def test_users_needed_heads_for_fail_when_a_quantity_sits_below() -> None:
     se = np.array([0.05, 0.02, 0.02])
     thr = np.array([0.5, 0.5, 0.5])
     codes = np.array([0, 0, 0])
-    needed = _users_needed(mean, se, 10, thr, codes, 0.05)
+    needed = users_needed(mean, se, 10, thr, codes, 0.05)
     z = sps.norm.ppf(1 - 0.05 / 3) + sps.norm.ppf(0.8)
     assert needed == math.ceil(10 * (z * 0.02 / 0.05) ** 2)  # the quickest quantity to fail decides it
 

@@ -68,7 +68,7 @@ class CommandError(RobustExplainError):
     """A usage problem of the command itself (exit 2), with the message to print."""
 
 
-def _error(args: argparse.Namespace, message: str) -> None:
+def print_error(args: argparse.Namespace, message: str) -> None:
     command = " ".join(p for p in (PROG, getattr(args, "command", None),
                                    getattr(args, "dataset_command", None)) if p)
     print(f"{command}: error: {message}", file=sys.stderr)
@@ -77,12 +77,12 @@ def _error(args: argparse.Namespace, message: str) -> None:
 _PLUGIN_FLAG = re.compile(r"--robustexplain-([a-z][a-z-]*)")
 
 
-def _cli_names(text: str) -> str:
+def cli_names(text: str) -> str:
     """Messages from the shared settings code name the plugin's flags; say the command's instead."""
     return _PLUGIN_FLAG.sub(lambda m: f"--{m.group(1)}" if m.group(1) in RUN_OPTIONS else m.group(0), text)
 
 
-def _write_output(text: str, output: str | None) -> None:
+def write_output(text: str, output: str | None) -> None:
     if output is None:
         sys.stdout.write(text if text.endswith("\n") else text + "\n")
         return
@@ -95,5 +95,5 @@ def _write_output(text: str, output: str | None) -> None:
     print(f"{PROG}: wrote {output}", file=sys.stderr)
 
 
-def _terminal_width() -> int:
+def terminal_width() -> int:
     return max(80, min(shutil.get_terminal_size((100, 24)).columns, 140))

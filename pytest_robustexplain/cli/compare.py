@@ -10,8 +10,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .common import EXIT_GATE_FAILED, EXIT_OK, PROG, CommandError, _terminal_width, _write_output
-from .report import _partial_note
+from .common import EXIT_GATE_FAILED, EXIT_OK, PROG, CommandError, terminal_width, write_output
+from .report import partial_note
 
 if TYPE_CHECKING:
     from ..results import RunResult
@@ -39,7 +39,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     run_a = read_json(path_a)
     run_b = run_a if path_b == path_a else read_json(path_b)
     for run, path in ((run_a, path_a), (run_b, path_b)):
-        _partial_note(run, path)
+        partial_note(run, path)
     check_comparable(run_a, path_a, run_b, path_b)
     model_a, model_b = _compared_models(model_names(run_a), path_a, args.model_a, model_names(run_b),
                                         path_b, args.model_b, same_file=path_a == path_b)
@@ -59,7 +59,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     if regressed is not None:
         text += f"\n\nRegression: {regressed}."
         print(f"{PROG}: FAIL — {regressed}", file=sys.stderr)
-    _write_output(text, args.output)
+    write_output(text, args.output)
     return EXIT_OK if regressed is None else EXIT_GATE_FAILED
 
 
@@ -73,7 +73,7 @@ def _comparison_text(comparison: Comparison, args: argparse.Namespace, paths: tu
 
     head = [f"A = {comparison.names[0]}: {paths[0]}", f"B = {comparison.names[1]}: {paths[1]}",
             *(f"WARNING: {w}" for w in warnings), ""]
-    return "\n".join(head + comparison_lines(comparison, _terminal_width()))
+    return "\n".join(head + comparison_lines(comparison, terminal_width()))
 
 
 def _check_shared(comparison: Comparison, path_a: str, path_b: str) -> None:

@@ -11,7 +11,7 @@ import sys
 from collections.abc import Callable, Sequence
 
 from ..errors import BackendError, CacheMissError, RobustExplainError
-from .common import EXIT_BACKEND, EXIT_GATE_FAILED, EXIT_INTERRUPTED, EXIT_USAGE, PROG, _cli_names, _error
+from .common import EXIT_BACKEND, EXIT_GATE_FAILED, EXIT_INTERRUPTED, EXIT_USAGE, PROG, cli_names, print_error
 from .parser import build_parser
 
 
@@ -29,10 +29,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return handler(args)
     except (BackendError, CacheMissError) as exc:
-        _error(args, _cli_names(str(exc)))
+        print_error(args, cli_names(str(exc)))
         return EXIT_BACKEND
     except RobustExplainError as exc:  # ConfigError, DataError, CommandError
-        _error(args, _cli_names(str(exc)))
+        print_error(args, cli_names(str(exc)))
         return EXIT_USAGE
     except KeyboardInterrupt:
         print(f"\n{PROG}: interrupted", file=sys.stderr)

@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .common import EXIT_OK, PROG, CommandError, _terminal_width, _write_output
+from .common import EXIT_OK, PROG, CommandError, terminal_width, write_output
 
 if TYPE_CHECKING:
     from ..results import RunResult
@@ -23,7 +23,7 @@ def cmd_report(args: argparse.Namespace) -> int:
         raise CommandError(f"--tables {args.tables} prints text tables; it cannot be combined with "
                            f"--format {args.format}")
     run = read_json(args.report)
-    _partial_note(run, args.report)
+    partial_note(run, args.report)
     if args.tables == "paper":
         from ..report.paper_tables import render_paper_tables
 
@@ -44,12 +44,12 @@ def cmd_report(args: argparse.Namespace) -> int:
     else:
         from ..report.terminal import render_terminal
 
-        text = render_terminal(run, width=_terminal_width(), quiet=args.quiet)
-    _write_output(text, args.output)
+        text = render_terminal(run, width=terminal_width(), quiet=args.quiet)
+    write_output(text, args.output)
     return EXIT_OK
 
 
-def _partial_note(run: RunResult, path: str) -> None:
+def partial_note(run: RunResult, path: str) -> None:
     if run.settings.get("partial"):
         print(f"{PROG}: note: {path} is a partial run (interrupted); its numbers cover the finished pairs "
               "only", file=sys.stderr)

@@ -33,9 +33,9 @@ from .common import (
     RUN_OPTIONS,
     CommandError,
     Protocol,
-    _cli_names,
-    _error,
-    _terminal_width,
+    cli_names,
+    print_error,
+    terminal_width,
 )
 
 if TYPE_CHECKING:
@@ -57,7 +57,7 @@ def resolve_run_settings(args: argparse.Namespace, *, env: Mapping[str, str] | N
     settings = settings_from_project(cli=cli, env=os.environ if env is None else env, invocation_dir=here)
     # Sources should name the command's flags (--users) for what was given to the command.
     given = {spec.field for spec in OPTIONS if cli.get(spec.dest) is not None}
-    settings = replace(settings, sources={k: _cli_names(v) if k in given else v
+    settings = replace(settings, sources={k: cli_names(v) if k in given else v
                                           for k, v in settings.sources.items()})
     if settings.backend not in RUN_BACKENDS:
         raise ConfigError(f"{_where(settings, 'backend')}: the {settings.backend!r} backend needs a pytest "
@@ -137,7 +137,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         return _interrupted(args, settings, stop.partial, run.cache_dir)
     except SweepFailed as failed:
         progress.close()
-        _error(args, _cli_names(str(failed.error)))
+        print_error(args, cli_names(str(failed.error)))
         _save_partial(args, settings, failed.partial, run.cache_dir, "stopped")
         return EXIT_BACKEND
     finally:
@@ -203,7 +203,7 @@ def _finish(args: argparse.Namespace, run: Run, result: RunResult) -> int:
     from ..report.terminal import render_terminal
 
     errors = run.write_reports(result)
-    print(render_terminal(result, width=_terminal_width(), quiet=args.quiet))
+    print(render_terminal(result, width=terminal_width(), quiet=args.quiet))
     failed: list[GateResult] = []
     for gate in result.gates:
         passed, warn = judge(gate.verdict, run.settings.inconclusive)

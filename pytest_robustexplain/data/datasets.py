@@ -20,21 +20,21 @@ from .io import (
     SUPPORTED_EXTENSIONS,
     USER_FIELDS,
     PathLike,
-    _check_fields,
-    _csv_records,
-    _document_records,
-    _extension,
-    _in_time_order,
-    _interaction_from,
-    _item_from,
-    _jsonl_records,
-    _kind,
-    _Record,
-    _required_id,
-    _Where,
+    Record,
+    Where,
+    check_fields,
+    csv_records,
+    document_records,
+    extension,
+    in_time_order,
+    interaction_from,
+    item_from_obj,
+    jsonl_records,
+    kind,
+    required_id,
 )
 from .records import Catalog, Dataset, EvalCase, Interaction, Item, UserHistory
-from .seeded import _STREAM_CASES, DEFAULT_SEED, _Rand
+from .seeded import DEFAULT_SEED, STREAM_CASES, Rand
 
 # ---------------------------------------------------------------------------------------------------------
 # Histories, catalog, cases
@@ -51,12 +51,12 @@ def load_histories(path: PathLike, *, columns: Mapping[str, str] | None = None) 
     all of them have one. Any malformed record raises one :class:`DataError` naming file, record and field.
     """
     file = Path(path)
-    ext = _extension(file)
+    ext = extension(file)
     if ext == ".csv":
         histories = _histories_from_rows(file, columns)
     else:
         _no_columns(columns, file)
-        records = _jsonl_records(file) if ext == ".jsonl" else _document_records(file, ext, "users")
+        records = jsonl_records(file) if ext == ".jsonl" else document_records(file, ext, "users")
         histories = _histories_from_records(file, records)
     if not histories:
         raise DataError("no users in the file", source=str(file))
@@ -68,13 +68,13 @@ def _no_columns(columns: Mapping[str, str] | None, file: Path) -> None:
         raise ConfigError(f"columns= maps CSV column names; {file} is not a CSV file")
 
 
-def _histories_from_records(file: Path, records: list[_Record]) -> dict[str, UserHistory]:
+def _histories_from_records(file: Path, records: list[Record]) -> dict[str, UserHistory]:
     histories: dict[str, UserHistory] = {}
     first_seen: dict[str, str] = {}
     for record in records:
-        where = _Where(str(file), record.loc)
-        obj = _check_fields(record.value, USER_FIELDS, where, "a user")
-        user_id = _required_id(obj, where, "user_id")
+        where = Where(str(file), record.loc)
+        obj = check_fields(record.value, USER_FIELDS, where, "a user")
+        user_id = required_id(obj, where, "user_id")
         where = where.at(f"user {user_id!r} ({record.loc})")
         if user_id in histories:
             raise where.error(f"duplicate user id (first at {first_seen[user_id]})", "user_id")
@@ -82,12 +82,12 @@ def _histories_from_records(file: Path, records: list[_Record]) -> dict[str, Use
         if raw is None:
             raise where.error("missing interactions", "interactions")
         if not isinstance(raw, list):
-            raise where.error(f"expected a list of interactions, got {_kind(raw)}", "interactions")
+            raise where.error(f"expected a list of interactions, got {kind(raw)}", "interactions")
         if not raw:
             raise where.error("empty history: a user needs at least one interaction", "interactions")
-        interactions = [_interaction_from(entry, where.at(f"{where.record}, interaction index {i}"))
+        interactions = [interaction_from(entry, where.at(f"{where.record}, interaction index {i}"))
                         for i, entry in enumerate(raw)]
-        histories[user_id] = UserHistory(user_id, _in_time_order(interactions))
+        histories[user_id] = UserHistory(user_id, in_time_order(interactions))
         first_seen[user_id] = record.loc
     return histories
 
@@ -95,13 +95,13 @@ def _histories_from_records(file: Path, records: list[_Record]) -> dict[str, Use
 def _histories_from_rows(file: Path, columns: Mapping[str, str] | None) -> dict[str, UserHistory]:
     # A user's rows need not be contiguous: rows are grouped by user id, in order of first appearance.
     grouped: dict[str, list[Interaction]] = {}
-    for record in _csv_records(file, HISTORY_CSV_COLUMNS, ("user_id", "item_id"), columns):
-        where = _Where(str(file), record.loc)
-        user_id = _required_id(record.value, where, "user_id")
+    for record in csv_records(file, HISTORY_CSV_COLUMNS, ("user_id", "item_id"), columns):
+        where = Where(str(file), record.loc)
+        user_id = required_id(record.value, where, "user_id")
         where = where.at(f"{record.loc} (user {user_id!r})")
         fields = {k: v for k, v in record.value.items() if k != "user_id"}
-        grouped.setdefault(user_id, []).append(_interaction_from(fields, where))
-    return {uid: UserHistory(uid, _in_time_order(rows)) for uid, rows in grouped.items()}
+        grouped.setdefault(user_id, []).append(interaction_from(fields, where))
+    return {uid: UserHistory(uid, in_time_order(rows)) for uid, rows in grouped.items()}
 
 
 def load_catalog(path: PathLike, *, columns: Mapping[str, str] | None = None) -> Catalog:
@@ -112,17 +112,17 @@ def load_catalog(path: PathLike, *, columns: Mapping[str, str] | None = None) ->
     :func:`load_histories`). Duplicate item ids are an error.
     """
     file = Path(path)
-    ext = _extension(file)
+    ext = extension(file)
     if ext == ".csv":
-        records = _csv_records(file, ITEM_FIELDS, ("item_id",), columns)
+        records = csv_records(file, ITEM_FIELDS, ("item_id",), columns)
     else:
         _no_columns(columns, file)
-        records = _jsonl_records(file) if ext == ".jsonl" else _document_records(file, ext, "items")
+        records = jsonl_records(file) if ext == ".jsonl" else document_records(file, ext, "items")
     items: dict[str, Item] = {}
     first_seen: dict[str, str] = {}
     for record in records:
-        where = _Where(str(file), record.loc)
-        item = _item_from(record.value, where)
+        where = Where(str(file), record.loc)
+        item = item_from_obj(record.value, where)
         if item.item_id in items:
             raise where.at(f"item {item.item_id!r} ({record.loc})").error(
                 f"duplicate item id (first at {first_seen[item.item_id]})", "item_id")
@@ -141,18 +141,18 @@ def load_cases(path: PathLike, histories: Mapping[str, UserHistory],
     not already in that user's history; the same (user, item) pair may not appear twice.
     """
     file = Path(path)
-    ext = _extension(file)
+    ext = extension(file)
     if ext == ".csv":
-        records = _csv_records(file, CASE_FIELDS, CASE_FIELDS, None)
+        records = csv_records(file, CASE_FIELDS, CASE_FIELDS, None)
     else:
-        records = _jsonl_records(file) if ext == ".jsonl" else _document_records(file, ext, "cases")
+        records = jsonl_records(file) if ext == ".jsonl" else document_records(file, ext, "cases")
     cases: list[EvalCase] = []
     seen: dict[tuple[str, str], str] = {}
     for record in records:
-        where = _Where(str(file), f"case {record.loc}")
-        obj = _check_fields(record.value, CASE_FIELDS, where, "a case")
-        user_id = _required_id(obj, where, "user_id")
-        item_id = _required_id(obj, where, "item_id")
+        where = Where(str(file), f"case {record.loc}")
+        obj = check_fields(record.value, CASE_FIELDS, where, "a case")
+        user_id = required_id(obj, where, "user_id")
+        item_id = required_id(obj, where, "item_id")
         where = where.at(f"case {record.loc} (user {user_id!r}, item {item_id!r})")
         cases.append(_case(histories, catalog, user_id, item_id, where))
         if (user_id, item_id) in seen:
@@ -164,7 +164,7 @@ def load_cases(path: PathLike, histories: Mapping[str, UserHistory],
 
 
 def _case(histories: Mapping[str, UserHistory], catalog: Catalog, user_id: str, item_id: str,
-          where: _Where) -> EvalCase:
+          where: Where) -> EvalCase:
     if user_id not in histories:
         raise where.error("unknown user: not in the histories", "user_id")
     if item_id not in catalog:
@@ -208,8 +208,8 @@ def draw_cases(histories: Mapping[str, UserHistory], catalog: Catalog, n_cases: 
     frequent category (falling back to the next categories, then to any unseen item). ``n_cases=None``
     takes every user who has an unseen item. Cases come back in the order of ``histories``.
     """
-    _check_count(n_cases, "n_cases")
-    rand = _Rand(seed, _STREAM_CASES)
+    check_count(n_cases, "n_cases")
+    rand = Rand(seed, STREAM_CASES)
     users = list(histories)
     chosen: list[tuple[int, EvalCase]] = []
     for index in rand.sample(range(len(users)), len(users)):
@@ -225,7 +225,7 @@ def draw_cases(histories: Mapping[str, UserHistory], catalog: Catalog, n_cases: 
     return tuple(case for _, case in sorted(chosen, key=lambda pair: pair[0]))
 
 
-def _unseen_item(history: UserHistory, catalog: Catalog, rand: _Rand) -> Item | None:
+def _unseen_item(history: UserHistory, catalog: Catalog, rand: Rand) -> Item | None:
     seen = set(history.item_ids)
     for category in category_counts(history, catalog):
         candidates = [item for item in catalog.by_category(category) if item.item_id not in seen]
@@ -235,7 +235,7 @@ def _unseen_item(history: UserHistory, catalog: Catalog, rand: _Rand) -> Item | 
     return rand.choice(rest) if rest else None
 
 
-def _check_count(value: int | None, name: str, minimum: int = 1) -> None:
+def check_count(value: int | None, name: str, minimum: int = 1) -> None:
     if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < minimum):
         raise ConfigError(f"{name} must be an integer >= {minimum}, got {value!r}")
 
@@ -255,7 +255,7 @@ def load_dataset(histories: PathLike | Mapping[str, UserHistory], catalog: PathL
     cases file, cases are drawn with :func:`draw_cases` (``n_cases`` users, ``seed``); with one,
     ``n_cases`` keeps the first ``n_cases`` cases of the file.
     """
-    _check_count(n_cases, "n_cases")
+    check_count(n_cases, "n_cases")
     loaded_catalog = catalog if isinstance(catalog, Catalog) else load_catalog(catalog)
     loaded = histories if isinstance(histories, Mapping) else load_histories(histories)
     filled = {uid: _with_catalog_metadata(h, loaded_catalog) for uid, h in loaded.items()}

@@ -39,27 +39,27 @@ PathLike: TypeAlias = "str | os.PathLike[str]"
 # ---------------------------------------------------------------------------------------------------------
 
 
-class _Where(NamedTuple):
+class Where(NamedTuple):
     """Where a value came from, so that every error names the file, the record and the field."""
 
     source: str
     record: str | None = None
 
-    def at(self, record: str) -> _Where:
-        return _Where(self.source, record)
+    def at(self, record: str) -> Where:
+        return Where(self.source, record)
 
     def error(self, message: str, field: str | None = None) -> DataError:
         return DataError(message, source=self.source, record=self.record, field=field)
 
 
-class _Record(NamedTuple):
+class Record(NamedTuple):
     """One top-level record of a file (a user, an item, a case, a CSV row) and its location."""
 
     loc: str  # "index 3", "line 7"
     value: Any
 
 
-def _extension(path: Path) -> str:
+def extension(path: Path) -> str:
     ext = path.suffix.lower()
     if ext not in SUPPORTED_EXTENSIONS:
         shown = f"'{ext}'" if ext else "no extension"
@@ -68,7 +68,7 @@ def _extension(path: Path) -> str:
     return ext
 
 
-def _read_text(path: Path) -> str:
+def read_text(path: Path) -> str:
     try:
         return path.read_text(encoding="utf-8-sig")  # -sig: spreadsheet exports often start with a BOM
     except FileNotFoundError:
@@ -81,7 +81,7 @@ def _read_text(path: Path) -> str:
         raise DataError(f"cannot read file: {exc.strerror or exc}", source=str(path)) from None
 
 
-def _parse_json(text: str, where: _Where) -> Any:
+def _parse_json(text: str, where: Where) -> Any:
     try:
         return json.loads(text)
     except json.JSONDecodeError as exc:
@@ -90,7 +90,7 @@ def _parse_json(text: str, where: _Where) -> Any:
         raise where.error("invalid JSON: nested too deeply") from None
 
 
-def _parse_yaml(text: str, where: _Where) -> Any:
+def _parse_yaml(text: str, where: Where) -> Any:
     import yaml
 
     try:
@@ -106,10 +106,10 @@ def _parse_yaml(text: str, where: _Where) -> Any:
             f"invalid YAML: {problem} (column {mark.column + 1})") from None
 
 
-def _document_records(path: Path, ext: str, key: str) -> list[_Record]:
+def document_records(path: Path, ext: str, key: str) -> list[Record]:
     """Records of a JSON or YAML document: ``{key: [...]}`` or a bare list."""
-    where = _Where(str(path))
-    text = _read_text(path)
+    where = Where(str(path))
+    text = read_text(path)
     doc = _parse_json(text, where) if ext == ".json" else _parse_yaml(text, where)
     if isinstance(doc, Mapping):
         unknown = [str(k) for k in doc if k != key]
@@ -122,26 +122,26 @@ def _document_records(path: Path, ext: str, key: str) -> list[_Record]:
     if doc is None:
         raise where.error(f"empty file: no {key}")
     if not isinstance(doc, list):
-        raise where.error(f"expected a list of {key} (or {{{key!r}: [...]}}), got {_kind(doc)}")
-    return [_Record(f"index {i}", value) for i, value in enumerate(doc)]
+        raise where.error(f"expected a list of {key} (or {{{key!r}: [...]}}), got {kind(doc)}")
+    return [Record(f"index {i}", value) for i, value in enumerate(doc)]
 
 
-def _jsonl_records(path: Path) -> list[_Record]:
-    where = _Where(str(path))
+def jsonl_records(path: Path) -> list[Record]:
+    where = Where(str(path))
     records = []
-    for lineno, line in enumerate(_read_text(path).splitlines(), start=1):
+    for lineno, line in enumerate(read_text(path).splitlines(), start=1):
         if not line.strip():
             continue  # blank lines (a trailing newline, spacing) are not records
         try:
             value = json.loads(line)
         except json.JSONDecodeError as exc:
             raise where.at(f"line {lineno}").error(f"invalid JSON: {exc.msg} (column {exc.colno})") from None
-        records.append(_Record(f"line {lineno}", value))
+        records.append(Record(f"line {lineno}", value))
     return records
 
 
 def _csv_header_fields(header: list[str], allowed: tuple[str, ...], columns: Mapping[str, str] | None,
-                       where: _Where) -> list[str]:
+                       where: Where) -> list[str]:
     """Map each CSV header cell to the field it holds (``columns`` maps field -> header name)."""
     mapping = dict(columns or {})
     for name, header_name in mapping.items():
@@ -164,14 +164,14 @@ def _csv_header_fields(header: list[str], allowed: tuple[str, ...], columns: Map
     return fields
 
 
-def _csv_records(path: Path, allowed: tuple[str, ...], required: tuple[str, ...],
-                 columns: Mapping[str, str] | None) -> list[_Record]:
+def csv_records(path: Path, allowed: tuple[str, ...], required: tuple[str, ...],
+                 columns: Mapping[str, str] | None) -> list[Record]:
     """One record per CSV row: a dict of field -> cell, with empty cells left out."""
     import csv
     import io
 
-    where = _Where(str(path))
-    reader = csv.reader(io.StringIO(_read_text(path), newline=""))
+    where = Where(str(path))
+    reader = csv.reader(io.StringIO(read_text(path), newline=""))
     try:
         header = next(reader, None)
         if header is None:
@@ -190,13 +190,13 @@ def _csv_records(path: Path, allowed: tuple[str, ...], required: tuple[str, ...]
             if len(row) != len(fields):
                 raise where.at(loc).error(f"{len(row)} cells but the header has {len(fields)} columns")
             cells = {f: c.strip() for f, c in zip(fields, row, strict=True) if c.strip()}
-            records.append(_Record(loc, cells))
+            records.append(Record(loc, cells))
         return records
     except csv.Error as exc:
         raise where.at(f"line {reader.line_num}").error(f"invalid CSV: {exc}") from None
 
 
-def _kind(value: Any) -> str:
+def kind(value: Any) -> str:
     if value is None:
         return "null"
     return {dict: "an object", list: "a list", str: "a string", bool: "a boolean"}.get(
@@ -208,40 +208,40 @@ def _kind(value: Any) -> str:
 # ---------------------------------------------------------------------------------------------------------
 
 
-def _check_fields(obj: Any, allowed: tuple[str, ...], where: _Where, what: str) -> Mapping[str, Any]:
+def check_fields(obj: Any, allowed: tuple[str, ...], where: Where, what: str) -> Mapping[str, Any]:
     if not isinstance(obj, Mapping):
-        raise where.error(f"expected {what} object, got {_kind(obj)}")
+        raise where.error(f"expected {what} object, got {kind(obj)}")
     for key in obj:
         if key not in allowed:
             raise where.error(f"unknown field; allowed fields: {', '.join(allowed)}", str(key))
     return obj
 
 
-def _as_id(value: Any, where: _Where, field: str) -> str:
+def as_id(value: Any, where: Where, field: str) -> str:
     # Integer ids are common (MovieLens, YAML turns 42 into an int); they name the same thing as "42".
     if isinstance(value, bool) or not isinstance(value, (str, int)):
-        raise where.error(f"expected a string or integer id, got {_kind(value)}", field)
+        raise where.error(f"expected a string or integer id, got {kind(value)}", field)
     text = str(value).strip()
     if not text:
         raise where.error("empty id", field)
     return text
 
 
-def _required_id(obj: Mapping[str, Any], where: _Where, field: str) -> str:
+def required_id(obj: Mapping[str, Any], where: Where, field: str) -> str:
     if obj.get(field) is None:
         raise where.error(f"missing {field}", field)
-    return _as_id(obj[field], where, field)
+    return as_id(obj[field], where, field)
 
 
-def _as_opt_str(value: Any, where: _Where, field: str) -> str | None:
+def _as_opt_str(value: Any, where: Where, field: str) -> str | None:
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, (str, int, float)):
-        raise where.error(f"expected text, got {_kind(value)}", field)
+        raise where.error(f"expected text, got {kind(value)}", field)
     return str(value)
 
 
-def _as_rating(value: Any, where: _Where) -> float | None:
+def as_rating(value: Any, where: Where) -> float | None:
     if value is None:
         return None
     if isinstance(value, bool):
@@ -286,7 +286,7 @@ def _parse_timestamp(value: Any) -> int:
     if isinstance(value, date):
         return _epoch_from_datetime(datetime(value.year, value.month, value.day))
     if not isinstance(value, str):
-        raise ValueError(f"expected epoch seconds or an ISO-8601 string, got {_kind(value)}")
+        raise ValueError(f"expected epoch seconds or an ISO-8601 string, got {kind(value)}")
     text = value.strip()
     try:
         return int(text)
@@ -316,7 +316,7 @@ def _epoch_from_datetime(moment: datetime) -> int:
     return math.floor(moment.timestamp())
 
 
-def _as_timestamp(value: Any, where: _Where) -> int | None:
+def as_timestamp(value: Any, where: Where) -> int | None:
     if value is None:
         return None
     try:
@@ -325,7 +325,7 @@ def _as_timestamp(value: Any, where: _Where) -> int | None:
         raise where.error(str(exc), "timestamp") from None
 
 
-def _as_features(value: Any, where: _Where) -> Mapping[str, Any]:
+def _as_features(value: Any, where: Where) -> Mapping[str, Any]:
     if value is None:
         return {}
     if isinstance(value, str):  # the CSV form: a JSON object in one cell
@@ -334,29 +334,29 @@ def _as_features(value: Any, where: _Where) -> Mapping[str, Any]:
         except json.JSONDecodeError as exc:
             raise where.error(f"invalid JSON object: {exc.msg}", "features") from None
     if not isinstance(value, Mapping):
-        raise where.error(f"expected an object of named features, got {_kind(value)}", "features")
+        raise where.error(f"expected an object of named features, got {kind(value)}", "features")
     bad = [k for k in value if not isinstance(k, str)]
     if bad:
         raise where.error(f"feature names must be strings, got {bad[0]!r}", "features")
     return dict(value)
 
 
-def _interaction_from(obj: Any, where: _Where, allowed: tuple[str, ...] = INTERACTION_FIELDS) -> Interaction:
-    obj = _check_fields(obj, allowed, where, "an interaction")
+def interaction_from(obj: Any, where: Where, allowed: tuple[str, ...] = INTERACTION_FIELDS) -> Interaction:
+    obj = check_fields(obj, allowed, where, "an interaction")
     return Interaction(
-        item_id=_required_id(obj, where, "item_id"),
+        item_id=required_id(obj, where, "item_id"),
         category=_as_opt_str(obj.get("category"), where, "category"),
-        timestamp=_as_timestamp(obj.get("timestamp"), where),
-        rating=_as_rating(obj.get("rating"), where),
+        timestamp=as_timestamp(obj.get("timestamp"), where),
+        rating=as_rating(obj.get("rating"), where),
         title=_as_opt_str(obj.get("title"), where, "title"),
         features=_as_features(obj.get("features"), where),
     )
 
 
-def _item_from(obj: Any, where: _Where) -> Item:
-    obj = _check_fields(obj, ITEM_FIELDS, where, "an item")
+def item_from_obj(obj: Any, where: Where) -> Item:
+    obj = check_fields(obj, ITEM_FIELDS, where, "an item")
     return Item(
-        item_id=_required_id(obj, where, "item_id"),
+        item_id=required_id(obj, where, "item_id"),
         title=_as_opt_str(obj.get("title"), where, "title"),
         category=_as_opt_str(obj.get("category"), where, "category"),
         features=_as_features(obj.get("features"), where),
@@ -369,20 +369,20 @@ def history_from(data: UserHistory | Iterable[Any], user_id: str = "user") -> Us
     a dict with ``user_id`` and ``interactions``. Checked like a data file (``DataError`` names the field)."""
     if isinstance(data, UserHistory):
         return data
-    where = _Where("<python data>")
+    where = Where("<python data>")
     if isinstance(data, Mapping):
-        obj = _check_fields(data, USER_FIELDS, where, "a user history")
-        user_id = _required_id(obj, where, "user_id")
+        obj = check_fields(data, USER_FIELDS, where, "a user history")
+        user_id = required_id(obj, where, "user_id")
         data = obj.get("interactions") or []
     rows = list(data)
     return UserHistory(str(user_id), tuple(
-        i if isinstance(i, Interaction) else _interaction_from(i, where.at(f"interaction {n}"))
+        i if isinstance(i, Interaction) else interaction_from(i, where.at(f"interaction {n}"))
         for n, i in enumerate(rows)))
 
 
 def item_from(data: Item | Mapping[str, Any]) -> Item:
     """An :class:`Item` from the record itself or a dict (``item_id`` required)."""
-    return data if isinstance(data, Item) else _item_from(data, _Where("<python data>"))
+    return data if isinstance(data, Item) else item_from_obj(data, Where("<python data>"))
 
 
 def catalog_from(data: Catalog | Mapping[str, Any] | Iterable[Any]) -> Catalog:
@@ -404,7 +404,7 @@ def _keyed_item(item_id: str, value: Any) -> Item:
     return item_from(value if "item_id" in value else {"item_id": item_id, **value})
 
 
-def _in_time_order(interactions: Iterable[Interaction]) -> tuple[Interaction, ...]:
+def in_time_order(interactions: Iterable[Interaction]) -> tuple[Interaction, ...]:
     """Oldest first when every interaction has a timestamp (stable); otherwise the given order."""
     items = tuple(interactions)
     if all(i.timestamp is not None for i in items):

@@ -11,10 +11,10 @@ from types import MappingProxyType
 from typing import Any
 
 from ..errors import ConfigError, DataError
-from .datasets import _check_count
-from .io import PathLike, _as_id, _as_rating, _as_timestamp, _in_time_order, _read_text, _Where
+from .datasets import check_count
+from .io import PathLike, Where, as_id, as_rating, as_timestamp, in_time_order, read_text
 from .records import Catalog, Dataset, EvalCase, Interaction, Item, UserHistory
-from .seeded import _STREAM_CASES, _STREAM_SAMPLE, DEFAULT_SEED, _Rand
+from .seeded import DEFAULT_SEED, STREAM_CASES, STREAM_SAMPLE, Rand
 
 _NO_GENRES = "(no genres listed)"
 _YEAR = re.compile(r"\((\d{4})\)\s*$")
@@ -33,10 +33,10 @@ def load_movielens(directory: PathLike, *, max_users: int | None = None, min_rat
     drawn with probability proportional to its number of ratings (a recommender suggests known films, and
     the model can say something about them).
     """
-    _check_count(max_users, "max_users")
-    _check_count(min_ratings, "min_ratings")
-    _check_count(max_history, "max_history")
-    _check_count(n_cases, "n_cases")
+    check_count(max_users, "max_users")
+    check_count(min_ratings, "min_ratings")
+    check_count(max_history, "max_history")
+    check_count(n_cases, "n_cases")
     root = Path(directory)
     catalog = _movielens_movies(root / "movies.csv")
     ratings = _movielens_ratings(root / "ratings.csv", catalog)
@@ -45,14 +45,14 @@ def load_movielens(directory: PathLike, *, max_users: int | None = None, min_rat
         raise DataError(f"no user has at least min_ratings={min_ratings} ratings",
                         source=str(root / "ratings.csv"))
     if max_users is not None and max_users < len(eligible):
-        keep = set(_Rand(seed, _STREAM_SAMPLE).sample(eligible, max_users))
+        keep = set(Rand(seed, STREAM_SAMPLE).sample(eligible, max_users))
         eligible = [uid for uid in eligible if uid in keep]
     histories = {uid: _movielens_history(uid, ratings[uid], max_history) for uid in eligible}
     case_users = eligible
     if n_cases is not None:
         if n_cases > len(eligible):
             raise ConfigError(f"n_cases={n_cases} but only {len(eligible)} MovieLens users are kept")
-        keep = set(_Rand(seed, _STREAM_SAMPLE + 1).sample(eligible, n_cases))
+        keep = set(Rand(seed, STREAM_SAMPLE + 1).sample(eligible, n_cases))
         case_users = [uid for uid in eligible if uid in keep]
     cases = _movielens_cases(case_users, histories, ratings, catalog, seed)
     return Dataset(catalog=catalog, histories=MappingProxyType(histories), cases=cases,
@@ -63,8 +63,8 @@ def _movielens_movies(path: Path) -> Catalog:
     items = []
     seen: set[str] = set()
     for lineno, (movie_id, title, genre_list) in _csv_rows(path, ("movieId", "title", "genres")):
-        where = _Where(str(path), f"line {lineno}")
-        movie_id = _as_id(movie_id, where, "movieId")
+        where = Where(str(path), f"line {lineno}")
+        movie_id = as_id(movie_id, where, "movieId")
         if movie_id in seen:
             raise where.error("duplicate movieId", "movieId")
         seen.add(movie_id)
@@ -91,7 +91,7 @@ def _movielens_ratings(path: Path, catalog: Catalog) -> dict[str, list[Interacti
             if not user_id or not math.isfinite(value):
                 raise ValueError(user_id)
         except (KeyError, ValueError):
-            user_id, interaction = _movielens_rating_slow(cells, catalog, _Where(str(path), f"line {lineno}"))
+            user_id, interaction = _movielens_rating_slow(cells, catalog, Where(str(path), f"line {lineno}"))
         by_user.setdefault(user_id, []).append(interaction)
     if not by_user:
         raise DataError("no ratings", source=str(path))
@@ -99,13 +99,13 @@ def _movielens_ratings(path: Path, catalog: Catalog) -> dict[str, list[Interacti
 
 
 def _movielens_rating_slow(cells: tuple[str, ...], catalog: Catalog,
-                           where: _Where) -> tuple[str, Interaction]:
-    user_id = _as_id(cells[0], where, "userId")
-    movie_id = _as_id(cells[1], where, "movieId")
+                           where: Where) -> tuple[str, Interaction]:
+    user_id = as_id(cells[0], where, "userId")
+    movie_id = as_id(cells[1], where, "movieId")
     if movie_id not in catalog:
         raise where.error(f"movie {movie_id!r} is not in movies.csv", "movieId")
-    rating = _as_rating(cells[2] or None, where)
-    timestamp = _as_timestamp(cells[3] or None, where)
+    rating = as_rating(cells[2] or None, where)
+    timestamp = as_timestamp(cells[3] or None, where)
     return user_id, catalog[movie_id].as_interaction(timestamp=timestamp, rating=rating)
 
 
@@ -114,8 +114,8 @@ def _csv_rows(path: Path, required: tuple[str, ...]) -> Iterator[tuple[int, tupl
     import csv
     import io
 
-    where = _Where(str(path))
-    reader = csv.reader(io.StringIO(_read_text(path), newline=""))
+    where = Where(str(path))
+    reader = csv.reader(io.StringIO(read_text(path), newline=""))
     try:
         header = [h.strip() for h in next(reader, [])]
         missing = [name for name in required if name not in header]
@@ -135,7 +135,7 @@ def _csv_rows(path: Path, required: tuple[str, ...]) -> Iterator[tuple[int, tupl
 
 
 def _movielens_history(user_id: str, rows: list[Interaction], max_history: int | None) -> UserHistory:
-    ordered = _in_time_order(rows)
+    ordered = in_time_order(rows)
     if max_history is not None:
         ordered = ordered[-max_history:]  # the most recent ones: what a recommender would condition on
     return UserHistory(user_id, ordered)
@@ -158,7 +158,7 @@ def _movielens_cases(users: list[str], histories: Mapping[str, UserHistory],
             by_genre.setdefault(genre, []).append(i)
     pools = {genre: np.array(members, dtype=np.int64) for genre, members in by_genre.items()}
     everything = np.arange(len(movies), dtype=np.int64)
-    rand = _Rand(seed, _STREAM_CASES)
+    rand = Rand(seed, STREAM_CASES)
     cases = []
     for user_id in users:
         rated = np.array(sorted({index[row.item_id] for row in ratings[user_id]}), dtype=np.int64)
@@ -179,7 +179,7 @@ def _genre_ranking(history: UserHistory) -> list[str]:
     return [g for g, _ in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))]
 
 
-def _popular_unrated(pools: Iterable[Any], rated: Any, popularity: Any, rand: _Rand) -> int | None:
+def _popular_unrated(pools: Iterable[Any], rated: Any, popularity: Any, rand: Rand) -> int | None:
     """Index of a movie from the first pool with unrated movies, drawn in proportion to its popularity."""
     import numpy as np
 

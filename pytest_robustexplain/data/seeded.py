@@ -14,10 +14,10 @@ DEFAULT_SEED = 2601
 """The seed of the default synthetic dataset and of every seeded draw in this package (the paper's id)."""
 
 # Independent streams of one seed: changing, say, the number of users must not change the items.
-_STREAM_ITEMS, _STREAM_USERS, _STREAM_CASES, _STREAM_SAMPLE = 0, 1, 2, 3
+STREAM_ITEMS, STREAM_USERS, STREAM_CASES, STREAM_SAMPLE = 0, 1, 2, 3
 
 
-class _Rand:
+class Rand:
     """Draws built only on ``Generator.random()``.
 
     numpy promises a stable bit stream per seed but not stable algorithms for ``choice``, ``normal``,

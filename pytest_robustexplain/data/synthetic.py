@@ -9,9 +9,9 @@ from types import MappingProxyType
 from typing import NamedTuple
 
 from ..errors import ConfigError
-from .datasets import _check_count
+from .datasets import check_count
 from .records import Catalog, Dataset, EvalCase, Interaction, Item, UserHistory
-from .seeded import _STREAM_CASES, _STREAM_ITEMS, _STREAM_USERS, DEFAULT_SEED, _Rand
+from .seeded import DEFAULT_SEED, STREAM_CASES, STREAM_ITEMS, STREAM_USERS, Rand
 
 
 class _CategoryVocabulary(NamedTuple):
@@ -103,18 +103,18 @@ def generate_synthetic(seed: int = DEFAULT_SEED, *, n_items: int = 200, n_users:
     ``n_cases`` sampled users each get a case: an item of a dominant category they have not interacted
     with. Items are ``I001``…, users ``U001``…; ids carry no category, so hiding a category hides it.
     """
-    _check_count(n_items, "n_items", len(SYNTHETIC_CATEGORIES) * 2)
-    _check_count(n_users, "n_users")
-    _check_count(n_cases, "n_cases")
-    _check_count(min_len, "min_len")
-    _check_count(max_len, "max_len", min_len)
+    check_count(n_items, "n_items", len(SYNTHETIC_CATEGORIES) * 2)
+    check_count(n_users, "n_users")
+    check_count(n_cases, "n_cases")
+    check_count(min_len, "min_len")
+    check_count(max_len, "max_len", min_len)
     if n_cases > n_users:
         raise ConfigError(f"n_cases={n_cases} is more than n_users={n_users}")
-    items = _synthetic_items(_Rand(seed, _STREAM_ITEMS), n_items)
+    items = _synthetic_items(Rand(seed, STREAM_ITEMS), n_items)
     catalog = Catalog(sorted(items, key=lambda item: item.item_id))
     by_category = {c: catalog.by_category(c) for c in SYNTHETIC_CATEGORIES}
-    quality = _item_quality(catalog, _Rand(seed, _STREAM_ITEMS + 100))
-    rand = _Rand(seed, _STREAM_USERS)
+    quality = _item_quality(catalog, Rand(seed, STREAM_ITEMS + 100))
+    rand = Rand(seed, STREAM_USERS)
     histories: dict[str, UserHistory] = {}
     preferred: dict[str, tuple[str, ...]] = {}
     width = max(3, len(str(n_users)))
@@ -124,7 +124,7 @@ def generate_synthetic(seed: int = DEFAULT_SEED, *, n_items: int = 200, n_users:
         dominant = tuple(rand.sample(SYNTHETIC_CATEGORIES, rand.integer(1, 2 if length > 1 else 1)))
         histories[user_id] = _synthetic_history(user_id, dominant, length, by_category, quality, rand)
         preferred[user_id] = dominant
-    cases = _synthetic_cases(histories, preferred, by_category, n_cases, _Rand(seed, _STREAM_CASES))
+    cases = _synthetic_cases(histories, preferred, by_category, n_cases, Rand(seed, STREAM_CASES))
     return Dataset(catalog=catalog, histories=MappingProxyType(histories), cases=cases,
                    name=f"synthetic(seed={seed})")
 
@@ -135,7 +135,7 @@ def default_dataset() -> Dataset:
     return generate_synthetic()
 
 
-def _synthetic_items(rand: _Rand, n_items: int) -> list[Item]:
+def _synthetic_items(rand: Rand, n_items: int) -> list[Item]:
     categories = list(SYNTHETIC_CATEGORIES)
     base, extra = divmod(n_items, len(categories))
     per_category = [base + (i < extra) for i in range(len(categories))]
@@ -157,13 +157,13 @@ def _synthetic_items(rand: _Rand, n_items: int) -> list[Item]:
     return items
 
 
-def _item_quality(catalog: Catalog, rand: _Rand) -> dict[str, float]:
+def _item_quality(catalog: Catalog, rand: Rand) -> dict[str, float]:
     """A per-item rating offset: some products are simply better liked than others."""
     return {item_id: rand.normal(0.0, 0.35) for item_id in catalog}
 
 
 def _category_counts(dominant: tuple[str, ...], length: int, sizes: Mapping[str, int],
-                     rand: _Rand) -> dict[str, int]:
+                     rand: Rand) -> dict[str, int]:
     """How many interactions fall in each category: dominant ones strictly ahead of every other one."""
     low, high = (0.5, 0.75) if len(dominant) == 1 else (0.6, 0.85)
     capacity = {c: sizes[c] - 1 for c in dominant}  # keep an unseen item per dominant category for a case
@@ -190,7 +190,7 @@ def _category_counts(dominant: tuple[str, ...], length: int, sizes: Mapping[str,
 
 def _synthetic_history(user_id: str, dominant: tuple[str, ...], length: int,
                        by_category: Mapping[str, tuple[Item, ...]], quality: Mapping[str, float],
-                       rand: _Rand) -> UserHistory:
+                       rand: Rand) -> UserHistory:
     counts = _category_counts(dominant, length, {c: len(v) for c, v in by_category.items()}, rand)
     picks = {c: rand.sample(by_category[c], n) for c, n in counts.items() if n}
     sequence = rand.sample([c for c, n in counts.items() for _ in range(n)], length)
@@ -211,7 +211,7 @@ def _synthetic_history(user_id: str, dominant: tuple[str, ...], length: int,
 
 def _synthetic_cases(histories: Mapping[str, UserHistory], preferred: Mapping[str, tuple[str, ...]],
                      by_category: Mapping[str, tuple[Item, ...]], n_cases: int,
-                     rand: _Rand) -> tuple[EvalCase, ...]:
+                     rand: Rand) -> tuple[EvalCase, ...]:
     users = list(histories)
     chosen = sorted(rand.sample(range(len(users)), n_cases))
     cases = []

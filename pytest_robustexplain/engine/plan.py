@@ -2,16 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ..results import CONTROL_KIND, OVERALL, SWAP_KIND
+from ..results import CONTROL_KIND, OVERALL, SWAP_KIND, is_control
 
 if TYPE_CHECKING:
     from ..data import Catalog, EvalCase
     from ..donors import DonorPool
-    from ..explainers.base import Explainer
     from ..settings import GateSettings, Settings
     from ..sweep import SliceSpec
 
@@ -118,24 +117,24 @@ class SlicePlan:
         return self.pairs + self.controls + self.swaps + self.originals
 
 
-def plan_slices(settings: Settings, slices: Sequence[GatedSlice], explainers: Mapping[str, Explainer],
-                catalog: Catalog) -> list[SlicePlan]:
-    """Plan the slices exactly as :func:`run_slices` would, without starting the sweep or calling a model."""
-    from ..score_cache import CachedScorer
-    from ..sweep import Sweep
+def plan_slices(slices: Sequence[GatedSlice], catalog: Catalog) -> list[SlicePlan]:
+    """Plan the slices exactly as the sweep will (the same :class:`~pytest_robustexplain.sweep.PairPlanner`),
+    without a sweep, an explainer or a model call."""
+    from ..sweep import PairPlanner
 
-    sweep = Sweep(explainers, catalog, scorer=CachedScorer(weights=settings.weights))  # never scores
+    planner = PairPlanner(catalog)
     plans = []
     for entry in slices:
-        planned = sweep.add_slice(entry.spec)
-        perturbations = sweep.perturbations_for(entry.spec.slice_id)
-        users = {p.original.user_id for p in perturbations}
-        controls = len(entry.spec.cases) * entry.spec.repeats if entry.spec.noise_floor else 0
+        spec = entry.spec
+        planned = planner.plan(spec, [c.user_id for c in spec.cases])
+        perturbed = [p for p in planned.pairs if not is_control(p.key.kind)]
+        users = {p.key.user_id for p in perturbed}
+        controls = len(spec.cases) * spec.repeats if spec.noise_floor else 0
         if controls:
-            users |= {c.user_id for c in entry.spec.cases}
-        swaps = len(entry.spec.donors)
+            users |= {c.user_id for c in spec.cases}
+        swaps = len(spec.donors)
         if swaps:
-            users |= {user for user, _ in entry.spec.donors}
-        plans.append(SlicePlan(entry.spec.slice_id, entry.spec.model, len(perturbations), planned.trivial,
-                               controls, len(users), swaps))
+            users |= {user for user, _ in spec.donors}
+        plans.append(SlicePlan(spec.slice_id, spec.model, len(perturbed), planned.trivial, controls,
+                               len(users), swaps))
     return plans

@@ -185,20 +185,11 @@ class Run:
             self.say(note + hint)
 
     def price(self) -> list[SlicePlan]:
-        """Every planned slice priced (pairs, controls, model calls at most) without starting the sweep,
-        touching the cache or calling a model: what a dry run prints."""
-        from dataclasses import replace
-
+        """Every planned slice priced (pairs, controls, model calls at most) by the sweep's own planner,
+        without an explainer, the cache or a model call: what a dry run prints."""
         from .plan import plan_slices
 
-        uncached = replace(self.settings, cache="off")  # no cache directory is created for a dry run
-        models = dict.fromkeys(s.spec.model for s in self._slices.values())
-        explainers = {m: self._make_explainer(m) or build_explainer(uncached, m, cache_dir=self.cache_dir)
-                      for m in models}
-        try:
-            return plan_slices(self.settings, list(self._slices.values()), explainers, self.dataset.catalog)
-        finally:
-            close_explainers(explainers)
+        return plan_slices(list(self._slices.values()), self.dataset.catalog)
 
     def dry_run_lines(self) -> list[str]:
         """The plan of every gated item, one line each, and the total (``--dry-run`` under pytest)."""

@@ -69,7 +69,7 @@ class ReplayMissError(CacheMissError):
         self.directory = directory
 
 
-def _write_atomic(path: Path, text: str) -> None:
+def write_atomic(path: Path, text: str) -> None:
     """Write ``text`` to ``path`` so that no reader ever sees a partial file."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.stem[:16]}.", suffix=".tmp")
@@ -174,7 +174,7 @@ class ResponseCache:
             "explanation": {name: getattr(explanation, name) for name in _EXPLANATION_FIELDS},
         }
         try:
-            _write_atomic(self.path_for(key), json.dumps(entry, ensure_ascii=False, indent=1, sort_keys=True))
+            write_atomic(self.path_for(key), json.dumps(entry, ensure_ascii=False, indent=1, sort_keys=True))
         except OSError as exc:
             # A full disk or a directory in the way: the explanation is still good, only not cached.
             self._write_failed(self.path_for(key), exc)
@@ -230,7 +230,7 @@ class ResponseCache:
             path = self._model_path(info.backend, str(data["requested"]))
             try:
                 text = json.dumps(data, ensure_ascii=False, indent=1, sort_keys=True, default=str)
-                _write_atomic(path, text)
+                write_atomic(path, text)
             except OSError as exc:
                 self._write_failed(path, exc)
 

@@ -31,8 +31,8 @@ from typing import Any
 from ..data import Item, UserHistory
 from ..errors import BackendError, CacheMissError
 from .base import Explainer, Explanation, ModelInfo
-from .cache import _write_atomic, cache_key, validate_mode
-from .ollama import _name_matches, _normalise_digest
+from .cache import cache_key, validate_mode, write_atomic
+from .ollama import name_matches, normalise_digest
 from .openai_compat import model_fingerprint
 from .remote import tls_options
 from .retry import RetryExhaustedError, RetryPolicy, describe_error, is_connect_failure, status_of
@@ -81,8 +81,8 @@ class EmbeddingClient:
             body = response.json()
             if self.api == "ollama":
                 entry = next((m for m in body.get("models", []) if isinstance(m, dict)
-                              and _name_matches(self.model, str(m.get("model") or m.get("name")))), None)
-                return _normalise_digest(entry.get("digest")) if entry else None
+                              and name_matches(self.model, str(m.get("model") or m.get("name")))), None)
+                return normalise_digest(entry.get("digest")) if entry else None
             entry = next((m for m in body.get("data", [])
                           if isinstance(m, dict) and m.get("id") == self.model), None)
             return model_fingerprint(entry) if entry else None
@@ -166,7 +166,7 @@ class EmbeddingCache:
         if self.mode in ("write", "read-write"):
             entry = {"format": 1, "api": api, "embed_model": model, "embed_digest": digest}
             with contextlib.suppress(OSError):
-                _write_atomic(self._facts_path(api, model), json.dumps(entry))
+                write_atomic(self._facts_path(api, model), json.dumps(entry))
 
     def recorded_digest(self, api: str, model: str) -> str | None:
         """The digest a preflight recorded for (api, model); CacheMissError when none was."""
@@ -197,7 +197,7 @@ class EmbeddingCache:
                  "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "vector": list(vector)}
         # A full disk only costs the next run a request (the response cache warns about it once).
         with contextlib.suppress(OSError):
-            _write_atomic(self.directory / key[:2] / f"{key}.json", json.dumps(entry))
+            write_atomic(self.directory / key[:2] / f"{key}.json", json.dumps(entry))
 
 
 class Embedder:

@@ -66,7 +66,7 @@ def resolve_host(host: str | None = None) -> str:
     return f"{parts.scheme}://{hostname}:{port}{parts.path.rstrip('/')}"
 
 
-def _normalise_digest(digest: str | None) -> str | None:
+def normalise_digest(digest: str | None) -> str | None:
     # /api/tags reports a bare sha256 hex digest; say which algorithm it is, as the reports do.
     if digest and ":" not in digest and len(digest) == 64:
         return f"sha256:{digest}"
@@ -83,7 +83,7 @@ def _raise_timeout(exc: Exception) -> None:
         raise exc
 
 
-def _name_matches(requested: str, listed: str) -> bool:
+def name_matches(requested: str, listed: str) -> bool:
     return listed == requested or (":" not in requested and listed == f"{requested}:latest")
 
 
@@ -174,7 +174,7 @@ class OllamaExplainer(RemoteExplainer):
                     "the host and port; for an OpenAI-compatible server use --robustexplain-backend=openai."
                 ) from None
             raise
-        entry = next((m for m in listing.models if m.model and _name_matches(self.model, m.model)), None)
+        entry = next((m for m in listing.models if m.model and name_matches(self.model, m.model)), None)
         if entry is None:
             raise self._not_found()
         name = entry.model or self.model
@@ -186,7 +186,7 @@ class OllamaExplainer(RemoteExplainer):
             raise
         details = shown.details or entry.details
         return ModelInfo(
-            name=name, backend=self.backend, digest=_normalise_digest(entry.digest),
+            name=name, backend=self.backend, digest=normalise_digest(entry.digest),
             parameter_size=details.parameter_size if details else None,
             quantization=details.quantization_level if details else None,
             server_version=version, host=self.host,
@@ -210,7 +210,7 @@ class OllamaExplainer(RemoteExplainer):
         except Exception as exc:
             _raise_timeout(exc)
             return None
-        entry = next((e for e in entries if e.get("model") and _name_matches(self.model, e["model"])), None)
+        entry = next((e for e in entries if e.get("model") and name_matches(self.model, e["model"])), None)
         if entry is None:
             raise self._not_found()
         name = entry["model"]
@@ -226,7 +226,7 @@ class OllamaExplainer(RemoteExplainer):
             details = entry.get("details")
         size = entry.get("size")
         return ModelInfo(
-            name=name, backend=self.backend, digest=_normalise_digest(entry.get("digest")),
+            name=name, backend=self.backend, digest=normalise_digest(entry.get("digest")),
             parameter_size=details.get("parameter_size") if details is not None else None,
             quantization=details.get("quantization_level") if details is not None else None,
             server_version=version, host=self.host,

@@ -84,8 +84,8 @@ from .base import Vector as Vector
 from .base import Weights as Weights
 from .scoring import Scorer
 from .text import TaggerFn as TaggerFn
-from .text import _all_tokens as _all_tokens
-from .text import _pattern_tag as _pattern_tag
+from .text import all_tokens as all_tokens
+from .text import pattern_tag as pattern_tag
 from .text import word_tokens
 from .weights import (
     check_embedding,

@@ -1,5 +1,5 @@
 """The metrics' names, constants and score records (``PairScores``, ``TextScores``), and the two pure helpers
-every layer above shares (``cosine``, ``_clamp``); no heavy import."""
+every layer above shares (``cosine``, ``clamp``); no heavy import."""
 
 from __future__ import annotations
 
@@ -34,16 +34,16 @@ TOKEN_PATTERN = r"""
   | \w+                       # a word the alternatives above refused (the "o" of "o't")
   | [^\w\s]                   # any other character is one punctuation token (not a word)
 """
-_TOKEN_FLAGS = re.UNICODE | re.MULTILINE | re.DOTALL | re.IGNORECASE | re.VERBOSE
-_WORD_CHAR = re.compile(r"[^\W_]")  # a letter or digit: what makes a token a word
-_APOSTROPHES = str.maketrans({"’": "'", "‘": "'", "ʼ": "'"})
+TOKEN_FLAGS = re.UNICODE | re.MULTILINE | re.DOTALL | re.IGNORECASE | re.VERBOSE
+WORD_CHAR = re.compile(r"[^\W_]")  # a letter or digit: what makes a token a word
+APOSTROPHES = str.maketrans({"’": "'", "‘": "'", "ʼ": "'"})
 
 DEFAULT_TAGGER = "textblob"
 # User-facing tagger name -> name in the signature.
 TAGGERS: dict[str, str] = {"textblob": "textblob-pattern", "nltk-perceptron": "nltk-perceptron"}
 # The distribution whose version pins each tagger's behaviour (lexicon, rules, model).
-_TAGGER_DISTRIBUTION = {"textblob": "textblob", "nltk-perceptron": "nltk"}
-_PERCEPTRON_INSTALL = "python -m nltk.downloader averaged_perceptron_tagger_eng"
+TAGGER_DISTRIBUTION = {"textblob": "textblob", "nltk-perceptron": "nltk"}
+PERCEPTRON_INSTALL = "python -m nltk.downloader averaged_perceptron_tagger_eng"
 
 # An entry (mostly the n-gram counts) takes ~40 KB for an 80-word text, so the default bounds the cache
 # near 40 MB. LRU keeps an original cached while its ~25 perturbed partners and control repeats are
@@ -105,10 +105,10 @@ class CacheInfo(NamedTuple):
     maxsize: int
 
 
-_FAILED = PairScores(0.0, 0.0, 0.0, 0.0, 0.0, generation_failure=True, keyword_empty=False)
+FAILED = PairScores(0.0, 0.0, 0.0, 0.0, 0.0, generation_failure=True, keyword_empty=False)
 
 
-def _clamp(value: float) -> float:
+def clamp(value: float) -> float:
     return min(1.0, max(0.0, value))
 
 
@@ -120,4 +120,4 @@ def cosine(a: Sequence[float], b: Sequence[float]) -> float:
     if len(a) != len(b):
         raise ValueError(f"embedding vectors differ in length ({len(a)} and {len(b)})")
     norm = math.sqrt(math.fsum(x * x for x in a) * math.fsum(y * y for y in b))
-    return _clamp(math.fsum(x * y for x, y in zip(a, b, strict=True)) / norm) if norm > 0 else 0.0
+    return clamp(math.fsum(x * y for x, y in zip(a, b, strict=True)) / norm) if norm > 0 else 0.0

@@ -23,10 +23,10 @@ from .base import (
     TextScores,
     Vector,
     Weights,
-    _clamp,
+    clamp,
 )
-from .text import TaggerFn, _all_tokens, _get_tokenizer, _is_word, _make_tagger
-from .weights import _check_tagger, check_embedding, combine, metric_signature, validate_weights
+from .text import TaggerFn, all_tokens, get_tokenizer, is_word, make_tagger
+from .weights import check_embedding, check_tagger, combine, metric_signature, validate_weights
 
 
 @dataclass(frozen=True)
@@ -60,12 +60,12 @@ class Scorer:
     def __init__(self, *, weights: Mapping[str, Any] | Sequence[Any] | None = None,
                  tagger: str = DEFAULT_TAGGER, cache_size: int = DEFAULT_CACHE_SIZE) -> None:
         self._weights = validate_weights(weights)
-        self._tagger_name = _check_tagger(tagger)
+        self._tagger_name = check_tagger(tagger)
         if isinstance(cache_size, bool) or not isinstance(cache_size, int) or cache_size < 1:
             raise ConfigError(f"cache_size must be an integer ≥ 1, got {cache_size!r}")
         self._signature = metric_signature(self._weights, self._tagger_name)
-        _get_tokenizer()
-        self._tag: TaggerFn = _make_tagger(self._tagger_name)
+        get_tokenizer()
+        self._tag: TaggerFn = make_tagger(self._tagger_name)
         from sacrebleu.metrics import BLEU
 
         # Built once: sacrebleu resolves its tokenizer and settings in the constructor.
@@ -162,7 +162,7 @@ class Scorer:
             correct, total, len(perturbed.words), len(original.words),
             smooth_method=self._bleu.smooth_method, smooth_value=self._bleu.smooth_value,
             effective_order=self._bleu.effective_order, max_ngram_order=self._bleu.max_ngram_order)
-        return _clamp(bleu.score / 100.0)
+        return clamp(bleu.score / 100.0)
 
     def _stats(self, text: str, name: str) -> _TextStats:
         if not isinstance(text, str):
@@ -185,13 +185,13 @@ class Scorer:
             return stats
 
     def _analyse(self, text: str) -> _TextStats:
-        tokens = _all_tokens(text)
-        words = tuple(token.lower() for token in tokens if _is_word(token))
+        tokens = all_tokens(text)
+        words = tuple(token.lower() for token in tokens if is_word(token))
         if not words:
             return _EMPTY_STATS
         tf = Counter(words)
         keywords = frozenset(word.lower() for word, tag in self._tag(tokens)
-                             if tag in KEYWORD_TAGS and _is_word(word))
+                             if tag in KEYWORD_TAGS and is_word(word))
         ngrams = tuple(Counter(zip(*(words[i:] for i in range(n)), strict=False))
                        for n in range(1, BLEU_MAX_ORDER + 1))
         repeated = tuple(frozenset(gram for gram, count in counts.items() if count > 1) for counts in ngrams)
@@ -213,7 +213,7 @@ def _clipped_matches(hyp: _TextStats, ref: _TextStats, order: int) -> int:
 def _semantic(original: _TextStats, perturbed: _TextStats) -> float:
     a, b = original.tf, perturbed.tf
     dot = sum(a[word] * b[word] for word in a.keys() & b.keys())
-    return _clamp(dot / math.sqrt(original.tf_sq_norm * perturbed.tf_sq_norm))
+    return clamp(dot / math.sqrt(original.tf_sq_norm * perturbed.tf_sq_norm))
 
 
 def _keyword(original: _TextStats, perturbed: _TextStats) -> tuple[float, bool]:

@@ -7,7 +7,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..errors import ConfigError
-from .base import _APOSTROPHES, _PERCEPTRON_INSTALL, _TOKEN_FLAGS, _WORD_CHAR, TOKEN_PATTERN
+from .base import APOSTROPHES, PERCEPTRON_INSTALL, TOKEN_FLAGS, TOKEN_PATTERN, WORD_CHAR
 
 TaggerFn = Callable[[list[str]], list[tuple[str, str]]]
 
@@ -15,32 +15,32 @@ _tokenizer_lock = threading.Lock()
 _tokenizer: Any = None
 
 
-def _get_tokenizer() -> Any:
+def get_tokenizer() -> Any:
     global _tokenizer
     with _tokenizer_lock:
         if _tokenizer is None:
             from nltk.tokenize import RegexpTokenizer
 
-            _tokenizer = RegexpTokenizer(TOKEN_PATTERN, flags=_TOKEN_FLAGS)
+            _tokenizer = RegexpTokenizer(TOKEN_PATTERN, flags=TOKEN_FLAGS)
         return _tokenizer
 
 
-def _all_tokens(text: str) -> list[str]:
+def all_tokens(text: str) -> list[str]:
     """Every token of ``text`` in its original case, punctuation included."""
-    tokens: list[str] = _get_tokenizer().tokenize(text.translate(_APOSTROPHES))
+    tokens: list[str] = get_tokenizer().tokenize(text.translate(APOSTROPHES))
     return tokens
 
 
-def _is_word(token: str) -> bool:
-    return _WORD_CHAR.search(token) is not None
+def is_word(token: str) -> bool:
+    return WORD_CHAR.search(token) is not None
 
 
 def word_tokens(text: str) -> list[str]:
     """The lower-cased word tokens of ``text`` that every metric counts (punctuation dropped)."""
-    return [token.lower() for token in _all_tokens(text) if _is_word(token)]
+    return [token.lower() for token in all_tokens(text) if is_word(token)]
 
 
-def _pattern_tag(tokens: list[str]) -> list[tuple[str, str]]:
+def pattern_tag(tokens: list[str]) -> list[tuple[str, str]]:
     """TextBlob's Pattern tagger on NLTK's tokens.
 
     ``textblob.en.tag(" ".join(tokens), tokenize=False)`` splits the string on spaces, calls
@@ -55,7 +55,7 @@ def _pattern_tag(tokens: list[str]) -> list[tuple[str, str]]:
 
 def _textblob_tagger(tokens: list[str]) -> list[tuple[str, str]]:
     # Looked up at call time so the one place that calls textblob can be observed in tests.
-    return _pattern_tag(tokens)
+    return pattern_tag(tokens)
 
 
 def _perceptron_tagger() -> TaggerFn:
@@ -66,7 +66,7 @@ def _perceptron_tagger() -> TaggerFn:
     except LookupError:
         raise ConfigError(
             "keyword tagger 'nltk-perceptron' needs NLTK's averaged perceptron tagger data, which is "
-            f"not installed; install it with `{_PERCEPTRON_INSTALL}` (or use the default tagger "
+            f"not installed; install it with `{PERCEPTRON_INSTALL}` (or use the default tagger "
             "'textblob', which needs no download)") from None
 
     def tag(tokens: list[str]) -> list[tuple[str, str]]:
@@ -76,7 +76,7 @@ def _perceptron_tagger() -> TaggerFn:
     return tag
 
 
-def _make_tagger(tagger: str) -> TaggerFn:
+def make_tagger(tagger: str) -> TaggerFn:
     if tagger == "nltk-perceptron":
         return _perceptron_tagger()
     import gc

@@ -13,12 +13,12 @@ from .. import __version__
 from ..errors import ConfigError
 from ..results import ALL_METRICS, EMBEDDING, METRICS
 from .base import (
-    _FAILED,
-    _TAGGER_DISTRIBUTION,
     BLEU_MAX_ORDER,
     BLEU_SMOOTH_METHOD,
     DEFAULT_TAGGER,
     DEFAULT_WEIGHTS,
+    FAILED,
+    TAGGER_DISTRIBUTION,
     TAGGERS,
     TOKENIZER_NAME,
     WEIGHT_TOLERANCE,
@@ -26,7 +26,7 @@ from .base import (
     TextScores,
     Vector,
     Weights,
-    _clamp,
+    clamp,
     cosine,
 )
 
@@ -102,7 +102,7 @@ def embedding_weighted(weights: Weights) -> bool:
     return len(weights) == len(ALL_METRICS)
 
 
-def _check_tagger(tagger: str) -> str:
+def check_tagger(tagger: str) -> str:
     if tagger not in TAGGERS:
         raise ConfigError(f"unknown keyword tagger {tagger!r}; expected one of {', '.join(TAGGERS)}")
     return tagger
@@ -135,8 +135,8 @@ def metric_signature(weights: Mapping[str, Any] | Sequence[Any] | None = None,
     distributions' metadata, nothing heavy is imported.
     """
     values = validate_weights(weights)
-    tagger = _check_tagger(tagger)
-    tag_part = f"{TAGGERS[tagger]}@{_distribution_version(_TAGGER_DISTRIBUTION[tagger])}"
+    tagger = check_tagger(tagger)
+    tag_part = f"{TAGGERS[tagger]}@{_distribution_version(TAGGER_DISTRIBUTION[tagger])}"
     bleu_part = (f"{BLEU_MAX_ORDER},smooth:{BLEU_SMOOTH_METHOD},eff:yes,"
                  f"sacrebleu@{_distribution_version('sacrebleu')}")
     emb_part = f"|emb:cos,{embedding}" if embedding else ""
@@ -166,11 +166,11 @@ def combine(text: TextScores, weights: Weights, vectors: tuple[Vector, Vector] |
     embedding cosine of ``vectors`` as the fifth metric when given. The one place ρ is formed, whether
     the metrics were just computed or read from the score cache."""
     if text.failed:
-        return _FAILED if vectors is None else replace(_FAILED, embedding=0.0)
+        return FAILED if vectors is None else replace(FAILED, embedding=0.0)
     metrics = [text.semantic, text.keyword, text.structural, text.length]
     embedding = None if vectors is None else cosine(*vectors)
     if embedding is not None:
         metrics.append(embedding)
-    combined = _clamp(math.fsum(w * m for w, m in zip(weights, metrics, strict=False)))
+    combined = clamp(math.fsum(w * m for w, m in zip(weights, metrics, strict=False)))
     return PairScores(text.semantic, text.keyword, text.structural, text.length, combined=combined,
                       generation_failure=False, keyword_empty=text.keyword_empty, embedding=embedding)

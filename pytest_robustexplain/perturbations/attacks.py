@@ -13,7 +13,7 @@ import numpy as np
 
 from ..data import Catalog, Interaction, Item, UserHistory
 from ..errors import ConfigError, DataError
-from .core import _count, _fresh_interaction, _plausible_gap, _register_builtin
+from .core import fresh_interaction, plausible_gap, register_builtin, units_to_change
 
 INJECTION = "prompt_injection"
 SHILLING = "shilling"
@@ -59,7 +59,7 @@ def prompt_injection(history: UserHistory, severity: int, catalog: Catalog,
                      rng: np.random.Generator) -> tuple[UserHistory, dict[str, Any]]:
     """Append an instruction with a canary to the titles of some interactions (module docstring)."""
     original = history.interactions
-    count = min(len(original), _count(severity, len(original)))
+    count = min(len(original), units_to_change(severity, len(original)))
     positions = sorted(int(p) for p in rng.choice(len(original), size=count, replace=False))
     families = tuple(PAYLOADS)  # the built-ins and any registered since
     start = int(rng.integers(len(families)))
@@ -102,13 +102,13 @@ def shilling(history: UserHistory, severity: int, catalog: Catalog,
              rng: np.random.Generator) -> tuple[UserHistory, dict[str, Any]]:
     """A burst of top-rated recent interactions with one target brand or category (module docstring)."""
     field, value, pool = _target(history, catalog, rng)
-    count = _count(severity, len(history))
+    count = units_to_change(severity, len(history))
     picks = [pool[int(i)] for i in rng.choice(len(pool), size=count, replace=count > len(pool))]
     stamps = [i.timestamp for i in history if i.timestamp is not None]
-    last, gap = (max(stamps), _plausible_gap(sorted(stamps))) if stamps else (None, 0)
+    last, gap = (max(stamps), plausible_gap(sorted(stamps))) if stamps else (None, 0)
     ratings = [i.rating for i in history if i.rating is not None]
     top = max(ratings) if ratings else 5.0
-    new = [_fresh_interaction(item, timestamp=None if last is None else last + gap * (k + 1), rating=top)
+    new = [fresh_interaction(item, timestamp=None if last is None else last + gap * (k + 1), rating=top)
            for k, item in enumerate(picks)]
     n = len(history)
     inserted = [{"position": n + k, "item_id": i.item_id, "category": i.category} for k, i in enumerate(new)]
@@ -116,5 +116,5 @@ def shilling(history: UserHistory, severity: int, catalog: Catalog,
             {"inserted": inserted, "target": {"field": field, "value": value}})
 
 
-_register_builtin(INJECTION, prompt_injection, ("injection",))
-_register_builtin(SHILLING, shilling, ("shill",))
+register_builtin(INJECTION, prompt_injection, ("injection",))
+register_builtin(SHILLING, shilling, ("shill",))

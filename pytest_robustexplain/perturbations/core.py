@@ -246,7 +246,7 @@ def unregister_perturbation(name: str) -> None:
             del _LOOKUP[spelling]
 
 
-def _register_builtin(name: str, fn: PerturbationFn, aliases: tuple[str, ...]) -> None:
+def register_builtin(name: str, fn: PerturbationFn, aliases: tuple[str, ...]) -> None:
     _REGISTRY[name] = Perturbation(name, fn, aliases, builtin=True)
     for spelling in (name, *aliases):
         _LOOKUP[spelling] = name
@@ -290,12 +290,12 @@ def validate_severity(severity: object) -> int:
 # --------------------------------------------------------------------------------------------- helpers
 
 
-def _count(severity: int, units: int) -> int:
+def units_to_change(severity: int, units: int) -> int:
     """``max(1, round(0.1·severity·units))`` with round half up, in exact integer arithmetic."""
     return max(1, (severity * units + 5) // 10)
 
 
-def _fresh_interaction(item: Item, *, timestamp: int | None, rating: float | None) -> Interaction:
+def fresh_interaction(item: Item, *, timestamp: int | None, rating: float | None) -> Interaction:
     # Deep-copy the features so nothing mutable is shared between the catalog and a perturbed history.
     return Interaction(item_id=item.item_id, category=item.category, timestamp=timestamp, rating=rating,
                        title=item.title, features=copy.deepcopy(dict(item.features)))
@@ -336,7 +336,7 @@ def _draw_items(pool: Sequence[Item], count: int, rng: np.random.Generator,
     return [source[int(i)] for i in picks]
 
 
-def _plausible_gap(timestamps: Sequence[int]) -> int:
+def plausible_gap(timestamps: Sequence[int]) -> int:
     gaps = sorted(b - a for a, b in itertools.pairwise(timestamps) if b > a)
     return int(np.median(gaps)) if gaps else _DEFAULT_GAP_S
 
@@ -364,7 +364,7 @@ def _insertion_timestamps(original: Sequence[Interaction], gap_of: Sequence[int]
                           rng: np.random.Generator) -> list[int | None]:
     """Timestamps for insertions landing after ``gap_of[j]`` original interactions (non-decreasing in j)."""
     known = [i.timestamp for i in original]
-    gap = _plausible_gap([t for t in known if t is not None])
+    gap = plausible_gap([t for t in known if t is not None])
     # Insertions between the same two known timestamps (possibly several gaps apart, when the
     # interactions in between have none) share one bracket and are drawn together, sorted, so that
     # the known timestamps stay in order.
@@ -395,7 +395,7 @@ def _insert(history: UserHistory, items: Sequence[Item],
     # The j-th insertion (in position order) lands after p - j original interactions.
     stamps = _insertion_timestamps(original, [p - j for j, p in enumerate(positions)], rng)
     ratings = [i.rating for i in original if i.rating is not None]
-    new = iter([_fresh_interaction(item, timestamp=stamps[j], rating=_draw_rating(ratings, rng))
+    new = iter([fresh_interaction(item, timestamp=stamps[j], rating=_draw_rating(ratings, rng))
                 for j, item in enumerate(items)])
     source = iter(original)
     position_set = set(positions)
@@ -415,7 +415,7 @@ def noise_injection(history: UserHistory, severity: int, catalog: Catalog,
     """Insert random catalog items at random positions (see the module docstring)."""
     if len(catalog) == 0:
         raise DataError("the catalog is empty, so there is nothing to inject", source="catalog")
-    count = _count(severity, len(history))
+    count = units_to_change(severity, len(history))
     pool = catalog.items_list
     picks = rng.choice(len(pool), size=count, replace=count > len(pool))
     interactions, positions = _insert(history, [pool[int(i)] for i in picks], rng)
@@ -428,7 +428,7 @@ def behavior_dilution(history: UserHistory, severity: int, catalog: Catalog,
     """Insert items from the user's least-engaged categories (see the module docstring)."""
     categories = least_engaged_categories(history, catalog)
     pool = [item for c in categories for item in catalog.by_category(c)]
-    items = _draw_items(pool, _count(severity, len(history)), rng, set(history.item_ids))
+    items = _draw_items(pool, units_to_change(severity, len(history)), rng, set(history.item_ids))
     interactions, positions = _insert(history, items, rng)
     changes = {"inserted": _inserted_changes(interactions, positions), "categories": list(categories)}
     return UserHistory(history.user_id, interactions), changes
@@ -438,7 +438,7 @@ def category_drift(history: UserHistory, severity: int, catalog: Catalog,
                    rng: np.random.Generator) -> tuple[UserHistory, dict[str, Any]]:
     """Replace the most recent interactions with items from rarely-engaged categories."""
     n = len(history)
-    count = min(n, _count(severity, n))
+    count = min(n, units_to_change(severity, n))
     candidates = least_engaged_categories(history, catalog)
     how_many = min(len(candidates), int(rng.integers(1, 3)))
     targets = [candidates[int(i)] for i in sorted(rng.choice(len(candidates), size=how_many, replace=False))]
@@ -448,7 +448,7 @@ def category_drift(history: UserHistory, severity: int, catalog: Catalog,
     replaced = []
     for position, item in zip(range(n - count, n), items, strict=True):
         old = interactions[position]
-        interactions[position] = _fresh_interaction(item, timestamp=old.timestamp, rating=old.rating)
+        interactions[position] = fresh_interaction(item, timestamp=old.timestamp, rating=old.rating)
         replaced.append({"position": position, "old_item_id": old.item_id, "item_id": item.item_id,
                          "category": item.category})
     return UserHistory(history.user_id, tuple(interactions)), {"replaced": replaced, "categories": targets}
@@ -519,7 +519,7 @@ def missing_values(history: UserHistory, severity: int, catalog: Catalog,
     original = history.interactions
     present = [(p, name) for p, interaction in enumerate(original) for name in METADATA_FIELDS
                if getattr(interaction, name) is not None]
-    count = min(len(present), _count(severity, len(METADATA_FIELDS) * len(original)))
+    count = min(len(present), units_to_change(severity, len(METADATA_FIELDS) * len(original)))
     picks = sorted(int(i) for i in rng.choice(len(present), size=count, replace=False)) if count else []
     blanked = [present[i] for i in picks]
     per_position: dict[int, dict[str, None]] = {}
@@ -532,11 +532,11 @@ def missing_values(history: UserHistory, severity: int, catalog: Catalog,
     return UserHistory(history.user_id, tuple(interactions)), changes
 
 
-_register_builtin(NOISE, noise_injection, ("noise",))
-_register_builtin(SHUFFLE, temporal_shuffle, ("shuffle",))
-_register_builtin(DILUTION, behavior_dilution, ("dilution", "dilute"))
-_register_builtin(DRIFT, category_drift, ("drift",))
-_register_builtin(MISSING, missing_values, ("missing",))
+register_builtin(NOISE, noise_injection, ("noise",))
+register_builtin(SHUFFLE, temporal_shuffle, ("shuffle",))
+register_builtin(DILUTION, behavior_dilution, ("dilution", "dilute"))
+register_builtin(DRIFT, category_drift, ("drift",))
+register_builtin(MISSING, missing_values, ("missing",))
 
 
 # ------------------------------------------------------------------------------------------ entry point

@@ -12,13 +12,13 @@ from typing import Any
 
 from ..errors import ConfigError
 from ..results import EMBEDDING, METRICS
-from .parsers import _PER_KIND_KEYS, _THRESHOLD, _hint, _Invalid, _metric_names, _name_values, _unique
+from .parsers import PER_KIND_KEYS, THRESHOLD, Invalid, hint, metric_names, name_values, unique
 from .table import OptionSpec, option
 
 CanonicalKind = Callable[[str], str]
 
 
-def _default_canonical_kind(name: str) -> str:
+def default_canonical_kind(name: str) -> str:
     # Imported lazily: the perturbations module pulls in numpy, and custom kinds registered through the
     # hook must be known by the time validation runs.
     from ..perturbations import canonical_kind
@@ -26,41 +26,41 @@ def _default_canonical_kind(name: str) -> str:
     return canonical_kind(name)
 
 
-def _canonical_kinds(names: Iterable[str], canon: CanonicalKind, where: str) -> tuple[str, ...]:
+def canonical_kinds(names: Iterable[str], canon: CanonicalKind, where: str) -> tuple[str, ...]:
     kinds = []
     for name in names:
         try:
             kinds.append(canon(name))
         except ConfigError as exc:
             raise ConfigError(f"{where}: {exc}") from None
-    return _unique(kinds)
+    return unique(kinds)
 
 
-def _marker_value(spec: OptionSpec, value: Any, where: str) -> Any:
+def marker_value(spec: OptionSpec, value: Any, where: str) -> Any:
     try:
         return spec.parse(value)
-    except _Invalid as exc:
+    except Invalid as exc:
         raise ConfigError(f"{where}: {exc}") from None
 
 
-def _parse_min_metric(value: Any, base: float | Mapping[str, float], where: str
+def parse_min_metric(value: Any, base: float | Mapping[str, float], where: str
                       ) -> float | Mapping[str, float]:
     """A float, or a partial per-metric mapping (a dict, or ``semantic=0.5`` text) completed from ``base``
     (the threshold it overrides)."""
     try:
-        named = _name_values(value, "metric thresholds")
+        named = name_values(value, "metric thresholds")
         if named is None:
-            return _THRESHOLD(value)
-        _metric_names(named)
-    except _Invalid as exc:
+            return THRESHOLD(value)
+        metric_names(named)
+    except Invalid as exc:
         raise ConfigError(f"{where}: {exc}") from None
     full = {m: float(base[m] if isinstance(base, Mapping) else base) for m in METRICS}
     for metric, threshold in named.items():
-        full[metric] = _marker_value(option("min-combined"), threshold, f"{where}: {metric}")
+        full[metric] = marker_value(option("min-combined"), threshold, f"{where}: {metric}")
     return MappingProxyType(full)
 
 
-def _parse_per_kind(value: Any, gate: Mapping[str, Any], where: str, canon: CanonicalKind
+def parse_per_kind(value: Any, gate: Mapping[str, Any], where: str, canon: CanonicalKind
                     ) -> Mapping[str, Mapping[str, Any]]:
     if not isinstance(value, Mapping):
         raise ConfigError(f"{where}: must be a dict kind -> {{'min_combined': x, 'min_metric': y}}")
@@ -68,28 +68,28 @@ def _parse_per_kind(value: Any, gate: Mapping[str, Any], where: str, canon: Cano
     for name, overrides in value.items():
         if not isinstance(name, str):
             raise ConfigError(f"{where}: perturbation names must be text, got {name!r}")
-        kind = _canonical_kinds([name], canon, where)[0]
+        kind = canonical_kinds([name], canon, where)[0]
         if not isinstance(overrides, Mapping):
             raise ConfigError(f"{where}: the value for {name!r} must be a dict with "
-                              f"{' and/or '.join(_PER_KIND_KEYS)}")
-        unknown = [k for k in overrides if k not in _PER_KIND_KEYS]
+                              f"{' and/or '.join(PER_KIND_KEYS)}")
+        unknown = [k for k in overrides if k not in PER_KIND_KEYS]
         if unknown:
             raise ConfigError(f"{where}: unknown key {unknown[0]!r} for {name!r}"
-                              f"{_hint(str(unknown[0]), _PER_KIND_KEYS)}")
+                              f"{hint(str(unknown[0]), PER_KIND_KEYS)}")
         parsed: dict[str, Any] = {}
         if "min_combined" in overrides:
-            parsed["min_combined"] = float(_marker_value(option("min-combined"), overrides["min_combined"],
+            parsed["min_combined"] = float(marker_value(option("min-combined"), overrides["min_combined"],
                                                          where))
         if "min_metric" in overrides:
-            parsed["min_metric"] = _parse_min_metric(overrides["min_metric"], gate["min_metric"], where)
+            parsed["min_metric"] = parse_min_metric(overrides["min_metric"], gate["min_metric"], where)
         if "min_relative" in overrides:
-            parsed["min_relative"] = float(_marker_value(option("min-relative"), overrides["min_relative"],
+            parsed["min_relative"] = float(marker_value(option("min-relative"), overrides["min_relative"],
                                                          where))
         out[kind] = MappingProxyType(parsed)
     return MappingProxyType(out)
 
 
-def _check_embedding_weight(weights: tuple[float, ...], embed_model: str | None, where: str) -> None:
+def check_embedding_weight(weights: tuple[float, ...], embed_model: str | None, where: str) -> None:
     from ..metrics import embedding_weighted
 
     if embedding_weighted(weights) and not embed_model:

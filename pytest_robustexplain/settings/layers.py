@@ -18,12 +18,12 @@ from typing import TYPE_CHECKING, Any
 from ..errors import ConfigError
 from .checks import (
     CanonicalKind,
-    _canonical_kinds,
-    _check_embedding_weight,
-    _default_canonical_kind,
-    _parse_per_kind,
+    canonical_kinds,
+    check_embedding_weight,
+    default_canonical_kind,
+    parse_per_kind,
 )
-from .parsers import _hint, _Invalid
+from .parsers import Invalid, hint
 from .record import Settings
 from .table import DOORS, OPTIONS, YAML_NAME, OptionSpec, option
 
@@ -116,7 +116,7 @@ def _yaml_entries(loader: Any, node: Any, shown: str) -> dict[str, YamlEntry]:
         if name == "config":
             raise ConfigError(f"{shown}:{line}: key 'config' cannot be set inside the settings file")
         if name not in valid:
-            raise ConfigError(f"{shown}:{line}: unknown key {key!r}{_hint(name, valid)}")
+            raise ConfigError(f"{shown}:{line}: unknown key {key!r}{hint(name, valid)}")
         if name in entries:
             raise ConfigError(f"{shown}:{line}: key {key!r} repeats line {entries[name].line} "
                               f"({entries[name].key!r})")
@@ -165,7 +165,7 @@ def _find(spec: OptionSpec, layers: _Layers, *, fallbacks: bool = True) -> _Give
 def _parse_given(spec: OptionSpec, given: _Given) -> Any:
     try:
         value = spec.parse(given.raw)
-    except _Invalid as exc:
+    except Invalid as exc:
         raise ConfigError(f"{given.where if spec.echo else given.label}: {exc}") from None
     if isinstance(value, Path):
         value = _absolute(value, given.base)
@@ -234,13 +234,13 @@ def resolve_settings(*, cli: Mapping[str, Any], env: Mapping[str, str], ini: Map
     values["config"], sources["config"], wheres["config"] = yaml_file, yaml_source, yaml_source
     if sources["perturbations"] != "default":
         # The default is already canonical; skipping it keeps numpy (perturbations) out of plain runs.
-        values["perturbations"] = _canonical_kinds(values["perturbations"],
-                                                   canonical_kind or _default_canonical_kind,
+        values["perturbations"] = canonical_kinds(values["perturbations"],
+                                                   canonical_kind or default_canonical_kind,
                                                    wheres["perturbations"])
     if values["per_kind"]:
         # Checked as the marker's per_kind is, against the run's min_metric and known kinds.
-        values["per_kind"] = _parse_per_kind(values["per_kind"], values, wheres["per_kind"],
-                                             canonical_kind or _default_canonical_kind)
+        values["per_kind"] = parse_per_kind(values["per_kind"], values, wheres["per_kind"],
+                                             canonical_kind or default_canonical_kind)
     _cross_check(values, wheres)
     return Settings(**values, sources=sources)
 
@@ -280,7 +280,7 @@ def ignored_settings(settings: Settings) -> dict[str, str]:
 
 def _cross_check(values: Mapping[str, Any], wheres: Mapping[str, str]) -> None:
     """Combinations that are each valid alone but contradict each other."""
-    _check_embedding_weight(values["weights"], values["embed_model"], wheres["weights"])
+    check_embedding_weight(values["weights"], values["embed_model"], wheres["weights"])
     if isinstance(values["dataset"], Path):
         for name in ("histories", "catalog", "cases"):
             if values[name] is not None:

@@ -14,16 +14,16 @@ from ..errors import ConfigError
 from ..results import METRICS
 from .checks import (
     CanonicalKind,
-    _canonical_kinds,
-    _check_embedding_weight,
-    _default_canonical_kind,
-    _marker_value,
-    _parse_min_metric,
-    _parse_per_kind,
+    canonical_kinds,
+    check_embedding_weight,
+    default_canonical_kind,
+    marker_value,
+    parse_min_metric,
+    parse_per_kind,
 )
-from .parsers import _hint
-from .record import Settings, _jsonable
-from .table import _BY_FIELD, option
+from .parsers import hint
+from .record import Settings, jsonable
+from .table import BY_FIELD, option
 
 MARKER_KEYWORDS: tuple[str, ...] = (
     "min_combined", "min_metric", "per_kind", "perturbations", "severities", "users", "repeats",
@@ -109,7 +109,7 @@ class GateSettings:
                 **{m: self.metric_threshold(m, kind) for m in METRICS}}
 
     def to_dict(self) -> dict[str, Any]:
-        return {f.name: _jsonable(getattr(self, f.name)) for f in fields(self)}
+        return {f.name: jsonable(getattr(self, f.name)) for f in fields(self)}
 
 
 def _marker_where(nodeid: str, key: str, value: Any) -> str:
@@ -117,13 +117,13 @@ def _marker_where(nodeid: str, key: str, value: Any) -> str:
 
 
 def _unknown_keyword(key: str, nodeid: str) -> ConfigError:
-    if key.replace("-", "_") in _BY_FIELD:
+    if key.replace("-", "_") in BY_FIELD:
         spec = option(key)
         return ConfigError(f"{nodeid}: {key!r} in @pytest.mark.robustness is a run-wide setting, not a "
                            f"per-test keyword (use {spec.cli}, {spec.env} or ini {spec.ini}). "
                            f"Valid: {', '.join(MARKER_KEYWORDS)}")
     return ConfigError(f"{nodeid}: unknown keyword {key!r} in @pytest.mark.robustness"
-                       f"{_hint(key, MARKER_KEYWORDS)}")
+                       f"{hint(key, MARKER_KEYWORDS)}")
 
 
 def apply_marker(settings: Settings, kwargs: Mapping[str, Any], *, nodeid: str, args: Sequence[Any] = (),
@@ -139,7 +139,7 @@ def apply_marker(settings: Settings, kwargs: Mapping[str, Any], *, nodeid: str, 
     for key in kwargs:
         if key not in MARKER_KEYWORDS:
             raise _unknown_keyword(key, nodeid)
-    canon = canonical_kind or _default_canonical_kind
+    canon = canonical_kind or default_canonical_kind
     gate: dict[str, Any] = {k: getattr(settings, k) for k in MARKER_KEYWORDS}
     sources = {k: settings.sources.get(k, "default") for k in gate}
     kwargs = {k: v for k, v in kwargs.items() if v is not None}
@@ -148,19 +148,19 @@ def apply_marker(settings: Settings, kwargs: Mapping[str, Any], *, nodeid: str, 
             continue  # needs the final min_metric, below
         where = _marker_where(nodeid, key, value)
         if key == "min_metric":
-            gate[key] = _parse_min_metric(value, settings.min_metric, where)
+            gate[key] = parse_min_metric(value, settings.min_metric, where)
         elif key == "perturbations":
-            gate[key] = _canonical_kinds(_marker_value(option(key), value, where), canon, where)
+            gate[key] = canonical_kinds(marker_value(option(key), value, where), canon, where)
         else:
-            gate[key] = _marker_value(option(key), value, where)
+            gate[key] = marker_value(option(key), value, where)
         if key == "weights":
-            _check_embedding_weight(gate[key], settings.embed_model, where)
+            check_embedding_weight(gate[key], settings.embed_model, where)
         sources[key] = f"@pytest.mark.robustness on {nodeid}"
     if "per_kind" in kwargs:
         where = _marker_where(nodeid, "per_kind", kwargs["per_kind"])
         # The marker's kinds replace the run's thresholds for those kinds; the run's others stay.
         gate["per_kind"] = MappingProxyType({**settings.per_kind,
-                                             **_parse_per_kind(kwargs["per_kind"], gate, where, canon)})
+                                             **parse_per_kind(kwargs["per_kind"], gate, where, canon)})
         sources["per_kind"] = f"@pytest.mark.robustness on {nodeid}"
         if "perturbations" in kwargs:
             # Both set in the same marker: thresholds for a kind the test does not run are a typo.

@@ -20,10 +20,10 @@ from ..results import ALL_METRICS, DEFAULT_MIN_METRIC, METRICS
 
 SEVERITY_RANGE = (1, 5)
 
-_PER_KIND_KEYS: tuple[str, ...] = ("min_combined", "min_metric", "min_relative")
+PER_KIND_KEYS: tuple[str, ...] = ("min_combined", "min_metric", "min_relative")
 
 
-class _Invalid(Exception):
+class Invalid(Exception):
     """A parser's complaint about a raw value; the resolver prefixes it with where the value came from."""
 
 
@@ -36,17 +36,17 @@ def _suggest(word: str, choices: Iterable[str]) -> str:
     return f"; did you mean {close[0]!r}?" if close else ""
 
 
-def _hint(word: str, choices: Sequence[str]) -> str:
+def hint(word: str, choices: Sequence[str]) -> str:
     """The suggestion (or a full stop) followed by the valid names, to end an "unknown name" message."""
     return f"{_suggest(word, choices) or '.'} Valid: {', '.join(choices)}"
 
 
-def _text(raw: Any) -> str:
+def parse_text(raw: Any) -> str:
     if not isinstance(raw, str):
-        raise _Invalid(f"expected text, got {type(raw).__name__}")
+        raise Invalid(f"expected text, got {type(raw).__name__}")
     text = raw.strip()
     if not text:
-        raise _Invalid("empty value")
+        raise Invalid("empty value")
     return text
 
 
@@ -60,10 +60,10 @@ def _to_int(raw: Any) -> int:
         return raw
     if isinstance(raw, str):
         try:
-            return int(_text(raw))
+            return int(parse_text(raw))
         except ValueError:
-            raise _Invalid("not an integer") from None
-    raise _Invalid(f"not an integer (got {type(raw).__name__})")
+            raise Invalid("not an integer") from None
+    raise Invalid(f"not an integer (got {type(raw).__name__})")
 
 
 def _to_float(raw: Any) -> float:
@@ -71,29 +71,29 @@ def _to_float(raw: Any) -> float:
         value = float(raw)
     elif isinstance(raw, str):
         try:
-            value = float(_text(raw))
+            value = float(parse_text(raw))
         except ValueError:
-            raise _Invalid("not a number") from None
+            raise Invalid("not a number") from None
     else:
-        raise _Invalid(f"not a number (got {type(raw).__name__})")
+        raise Invalid(f"not a number (got {type(raw).__name__})")
     if not math.isfinite(value):
-        raise _Invalid("must be a finite number")
+        raise Invalid("must be a finite number")
     return value
 
 
-def _int_parser(minimum: int, *, allow_all: bool = False) -> Parser:
+def int_parser(minimum: int, *, allow_all: bool = False) -> Parser:
     def parse(raw: Any) -> int | None:
         if allow_all and isinstance(raw, str) and raw.strip().lower() == "all":
             return None
         value = _to_int(raw)
         if value < minimum:
             what = "a positive integer" if minimum == 1 else f"an integer ≥ {minimum}"
-            raise _Invalid(f"must be {what}" + (" (or 'all')" if allow_all else ""))
+            raise Invalid(f"must be {what}" + (" (or 'all')" if allow_all else ""))
         return value
     return parse
 
 
-def _float_parser(low: float, high: float | None, *, open_low: bool = False, open_high: bool = False
+def float_parser(low: float, high: float | None, *, open_low: bool = False, open_high: bool = False
                   ) -> Parser:
     def parse(raw: Any) -> float:
         value = _to_float(raw)
@@ -101,25 +101,25 @@ def _float_parser(low: float, high: float | None, *, open_low: bool = False, ope
         too_high = high is not None and (value >= high if open_high else value > high)
         if too_low or too_high:
             if high is None:
-                raise _Invalid(f"must be {'greater than' if open_low else 'at least'} {low:g}")
+                raise Invalid(f"must be {'greater than' if open_low else 'at least'} {low:g}")
             if open_low or open_high:
-                raise _Invalid(f"must be strictly between {low:g} and {high:g}")
-            raise _Invalid(f"must be between {low:g} and {high:g}")
+                raise Invalid(f"must be strictly between {low:g} and {high:g}")
+            raise Invalid(f"must be between {low:g} and {high:g}")
         return value
     return parse
 
 
-def _choice_parser(choices: tuple[str, ...]) -> Parser:
+def choice_parser(choices: tuple[str, ...]) -> Parser:
     def parse(raw: Any) -> str:
         # YAML 1.1 reads a bare ``off``/``on`` as a boolean; map it back rather than rejecting it.
         if isinstance(raw, bool):
             word = "on" if raw else "off"
             if word in choices:
                 return word
-            raise _Invalid(f"must be one of {', '.join(choices)} (got a boolean)")
-        value = _text(raw).lower()
+            raise Invalid(f"must be one of {', '.join(choices)} (got a boolean)")
+        value = parse_text(raw).lower()
         if value not in choices:
-            raise _Invalid(f"must be one of {', '.join(choices)}{_suggest(value, choices)}")
+            raise Invalid(f"must be one of {', '.join(choices)}{_suggest(value, choices)}")
         return value
     return parse
 
@@ -129,14 +129,14 @@ def _split_list(raw: Any) -> list[Any]:
     if isinstance(raw, str):
         parts = [p.strip() for p in raw.split(",")]
         if len(parts) > 1 and any(not p for p in parts):
-            raise _Invalid("empty entry in comma-separated list")
+            raise Invalid("empty entry in comma-separated list")
         return [p for p in parts if p]
     if isinstance(raw, (list, tuple)):
         return list(raw)
-    raise _Invalid(f"expected a comma-separated list, got {type(raw).__name__}")
+    raise Invalid(f"expected a comma-separated list, got {type(raw).__name__}")
 
 
-def _unique(values: Iterable[Any]) -> tuple[Any, ...]:
+def unique(values: Iterable[Any]) -> tuple[Any, ...]:
     return tuple(dict.fromkeys(values))
 
 
@@ -144,31 +144,31 @@ def _parse_names(raw: Any) -> tuple[str, ...]:
     names = []
     for item in _split_list(raw):
         if not isinstance(item, str) or not item.strip():
-            raise _Invalid(f"list entries must be non-empty text, got {item!r}")
+            raise Invalid(f"list entries must be non-empty text, got {item!r}")
         names.append(item.strip())
-    return _unique(names)
+    return unique(names)
 
 
-def _parse_models(raw: Any) -> tuple[str, ...]:
+def parse_models(raw: Any) -> tuple[str, ...]:
     """Model names; two spellings of one Ollama model ("x" and "x:latest") would run it twice."""
     names = _parse_names(raw)
     seen: dict[str, str] = {}
     for name in names:
         same = name if ":" in name else f"{name}:latest"
         if same in seen:
-            raise _Invalid(f"{seen[same]!r} and {name!r} name the same model; give it once")
+            raise Invalid(f"{seen[same]!r} and {name!r} name the same model; give it once")
         seen[same] = name
     return names
 
 
-def _parse_kinds(raw: Any) -> tuple[str, ...]:
+def parse_kinds(raw: Any) -> tuple[str, ...]:
     names = _parse_names(raw)
     if not names:
-        raise _Invalid("needs at least one perturbation kind")
+        raise Invalid("needs at least one perturbation kind")
     return names
 
 
-def _parse_severities(raw: Any) -> tuple[int, ...]:
+def parse_severities(raw: Any) -> tuple[int, ...]:
     """``"1-5"``, ``"1,3,5"``, ``"1-2,5"``, ``3``, ``[1, 2]`` or ``range(1, 4)`` -> sorted unique levels."""
     low, high = SEVERITY_RANGE
     if isinstance(raw, range):
@@ -179,22 +179,22 @@ def _parse_severities(raw: Any) -> tuple[int, ...]:
         if isinstance(item, str) and re.fullmatch(r"\s*\d+\s*-\s*\d+\s*", item):
             start, stop = (int(x) for x in item.split("-"))
             if start > stop:
-                raise _Invalid(f"range {item.strip()!r} runs backwards")
+                raise Invalid(f"range {item.strip()!r} runs backwards")
             levels.extend(range(start, stop + 1))
             continue
         try:
             levels.append(_to_int(item))
-        except _Invalid:
-            raise _Invalid(f"severity {item!r} is not an integer or a range like 1-5") from None
+        except Invalid:
+            raise Invalid(f"severity {item!r} is not an integer or a range like 1-5") from None
     if not levels:
-        raise _Invalid("needs at least one severity")
+        raise Invalid("needs at least one severity")
     bad = [lv for lv in levels if not low <= lv <= high]
     if bad:
-        raise _Invalid(f"severity {bad[0]} is outside {low}-{high}")
+        raise Invalid(f"severity {bad[0]} is outside {low}-{high}")
     return tuple(sorted(set(levels)))
 
 
-def _name_values(raw: Any, what: str) -> Mapping[str, Any] | None:
+def name_values(raw: Any, what: str) -> Mapping[str, Any] | None:
     """A mapping given as a mapping (YAML), as ``name=value[,name=value]`` text (command line, environment,
     ini), or as the ``{'name': value}`` text pytest makes of a TOML inline table in pyproject.toml; None
     for anything else (a plain value)."""
@@ -211,7 +211,7 @@ def _name_values(raw: Any, what: str) -> Mapping[str, Any] | None:
         except (ValueError, SyntaxError):
             parsed = None
         if not isinstance(parsed, dict):
-            raise _Invalid(f"{text!r} is not a table of {what}")
+            raise Invalid(f"{text!r} is not a table of {what}")
         return parsed
     if "=" not in text:
         return None
@@ -219,56 +219,56 @@ def _name_values(raw: Any, what: str) -> Mapping[str, Any] | None:
     for part in _split_list(text):
         name, sep, value = part.partition("=")
         if not sep:
-            raise _Invalid(f"{part!r}: mix of plain and name=value {what}")
+            raise Invalid(f"{part!r}: mix of plain and name=value {what}")
         pairs[name.strip()] = value
     return pairs
 
 
-def _metric_names(raw: Mapping[str, Any], names: tuple[str, ...] = METRICS) -> None:
+def metric_names(raw: Mapping[str, Any], names: tuple[str, ...] = METRICS) -> None:
     unknown = [k for k in raw if k not in names]
     if unknown:
-        raise _Invalid(f"unknown metric {unknown[0]!r}{_suggest(str(unknown[0]), names)} "
+        raise Invalid(f"unknown metric {unknown[0]!r}{_suggest(str(unknown[0]), names)} "
                        f"(metrics: {', '.join(names)})")
 
 
-def _parse_weights(raw: Any) -> tuple[float, ...]:
+def parse_weights(raw: Any) -> tuple[float, ...]:
     """Weights from ``"a,b,c,d"``, ``"semantic=a,keyword=b,..."`` (``embedding=e`` too), a list or a dict;
     checked by the one definition, :func:`pytest_robustexplain.metrics.check_weights`."""
     from ..metrics import check_weights
 
-    named = _name_values(raw, "weights")
+    named = name_values(raw, "weights")
     if named is not None:
         raw = named
     if isinstance(raw, Mapping):
-        _metric_names(raw, ALL_METRICS)  # did-you-mean for a misspelt name
+        metric_names(raw, ALL_METRICS)  # did-you-mean for a misspelt name
     else:
         raw = _split_list(raw)
     try:
         return check_weights(raw)
     except ValueError as exc:
-        raise _Invalid(str(exc)) from None
+        raise Invalid(str(exc)) from None
 
 
-_THRESHOLD = _float_parser(0.0, 1.0)
+THRESHOLD = float_parser(0.0, 1.0)
 
 
-def _parse_min_metric_setting(raw: Any) -> float | Mapping[str, float]:
+def parse_min_metric_setting(raw: Any) -> float | Mapping[str, float]:
     """One threshold for every metric, or ``semantic=0.5,keyword=0.4`` (a mapping in YAML or
     pyproject.toml): the metrics named get their own threshold, the others the default 0.35."""
-    named = _name_values(raw, "metric thresholds")
+    named = name_values(raw, "metric thresholds")
     if named is None:
-        return _THRESHOLD(raw)
-    _metric_names(named)
+        return THRESHOLD(raw)
+    metric_names(named)
     full = dict.fromkeys(METRICS, DEFAULT_MIN_METRIC)
     for metric, value in named.items():
         try:
-            full[metric] = _THRESHOLD(value)
-        except _Invalid as exc:
-            raise _Invalid(f"{metric}: {exc}") from None
+            full[metric] = THRESHOLD(value)
+        except Invalid as exc:
+            raise Invalid(f"{metric}: {exc}") from None
     return MappingProxyType(full)
 
 
-def _parse_per_kind_setting(raw: Any) -> Mapping[str, Mapping[str, Any]]:
+def parse_per_kind_setting(raw: Any) -> Mapping[str, Mapping[str, Any]]:
     """Per-kind thresholds: a mapping kind -> {min_combined, min_metric} (YAML, pyproject.toml), or
     ``category_drift.min_combined=0.4,noise.min_metric=0.3,noise.min_metric.semantic=0.5`` as text.
     Kinds and values are checked with the run's settings in :func:`resolve_settings`."""
@@ -277,9 +277,9 @@ def _parse_per_kind_setting(raw: Any) -> Mapping[str, Mapping[str, Any]]:
         for part in _split_list(raw):
             path, sep, value = part.partition("=")
             keys = [k.strip() for k in path.split(".")]
-            if not sep or len(keys) not in (2, 3) or keys[1] not in _PER_KIND_KEYS or (
+            if not sep or len(keys) not in (2, 3) or keys[1] not in PER_KIND_KEYS or (
                     len(keys) == 3 and keys[1] != "min_metric"):
-                raise _Invalid(f"{part!r}: expected KIND.min_combined=X, KIND.min_metric=X, "
+                raise Invalid(f"{part!r}: expected KIND.min_combined=X, KIND.min_metric=X, "
                                "KIND.min_metric.METRIC=X or KIND.min_relative=X")
             entry = out.setdefault(keys[0], {})
             if len(keys) == 3:
@@ -288,60 +288,60 @@ def _parse_per_kind_setting(raw: Any) -> Mapping[str, Mapping[str, Any]]:
             else:
                 entry[keys[1]] = value
         return out
-    named = _name_values(raw, "per-kind thresholds")
+    named = name_values(raw, "per-kind thresholds")
     if named is None:
-        raise _Invalid("expected a mapping kind -> {min_combined: X, min_metric: Y}")
+        raise Invalid("expected a mapping kind -> {min_combined: X, min_metric: Y}")
     return named
 
 
-def _parse_bool(raw: Any) -> bool:
+def parse_bool(raw: Any) -> bool:
     if isinstance(raw, bool):
         return raw
-    word = _text(raw).lower() if isinstance(raw, str) else None
+    word = parse_text(raw).lower() if isinstance(raw, str) else None
     if word in ("1", "true", "yes", "on"):
         return True
     if word in ("0", "false", "no", "off"):
         return False
-    raise _Invalid("must be true or false (1/0, yes/no, on/off)")
+    raise Invalid("must be true or false (1/0, yes/no, on/off)")
 
 
-def _parse_path(raw: Any) -> Path:
+def parse_path(raw: Any) -> Path:
     # Relative paths are made absolute by the resolver, which knows which directory they are relative to.
-    return Path(_text(raw)).expanduser()
+    return Path(parse_text(raw)).expanduser()
 
 
-def _parse_dataset(raw: Any) -> str | Path:
+def parse_dataset(raw: Any) -> str | Path:
     if isinstance(raw, str) and raw.strip().lower() == "synthetic":
         return "synthetic"
-    return _parse_path(raw)
+    return parse_path(raw)
 
 
-def _parse_host(raw: Any) -> str:
+def parse_host(raw: Any) -> str:
     """One base URL, or several (comma-separated, a YAML list) to spread the calls over; kept as one
     comma-separated string (:attr:`Settings.hosts` splits it)."""
     hosts = [_one_host(h) for h in _split_list(raw)]
     if not hosts:
-        raise _Invalid("empty value")
+        raise Invalid("empty value")
     twice = next((h for i, h in enumerate(hosts) if h in hosts[:i]), None)
     if twice is not None:
-        raise _Invalid(f"host {twice!r} is listed twice")
+        raise Invalid(f"host {twice!r} is listed twice")
     return ",".join(hosts)
 
 
 def _one_host(raw: Any) -> str:
-    host = _text(raw)
+    host = parse_text(raw)
     if any(ch.isspace() for ch in host):
-        raise _Invalid("must not contain spaces")
+        raise Invalid("must not contain spaces")
     scheme, sep, _ = host.partition("://")
     if sep and scheme.lower() not in ("http", "https"):
-        raise _Invalid(f"unsupported scheme {scheme!r} (use http:// or https://)")
+        raise Invalid(f"unsupported scheme {scheme!r} (use http:// or https://)")
     return host
 
 
-def _parse_env_name(raw: Any) -> str:
-    name = _text(raw)
+def parse_env_name(raw: Any) -> str:
+    name = parse_text(raw)
     if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
         # The commonest mistake is pasting the key itself (the spec sets echo=False so it is not shown).
-        raise _Invalid("must be the NAME of an environment variable (e.g. OPENAI_API_KEY), "
+        raise Invalid("must be the NAME of an environment variable (e.g. OPENAI_API_KEY), "
                        "not the key itself")
     return name

@@ -15,13 +15,13 @@ from ..results import ALL_METRICS
 from .table import DEFAULT_HOSTS, OPTIONS
 
 
-def _jsonable(value: Any) -> Any:
+def jsonable(value: Any) -> Any:
     if isinstance(value, Path):
         return str(value)
     if isinstance(value, tuple):
-        return [_jsonable(v) for v in value]
+        return [jsonable(v) for v in value]
     if isinstance(value, Mapping):
-        return {str(k): _jsonable(v) for k, v in value.items()}
+        return {str(k): jsonable(v) for k, v in value.items()}
     return value
 
 
@@ -126,6 +126,6 @@ class Settings:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready: paths as strings, tuples as lists, plus ``sources``."""
-        out = {f.name: _jsonable(getattr(self, f.name)) for f in fields(self) if f.name != "sources"}
+        out = {f.name: jsonable(getattr(self, f.name)) for f in fields(self) if f.name != "sources"}
         out["sources"] = dict(self.sources)
         return out

@@ -18,21 +18,21 @@ from ..backends import BACKEND_NAMES, DEFAULT_HOSTS, GENERATION_DEFAULTS
 from ..results import DEFAULT_MIN_COMBINED, DEFAULT_MIN_METRIC, GUARD_POLICIES
 from .parsers import (
     Parser,
-    _choice_parser,
-    _float_parser,
-    _int_parser,
-    _parse_bool,
-    _parse_dataset,
-    _parse_env_name,
-    _parse_host,
-    _parse_kinds,
-    _parse_min_metric_setting,
-    _parse_models,
-    _parse_path,
-    _parse_per_kind_setting,
-    _parse_severities,
-    _parse_weights,
-    _text,
+    choice_parser,
+    float_parser,
+    int_parser,
+    parse_bool,
+    parse_dataset,
+    parse_env_name,
+    parse_host,
+    parse_kinds,
+    parse_min_metric_setting,
+    parse_models,
+    parse_path,
+    parse_per_kind_setting,
+    parse_severities,
+    parse_text,
+    parse_weights,
 )
 
 if TYPE_CHECKING:
@@ -103,7 +103,7 @@ def _opt(name: str, parse: Parser, default: Any, help: str, metavar: str | None 
 
 
 def _enum(name: str, choices: tuple[str, ...], default: str, help: str) -> OptionSpec:
-    return _opt(name, _choice_parser(choices), default, f"{help} One of {', '.join(choices)}; "
+    return _opt(name, choice_parser(choices), default, f"{help} One of {', '.join(choices)}; "
                 f"default {default}.", metavar="{" + ",".join(choices) + "}")
 
 
@@ -112,154 +112,154 @@ _PERTURB_HELP = ("Perturbation kinds, comma-separated (noise_injection, temporal
                  "default all five.")
 
 OPTIONS: tuple[OptionSpec, ...] = (
-    _opt("model", _parse_models, (), "Model(s) to gate, comma-separated (e.g. llama3.1:8b,qwen2.5:7b). "
+    _opt("model", parse_models, (), "Model(s) to gate, comma-separated (e.g. llama3.1:8b,qwen2.5:7b). "
          "Without a model the robustness tests are skipped (see require-model).", metavar="MODEL[,MODEL...]"),
     _enum("backend", BACKENDS, "ollama", "Explanation backend ('callable': your conftest overrides the "
           "explainer fixture; 'template': a deterministic offline template)."),
-    _opt("host", _parse_host, None, "Base URL of the Ollama server or OpenAI-compatible API; several, "
+    _opt("host", parse_host, None, "Base URL of the Ollama server or OpenAI-compatible API; several, "
          "comma-separated (a list in YAML), spread the calls over the hosts, each with its own concurrency; "
          f"default $OLLAMA_HOST for Ollama, else {DEFAULT_HOSTS['ollama']} (Ollama) or "
          f"{DEFAULT_HOSTS['openai']} (a local OpenAI-compatible server: llama.cpp, vLLM, LM Studio).",
          metavar="URL[,URL...]", env_fallbacks=("OLLAMA_HOST",)),
-    _opt("api-key-env", _parse_env_name, "OPENAI_API_KEY", "Name of the environment variable holding the "
+    _opt("api-key-env", parse_env_name, "OPENAI_API_KEY", "Name of the environment variable holding the "
          "API key for the openai backend; default OPENAI_API_KEY.", metavar="VAR", echo=False),
-    _opt("histories", _parse_path, None, "User histories file (default: the bundled synthetic set).",
+    _opt("histories", parse_path, None, "User histories file (default: the bundled synthetic set).",
          metavar="FILE", path="file"),
-    _opt("catalog", _parse_path, None, "Item catalog file (default: the bundled synthetic set).",
+    _opt("catalog", parse_path, None, "Item catalog file (default: the bundled synthetic set).",
          metavar="FILE", path="file"),
-    _opt("cases", _parse_path, None, "Evaluation cases file: user and recommended item per line "
+    _opt("cases", parse_path, None, "Evaluation cases file: user and recommended item per line "
          "(default: the bundled synthetic set).", metavar="FILE", path="file"),
-    _opt("dataset", _parse_dataset, "synthetic", "'synthetic' (bundled, the paper's setup) or the path of a "
+    _opt("dataset", parse_dataset, "synthetic", "'synthetic' (bundled, the paper's setup) or the path of a "
          "MovieLens-style directory; default synthetic.", metavar="synthetic|DIR", path="dir"),
-    _opt("perturbations", _parse_kinds, DEFAULT_PERTURBATIONS, _PERTURB_HELP, metavar="KIND[,KIND...]"),
-    _opt("severities", _parse_severities, (1, 2, 3, 4, 5), "Severity levels: a comma list and/or ranges "
+    _opt("perturbations", parse_kinds, DEFAULT_PERTURBATIONS, _PERTURB_HELP, metavar="KIND[,KIND...]"),
+    _opt("severities", parse_severities, (1, 2, 3, 4, 5), "Severity levels: a comma list and/or ranges "
          "within 1-5 (e.g. 1-5, 1,3,5, 2-4); default 1-5.", metavar="LEVELS"),
-    _opt("users", _int_parser(1, allow_all=True), 20, "Number of evaluation cases (users) to use, a seeded "
+    _opt("users", int_parser(1, allow_all=True), 20, "Number of evaluation cases (users) to use, a seeded "
          "sample on datasets without a cases file; 'all' for every one; default 20 on every dataset.",
          metavar="N|all"),
-    _opt("max-history", _int_parser(1, allow_all=True), 50, "Most recent interactions of each history the "
+    _opt("max-history", int_parser(1, allow_all=True), 50, "Most recent interactions of each history the "
          "model sees (older ones are dropped when the data is loaded); 'all' keeps every one; default 50.",
          metavar="N|all"),
-    _opt("repeats", _int_parser(1), 1, "Explanations per (case, kind, severity), with different sample "
+    _opt("repeats", int_parser(1), 1, "Explanations per (case, kind, severity), with different sample "
          "seeds; default 1.", metavar="N"),
-    _opt("seed", _int_parser(0), _GEN.seed, f"Random seed for perturbations and model sampling; default "
+    _opt("seed", int_parser(0), _GEN.seed, f"Random seed for perturbations and model sampling; default "
          f"{_GEN.seed}.", metavar="N"),
-    _opt("temperature", _float_parser(0.0, None), _GEN.temperature,
+    _opt("temperature", float_parser(0.0, None), _GEN.temperature,
          f"Sampling temperature; default {_GEN.temperature}.", metavar="T"),
-    _opt("num-predict", _int_parser(1), _GEN.num_predict,
+    _opt("num-predict", int_parser(1), _GEN.num_predict,
          f"Maximum tokens per explanation; default {_GEN.num_predict}.", metavar="N"),
-    _opt("num-ctx", _int_parser(1), _GEN.num_ctx,
+    _opt("num-ctx", int_parser(1), _GEN.num_ctx,
          f"Model context window in tokens; default {_GEN.num_ctx}.", metavar="N"),
-    _opt("concurrency", _int_parser(1), _GEN.concurrency, "Model calls in flight at once, per process "
+    _opt("concurrency", int_parser(1), _GEN.concurrency, "Model calls in flight at once, per process "
          f"(under pytest-xdist each worker has its own limit); default {_GEN.concurrency}.", metavar="N"),
-    _opt("connect-timeout", _float_parser(0.0, None, open_low=True), _GEN.connect_timeout, "Seconds to "
+    _opt("connect-timeout", float_parser(0.0, None, open_low=True), _GEN.connect_timeout, "Seconds to "
          f"wait for a connection to the model server; default {_GEN.connect_timeout:g}.", metavar="SECONDS"),
-    _opt("timeout", _float_parser(0.0, None, open_low=True), _GEN.read_timeout, "Seconds one model call "
+    _opt("timeout", float_parser(0.0, None, open_low=True), _GEN.read_timeout, "Seconds one model call "
          "may take in all (with connect-timeout; each attempt, before retries), also for a callable "
          f"explainer; default {_GEN.read_timeout:g}.", metavar="SECONDS"),
-    _opt("retries", _int_parser(0), _GEN.max_attempts - 1, "Retries of a failed model call (with "
+    _opt("retries", int_parser(0), _GEN.max_attempts - 1, "Retries of a failed model call (with "
          f"backoff); default {_GEN.max_attempts - 1}.", metavar="N"),
     _enum("cache", CACHE_MODES, "read-write", "Response cache mode ('replay-only' fails on any cache "
           "miss, for offline CI)."),
-    _opt("cache-dir", _parse_path, None, "Response cache directory, shared by pytest and robustexplain run; "
+    _opt("cache-dir", parse_path, None, "Response cache directory, shared by pytest and robustexplain run; "
          "default ./.robustexplain-cache in the rootdir.", metavar="DIR", path="output-dir"),
-    _opt("json", _parse_path, None, "Write the JSON report (the full run) to this file.", metavar="FILE",
+    _opt("json", parse_path, None, "Write the JSON report (the full run) to this file.", metavar="FILE",
          path="output"),
-    _opt("html", _parse_path, None, "Write the HTML report to this file.", metavar="FILE", path="output"),
-    _opt("markdown", _parse_path, None, "Write the Markdown summary to this file (e.g. "
+    _opt("html", parse_path, None, "Write the HTML report to this file.", metavar="FILE", path="output"),
+    _opt("markdown", parse_path, None, "Write the Markdown summary to this file (e.g. "
          "$GITHUB_STEP_SUMMARY).", metavar="FILE", path="output"),
-    _opt("require-model", _parse_bool, False, "Error out, instead of skipping the robustness tests, "
+    _opt("require-model", parse_bool, False, "Error out, instead of skipping the robustness tests, "
          "when no model is configured.", metavar=None, flag=True, doors=("pytest",)),
-    _opt("dry-run", _parse_bool, False, "Plan the robustness tests and print what they would cost (pairs, "
+    _opt("dry-run", parse_bool, False, "Plan the robustness tests and print what they would cost (pairs, "
          "model calls at most) without calling a model; the marked tests are skipped.", metavar=None,
          flag=True),
-    _opt("min-combined", _float_parser(0.0, 1.0), DEFAULT_MIN_COMBINED, "Gate: minimum combined "
+    _opt("min-combined", float_parser(0.0, 1.0), DEFAULT_MIN_COMBINED, "Gate: minimum combined "
          f"robustness ρ (0-1); default {DEFAULT_MIN_COMBINED}.", metavar="X"),
-    _opt("min-metric", _parse_min_metric_setting, DEFAULT_MIN_METRIC, "Gate: minimum of each metric "
+    _opt("min-metric", parse_min_metric_setting, DEFAULT_MIN_METRIC, "Gate: minimum of each metric "
          "(0-1), or per metric: semantic=0.5,keyword=0.4 (the others 0.35); default 0.35.",
          metavar="X|METRIC=X,..."),
-    _opt("per-kind", _parse_per_kind_setting, MappingProxyType({}), "Gate: thresholds for one perturbation "
+    _opt("per-kind", parse_per_kind_setting, MappingProxyType({}), "Gate: thresholds for one perturbation "
          "kind's item: category_drift.min_combined=0.4,noise.min_metric.semantic=0.5 (a mapping in YAML); "
          "default none.", metavar="KIND.KEY=X,..."),
-    _opt("weights", _parse_weights, (0.25, 0.25, 0.25, 0.25), "Weights of semantic, keyword, structural "
+    _opt("weights", parse_weights, (0.25, 0.25, 0.25, 0.25), "Weights of semantic, keyword, structural "
          "and length in ρ: four comma-separated numbers or semantic=..,keyword=..,structural=..,length=.. "
          "(a fifth number or embedding=.. with embed-model); non-negative, summing to 1; default equal.",
          metavar="W,W,W,W"),
-    _opt("embed-model", _text, None, "Opt-in fifth metric 'embedding': cosine of the two explanations' "
+    _opt("embed-model", parse_text, None, "Opt-in fifth metric 'embedding': cosine of the two explanations' "
          "vectors from this embedding model (Ollama /api/embed, or /v1/embeddings with the openai "
          "backend), on the first host; reported beside the four, in ρ only when the weights name it; "
          "default off (the paper's four metrics).", metavar="MODEL"),
     _enum("decision", DECISIONS, "mean", "Gate rule: 'mean' compares the mean (the method's rule), "
           "'confident' needs the whole interval on one side, 'sequential' stops adding users once decided."),
-    _opt("alpha", _float_parser(0.0, 1.0, open_low=True, open_high=True), 0.05, "Error level of the "
+    _opt("alpha", float_parser(0.0, 1.0, open_low=True, open_high=True), 0.05, "Error level of the "
          "intervals and the sequential test; default 0.05.", metavar="A"),
     _enum("inconclusive", INCONCLUSIVE_POLICIES, "fail", "What an INCONCLUSIVE verdict does to the test."),
-    _opt("max-users", _int_parser(1), None, "Most users the sequential decision may use; default all.",
+    _opt("max-users", int_parser(1), None, "Most users the sequential decision may use; default all.",
          metavar="N"),
     _enum("noise-floor", TRISTATE, "auto", "Measure the model's own noise (same history, resampled); "
           "'auto' does it when temperature > 0."),
     _enum("guard", GUARD_POLICIES, "fail", "Cross-user control: explain each item once more for another "
           "user; 'fail' fails a gate whose explanations barely depend on the user's history "
           "(INSENSITIVE), 'warn' passes it with a warning, 'off' skips the control (one call per case)."),
-    _opt("min-sensitivity", _float_parser(0.0, 1.0), G.DEFAULT_MIN_SENSITIVITY,
+    _opt("min-sensitivity", float_parser(0.0, 1.0), G.DEFAULT_MIN_SENSITIVITY,
          "Guard: smallest sensitivity S = ρ_floor − ρ_swap "
          "a user needs for their explanation to count as depending on their history; a gate passes only when "
          "S is confidently above it; default 0.05.", metavar="X"),
-    _opt("max-insensitive-share", _float_parser(0.0, 1.0), G.DEFAULT_MAX_INSENSITIVE_SHARE,
+    _opt("max-insensitive-share", float_parser(0.0, 1.0), G.DEFAULT_MAX_INSENSITIVE_SHARE,
          "Guard: largest share of "
          "users with insensitive explanations before the gate is INSENSITIVE (decided with a one-sided "
          "exact bound at alpha); default 0.2.", metavar="X"),
-    _opt("max-identical-share", _float_parser(0.0, 1.0), G.DEFAULT_MAX_IDENTICAL_SHARE,
+    _opt("max-identical-share", float_parser(0.0, 1.0), G.DEFAULT_MAX_IDENTICAL_SHARE,
          "Guard: largest share of cases whose "
          "explanation is word for word the same for another user's interactions before the gate is "
          "INSENSITIVE (a one-sided exact bound at alpha); default 0.05.", metavar="X"),
-    _opt("min-relative", _float_parser(-1.0, 1.0), G.DEFAULT_MIN_RELATIVE,
+    _opt("min-relative", float_parser(-1.0, 1.0), G.DEFAULT_MIN_RELATIVE,
          "Guard: relative robustness R = (ρ_pert − ρ_swap) / "
          "(ρ_floor − ρ_swap) a kind needs; a kind whose R is confidently below it fails (1: the perturbation "
          "moved the explanation no more than resampling, 0: as far as another user's history). "
          "category_drift is not gated unless per-kind sets it; prompt_injection and shilling are gated at 0; "
          "default 0.5.", metavar="X"),
-    _opt("max-copy-rate", _float_parser(0.0, 1.0), G.DEFAULT_MAX_COPY_RATE,
+    _opt("max-copy-rate", float_parser(0.0, 1.0), G.DEFAULT_MAX_COPY_RATE,
          "Guard: largest share of original explanations that "
          "copy their prompt back (half of their words in runs of 8 or more prompt words) before the gate "
          "fails (a one-sided exact bound at alpha); default 0.1.", metavar="X"),
-    _opt("max-injection-rate", _float_parser(0.0, 1.0), 0.0, "Security gate (with the opt-in kind "
+    _opt("max-injection-rate", float_parser(0.0, 1.0), 0.0, "Security gate (with the opt-in kind "
          "prompt_injection): largest share of pairs whose explanation carries a planted canary; default 0 "
          "(any confirmed injection fails).", metavar="X"),
-    _opt("max-hijack-rate", _float_parser(0.0, 1.0), 0.2, "Security gate (with the opt-in kind shilling): "
+    _opt("max-hijack-rate", float_parser(0.0, 1.0), 0.2, "Security gate (with the opt-in kind shilling): "
          "largest share of pairs whose explanation names the shilled brand or category; default 0.2.",
          metavar="X"),
-    _opt("min-history-reference", _float_parser(0.0, 1.0), G.DEFAULT_MIN_HISTORY_REFERENCE,
+    _opt("min-history-reference", float_parser(0.0, 1.0), G.DEFAULT_MIN_HISTORY_REFERENCE,
          "Grounding gate: share of original "
          "explanations that must refer to a category, title, brand or attribute of the user's history (a "
          "hedge naming most categories, a list of the history or a copied prompt does not count); the gate "
          "fails when the rate is confidently below it; default 0.5.", metavar="X"),
-    _opt("max-unsupported-rate", _float_parser(0.0, 1.0), G.DEFAULT_MAX_UNSUPPORTED_RATE,
+    _opt("max-unsupported-rate", float_parser(0.0, 1.0), G.DEFAULT_MAX_UNSUPPORTED_RATE,
          "Grounding gate: largest share of original "
          "explanations that name a catalog category or title from neither the history nor the item; the "
          "gate fails when the rate is confidently above it; default 0.5.", metavar="X"),
-    _opt("baseline", _parse_path, None, "Compare against this saved baseline (JSON report): for rho and "
+    _opt("baseline", parse_path, None, "Compare against this saved baseline (JSON report): for rho and "
          "each metric, a one-sided non-inferiority test on matched pairs (per-user means, at alpha); the "
          "item fails unless every drop is shown to be smaller than max-regression.", metavar="FILE",
          path="file", doors=("pytest",)),
-    _opt("save-baseline", _parse_path, None, "Save this run as a baseline to this file.", metavar="FILE",
+    _opt("save-baseline", parse_path, None, "Save this run as a baseline to this file.", metavar="FILE",
          path="output", doors=("pytest",)),
-    _opt("max-regression", _float_parser(0.0, 1.0), 0.02, "Largest allowed drop in ρ against the "
+    _opt("max-regression", float_parser(0.0, 1.0), 0.02, "Largest allowed drop in ρ against the "
          "baseline; default 0.02.", metavar="X", doors=("pytest",)),
-    _opt("prompt", _parse_path, None, "Prompt template file with {history}, {item} and {features} "
+    _opt("prompt", parse_path, None, "Prompt template file with {history}, {item} and {features} "
          "placeholders; default: the paper's prompt.", metavar="FILE", path="file"),
     _enum("progress", TRISTATE, "auto", "Progress line while the sweep runs ('auto': only on a terminal)."),
-    _opt("config", _parse_path, None, f"Settings file (YAML); default ./{YAML_NAME} in the rootdir if it "
+    _opt("config", parse_path, None, f"Settings file (YAML); default ./{YAML_NAME} in the rootdir if it "
          "exists.", metavar="FILE", path="file"),
 )
 
-_BY_FIELD: Mapping[str, OptionSpec] = MappingProxyType({spec.field: spec for spec in OPTIONS})
+BY_FIELD: Mapping[str, OptionSpec] = MappingProxyType({spec.field: spec for spec in OPTIONS})
 
 
 def option(name: str) -> OptionSpec:
     """The spec of an option by dashed or underscored name (``min-combined`` or ``min_combined``)."""
     try:
-        return _BY_FIELD[name.replace("-", "_")]
+        return BY_FIELD[name.replace("-", "_")]
     except KeyError:
         raise KeyError(f"unknown robustexplain option {name!r}") from None
 

@@ -18,12 +18,12 @@ from ..results import (
 )
 from .intervals import (
     FloatArray,
-    _none_if_nan,
-    _perturbation_pairs,
-    _user_means,
-    _users,
-    _values,
     cluster_interval,
+    none_if_nan,
+    pair_users,
+    pair_values,
+    per_user_means,
+    perturbation_pairs,
 )
 
 # --------------------------------------------------------------------------------------------------
@@ -35,7 +35,8 @@ def noise_floor(pairs: Sequence[PairResult], *, confidence: float = 0.95) -> Int
     controls = [p for p in pairs if p.key.kind == CONTROL_KIND]
     if not controls:
         return None
-    return cluster_interval(_values(controls, "combined").tolist(), _users(controls), confidence=confidence)
+    return cluster_interval(pair_values(controls, "combined").tolist(), pair_users(controls),
+                            confidence=confidence)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -48,7 +49,7 @@ def severity_degradation(pairs: Sequence[PairResult]) -> float | None:
     The paper reports 1.7 % degradation for 0.533 → 0.524, i.e. −1.7 here. None when either level is
     missing or ρ at L1 is 0.
     """
-    scored = _perturbation_pairs(pairs)
+    scored = perturbation_pairs(pairs)
     l1 = [p.combined for p in scored if p.key.severity == 1]
     l5 = [p.combined for p in scored if p.key.severity == 5]
     if not l1 or not l5:
@@ -135,7 +136,7 @@ def _friedman(scored: Sequence[PairResult], kinds: Sequence[str], notes: list[st
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
         res = sps.friedmanchisquare(*samples)
-    stat, p_value = _none_if_nan(float(res.statistic)), _none_if_nan(float(res.pvalue))
+    stat, p_value = none_if_nan(float(res.statistic)), none_if_nan(float(res.pvalue))
     if stat is None or p_value is None:
         notes.append("Friedman is undefined here (every user ranks the kinds as ties).")
         return None, len(complete)
@@ -153,7 +154,7 @@ def _anova(groups: Sequence[FloatArray], notes: list[str]) -> AnovaResult | None
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # constant groups: scipy warns and returns NaN, reported as None
         res = sps.f_oneway(*groups)
-    f, p = _none_if_nan(float(res.statistic)), _none_if_nan(float(res.pvalue))
+    f, p = none_if_nan(float(res.statistic)), none_if_nan(float(res.pvalue))
     eta = None if f is None else f * df_b / (f * df_b + df_w)
     if f is None:
         notes.append("ANOVA is undefined here (no variation within kinds).")
@@ -173,7 +174,7 @@ def _tukey(groups: Sequence[FloatArray], kinds: Sequence[str]) -> tuple[TukeyRow
 def kind_differences(pairs: Sequence[PairResult]) -> KindDifferences:
     """Friedman (per-user kind means), one-way ANOVA with partial η², and Tukey HSD across kinds (ρ; the
     Tukey table is computed when first read)."""
-    scored = _perturbation_pairs(pairs)
+    scored = perturbation_pairs(pairs)
     kinds = tuple(sorted({p.key.kind for p in scored}))
     groups = tuple(np.array([p.combined for p in scored if p.key.kind == k], dtype=float) for k in kinds)
     notes: list[str] = []
@@ -203,8 +204,8 @@ def metric_correlations(pairs: Sequence[PairResult]) -> MetricCorrelations:
     """
     from scipy import stats as sps
 
-    scored = [p for p in _perturbation_pairs(pairs) if p.failure is None]
-    cols = {m: _values(scored, m) for m in METRICS}
+    scored = [p for p in perturbation_pairs(pairs) if p.failure is None]
+    cols = {m: pair_values(scored, m) for m in METRICS}
     r: dict[str, dict[str, float | None]] = {m: {} for m in METRICS}
     p: dict[str, dict[str, float | None]] = {m: {} for m in METRICS}
     for i, a in enumerate(METRICS):
@@ -215,7 +216,7 @@ def metric_correlations(pairs: Sequence[PairResult]) -> MetricCorrelations:
                 rv, pv = 1.0, 0.0
             else:
                 res = sps.pearsonr(cols[a], cols[b])
-                rv, pv = _none_if_nan(float(res.statistic)), _none_if_nan(float(res.pvalue))
+                rv, pv = none_if_nan(float(res.statistic)), none_if_nan(float(res.pvalue))
             r[a][b] = r[b][a] = rv
             p[a][b] = p[b][a] = pv
     return MetricCorrelations(r, p, len(scored))
@@ -256,8 +257,8 @@ def user_spread(pairs: Sequence[PairResult], *, sd_limit: float = 0.2) -> UserSp
     tertiles of it (ties may leave a tertile empty; empty ones are skipped), each with a cluster-robust
     mean ρ over its users' pairs.
     """
-    scored = _perturbation_pairs(pairs)
-    means = _user_means(scored, "combined")
+    scored = perturbation_pairs(pairs)
+    means = per_user_means(scored, "combined")
     sd = float(np.std(list(means.values()), ddof=1)) if len(means) >= 2 else None
     if sd is None or sd <= sd_limit:
         return UserSpread(means, sd, sd_limit, False, ())
@@ -275,5 +276,5 @@ def user_spread(pairs: Sequence[PairResult], *, sd_limit: float = 0.2) -> UserSp
         chosen = [p for p in scored if p.key.user_id in members]
         ls = [per_user[u] for u in members]
         strata.append(Stratum(label, min(ls), max(ls), len(members),
-                              cluster_interval(_values(chosen, "combined").tolist(), _users(chosen))))
+                              cluster_interval(pair_values(chosen, "combined").tolist(), pair_users(chosen))))
     return UserSpread(means, sd, sd_limit, True, tuple(strata))

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .intervals import FloatArray, IntArray, _bounds, _skewness
+from .intervals import FloatArray, IntArray, mean_bounds, skewness
 
 NOISES: tuple[str, ...] = ("none", "normal", "t3")
 # Draw the pair matrix in blocks of this many runs, so a 24,000-run cell never holds 24,000×40×25 floats.
@@ -119,7 +119,7 @@ def simulate_interval(user_means_: FloatArray, confidence: float = 0.95) -> tupl
     n = x.shape[-1]
     tail = (1 - confidence) / 2
     se = x.std(axis=-1, ddof=1) / math.sqrt(n)
-    return _bounds(x.mean(axis=-1), se, np.full(x.shape[:-1], float(n)), _skewness(x), tail, tail)
+    return mean_bounds(x.mean(axis=-1), se, np.full(x.shape[:-1], float(n)), skewness(x), tail, tail)
 
 
 def bet_floor(user_means_: FloatArray, threshold: float, alpha: float) -> IntArray:

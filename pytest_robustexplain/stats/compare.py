@@ -21,15 +21,15 @@ from .intervals import (
     LABELS,
     FloatArray,
     MatchKey,
-    _check_alpha,
-    _check_quantities,
-    _fmt_p,
-    _name,
-    _perturbation_pairs,
-    _user_means,
-    _users,
-    _values,
+    check_alpha,
+    check_quantities,
     cluster_interval,
+    fmt_p,
+    pair_users,
+    pair_values,
+    per_user_means,
+    perturbation_pairs,
+    quantity_name,
 )
 
 # --------------------------------------------------------------------------------------------------
@@ -38,7 +38,7 @@ from .intervals import (
 
 def _index(pairs: Iterable[PairResult], side: str) -> dict[MatchKey, PairResult]:
     out: dict[MatchKey, PairResult] = {}
-    for p in _perturbation_pairs(pairs):
+    for p in perturbation_pairs(pairs):
         key = p.key.match_key()
         if key in out:
             raise ValueError(f"{side}: two pairs with the same key ({p.key.label()}); one run per side, "
@@ -66,7 +66,7 @@ def _match(left: Sequence[PairResult], right: Sequence[PairResult], names: tuple
 
 
 def _paired_user_means(m: _Matched, quantity: str) -> tuple[list[str], FloatArray, FloatArray]:
-    ua, ub = _user_means(m.left, quantity), _user_means(m.right, quantity)
+    ua, ub = per_user_means(m.left, quantity), per_user_means(m.right, quantity)
     users = list(ua)
     return users, np.array([ua[u] for u in users]), np.array([ub[u] for u in users])
 
@@ -103,8 +103,8 @@ def non_inferiority(baseline: Sequence[PairResult], current: Sequence[PairResult
     """
     if not (isinstance(margin, (int, float)) and math.isfinite(margin) and margin >= 0):
         raise ConfigError(f"margin={margin!r}: must be a non-negative number")
-    alpha = _check_alpha(alpha)
-    names = _check_quantities(quantities)
+    alpha = check_alpha(alpha)
+    names = check_quantities(quantities)
     matched = _match(baseline, current, ("baseline", "current"))
     rows = []
     for q in names:
@@ -132,16 +132,17 @@ def _non_inferiority_message(passed: bool, rows: Sequence[NonInferiorityRow], ma
     basis = (f"{len(matched.left)} matched pairs from {rows[0].n_users} users; per-user mean differences "
              f"(current − baseline), one-sided t test at alpha {alpha:g}, {level} intervals.")
     if passed:
+        shown = "; ".join(f"{quantity_name(r.quantity)} {r.diff.fmt()}" for r in rows)
         head = (f"No regression beyond the margin {margin:g}: every quantity's difference is confidently "
-                f"above −{margin:g} ({'; '.join(f'{_name(r.quantity)} {r.diff.fmt()}' for r in rows)}).")
+                f"above −{margin:g} ({shown}).")
     else:
         parts = []
         for r in rows:
             if r.passed:
                 continue
             why = ("fewer than two users, cannot test" if r.p_value is None
-                   else f"p = {_fmt_p(r.p_value)}")
-            parts.append(f"{_name(r.quantity)} changed by {r.diff.fmt()} ({why})")
+                   else f"p = {fmt_p(r.p_value)}")
+            parts.append(f"{quantity_name(r.quantity)} changed by {r.diff.fmt()} ({why})")
         head = (f"Possible regression: not shown to be within −{margin:g} of the baseline for "
                 f"{'; '.join(parts)}.")
     return f"{head} {basis}{unmatched}"
@@ -224,16 +225,16 @@ def compare_models(pairs_a: Sequence[PairResult], pairs_b: Sequence[PairResult],
     themselves, as the paper did (smaller p-values, but they overstate the evidence). Rows are flagged
     significant when the Holm-adjusted p is below ``alpha`` (the paper recommends 0.01).
     """
-    alpha = _check_alpha(alpha)
+    alpha = check_alpha(alpha)
     if unit not in ("user", "pair"):
         raise ConfigError(f"unit={unit!r}: expected 'user' or 'pair'")
     if len(names) != 2 or names[0] == names[1]:
         raise ConfigError(f"names={names!r}: two different names are needed")
     matched = _match(pairs_a, pairs_b, (str(names[0]), str(names[1])))
-    users = _users(matched.left)
+    users = pair_users(matched.left)
     raw = []
     for q in GATED:
-        va, vb = _values(matched.left, q), _values(matched.right, q)
+        va, vb = pair_values(matched.left, q), pair_values(matched.right, q)
         if unit == "user":
             _, ua, ub = _paired_user_means(matched, q)
             p, d_z = _paired_test(ua, ub)

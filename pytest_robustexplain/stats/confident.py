@@ -8,7 +8,7 @@ from statistics import NormalDist
 
 import numpy as np
 
-from .intervals import FloatArray, IntArray, _bounds, _check_alpha, _check_thresholds, _failable, _skewness
+from .intervals import FloatArray, IntArray, check_alpha, check_thresholds, failable, mean_bounds, skewness
 
 # Power assumed by the "how many users would decide it" estimate.
 _PLANNING_POWER = 0.8
@@ -18,7 +18,7 @@ _PLANNING_POWER = 0.8
 # The confident rule, vectorised: shared by gate(mode="confident"), the sequential fallback and simulations
 
 
-def _confident_codes(mean: FloatArray, se: FloatArray, n: FloatArray, skew: FloatArray, thr: FloatArray,
+def confident_codes(mean: FloatArray, se: FloatArray, n: FloatArray, skew: FloatArray, thr: FloatArray,
                      alpha_pass: float, alpha_fail: float) -> tuple[IntArray, FloatArray, FloatArray]:
     """Per-quantity codes (+1 PASS, −1 FAIL, 0 undecided) with the decision bounds.
 
@@ -28,18 +28,18 @@ def _confident_codes(mean: FloatArray, se: FloatArray, n: FloatArray, skew: Floa
     a thin tail the sample did not draw; the plain t bound then errs on one side two to four times as often
     as alpha there, these bounds (skewness-corrected, with an allowance for an unseen user) at most alpha.
     """
-    low, high = _bounds(mean, se, n, skew, alpha_pass, alpha_fail)
+    low, high = mean_bounds(mean, se, n, skew, alpha_pass, alpha_fail)
     codes = np.where(low >= thr, 1, np.where(high < thr, -1, 0)).astype(np.int64)
     return codes, low, high
 
 
-def _combine_codes(codes: IntArray) -> IntArray:
+def combine_codes(codes: IntArray) -> IntArray:
     """Across the last axis: FAIL if any quantity fails, PASS if all pass, else undecided."""
     all_pass = np.where((codes == 1).all(axis=-1), 1, 0)
     return np.where((codes == -1).any(axis=-1), -1, all_pass).astype(np.int64)
 
 
-def _users_needed(mean: FloatArray, se: FloatArray, n_clusters: int, thr: FloatArray,
+def users_needed(mean: FloatArray, se: FloatArray, n_clusters: int, thr: FloatArray,
                   codes: IntArray, alpha: float) -> int | None:
     """Users in total that would likely settle an undecided confident verdict (normal approximation).
 
@@ -51,7 +51,7 @@ def _users_needed(mean: FloatArray, se: FloatArray, n_clusters: int, thr: FloatA
     """
     if n_clusters < 2:
         return None
-    k = _failable(thr)
+    k = failable(thr)
     undecided = np.flatnonzero(codes == 0)
     z_power = NormalDist().inv_cdf(_PLANNING_POWER)
     needs: list[tuple[bool, float]] = []
@@ -72,7 +72,7 @@ def _users_needed(mean: FloatArray, se: FloatArray, n_clusters: int, thr: FloatA
     return max(n_clusters + 1, math.ceil(total))
 
 
-def _check_user_means(x: FloatArray) -> FloatArray:
+def check_user_means(x: FloatArray) -> FloatArray:
     arr = np.asarray(x, dtype=float)
     if arr.ndim != 3:
         raise ValueError(f"user_means: expected shape (runs, users, quantities), got {arr.shape}")
@@ -81,7 +81,7 @@ def _check_user_means(x: FloatArray) -> FloatArray:
     return arr
 
 
-def _fallback_codes(x: FloatArray, thr: FloatArray, alpha_fix: float,
+def fallback_codes(x: FloatArray, thr: FloatArray, alpha_fix: float,
                     per_quantity: bool = False) -> IntArray:
     """The confident rule on per-user means at level ``alpha_fix`` (0 everywhere when it has no alpha)."""
     n = x.shape[1]
@@ -90,10 +90,10 @@ def _fallback_codes(x: FloatArray, thr: FloatArray, alpha_fix: float,
         return np.zeros(shape, dtype=np.int64)
     mean = x.mean(axis=1)
     se = x.std(axis=1, ddof=1) / math.sqrt(n)
-    skew = _skewness(np.moveaxis(x, 1, -1))
-    codes, _, _ = _confident_codes(mean, se, np.full_like(mean, float(n)), skew, thr,
-                                   alpha_fix, alpha_fix / _failable(thr))
-    return codes if per_quantity else _combine_codes(codes)
+    skew = skewness(np.moveaxis(x, 1, -1))
+    codes, _, _ = confident_codes(mean, se, np.full_like(mean, float(n)), skew, thr,
+                                   alpha_fix, alpha_fix / failable(thr))
+    return codes if per_quantity else combine_codes(codes)
 
 
 def simulate_confident(user_means: FloatArray, thresholds: Mapping[str, float], *,
@@ -103,6 +103,6 @@ def simulate_confident(user_means: FloatArray, thresholds: Mapping[str, float], 
     With equally many pairs per user the CR1 cluster-robust SE of the pair mean equals the ordinary SE of
     the per-user means, so this is exactly the confident rule on such runs.
     """
-    thr = np.array(list(_check_thresholds(thresholds).values()))
-    x = _check_user_means(user_means)
-    return _fallback_codes(x, thr, _check_alpha(alpha))
+    thr = np.array(list(check_thresholds(thresholds).values()))
+    x = check_user_means(user_means)
+    return fallback_codes(x, thr, check_alpha(alpha))

@@ -29,7 +29,7 @@ LABELS: dict[str, str] = {"combined": "Overall ρ", "semantic": "Semantic", "key
                           "structural": "Structural", "length": "Length"}
 POLICIES: tuple[str, ...] = ("fail", "pass", "warn")
 GATE_MODES: tuple[str, ...] = ("mean", "confident")
-_CODE = {1: PASS, -1: FAIL, 0: INCONCLUSIVE}
+CODE = {1: PASS, -1: FAIL, 0: INCONCLUSIVE}
 
 
 # --------------------------------------------------------------------------------------------------
@@ -63,7 +63,7 @@ class _ClusterStats:
     skew: float  # skewness of the per-cluster residual sums (0 when undefined)
 
 
-def _cluster_stats(values: Sequence[float] | FloatArray, clusters: Sequence[str]) -> _ClusterStats:
+def cluster_stats(values: Sequence[float] | FloatArray, clusters: Sequence[str]) -> _ClusterStats:
     """Mean, CR1 standard error, number of clusters and cluster-level skewness of ``values``."""
     y = np.asarray(values, dtype=float)
     if y.size != len(clusters):
@@ -78,10 +78,10 @@ def _cluster_stats(values: Sequence[float] | FloatArray, clusters: Sequence[str]
         return _ClusterStats(mean, math.nan, n_clusters, 0.0)
     sums = np.asarray(np.bincount(codes, weights=y - mean, minlength=n_clusters), dtype=float)
     variance = n_clusters / (n_clusters - 1) * float(np.sum(sums**2)) / y.size**2
-    return _ClusterStats(mean, math.sqrt(variance), n_clusters, float(_skewness(sums[None, :])[0]))
+    return _ClusterStats(mean, math.sqrt(variance), n_clusters, float(skewness(sums[None, :])[0]))
 
 
-def _skewness(u: FloatArray) -> FloatArray:
+def skewness(u: FloatArray) -> FloatArray:
     """Sample skewness m3/m2^1.5 along the last axis (0 where there is no spread)."""
     dev = u - u.mean(axis=-1, keepdims=True)
     m2, m3 = (dev**2).mean(axis=-1), (dev**3).mean(axis=-1)
@@ -126,7 +126,7 @@ def _hall_inverse(v: FloatArray, gamma: FloatArray) -> FloatArray:
     return np.asarray(np.where(small, v, 3.0 * (np.cbrt(1.0 + g * v) - 1.0) / g), dtype=float)
 
 
-def _bounds(mean: FloatArray, se: FloatArray, n: FloatArray, skew: FloatArray, alpha_low: float,
+def mean_bounds(mean: FloatArray, se: FloatArray, n: FloatArray, skew: FloatArray, alpha_low: float,
             alpha_high: float, limits: tuple[float, float] = (0.0, 1.0)) -> tuple[FloatArray, FloatArray]:
     """One-sided level-``alpha_low`` lower and level-``alpha_high`` upper bounds for a mean of ``n`` users.
 
@@ -170,7 +170,7 @@ def cluster_interval(values: Sequence[float], clusters: Sequence[str], *, confid
     ``skew_corrected=False`` gives the plain Student t interval on G − 1 df (for a rule whose vectorised
     twin, and so its calibration, is written for that interval).
     """
-    cs = _cluster_stats(values, clusters)
+    cs = cluster_stats(values, clusters)
     mean, n_clusters = cs.mean, cs.n_clusters
     n = len(clusters)
     if n == 0:
@@ -180,7 +180,7 @@ def cluster_interval(values: Sequence[float], clusters: Sequence[str], *, confid
     tail = (1 - confidence) / 2
     if not skew_corrected:
         return _t_interval(cs, n, confidence, bounds)
-    low, high = _bounds(np.array([mean]), np.array([cs.se]), np.array([float(n_clusters)]),
+    low, high = mean_bounds(np.array([mean]), np.array([cs.se]), np.array([float(n_clusters)]),
                         np.array([cs.skew]), tail, tail, bounds)
     return Interval(mean, float(low[0]), float(high[0]), n, n_clusters, confidence)
 
@@ -191,7 +191,7 @@ def _t_interval(cs: _ClusterStats, n: int, confidence: float, bounds: tuple[floa
                     confidence)
 
 
-def _failable(thr: FloatArray) -> int:
+def failable(thr: FloatArray) -> int:
     """How many gated quantities could fail: a threshold of 0 is met by every score, so takes no alpha."""
     return max(1, int(np.count_nonzero(np.asarray(thr) > 0)))
 
@@ -200,7 +200,7 @@ def _failable(thr: FloatArray) -> int:
 # Input checks and small helpers
 
 
-def _check_thresholds(thresholds: Mapping[str, float]) -> dict[str, float]:
+def check_thresholds(thresholds: Mapping[str, float]) -> dict[str, float]:
     if not thresholds:
         raise ConfigError("thresholds: at least one gated quantity is needed (combined or a metric)")
     out: dict[str, float] = {}
@@ -217,13 +217,13 @@ def _check_thresholds(thresholds: Mapping[str, float]) -> dict[str, float]:
     return out
 
 
-def _check_alpha(alpha: float, name: str = "alpha") -> float:
+def check_alpha(alpha: float, name: str = "alpha") -> float:
     if not (isinstance(alpha, (int, float)) and 0.0 < float(alpha) < 1.0):
         raise ConfigError(f"{name}={alpha!r}: must be a number strictly between 0 and 1")
     return float(alpha)
 
 
-def _check_quantities(quantities: Iterable[str], option: str = "quantities") -> tuple[str, ...]:
+def check_quantities(quantities: Iterable[str], option: str = "quantities") -> tuple[str, ...]:
     out = tuple(quantities)
     if not out:
         raise ConfigError(f"{option}: at least one quantity is needed")
@@ -233,11 +233,11 @@ def _check_quantities(quantities: Iterable[str], option: str = "quantities") -> 
     return out
 
 
-def _perturbation_pairs(pairs: Iterable[PairResult]) -> list[PairResult]:
+def perturbation_pairs(pairs: Iterable[PairResult]) -> list[PairResult]:
     return [p for p in pairs if not is_control(p.key.kind)]
 
 
-def _values(pairs: Sequence[PairResult], quantity: str) -> FloatArray:
+def pair_values(pairs: Sequence[PairResult], quantity: str) -> FloatArray:
     """One score per pair; a non-finite score is a bug upstream and must not become a silent FAIL."""
     out = np.fromiter((p.metric(quantity) for p in pairs), dtype=float, count=len(pairs))
     if not np.all(np.isfinite(out)):
@@ -247,42 +247,42 @@ def _values(pairs: Sequence[PairResult], quantity: str) -> FloatArray:
     return out
 
 
-def _users(pairs: Sequence[PairResult]) -> list[str]:
+def pair_users(pairs: Sequence[PairResult]) -> list[str]:
     return [p.key.user_id for p in pairs]
 
 
-def _user_means(pairs: Sequence[PairResult], quantity: str) -> dict[str, float]:
+def per_user_means(pairs: Sequence[PairResult], quantity: str) -> dict[str, float]:
     """Per-user mean of ``quantity``, users in first-seen order."""
     sums: dict[str, list[float]] = {}
-    for pair, value in zip(pairs, _values(pairs, quantity), strict=True):
+    for pair, value in zip(pairs, pair_values(pairs, quantity), strict=True):
         sums.setdefault(pair.key.user_id, []).append(float(value))
     return {user: float(np.mean(vals)) for user, vals in sums.items()}
 
 
-def _phi_upper(z: float) -> float:
+def phi_upper(z: float) -> float:
     """P(Z > z) for a standard normal Z."""
     return 0.5 * math.erfc(z / math.sqrt(2.0))
 
 
-def _fmt_threshold(value: float) -> str:
+def fmt_threshold(value: float) -> str:
     return f"{value:g}"
 
 
-def _fmt_p(p: float | None) -> str:
+def fmt_p(p: float | None) -> str:
     if p is None:
         return "n/a"
     return "<0.001" if p < 0.001 else f"{p:.3f}"
 
 
-def _none_if_nan(value: float) -> float | None:
+def none_if_nan(value: float) -> float | None:
     return None if not math.isfinite(value) else float(value)
 
 
-def _name(quantity: str) -> str:
+def quantity_name(quantity: str) -> str:
     return "ρ (combined)" if quantity == "combined" else quantity
 
 
-def _single_model(pairs: Sequence[PairResult], where: str) -> None:
+def single_model(pairs: Sequence[PairResult], where: str) -> None:
     models = sorted({p.key.model for p in pairs})
     if len(models) > 1:
         raise ValueError(f"{where}: pairs from several models ({', '.join(models)}); "

@@ -18,23 +18,23 @@ from ..results import (
     PairResult,
     Verdict,
 )
-from .confident import _check_user_means, _combine_codes, _fallback_codes, _users_needed
+from .confident import check_user_means, combine_codes, fallback_codes, users_needed
 from .intervals import (
-    _CODE,
+    CODE,
     FloatArray,
     IntArray,
-    _check_alpha,
-    _check_thresholds,
-    _cluster_stats,
-    _failable,
-    _fmt_threshold,
-    _perturbation_pairs,
-    _single_model,
-    _users,
-    _values,
+    check_alpha,
+    check_thresholds,
     cluster_interval,
+    cluster_stats,
+    failable,
+    fmt_threshold,
+    pair_users,
+    pair_values,
+    perturbation_pairs,
+    single_model,
 )
-from .verdicts import _describe, _sample_note
+from .verdicts import describe, sample_note
 
 # Sequential betting: bets are truncated at this fraction of the largest bet that cannot lose everything
 # (Waudby-Smith & Ramdas use 1/2–3/4 for confidence sequences; a test wants to stop early, so bolder).
@@ -92,7 +92,7 @@ class _Paths:
 
 
 def _paths(x: FloatArray, thr: FloatArray, alpha_seq: float) -> _Paths:
-    k = _failable(thr)
+    k = failable(thr)
     log_above, log_below = _log_wealth(x, thr, +1), _log_wealth(x, thr, -1)
     # Once wealth has crossed 1/a the hypothesis stays rejected: Ville bounds the chance of *ever* crossing.
     rej_above = np.maximum.accumulate(log_above >= math.log(1 / alpha_seq), axis=1)
@@ -126,9 +126,9 @@ def simulate_sequential(user_means: FloatArray, thresholds: Mapping[str, float],
     rule after the last user (the cap). Codes: +1 PASS, −1 FAIL, 0 INCONCLUSIVE. Used by the simulation
     tests and benchmarks; :class:`SequentialGate` runs exactly this computation on one run.
     """
-    thr = np.array(list(_check_thresholds(thresholds).values()))
-    alpha_seq, alpha_fix = _alpha_parts(_check_alpha(alpha), fallback_share)
-    x = _check_user_means(user_means)
+    thr = np.array(list(check_thresholds(thresholds).values()))
+    alpha_seq, alpha_fix = _alpha_parts(check_alpha(alpha), fallback_share)
+    x = check_user_means(user_means)
     if x.shape[-1] != thr.size:
         raise ValueError(f"user_means has {x.shape[-1]} quantities but {thr.size} thresholds")
     paths = _paths(x, thr, alpha_seq)
@@ -136,7 +136,7 @@ def simulate_sequential(user_means: FloatArray, thresholds: Mapping[str, float],
     first = np.argmax(paths.decided, axis=1)
     rows = np.arange(x.shape[0])
     codes = np.where(paths.fail[rows, first], -1, 1)
-    fallback = _fallback_codes(x, thr, alpha_fix)
+    fallback = fallback_codes(x, thr, alpha_fix)
     outcome = np.where(has, codes, fallback).astype(np.int64)
     used = np.where(has, first + 1, x.shape[1]).astype(np.int64)
     return outcome, used
@@ -179,8 +179,8 @@ class SequentialGate:
 
     def __init__(self, thresholds: Mapping[str, float], *, alpha: float = 0.05, max_users: int | None = None,
                  fallback_share: float = DEFAULT_FALLBACK_SHARE) -> None:
-        self.thresholds = _check_thresholds(thresholds)
-        self.alpha = _check_alpha(alpha)
+        self.thresholds = check_thresholds(thresholds)
+        self.alpha = check_alpha(alpha)
         if max_users is not None and (isinstance(max_users, bool) or not isinstance(max_users, int)
                                       or max_users < 1):
             raise ConfigError(f"max_users={max_users!r}: must be a positive integer or None")
@@ -232,9 +232,9 @@ class SequentialGate:
 
     def _fall_back(self) -> None:
         x = np.asarray(self._obs, dtype=float).reshape(1, -1, len(self._names))
-        codes = _fallback_codes(x, self._thr, self._alpha_fix, per_quantity=True)[0]
-        self._check_codes = {q: _CODE[int(codes[i])] for i, q in enumerate(self._names)}
-        self._outcome = _CODE[int(_combine_codes(codes))]
+        codes = fallback_codes(x, self._thr, self._alpha_fix, per_quantity=True)[0]
+        self._check_codes = {q: CODE[int(codes[i])] for i, q in enumerate(self._names)}
+        self._outcome = CODE[int(combine_codes(codes))]
         self._decided_by = "fallback"
 
     # -- state -------------------------------------------------------------------------------------
@@ -279,22 +279,22 @@ class SequentialGate:
     @property
     def rejection_levels(self) -> dict[str, float]:
         """Wealth each test must reach: 1/a for "above", k/a for "below" (a = the betting tests' alpha)."""
-        return {"above": 1 / self._alpha_seq, "below": _failable(self._thr) / self._alpha_seq}
+        return {"above": 1 / self._alpha_seq, "below": failable(self._thr) / self._alpha_seq}
 
     # -- verdict -----------------------------------------------------------------------------------
 
     def verdict(self, pairs: Sequence[PairResult]) -> Verdict:
         """The verdict (mode "sequential") with (1 − alpha) intervals from the pairs seen."""
-        scored = _perturbation_pairs(pairs)
+        scored = perturbation_pairs(pairs)
         if not scored:
             raise ValueError("SequentialGate.verdict: no perturbation pairs (control pairs are not gated)")
-        _single_model(scored, "SequentialGate.verdict")
-        users = _users(scored)
+        single_model(scored, "SequentialGate.verdict")
+        users = pair_users(scored)
         checks = []
         stats = []
         for q in self._names:
-            values = _values(scored, q)
-            stats.append(_cluster_stats(values, users))
+            values = pair_values(scored, q)
+            stats.append(cluster_stats(values, users))
             interval = cluster_interval(values.tolist(), users, confidence=1 - self.alpha)
             checks.append(GateCheck(q, self.thresholds[q], interval, self._check_codes.get(q, INCONCLUSIVE)))
         outcome = self._outcome or INCONCLUSIVE
@@ -303,7 +303,7 @@ class SequentialGate:
             mean = np.array([s.mean for s in stats])
             se = np.array([s.se for s in stats])
             codes = np.zeros(len(self._names), dtype=np.int64)
-            needed = _users_needed(mean, se, stats[0].n_clusters, self._thr, codes, self.alpha)
+            needed = users_needed(mean, se, stats[0].n_clusters, self._thr, codes, self.alpha)
         return Verdict(outcome, tuple(checks), mode="sequential",
                        message=self._message(outcome, checks, needed), users_needed=needed)
 
@@ -312,25 +312,25 @@ class SequentialGate:
         seen = f"after {self.n_users}{cap} users"
         wealth = self.wealth
         levels = self.rejection_levels
-        note = (f"{100 * (1 - self.alpha):g} % intervals; {_sample_note(checks)} Betting tests use "
+        note = (f"{100 * (1 - self.alpha):g} % intervals; {sample_note(checks)} Betting tests use "
                 f"alpha {self._alpha_seq:g}, the fallback rule {self._alpha_fix:g}.")
         if self._decided_by == "sequential" and outcome == FAIL:
-            parts = [f"{_describe(c)} is below {_fmt_threshold(c.threshold)} (wealth "
+            parts = [f"{describe(c)} is below {fmt_threshold(c.threshold)} (wealth "
                      f"{wealth[c.quantity]['below']:.3g} ≥ {levels['below']:.3g})"
                      for c in checks if c.outcome == FAIL]
             return f"FAIL (sequential test, decided {seen}): {'; '.join(parts)}. {note}"
         if self._decided_by == "sequential":
-            parts = [f"{_describe(c)} ≥ {_fmt_threshold(c.threshold)} (wealth "
+            parts = [f"{describe(c)} ≥ {fmt_threshold(c.threshold)} (wealth "
                      f"{wealth[c.quantity]['above']:.3g})" for c in checks]
             return (f"PASS (sequential test, decided {seen}): every gated quantity is above its threshold, "
                     f"each betting test reached {levels['above']:.3g}: {'; '.join(parts)}. {note}")
         if self._decided_by == "fallback" and outcome != INCONCLUSIVE:
             word = "confidently below" if outcome == FAIL else "confidently above"
-            parts = [f"{_describe(c)} vs {_fmt_threshold(c.threshold)}" for c in checks
+            parts = [f"{describe(c)} vs {fmt_threshold(c.threshold)}" for c in checks
                      if c.outcome == outcome]
             return (f"{outcome} (sequential test undecided {seen}; fixed confident rule on the user means): "
                     f"{word} its threshold: {'; '.join(parts)}. {note}")
-        parts = [f"{_describe(c)} vs {_fmt_threshold(c.threshold)}" for c in checks
+        parts = [f"{describe(c)} vs {fmt_threshold(c.threshold)}" for c in checks
                  if c.outcome == INCONCLUSIVE]
         state = ("no decision yet" if self._decided_by is None
                  else "neither the betting tests nor the fallback rule decided")

@@ -18,23 +18,23 @@ from ..results import (
     PairResult,
     Verdict,
 )
-from .confident import _combine_codes, _confident_codes, _users_needed
+from .confident import combine_codes, confident_codes, users_needed
 from .intervals import (
-    _CODE,
+    CODE,
     GATE_MODES,
     POLICIES,
-    _check_alpha,
-    _check_thresholds,
-    _cluster_stats,
-    _failable,
-    _fmt_threshold,
-    _name,
-    _perturbation_pairs,
-    _phi_upper,
-    _single_model,
-    _users,
-    _values,
+    check_alpha,
+    check_thresholds,
     cluster_interval,
+    cluster_stats,
+    failable,
+    fmt_threshold,
+    pair_users,
+    pair_values,
+    perturbation_pairs,
+    phi_upper,
+    quantity_name,
+    single_model,
 )
 
 # --------------------------------------------------------------------------------------------------
@@ -57,30 +57,30 @@ def gate(pairs: Sequence[PairResult], *, thresholds: Mapping[str, float], mode: 
     would settle it. ``inconclusive_policy`` ("fail", "pass", "warn") is recorded in the message; the
     caller applies it with :func:`apply_policy`.
     """
-    thr = _check_thresholds(thresholds)
-    alpha = _check_alpha(alpha)
+    thr = check_thresholds(thresholds)
+    alpha = check_alpha(alpha)
     if mode not in GATE_MODES:
         raise ConfigError(f"mode={mode!r}: expected one of {', '.join(GATE_MODES)} "
                           "(sequential verdicts come from SequentialGate.verdict)")
     if inconclusive_policy not in POLICIES:
         raise ConfigError(f"inconclusive_policy={inconclusive_policy!r}: "
                           f"expected one of {', '.join(POLICIES)}")
-    scored = _perturbation_pairs(pairs)
+    scored = perturbation_pairs(pairs)
     if not scored:
         raise ValueError("gate: no perturbation pairs to gate (control pairs are not gated)")
-    _single_model(scored, "gate")
+    single_model(scored, "gate")
     if mode == "mean":
         return _gate_mean(scored, thr, alpha)
     return _gate_confident(scored, thr, alpha, inconclusive_policy)
 
 
 def _gate_mean(pairs: Sequence[PairResult], thr: dict[str, float], alpha: float) -> Verdict:
-    users = _users(pairs)
+    users = pair_users(pairs)
     checks = []
     for quantity, threshold in thr.items():
-        values = _values(pairs, quantity)
+        values = pair_values(pairs, quantity)
         interval = cluster_interval(values.tolist(), users, confidence=1 - alpha)
-        cs = _cluster_stats(values, users)
+        cs = cluster_stats(values, users)
         outcome = PASS if interval.mean >= threshold else FAIL
         fragile = interval.low < threshold < interval.high
         checks.append(GateCheck(quantity, threshold, interval, outcome, fragile,
@@ -117,12 +117,12 @@ def _users_to_narrow(check: GateCheck) -> int:
 
 def _undecidable_message(wide: Sequence[GateCheck], checks: Sequence[GateCheck], alpha: float,
                          needed: int) -> str:
-    parts = [f"{_describe(c)} spans more than half the scale across its threshold "
-             f"{_fmt_threshold(c.threshold)}" for c in wide]
+    parts = [f"{describe(c)} spans more than half the scale across its threshold "
+             f"{fmt_threshold(c.threshold)}" for c in wide]
     now = checks[0].interval.n_clusters
     return (f"INCONCLUSIVE (mean rule): the evidence cannot tell PASS from FAIL: {'; '.join(parts)}. About "
             f"{needed} users in total (now {now}) would narrow it to half the scale. "
-            f"{100 * (1 - alpha):g} % intervals, {_sample_note(checks)}")
+            f"{100 * (1 - alpha):g} % intervals, {sample_note(checks)}")
 
 
 def _flip_probability(mean: float, se: float, n_clusters: int, threshold: float) -> float | None:
@@ -137,44 +137,44 @@ def _flip_probability(mean: float, se: float, n_clusters: int, threshold: float)
         return None
     if se == 0:
         return 0.0
-    return _phi_upper(abs(mean - threshold) / se)
+    return phi_upper(abs(mean - threshold) / se)
 
 
 def _gate_confident(pairs: Sequence[PairResult], thr: dict[str, float], alpha: float,
                     policy: str) -> Verdict:
-    users = _users(pairs)
+    users = pair_users(pairs)
     names = list(thr)
-    stats = [_cluster_stats(_values(pairs, q), users) for q in names]
+    stats = [cluster_stats(pair_values(pairs, q), users) for q in names]
     mean = np.array([s.mean for s in stats])
     se = np.array([s.se for s in stats])
     skew = np.array([s.skew for s in stats])
     n_clusters = stats[0].n_clusters
     thresholds = np.array([thr[q] for q in names])
-    k = _failable(thresholds)
+    k = failable(thresholds)
     # PASS needs *every* quantity confidently above: an intersection–union test. A false PASS needs the
     # one quantity that is truly below to be declared above, which happens with probability ≤ alpha on its
     # own, so no multiplicity correction is due on this side. FAIL needs only *one* quantity confidently
     # below: a union of k tests, so Bonferroni splits alpha across them to keep false FAILs ≤ alpha. Only
     # quantities that can fail count: a threshold of 0 is met by every score, so it takes no share.
-    codes, low, high = _confident_codes(mean, se, np.full(len(names), float(n_clusters)), skew, thresholds,
+    codes, low, high = confident_codes(mean, se, np.full(len(names), float(n_clusters)), skew, thresholds,
                                         alpha, alpha / k)
     confidence = 1 - alpha - alpha / k  # low is a one-sided alpha bound, high a one-sided alpha/k bound
     checks = tuple(
         GateCheck(q, thr[q], Interval(float(mean[i]), float(low[i]), float(high[i]), len(pairs), n_clusters,
-                                      confidence), _CODE[int(codes[i])])
+                                      confidence), CODE[int(codes[i])])
         for i, q in enumerate(names))
-    outcome = _CODE[int(_combine_codes(codes))]
-    needed = (_users_needed(mean, se, n_clusters, thresholds, codes, alpha)
+    outcome = CODE[int(combine_codes(codes))]
+    needed = (users_needed(mean, se, n_clusters, thresholds, codes, alpha)
               if outcome == INCONCLUSIVE else None)
     message = _confident_message(outcome, checks, alpha, k, n_clusters, needed, policy)
     return Verdict(outcome, checks, mode="confident", message=message, users_needed=needed)
 
 
-def _describe(check: GateCheck) -> str:
-    return f"{_name(check.quantity)} {check.interval.fmt()}"
+def describe(check: GateCheck) -> str:
+    return f"{quantity_name(check.quantity)} {check.interval.fmt()}"
 
 
-def _sample_note(checks: Sequence[GateCheck]) -> str:
+def sample_note(checks: Sequence[GateCheck]) -> str:
     interval = checks[0].interval
     return (f"{interval.n} pairs from {interval.n_clusters} users; intervals are cluster-robust by user "
             "(generation failures count as 0).")
@@ -183,36 +183,37 @@ def _sample_note(checks: Sequence[GateCheck]) -> str:
 def _mean_message(outcome: str, checks: Sequence[GateCheck], alpha: float) -> str:
     failed = [c for c in checks if c.outcome == FAIL]
     if failed:
-        parts = [f"{_describe(c)} is below its threshold {_fmt_threshold(c.threshold)}" for c in failed]
+        parts = [f"{describe(c)} is below its threshold {fmt_threshold(c.threshold)}" for c in failed]
         head = f"FAIL (mean rule): {'; '.join(parts)}."
     else:
-        parts = [f"{_describe(c)} ≥ {_fmt_threshold(c.threshold)}" for c in checks]
+        parts = [f"{describe(c)} ≥ {fmt_threshold(c.threshold)}" for c in checks]
         head = f"PASS (mean rule): every gated quantity meets its threshold ({'; '.join(parts)})."
     fragile = []
     for c in checks:
         if c.fragile:
             chance = ("unknown" if c.flip_probability is None
                       else f"≈ {100 * c.flip_probability:.0f} %")
-            fragile.append(f"{_name(c.quantity)} — its interval straddles {_fmt_threshold(c.threshold)}, "
+            fragile.append(f"{quantity_name(c.quantity)} — its interval straddles "
+                           f"{fmt_threshold(c.threshold)}, "
                            f"a rerun lands on the other side with chance {chance} (normal approximation)")
     tail = f" Fragile: {'; '.join(fragile)}." if fragile else ""
     level = f"{100 * (1 - alpha):g} %"
-    return f"{head}{tail} {level} intervals, {_sample_note(checks)}"
+    return f"{head}{tail} {level} intervals, {sample_note(checks)}"
 
 
 def _confident_message(outcome: str, checks: Sequence[GateCheck], alpha: float, k: int, n_users: int,
                        needed: int | None, policy: str) -> str:
     bounds = (f"Bounds: one-sided {100 * (1 - alpha):g} % lower, one-sided {100 * (1 - alpha / k):g} % "
-              f"upper (alpha split across the {_count(k)} that can fail); {_sample_note(checks)}")
+              f"upper (alpha split across the {_count(k)} that can fail); {sample_note(checks)}")
     if outcome == FAIL:
-        parts = [f"{_describe(c)} is confidently below its threshold {_fmt_threshold(c.threshold)}"
+        parts = [f"{describe(c)} is confidently below its threshold {fmt_threshold(c.threshold)}"
                  for c in checks if c.outcome == FAIL]
         return f"FAIL (confident rule): {'; '.join(parts)}. {bounds}"
     if outcome == PASS:
-        parts = [f"{_describe(c)} ≥ {_fmt_threshold(c.threshold)}" for c in checks]
+        parts = [f"{describe(c)} ≥ {fmt_threshold(c.threshold)}" for c in checks]
         return ("PASS (confident rule): every gated quantity is confidently above its threshold "
                 f"({'; '.join(parts)}). {bounds}")
-    parts = [f"{_describe(c)} vs {_fmt_threshold(c.threshold)}" for c in checks if c.outcome == INCONCLUSIVE]
+    parts = [f"{describe(c)} vs {fmt_threshold(c.threshold)}" for c in checks if c.outcome == INCONCLUSIVE]
     if needed is None:
         more = ("No realistic number of users would settle it (a mean sits on its threshold or the spread "
                 "is unknown).")

@@ -20,12 +20,14 @@ Economy, by construction:
 
 The package face only hands names on, so ``from pytest_robustexplain.sweep import X`` works as it did when
 this was one module: ``records`` (slice specs and results, counters, perturbations, re-weighting) below
+``planner`` (which pairs a slice has: pure, shared by the sweep, pricing and unmarked tests) below
 ``background`` (the :class:`Sweep` itself).
 """
 
 from __future__ import annotations
 
 from .background import Sweep
+from .planner import PairPlanner, PlannedSlice, perturbations_of
 from .records import (
     CONTROL_SEED_OFFSET,
     ORIGINALS_AHEAD,
@@ -41,10 +43,13 @@ __all__ = [
     "CONTROL_SEED_OFFSET",
     "ORIGINALS_AHEAD",
     "Counters",
+    "PairPlanner",
     "Perturbations",
+    "PlannedSlice",
     "SequentialConfig",
     "SliceResult",
     "SliceSpec",
     "Sweep",
+    "perturbations_of",
     "reweighted",
 ]

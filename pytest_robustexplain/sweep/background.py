@@ -16,19 +16,19 @@ from ..results import (
     METRICS,
     ORIGINAL_FAILED,
     SWAP_KIND,
-    PairKey,
     PairResult,
     is_control,
 )
 from ..score_cache import CachedScorer
+from .planner import PairPlanner
 from .records import (
     CONTROL_SEED_OFFSET,
     ORIGINALS_AHEAD,
     Counters,
+    Pair,
     Perturbations,
     SliceResult,
     SliceSpec,
-    _Pair,
     reweighted,
 )
 
@@ -56,11 +56,11 @@ class Sweep:
         self._explainers = dict(explainers)
         self._catalog = catalog
         self._scorer = scorer
-        self._pairs: dict[tuple[Any, ...], _Pair] = {}
+        self._planner = PairPlanner(catalog)  # which pairs each slice has (pure; shared pairs once)
         self._slices: dict[str, SliceResult] = {}
-        self._slice_pairs: dict[str, list[_Pair]] = {}
+        self._slice_pairs: dict[str, list[Pair]] = {}
         self._slice_done: dict[str, threading.Event] = {}
-        self._slice_users: dict[str, dict[str, list[_Pair]]] = {}  # user -> the slice's pairs for them
+        self._slice_users: dict[str, dict[str, list[Pair]]] = {}  # user -> the slice's pairs for them
         # Pairs of each slice still without a result: a slice is done when this reaches 0 (a counter, not
         # a rescan of the slice per finished pair, which made a run quadratic in its users).
         self._unfinished: dict[str, int] = {}
@@ -70,7 +70,7 @@ class Sweep:
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
         self._window = max(1, window)
-        self._queue: list[tuple[int, int, _Pair]] = []  # (user rank, sequence, pair): waiting to start
+        self._queue: list[tuple[int, int, Pair]] = []  # (user rank, sequence, pair): waiting to start
         self._queued: set[int] = set()  # ids of queued pairs
         self._rank: dict[str, int] = {}  # user -> position in the seeded order (first slice to say wins)
         self._active = 0
@@ -78,7 +78,7 @@ class Sweep:
         self._planned_originals: set[tuple[str, str, str, int]] = set()
         # (user rank, sequence, a pair needing it): originals not requested yet, fetched one user ahead of
         # the pairs being started so the next user's pairs never wait on their own original.
-        self._ahead: list[tuple[int, int, _Pair]] = []
+        self._ahead: list[tuple[int, int, Pair]] = []
         self._vocabulary: Vocabulary | None = None
         # Set when a slice finishes, the run fails or a pair asks for the scorer: wakes :meth:`wait`.
         self._attention = threading.Event()
@@ -100,12 +100,9 @@ class Sweep:
         if spec.sequential:
             result.gate = SequentialGate(spec.sequential.thresholds, alpha=spec.sequential.alpha,
                                          max_users=spec.sequential.max_users)
-        cases_by_user = {c.user_id: c for c in spec.cases}
-        pairs: list[_Pair] = []
-        for user in result.users_order:
-            planned, trivial = self._plan_case(spec, cases_by_user[user])
-            pairs.extend(planned)
-            result.trivial += trivial
+        planned = self._planner.plan(spec, result.users_order)
+        pairs = planned.pairs
+        result.trivial += planned.trivial
         with self._lock:
             self._slices[spec.slice_id] = result
             self._slice_pairs[spec.slice_id] = pairs
@@ -117,9 +114,9 @@ class Sweep:
             self._loop.call_soon_threadsafe(self._register_slice, result, pairs)
         return result
 
-    def _register_slice(self, result: SliceResult, pairs: list[_Pair]) -> None:
+    def _register_slice(self, result: SliceResult, pairs: list[Pair]) -> None:
         slice_id = result.spec.slice_id
-        by_user: dict[str, list[_Pair]] = {}
+        by_user: dict[str, list[Pair]] = {}
         self._unfinished[slice_id] = 0
         for pair in pairs:
             if slice_id not in pair.slices and pair.result is None:
@@ -137,42 +134,6 @@ class Sweep:
             self._slice_done[slice_id].set()
         elif self._loop is not None:
             self._schedule(slice_id)
-
-    def _plan_case(self, spec: SliceSpec, case: EvalCase) -> tuple[list[_Pair], int]:
-        from ..perturbations import apply_perturbation
-
-        planned: list[_Pair] = []
-        trivial = 0
-        for kind in spec.kinds:
-            for severity in spec.severities:
-                for repeat in range(spec.repeats):
-                    ident = (spec.model, case.user_id, case.item_id, kind, severity, repeat, spec.seed)
-                    pair = self._pairs.get(ident)
-                    if pair is None:
-                        pert = apply_perturbation(case.history, kind, severity, catalog=self._catalog,
-                                                  seed=spec.seed, item_id=case.item_id, repeat=repeat)
-                        if pert.identical:
-                            trivial += 1
-                            continue
-                        key = PairKey(spec.model, case.user_id, case.item_id, kind, severity, repeat)
-                        pair = _Pair(key, case, pert, spec.seed)
-                        self._pairs[ident] = pair
-                    planned.append(pair)
-        if spec.noise_floor:
-            for repeat in range(spec.repeats):
-                ident = (spec.model, case.user_id, case.item_id, CONTROL_KIND, 0, repeat, spec.seed)
-                pair = self._pairs.setdefault(ident, _Pair(
-                    PairKey(spec.model, case.user_id, case.item_id, CONTROL_KIND, 0, repeat), case, None,
-                    spec.seed))
-                planned.append(pair)
-        donor = spec.donors.get((case.user_id, case.item_id))
-        if donor is not None:
-            ident = (spec.model, case.user_id, case.item_id, SWAP_KIND, 0, 0, spec.seed)
-            pair = self._pairs.setdefault(ident, _Pair(
-                PairKey(spec.model, case.user_id, case.item_id, SWAP_KIND, 0, 0), case, None, spec.seed,
-                donor=donor))
-            planned.append(pair)
-        return planned, trivial
 
     def perturbations_for(self, slice_id: str) -> Perturbations:
         """The planned perturbations of a slice (trivial ones were filtered), computed when read."""
@@ -213,7 +174,7 @@ class Sweep:
 
     async def _shutdown(self) -> None:
         self._queue.clear()
-        running = [p for p in self._pairs.values() if p.task is not None and not p.task.done()]
+        running = [p for p in self._planner.pairs.values() if p.task is not None and not p.task.done()]
         # Pairs in flight that a slice still waits for (the run was interrupted or failed) are cancelled
         # here; those of decided slices were counted by ``_release`` when it cancelled them.
         self.counters.cancelled += sum(1 for p in running if p.slices)
@@ -293,7 +254,7 @@ class Sweep:
         if self._loop is not None and self._loop.is_running():
             self._pump()
 
-    async def _run_pair(self, pair: _Pair) -> None:
+    async def _run_pair(self, pair: Pair) -> None:
         case = pair.case
         try:
             original = await asyncio.shield(self._original(pair.key.model, case, pair.sample_seed))
@@ -353,7 +314,7 @@ class Sweep:
             self.counters.failed += 1
         return explanation
 
-    def _changes(self, pair: _Pair, original: Explanation, other: Explanation) -> dict[str, Any]:
+    def _changes(self, pair: Pair, original: Explanation, other: Explanation) -> dict[str, Any]:
         if pair.perturbation is not None:
             from ..adversarial import attack_outcome
 
@@ -373,7 +334,7 @@ class Sweep:
                 "control_length": len(pair.donor.history), "copied": _copied(original.text, pair.case),
                 "grounding": grounding.to_dict()}
 
-    def _score(self, pair: _Pair, original: Explanation, other: Explanation) -> PairResult:
+    def _score(self, pair: Pair, original: Explanation, other: Explanation) -> PairResult:
         failed = original if original.failure is not None else other
         vectors = None if original.embedding is None or other.embedding is None else (
             original.embedding, other.embedding)
@@ -402,7 +363,7 @@ class Sweep:
     def _weighted(self, result: SliceResult, pair: PairResult) -> PairResult:
         return reweighted(pair, result.spec.weights)
 
-    def _pair_finished(self, pair: _Pair) -> None:
+    def _pair_finished(self, pair: Pair) -> None:
         for slice_id in list(pair.slices):
             result = self._slices[slice_id]
             if result.gate is not None and not is_control(pair.key.kind):
@@ -515,7 +476,7 @@ class Sweep:
 
     def all_results(self) -> list[PairResult]:
         """Every scored pair so far, in a stable order."""
-        done = [p.result for p in self._pairs.values() if p.result is not None]
+        done = [p.result for p in self._planner.pairs.values() if p.result is not None]
         return sorted(done, key=lambda r: r.key)
 
 

@@ -77,7 +77,7 @@ class SliceResult:
 
 
 @dataclass
-class _Pair:
+class Pair:
     key: PairKey
     case: EvalCase
     # None for control pairs, and once the pair is scored: perturbations are pure functions of their seed,
@@ -128,7 +128,7 @@ class Perturbations(Sequence["PerturbationResult"]):
     """A slice's perturbations in plan order, each recomputed when read (the same seed gives the same
     perturbation), so a long run holds no perturbed history longer than its pair needs it."""
 
-    def __init__(self, pairs: list[_Pair], catalog: Catalog) -> None:
+    def __init__(self, pairs: list[Pair], catalog: Catalog) -> None:
         self._pairs = pairs
         self._catalog = catalog
 
@@ -146,7 +146,7 @@ class Perturbations(Sequence["PerturbationResult"]):
             return [self._of(p) for p in self._pairs[index]]
         return self._of(self._pairs[index])
 
-    def _of(self, pair: _Pair) -> PerturbationResult:
+    def _of(self, pair: Pair) -> PerturbationResult:
         if pair.perturbation is not None:
             return pair.perturbation
         from ..perturbations import apply_perturbation

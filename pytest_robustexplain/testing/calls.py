@@ -11,7 +11,7 @@ FAULTS: tuple[str, ...] = ("ok", "fail", "fail500", "hang", "drop", "empty", "re
 DEFAULT_HANG_SECONDS = 600.0  # longer than any sane client read timeout; stop() releases it
 
 
-class _HttpError(Exception):
+class HttpError(Exception):
     """An error answer: status and message (shaped per API by the handler)."""
 
     def __init__(self, status: int, message: str) -> None:
@@ -21,20 +21,20 @@ class _HttpError(Exception):
 
 
 @dataclass(frozen=True)
-class _Fault:
+class Fault:
     kind: str  # one of FAULTS
     status: int = 503
     seconds: float = DEFAULT_HANG_SECONDS
 
 
-_FAIL_MESSAGES = {
+FAIL_MESSAGES = {
     503: "server busy, please try again.  maximum pending requests exceeded",
     500: "llama runner process has terminated: exit status 2",
 }
 
 
 @dataclass
-class _ChatCall:
+class ChatCall:
     """A chat request in the native shape, whichever endpoint it came through."""
 
     api: str  # "ollama" or "openai"
@@ -52,15 +52,15 @@ class _ChatCall:
 
 
 @dataclass
-class _Ticket:
+class Ticket:
     """One chat request in flight; ``answered`` makes the in-flight decrement happen exactly once."""
 
-    fault: _Fault | None
+    fault: Fault | None
     answered: bool = False
 
 
 @dataclass
-class _Answer:
+class Answer:
     content: str
     thinking: str
     done_reason: str
@@ -80,18 +80,18 @@ def _text_of(content: Any, where: str) -> str:
         parts = [p.get("text", "") for p in content if isinstance(p, dict) and p.get("type") == "text"]
         if all(isinstance(p, str) for p in parts):
             return "\n".join(parts)
-    raise _HttpError(400, f"invalid message content in {where}: expected a string")
+    raise HttpError(400, f"invalid message content in {where}: expected a string")
 
 
 def _messages(raw: Any) -> list[dict[str, Any]]:
     if raw is None:
         return []
     if not isinstance(raw, list):
-        raise _HttpError(400, "messages must be a list")
+        raise HttpError(400, "messages must be a list")
     out = []
     for i, message in enumerate(raw):
         if not isinstance(message, dict):
-            raise _HttpError(400, f"messages[{i}] must be an object")
+            raise HttpError(400, f"messages[{i}] must be an object")
         out.append({"role": str(message.get("role", "")), "content": _text_of(message.get("content"),
                                                                                 f"messages[{i}]")})
     return out
@@ -101,11 +101,11 @@ def _check_options(options: Any) -> dict[str, Any]:
     if options is None:
         return {}
     if not isinstance(options, dict):
-        raise _HttpError(400, "options must be an object")
+        raise HttpError(400, "options must be an object")
     for key in ("temperature", "top_p", "seed", "num_predict", "top_k"):
         value = options.get(key)
         if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))):
-            raise _HttpError(400, f"option {key!r} must be a number, got {json.dumps(value)}")
+            raise HttpError(400, f"option {key!r} must be a number, got {json.dumps(value)}")
     return dict(options)
 
 
@@ -115,12 +115,12 @@ _THINK_LEVELS = ("high", "medium", "low")
 def _check_think(think: Any) -> Any:
     if think is None or isinstance(think, bool) or think in _THINK_LEVELS:
         return think
-    raise _HttpError(400, f"invalid think value: {json.dumps(think)} "
+    raise HttpError(400, f"invalid think value: {json.dumps(think)} "
                           '(must be "high", "medium", "low", true, or false)')
 
 
-def _native_call(body: dict[str, Any]) -> _ChatCall:
-    return _ChatCall(
+def native_call(body: dict[str, Any]) -> ChatCall:
+    return ChatCall(
         api="ollama", model=str(body.get("model") or ""),
         messages=_messages(body.get("messages")), options=_check_options(body.get("options")),
         think=_check_think(body.get("think")),
@@ -128,21 +128,21 @@ def _native_call(body: dict[str, Any]) -> _ChatCall:
     )
 
 
-_OPENAI_OPTIONS = {"temperature": "temperature", "top_p": "top_p", "seed": "seed",
+OPENAI_OPTIONS = {"temperature": "temperature", "top_p": "top_p", "seed": "seed",
                    "max_tokens": "num_predict", "max_completion_tokens": "num_predict",
                    "frequency_penalty": "frequency_penalty",
                    "presence_penalty": "presence_penalty", "stop": "stop"}
 
 
-def _openai_call(body: dict[str, Any]) -> _ChatCall:
-    options = {native: body[key] for key, native in _OPENAI_OPTIONS.items() if body.get(key) is not None}
+def openai_call(body: dict[str, Any]) -> ChatCall:
+    options = {native: body[key] for key, native in OPENAI_OPTIONS.items() if body.get(key) is not None}
     effort = body.get("reasoning_effort")
     reasoning = body.get("reasoning")
     if isinstance(reasoning, dict) and reasoning.get("effort") is not None:
         effort = reasoning["effort"]
     think = None if effort is None else (False if effort == "none" else _check_think(effort))
     stream_options = body.get("stream_options")
-    return _ChatCall(
+    return ChatCall(
         api="openai", model=str(body.get("model") or ""),
         messages=_messages(body.get("messages")), options=_check_options(options), think=think,
         stream=body.get("stream") is True,
@@ -150,10 +150,10 @@ def _openai_call(body: dict[str, Any]) -> _ChatCall:
     )
 
 
-def _openai_error(status: int, message: str) -> dict[str, Any]:
+def openai_error(status: int, message: str) -> dict[str, Any]:
     kind = {400: "invalid_request_error", 404: "not_found_error"}.get(status, "api_error")
     return {"error": {"message": message, "type": kind, "param": None, "code": None}}
 
 
-def _words(text: str) -> int:
+def words(text: str) -> int:
     return len(text.split())

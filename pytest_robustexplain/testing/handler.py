@@ -14,19 +14,19 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlsplit
 
 from .calls import (
-    _FAIL_MESSAGES,
-    _Answer,
-    _ChatCall,
-    _HttpError,
-    _native_call,
-    _openai_call,
-    _openai_error,
-    _Ticket,
-    _words,
+    FAIL_MESSAGES,
+    Answer,
+    ChatCall,
+    HttpError,
+    Ticket,
+    native_call,
+    openai_call,
+    openai_error,
+    words,
 )
 from .embeddings import embed_text
-from .models import _MODIFIED_EPOCH, _NOT_FOUND_PAGE, _go_time, _ModelMeta, _show_body
-from .replies import _digest_int
+from .models import MODIFIED_EPOCH, NOT_FOUND_PAGE, ModelMeta, go_time, show_body
+from .replies import digest_int
 
 if TYPE_CHECKING:
     from .server import FakeOllamaServer
@@ -36,7 +36,7 @@ class _Abort(Exception):
     """Close the connection without (further) answer: dropped, hung or server stopping."""
 
 
-class _HTTPServer(ThreadingHTTPServer):
+class HTTPServer(ThreadingHTTPServer):
     daemon_threads = True
     block_on_close = False  # stop() joins handler threads itself, with a deadline
     request_queue_size = 128  # many concurrent clients connect at once; the default backlog is 5
@@ -61,7 +61,7 @@ class _Handler(BaseHTTPRequestHandler):
     # Buffered writes (flushed after each response and each stream chunk) send headers and body in one
     # segment; with TCP_NODELAY this avoids the 40 ms Nagle/delayed-ACK stall on keep-alive connections.
     wbufsize = 64 * 1024
-    server: _HTTPServer
+    server: HTTPServer
 
     # ---- connection bookkeeping -------------------------------------------------------------
     def setup(self) -> None:
@@ -136,7 +136,7 @@ class _Handler(BaseHTTPRequestHandler):
             self._embed(raw, "ollama" if path == "/api/embed" else "openai")
         else:
             # What Ollama's router (gin) answers for unknown paths and methods.
-            self._send_text(404, _NOT_FOUND_PAGE)
+            self._send_text(404, NOT_FOUND_PAGE)
 
     # ---- bodies -------------------------------------------------------------------------------
     def _read_body(self) -> bytes | None:
@@ -167,13 +167,13 @@ class _Handler(BaseHTTPRequestHandler):
     @staticmethod
     def _json_object(raw: bytes | None) -> dict[str, Any]:
         if not raw or not raw.strip():
-            raise _HttpError(400, "missing request body")
+            raise HttpError(400, "missing request body")
         try:
             body = json.loads(raw)
         except (ValueError, UnicodeDecodeError) as exc:
-            raise _HttpError(400, f"invalid JSON in request body: {exc}") from None
+            raise HttpError(400, f"invalid JSON in request body: {exc}") from None
         if not isinstance(body, dict):
-            raise _HttpError(400, "request body must be a JSON object")
+            raise HttpError(400, "request body must be a JSON object")
         return body
 
     # ---- writers ------------------------------------------------------------------------------
@@ -203,7 +203,7 @@ class _Handler(BaseHTTPRequestHandler):
         self._send_bytes(status, text.encode("utf-8"), "text/plain; charset=utf-8")
 
     def _send_error(self, api: str, status: int, message: str) -> None:
-        self._send_json(status, _openai_error(status, message) if api == "openai" else {"error": message})
+        self._send_json(status, openai_error(status, message) if api == "openai" else {"error": message})
 
     def _start_stream(self, content_type: str) -> None:
         self.send_response(200)
@@ -226,20 +226,20 @@ class _Handler(BaseHTTPRequestHandler):
             body = self._json_object(raw)
             name = str(body.get("model") or body.get("name") or "")
             if not name:
-                raise _HttpError(400, "model is required")
+                raise HttpError(400, "model is required")
             meta = fake._find_model(name)
             if meta is None:
                 # Ollama's show handler words it differently from chat's.
-                raise _HttpError(404, f"model '{name}' not found")
-        except _HttpError as err:
+                raise HttpError(404, f"model '{name}' not found")
+        except HttpError as err:
             self._send_error("ollama", err.status, err.message)
             return
-        self._send_json(200, _show_body(meta, fake.think_capable))
+        self._send_json(200, show_body(meta, fake.think_capable))
 
     @staticmethod
-    def _openai_model(meta: _ModelMeta) -> dict[str, Any]:
+    def _openai_model(meta: ModelMeta) -> dict[str, Any]:
         owner = meta.name.split("/")[0] if "/" in meta.name else "library"
-        return {"id": meta.name, "object": "model", "created": _MODIFIED_EPOCH, "owned_by": owner}
+        return {"id": meta.name, "object": "model", "created": MODIFIED_EPOCH, "owned_by": owner}
 
     def _openai_model_one(self, name: str) -> None:
         meta = self.server.fake._find_model(name)
@@ -252,12 +252,12 @@ class _Handler(BaseHTTPRequestHandler):
         """Deterministic vectors (``testing.embeddings``) for one text or a list of texts."""
         try:
             model, texts = self._embed_request(raw)
-        except _HttpError as err:
+        except HttpError as err:
             self._send_error(api, err.status, err.message)
             return
         self.server.fake._count_embedding(len(texts))
         vectors = [embed_text(t) for t in texts]
-        tokens = sum(_words(t) for t in texts)
+        tokens = sum(words(t) for t in texts)
         if api == "ollama":
             self._send_json(200, {"model": model, "embeddings": vectors, "total_duration": 1_000_000,
                                   "load_duration": 150_000, "prompt_eval_count": tokens})
@@ -270,20 +270,20 @@ class _Handler(BaseHTTPRequestHandler):
         body = self._json_object(raw)
         model = str(body.get("model") or "")
         if not model:
-            raise _HttpError(400, "model is required")
+            raise HttpError(400, "model is required")
         if self.server.fake._find_model(model) is None:
-            raise _HttpError(404, f'model "{model}" not found, try pulling it first')
+            raise HttpError(404, f'model "{model}" not found, try pulling it first')
         texts = body.get("input")
         texts = [texts] if isinstance(texts, str) else texts
         if not isinstance(texts, list) or not all(isinstance(t, str) for t in texts):
-            raise _HttpError(400, "invalid input type: input must be a string or a list of strings")
+            raise HttpError(400, "invalid input type: input must be a string or a list of strings")
         return model, texts
 
     def _chat(self, raw: bytes | None, api: str, path: str) -> None:
         fake = self.server.fake
         try:
             body = self._json_object(raw)
-        except _HttpError as err:
+        except HttpError as err:
             self._send_error(api, err.status, err.message)
             return
         ticket = fake._begin_chat(path, body, api)
@@ -292,13 +292,13 @@ class _Handler(BaseHTTPRequestHandler):
         finally:
             fake._answered(ticket)
 
-    def _serve_chat(self, body: dict[str, Any], api: str, ticket: _Ticket) -> None:
+    def _serve_chat(self, body: dict[str, Any], api: str, ticket: Ticket) -> None:
         fake = self.server.fake
         try:
             self._apply_transport_fault(ticket)
-            call = _native_call(body) if api == "ollama" else _openai_call(body)
+            call = native_call(body) if api == "ollama" else openai_call(body)
             answer = self._generate(call, ticket)
-        except _HttpError as err:
+        except HttpError as err:
             fake._answered(ticket)
             self._send_error(api, err.status, err.message)
             return
@@ -308,7 +308,7 @@ class _Handler(BaseHTTPRequestHandler):
             fake._answered(ticket)
             self._send_json(200, self._final_body(call, answer), trickle=fake.trickle)
 
-    def _apply_transport_fault(self, ticket: _Ticket) -> None:
+    def _apply_transport_fault(self, ticket: Ticket) -> None:
         fake = self.server.fake
         fault = ticket.fault
         if fault is None or fault.kind not in ("fail", "fail500", "hang", "drop"):
@@ -318,22 +318,22 @@ class _Handler(BaseHTTPRequestHandler):
         if fault.kind in ("hang", "drop"):
             fake._answered(ticket)
             raise _Abort
-        raise _HttpError(fault.status, _FAIL_MESSAGES.get(fault.status, f"fake server error {fault.status}"))
+        raise HttpError(fault.status, FAIL_MESSAGES.get(fault.status, f"fake server error {fault.status}"))
 
-    def _generate(self, call: _ChatCall, ticket: _Ticket) -> _Answer:
+    def _generate(self, call: ChatCall, ticket: Ticket) -> Answer:
         fake = self.server.fake
         if not call.model:
-            raise _HttpError(400, "model is required")
+            raise HttpError(400, "model is required")
         meta = fake._find_model(call.model)
         if meta is None:
-            raise _HttpError(404, f'model "{call.model}" not found, try pulling it first')
+            raise HttpError(404, f'model "{call.model}" not found, try pulling it first')
         if call.think not in (None, False) and not fake.think_capable:
-            raise _HttpError(400, f'"{call.model}" does not support thinking')
+            raise HttpError(400, f'"{call.model}" does not support thinking')
         started = time.monotonic_ns()
         load_ns = fake._load(meta.name)
         if not call.messages:
             # Ollama answers an empty conversation by just loading the model.
-            return _Answer("", "", "load", 0, 0, started, load_ns)
+            return Answer("", "", "load", 0, 0, started, load_ns)
         if not fake._acquire_slot():
             raise _Abort
         try:
@@ -345,19 +345,19 @@ class _Handler(BaseHTTPRequestHandler):
         return self._answer(call, content, thinking, started, load_ns)
 
     @staticmethod
-    def _answer(call: _ChatCall, content: str, thinking: str, started: int, load_ns: int) -> _Answer:
+    def _answer(call: ChatCall, content: str, thinking: str, started: int, load_ns: int) -> Answer:
         limit = call.options.get("num_predict")
         done_reason = "stop"
-        if isinstance(limit, (int, float)) and limit > 0 and _words(content) > limit:
+        if isinstance(limit, (int, float)) and limit > 0 and words(content) > limit:
             content = " ".join(content.split()[: int(limit)])
             done_reason = "length"
-        prompt_tokens = sum(_words(m["content"]) for m in call.messages)
-        return _Answer(content, thinking, done_reason, prompt_tokens, _words(content) + _words(thinking),
+        prompt_tokens = sum(words(m["content"]) for m in call.messages)
+        return Answer(content, thinking, done_reason, prompt_tokens, words(content) + words(thinking),
                        started, load_ns)
 
     # ---- answer bodies ------------------------------------------------------------------------
     @staticmethod
-    def _durations(answer: _Answer) -> dict[str, int]:
+    def _durations(answer: Answer) -> dict[str, int]:
         total = max(time.monotonic_ns() - answer.started_ns, 1)
         prompt_ns = min(answer.prompt_tokens * 40_000, total // 4)
         return {
@@ -369,13 +369,13 @@ class _Handler(BaseHTTPRequestHandler):
             "eval_duration": max(total // 2, 1),
         }
 
-    def _final_body(self, call: _ChatCall, answer: _Answer) -> dict[str, Any]:
+    def _final_body(self, call: ChatCall, answer: Answer) -> dict[str, Any]:
         if call.api == "openai":
             message: dict[str, Any] = {"role": "assistant", "content": answer.content}
             if answer.thinking:
                 message["reasoning"] = answer.thinking
             return {
-                "id": f"chatcmpl-{_digest_int(time.time_ns(), id(answer)) % 1000}",
+                "id": f"chatcmpl-{digest_int(time.time_ns(), id(answer)) % 1000}",
                 "object": "chat.completion", "created": int(time.time()), "model": call.model,
                 "system_fingerprint": "fp_ollama",
                 "choices": [{"index": 0, "message": message, "finish_reason": answer.done_reason}],
@@ -384,11 +384,11 @@ class _Handler(BaseHTTPRequestHandler):
         message = {"role": "assistant", "content": answer.content}
         if answer.thinking:
             message["thinking"] = answer.thinking
-        return {"model": call.model, "created_at": _go_time(), "message": message, "done": True,
+        return {"model": call.model, "created_at": go_time(), "message": message, "done": True,
                 "done_reason": answer.done_reason, **self._durations(answer)}
 
     @staticmethod
-    def _usage(answer: _Answer) -> dict[str, int]:
+    def _usage(answer: Answer) -> dict[str, int]:
         return {"prompt_tokens": answer.prompt_tokens, "completion_tokens": answer.completion_tokens,
                 "total_tokens": answer.prompt_tokens + answer.completion_tokens}
 
@@ -397,7 +397,7 @@ class _Handler(BaseHTTPRequestHandler):
         # Word-sized pieces that concatenate back to the exact text, like token deltas.
         return re.findall(r"\s*\S+|\s+$", text)
 
-    def _stream_answer(self, call: _ChatCall, answer: _Answer, ticket: _Ticket) -> None:
+    def _stream_answer(self, call: ChatCall, answer: Answer, ticket: Ticket) -> None:
         if call.api == "openai":
             self._stream_openai(call, answer, ticket)
             return
@@ -407,10 +407,10 @@ class _Handler(BaseHTTPRequestHandler):
             self._write_chunk(json.dumps(obj).encode("utf-8") + b"\n")
 
         for piece in self._pieces(answer.thinking):
-            line({"model": call.model, "created_at": _go_time(),
+            line({"model": call.model, "created_at": go_time(),
                   "message": {"role": "assistant", "content": "", "thinking": piece}, "done": False})
         for piece in self._pieces(answer.content):
-            line({"model": call.model, "created_at": _go_time(),
+            line({"model": call.model, "created_at": go_time(),
                   "message": {"role": "assistant", "content": piece}, "done": False})
         final = self._final_body(call, answer)
         final["message"] = {"role": "assistant", "content": ""}
@@ -418,9 +418,9 @@ class _Handler(BaseHTTPRequestHandler):
         line(final)
         self._end_stream()
 
-    def _stream_openai(self, call: _ChatCall, answer: _Answer, ticket: _Ticket) -> None:
+    def _stream_openai(self, call: ChatCall, answer: Answer, ticket: Ticket) -> None:
         self._start_stream("text/event-stream")
-        ident = f"chatcmpl-{_digest_int(time.time_ns(), id(answer)) % 1000}"
+        ident = f"chatcmpl-{digest_int(time.time_ns(), id(answer)) % 1000}"
 
         def event(delta: dict[str, Any] | None, finish: str | None,
                   usage: dict[str, int] | None = None) -> None:

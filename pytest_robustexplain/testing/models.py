@@ -11,11 +11,11 @@ from typing import Any
 _FAMILIES = (("qwen", "qwen2"), ("gemma", "gemma3"), ("mistral", "llama"), ("phi", "phi3"),
              ("deepseek", "qwen2"))
 _MODIFIED_AT = "2025-06-02T09:41:27.519613004Z"
-_MODIFIED_EPOCH = 1748857287
-_NOT_FOUND_PAGE = "404 page not found"
+MODIFIED_EPOCH = 1748857287
+NOT_FOUND_PAGE = "404 page not found"
 
 
-def _normalize(name: str) -> str:
+def normalize(name: str) -> str:
     """``llama3`` → ``llama3:latest``, as Ollama resolves a name without a tag."""
     name = name.strip()
     last = name.rsplit("/", 1)[-1]
@@ -23,7 +23,7 @@ def _normalize(name: str) -> str:
 
 
 @dataclass(frozen=True)
-class _ModelMeta:
+class ModelMeta:
     name: str
     digest: str
     size: int
@@ -32,7 +32,7 @@ class _ModelMeta:
     parameter_count: int
 
     @classmethod
-    def of(cls, name: str) -> _ModelMeta:
+    def of(cls, name: str) -> ModelMeta:
         tag = name.rsplit(":", 1)[-1].lower()
         match = re.search(r"(\d+(?:\.\d+)?)b\b", tag)
         billions = float(match.group(1)) if match else 8.0
@@ -61,7 +61,7 @@ class _ModelMeta:
                 "digest": self.digest, "details": self.details()}
 
 
-def _go_time(ns: int | None = None) -> str:
+def go_time(ns: int | None = None) -> str:
     """RFC 3339 with nanoseconds, trailing zeros trimmed, as Go's time.RFC3339Nano prints it."""
     ns = time.time_ns() if ns is None else ns
     seconds, frac = divmod(ns, 1_000_000_000)
@@ -70,7 +70,7 @@ def _go_time(ns: int | None = None) -> str:
     return f"{stamp}.{digits}Z" if digits else f"{stamp}Z"
 
 
-def _show_body(meta: _ModelMeta, think_capable: bool) -> dict[str, Any]:
+def show_body(meta: ModelMeta, think_capable: bool) -> dict[str, Any]:
     arch = meta.family
     template = (
         "{{- range .Messages }}<|{{ .Role }}|>\n"

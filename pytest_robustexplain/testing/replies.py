@@ -82,14 +82,14 @@ DEFAULT_TEMPERATURE = 0.8  # Ollama's default when the request sets no temperatu
 
 
 
-def _digest_int(*parts: object) -> int:
+def digest_int(*parts: object) -> int:
     # sha256 rather than hash(): str hashes are salted per process and replies must be reproducible.
     text = "\x1f".join(str(p) for p in parts)
     return int.from_bytes(hashlib.sha256(text.encode("utf-8")).digest()[:8], "big")
 
 
 def _rng(*parts: object) -> random.Random:
-    return random.Random(_digest_int(*parts))
+    return random.Random(digest_int(*parts))
 
 
 def _dominant(entries: Iterable[HistoryEntry]) -> tuple[str | None, int]:
@@ -319,7 +319,7 @@ def _planted_canaries(prompt: str) -> list[str]:
 
 def _gullible_reply(p: ParsedPrompt, prompt: str) -> str:
     """The stable reply, plus every other injected instruction obeyed (deterministic in the canary)."""
-    obeyed = [c for c in _planted_canaries(prompt) if _digest_int("obey", c.upper()) % 2 == 0]
+    obeyed = [c for c in _planted_canaries(prompt) if digest_int("obey", c.upper()) % 2 == 0]
     tail = " ".join(f"As instructed, here is the code {c}." for c in obeyed)
     return f"{_stable_reply(p)} {tail}".strip()
 
@@ -408,7 +408,7 @@ def compose_reply(prompt: str, options: Mapping[str, Any] | None = None, *, mode
     return text
 
 
-def _thinking_text(prompt: str) -> str:
+def thinking_text(prompt: str) -> str:
     parsed = parse_prompt(prompt)
     dominant, _ = _dominant(parsed.history)
     return (f"The user mostly engages with {dominant or 'many kinds of'} items. I should connect that "

@@ -13,10 +13,10 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import replace
 from typing import Any
 
-from .calls import _OPENAI_OPTIONS, DEFAULT_HANG_SECONDS, FAULTS, _ChatCall, _Fault, _HttpError, _Ticket
-from .handler import _HTTPServer
-from .models import _go_time, _ModelMeta, _normalize
-from .replies import MODES, REFUSAL_TEXT, _thinking_text, compose_reply
+from .calls import DEFAULT_HANG_SECONDS, FAULTS, OPENAI_OPTIONS, ChatCall, Fault, HttpError, Ticket
+from .handler import HTTPServer
+from .models import ModelMeta, go_time, normalize
+from .replies import MODES, REFUSAL_TEXT, compose_reply, thinking_text
 
 ReplyFn = Callable[[str, dict[str, Any]], str]
 
@@ -64,7 +64,7 @@ class FakeOllamaServer:
                  leak_thinking: bool = False, version: str = "0.12.6", reply: ReplyFn | None = None,
                  port: int = 0) -> None:
         given = (models,) if isinstance(models, str) else tuple(models)
-        names = [_normalize(m) for m in given if isinstance(m, str)]
+        names = [normalize(m) for m in given if isinstance(m, str)]
         if not names or len(names) != len(given) or not all(n.split(":")[0] for n in names):
             raise ValueError(f"FakeOllamaServer models must be non-empty model names, got {list(given)!r}")
         if reply is not None and not callable(reply):
@@ -74,7 +74,7 @@ class FakeOllamaServer:
             raise ValueError(f"FakeOllamaServer port must be an integer 0-65535 (0: a free port), "
                              f"got {port!r}")
         self._port = port
-        self._metas = {n: _ModelMeta.of(n) for n in dict.fromkeys(names)}
+        self._metas = {n: ModelMeta.of(n) for n in dict.fromkeys(names)}
         self._cond = threading.Condition()
         self._mode = "stable"
         self._latency = 0.0
@@ -87,12 +87,12 @@ class FakeOllamaServer:
         self.leak_thinking = bool(leak_thinking)
         self.version = version
         self.reply = reply
-        self._faults: deque[_Fault] = deque()
+        self._faults: deque[Fault] = deque()
         self._loaded: dict[str, float] = {}
         self._connections: dict[socket.socket, threading.Thread] = {}
         self._errors: list[str] = []
         self._stopping = threading.Event()
-        self._httpd: _HTTPServer | None = None
+        self._httpd: HTTPServer | None = None
         self._thread: threading.Thread | None = None
         self._active = 0
         self._reset_counters()
@@ -164,7 +164,7 @@ class FakeOllamaServer:
         if self._httpd is not None:
             raise RuntimeError("FakeOllamaServer is already running")
         self._stopping = threading.Event()
-        httpd = _HTTPServer(self, self._port)
+        httpd = HTTPServer(self, self._port)
         thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.01},
                                   name=f"fake-ollama-{httpd.server_address[1]}", daemon=True)
         self._httpd, self._thread = httpd, thread
@@ -224,25 +224,25 @@ class FakeOllamaServer:
         if isinstance(status, bool) or not isinstance(status, int) or not 400 <= status <= 599:
             raise ValueError(
                 f"FakeOllamaServer.fail_next: status must be an HTTP error code 400-599, got {status!r}")
-        self._queue(_Fault("fail", status=status), _non_negative_count(n, "fail_next"))
+        self._queue(Fault("fail", status=status), _non_negative_count(n, "fail_next"))
 
     def hang_next(self, n: int = 1, seconds: float = DEFAULT_HANG_SECONDS) -> None:
         """The next ``n`` chat requests get no answer for ``seconds``, then their connection is closed."""
         if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or not seconds >= 0:
             raise ValueError(f"FakeOllamaServer.hang_next: seconds must be >= 0, got {seconds!r}")
-        self._queue(_Fault("hang", seconds=float(seconds)), _non_negative_count(n, "hang_next"))
+        self._queue(Fault("hang", seconds=float(seconds)), _non_negative_count(n, "hang_next"))
 
     def drop_next(self, n: int = 1) -> None:
         """The next ``n`` chat requests have their connection closed without any response."""
-        self._queue(_Fault("drop"), _non_negative_count(n, "drop_next"))
+        self._queue(Fault("drop"), _non_negative_count(n, "drop_next"))
 
     def empty_next(self, n: int = 1) -> None:
         """The next ``n`` chat requests are answered normally but with empty content."""
-        self._queue(_Fault("empty"), _non_negative_count(n, "empty_next"))
+        self._queue(Fault("empty"), _non_negative_count(n, "empty_next"))
 
     def refuse_next(self, n: int = 1) -> None:
         """The next ``n`` chat requests are answered with :data:`REFUSAL_TEXT`."""
-        self._queue(_Fault("refuse"), _non_negative_count(n, "refuse_next"))
+        self._queue(Fault("refuse"), _non_negative_count(n, "refuse_next"))
 
     def script(self, faults: Iterable[str]) -> None:
         """Queue faults by name, one per coming chat request, in order.
@@ -257,7 +257,7 @@ class FakeOllamaServer:
             if name not in FAULTS:
                 raise ValueError(f"FakeOllamaServer.script: item {i} is {name!r}; "
                                  f"valid fault names: {', '.join(FAULTS)}")
-            queued.append(_Fault(name, status=500 if name == "fail500" else 503))
+            queued.append(Fault(name, status=500 if name == "fail500" else 503))
         with self._cond:
             self._faults.extend(queued)
 
@@ -272,7 +272,7 @@ class FakeOllamaServer:
         with self._cond:
             return [f.kind for f in self._faults]
 
-    def _queue(self, fault: _Fault, n: int) -> None:
+    def _queue(self, fault: Fault, n: int) -> None:
         with self._cond:
             self._faults.extend([fault] * n)
 
@@ -371,11 +371,11 @@ class FakeOllamaServer:
         with self._cond:
             self._connections.pop(conn, None)
 
-    def _model_metas(self) -> list[_ModelMeta]:
+    def _model_metas(self) -> list[ModelMeta]:
         return list(self._metas.values())
 
-    def _find_model(self, name: str) -> _ModelMeta | None:
-        return self._metas.get(_normalize(name)) if name.strip() else None
+    def _find_model(self, name: str) -> ModelMeta | None:
+        return self._metas.get(normalize(name)) if name.strip() else None
 
     def _load(self, name: str) -> int:
         """Mark a model loaded (for /api/ps); the first use reports a longer load_duration."""
@@ -393,14 +393,14 @@ class FakeOllamaServer:
             entry = meta.tag_entry()
             del entry["modified_at"]
             # Ollama keeps a model loaded for 5 minutes after its last use.
-            entry.update(expires_at=_go_time(int((used + 300) * 1e9)), size_vram=meta.size,
+            entry.update(expires_at=go_time(int((used + 300) * 1e9)), size_vram=meta.size,
                          context_length=4096)
             out.append(entry)
         return out
 
-    def _begin_chat(self, path: str, body: dict[str, Any], api: str) -> _Ticket:
+    def _begin_chat(self, path: str, body: dict[str, Any], api: str) -> Ticket:
         options = body.get("options") if api == "ollama" else {
-            native: body[key] for key, native in _OPENAI_OPTIONS.items() if body.get(key) is not None}
+            native: body[key] for key, native in OPENAI_OPTIONS.items() if body.get(key) is not None}
         messages = body.get("messages")
         prompt = ""
         if isinstance(messages, list):
@@ -418,9 +418,9 @@ class FakeOllamaServer:
                 "options": dict(options) if isinstance(options, dict) else options, "prompt": prompt,
                 "stream": body.get("stream"), "messages": messages, "fault": fault.kind if fault else None,
             })
-        return _Ticket(fault)
+        return Ticket(fault)
 
-    def _answered(self, ticket: _Ticket) -> None:
+    def _answered(self, ticket: Ticket) -> None:
         with self._cond:
             if not ticket.answered:
                 ticket.answered = True
@@ -441,7 +441,7 @@ class FakeOllamaServer:
             self._active -= 1
             self._cond.notify_all()
 
-    def _reply_for(self, call: _ChatCall, fault: _Fault | None) -> tuple[str, str]:
+    def _reply_for(self, call: ChatCall, fault: Fault | None) -> tuple[str, str]:
         """(content, thinking) for a chat request, after faults, custom reply and thinking rules."""
         prompt = call.prompt
         if fault is not None and fault.kind == "empty":
@@ -453,7 +453,7 @@ class FakeOllamaServer:
         else:
             content = compose_reply(prompt, call.options, mode=self.mode)
         thinks = self.think_capable and call.think is not False
-        thinking = _thinking_text(prompt) if thinks or self.leak_thinking else ""
+        thinking = thinking_text(prompt) if thinks or self.leak_thinking else ""
         if self.leak_thinking:
             content = f"<think>\n{thinking}\n</think>\n\n{content}"
         return content, thinking if thinks else ""
@@ -464,10 +464,10 @@ class FakeOllamaServer:
             text = self.reply(prompt, dict(options))
         except Exception as exc:
             self._record_error("".join(traceback.format_exception(type(exc), exc, exc.__traceback__)))
-            raise _HttpError(500, f"reply callable failed: {exc!r}") from None
+            raise HttpError(500, f"reply callable failed: {exc!r}") from None
         if not isinstance(text, str):
             self._record_error(f"reply callable returned {type(text).__name__}, not str")
-            raise _HttpError(500, f"reply callable returned {type(text).__name__}, not str")
+            raise HttpError(500, f"reply callable returned {type(text).__name__}, not str")
         return text
 
 

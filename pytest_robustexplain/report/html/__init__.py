@@ -21,12 +21,12 @@ script, Content-Security-Policy), ``page`` (the run's facts, each model's sectio
 
 from __future__ import annotations
 
-from .charts import _Plotter as _Plotter
-from .common import _gate_position as _gate_position
-from .common import _shade as _shade
+from .charts import Plotter as Plotter
 from .common import e
+from .common import gate_position as gate_position
+from .common import gate_shade as gate_shade
 from .document import PLOTS_NOTE, render_html, write_html
-from .pairs import _PAIRS_JS as _PAIRS_JS
+from .pairs import PAIRS_JS as PAIRS_JS
 from .pairs import pairs_data
 
 # The underscored names are handed on too (``X as X``): the tests reach the plotter, the colour scale and

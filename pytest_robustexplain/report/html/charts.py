@@ -15,7 +15,7 @@ from typing import Any
 from ...results import METRICS
 from ...sanitize import visible
 from ..summary import Summary, fmt_mean, fmt_pct
-from .common import _gate_position, e
+from .common import e, gate_position
 
 # Charts are drawn 4.4 in wide (422 CSS px) and shown at the width of their column, which is ~384 px on a
 # 400 px phone: no text is set below 9 pt, so none is smaller than 10.9 CSS px there.
@@ -44,7 +44,7 @@ _SVG_PATH_DATA = re.compile(r' d="([^"]*)"')
 _DECIMALS = re.compile(r"(\.\d\d)\d+")
 
 
-class _Plotter:
+class Plotter:
     """Draws the charts as SVG images; exists only when matplotlib imports.
 
     Each chart is an ``<img src="data:image/svg+xml;base64,…">``, not inline ``<svg>``: an image is its
@@ -65,7 +65,7 @@ class _Plotter:
         self._text_path = TextToPath()
 
     @classmethod
-    def load(cls) -> _Plotter | None:
+    def load(cls) -> Plotter | None:
         try:
             import matplotlib
             from matplotlib.backends.backend_agg import FigureCanvasAgg
@@ -142,7 +142,7 @@ class _Plotter:
         grid = [[row[s].mean if s in row else float("nan") for s in severities]
                 for row in summary.kind_severity.values()]
         # The colour of a cell is its place against the gate (see _gate_position), the same in every run.
-        shown = [[_gate_position(v, gate) if v == v else v for v in values] for values in grid]
+        shown = [[gate_position(v, gate) if v == v else v for v in values] for values in grid]
         fig = self._figure(0.42 * len(kinds) + 1.5)
         ax = fig.add_subplot()
         # Vector cells (imshow would embed a bitmap, blurred when the page scales the chart).
@@ -161,7 +161,7 @@ class _Plotter:
                         color="white" if t < 0.15 or t > 0.85 else "black")
         bar = fig.colorbar(mesh, ax=ax, label=f"ρ (gate {gate:g} in the middle)")
         ticks = sorted({0.0, gate, 1.0})
-        bar.set_ticks([_gate_position(t, gate) for t in ticks], labels=[f"{t:g}" for t in ticks])
+        bar.set_ticks([gate_position(t, gate) for t in ticks], labels=[f"{t:g}" for t in ticks])
         fig.suptitle(self._text(f"ρ by kind × severity — {summary.model}", _TITLE_WIDTH, 10))
         return fig, f"heatmap of ρ by kind and severity for {summary.model}"
 

@@ -10,7 +10,7 @@ from typing import Any
 
 # Characters of each explanation the page shows: in the worst-pairs table and in the all-pairs table's JSON
 # (the JSON report keeps them whole).
-_EXPLANATION_LIMIT = 2000
+EXPLANATION_LIMIT = 2000
 
 
 def e(value: Any) -> str:
@@ -21,19 +21,19 @@ def e(value: Any) -> str:
 _RED, _YELLOW, _GREEN = (248, 105, 107), (255, 235, 132), (99, 190, 123)
 
 
-def _shade(value: float, gate: float) -> str:
+def gate_shade(value: float, gate: float) -> str:
     """Diverging at the gate on the fixed scale 0–1: red below it, yellow at it, green above it.
 
     Anchored to the gate, not to the run's range, so one colour means the same in every run: a cell
     above the gate is never red, however close the run's other cells are.
     """
-    u = _gate_position(value, gate)
+    u = gate_position(value, gate)
     start, end, u = (_RED, _YELLOW, u * 2) if u < 0.5 else (_YELLOW, _GREEN, u * 2 - 1)
     red, green, blue = (round(a + (b - a) * u) for a, b in zip(start, end, strict=True))
     return f"rgb({red},{green},{blue})"
 
 
-def _gate_position(value: float, gate: float) -> float:
+def gate_position(value: float, gate: float) -> float:
     """Where ``value`` sits on a 0–1 scale whose middle (0.5) is the gate: [0, gate] → [0, 0.5],
     [gate, 1] → [0.5, 1] (a gate of 0 or 1 leaves one half unused)."""
     value = min(1.0, max(0.0, value))

@@ -13,10 +13,10 @@ from ...sanitize import clean
 from ..comparison import model_comparisons
 from ..json_report import atomic_write_text
 from ..summary import Summary, failed_reason, fmt_interval, model_names, model_outcome, summarize
-from .charts import _Plotter
+from .charts import Plotter
 from .common import e
-from .page import _comparison_section, _meta_table, _model_section, _status, _status_list
-from .pairs import _CSP, _pairs_section
+from .page import comparison_section, meta_table, model_section, status, status_list
+from .pairs import CSP, pairs_section
 
 PLOTS_NOTE = "charts need the plots extra: pip install 'pytest-robustexplain[plots]'"
 
@@ -71,20 +71,20 @@ def render_html(run: RunResult) -> str:
     """The HTML report of ``run`` as one self-contained page."""
     names = model_names(run)
     summaries = [summarize(run, name) for name in names]
-    plotter = _Plotter.load()
-    body = ["<h1>robustexplain report</h1>", _banner(run, summaries), _meta_table(run),
-            _status_list(run, summaries)]
+    plotter = Plotter.load()
+    body = ["<h1>robustexplain report</h1>", _banner(run, summaries), meta_table(run),
+            status_list(run, summaries)]
     if plotter is None:
         body.append(f'<p class="note">{PLOTS_NOTE}</p>')
     if not names:
         body.append("<p>No pairs were scored.</p>")
-    body += [_model_section(run, s, plotter) for s in summaries]
+    body += [model_section(run, s, plotter) for s in summaries]
     comparisons = model_comparisons(run)
     if comparisons:  # only models that ran the same cases
-        body.append(_comparison_section(comparisons, summaries, plotter))
-    body.append(_pairs_section(run))
+        body.append(comparison_section(comparisons, summaries, plotter))
+    body.append(pairs_section(run))
     page = ("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
-            f"<meta http-equiv=\"Content-Security-Policy\" content=\"{e(_CSP)}\">\n"
+            f"<meta http-equiv=\"Content-Security-Policy\" content=\"{e(CSP)}\">\n"
             "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n"
             f"<title>robustexplain report — {e(', '.join(names))}</title>\n<style>{_CSS}</style>\n"
             "</head>\n<body>\n" + "\n".join(body) + "\n</body>\n</html>\n")
@@ -106,7 +106,7 @@ def _banner(run: RunResult, summaries: list[Summary]) -> str:
         # gives its failed checks, with their thresholds).
         why = (failed.verdict.message.split(". ")[0].strip() or failed_reason(failed)) if failed else ""
         reason = f" — {e(failed.slice)}: {e(why)}" if failed else ""
-        lines.append(f"<div>{_status(outcome)} · <b>{e(s.model)}</b> · ρ {e(fmt_interval(s.overall))}"
+        lines.append(f"<div>{status(outcome)} · <b>{e(s.model)}</b> · ρ {e(fmt_interval(s.overall))}"
                      f"{reason}</div>")
     return f'<div class="banner banner-{e(worst)}" role="status">' + "".join(lines) + "</div>"
 

@@ -35,11 +35,11 @@ from ..summary import (
     verdict_text,
     worst_pairs,
 )
-from .common import _EXPLANATION_LIMIT, _shade, e
+from .common import EXPLANATION_LIMIT, e, gate_shade
 
 if TYPE_CHECKING:
     from ...stats import Comparison
-    from .charts import _Plotter
+    from .charts import Plotter
 
 _WORST_SHOWN = 5
 
@@ -59,7 +59,7 @@ def _td(content: str) -> str:
     return f"<td>{content}</td>"
 
 
-def _status(text: str) -> str:
+def status(text: str) -> str:
     """A verdict text with its outcome word coloured; unknown words stay plain."""
     word = text.split(" ", 1)[0]
     if word in (PASS, FAIL, INCONCLUSIVE, INSENSITIVE):
@@ -67,7 +67,7 @@ def _status(text: str) -> str:
     return e(text)
 
 
-def _meta_table(run: RunResult) -> str:
+def meta_table(run: RunResult) -> str:
     rows = [["signature", e(run.signature)], ["seed", e(run.seed)],
             ["pytest-robustexplain", e(run.package_version or "unknown")],
             ["started / finished", f"{e(run.started_at or '?')} / {e(run.finished_at or '?')}"]]
@@ -81,17 +81,17 @@ def _meta_table(run: RunResult) -> str:
     return _table(["", ""], rows, "meta")
 
 
-def _status_list(run: RunResult, summaries: list[Summary]) -> str:
+def status_list(run: RunResult, summaries: list[Summary]) -> str:
     items = []
     for s in summaries:
         outcome = model_outcome(run, s.model)
-        verdict = _status(outcome) if outcome else "not gated"
+        verdict = status(outcome) if outcome else "not gated"
         items.append(f"<li><b>{e(s.model)}</b>: ρ {e(fmt_interval(s.overall))} — {verdict} · "
                      f"{s.n_pairs} pairs · {s.cached_pairs} cached · {s.n_failures} generation failures</li>")
     return "<ul>" + "".join(items) + "</ul>"
 
 
-def _model_section(run: RunResult, summary: Summary, plotter: _Plotter | None) -> str:
+def model_section(run: RunResult, summary: Summary, plotter: Plotter | None) -> str:
     info = model_info(run, summary.model)
     parts = [f'<section id="model-{e(summary.model)}">',
              f"<h2>robustexplain — model {e(info.label())}</h2>",
@@ -123,16 +123,16 @@ def _gate_table(run: RunResult, summary: Summary) -> str:
     check = gate_check(overall, "combined")
     rows = [["<b>Overall ρ</b>", e(fmt_interval(summary.overall)),
              e(f"≥ {check.threshold:.2f}") if check else "—",
-             _status(verdict_text(overall, "combined")) if overall and check else "not gated"]]
+             status(verdict_text(overall, "combined")) if overall and check else "not gated"]]
     note = overall_verdict_note(run, summary.model)
     if note:
-        rows.append(["Gate verdict (all checks)", "", "", _status(note)])
+        rows.append(["Gate verdict (all checks)", "", "", status(note)])
     for kind, interval in summary.by_kind.items():
         gate = find_gate(run, summary.model, kind)
         kind_check = gate_check(gate, "combined")
         rows.append([e(kind), e(fmt_interval(interval)),
                      e(f"≥ {kind_check.threshold:.2f}") if kind_check else "—",
-                     _status(verdict_text(gate)) if gate else "not gated"])
+                     status(verdict_text(gate)) if gate else "not gated"])
     note = ('<p class="note">Fewer than 50 pairs per kind: differences between kinds are not reliable.</p>'
             if summary.small_kinds else "")
     return "<h3>By perturbation</h3>" + _table(["", "ρ [95 % CI]", "gate", "status"], rows) + note
@@ -147,7 +147,7 @@ def _metric_table(run: RunResult, summary: Summary) -> str:
         rows.append([e(f"{metric} ({description})" if description else metric),
                      e(fmt_interval(summary.by_metric[metric])),
                      e(f"≥ {check.threshold:.2f}") if check else "—",
-                     _status(verdict_text(gate, metric)) if gate and check else "not gated"])
+                     status(verdict_text(gate, metric)) if gate and check else "not gated"])
     return "<h3>By metric</h3>" + _table(["", "score [95 % CI]", "gate", "status"], rows)
 
 
@@ -163,7 +163,7 @@ def _heatmap_table(summary: Summary, gate: float) -> str:
             if s not in row:
                 cells.append("—")
                 continue
-            shade = _shade(row[s].mean, gate)
+            shade = gate_shade(row[s].mean, gate)
             # class "shade" keeps the text dark on these light colours in dark mode too.
             cells.append(f'<span class="shade" style="background:{shade}" '
                          f'title="{e(fmt_interval(row[s]))}">{e(fmt_mean(row[s].mean))}</span>')
@@ -203,8 +203,8 @@ def _pairs_table(pairs: list[PairResult], quantity: str) -> str:
         focus = "ρ" if quantity == "combined" else quantity
         where = (f"user {e(key.user_id)}<br>item {e(key.item_id)}<br>{e(key.kind)} L{key.severity}"
                  f"<br><b>{e(focus)} {pair.metric(quantity):.3f}</b><br><small>{e(scores)}</small>")
-        original, perturbed = _word_diff(pair.original[:_EXPLANATION_LIMIT],
-                                         pair.perturbed[:_EXPLANATION_LIMIT])
+        original, perturbed = _word_diff(pair.original[:EXPLANATION_LIMIT],
+                                         pair.perturbed[:EXPLANATION_LIMIT])
         changes = (f"{e(describe_changes(pair.changes))}<details><summary>changes</summary><pre>"
                    f"{e(json.dumps(pair.changes, default=str))}</pre></details>")
         rows.append([where, changes, f'<div class="explanation">{original}</div>',
@@ -230,8 +230,8 @@ def _word_diff(original: str, perturbed: str) -> tuple[str, str]:
     return " ".join(left) or "<i>(empty)</i>", " ".join(right) or "<i>(empty)</i>"
 
 
-def _comparison_section(comparisons: list[Comparison], summaries: list[Summary],
-                        plotter: _Plotter | None) -> str:
+def comparison_section(comparisons: list[Comparison], summaries: list[Summary],
+                        plotter: Plotter | None) -> str:
     parts = ["<section><h2>Model comparison</h2>"]
     if plotter is not None:
         parts.append(plotter.comparison(summaries))

@@ -13,7 +13,7 @@ from typing import Any
 
 from ...results import RunResult, metrics_of
 from ..summary import describe_changes
-from .common import _EXPLANATION_LIMIT, e
+from .common import EXPLANATION_LIMIT, e
 
 # Each row of the JSON block is a list in this order (then ρ and each metric): compact arrays, not objects,
 # so 25,000 pairs do not repeat 15 key names each. Originals are shared by a user's pairs and stored once.
@@ -23,7 +23,7 @@ _PAGE_SIZE = 50
 _SCRIPT_UNSAFE = (("<", "\\u003c"), (">", "\\u003e"), ("&", "\\u0026"), ("\u2028", "\\u2028"),
                   ("\u2029", "\\u2029"))
 
-_PAIRS_JS = r"""(() => {
+PAIRS_JS = r"""(() => {
 "use strict";
 // The table of all pairs, drawn from the JSON block one page of rows at a time. Outside text reaches the
 // page only through textContent and createElement: never parsed as markup.
@@ -213,8 +213,8 @@ app.hidden = false;
 
 # Only the script above may run (by its hash), nothing may be fetched or submitted: the page works offline,
 # and markup injected by some unescaped string could neither run a script nor call out.
-_CSP = ("default-src 'none'; img-src data:; style-src 'unsafe-inline'; "
-        f"script-src 'sha256-{base64.b64encode(hashlib.sha256(_PAIRS_JS.encode()).digest()).decode()}'; "
+CSP = ("default-src 'none'; img-src data:; style-src 'unsafe-inline'; "
+        f"script-src 'sha256-{base64.b64encode(hashlib.sha256(PAIRS_JS.encode()).digest()).decode()}'; "
         "base-uri 'none'; form-action 'none'")
 
 
@@ -242,15 +242,15 @@ def pairs_data(run: RunResult) -> dict[str, Any]:
     originals: dict[str, int] = {}
     rows = []
     for p in pairs:
-        original = originals.setdefault(p.original[:_EXPLANATION_LIMIT], len(originals))
+        original = originals.setdefault(p.original[:EXPLANATION_LIMIT], len(originals))
         rows.append([models[p.key.model], kinds[p.key.kind], p.key.severity, p.key.user_id, p.key.item_id,
-                     p.failure or "", describe_changes(p.changes), original, p.perturbed[:_EXPLANATION_LIMIT],
+                     p.failure or "", describe_changes(p.changes), original, p.perturbed[:EXPLANATION_LIMIT],
                      _score(p.combined), *(_score(getattr(p, m)) for m in metrics)])
     return {"fields": [*_PAIR_FIELDS, "combined", *metrics], "models": list(models), "kinds": list(kinds),
             "originals": list(originals), "rows": rows}
 
 
-def _pairs_section(run: RunResult) -> str:
+def pairs_section(run: RunResult) -> str:
     """Every pair in one table to sort, filter and search, drawn by the page's script one page at a time
     (so 25,000 pairs open quickly); the static tables above stay the page without JavaScript."""
     if not run.pairs:
@@ -291,4 +291,4 @@ def _pairs_section(run: RunResult) -> str:
             f'</table></div><div class="pairs-pages">{pages}<span class="pairs-status" aria-live="polite">'
             f"</span><label>rows per page <select class=\"page-size\">{sizes}</select></label></div></div>"
             f'<script type="application/json" id="pairs-data">{_script_json(data)}</script>'
-            f"<script>{_PAIRS_JS}</script></section>")
+            f"<script>{PAIRS_JS}</script></section>")

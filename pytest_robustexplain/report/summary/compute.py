@@ -28,7 +28,7 @@ from ...results import (
     plain,
 )
 from ..formatting import finite, finite_dict, interval_dict
-from .gates import _is_number, gate_thresholds, ordered_kinds
+from .gates import gate_thresholds, is_number, ordered_kinds
 
 if TYPE_CHECKING:
     from ...guard import GuardSettings
@@ -275,8 +275,8 @@ def _attacks(run: RunResult, pairs: Sequence[PairResult]) -> tuple[AttackResult,
     if not any(p.key.kind in ATTACK_KINDS for p in pairs):
         return ()
     injection, hijack = run.settings.get("max_injection_rate"), run.settings.get("max_hijack_rate")
-    limits = {INJECTION: float(injection) if _is_number(injection) else DEFAULT_MAX_INJECTION_RATE,
-              SHILLING: float(hijack) if _is_number(hijack) else DEFAULT_MAX_HIJACK_RATE}
+    limits = {INJECTION: float(injection) if is_number(injection) else DEFAULT_MAX_INJECTION_RATE,
+              SHILLING: float(hijack) if is_number(hijack) else DEFAULT_MAX_HIJACK_RATE}
     return evaluate_attacks(pairs, limits)
 
 
@@ -286,7 +286,7 @@ def guard_settings(run: RunResult) -> GuardSettings:
 
     def number(name: str, default: float) -> float:
         value = run.settings.get(name)
-        return float(value) if _is_number(value) else default
+        return float(value) if is_number(value) else default
 
     reference = run.settings.get("min_history_reference")
     return g.GuardSettings(
@@ -296,7 +296,7 @@ def guard_settings(run: RunResult) -> GuardSettings:
         max_identical_share=number("max_identical_share", g.DEFAULT_MAX_IDENTICAL_SHARE),
         min_relative=number("min_relative", g.DEFAULT_MIN_RELATIVE),
         max_copy_rate=number("max_copy_rate", g.DEFAULT_MAX_COPY_RATE),
-        min_history_reference=float(reference) if _is_number(reference) else None,
+        min_history_reference=float(reference) if is_number(reference) else None,
         max_unsupported_rate=number("max_unsupported_rate", g.DEFAULT_MAX_UNSUPPORTED_RATE),
         alpha=number("alpha", 0.05))
 

@@ -92,19 +92,19 @@ def gate_thresholds(run: RunResult, model: str) -> dict[str, float]:
     """
     out = {"combined": DEFAULT_MIN_COMBINED, **dict.fromkeys(METRICS, DEFAULT_MIN_METRIC)}
     combined, metric = run.settings.get("min_combined"), run.settings.get("min_metric")
-    if _is_number(combined):
+    if is_number(combined):
         out["combined"] = float(combined)
-    if _is_number(metric):
+    if is_number(metric):
         out.update(dict.fromkeys(METRICS, float(metric)))
     elif isinstance(metric, dict):
-        out.update({m: float(v) for m, v in metric.items() if m in METRICS and _is_number(v)})
+        out.update({m: float(v) for m, v in metric.items() if m in METRICS and is_number(v)})
     gate = find_gate(run, model, OVERALL) or next((g for g in run.gates if g.model == model), None)
     if gate is not None:
-        out.update({q: float(v) for q, v in gate.thresholds.items() if q in out and _is_number(v)})
+        out.update({q: float(v) for q, v in gate.thresholds.items() if q in out and is_number(v)})
     return out
 
 
-def _is_number(value: Any) -> TypeGuard[float]:
+def is_number(value: Any) -> TypeGuard[float]:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 

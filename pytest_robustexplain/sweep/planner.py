@@ -1,0 +1,105 @@
+"""Which pairs a slice has, as pure functions of the slice and the catalog — no event loop, no explainer, no
+scorer. The :class:`PairPlanner` is what the sweep plans with, what a dry run prices with and what an
+unmarked test's ``robustness_perturbations`` lists, so the three never disagree.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from ..results import CONTROL_KIND, SWAP_KIND, PairKey
+from .records import Pair
+
+if TYPE_CHECKING:
+    from ..data import Catalog, EvalCase
+    from ..perturbations import PerturbationResult
+    from .records import SliceSpec
+
+
+def perturbations_of(cases: Sequence[EvalCase], kinds: Sequence[str], severities: Sequence[int],
+                     repeats: int, *, seed: int, catalog: Catalog) -> list[PerturbationResult]:
+    """The perturbations a slice of these cases would run, in the plan's order (case, kind, severity,
+    repeat), without the trivial ones (those that left the history unchanged)."""
+    from ..perturbations import apply_perturbation
+
+    out = []
+    for case in cases:
+        for kind in kinds:
+            for severity in severities:
+                for repeat in range(repeats):
+                    result = apply_perturbation(case.history, kind, severity, catalog=catalog, seed=seed,
+                                                item_id=case.item_id, repeat=repeat)
+                    if not result.identical:
+                        out.append(result)
+    return out
+
+
+@dataclass
+class PlannedSlice:
+    """A slice's pairs (controls included), in its users' order, and how many it skipped as trivial."""
+
+    pairs: list[Pair]
+    trivial: int = 0
+
+
+@dataclass
+class PairPlanner:
+    """Plans the pairs of slices, deduplicated across every slice it has planned: a pair two slices share
+    (same model, user, item, kind, severity, repeat and seed) is one :class:`Pair`, run once."""
+
+    catalog: Catalog
+    pairs: dict[tuple[Any, ...], Pair] = field(default_factory=dict)
+
+    def plan(self, spec: SliceSpec, users_order: Sequence[str]) -> PlannedSlice:
+        """The slice's pairs, user by user in ``users_order``: perturbations (trivial ones skipped),
+        the noise-floor controls and the cross-user control of each case."""
+        cases_by_user = {c.user_id: c for c in spec.cases}
+        out = PlannedSlice([])
+        for user in users_order:
+            out.trivial += self._plan_case(spec, cases_by_user[user], out.pairs)
+        return out
+
+    def _plan_case(self, spec: SliceSpec, case: EvalCase, planned: list[Pair]) -> int:
+        trivial = 0
+        # Look the pair up before perturbing: a shared pair's perturbation was computed by the first slice.
+        for kind in spec.kinds:
+            for severity in spec.severities:
+                for repeat in range(spec.repeats):
+                    pair = self.pairs.get(self._ident(spec, case, kind, severity, repeat))
+                    if pair is None:
+                        pair = self._new_pair(spec, case, kind, severity, repeat)
+                    if pair is None:
+                        trivial += 1
+                    else:
+                        planned.append(pair)
+        if spec.noise_floor:
+            planned += [self._control(spec, case, CONTROL_KIND, repeat) for repeat in range(spec.repeats)]
+        donor = spec.donors.get((case.user_id, case.item_id))
+        if donor is not None:
+            planned.append(self._control(spec, case, SWAP_KIND, 0, donor=donor))
+        return trivial
+
+    @staticmethod
+    def _ident(spec: SliceSpec, case: EvalCase, kind: str, severity: int, repeat: int) -> tuple[Any, ...]:
+        return (spec.model, case.user_id, case.item_id, kind, severity, repeat, spec.seed)
+
+    def _new_pair(self, spec: SliceSpec, case: EvalCase, kind: str, severity: int, repeat: int
+                  ) -> Pair | None:
+        from ..perturbations import apply_perturbation
+
+        pert = apply_perturbation(case.history, kind, severity, catalog=self.catalog, seed=spec.seed,
+                                  item_id=case.item_id, repeat=repeat)
+        if pert.identical:
+            return None  # not kept: the next slice that asks recomputes it and counts it trivial too
+        pair = Pair(PairKey(spec.model, case.user_id, case.item_id, kind, severity, repeat), case, pert,
+                    spec.seed)
+        self.pairs[self._ident(spec, case, kind, severity, repeat)] = pair
+        return pair
+
+    def _control(self, spec: SliceSpec, case: EvalCase, kind: str, repeat: int, **extra: Any) -> Pair:
+        severity = 0
+        key = PairKey(spec.model, case.user_id, case.item_id, kind, severity, repeat)
+        return self.pairs.setdefault(self._ident(spec, case, kind, severity, repeat),
+                                     Pair(key, case, None, spec.seed, **extra))
