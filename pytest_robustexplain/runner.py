@@ -105,7 +105,6 @@ class RobustnessRun:
         self.plans: dict[str, ItemPlan] = {}
         self.lazy = is_xdist_worker(config)  # xdist workers plan only the items they run
         self._engine: Run | None = None
-        self._results: dict[str, Robustness] = {}
         self._progress: Callable[[], None] | None = None
 
     @property
@@ -257,16 +256,11 @@ class RobustnessRun:
 
     # ------------------------------------------------------------------------------- running items
     def result_for(self, item: pytest.Item) -> Robustness:
-        """Wait for the item's slice and decide its verdict (once per item)."""
-        cached = self._results.get(item.nodeid)
-        if cached is not None:
-            return cached
+        """Wait for the item's slice and decide its verdict (the engine decides each slice once)."""
         plan = self.plans[item.nodeid]
         if not plan.slice_id:
             self._start_lazily(item, plan)
-        result = self.engine.result(plan.slice_id, poll=self._progress)
-        self._results[item.nodeid] = result
-        return result
+        return self.engine.result(plan.slice_id, poll=self._progress)
 
     def _start_lazily(self, item: pytest.Item, plan: ItemPlan) -> None:
         """An xdist worker's item, or a test with its own ``explainer`` fixture: plan and start it now."""
@@ -299,20 +293,18 @@ class RobustnessRun:
                                 seed=self.settings.seed, catalog=self.engine.dataset.catalog)
 
     def enforce(self, item: pytest.Item) -> None:
-        """Fail the item when its gate failed; warn or pass an INCONCLUSIVE verdict per the policy."""
-        from .engine import judge
+        """Do with the item what the engine's outcome says: fail it, warn, attach its properties."""
         from .report.failure import failure_message
 
-        result = self.result_for(item)
-        plan = self.plans[item.nodeid]
-        item.user_properties.extend(junit_properties(result))
-        passed, warn = judge(result.verdict, plan.gate.inconclusive)
-        if warn:  # an INCONCLUSIVE verdict under the "warn" policy, or a fragile PASS
+        self.result_for(item)  # plans and starts the item first where it was not (xdist, own explainer)
+        outcome = self.engine.outcome(self.plans[item.nodeid].slice_id)
+        item.user_properties.extend(outcome.properties)
+        if outcome.warning is not None:
             from .errors import RobustExplainWarning
 
-            item.warn(RobustExplainWarning(f"{item.nodeid}: {result.verdict.message}"))
-        if not passed:
-            pytest.fail(failure_message(result, model_info=self.model_infos.get(result.model),
+            item.warn(RobustExplainWarning(outcome.warning))
+        if not outcome.passed:
+            pytest.fail(failure_message(outcome.result, model_info=self.model_infos.get(outcome.result.model),
                                         verbose=self.config.get_verbosity() > 0), pytrace=False)
 
     def set_progress(self, callback: Callable[[], None] | None) -> None:
@@ -325,7 +317,8 @@ class RobustnessRun:
 
     def item_payload(self, item: pytest.Item) -> dict[str, Any] | None:
         """What an item's report carries to the controller: its pairs, gate and model facts."""
-        result = self._results.get(item.nodeid)
+        plan = self.plans.get(item.nodeid)
+        result = self.engine.decided(plan.slice_id) if plan is not None and plan.slice_id else None
         return None if result is None else self.engine.payload(result, item.nodeid)
 
     def counters_snapshot(self) -> dict[str, int]:
@@ -341,14 +334,6 @@ class RobustnessRun:
     def close(self) -> None:
         if self._engine is not None:
             self._engine.close()
-
-
-def junit_properties(result: Robustness) -> list[tuple[str, str]]:
-    """Scores as JUnit XML properties (one definition with ``robustexplain run --junitxml``)."""
-    from .report.junit import gate_properties
-
-    return gate_properties(result.model, result.kind, result.verdict.outcome, len(result.pairs),
-                           result.intervals, result.guard)
 
 
 def _slice_param(item: pytest.Item) -> SliceParam | None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -194,3 +195,25 @@ def test_more_users_than_the_dataset_has_is_said_not_hidden(pytester: pytest.Pyt
     assert cli.main(["run", "--backend", "template", "--users", "1000", "--severities", "1",
                      "--perturbations", "noise", "--progress", "off", "-q"]) == 0
     assert "robustexplain: users=1000 asked for, but the dataset has 20" in capsys.readouterr().err
+
+
+def test_both_doors_warn_about_the_same_items(pytester: pytest.Pytester, server: FakeOllamaServer,
+                                              monkeypatch: pytest.MonkeyPatch,
+                                              capsys: pytest.CaptureFixture[str]) -> None:
+    """One outcome rule (engine.Outcome): a guard finding under guard=warn (here: explanations that copy
+    the prompt back) warns from both doors, for the same items. The command used to warn only about an
+    INSENSITIVE guard, so a passing gate with copied explanations went unsaid."""
+    server.mode = "copycat"
+    common = ("--users", "8", "--severities", "1,4", "--perturbations", "noise,shuffle", "--guard", "warn",
+              "--model", "fake-model", "--host", server.url, "--cache", "off")
+    pytester.makepyfile(BARE)
+    plugin_args = [f"--robustexplain-{common[i][2:]}={common[i + 1]}" for i in range(0, len(common), 2)]
+    result = pytester.runpytest("-rw", *plugin_args)
+    copied = r"\]: Guard warning: 8 of 8 explanations copy their prompt back"
+    pytest_warned = set(re.findall(r"RobustExplainWarning: test_both_doors_warn_about_the_same_items\.py::"
+                                   r"test_default\[(\w+)" + copied, result.stdout.str()))
+    monkeypatch.chdir(pytester.path)
+    capsys.readouterr()
+    assert cli.main(["run", "--progress", "off", *common]) == cli.EXIT_OK
+    run_warned = set(re.findall(r"warning: robustexplain run\[(\w+)" + copied, capsys.readouterr().err))
+    assert pytest_warned == run_warned == {"noise_injection", "temporal_shuffle", "overall"}

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 from ..errors import ConfigError
-from ..results import INSENSITIVE, PASS, GateResult
+from ..results import GateResult
 from ..settings import OPTIONS, Settings, ignored_settings
 from .common import (
     EXIT_BACKEND,
@@ -199,19 +199,16 @@ def _plural(count: int, word: str, plural: str | None = None) -> str:
 
 
 def _finish(args: argparse.Namespace, run: Run, result: RunResult) -> int:
-    from ..engine import judge
     from ..report.terminal import render_terminal
 
     errors = run.write_reports(result)
     print(render_terminal(result, width=terminal_width(), quiet=args.quiet))
-    failed: list[GateResult] = []
-    for gate in result.gates:
-        passed, warn = judge(gate.verdict, run.settings.inconclusive)
-        if not passed:
-            failed.append(gate)
-        elif warn and (gate.verdict.outcome != PASS or _guard_warns(gate)):
-            # INCONCLUSIVE under "warn", or the guard under guard=warn; a fragile PASS is in the report.
-            print(f"{PROG}: warning: {gate.nodeid}: {gate.verdict.message}", file=sys.stderr)
+    outcomes = run.outcomes()  # the rule pytest applies to each item, on the same decided slices
+    for outcome in outcomes:
+        if outcome.passed and outcome.warning is not None:
+            print(f"{PROG}: warning: {outcome.warning}", file=sys.stderr)
+    failing = {o.nodeid for o in outcomes if not o.passed}
+    failed = [gate for gate in result.gates if gate.nodeid in failing]
     print(verdict_line(result, failed))
     if args.junitxml:
         errors += _write_junit(run.settings, result, failed, Path(args.junitxml))
@@ -225,11 +222,6 @@ def _finish(args: argparse.Namespace, run: Run, result: RunResult) -> int:
     if failed:
         return EXIT_GATE_FAILED
     return EXIT_USAGE if errors else EXIT_OK
-
-
-def _guard_warns(gate: GateResult) -> bool:
-    guard = gate.verdict.guard
-    return guard is not None and guard.policy == "warn" and guard.outcome == INSENSITIVE
 
 
 def verdict_line(result: RunResult, failed: Sequence[GateResult]) -> str:

@@ -7,9 +7,11 @@ turns a gate into sweep slices and prices them, ``decide`` holds every verdict r
 """
 
 from .decide import (
+    Outcome,
     check_baseline,
     decide,
     judge,
+    outcome_of,
     regression,
     robustness,
     with_attacks,
@@ -44,10 +46,11 @@ from .setup import (
 )
 
 __all__ = [
-    "DEFAULT_CACHE_DIR", "LARGE_PLAN_CALLS", "GatedSlice", "Run", "SlicePlan", "SweepFailed",
+    "DEFAULT_CACHE_DIR", "LARGE_PLAN_CALLS", "GatedSlice", "Outcome", "Run", "SlicePlan", "SweepFailed",
     "SweepInterrupted", "backend_options", "build_explainer", "build_scorer", "cache_directory",
     "check_baseline", "close_explainers", "configured_models", "decide", "donor_pool", "gate_slices",
     "guarded", "judge", "large_plan_note", "load_configured_dataset", "max_calls", "model_record",
-    "no_model_reason", "plan_slices", "recent_only", "regression", "robustness", "seeded_cases", "slice_spec",
-    "take_cases", "with_attacks", "with_guard", "with_regression", "write_reports",
+    "no_model_reason", "outcome_of", "plan_slices", "recent_only", "regression", "robustness",
+    "seeded_cases", "slice_spec", "take_cases", "with_attacks", "with_guard", "with_regression",
+    "write_reports",
 ]

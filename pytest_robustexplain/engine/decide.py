@@ -4,15 +4,16 @@ regression against a baseline and the inconclusive policy — one set of rules f
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..errors import ConfigError, DataError
-from ..results import OVERALL
+from ..results import OVERALL, Robustness
 
 if TYPE_CHECKING:
     from ..perturbations import PerturbationResult
-    from ..results import GuardResult, PairResult, Robustness, RunResult, Verdict
+    from ..results import GuardResult, PairResult, RunResult, Verdict
     from ..settings import GateSettings, Settings
     from ..stats import NonInferiorityResult
     from ..sweep import SliceResult
@@ -217,3 +218,30 @@ def judge(verdict: Verdict, policy: str) -> tuple[bool, bool]:
     from ..stats import apply_policy
 
     return apply_policy(verdict, policy)
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What a door does with one decided item: pass or fail it, say a warning, attach the properties.
+
+    ``warning`` is set for an INCONCLUSIVE verdict under ``inconclusive=warn``, a fragile PASS and a guard
+    finding under ``guard=warn``; ``properties`` are the item's JUnit XML properties (the same from
+    ``pytest --junitxml`` and ``robustexplain run --junitxml``); ``result`` is the decided slice itself.
+    """
+
+    nodeid: str
+    passed: bool
+    warning: str | None
+    properties: tuple[tuple[str, str], ...]
+    result: Robustness
+
+
+def outcome_of(nodeid: str, result: Robustness, policy: str) -> Outcome:
+    """The one rule both doors apply to a decided item."""
+    from ..report.junit import gate_properties
+
+    passed, warn = judge(result.verdict, policy)
+    properties = gate_properties(result.model, result.kind, result.verdict.outcome, len(result.pairs),
+                                 result.intervals, result.guard)
+    return Outcome(nodeid, passed, f"{nodeid}: {result.verdict.message}" if warn else None,
+                   tuple(properties), result)

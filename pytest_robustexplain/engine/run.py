@@ -30,7 +30,7 @@ from ..results import (
     RunResult,
     gate_scope,
 )
-from .decide import check_baseline, decide, regression, robustness, with_regression
+from .decide import Outcome, check_baseline, decide, outcome_of, regression, robustness, with_regression
 from .plan import GatedSlice, SlicePlan, guarded, large_plan_note, max_calls, slice_spec
 from .setup import (
     build_explainer,
@@ -261,6 +261,20 @@ class Run:
         done = self.decide(planned, sliced)
         self._results[slice_id] = done
         return done
+
+    def decided(self, slice_id: str) -> Robustness | None:
+        """The slice's decided result, None while it is not decided (nothing waits)."""
+        return self._results.get(slice_id)
+
+    def outcome(self, slice_id: str, *, poll: Callable[[], None] | None = None) -> Outcome:
+        """What the door does with the slice's item (waiting for it first): the one rule of both doors."""
+        result = self.result(slice_id, poll=poll)
+        planned = self._slices[slice_id]
+        return outcome_of(planned.nodeid, result, planned.gate.inconclusive)
+
+    def outcomes(self) -> list[Outcome]:
+        """The outcome of every decided slice, in plan order."""
+        return [self.outcome(slice_id) for slice_id in self._slices if slice_id in self._results]
 
     def decide(self, planned: GatedSlice, sliced: SliceResult) -> Robustness:
         """The slice's verdict (every rule, the baseline too), recorded for the reports."""

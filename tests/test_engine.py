@@ -1,0 +1,69 @@
+"""The engine's run without pytest: plan, price, run, decide and judge with the template backend."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from pytest_robustexplain.engine import Run, gate_slices, outcome_of
+from pytest_robustexplain.results import FAIL, INCONCLUSIVE, PASS
+from pytest_robustexplain.settings import Settings, apply_marker
+
+
+def _run(tmp_path: Path, **settings: object) -> Run:
+    chosen: dict[str, object] = {"backend": "template", "users": 6, "severities": (1, 4), "cache": "off",
+                                 **settings}
+    base = replace(Settings.defaults(), **chosen)  # type: ignore[arg-type]
+    return Run(base, base_dir=tmp_path)
+
+
+def _plan_bare(run: Run, **marker: object) -> list[str]:
+    gate = apply_marker(run.settings, marker, nodeid="t")
+    return [run.plan(gate, nodeid=f"t[{name}]", model="template", slice_name=name).spec.slice_id
+            for name in gate_slices(gate)]
+
+
+def test_a_run_prices_what_it_then_runs_and_decides_every_slice_once(tmp_path: Path) -> None:
+    run = _run(tmp_path)
+    slice_ids = _plan_bare(run)
+    priced = {p.slice_id: p for p in run.price()}
+    assert set(priced) == set(slice_ids) and all(run.decided(s) is None for s in slice_ids)
+    result = run.run_all()
+    for slice_id in slice_ids:
+        decided = run.decided(slice_id)
+        assert decided is not None and run.result(slice_id) is decided  # decided once, then looked up
+        assert len(decided.pairs) == priced[slice_id].pairs  # the sweep ran what the planner priced
+    assert {g.nodeid for g in result.gates} == {f"t[{name}]" for name in (
+        "noise_injection", "temporal_shuffle", "behavior_dilution", "category_drift", "missing_values",
+        "overall")}
+
+
+def test_outcomes_follow_the_inconclusive_policy_and_carry_the_junit_properties(tmp_path: Path) -> None:
+    run = _run(tmp_path, users=3)  # three users cannot decide the template's gates: INCONCLUSIVE
+    _plan_bare(run)
+    run.run_all()
+    outcomes = run.outcomes()
+    assert len(outcomes) == 6
+    for outcome in outcomes:
+        verdict = outcome.result.verdict
+        assert verdict.outcome in (PASS, FAIL, INCONCLUSIVE)
+        assert dict(outcome.properties)["robustexplain_outcome"] == verdict.outcome
+        for policy, passes, warns in (("fail", False, False), ("pass", True, False), ("warn", True, True)):
+            if verdict.outcome == INCONCLUSIVE:
+                judged = outcome_of(outcome.nodeid, outcome.result, policy)
+                assert (judged.passed, judged.warning is not None) == (passes, warns), policy
+    assert any(o.result.verdict.outcome == INCONCLUSIVE and not o.passed for o in outcomes)
+
+
+def test_an_unknown_inconclusive_policy_is_a_config_error(tmp_path: Path) -> None:
+    from pytest_robustexplain.errors import ConfigError
+
+    run = _run(tmp_path, users=3)
+    slice_id = _plan_bare(run)[0]
+    run.run_all()
+    decided = run.decided(slice_id)
+    assert decided is not None
+    with pytest.raises(ConfigError, match="inconclusive_policy='maybe'"):
+        outcome_of("t", decided, "maybe")
