@@ -7,9 +7,9 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from .report.github import github_annotations, on_github_actions
-from .results import RunResult
 
 if TYPE_CHECKING:
+    from .report.summary import ReportModel
     from .runner import RobustnessRun
 
 
@@ -18,19 +18,22 @@ if TYPE_CHECKING:
 REPORT_ERROR_EXIT = pytest.ExitCode.USAGE_ERROR
 
 
-def finish_run(run: RobustnessRun) -> tuple[RunResult | None, list[str]]:
+def finish_run(run: RobustnessRun) -> tuple[ReportModel | None, list[str]]:
     """Build the run's record and write every configured report (the engine's writers, as for
-    ``robustexplain run``): (the record or None when nothing was gated, one message per report that could
-    not be written — naming the option, path and cause)."""
+    ``robustexplain run``): (the run as the writers read it, or None when nothing was gated; one message
+    per report that could not be written — naming the option, path and cause)."""
+    from .report.summary import ReportModel
+
     result = run.run_result()
     if result is None:
         return None, []
-    errors = run.engine.write_reports(result)
+    report = ReportModel(result)  # one set of summaries for the files and the terminal section
+    errors = run.engine.write_reports(report)
     run.config.hook.pytest_robustexplain_report(run=result, config=run.config)
-    return result, errors
+    return report, errors
 
 
-def print_summary(result: RunResult, terminalreporter: Any, config: pytest.Config) -> None:
+def print_summary(result: ReportModel, terminalreporter: Any, config: pytest.Config) -> None:
     """The "Robustness report" section (one line in quiet mode) and GitHub annotations."""
     from .report.terminal import render_terminal
 
@@ -42,5 +45,5 @@ def print_summary(result: RunResult, terminalreporter: Any, config: pytest.Confi
         terminalreporter.write_sep("=", "robustness report")
     terminalreporter.write_line(text)
     if on_github_actions():
-        for line in github_annotations(result):
+        for line in github_annotations(result.run):
             terminalreporter.write_line(line)

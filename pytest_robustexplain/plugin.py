@@ -13,19 +13,19 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import pytest
 
 from .errors import ConfigError, RobustExplainError
-from .results import RunResult
 from .runner import MARKER, SLICE_PARAM, is_xdist_worker  # cheap: the adapter imports heavy parts lazily
 from .settings import MARKER_DOC, register_options, settings_from_pytest
 
 if TYPE_CHECKING:
     from .explainers.base import Explainer
     from .perturbations import PerturbationResult
+    from .report.summary import ReportModel
     from .runner import BoundExplainer, Robustness, RobustnessRun
     from .testing import FakeOllamaServer
 
 
 RUN_KEY = pytest.StashKey["RobustnessRun"]()
-RESULT_KEY = pytest.StashKey[RunResult | None]()
+REPORT_KEY: pytest.StashKey[ReportModel | None] = pytest.StashKey()  # the finished run, as writers read it
 SESSION_PLUGIN = "robustexplain-session"
 T = TypeVar("T")
 
@@ -131,7 +131,7 @@ def pytest_collection_finish(session: pytest.Session) -> None:
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
-    session.config.stash[RESULT_KEY] = None
+    session.config.stash[REPORT_KEY] = None
     # Resolve (and validate) the settings up front: a bad value is one usage error naming the option,
     # not a collection error per marked test. Nothing heavy is imported for valid, unused settings.
     run = _run(session.config)
@@ -204,8 +204,8 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
         return
     from .finish import REPORT_ERROR_EXIT, finish_run
 
-    result, errors = finish_run(run)
-    config.stash[RESULT_KEY] = result
+    report, errors = finish_run(run)
+    config.stash[REPORT_KEY] = report
     run.close()
     if errors:
         reporter = config.pluginmanager.get_plugin("terminalreporter")
@@ -218,12 +218,12 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
 
 
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
-    result = config.stash.get(RESULT_KEY, None)
-    if result is None:
+    report = config.stash.get(REPORT_KEY, None)
+    if report is None:
         return
     from .finish import print_summary
 
-    print_summary(result, terminalreporter, config)
+    print_summary(report, terminalreporter, config)
 
 
 @pytest.hookimpl(trylast=True)

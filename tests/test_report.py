@@ -30,7 +30,7 @@ from pytest_robustexplain.report import html as html_report
 from pytest_robustexplain.report.json_report import SCHEMA_VERSION, dumps, read_json, run_to_dict, write_json
 from pytest_robustexplain.report.markdown import render_markdown
 from pytest_robustexplain.report.paper_tables import render_paper_tables
-from pytest_robustexplain.report.summary import recommend, summarize, worst_pairs
+from pytest_robustexplain.report.summary import ReportModel, recommend, summarize, worst_pairs
 from pytest_robustexplain.report.terminal import render_terminal
 from pytest_robustexplain.results import (
     CONTROL_KIND,
@@ -306,13 +306,15 @@ def _count_kind_tests(monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
 def test_kind_analyses_run_only_for_the_reports_that_show_them(run: RunResult, tmp_path: Path,
                                                                monkeypatch: pytest.MonkeyPatch) -> None:
     calls = _count_kind_tests(monkeypatch)
-    fresh = replace(run, finished_at="later")  # a new run object: nothing memoised from other tests
-    assert summarize(fresh, M7).n_pairs == 150 and render_terminal(fresh, quiet=True)
+    report = ReportModel(run)  # what write_reports hands every writer: the summaries, computed once
+    assert summarize(report, M7).n_pairs == 150 and render_terminal(report, quiet=True)
     assert calls == {"kind tests": 0, "tukey": 0}  # the gate and the one-line report never need them
-    assert "Kinds differ?" in render_terminal(fresh) and "Friedman" in render_markdown(fresh)
+    assert "Kinds differ?" in render_terminal(report) and "Friedman" in render_markdown(report)
     assert calls == {"kind tests": 2, "tukey": 0}  # once per model; the findings line shows no Tukey table
-    write_json(fresh, tmp_path / "report.json")
+    write_json(report, tmp_path / "report.json")
     assert calls == {"kind tests": 2, "tukey": 2}
+    render_markdown(run)  # a bare record: a model of its own, summarised afresh
+    assert calls == {"kind tests": 4, "tukey": 2}
     aggregates = json.loads((tmp_path / "report.json").read_text(encoding="utf-8"))["aggregates"]
     tests = aggregates[M7]["kind_tests"]
     assert list(tests) == ["kinds", "kind_means", "friedman", "friedman_users", "anova", "tukey", "notes"]

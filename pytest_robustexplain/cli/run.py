@@ -199,10 +199,12 @@ def _plural(count: int, word: str, plural: str | None = None) -> str:
 
 
 def _finish(args: argparse.Namespace, run: Run, result: RunResult) -> int:
+    from ..report.summary import ReportModel
     from ..report.terminal import render_terminal
 
-    errors = run.write_reports(result)
-    print(render_terminal(result, width=terminal_width(), quiet=args.quiet))
+    report = ReportModel(result)  # one set of summaries for the files and the terminal
+    errors = run.write_reports(report)
+    print(render_terminal(report, width=terminal_width(), quiet=args.quiet))
     outcomes = run.outcomes()  # the rule pytest applies to each item, on the same decided slices
     for outcome in outcomes:
         if outcome.passed and outcome.warning is not None:

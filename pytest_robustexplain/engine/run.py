@@ -47,6 +47,7 @@ if TYPE_CHECKING:
     from ..donors import DonorPool
     from ..explainers.base import Explainer
     from ..perturbations import PerturbationResult
+    from ..report.summary import ReportModel
     from ..settings import GateSettings, Settings
     from ..sweep import Counters, SliceResult, Sweep
 
@@ -393,7 +394,7 @@ class Run:
             timings={"wall_s": round(time.monotonic() - self.started, 3)},
             started_at=self.started_at, finished_at=_utc_now(), package_version=__version__)
 
-    def write_reports(self, result: RunResult) -> list[str]:
+    def write_reports(self, result: RunResult | ReportModel) -> list[str]:
         """Write every configured report; one message per report that could not be written, naming the
         option, path and cause (a report that cannot be written never changes the verdict)."""
         return write_reports(self.settings, result, flag_prefix=self.flag_prefix)
@@ -415,33 +416,36 @@ def close_explainers(explainers: Mapping[str, Explainer]) -> None:
     asyncio.run(close_all())
 
 
-def write_reports(settings: Settings, result: RunResult, *, flag_prefix: str = "--") -> list[str]:
+def write_reports(settings: Settings, result: RunResult | ReportModel, *,
+                  flag_prefix: str = "--") -> list[str]:
     """The JSON, baseline, HTML and Markdown reports the settings ask for, and the GitHub step summary."""
     from ..report.github import github_step_summary
     from ..report.json_report import write_json, write_report
+    from ..report.summary import ReportModel
 
-    targets: list[tuple[str, Path | None, Callable[[RunResult, Path], object]]] = [
+    report = ReportModel.of(result)  # every writer reads the same summaries, computed once
+    targets: list[tuple[str, Path | None, Callable[[ReportModel, Path], object]]] = [
         ("json", settings.json, write_json), ("save-baseline", settings.save_baseline, write_json),
         ("html", settings.html, _write_html), ("markdown", settings.markdown, _write_markdown)]
-    errors = [write_report(lambda p=path, w=write: _write(w, result, p), f"{flag_prefix}{name}={path}")
+    errors = [write_report(lambda p=path, w=write: _write(w, report, p), f"{flag_prefix}{name}={path}")
               for name, path, write in targets if path is not None]
-    errors.append(write_report(lambda: github_step_summary(result),
+    errors.append(write_report(lambda: github_step_summary(report),
                                f"$GITHUB_STEP_SUMMARY={os.environ.get('GITHUB_STEP_SUMMARY', '')}"))
     return [e for e in errors if e]
 
 
-def _write(write: Callable[[RunResult, Path], object], result: RunResult, path: Path) -> None:
+def _write(write: Callable[[ReportModel, Path], object], result: ReportModel, path: Path) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     write(result, path)
 
 
-def _write_html(result: RunResult, path: Path) -> None:
+def _write_html(result: ReportModel, path: Path) -> None:
     from ..report.html import write_html  # matplotlib: only when an HTML report is asked for
 
     write_html(result, path)
 
 
-def _write_markdown(result: RunResult, path: Path) -> None:
+def _write_markdown(result: ReportModel, path: Path) -> None:
     from ..report.markdown import write_markdown
 
     write_markdown(result, path)

@@ -8,16 +8,20 @@ commands, so nothing in a model reply or an id can end the command or start anot
 from __future__ import annotations
 
 import os
+from typing import TYPE_CHECKING
 
 from ..results import FAIL, INCONCLUSIVE, INSENSITIVE, RunResult
 from ..sanitize import visible
+
+if TYPE_CHECKING:
+    from .summary import ReportModel
 
 
 def on_github_actions() -> bool:
     return os.environ.get("GITHUB_ACTIONS") == "true"
 
 
-def github_step_summary(result: RunResult) -> None:
+def github_step_summary(result: RunResult | ReportModel) -> None:
     """Under GitHub Actions, append the Markdown report to the job's step summary."""
     target = os.environ.get("GITHUB_STEP_SUMMARY")
     if not on_github_actions() or not target:

@@ -112,16 +112,17 @@ from ..results.readers import (  # noqa: F401  (read_json & co. are also importa
     run_from_dict,
 )
 from .comparison import conclusion, model_comparisons
-from .summary import model_names, summarize
+from .summary import ReportModel, model_names
 
 
 def run_to_dict(run: RunResult) -> dict[str, Any]:
     """The JSON document of ``run`` (plain JSON types, non-finite numbers as None)."""
-    return plain(_document(run, [p.to_dict() for p in run.pairs]))
+    return plain(_document(ReportModel.of(run), [p.to_dict() for p in run.pairs]))
 
 
-def _document(run: RunResult, pairs: list[dict[str, Any]] | None) -> dict[str, Any]:
+def _document(report: ReportModel, pairs: list[dict[str, Any]] | None) -> dict[str, Any]:
     """The document, with ``pairs`` as its pairs (None: without the key; the streaming writer's head)."""
+    run = report.run
     names = model_names(run)
     doc: dict[str, Any] = {
         "schema": SCHEMA,
@@ -137,7 +138,7 @@ def _document(run: RunResult, pairs: list[dict[str, Any]] | None) -> dict[str, A
         "timings": run.timings,
         "pairs": pairs,
         "gates": [g.to_dict() for g in run.gates],
-        "aggregates": {name: summarize(run, name).to_dict() for name in names},
+        "aggregates": {name: report.summary(name).to_dict() for name in names},
     }
     if pairs is None:
         del doc["pairs"]
@@ -151,14 +152,15 @@ def _comparisons(run: RunResult) -> list[dict[str, Any]]:
             for comparison in model_comparisons(run)]
 
 
-def write_json(run: RunResult, path: str | os.PathLike[str]) -> Path:
+def write_json(run: RunResult | ReportModel, path: str | os.PathLike[str]) -> Path:
     """Write the JSON report of ``run`` to ``path`` atomically (a reader never sees half a file).
 
     Streamed: the pairs (most of the document: ~1.5 KB each) are converted and written one at a time, so
     neither the document nor its text is ever whole in memory. The bytes are those of :func:`dumps`.
     """
-    head = plain(_document(run, None))
-    pairs = (plain(p.to_dict()) for p in run.pairs)
+    report = ReportModel.of(run)
+    head = plain(_document(report, None))
+    pairs = (plain(p.to_dict()) for p in report.run.pairs)
     return atomic_write(path, lambda handle: _write_document(handle, head, pairs, end="\n"))
 
 

@@ -18,6 +18,7 @@ from .comparison import comparison_note, conclusion, delta_text, model_compariso
 from .summary import (
     METRIC_DESCRIPTIONS,
     FailedGate,
+    ReportModel,
     Summary,
     describe_changes,
     explanation_text,
@@ -35,7 +36,6 @@ from .summary import (
     overall_verdict_note,
     security_rows,
     sensitivity_rows,
-    summarize,
     timings_text,
     verdict_text,
 )
@@ -63,12 +63,14 @@ def table(header: list[str], rows: list[list[Any]]) -> list[str]:
     return lines
 
 
-def render_markdown(run: RunResult) -> str:
+def render_markdown(run: RunResult | ReportModel) -> str:
     """The Markdown report of ``run``: one section per model, then the model comparison."""
+    report = ReportModel.of(run)
+    run = report.run
     names = model_names(run)
     if not names:
         return "## robustexplain\n\nNo pairs were scored.\n"
-    blocks = [_model_section(run, summarize(run, name)) for name in names]
+    blocks = [_model_section(run, report.summary(name)) for name in names]
     blocks.extend(_comparison_section(c) for c in model_comparisons(run))
     blocks.append(_footer(run))
     return "\n\n".join(b for b in blocks if b) + "\n"
@@ -208,7 +210,7 @@ def _footer(run: RunResult) -> str:
     return "  \n".join(parts)
 
 
-def write_markdown(result: RunResult, path: Path) -> None:
+def write_markdown(result: RunResult | ReportModel, path: Path) -> None:
     """The Markdown report, written atomically (shared by the plugin and the CLI)."""
     from .json_report import atomic_write_text
 

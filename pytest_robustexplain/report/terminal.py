@@ -18,6 +18,7 @@ from .comparison import comparison_note, conclusion, delta_text, model_compariso
 from .summary import (
     METRIC_DESCRIPTIONS,
     FailedGate,
+    ReportModel,
     Summary,
     describe_changes,
     explanation_text,
@@ -36,7 +37,6 @@ from .summary import (
     overall_verdict_note,
     security_rows,
     sensitivity_rows,
-    summarize,
     timings_text,
     verdict_text,
 )
@@ -50,17 +50,20 @@ CELL_WIDTH = 7  # one severity column of the kind × severity table
 _INDENT = "      "
 
 
-def render_terminal(run: RunResult, *, width: int = 100, quiet: bool = False, verbose: bool = True) -> str:
+def render_terminal(run: RunResult | ReportModel, *, width: int = 100, quiet: bool = False,
+                    verbose: bool = True) -> str:
     """The robustness report of ``run`` as text no wider than ``width`` (tables aside).
 
     ``verbose=False`` (pytest without ``-v``) keeps a failing model short: the tables, each failed item with
     its worst pairs on one line each, one line on the guard, and the recommendation; ``verbose`` adds the
     kind × severity table, the sensitivity block, every finding and the explanations in full width.
     """
+    report = ReportModel.of(run)
+    run = report.run
     names = model_names(run)
     if not names:
         return "robustexplain: no pairs were scored"
-    summaries = [summarize(run, name) for name in names]
+    summaries = [report.summary(name) for name in names]
     if quiet:
         hosts = answered_by(run.calls)  # several hosts: which answered how many calls
         by_host = [f"robustexplain: calls by host: {' · '.join(f'{h} {n}' for h, n in hosts.items())}"]

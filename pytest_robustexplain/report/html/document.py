@@ -12,7 +12,7 @@ from ...results import FAIL, INCONCLUSIVE, INSENSITIVE, PASS, RunResult
 from ...sanitize import clean
 from ..comparison import model_comparisons
 from ..json_report import atomic_write_text
-from ..summary import Summary, failed_reason, fmt_interval, model_names, model_outcome, summarize
+from ..summary import ReportModel, Summary, failed_reason, fmt_interval, model_names, model_outcome
 from .charts import Plotter
 from .common import e
 from .page import comparison_section, meta_table, model_section, status, status_list
@@ -67,10 +67,12 @@ th,td,h2{border-color:#30363d}.note{color:#8b949e}.PASS{color:#3fb950}.FAIL,.INS
 """
 
 
-def render_html(run: RunResult) -> str:
+def render_html(run: RunResult | ReportModel) -> str:
     """The HTML report of ``run`` as one self-contained page."""
+    report = ReportModel.of(run)
+    run = report.run
     names = model_names(run)
-    summaries = [summarize(run, name) for name in names]
+    summaries = [report.summary(name) for name in names]
     plotter = Plotter.load()
     body = ["<h1>robustexplain report</h1>", _banner(run, summaries), meta_table(run),
             status_list(run, summaries)]
@@ -111,6 +113,6 @@ def _banner(run: RunResult, summaries: list[Summary]) -> str:
     return f'<div class="banner banner-{e(worst)}" role="status">' + "".join(lines) + "</div>"
 
 
-def write_html(run: RunResult, path: str | os.PathLike[str]) -> Path:
+def write_html(run: RunResult | ReportModel, path: str | os.PathLike[str]) -> Path:
     """Write the HTML report of ``run`` to ``path`` atomically."""
     return atomic_write_text(path, render_html(run))

@@ -195,24 +195,32 @@ class Summary:
         }
 
 
-_SUMMARIES: dict[tuple[int, str, int, str], tuple[RunResult, Summary]] = {}
+class ReportModel:
+    """One run as the writers read it: the record and each model's :class:`Summary`, computed once.
 
-
-def summarize(run: RunResult, model: str) -> Summary:
-    """Summarise one model's pairs of ``run`` (controls feed the noise floor only).
-
-    Memoised for the run object: every format rendered (terminal, JSON, Markdown, HTML) summarises the
-    same run, and the kind tests (Tukey HSD) cost about half a second per model.
+    :func:`~pytest_robustexplain.engine.write_reports` makes one per run and hands it to every writer
+    (terminal, JSON, Markdown, HTML, the step summary), so the kind tests (Tukey HSD, about half a second
+    per model) run once, not once per format. A writer given a bare :class:`RunResult` makes its own.
     """
-    key = (id(run), model, len(run.pairs), run.finished_at)
-    memo = _SUMMARIES.get(key)
-    if memo is not None and memo[0] is run:
-        return memo[1]
-    summary = _summarize(run, model)
-    if len(_SUMMARIES) >= 16:
-        _SUMMARIES.pop(next(iter(_SUMMARIES)))
-    _SUMMARIES[key] = (run, summary)
-    return summary
+
+    def __init__(self, run: RunResult) -> None:
+        self.run = run
+        self._summaries: dict[str, Summary] = {}
+
+    @classmethod
+    def of(cls, run: RunResult | ReportModel) -> ReportModel:
+        return run if isinstance(run, ReportModel) else cls(run)
+
+    def summary(self, model: str) -> Summary:
+        """Summarise one model's pairs (controls feed the noise floor only), once."""
+        if model not in self._summaries:
+            self._summaries[model] = _summarize(self.run, model)
+        return self._summaries[model]
+
+
+def summarize(run: RunResult | ReportModel, model: str) -> Summary:
+    """Summarise one model's pairs of ``run``; given the run's :class:`ReportModel`, computed once."""
+    return ReportModel.of(run).summary(model)
 
 
 def _summarize(run: RunResult, model: str) -> Summary:
