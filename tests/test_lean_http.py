@@ -143,7 +143,7 @@ def _payload(**fields: Any) -> bytes:
 def test_replies_parse_exactly_as_the_official_response_model(payload: bytes) -> None:
     def official() -> Any:
         response = ollama.ChatResponse(**json.loads(payload))
-        return response.message.content, response.prompt_eval_count, response.eval_count
+        return response.message.content, response.prompt_eval_count, response.eval_count, response.done_reason
 
     outcomes = []
     for parse in (official, lambda: parse_chat_reply(200, payload)):

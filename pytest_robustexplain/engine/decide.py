@@ -38,9 +38,28 @@ def decide(gate: GateSettings, sliced: SliceResult, kind: str | None = None) -> 
         verdict = stats.gate(sliced.pairs, thresholds=gate.thresholds(kind), mode=gate.decision,
                              alpha=gate.alpha, inconclusive_policy=gate.inconclusive)
     verdict = with_attacks(verdict, gate, sliced)
-    if not sliced.spec.donors:
+    if sliced.spec.donors:
+        verdict = with_guard(verdict, gate, sliced, kind)
+    return with_cut_replies(verdict, (*sliced.pairs, *sliced.controls, *sliced.swaps))
+
+
+def with_cut_replies(verdict: Verdict, pairs: Sequence[PairResult]) -> Verdict:
+    """A gate whose pairs too often compare a reply the server cut at the token limit is not measured:
+    INCONCLUSIVE, with the count and the fix, whatever the scores said (they compare unfinished text)."""
+    from dataclasses import replace
+
+    from ..results import CUT_REPLIES, INCONCLUSIVE, MAX_CUT_SHARE
+
+    cut = [p for p in pairs if p.cut]
+    if not pairs or len(cut) <= MAX_CUT_SHARE * len(pairs):
         return verdict
-    return with_guard(verdict, gate, sliced, kind)
+    replies = sum(len(p.cut) for p in cut)
+    return replace(verdict, outcome=INCONCLUSIVE, users_needed=None, message=(
+        f"Not measured: {len(cut)} of {len(pairs)} pairs ({100 * len(cut) / len(pairs):.0f} %, more than "
+        f"{100 * MAX_CUT_SHARE:.0f} %) compare a reply the server cut at the token limit ({replies} of "
+        f"{len(CUT_REPLIES) * len(pairs)} replies ended with stop reason \"length\"): their scores compare "
+        "unfinished text. Raise num-predict (the model's token limit per explanation) or ask for shorter "
+        f"explanations in the prompt. The scores said: {verdict.message}"))
 
 
 def with_attacks(verdict: Verdict, gate: GateSettings, sliced: SliceResult) -> Verdict:

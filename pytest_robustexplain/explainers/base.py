@@ -15,6 +15,7 @@ from ..results import ModelInfo
 from ..sanitize import clean
 
 # Values of Explanation.failure.
+STOP_LENGTH = "length"  # the stop reason of a reply cut at the token limit, on both APIs
 FAILURE_EMPTY = "empty"  # the model answered with nothing (or whitespace / only a think block)
 FAILURE_REFUSAL = "refusal"  # the model declined to answer
 FAILURE_ERROR = "error"  # transport or server errors survived every retry
@@ -34,6 +35,9 @@ class Explanation:
     detail: str = ""  # the error message when failure == "error"; what was refused for "refusal"
     embedding: tuple[float, ...] | None = None  # the text's vector (opt-in metric; () when not embedded)
     host: str | None = None  # which host answered, when the calls are spread over several
+    # Why the server stopped generating, as it says it (Ollama ``done_reason``, OpenAI ``finish_reason``):
+    # "stop" for a finished reply, "length" for one cut at the token limit; None when it did not say.
+    stop_reason: str | None = None
 
     def __post_init__(self) -> None:
         # Outside text enters the run here, from every backend: make it encodable (lone surrogates from a
@@ -44,6 +48,11 @@ class Explanation:
     @property
     def ok(self) -> bool:
         return self.failure is None
+
+    @property
+    def cut(self) -> bool:
+        """Whether the reply was cut at the token limit (num_predict / max_tokens): unfinished text."""
+        return self.stop_reason == STOP_LENGTH
 
 
 @runtime_checkable

@@ -39,6 +39,7 @@ from .base import Explainer, Explanation, ModelInfo
 CACHE_MODES: tuple[str, ...] = ("off", "read", "write", "read-write", "replay-only")
 ENTRY_FORMAT = 1
 _EXPLANATION_FIELDS = ("text", "model", "latency_s", "prompt_tokens", "completion_tokens")
+_OPTIONAL_FIELDS = ("stop_reason",)  # newer than the entry format: absent from older entries (None)
 
 
 def canonical_json(value: Any) -> str:
@@ -154,6 +155,9 @@ class ResponseCache:
             if entry.get("key") != key:
                 raise ValueError(f"it holds key {entry.get('key')!r}")
             fields = {name: entry["explanation"][name] for name in _EXPLANATION_FIELDS}
+            fields.update({name: entry["explanation"].get(name) for name in _OPTIONAL_FIELDS})
+            if fields["stop_reason"] is not None and not isinstance(fields["stop_reason"], str):
+                raise ValueError("its stop_reason is not text")
             if not isinstance(fields["text"], str) or not fields["text"]:
                 raise ValueError("its text is missing or empty")
             explanation = Explanation(**fields, cached=True)
@@ -171,7 +175,8 @@ class ResponseCache:
             "key": key,
             "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             "identity": identity,
-            "explanation": {name: getattr(explanation, name) for name in _EXPLANATION_FIELDS},
+            "explanation": {name: getattr(explanation, name)
+                            for name in (*_EXPLANATION_FIELDS, *_OPTIONAL_FIELDS)},
         }
         try:
             write_atomic(self.path_for(key), json.dumps(entry, ensure_ascii=False, indent=1, sort_keys=True))

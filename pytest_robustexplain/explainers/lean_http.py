@@ -269,8 +269,10 @@ def _plain(obj: Any, fields: dict[str, type]) -> bool:
         key in fields and (value is None or type(value) is fields[key]) for key, value in obj.items())
 
 
-def parse_chat_reply(status: int, payload: bytes) -> tuple[str | None, int | None, int | None]:
-    """(content, prompt tokens, completion tokens) of a chat reply, or the official client's error.
+def parse_chat_reply(status: int, payload: bytes
+                     ) -> tuple[str | None, int | None, int | None, str | None]:
+    """(content, prompt tokens, completion tokens, done reason) of a chat reply, or the official client's
+    error.
 
     The common shape is read directly; anything else goes through ``ollama.ChatResponse``, so a hostile
     or unusual reply fails (or passes) exactly as it does through the official client.
@@ -285,11 +287,12 @@ def parse_chat_reply(status: int, payload: bytes) -> tuple[str | None, int | Non
         rest = {k: v for k, v in data.items() if k != "message"}
         if (isinstance(message, dict) and _plain(rest, _REPLY_FIELDS) and _plain(message, _MESSAGE_FIELDS)
                 and isinstance(message.get("role"), str)):
-            return message.get("content"), data.get("prompt_eval_count"), data.get("eval_count")
+            return (message.get("content"), data.get("prompt_eval_count"), data.get("eval_count"),
+                    data.get("done_reason"))
     import ollama
 
     response = ollama.ChatResponse(**data)
-    return response.message.content, response.prompt_eval_count, response.eval_count
+    return response.message.content, response.prompt_eval_count, response.eval_count, response.done_reason
 
 
 # ------------------------------------------------------------------------------------------ preflight

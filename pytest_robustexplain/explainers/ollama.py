@@ -151,12 +151,13 @@ class OllamaExplainer(RemoteExplainer):
             except Redirect:  # the official client follows redirects; let it
                 client = client.official
             else:
-                text, prompt_tokens, completion_tokens = parse_chat_reply(status, payload)
-                return Reply(text=text, prompt_tokens=prompt_tokens, completion_tokens=completion_tokens)
+                text, prompt_tokens, completion_tokens, stop = parse_chat_reply(status, payload)
+                return Reply(text=text, prompt_tokens=prompt_tokens, completion_tokens=completion_tokens,
+                             stop_reason=stop)
         response = await client.chat(model=model, messages=[{"role": "user", "content": prompt}],
                                      think=self.think, options=options)
         return Reply(text=response.message.content, prompt_tokens=response.prompt_eval_count,
-                     completion_tokens=response.eval_count)
+                     completion_tokens=response.eval_count, stop_reason=response.done_reason)
 
     async def _inspect(self, client: Any) -> ModelInfo:
         if isinstance(client, _LeanClient):

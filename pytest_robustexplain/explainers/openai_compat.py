@@ -97,13 +97,15 @@ class OpenAICompatExplainer(RemoteExplainer):
     def _parse_completion(response: Any) -> Reply:
         try:
             data = response.json()
-            message = data["choices"][0]["message"]
+            choice = data["choices"][0]
+            message = choice["message"]
             usage = data.get("usage") or {}
         except (ValueError, KeyError, IndexError, TypeError) as exc:
             raise ValueError(f"malformed chat completion ({type(exc).__name__}: {exc}): "
                              f"{response.text[:200]!r}") from None
         return Reply(text=message.get("content"), prompt_tokens=usage.get("prompt_tokens"),
-                     completion_tokens=usage.get("completion_tokens"))
+                     completion_tokens=usage.get("completion_tokens"),
+                     stop_reason=choice.get("finish_reason"))
 
     async def _inspect(self, client: Any) -> ModelInfo:
         response = await client.get("models")

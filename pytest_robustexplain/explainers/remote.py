@@ -74,6 +74,7 @@ class Reply:
     text: str | None
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
+    stop_reason: str | None = None  # done_reason / finish_reason as the server said it
 
 
 @dataclass
@@ -203,7 +204,8 @@ class RemoteExplainer(ABC):
                                    failure=FAILURE_ERROR, detail=describe_error(exc))
             latency = time.perf_counter() - started
         return finish_reply(reply.text, model=self.model, latency_s=latency,
-                            prompt_tokens=reply.prompt_tokens, completion_tokens=reply.completion_tokens)
+                            prompt_tokens=reply.prompt_tokens, completion_tokens=reply.completion_tokens,
+                            stop_reason=reply.stop_reason)
 
     def request_identity(self, history: UserHistory, item: Item, *, seed: int, repeat: int) -> dict[str, Any]:
         """Everything that determines the reply; host-independent so a cache moves between machines."""

@@ -251,11 +251,13 @@ def _one_line(text: str, width: int) -> str:
 
 
 def _short_facts(summary: Summary, width: int) -> list[str]:
-    """Without -v: the guard in one line, generation failures and the recommendation."""
+    """Without -v: the guard in one line, generation failures, cut replies (when any) and the
+    recommendation."""
     room = width - LABEL_WIDTH
     lines = [_row("Guard", _one_line(guard_line(summary).split(": ", 1)[-1], room))]
     for label, value in facts(summary, failures_note=" (listed in the JSON report)"):
-        if label in ("Generation failures", "Recommendation"):
+        if label in ("Generation failures", "Recommendation") or (
+                label == "Replies cut at the token limit" and summary.cut_pairs):
             lines.append(_row(label, _one_line(value, room)))
     return lines
 

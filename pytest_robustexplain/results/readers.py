@@ -188,7 +188,17 @@ class _Reader:
             latency_s=g(data, "latency_s", float, record, default=0.0),
             history_length=g(data, "history_length", int, record, default=0),
             embedding=None if "embedding" not in data else s(data, "embedding", record),  # opt-in metric
+            cut=self.cut(data, record),
         )
+
+    def cut(self, data: Mapping[str, Any], record: str) -> tuple[str, ...]:
+        """Which replies were cut (absent: none, as reports before the field say nothing)."""
+        from .records import CUT_REPLIES
+
+        cut = self.get(data, "cut", list, record, default=[])
+        if any(c not in CUT_REPLIES for c in cut) or len(set(cut)) != len(cut):
+            raise self.fail(record, "cut", f"expected a list of {' / '.join(CUT_REPLIES)}, got {cut!r:.60}")
+        return tuple(cut)
 
     def interval(self, value: Any, record: str) -> Interval:
         data = self.obj(value, record)

@@ -84,6 +84,9 @@ class PairResult:
     latency_s: float = 0.0
     history_length: int = 0
     embedding: float | None = None  # the opt-in fifth metric; None when the run has no embedding model
+    # Which of the pair's replies ("original", "perturbed") the server cut at the token limit (num_predict):
+    # scores of unfinished text, which a gate must not take as a measurement (MAX_CUT_SHARE).
+    cut: tuple[str, ...] = ()
 
     def metric(self, name: str) -> float:
         """A metric by name; ``combined`` (ρ) included."""
@@ -93,6 +96,10 @@ class PairResult:
         data = asdict(self)
         if self.embedding is None:  # runs without the fifth metric write what they always wrote
             del data["embedding"]
+        if not self.cut:  # nor do pairs whose replies were whole
+            del data["cut"]
+        else:
+            data["cut"] = list(self.cut)
         return data
 
 
@@ -106,6 +113,11 @@ def metrics_of(pairs: Iterable[PairResult]) -> tuple[str, ...]:
     """The metrics these pairs carry: the four, and ``embedding`` when the run measured it."""
     return ALL_METRICS if any(p.embedding is not None for p in pairs) else METRICS
 
+
+# Cut replies: the replies a pair can have cut, and the share of a gate's pairs with a cut reply above which
+# the gate is not measured (INCONCLUSIVE, naming the fix) rather than scored as normal.
+CUT_REPLIES: tuple[str, ...] = ("original", "perturbed")
+MAX_CUT_SHARE = 0.05
 
 # Gate outcomes.
 PASS = "PASS"

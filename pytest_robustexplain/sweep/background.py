@@ -312,6 +312,8 @@ class Sweep:
             self.counters.cached += 1
         if explanation.failure is not None:
             self.counters.failed += 1
+        if explanation.cut:
+            self.counters.cut += 1
         return explanation
 
     def _changes(self, pair: Pair, original: Explanation, other: Explanation) -> dict[str, Any]:
@@ -358,6 +360,7 @@ class Sweep:
             keyword_empty=scores.keyword_empty and not failure,
             cached_original=original.cached, cached_perturbed=other.cached,
             latency_s=other.latency_s, history_length=len(pair.case.history),
+            cut=tuple(name for name, e in (("original", original), ("perturbed", other)) if e.cut),
         )
 
     def _weighted(self, result: SliceResult, pair: PairResult) -> PairResult:

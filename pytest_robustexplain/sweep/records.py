@@ -98,6 +98,7 @@ class Counters:
     calls_done: int = 0
     cached: int = 0
     failed: int = 0
+    cut: int = 0  # replies the server cut at the token limit (stop reason "length"), cached ones included
     cancelled: int = 0
     pairs_done: int = 0
     pairs_total: int = 0
@@ -107,8 +108,9 @@ class Counters:
     def to_dict(self) -> dict[str, int]:
         made = self.calls_done - self.cached
         by_host = {ANSWERED_BY + host: n for host, n in sorted(self.by_host.items())}
-        return {"made": made, "cached": self.cached, "failed": self.failed, "cancelled": self.cancelled,
-                "planned": self.planned_calls, **by_host}
+        cut = {"cut at num_predict": self.cut} if self.cut else {}  # said only when it happened
+        return {"made": made, "cached": self.cached, "failed": self.failed, **cut,
+                "cancelled": self.cancelled, "planned": self.planned_calls, **by_host}
 
     def progress_line(self, now: float, *, bar_width: int = 0) -> str:
         """``robustexplain: [####----] 120/500 pairs · 130/520 calls · 25 cached · 14.2/s · ETA 27s``, the

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from ...results import (
     DEFAULT_MIN_COMBINED,
     DEFAULT_MIN_METRIC,
+    MAX_CUT_SHARE,
     METRICS,
     AttackResult,
     GuardResult,
@@ -139,6 +140,12 @@ class Summary:
     delta_by_kind: dict[str, Interval] = field(default_factory=dict)  # Δ = ρ_pert − ρ_swap per kind
     relative_by_kind: dict[str, Interval] = field(default_factory=dict)  # R per kind (when defined)
     attacks: tuple[AttackResult, ...] = ()  # opt-in adversarial kinds over all pairs
+    # Pairs (controls included) with a reply the server cut at the token limit, their replies cut, all the
+    # model's pairs, and the limit the run asked for (num_predict; None when the record does not say).
+    cut_pairs: int = 0
+    cut_replies: int = 0
+    n_all_pairs: int = 0
+    num_predict: int | None = None
 
     @cached_property
     def kind_tests(self) -> KindDifferences | None:
@@ -178,6 +185,8 @@ class Summary:
             "weakest_metric": self.weakest_metric,
             "weakest_kind": self.weakest_kind,
             "n_failures": self.n_failures,
+            "cut_pairs": self.cut_pairs,
+            "cut_replies": self.cut_replies,
             "failures": [f.to_dict() for f in self.failures],
             "keyword_empty": [asdict(k) for k in self.keyword_empty],
             "small_kinds": list(self.small_kinds),
@@ -241,6 +250,9 @@ def _summarize(run: RunResult, model: str) -> Summary:
     users = _user_stats(pairs)
     thresholds = gate_thresholds(run, model)
     failures = tuple(FailureRecord(p.key, p.failure, p.failure_detail) for p in pairs if p.failure)
+    every = (*pairs, *controls, *run.model_swaps(model))  # every comparison the model was scored on
+    cut = [p for p in every if p.cut]
+    num_predict = run.settings.get("num_predict")
     return Summary(
         model=model,
         n_users=len({p.key.user_id for p in pairs}),
@@ -262,10 +274,12 @@ def _summarize(run: RunResult, model: str) -> Summary:
         small_kinds=tuple(k for k in kinds if sum(p.key.kind == k for p in pairs) < MIN_PAIRS_PER_KIND),
         user_spread=user_spread(pairs),
         recommendation=recommend(by_metric, by_kind, thresholds, n_failures=len(failures),
-                                 n_pairs=len(pairs)),
+                                 n_pairs=len(pairs), n_cut=len(cut), n_all=len(every)),
         kind_pairs=tuple(pairs) if len(kinds) >= 3 else None,
         **_sensitivity(run, model, pairs, thresholds["combined"]),
         attacks=_attacks(run, pairs),
+        cut_pairs=len(cut), cut_replies=sum(len(p.cut) for p in cut), n_all_pairs=len(every),
+        num_predict=num_predict if type(num_predict) is int else None,  # a record's value, checked
     )
 
 
@@ -343,7 +357,7 @@ def interval_of(pairs: Sequence[PairResult], quantity: str = "combined") -> Inte
 
 
 def recommend(by_metric: dict[str, Interval], by_kind: dict[str, Interval], thresholds: dict[str, float],
-              *, n_failures: int = 0, n_pairs: int = 0) -> str:
+              *, n_failures: int = 0, n_pairs: int = 0, n_cut: int = 0, n_all: int = 0) -> str:
     """One rule-based sentence: what to change first.
 
     Order: many generation failures (scores are meaningless until fixed), then a metric below its gate
@@ -353,6 +367,9 @@ def recommend(by_metric: dict[str, Interval], by_kind: dict[str, Interval], thre
     """
     if n_pairs == 0:
         return "No scored pairs for this model: nothing to recommend."
+    if n_all and n_cut > MAX_CUT_SHARE * n_all:
+        return (f"{n_cut} of {n_all} pairs compare a reply cut at the token limit: raise num-predict (or ask "
+                "for shorter explanations) before reading the scores.")
     if n_failures / n_pairs > _FAILURE_RATE_ALERT:
         return (f"{n_failures} of {n_pairs} pairs had a generation failure: fix the backend or the prompt "
                 "before reading the scores.")

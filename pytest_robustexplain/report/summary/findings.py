@@ -9,7 +9,7 @@ import math
 import statistics
 from typing import TYPE_CHECKING
 
-from ...results import ORIGINAL_FAILED, GuardResult, Interval
+from ...results import MAX_CUT_SHARE, ORIGINAL_FAILED, GuardResult, Interval
 from ..formatting import fmt_interval, fmt_mean, fmt_p, fmt_pct, trim
 from .compute import Summary
 
@@ -69,6 +69,7 @@ def facts(summary: Summary, *, failures_note: str = "") -> list[tuple[str, str]]
         failures += (f"; {from_original} of them because {users} original explanation failed, which "
                      "scores every pair of that user 0")
     rows.append(("Generation failures", failures))
+    rows.append(("Replies cut at the token limit", cut_text(summary)))
     if summary.keyword_empty:
         count = len(summary.keyword_empty)
         rows.append(("Empty keyword sets", f"{count} pair{'' if count == 1 else 's'} flagged for review"))
@@ -80,6 +81,18 @@ def facts(summary: Summary, *, failures_note: str = "") -> list[tuple[str, str]]
         rows.append(("Kinds differ?", kinds_text))
     rows.append(("Recommendation", summary.recommendation))
     return rows
+
+
+def cut_text(summary: Summary) -> str:
+    """How many pairs compare a reply the server cut at num_predict, and what that does to the gates."""
+    if not summary.cut_pairs:
+        return "0"
+    limit = f"num_predict = {summary.num_predict}" if summary.num_predict is not None else "num_predict"
+    share = summary.cut_pairs / summary.n_all_pairs if summary.n_all_pairs else 1.0
+    consequence = (f"over {100 * MAX_CUT_SHARE:.0f} %: gates with that many are not measured (INCONCLUSIVE)"
+                   if share > MAX_CUT_SHARE else f"within the {100 * MAX_CUT_SHARE:.0f} % a gate tolerates")
+    return (f"{summary.cut_pairs} of {summary.n_all_pairs} pairs ({100 * share:.0f} %; {summary.cut_replies} "
+            f"replies) cut at {limit} — {consequence}; raise num-predict")
 
 
 def security_rows(summary: Summary) -> list[tuple[str, str]]:

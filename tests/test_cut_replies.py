@@ -1,0 +1,137 @@
+"""Replies the server cut at the token limit (Ollama ``done_reason``, OpenAI ``finish_reason``: "length") are
+read, kept in the cache, flagged on their pair, counted per model and said in every writer; a gate with more
+than a small share of them is not measured (INCONCLUSIVE, naming the fix), never scored as normal."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from pytest_robustexplain import cli
+from pytest_robustexplain.engine.decide import with_cut_replies
+from pytest_robustexplain.errors import DataError
+from pytest_robustexplain.explainers.base import Explanation
+from pytest_robustexplain.explainers.cache import ResponseCache
+from pytest_robustexplain.results import (
+    FAIL,
+    INCONCLUSIVE,
+    MAX_CUT_SHARE,
+    PASS,
+    GateCheck,
+    Interval,
+    PairKey,
+    PairResult,
+    Verdict,
+    pair_from_dict,
+)
+from pytest_robustexplain.testing import FakeOllamaServer
+
+SMALL = ("--users", "5", "--perturbations", "noise,drift", "--severities", "1,5", "--progress", "off",
+         "--guard", "warn", "--cache", "off")
+
+
+@pytest.fixture(autouse=True)
+def _isolated(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    for name in list(os.environ):
+        if name.startswith("ROBUSTEXPLAIN_") or name in ("OLLAMA_HOST", "GITHUB_ACTIONS",
+                                                         "GITHUB_STEP_SUMMARY"):
+            monkeypatch.delenv(name)
+    monkeypatch.chdir(tmp_path)
+
+
+@pytest.fixture
+def server() -> Iterator[FakeOllamaServer]:
+    with FakeOllamaServer(models=("fake-model:latest",)) as fake:
+        yield fake
+
+
+def _pair(user: str, cut: tuple[str, ...] = ()) -> PairResult:
+    return PairResult(PairKey("m", user, "i", "noise_injection", 1, 0), 0.9, 0.9, 0.9, 0.9, 0.9, "a", "b",
+                      cut=cut)
+
+
+def _verdict(outcome: str = PASS) -> Verdict:
+    return Verdict(outcome, checks=(), message="ρ 0.90 ≥ 0.5")
+
+
+@pytest.mark.parametrize("outcome", [PASS, FAIL])
+def test_more_than_the_small_share_of_cut_pairs_is_not_measured(outcome: str) -> None:
+    n = 100
+    tolerated = int(MAX_CUT_SHARE * n)
+    at_limit = [_pair(f"u{i}", ("perturbed",) if i < tolerated else ()) for i in range(n)]
+    assert with_cut_replies(_verdict(outcome), at_limit) == _verdict(outcome)  # within the share: as scored
+    over = [_pair(f"u{i}", ("original", "perturbed") if i <= tolerated else ()) for i in range(n)]
+    judged = with_cut_replies(_verdict(outcome), over)
+    assert judged.outcome == INCONCLUSIVE  # a FAIL on unfinished text is no measurement either
+    assert judged.message.startswith(f"Not measured: {tolerated + 1} of {n} pairs")
+    assert "raise num-predict" in judged.message.lower() and "ρ 0.90 ≥ 0.5" in judged.message
+    assert f"{2 * (tolerated + 1)} of {2 * n} replies" in judged.message
+
+
+def test_a_pair_records_which_replies_were_cut_and_old_reports_read_as_none() -> None:
+    pair = _pair("u1", ("original",))
+    data = json.loads(json.dumps(pair.to_dict()))
+    assert data["cut"] == ["original"] and pair_from_dict(data, source="t").cut == ("original",)
+    whole = _pair("u1").to_dict()
+    assert "cut" not in whole  # a report of whole replies is written as before
+    assert pair_from_dict(whole, source="t").cut == ()
+    with pytest.raises(DataError, match="cut"):
+        pair_from_dict({**data, "cut": ["summary"]}, source="t")
+
+
+def test_the_stop_reason_survives_the_response_cache(tmp_path: Path) -> None:
+    cache = ResponseCache(tmp_path, "read-write")
+    cut = Explanation(text="The user liked sci-fi and", model="m", stop_reason="length")
+    assert cut.cut and cache.put("k" * 64, {"x": 1}, cut)
+    again = cache.get("k" * 64)
+    assert again is not None and again.cut and again.cached
+    # An entry written before the field existed reads as "not said", not as cut.
+    path = cache.path_for("k" * 64)
+    entry = json.loads(path.read_text(encoding="utf-8"))
+    del entry["explanation"]["stop_reason"]
+    path.write_text(json.dumps(entry), encoding="utf-8")
+    older = cache.get("k" * 64)
+    assert older is not None and older.stop_reason is None and not older.cut
+
+
+@pytest.mark.parametrize("backend", ["ollama", "openai"])
+def test_a_run_whose_replies_are_cut_is_said_everywhere_and_not_measured(
+        server: FakeOllamaServer, tmp_path: Path, capsys: pytest.CaptureFixture[str], backend: str) -> None:
+    host = server.url if backend == "ollama" else server.url + "/v1"
+    code = cli.main(["run", "--backend", backend, "--model", "fake-model:latest", "--host", host, *SMALL,
+                     "--num-predict", "6", "--json", "r.json", "--markdown", "r.md", "--html", "r.html"])
+    out = capsys.readouterr().out
+    assert code == cli.EXIT_GATE_FAILED  # INCONCLUSIVE under inconclusive=fail, the default
+    doc = json.loads((tmp_path / "r.json").read_text(encoding="utf-8"))
+    assert {g["verdict"]["outcome"] for g in doc["gates"]} == {INCONCLUSIVE}
+    assert all(g["verdict"]["message"].startswith("Not measured: ") for g in doc["gates"])
+    assert all(p["cut"] == ["original", "perturbed"] for p in doc["pairs"])
+    aggregate = doc["aggregates"]["fake-model:latest"]
+    assert aggregate["cut_pairs"] == len(doc["pairs"]) and aggregate["cut_replies"] == 2 * len(doc["pairs"])
+    assert doc["calls"]["cut at num_predict"] == doc["calls"]["made"]  # every reply made was cut
+    for text in (out, *((tmp_path / name).read_text(encoding="utf-8") for name in ("r.md", "r.html"))):
+        text = " ".join(text.replace("\\_", "_").split())  # as read: any wrapping, Markdown escapes
+        assert "Replies cut at the token limit" in text and "cut at num_predict = 6" in text
+        assert "raise num-predict" in text
+
+
+def test_whole_replies_are_not_flagged(server: FakeOllamaServer, tmp_path: Path) -> None:
+    assert cli.main(["run", "--model", "fake-model:latest", "--host", server.url, *SMALL,
+                     "--json", "r.json", "--inconclusive", "warn"]) == cli.EXIT_OK
+    doc = json.loads((tmp_path / "r.json").read_text(encoding="utf-8"))
+    assert not any("cut" in p for p in doc["pairs"])
+    assert doc["aggregates"]["fake-model:latest"]["cut_pairs"] == 0
+    assert "cut at num_predict" not in doc["calls"]
+    assert all(not g["verdict"]["message"].startswith("Not measured") for g in doc["gates"])
+
+
+def test_the_cut_rule_keeps_the_checks_it_was_given() -> None:
+    check = GateCheck("combined", 0.5, Interval(0.9, 0.8, 0.95, 3, 3), PASS)
+    verdict = replace(_verdict(), checks=(check,))
+    over = [_pair(f"u{i}", ("perturbed",)) for i in range(3)]
+    assert with_cut_replies(verdict, over).checks == (check,)  # the reports still show what was scored
