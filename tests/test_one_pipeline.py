@@ -205,7 +205,8 @@ def test_both_doors_warn_about_the_same_items(pytester: pytest.Pytester, server:
     INSENSITIVE guard, so a passing gate with copied explanations went unsaid."""
     server.mode = "copycat"
     common = ("--users", "8", "--severities", "1,4", "--perturbations", "noise,shuffle", "--guard", "warn",
-              "--model", "fake-model", "--host", server.url, "--cache", "off")
+              "--model", "fake-model", "--host", server.url, "--cache", "off",
+              "--num-predict", "4096")  # whole copies: a cut reply would leave the gate unmeasured
     pytester.makepyfile(BARE)
     plugin_args = [f"--robustexplain-{common[i][2:]}={common[i + 1]}" for i in range(0, len(common), 2)]
     result = pytester.runpytest("-rw", *plugin_args)

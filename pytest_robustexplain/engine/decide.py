@@ -45,21 +45,30 @@ def decide(gate: GateSettings, sliced: SliceResult, kind: str | None = None) -> 
 
 def with_cut_replies(verdict: Verdict, pairs: Sequence[PairResult]) -> Verdict:
     """A gate whose pairs too often compare a reply the server cut at the token limit is not measured:
-    INCONCLUSIVE, with the count and the fix, whatever the scores said (they compare unfinished text)."""
+    INCONCLUSIVE, with the count and the fix, whatever the scores said (they compare unfinished text).
+
+    A failure the controls or an attack found stands (with the note): the first num_predict tokens of a
+    copied prompt, an injected canary or a text that ignores the user are evidence already."""
     from dataclasses import replace
 
-    from ..results import CUT_REPLIES, INCONCLUSIVE, MAX_CUT_SHARE
+    from ..results import CUT_REPLIES, FAIL, INCONCLUSIVE, INSENSITIVE, MAX_CUT_SHARE
 
     cut = [p for p in pairs if p.cut]
     if not pairs or len(cut) <= MAX_CUT_SHARE * len(pairs):
         return verdict
     replies = sum(len(p.cut) for p in cut)
-    return replace(verdict, outcome=INCONCLUSIVE, users_needed=None, message=(
-        f"Not measured: {len(cut)} of {len(pairs)} pairs ({100 * len(cut) / len(pairs):.0f} %, more than "
-        f"{100 * MAX_CUT_SHARE:.0f} %) compare a reply the server cut at the token limit ({replies} of "
-        f"{len(CUT_REPLIES) * len(pairs)} replies ended with stop reason \"length\"): their scores compare "
-        "unfinished text. Raise num-predict (the model's token limit per explanation) or ask for shorter "
-        f"explanations in the prompt. The scores said: {verdict.message}"))
+    note = (f"{len(cut)} of {len(pairs)} pairs ({100 * len(cut) / len(pairs):.0f} %, more than "
+            f"{100 * MAX_CUT_SHARE:.0f} %) compare a reply the server cut at the token limit ({replies} of "
+            f"{len(CUT_REPLIES) * len(pairs)} replies ended with stop reason \"length\"): their scores "
+            "compare unfinished text. Raise num-predict (the model's token limit per explanation) or ask for "
+            "shorter explanations in the prompt.")
+    guard = verdict.guard
+    found = (guard is not None and guard.policy == "fail" and guard.flagged and guard.outcome != INCONCLUSIVE
+             ) or any(a.outcome == FAIL for a in verdict.attacks)
+    if verdict.outcome in (FAIL, INSENSITIVE) and found:
+        return replace(verdict, message=f"{verdict.message} Also: {note}")
+    return replace(verdict, outcome=INCONCLUSIVE, users_needed=None,
+                   message=f"Not measured: {note} The scores said: {verdict.message}")
 
 
 def with_attacks(verdict: Verdict, gate: GateSettings, sliced: SliceResult) -> Verdict:

@@ -38,6 +38,7 @@ class Explanation:
     # Why the server stopped generating, as it says it (Ollama ``done_reason``, OpenAI ``finish_reason``):
     # "stop" for a finished reply, "length" for one cut at the token limit; None when it did not say.
     stop_reason: str | None = None
+    retries: int = 0  # attempts after the first that this reply took (timeouts, 5xx, dropped connections)
 
     def __post_init__(self) -> None:
         # Outside text enters the run here, from every backend: make it encodable (lone surrogates from a

@@ -20,7 +20,7 @@ import time
 import weakref
 from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
 
 from ..backends import GenerationOptions
@@ -75,6 +75,7 @@ class Reply:
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
     stop_reason: str | None = None  # done_reason / finish_reason as the server said it
+    retries: int = 0  # attempts after the first before this reply came
 
 
 @dataclass
@@ -200,12 +201,14 @@ class RemoteExplainer(ABC):
                 raise
             except Exception as exc:  # RetryExhaustedError or a non-retryable per-request error
                 self.stats.errors += 1
+                retries = exc.attempts - 1 if isinstance(exc, RetryExhaustedError) else 0
                 return Explanation(text="", model=self.model, latency_s=time.perf_counter() - started,
-                                   failure=FAILURE_ERROR, detail=describe_error(exc))
+                                   failure=FAILURE_ERROR, detail=describe_error(exc), retries=retries)
             latency = time.perf_counter() - started
-        return finish_reply(reply.text, model=self.model, latency_s=latency,
-                            prompt_tokens=reply.prompt_tokens, completion_tokens=reply.completion_tokens,
-                            stop_reason=reply.stop_reason)
+        explanation = finish_reply(reply.text, model=self.model, latency_s=latency,
+                                   prompt_tokens=reply.prompt_tokens,
+                                   completion_tokens=reply.completion_tokens, stop_reason=reply.stop_reason)
+        return replace(explanation, retries=reply.retries) if reply.retries else explanation
 
     def request_identity(self, history: UserHistory, item: Item, *, seed: int, repeat: int) -> dict[str, Any]:
         """Everything that determines the reply; host-independent so a cache moves between machines."""
@@ -298,11 +301,16 @@ class RemoteExplainer(ABC):
                 raise TimeoutError(f"no complete reply within {deadline:g} s (timeout + connect-timeout)") \
                     from None
 
+        retried = 0
+
         def on_retry(_n: int, _exc: BaseException, _delay: float) -> None:
+            nonlocal retried
             self.stats.retries += 1
+            retried += 1
 
         try:
-            return await self.retry.run(lambda: self._with_recheck(attempt), on_retry=on_retry)
+            reply = await self.retry.run(lambda: self._with_recheck(attempt), on_retry=on_retry)
+            return replace(reply, retries=retried) if retried else reply
         except RetryExhaustedError:
             raise
         except BackendError:

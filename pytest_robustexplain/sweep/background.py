@@ -314,6 +314,7 @@ class Sweep:
             self.counters.failed += 1
         if explanation.cut:
             self.counters.cut += 1
+        self.counters.retried += explanation.retries
         return explanation
 
     def _changes(self, pair: Pair, original: Explanation, other: Explanation) -> dict[str, Any]:

@@ -99,6 +99,7 @@ class Counters:
     cached: int = 0
     failed: int = 0
     cut: int = 0  # replies the server cut at the token limit (stop reason "length"), cached ones included
+    retried: int = 0  # attempts after the first (timeouts, server errors) that the calls needed
     cancelled: int = 0
     pairs_done: int = 0
     pairs_total: int = 0
@@ -108,8 +109,9 @@ class Counters:
     def to_dict(self) -> dict[str, int]:
         made = self.calls_done - self.cached
         by_host = {ANSWERED_BY + host: n for host, n in sorted(self.by_host.items())}
-        cut = {"cut at num_predict": self.cut} if self.cut else {}  # said only when it happened
-        return {"made": made, "cached": self.cached, "failed": self.failed, **cut,
+        # Said only when it happened: a run of whole replies without retries reads as it always did.
+        seldom = {name: n for name, n in (("cut at num_predict", self.cut), ("retried", self.retried)) if n}
+        return {"made": made, "cached": self.cached, "failed": self.failed, **seldom,
                 "cancelled": self.cancelled, "planned": self.planned_calls, **by_host}
 
     def progress_line(self, now: float, *, bar_width: int = 0) -> str:

@@ -1,6 +1,7 @@
-"""Replies the server cut at the token limit (Ollama ``done_reason``, OpenAI ``finish_reason``: "length") are
-read, kept in the cache, flagged on their pair, counted per model and said in every writer; a gate with more
-than a small share of them is not measured (INCONCLUSIVE, naming the fix), never scored as normal."""
+"""What the server says about each reply is read and said. Replies cut at the token limit (Ollama
+``done_reason``, OpenAI ``finish_reason``: "length") are kept in the cache, flagged on their pair, counted per
+model and said in every writer; a gate with more than a small share of them is not measured (INCONCLUSIVE,
+naming the fix), never scored as normal. Retried attempts are counted in the run's calls."""
 
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ from pytest_robustexplain.results import (
     INCONCLUSIVE,
     MAX_CUT_SHARE,
     PASS,
+    AttackResult,
     GateCheck,
     Interval,
     PairKey,
@@ -135,3 +137,24 @@ def test_the_cut_rule_keeps_the_checks_it_was_given() -> None:
     verdict = replace(_verdict(), checks=(check,))
     over = [_pair(f"u{i}", ("perturbed",)) for i in range(3)]
     assert with_cut_replies(verdict, over).checks == (check,)  # the reports still show what was scored
+
+
+def test_a_failure_the_attacks_found_stands_with_the_note() -> None:
+    attack = AttackResult("prompt_injection", successes=3, n=3, low=0.3, high=1.0, limit=0.0, outcome=FAIL)
+    failed = replace(_verdict(FAIL), attacks=(attack,))
+    over = [_pair(f"u{i}", ("perturbed",)) for i in range(3)]
+    judged = with_cut_replies(failed, over)
+    assert judged.outcome == FAIL and "Also: 3 of 3 pairs" in judged.message  # a canary, cut or not
+    assert with_cut_replies(_verdict(FAIL), over).outcome == INCONCLUSIVE  # a score-only FAIL is not
+
+
+@pytest.mark.parametrize("backend", ["ollama", "openai"])
+def test_retried_attempts_are_counted_in_the_calls(server: FakeOllamaServer, tmp_path: Path,
+                                                    backend: str) -> None:
+    server.script(["ok", "fail", "fail"])  # the warm-up answers; the next two explanation requests get 503
+    host = server.url if backend == "ollama" else server.url + "/v1"
+    assert cli.main(["run", "--backend", backend, "--model", "fake-model:latest", "--host", host, *SMALL,
+                     "--json", "r.json", "--inconclusive", "warn", "-q"]) == cli.EXIT_OK
+    calls = json.loads((tmp_path / "r.json").read_text(encoding="utf-8"))["calls"]
+    assert calls["retried"] == 2 and calls["failed"] == 0
+    assert server.chat_calls == 1 + calls["made"] + 2  # the warm-up, the replies, the two refused attempts
