@@ -48,8 +48,11 @@ def test_real_model(robustness):
 """
 # 128 tokens keeps an explanation to a paragraph (SmolLM2-135M otherwise tends to repeat itself to the
 # limit) and the module to a few minutes on 2 cores. The server has 4 slots.
+# A gate with too many replies cut at 128 tokens is INCONCLUSIVE ("Not measured"): warned, so the items pass
+# and the test asserts what the run said about them.
 RUN_OPTIONS = ("--robustexplain-num-predict=128", "--robustexplain-concurrency=4",
-               "--robustexplain-timeout=300", "--robustexplain-retries=1", "-p", "no:randomly")
+               "--robustexplain-timeout=300", "--robustexplain-retries=1",
+               "--robustexplain-inconclusive=warn", "-p", "no:randomly")
 
 BACKENDS = {
     # backend: (model name, path appended to the adapter's URL)
@@ -116,6 +119,16 @@ def test_real_model_sweep_cold_then_warm(pytester: pytest.Pytester, adapter: Oll
     assert adapter.chat_calls == cold["calls"]["made"] + 1
     (model,) = cold["models"]
     assert model["backend"] == backend and model["digest"]
+    # What the server said about each reply: cut ones flagged on their pairs, counted, and gating.
+    cut = [p for p in pairs if p.get("cut")]
+    assert (cold["calls"].get("cut at num_predict", 0) > 0) == bool(cut)
+    assert cold["aggregates"][model["name"]]["cut_pairs"] == len(cut)
+    for gate in cold["gates"]:
+        gated = [p for p in pairs
+                 if gate["slice"] == "overall" or p["key"]["kind"] in (gate["slice"], "swap")]
+        if sum(bool(p.get("cut")) for p in gated) > 0.05 * len(gated):
+            assert gate["verdict"]["outcome"] == "INCONCLUSIVE", gate["verdict"]["message"]
+            assert gate["verdict"]["message"].startswith("Not measured: ")
 
     adapter.reset()
     warm = _run(pytester, backend, host, short_histories, tmp_path / "cache", tmp_path / "warm.json")

@@ -147,3 +147,28 @@ def test_reading_the_files_imports_no_conftest_and_writes_nothing(pytester: pyte
 def test_the_command_offers_exactly_the_settings_that_are_not_pytest_only() -> None:
     # dry-run is the command's own --dry-run flag (and ROBUSTEXPLAIN_DRY_RUN), not a mirrored option.
     assert cli.RUN_OPTIONS | {"dry-run"} == {spec.name for spec in OPTIONS if "run" in spec.doors}
+
+
+@pytest.mark.parametrize("flags", [("--json", "r.out", "--html", "r.out"),
+                                   ("--json", "r.out", "--markdown", "./r.out"),
+                                   ("--markdown", "r.md", "--junitxml", "r.md")])
+def test_two_reports_on_one_path_are_refused_before_the_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                            capsys: pytest.CaptureFixture[str],
+                                                            flags: tuple[str, ...]) -> None:
+    monkeypatch.chdir(tmp_path)
+    assert cli.main(["run", "--backend", "template", *flags]) == cli.EXIT_USAGE
+    err = capsys.readouterr().err
+    assert "two reports would be written to the same file" in err and "--robustexplain-" not in err
+    assert not (tmp_path / flags[1]).exists()  # refused before anything ran or was written
+
+
+def test_two_reports_on_one_path_are_a_usage_error_under_pytest(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile("import pytest\n\n@pytest.mark.robustness\ndef test_gate(robustness):\n    pass\n")
+    result = pytester.runpytest("--robustexplain-backend=template", "--robustexplain-json=r.out",
+                                "--robustexplain-markdown=r.out")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert "--robustexplain-json=r.out and --robustexplain-markdown=r.out: two reports" in result.stderr.str()
+    # The JSON report and the saved baseline are one document: they may share a path.
+    shared = settings_from_pytest(pytester.parseconfig("--robustexplain-json=r.json",
+                                                       "--robustexplain-save-baseline=r.json"))
+    assert shared.json == shared.save_baseline == pytester.path / "r.json"

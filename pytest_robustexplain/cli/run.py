@@ -115,6 +115,12 @@ def cmd_run(args: argparse.Namespace) -> int:
     from ..engine import Run, SweepFailed, SweepInterrupted
 
     settings, extra = resolve_run_settings(args)
+    if args.junitxml:  # the command's own report: not on the path of another
+        from ..settings import REPORT_OUTPUTS, check_report_paths
+
+        outputs = {name: (getattr(settings, name), _where(settings, name)) for name in REPORT_OUTPUTS}
+        outputs["junitxml"] = (Path(os.path.abspath(args.junitxml)), f"--junitxml={args.junitxml}")
+        check_report_paths(outputs)
     models = run_models(settings)
     for what in ignored_settings(settings).values():
         print(f"{PROG}: note: ignoring {what}", file=sys.stderr)

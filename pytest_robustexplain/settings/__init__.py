@@ -23,7 +23,15 @@ from __future__ import annotations
 
 from ..results import DEFAULT_MIN_METRIC as DEFAULT_MIN_METRIC
 from .checks import CanonicalKind as CanonicalKind
-from .layers import YamlEntry, ignored_settings, load_yaml, resolve_settings, settings_from_pytest
+from .layers import (
+    REPORT_OUTPUTS,
+    YamlEntry,
+    check_report_paths,
+    ignored_settings,
+    load_yaml,
+    resolve_settings,
+    settings_from_pytest,
+)
 from .marker import MARKER_DOC, MARKER_KEYWORDS, GateSettings, apply_marker
 from .parsers import SEVERITY_RANGE as SEVERITY_RANGE
 from .parsers import Parser as Parser
@@ -56,6 +64,7 @@ __all__ = [
     "MARKER_DOC",
     "MARKER_KEYWORDS",
     "OPTIONS",
+    "REPORT_OUTPUTS",
     "TRISTATE",
     "YAML_NAME",
     "GateSettings",
@@ -64,6 +73,7 @@ __all__ = [
     "Settings",
     "YamlEntry",
     "apply_marker",
+    "check_report_paths",
     "ignored_settings",
     "load_yaml",
     "option",

@@ -269,6 +269,24 @@ def _resolve_values(layers: _Layers, door: str) -> tuple[dict[str, Any], dict[st
     return values, sources, wheres
 
 
+# The report files a run writes; two on one path would silently overwrite each other. (save-baseline is the
+# JSON report under another name: it may share the json path.)
+REPORT_OUTPUTS: tuple[str, ...] = ("json", "html", "markdown")
+
+
+def check_report_paths(outputs: Mapping[str, tuple[Path | None, str]]) -> None:
+    """ConfigError when two reports of different formats would be written to one file."""
+    seen: dict[Path, str] = {}
+    for path, where in outputs.values():
+        if path is None:
+            continue
+        key = Path(os.path.realpath(path))
+        if key in seen:
+            raise ConfigError(f"{seen[key]} and {where}: two reports would be written to the same file "
+                              f"{path}, the second overwriting the first; give each its own path")
+        seen[key] = where
+
+
 _IGNORED = "; ignored: "
 
 
@@ -281,6 +299,7 @@ def ignored_settings(settings: Settings) -> dict[str, str]:
 def _cross_check(values: Mapping[str, Any], wheres: Mapping[str, str]) -> None:
     """Combinations that are each valid alone but contradict each other."""
     check_embedding_weight(values["weights"], values["embed_model"], wheres["weights"])
+    check_report_paths({name: (values[name], wheres[name]) for name in REPORT_OUTPUTS})
     if isinstance(values["dataset"], Path):
         for name in ("histories", "catalog", "cases"):
             if values[name] is not None:
