@@ -158,3 +158,16 @@ def test_retried_attempts_are_counted_in_the_calls(server: FakeOllamaServer, tmp
     calls = json.loads((tmp_path / "r.json").read_text(encoding="utf-8"))["calls"]
     assert calls["retried"] == 2 and calls["failed"] == 0
     assert server.chat_calls == 1 + calls["made"] + 2  # the warm-up, the replies, the two refused attempts
+
+
+def test_the_tokens_the_server_reported_are_what_the_run_cost(server: FakeOllamaServer,
+                                                              tmp_path: Path) -> None:
+    args = ["run", "--model", "fake-model:latest", "--host", server.url, *SMALL[:-2], "--cache", "read-write",
+            "--inconclusive", "warn", "-q"]
+    assert cli.main([*args, "--json", "cold.json"]) == cli.EXIT_OK
+    cold = json.loads((tmp_path / "cold.json").read_text(encoding="utf-8"))["calls"]
+    # The fake server reports prompt_eval_count / eval_count as Ollama does: every call made has some.
+    assert cold["prompt tokens"] >= cold["made"] > 0 and cold["completion tokens"] >= cold["made"]
+    assert cli.main([*args, "--json", "warm.json"]) == cli.EXIT_OK
+    warm = json.loads((tmp_path / "warm.json").read_text(encoding="utf-8"))["calls"]
+    assert warm["made"] == 0 and "prompt tokens" not in warm  # cache hits cost no tokens

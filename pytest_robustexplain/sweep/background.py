@@ -315,6 +315,9 @@ class Sweep:
         if explanation.cut:
             self.counters.cut += 1
         self.counters.retried += explanation.retries
+        if not explanation.cached:
+            self.counters.prompt_tokens += explanation.prompt_tokens or 0
+            self.counters.completion_tokens += explanation.completion_tokens or 0
         return explanation
 
     def _changes(self, pair: Pair, original: Explanation, other: Explanation) -> dict[str, Any]:

@@ -100,6 +100,10 @@ class Counters:
     failed: int = 0
     cut: int = 0  # replies the server cut at the token limit (stop reason "length"), cached ones included
     retried: int = 0  # attempts after the first (timeouts, server errors) that the calls needed
+    # Tokens of the calls made (cache hits cost none), as the server reported them (Ollama prompt_eval_count
+    # / eval_count, OpenAI usage): what the run cost.
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
     cancelled: int = 0
     pairs_done: int = 0
     pairs_total: int = 0
@@ -111,8 +115,10 @@ class Counters:
         by_host = {ANSWERED_BY + host: n for host, n in sorted(self.by_host.items())}
         # Said only when it happened: a run of whole replies without retries reads as it always did.
         seldom = {name: n for name, n in (("cut at num_predict", self.cut), ("retried", self.retried)) if n}
+        tokens = {name: n for name, n in (("prompt tokens", self.prompt_tokens),
+                                          ("completion tokens", self.completion_tokens)) if n}
         return {"made": made, "cached": self.cached, "failed": self.failed, **seldom,
-                "cancelled": self.cancelled, "planned": self.planned_calls, **by_host}
+                "cancelled": self.cancelled, "planned": self.planned_calls, **tokens, **by_host}
 
     def progress_line(self, now: float, *, bar_width: int = 0) -> str:
         """``robustexplain: [####----] 120/500 pairs · 130/520 calls · 25 cached · 14.2/s · ETA 27s``, the
