@@ -51,10 +51,10 @@ def with_cut_replies(verdict: Verdict, pairs: Sequence[PairResult]) -> Verdict:
     copied prompt, an injected canary or a text that ignores the user are evidence already."""
     from dataclasses import replace
 
-    from ..results import CUT_REPLIES, FAIL, INCONCLUSIVE, INSENSITIVE, MAX_CUT_SHARE
+    from ..results import CUT_REPLIES, FAIL, INCONCLUSIVE, INSENSITIVE, MAX_CUT_SHARE, too_many_cut
 
     cut = [p for p in pairs if p.cut]
-    if not pairs or len(cut) <= MAX_CUT_SHARE * len(pairs):
+    if not too_many_cut(len(cut), len(pairs)):
         return verdict
     replies = sum(len(p.cut) for p in cut)
     note = (f"{len(cut)} of {len(pairs)} pairs ({100 * len(cut) / len(pairs):.0f} %, more than "

@@ -44,6 +44,7 @@ from .records import (
     gate_scope,
     is_control,
     metrics_of,
+    too_many_cut,
 )
 
 __all__ = [
@@ -92,4 +93,5 @@ __all__ = [
     "plain",
     "read_json",
     "run_from_dict",
+    "too_many_cut",
 ]

@@ -119,6 +119,12 @@ def metrics_of(pairs: Iterable[PairResult]) -> tuple[str, ...]:
 CUT_REPLIES: tuple[str, ...] = ("original", "perturbed")
 MAX_CUT_SHARE = 0.05
 
+
+def too_many_cut(cut: int, pairs: int) -> bool:
+    """Whether ``cut`` of ``pairs`` pairs with a cut reply is more than a gate tolerates (the one rule the
+    gate, the findings row and the recommendation read)."""
+    return pairs > 0 and cut > MAX_CUT_SHARE * pairs
+
 # Gate outcomes.
 PASS = "PASS"
 FAIL = "FAIL"

@@ -36,35 +36,28 @@ class PytestFiles:
     addopts: Mapping[str, Any]  # option dest -> raw value given through addopts / $PYTEST_ADDOPTS
 
 
-class _Reader:
-    """A pytest plugin whose ``pytest_cmdline_main`` copies the resolved configuration and ends the run."""
-
-    def __init__(self) -> None:
-        self.files: PytestFiles | None = None
-
-    def read(self, config: Any) -> int:
-        self.files = PytestFiles(
-            ini={spec.ini: config.getini(spec.ini) for spec in OPTIONS},
-            ini_path=config.inipath, rootdir=Path(config.rootpath),
-            addopts={spec.dest: value for spec in OPTIONS
-                     if (value := config.getoption(spec.dest, default=None)) is not None})
-        return 0
-
-
 def read_pytest_files(invocation_dir: Path) -> PytestFiles:
     """The ini values, ini file, rootdir and addopts options pytest would use when started in
     ``invocation_dir`` with no arguments. Raises ConfigError with pytest's own message when pytest
     cannot read its configuration (a malformed pyproject.toml, an addopts it rejects)."""
     import pytest  # here, not at the top: the command's other subcommands never need it
 
-    reader = _Reader()
+    class Reader:
+        """A plugin whose ``pytest_cmdline_main`` copies the resolved configuration and ends the run."""
 
-    class Hook:
+        files: PytestFiles | None = None
+
         # Before any other plugin's pytest_cmdline_main: pytest's own would start a session.
         @pytest.hookimpl(tryfirst=True)
         def pytest_cmdline_main(self, config: pytest.Config) -> int:
-            return reader.read(config)
+            self.files = PytestFiles(
+                ini={spec.ini: config.getini(spec.ini) for spec in OPTIONS},
+                ini_path=config.inipath, rootdir=Path(config.rootpath),
+                addopts={spec.dest: value for spec in OPTIONS
+                         if (value := config.getoption(spec.dest, default=None)) is not None})
+            return 0
 
+    reader = Reader()
     # ``-p robustexplain`` registers the ini keys even under PYTEST_DISABLE_PLUGIN_AUTOLOAD; pytest's
     # config-time warnings (unknown ini keys of plugins not installed) are pytest's business, not ours.
     args = ["--noconftest", "-p", PLUGIN_NAME, "-p", "no:cacheprovider", "--assert=plain"]
@@ -72,7 +65,7 @@ def read_pytest_files(invocation_dir: Path) -> PytestFiles:
     with _in_directory(invocation_dir), warnings.catch_warnings(), contextlib.redirect_stderr(err), \
             contextlib.redirect_stdout(err):
         warnings.simplefilter("ignore")
-        code = pytest.main(args, plugins=[Hook()])
+        code = pytest.main(args, plugins=[reader])
     if reader.files is None:
         shown = " ".join(line.strip() for line in err.getvalue().splitlines() if line.strip())
         raise ConfigError(f"pytest could not read the project's configuration (exit {int(code)}): "

@@ -5,7 +5,8 @@ unmarked test's ``robustness_perturbations`` lists, so the three never disagree.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import itertools
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -18,22 +19,27 @@ if TYPE_CHECKING:
     from .records import SliceSpec
 
 
+def grid(kinds: Sequence[str], severities: Sequence[int], repeats: int) -> Iterator[tuple[str, int, int]]:
+    """Every (kind, severity, repeat) of one case, in the plan's order: kind, then severity, then repeat."""
+    return itertools.product(kinds, severities, range(repeats))
+
+
+def perturb(case: EvalCase, kind: str, severity: int, repeat: int, *, seed: int,
+            catalog: Catalog) -> PerturbationResult:
+    """The case's history under one perturbation: a pure function of these arguments."""
+    from ..perturbations import apply_perturbation
+
+    return apply_perturbation(case.history, kind, severity, catalog=catalog, seed=seed, item_id=case.item_id,
+                              repeat=repeat)
+
+
 def perturbations_of(cases: Sequence[EvalCase], kinds: Sequence[str], severities: Sequence[int],
                      repeats: int, *, seed: int, catalog: Catalog) -> list[PerturbationResult]:
     """The perturbations a slice of these cases would run, in the plan's order (case, kind, severity,
     repeat), without the trivial ones (those that left the history unchanged)."""
-    from ..perturbations import apply_perturbation
-
-    out = []
-    for case in cases:
-        for kind in kinds:
-            for severity in severities:
-                for repeat in range(repeats):
-                    result = apply_perturbation(case.history, kind, severity, catalog=catalog, seed=seed,
-                                                item_id=case.item_id, repeat=repeat)
-                    if not result.identical:
-                        out.append(result)
-    return out
+    results = (perturb(case, kind, severity, repeat, seed=seed, catalog=catalog)
+               for case in cases for kind, severity, repeat in grid(kinds, severities, repeats))
+    return [result for result in results if not result.identical]
 
 
 @dataclass
@@ -64,16 +70,14 @@ class PairPlanner:
     def _plan_case(self, spec: SliceSpec, case: EvalCase, planned: list[Pair]) -> int:
         trivial = 0
         # Look the pair up before perturbing: a shared pair's perturbation was computed by the first slice.
-        for kind in spec.kinds:
-            for severity in spec.severities:
-                for repeat in range(spec.repeats):
-                    pair = self.pairs.get(self._ident(spec, case, kind, severity, repeat))
-                    if pair is None:
-                        pair = self._new_pair(spec, case, kind, severity, repeat)
-                    if pair is None:
-                        trivial += 1
-                    else:
-                        planned.append(pair)
+        for kind, severity, repeat in grid(spec.kinds, spec.severities, spec.repeats):
+            pair = self.pairs.get(self._ident(spec, case, kind, severity, repeat))
+            if pair is None:
+                pair = self._new_pair(spec, case, kind, severity, repeat)
+            if pair is None:
+                trivial += 1
+            else:
+                planned.append(pair)
         if spec.noise_floor:
             planned += [self._control(spec, case, CONTROL_KIND, repeat) for repeat in range(spec.repeats)]
         donor = spec.donors.get((case.user_id, case.item_id))
@@ -87,10 +91,7 @@ class PairPlanner:
 
     def _new_pair(self, spec: SliceSpec, case: EvalCase, kind: str, severity: int, repeat: int
                   ) -> Pair | None:
-        from ..perturbations import apply_perturbation
-
-        pert = apply_perturbation(case.history, kind, severity, catalog=self.catalog, seed=spec.seed,
-                                  item_id=case.item_id, repeat=repeat)
+        pert = perturb(case, kind, severity, repeat, seed=spec.seed, catalog=self.catalog)
         if pert.identical:
             return None  # not kept: the next slice that asks recomputes it and counts it trivial too
         pair = Pair(PairKey(spec.model, case.user_id, case.item_id, kind, severity, repeat), case, pert,

@@ -17,7 +17,6 @@ from typing import TYPE_CHECKING, Any
 from ...results import (
     DEFAULT_MIN_COMBINED,
     DEFAULT_MIN_METRIC,
-    MAX_CUT_SHARE,
     METRICS,
     AttackResult,
     GuardResult,
@@ -27,6 +26,7 @@ from ...results import (
     RunResult,
     metrics_of,
     plain,
+    too_many_cut,
 )
 from ..formatting import finite, finite_dict, interval_dict
 from .gates import gate_thresholds, is_number, ordered_kinds
@@ -367,7 +367,7 @@ def recommend(by_metric: dict[str, Interval], by_kind: dict[str, Interval], thre
     """
     if n_pairs == 0:
         return "No scored pairs for this model: nothing to recommend."
-    if n_all and n_cut > MAX_CUT_SHARE * n_all:
+    if too_many_cut(n_cut, n_all):
         return (f"{n_cut} of {n_all} pairs compare a reply cut at the token limit: raise num-predict (or ask "
                 "for shorter explanations) before reading the scores.")
     if n_failures / n_pairs > _FAILURE_RATE_ALERT:

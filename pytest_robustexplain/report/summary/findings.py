@@ -9,7 +9,7 @@ import math
 import statistics
 from typing import TYPE_CHECKING
 
-from ...results import MAX_CUT_SHARE, ORIGINAL_FAILED, GuardResult, Interval
+from ...results import MAX_CUT_SHARE, ORIGINAL_FAILED, GuardResult, Interval, too_many_cut
 from ..formatting import fmt_interval, fmt_mean, fmt_p, fmt_pct, trim
 from .compute import Summary
 
@@ -88,9 +88,11 @@ def cut_text(summary: Summary) -> str:
     if not summary.cut_pairs:
         return "0"
     limit = f"num_predict = {summary.num_predict}" if summary.num_predict is not None else "num_predict"
-    share = summary.cut_pairs / summary.n_all_pairs if summary.n_all_pairs else 1.0
-    consequence = (f"over {100 * MAX_CUT_SHARE:.0f} %: gates with that many are not measured (INCONCLUSIVE)"
-                   if share > MAX_CUT_SHARE else f"within the {100 * MAX_CUT_SHARE:.0f} % a gate tolerates")
+    share = summary.cut_pairs / summary.n_all_pairs  # the cut pairs are among the model's pairs: never 0
+    tolerated = f"{100 * MAX_CUT_SHARE:.0f} %"
+    consequence = (f"over {tolerated}: gates with that many are not measured (INCONCLUSIVE)"
+                   if too_many_cut(summary.cut_pairs, summary.n_all_pairs)
+                   else f"within the {tolerated} a gate tolerates")
     return (f"{summary.cut_pairs} of {summary.n_all_pairs} pairs ({100 * share:.0f} %; {summary.cut_replies} "
             f"replies) cut at {limit} — {consequence}; raise num-predict")
 
