@@ -17,6 +17,11 @@ min_relative 0.5, alpha 0.05, combined threshold 0.5.
 3. Relative robustness. Per user S (how far another user's interactions move the explanation) and
    Δ = r·S with a heavy-tailed per-user r, clipped so that ρ stays in [0, 1]; the true R is the population
    ratio E[Δ]/E[S] (by Monte Carlo). A false relative FAIL is a FAIL where the true R ≥ 0.5.
+4. Which second INSENSITIVE rule (issue 23, item 3): the shipped rule on identical texts, or the share
+   rule applied per tercile of history length. Users are ranked by history length; an explainer that
+   ignores long histories ignores the top third or half of the ranks. Each sits beside the overall share
+   rule with alpha split between the rules (Bonferroni), so that their union holds alpha even with both
+   nulls at their limits; the first column shows the rules at alpha each, as the guard had them before.
 
     .venv/bin/python benchmarks/bench_guard.py [--runs 20000] [--seed 1]
 """
@@ -86,6 +91,7 @@ SCENARIOS: list[tuple[str, Draw]] = [
     ("bunched at 0.07 + 20 % ignored, none identical", population(0.185, 0.07, 0.0, 0.12)),
     ("10 % ignored, half identical (i = 0.05)", population(0.10)),
     ("at the share limit: 20 % ignored, none identical", population(0.185, identical=0.0)),
+    ("both limits: 20 % ignored, i = 0.05", population(0.185, identical=0.27)),
     ("20 % ignored, half identical (i = 0.10)", population(0.185)),
     ("35 % ignored, none identical", population(0.35, identical=0.0)),
     ("50 % ignored, half identical", population(0.50)),
@@ -188,6 +194,71 @@ def relative_table(runs: int, rng: Rng) -> None:
           f"{100 * SETTINGS.alpha:g} % {'OK' if worst <= SETTINGS.alpha + 0.005 else 'MISSED'}")
 
 
+def _share_low(k: np.ndarray, n: np.ndarray | int, alpha: float) -> np.ndarray:
+    """Exact one-sided Clopper–Pearson lower bound of k successes in n (the guard's share_lower_bound)."""
+    from scipy import stats as sps
+
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(k > 0, sps.beta.ppf(alpha, np.maximum(k, 1), n - k + 1), 0.0)
+
+
+def second_rules(s: np.ndarray, p: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """INSENSITIVE for runs whose columns are users in order of history length (shortest first), under
+    (share + identical rule at alpha each — before; the guard's rule, each at alpha / 2 — shipped; share at
+    alpha / 2 + the share rule per length tercile at alpha / 6 each — the alternative)."""
+    alpha, limit = SETTINGS.alpha, SETTINGS.max_insensitive_share
+    g = s.shape[1]
+    flagged = (s < SETTINGS.min_sensitivity) & (p >= THRESHOLD)
+    before = ((_share_low(flagged.sum(axis=1), g, alpha) > limit)
+              | (_share_low((s == 0).sum(axis=1), g, alpha) > SETTINGS.max_identical_share))
+    shipped = np.array([o == INSENSITIVE for o in simulate(s, p, combined_threshold=THRESHOLD,
+                                                            settings=SETTINGS)])
+    tercile = _share_low(flagged.sum(axis=1), g, alpha / 2) > limit
+    for part in np.array_split(np.arange(g), 3):
+        if part.size:
+            tercile |= _share_low(flagged[:, part].sum(axis=1), part.size, alpha / 6) > limit
+    return before, shipped, tercile
+
+
+def length_population(blind_share: float, identical: float, uniform_q: float = 0.0) -> Draw:
+    """Readers (median S 0.25) except the longest ``blind_share`` of the ranks, which ignore the history
+    (identical with probability ``identical``), and a share ``uniform_q`` ignored at random lengths."""
+    def draw(rng: Rng, shape: tuple[int, int]) -> tuple[np.ndarray, np.ndarray]:
+        ranks = np.broadcast_to(np.arange(shape[1]) / shape[1], shape)
+        ignoring = (ranks >= 1 - blind_share - 1e-9) | (rng.random(shape) < uniform_q)
+        ignored = _ignoring_s(rng, shape, identical)
+        s = np.where(ignoring, ignored, _sensitive_s(rng, shape, 0.25))
+        return s, _perturbed(rng, shape, ignoring)
+    return draw
+
+
+def second_rule_table(runs: int, rng: Rng) -> None:
+    print("4. P(INSENSITIVE): share + identical at alpha each (before) | each at alpha/2 (shipped) | "
+          "share + per-tercile share rule (alpha/2, alpha/6 each)")
+    print(f"{'population':<44}" + "".join(f"{f'G={n}':>19}" for n in SIZES))
+    worst = [0.0, 0.0, 0.0]
+    for label, draw, null in (
+            ("10 % ignored at random, half identical", length_population(0.0, 0.5, 0.10), True),
+            ("20 % ignored at random, none identical", length_population(0.0, 0.0, 0.185), True),
+            ("both limits: 20 % ignored, 5 % identical", length_population(0.0, 0.27, 0.185), True),
+            ("longest third ignored, identical", length_population(1 / 3, 1.0), False),
+            ("longest half ignored, identical", length_population(0.5, 1.0), False),
+            ("longest third ignored, a few words apart", length_population(1 / 3, 0.0), False),
+            ("longest half ignored, a few words apart", length_population(0.5, 0.0), False),
+            ("longest fifth ignored, a few words apart", length_population(0.2, 0.0), False)):
+        cells = []
+        for n in SIZES:
+            s, p = draw(rng, (runs, n))
+            rates = [float(r.mean()) for r in second_rules(s, p)]
+            if null:
+                worst = [max(w, r) for w, r in zip(worst, rates, strict=True)]
+            cells.append("|".join(f"{100 * r:.1f}" for r in rates))
+        print(f"{label:<44}" + "".join(f"{c:>19}" for c in cells), flush=True)
+    print(f"largest false INSENSITIVE rate (q ≤ 0.2, i ≤ 0.05), G = 3–100: before {100 * worst[0]:.1f} %, "
+          f"shipped {100 * worst[1]:.1f} %, per tercile {100 * worst[2]:.1f} % — target ≤ "
+          f"{100 * SETTINGS.alpha:g} % {'OK' if worst[1] <= SETTINGS.alpha + 0.005 else 'MISSED'}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=20_000, help="simulated runs per cell")
@@ -197,6 +268,8 @@ def main() -> None:
     insensitive_table(args.runs, rng)
     evidence_table(args.runs, rng)
     relative_table(args.runs, rng)
+    print()
+    second_rule_table(args.runs, rng)
 
 
 if __name__ == "__main__":

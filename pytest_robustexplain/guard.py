@@ -16,8 +16,9 @@ The decisions, each one-sided at ``alpha`` (:func:`evaluate`):
 
 1. INSENSITIVE when the share of users with ``S_u < min_sensitivity`` (and ρ_pert meeting the gate) is
    confidently above ``max_insensitive_share``, or the share of cases whose explanation is word for word
-   the control's is confidently above ``max_identical_share`` — exact Clopper–Pearson bounds, so the false
-   INSENSITIVE rate stays at or below alpha whatever the number of users;
+   the control's is confidently above ``max_identical_share`` — exact Clopper–Pearson bounds, each at
+   alpha / 2 (``SHARE_RULES``), so the false INSENSITIVE rate stays at or below alpha whatever the number of
+   users, even with both shares at their limits;
 2. otherwise PASS only when S is confidently above ``min_sensitivity``; without that evidence the guard is
    INCONCLUSIVE (a run that shows neither dependence nor its absence is undecided, never a PASS);
 3. ``relative_outcome`` FAIL when R's upper bound is below the slice's ``min_relative``;
@@ -63,6 +64,10 @@ DEFAULT_MAX_UNSUPPORTED_RATE = 0.5
 # as toward another user (the template explainer's R is 0.27-0.40 on drift, 0.62-0.74 on the other four
 # kinds). Its R is reported and gated only when per_kind sets a min_relative for it.
 RELATIVE_UNGATED: tuple[str, ...] = ("category_drift",)
+# INSENSITIVE has two exact rules (the insensitive share, the identical share); each is tested at
+# alpha / SHARE_RULES so that their union holds alpha with both shares at their limits (Bonferroni; at alpha
+# each it reached 5.9 % at 50 users: bench_guard.py section 4).
+SHARE_RULES = 2
 POWER_Z = 0.8416  # z of 80 % power, for "about N users would show it"
 
 
@@ -138,25 +143,6 @@ def share_upper_bound(k: int, n: int, alpha: float) -> float:
     return float(betaincinv(k + 1, n - k, 1 - alpha))
 
 
-def _ratio_interval(num: Mapping[str, float], den: Mapping[str, float], n: int,
-                    alpha: float) -> Interval | None:
-    """Σnum / Σden over users with a cluster-robust (linearised) interval; None when Σden ≤ 0."""
-    total_den = math.fsum(den.values())
-    if total_den <= 1e-12:
-        return None
-    ratio = math.fsum(num.values()) / total_den
-    users = sorted(num)
-    g = len(users)
-    if g < 2:
-        return Interval(ratio, -math.inf, math.inf, n, g, 1 - alpha)
-    from .stats import t_quantile
-
-    z = [num[u] - ratio * den[u] for u in users]
-    se = math.sqrt(g / (g - 1) * math.fsum(v * v for v in z)) / total_den
-    half = float(t_quantile(1 - alpha / 2, g - 1)) * se
-    return Interval(ratio, ratio - half, ratio + half, n, g, 1 - alpha)
-
-
 def _user_means(cases: Sequence[_Case]) -> dict[str, tuple[float, float]]:
     """user -> (mean ρ_pert, mean ρ_swap) over the user's cases."""
     grouped: dict[str, list[_Case]] = {}
@@ -223,10 +209,19 @@ def _user_means_of(values: Sequence[float], users: Sequence[str]) -> list[float]
     return [math.fsum(vs) / len(vs) for vs in grouped.values()]
 
 
+def relative_terms(pairs: Sequence[PairResult], swaps: Sequence[PairResult], floor: float = 1.0
+                   ) -> dict[str, tuple[float, float]]:
+    """user -> (mean ρ_pert − mean ρ_swap, floor − mean ρ_swap) over the user's cases: relative
+    robustness R is Σ first / Σ second over the users (docs/guard.md)."""
+    return {u: (p - s, floor - s) for u, (p, s) in _user_means(_cases(pairs, swaps)).items()}
+
+
 def _relative(cases: Sequence[_Case], floor: float, alpha: float) -> Interval | None:
+    from .stats import ratio_interval
+
     means = _user_means(cases)
-    return _ratio_interval({u: (p - s) for u, (p, s) in means.items()},
-                           {u: (floor - s) for u, (p, s) in means.items()}, len(cases), alpha)
+    return ratio_interval({u: (p - s) for u, (p, s) in means.items()},
+                          {u: (floor - s) for u, (p, s) in means.items()}, len(cases), alpha)
 
 
 def _copy_rate(swaps: Sequence[PairResult], alpha: float) -> tuple[int, int, float, float]:
@@ -254,9 +249,9 @@ def evaluate(pairs: Sequence[PairResult], swaps: Sequence[PairResult], *, combin
     means = _user_means(cases)
     insensitive = tuple(sorted(u for u, (p, s) in means.items()
                                if floor - s < settings.min_sensitivity and p >= combined_threshold))
-    share_low = share_lower_bound(len(insensitive), len(means), alpha)
+    share_low = share_lower_bound(len(insensitive), len(means), alpha / SHARE_RULES)
     identical = sum(same_text(c.swap.original, c.swap.perturbed) for c in cases)
-    identical_low = share_lower_bound(identical, len(cases), alpha)
+    identical_low = share_lower_bound(identical, len(cases), alpha / SHARE_RULES)
     sens_low = _interval(sensitivity, users, 2 * alpha, bounds=(-1.0, 1.0)).low if cases else None
     outcome = _outcome(bool(cases), share_low, identical_low, sens_low, settings)
     relative_gate, relative_outcome = _relative_gate(relative_pairs if relative_pairs is not None else pairs,
@@ -416,10 +411,7 @@ def by_kind(pairs: Sequence[PairResult], swaps: Sequence[PairResult], *, alpha: 
             continue
         delta = _interval([c.perturbed - c.swap.combined for c in cases], [c.user_id for c in cases],
                           alpha, bounds=(-1.0, 1.0))
-        means = _user_means(cases)
-        relative = _ratio_interval({u: p - s for u, (p, s) in means.items()},
-                                   {u: floor - s for u, (p, s) in means.items()}, len(cases), alpha)
-        out[kind] = (delta, relative)
+        out[kind] = (delta, _relative(cases, floor, alpha))
     return out
 
 
@@ -441,11 +433,12 @@ def simulate(sensitivity: Sequence[Sequence[float]], perturbed: Sequence[Sequenc
 
     def lower(k: np.ndarray) -> np.ndarray:
         with np.errstate(divide="ignore", invalid="ignore"):
-            return np.where(k > 0, sps.beta.ppf(settings.alpha, np.maximum(k, 1), n - k + 1), 0.0)
+            return np.where(k > 0, sps.beta.ppf(settings.alpha / SHARE_RULES, np.maximum(k, 1), n - k + 1),
+                            0.0)
 
     k = ((s < settings.min_sensitivity) & (p >= combined_threshold)).sum(axis=1)
     insensitive = ((lower(k) > settings.max_insensitive_share)
-                   | (lower((s == 0).sum(axis=1)) > settings.max_identical_share))
+                   | (lower((s == 0).sum(axis=1)) > settings.max_identical_share))  # each at alpha / 2
     if n < 2:
         low = np.full(len(s), -1.0)
     else:

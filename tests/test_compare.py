@@ -116,6 +116,30 @@ def test_a_session_compares_only_models_that_ran_the_same_cases() -> None:
                                        finished_at="", settings={}, models={}, pairs=apart, gates=[])) == []
 
 
+def test_relative_robustness_sits_beside_the_holm_family_without_changing_it() -> None:
+    a = [[0.8, 0.75, 0.82], [0.7, 0.72, 0.69], [0.9, 0.88, 0.91], [0.6, 0.62, 0.58]]
+    b = [[v - 0.01 for v in row] for row in a]
+    left, right = pairs("x", a, [0] * 4), pairs("y", b, [0] * 4)
+    plain = compare_models(left, right, names=("x", "y"), alpha=0.05)
+    high = {f"u{u}": (0.3 + 0.01 * u, 0.4) for u in range(4)}   # R ≈ 0.79
+    low = {f"u{u}": (0.05 + 0.01 * u, 0.4) for u in range(4)}   # R ≈ 0.16
+    with_r = compare_models(left, right, names=("x", "y"), alpha=0.05, relative=(high, low))
+    assert with_r.rows == plain.rows  # the paper's rows and their Holm correction are untouched
+    r = with_r.relative
+    assert r is not None and r.label == "Relative R" and r.p_holm is None and r.significant
+    assert r.mean_a.mean == pytest.approx(sum(n for n, _ in high.values()) / 1.6)
+    assert r.mean_b.mean == pytest.approx(sum(n for n, _ in low.values()) / 1.6)
+    lines = comparison_lines(with_r, 140)
+    row = next(line for line in lines if line.startswith("Relative R"))
+    assert "−0.625" in row and "†" in row  # Δ as a difference of R, its own p marked
+    text = "\n".join(lines)
+    assert "outside the Holm family" in text
+    assert "Relative robustness R differs: x is higher (0.787 → 0.163, Δ −0.625" in conclusion(with_r)
+    assert "Relative robustness" not in conclusion(plain)
+    same = compare_models(left, right, names=("x", "y"), alpha=0.05, relative=(high, high))
+    assert same.relative is not None and same.relative.p_value == 1.0 and not same.relative.significant
+
+
 # ------------------------------------------------------------------------------------------- the command
 def test_compare_refuses_runs_sharing_few_pairs(capsys: pytest.CaptureFixture[str]) -> None:
     assert run("run", *SMALL, "--users", "2", "--json", "two.json") == 0
@@ -150,6 +174,8 @@ def test_compare_exits_1_on_regression(server: FakeOllamaServer, capsys: pytest.
     assert run(*fake, "--json", "fragile.json") == 1
     capsys.readouterr()
     assert run("compare", "stable.json", "fragile.json", "--unit", "pair") == 0  # no flag: a report only
+    # Both runs have cross-user controls: R of each, on the users both measured, beside the table.
+    assert re.search(r"^Relative R\s+-?\d\.\d{3} \[.*\].*†", capsys.readouterr().out, re.MULTILINE)
     assert run("compare", "stable.json", "fragile.json", "--unit", "pair", "--fail-on-regression") == 1
     out, err = capsys.readouterr()
     assert "Regression: fake-model (fragile) regressed against fake-model (stable)" in out

@@ -657,6 +657,47 @@ def test_non_inferiority_flags_a_regression_and_passes_identical_runs() -> None:
     assert same.passed and all(r.p_value == 0.0 for r in same.rows)
 
 
+def _terms(rng: np.random.Generator, users: int, relative: float) -> dict[str, tuple[float, float]]:
+    """Per-user (ρ_pert − ρ_swap, 1 − ρ_swap) whose ratio of sums is about ``relative``."""
+    out = {}
+    for u in range(users):
+        swap = float(rng.uniform(0.4, 0.8))
+        moved = (1 - swap) * float(np.clip(relative + rng.normal(0, 0.1), -1, 1))
+        out[f"u{u}"] = (moved, 1 - swap)
+    return out
+
+
+def test_relative_robustness_beside_the_baseline_is_reported_and_never_decides() -> None:
+    """R's change is the mean of the users' linearised R (exactly R_current − R_baseline), its interval
+    the t interval of those values; a collapse of R fails nothing: the margin is in ρ, not in R."""
+    base, cur = _runs(shift=0.0)
+    rng = np.random.default_rng(3)
+    before, after = _terms(rng, 8, 0.8), _terms(rng, 8, 0.1)
+    result = st.non_inferiority(base, cur, margin=0.05, relative=(before, after))
+    row = result.rows[-1]
+    assert row.quantity == "relative" and not row.gated and not row.passed
+    r_before = sum(n for n, _ in before.values()) / sum(d for _, d in before.values())
+    r_after = sum(n for n, _ in after.values()) / sum(d for _, d in after.values())
+    assert (row.before, row.after) == (pytest.approx(r_before), pytest.approx(r_after))
+    assert row.diff.mean == pytest.approx(r_after - r_before)
+    assert row.diff.high < -0.5  # confidently far lower ...
+    assert result.passed and row not in result.failed_rows  # ... and still reported only
+    assert f"Relative robustness R {r_before:.3f} → {r_after:.3f}" in result.message
+    assert "reported, not gated" in result.message
+    # The standard error is the guard's: the same linearisation as ratio_interval.
+    alone = st.ratio_interval({u: n for u, (n, _) in after.items()}, {u: d for u, (_, d) in after.items()},
+                              8, 0.1)
+    paired = st.non_inferiority(base, cur, margin=0.05,
+                                relative=(after, {u: (n + 0.0, d) for u, (n, d) in after.items()}))
+    assert paired.rows[-1].diff.mean == pytest.approx(0.0, abs=1e-12) and paired.rows[-1].passed
+    assert alone is not None and alone.mean == pytest.approx(r_after)
+    # One user in common, or R undefined on a side: no row, the scores alone.
+    assert len(st.non_inferiority(base, cur, margin=0.05, relative=({"u0": (0.1, 0.5)}, {"u0": (0.1, 0.5)}))
+               .rows) == 5
+    flat = {u: (0.0, 0.0) for u in after}
+    assert len(st.non_inferiority(base, cur, margin=0.05, relative=(flat, after)).rows) == 5
+
+
 def test_non_inferiority_rejects_bad_input() -> None:
     base, cur = _runs(shift=0.0)
     with pytest.raises(ConfigError, match=r"margin=-0\.1"):

@@ -7,6 +7,7 @@ read from the JSON report, which the controller writes in both modes (a worker's
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -135,16 +136,19 @@ def test_baseline_saved_then_matched_passes_and_a_regression_fails(
     baseline = tmp_path / "baseline.json"
     pytester.makepyfile(_test_file(min_combined=0.0, min_metric=0.0, perturbations=["noise"],
                                    severities=[1, 3, 5], users=8))
-    _run(pytester, server, xdist_args, f"--robustexplain-save-baseline={baseline}").assert_outcomes(passed=1)
+    # With cross-user controls (their findings only warn): the baseline's R is compared too.
+    watch = "--robustexplain-guard=warn"
+    _run(pytester, server, xdist_args, f"--robustexplain-save-baseline={baseline}", watch
+         ).assert_outcomes(passed=1)
     assert len(json.loads(baseline.read_text(encoding="utf-8"))["pairs"]) == len(_report(pytester)["pairs"])
-    same = _run(pytester, server, xdist_args, f"--robustexplain-baseline={baseline}")
+    same = _run(pytester, server, xdist_args, f"--robustexplain-baseline={baseline}", watch)
     same.assert_outcomes(passed=1)
     assert _verdicts(_report(pytester)) == [("PASS", "mean")]
     server.mode = "fragile"  # the new release's explanations are much less stable
     monkeypatch.setenv("GITHUB_ACTIONS", "true")
     monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(tmp_path / "summary.md"))
     worse = _run(pytester, server, xdist_args, f"--robustexplain-baseline={baseline}",
-                 "--robustexplain-max-regression=0.02")
+                 "--robustexplain-max-regression=0.02", watch)
     worse.assert_outcomes(failed=1)
     worse.stdout.fnmatch_lines(["*Regression against baseline*"])
     # Every writer says FAIL with the reason, not only the item.
@@ -152,6 +156,9 @@ def test_baseline_saved_then_matched_passes_and_a_regression_fails(
     gates = _report(pytester)["gates"]
     assert [g["verdict"]["outcome"] for g in gates] == ["FAIL"]
     assert "Regression against baseline" in gates[0]["verdict"]["message"]
+    # R against each run's own cross-user control, beside the scores' rows (reported, not gated).
+    assert re.search(r"Relative robustness R -?\d\.\d{3} → -?\d\.\d{3} \(Δ .*8 users; reported, not gated\)",
+                     gates[0]["verdict"]["message"])
     assert "**Status: FAIL**" in (tmp_path / "summary.md").read_text(encoding="utf-8")
     quiet = _run(pytester, server, xdist_args, f"--robustexplain-baseline={baseline}", "-q")
     quiet.stdout.fnmatch_lines(["robustexplain: fake-model ρ * FAIL*"])
@@ -162,7 +169,10 @@ def test_baseline_reports_unmatched_pairs(pytester: pytest.Pytester, server: Fak
     baseline = tmp_path / "baseline.json"
     pytester.makepyfile(_test_file(min_combined=0.0, min_metric=0.0, perturbations=["noise"],
                                    severities=[1, 5], users=6))
-    _run(pytester, server, xdist_args, f"--robustexplain-save-baseline={baseline}").assert_outcomes(passed=1)
+    # With cross-user controls (their findings only warn): the baseline's R is compared too.
+    watch = "--robustexplain-guard=warn"
+    _run(pytester, server, xdist_args, f"--robustexplain-save-baseline={baseline}", watch
+         ).assert_outcomes(passed=1)
     server.mode = "fragile"
     pytester.makepyfile(_test_file(min_combined=0.0, min_metric=0.0, perturbations=["noise"],
                                    severities=[1, 3], users=6))
@@ -177,7 +187,10 @@ def test_baseline_with_another_signature_is_refused(pytester: pytest.Pytester, s
     baseline = tmp_path / "baseline.json"
     pytester.makepyfile(_test_file(min_combined=0.0, min_metric=0.0, perturbations=["noise"],
                                    severities=[1], users=4))
-    _run(pytester, server, xdist_args, f"--robustexplain-save-baseline={baseline}").assert_outcomes(passed=1)
+    # With cross-user controls (their findings only warn): the baseline's R is compared too.
+    watch = "--robustexplain-guard=warn"
+    _run(pytester, server, xdist_args, f"--robustexplain-save-baseline={baseline}", watch
+         ).assert_outcomes(passed=1)
     result = _run(pytester, server, xdist_args, f"--robustexplain-baseline={baseline}",
                   "--robustexplain-weights=0.4,0.2,0.2,0.2")
     assert result.ret == pytest.ExitCode.USAGE_ERROR

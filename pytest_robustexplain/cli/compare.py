@@ -25,7 +25,7 @@ _GENERATION_SETTINGS = ("prompt", "temperature", "num_predict", "num_ctx")
 
 def cmd_compare(args: argparse.Namespace) -> int:
     """``robustexplain compare``: paired comparison of two runs, or two models of one run."""
-    from ..report.comparison import regression
+    from ..report.comparison import regression, relative_of
     from ..report.json_report import read_json
     from ..report.summary import model_names
     from ..stats import compare_models
@@ -46,7 +46,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
     names = comparison_names(model_a, path_a, model_b, path_b)
     try:
         comparison = compare_models(run_a.model_pairs(model_a), run_b.model_pairs(model_b), names=names,
-                                    alpha=args.alpha, unit=args.unit)
+                                    alpha=args.alpha, unit=args.unit,
+                                    relative=relative_of(run_a, model_a, run_b, model_b))
     except ValueError as exc:  # no matched pairs, duplicated keys
         raise CommandError(f"cannot compare: {exc}") from None
     _check_shared(comparison, path_a, path_b)

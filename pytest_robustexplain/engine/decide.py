@@ -116,9 +116,7 @@ def with_guard(verdict: Verdict, gate: GateSettings, sliced: SliceResult, kind: 
         alpha=gate.alpha)
     floor = stats.noise_floor(sliced.controls)
     swaps = [reweighted(s, sliced.spec.weights) for s in sliced.swaps]
-    # The overall slice gates R on the kinds that are gated at the run's threshold.
-    gated = None if kind is not None else [p for p in sliced.pairs if gate.relative_threshold(p.key.kind)
-                                           == gate.relative_threshold(None)]
+    gated = None if kind is not None else relative_pairs(gate, kind, sliced.pairs)
     found = guard_mod.evaluate(sliced.pairs, swaps, combined_threshold=gate.combined_threshold(kind),
                                settings=settings, floor=floor.mean if floor is not None else 1.0,
                                relative_pairs=gated)
@@ -127,6 +125,17 @@ def with_guard(verdict: Verdict, gate: GateSettings, sliced: SliceResult, kind: 
     # never reads "PASS" at the start of its reason.
     message = " ".join([*notes, f"Stability alone: {verdict.message}"]) if notes else verdict.message
     return replace(verdict, outcome=outcome, message=message, guard=found)
+
+
+def relative_pairs(gate: GateSettings, kind: str | None, pairs: Sequence[PairResult]) -> list[PairResult]:
+    """The pairs whose R the slice gates: a kind's own when R is gated there (none when it is not, like
+    category_drift by default); the overall slice's on the kinds gated at the run's threshold."""
+    threshold = gate.relative_threshold(kind)
+    if threshold is None:
+        return []
+    if kind is not None:
+        return list(pairs)
+    return [p for p in pairs if gate.relative_threshold(p.key.kind) == threshold]
 
 
 def _apply(outcome: str, findings: list[tuple[str, str]], gate: GateSettings) -> tuple[str, list[str]]:
@@ -182,11 +191,13 @@ def check_baseline(baseline: RunResult, path: Path, settings: Settings, *, save_
             f"Re-create the baseline with this version ({save_flag}) or match the weights/tagger it used.")
 
 
-def regression(baseline: RunResult, model: str, pairs: Sequence[PairResult], *, margin: float, alpha: float,
-               source: str, save_flag: str) -> NonInferiorityResult:
-    """Paired non-inferiority of a slice's pairs against the baseline's matching pairs."""
+def regression(baseline: RunResult, model: str, sliced: SliceResult, *, margin: float, alpha: float,
+               source: str, save_flag: str, relative: Sequence[PairResult] = ()) -> NonInferiorityResult:
+    """Paired non-inferiority of a slice's pairs against the baseline's matching pairs; ``relative``, the
+    slice's R-gated pairs, adds R's change, measured against each run's own cross-user controls."""
     from ..stats import non_inferiority
 
+    pairs = sliced.pairs
     models = {p.key.model for p in baseline.pairs}
     # Same model name when the baseline has it; a single-model baseline is compared whatever its name
     # (the usual case: "this release's model/prompt vs the last release's").
@@ -194,14 +205,36 @@ def regression(baseline: RunResult, model: str, pairs: Sequence[PairResult], *, 
         model = next(iter(models))
     kinds = {p.key.kind for p in pairs}
     base = [p for p in baseline.pairs if p.key.model == model and p.key.kind in kinds]
+    terms = _relative_terms(baseline, model, sliced, relative)
     try:
-        return non_inferiority(base, pairs, margin=margin, alpha=alpha)
+        return non_inferiority(base, pairs, margin=margin, alpha=alpha, relative=terms)
     except ValueError as exc:
         # Nothing to compare (a kind or severity added since the baseline): say so, never a traceback;
         # a regression gate cannot pass on pairs it has not seen.
         raise DataError(f"no pair matches this slice ({len(base)} baseline pairs of these kinds, "
                         f"{len(pairs)} here): {exc}; save a new baseline with {save_flag}",
                         source=source) from None
+
+
+def _relative_terms(baseline: RunResult, model: str, sliced: SliceResult, relative: Sequence[PairResult]
+                    ) -> tuple[dict[str, tuple[float, float]], dict[str, tuple[float, float]]] | None:
+    """R's per-user terms of the baseline and of this slice, on the same kinds; None when either run has
+    no cross-user control there (a baseline saved with guard=off, a kind R does not gate)."""
+    from .. import stats
+    from ..guard import relative_terms
+    from ..sweep import reweighted
+
+    kinds = {p.key.kind for p in relative}
+    base_swaps = baseline.model_swaps(model)
+    if not kinds or not base_swaps or not sliced.swaps:
+        return None
+    base_floor = stats.noise_floor(baseline.model_pairs(model, controls=True))
+    floor = stats.noise_floor(sliced.controls)
+    base = relative_terms([p for p in baseline.model_pairs(model) if p.key.kind in kinds], base_swaps,
+                          base_floor.mean if base_floor is not None else 1.0)
+    current = relative_terms(relative, [reweighted(s, sliced.spec.weights) for s in sliced.swaps],
+                             floor.mean if floor is not None else 1.0)
+    return (base, current) if base and current else None
 
 
 def with_regression(verdict: Verdict, found: NonInferiorityResult | None, baseline: Path | None) -> Verdict:

@@ -30,7 +30,16 @@ from ..results import (
     RunResult,
     gate_scope,
 )
-from .decide import Outcome, check_baseline, decide, outcome_of, regression, robustness, with_regression
+from .decide import (
+    Outcome,
+    check_baseline,
+    decide,
+    outcome_of,
+    regression,
+    relative_pairs,
+    robustness,
+    with_regression,
+)
 from .plan import GatedSlice, SlicePlan, guarded, large_plan_note, max_calls, slice_spec
 from .setup import (
     build_explainer,
@@ -284,10 +293,11 @@ class Run:
         found = None
         baseline = self.baseline
         if baseline is not None:
-            found = regression(baseline, planned.spec.model, sliced.pairs,
+            found = regression(baseline, planned.spec.model, sliced,
                                margin=self.settings.max_regression, alpha=planned.gate.alpha,
                                source=str(self.settings.baseline),
-                               save_flag=f"{self.flag_prefix}save-baseline")
+                               save_flag=f"{self.flag_prefix}save-baseline",
+                               relative=relative_pairs(planned.gate, kind, sliced.pairs))
         verdict = with_regression(verdict, found, self.settings.baseline)
         self.gates.append(GateResult(planned.nodeid, planned.slice, planned.spec.model, verdict,
                                      planned.gate.thresholds(kind), gate_scope(sliced.pairs)))

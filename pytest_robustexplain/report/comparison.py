@@ -11,8 +11,8 @@ import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from ..results import RunResult
-from .summary import fmt_p, fmt_pct, model_names
+from ..results import RELATIVE, RunResult
+from .summary import fmt_p, fmt_pct, model_names, relative_terms_of
 
 if TYPE_CHECKING:
     from ..stats import Comparison, ComparisonRow
@@ -38,12 +38,20 @@ def model_comparisons(run: RunResult) -> list[Comparison]:
     for other in names[1:]:
         pair_names = (names[0], other)
         try:
-            comparison = compare_models(run.model_pairs(names[0]), run.model_pairs(other), names=pair_names)
+            comparison = compare_models(run.model_pairs(names[0]), run.model_pairs(other), names=pair_names,
+                                        relative=relative_of(run, names[0], run, other))
         except ValueError:  # no pairs in common: different cases, nothing to compare
             continue
         if shared_fraction(comparison) >= MIN_SHARED:
             out.append(comparison)
     return out
+
+
+def relative_of(run_a: RunResult, model_a: str, run_b: RunResult, model_b: str
+                ) -> tuple[dict[str, tuple[float, float]], dict[str, tuple[float, float]]] | None:
+    """Both models' per-user terms of R, or None when either has no cross-user controls."""
+    a, b = relative_terms_of(run_a, model_a), relative_terms_of(run_b, model_b)
+    return (a, b) if a and b else None
 
 
 def shared_fraction(comparison: Comparison) -> float:
@@ -59,12 +67,29 @@ def comparison_note(comparison: Comparison) -> str:
     note = (f"p-values: paired t test on {unit}, Holm-corrected across the {len(comparison.rows)} rows; "
             f"{comparison.n_matched} pairs matched by (user, item, kind, severity, repeat)")
     unmatched = len(comparison.unmatched_a) + len(comparison.unmatched_b)
-    return note + (f"; {unmatched} unmatched pairs left out." if unmatched else ".")
+    note += f"; {unmatched} unmatched pairs left out." if unmatched else "."
+    if comparison.relative is not None:
+        note += (f" † Relative R (how much less a perturbation moved the explanation than another user's "
+                 f"history did, on the kinds R gates): paired t test on the {comparison.relative.n_units} "
+                 "users' linearised R, outside the Holm family; 95 % intervals.")
+    return note
 
 
 def delta_text(row: ComparisonRow) -> str:
-    """Δ of B relative to A as every comparison table and the conclusion print it."""
+    """Δ of B relative to A as every comparison table and the conclusion print it (R, which may be near 0
+    or negative, as a difference: a percentage of it would mean nothing)."""
+    if row.delta_pct is None and row.quantity == RELATIVE:
+        return f"{row.mean_b.mean - row.mean_a.mean:+.3f}".replace("-", "−")
     return "n/a" if abs(row.mean_a.mean) < _MIN_BASE else fmt_pct(row.delta_pct)
+
+
+def table_rows(comparison: Comparison) -> list[tuple[ComparisonRow, str]]:
+    """The rows every comparison table prints, each with its p as printed: Holm-adjusted for the scores,
+    R's own (marked †) beside them."""
+    rows = [(r, fmt_p(r.p_holm)) for r in comparison.rows]
+    if comparison.relative is not None:
+        rows.append((comparison.relative, f"{fmt_p(comparison.relative.p_value)} †"))
+    return rows
 
 
 def direction(row: ComparisonRow) -> int:
@@ -74,7 +99,17 @@ def direction(row: ComparisonRow) -> int:
 
 
 def conclusion(comparison: Comparison) -> str:
-    """One sentence naming the more robust model, quoting the table's Δ (B relative to A) and Holm p."""
+    """One sentence naming the more robust model, quoting the table's Δ (B relative to A) and Holm p;
+    and R's difference when its own test finds one."""
+    r = comparison.relative
+    if r is None or not r.significant or not direction(r):
+        return _scores_conclusion(comparison)
+    higher = comparison.names[1] if direction(r) > 0 else comparison.names[0]
+    return (f"{_scores_conclusion(comparison)} Relative robustness R differs: {higher} is higher "
+            f"({r.mean_a.mean:.3f} → {r.mean_b.mean:.3f}, Δ {delta_text(r)}, p {fmt_p(r.p_value)}).")
+
+
+def _scores_conclusion(comparison: Comparison) -> str:
     name_a, name_b = comparison.names
     overall, metrics = comparison.rows[0], comparison.rows[1:]
     if overall.significant and direction(overall):

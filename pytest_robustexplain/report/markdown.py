@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..results import OVERALL, PairResult, RunResult
 from ..sanitize import markdown_inert
-from .comparison import comparison_note, conclusion, delta_text, model_comparisons
+from .comparison import comparison_note, conclusion, delta_text, model_comparisons, table_rows
 from .summary import (
     METRIC_DESCRIPTIONS,
     FailedGate,
@@ -28,7 +28,6 @@ from .summary import (
     fmt_d,
     fmt_interval,
     fmt_mean,
-    fmt_p,
     gate_check,
     model_info,
     model_names,
@@ -195,8 +194,8 @@ def _comparison_section(comparison: Comparison) -> str:
 def comparison_markdown(comparison: Comparison) -> list[str]:
     """A ``stats.Comparison`` as a Markdown table with its footnote and conclusion."""
     name_a, name_b = comparison.names
-    rows = [[r.label, fmt_interval(r.mean_a), fmt_interval(r.mean_b), delta_text(r), fmt_p(r.p_holm),
-             fmt_d(r.d_z)] for r in comparison.rows]
+    rows = [[r.label, fmt_interval(r.mean_a), fmt_interval(r.mean_b), delta_text(r), p, fmt_d(r.d_z)]
+            for r, p in table_rows(comparison)]
     return [*table(["", name_a, name_b, "Δ", "p (paired t, Holm)", "d_z"], rows), "",
             f"{text(comparison_note(comparison))}  ", f"Conclusion: {text(conclusion(comparison))}"]
 

@@ -14,7 +14,7 @@ import textwrap
 from typing import TYPE_CHECKING
 
 from ..results import FAIL, METRICS, OVERALL, PairResult, RunResult, answered_by
-from .comparison import comparison_note, conclusion, delta_text, model_comparisons
+from .comparison import comparison_note, conclusion, delta_text, model_comparisons, table_rows
 from .summary import (
     METRIC_DESCRIPTIONS,
     FailedGate,
@@ -28,7 +28,6 @@ from .summary import (
     fmt_d,
     fmt_interval,
     fmt_mean,
-    fmt_p,
     gate_check,
     guard_line,
     model_info,
@@ -272,9 +271,9 @@ def comparison_lines(comparison: Comparison, width: int = 100) -> list[str]:
     col = max(22, len(name_a) + 2, len(name_b) + 2)
     lines = [f"Model comparison — {name_b} relative to {name_a}",
              f"{'':<17}{name_a:<{col}}{name_b:<{col}}{'Δ':<10}{'p (paired t)':<15}d_z"]
-    for row in comparison.rows:
+    for row, p in table_rows(comparison):
         lines.append(f"{row.label:<17}{fmt_interval(row.mean_a):<{col}}{fmt_interval(row.mean_b):<{col}}"
-                     f"{delta_text(row):<10}{fmt_p(row.p_holm):<15}{fmt_d(row.d_z)}")
+                     f"{delta_text(row):<10}{p:<15}{fmt_d(row.d_z)}")
     lines += _wrap(comparison_note(comparison), width)
     lines += _wrap(f"Conclusion: {conclusion(comparison)}", width)
     return lines

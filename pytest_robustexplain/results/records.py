@@ -20,6 +20,8 @@ if TYPE_CHECKING:  # types only: the records below refer to them, no module abov
     from ..data import UserHistory
 
 METRICS: tuple[str, ...] = ("semantic", "keyword", "structural", "length")  # the paper's four
+# Relative robustness R (guard.relative_terms) where a comparison or a baseline sets it beside the scores.
+RELATIVE = "relative"
 # The opt-in fifth metric (cosine of embeddings; ``embed_model``): absent unless configured, so the paper's
 # protocol, reports and signature are unchanged without it.
 EMBEDDING = "embedding"
@@ -378,6 +380,8 @@ class NonInferiorityRow:
     """One quantity: mean of per-user differences (current − baseline) with its (1 − 2·alpha) interval.
 
     That interval's low end is the one-sided test's bound: the row passes when it lies above −margin.
+    A row with ``gated`` False (relative robustness R, whose scale is not the margin's) is reported with
+    the baseline's and the current value (``before`` → ``after``) and does not decide.
     """
 
     quantity: str
@@ -385,6 +389,9 @@ class NonInferiorityRow:
     p_value: float | None
     passed: bool
     n_users: int
+    gated: bool = True
+    before: float | None = None
+    after: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -405,7 +412,7 @@ class NonInferiorityResult:
 
     @property
     def failed_rows(self) -> tuple[NonInferiorityRow, ...]:
-        return tuple(r for r in self.rows if not r.passed)
+        return tuple(r for r in self.rows if r.gated and not r.passed)
 
     def to_dict(self) -> dict[str, Any]:
         out = asdict(self)

@@ -49,6 +49,7 @@ from .intervals import (
     IntArray,
     MatchKey,
     cluster_interval,
+    ratio_interval,
     t_quantile,
 )
 from .sequential import DEFAULT_FALLBACK_SHARE, SequentialGate, simulate_sequential, user_order
@@ -59,6 +60,7 @@ __all__ = [
     "ComparisonRow", "FloatArray", "IntArray", "KindDifferences", "MatchKey", "MetricCorrelations",
     "NonInferiorityResult", "NonInferiorityRow", "SequentialGate", "Stratum", "TukeyRow", "UserSpread",
     "apply_policy", "cluster_interval", "compare_models", "gate", "holm", "kind_differences",
-    "metric_correlations", "noise_floor", "non_inferiority", "severity_degradation", "simulate_confident",
+    "metric_correlations", "noise_floor", "non_inferiority", "ratio_interval", "severity_degradation",
+    "simulate_confident",
     "simulate_sequential", "t_quantile", "user_order", "user_spread",
 ]

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -11,6 +11,7 @@ import numpy as np
 
 from ..errors import ConfigError
 from ..results import (  # the result records live with the others; named here too
+    RELATIVE,
     Interval,
     NonInferiorityResult,
     NonInferiorityRow,
@@ -30,7 +31,14 @@ from .intervals import (
     per_user_means,
     perturbation_pairs,
     quantity_name,
+    ratio_interval,
 )
+
+# Relative robustness R = Σ(ρ_pert − ρ_swap) / Σ(ρ_floor − ρ_swap) over users (guard.relative_terms gives
+# each user's two terms). Compared beside the scores, never inside their family: the paper's rows keep
+# their Holm correction and the baseline's margin, which is in ρ, is not a margin on R's scale.
+RELATIVE_LABEL = "Relative R"
+RelativeTerms = Mapping[str, tuple[float, float]]
 
 # --------------------------------------------------------------------------------------------------
 # Matching two runs
@@ -71,6 +79,39 @@ def _paired_user_means(m: _Matched, quantity: str) -> tuple[list[str], FloatArra
     return users, np.array([ua[u] for u in users]), np.array([ub[u] for u in users])
 
 
+@dataclass(frozen=True)
+class _PairedRelative:
+    users: list[str]
+    a: Interval
+    b: Interval
+    diff: FloatArray  # per user; its mean is R_b − R_a exactly
+
+
+def _linearised(terms: RelativeTerms, users: Sequence[str]) -> tuple[float, FloatArray] | None:
+    """(R, each user's linearised value): R + G·(num_u − R·den_u)/Σden, whose mean is R exactly and whose
+    standard error is ratio_interval's."""
+    num = np.array([terms[u][0] for u in users])
+    den = np.array([terms[u][1] for u in users])
+    total = float(den.sum())
+    if total <= 1e-12:
+        return None
+    ratio = float(num.sum()) / total
+    return ratio, ratio + len(users) * (num - ratio * den) / total
+
+
+def _paired_relative(a: RelativeTerms, b: RelativeTerms, alpha: float) -> _PairedRelative | None:
+    """R of both runs on the users both measured, with each user's difference; None below two users or
+    where a run's R is undefined (no user's explanation moved for another user)."""
+    users = sorted(a.keys() & b.keys())
+    la, lb = _linearised(a, users), _linearised(b, users)
+    if len(users) < 2 or la is None or lb is None:
+        return None
+    ia = ratio_interval({u: a[u][0] for u in users}, {u: a[u][1] for u in users}, len(users), alpha)
+    ib = ratio_interval({u: b[u][0] for u in users}, {u: b[u][1] for u in users}, len(users), alpha)
+    assert ia is not None and ib is not None  # same sums as _linearised's
+    return _PairedRelative(users, ia, ib, lb[1] - la[1])
+
+
 # --------------------------------------------------------------------------------------------------
 # Baseline regression (non-inferiority)
 
@@ -94,12 +135,16 @@ def _one_sided_greater(values: FloatArray) -> float | None:
 
 
 def non_inferiority(baseline: Sequence[PairResult], current: Sequence[PairResult], *, margin: float,
-                    alpha: float = 0.05, quantities: Sequence[str] = GATED) -> NonInferiorityResult:
+                    alpha: float = 0.05, quantities: Sequence[str] = GATED,
+                    relative: tuple[RelativeTerms, RelativeTerms] | None = None) -> NonInferiorityResult:
     """Test, per quantity, H0: mean(current − baseline) ≤ −margin against "no worse than margin".
 
     Pairs are matched on (user, item, kind, severity, repeat); control pairs are left out. The sampling
     unit is the user: each user's matched pairs give one mean difference d, and ``scipy.stats.ttest_1samp``
     tests d + margin > 0 (one-sided). Overall passed when every quantity passes.
+
+    ``relative`` — (baseline, current) per-user terms of R (``guard.relative_terms``) — adds R's change as
+    a row that is reported, not gated (``gated=False``): ``margin`` is a drop in ρ, not in R.
     """
     if not (isinstance(margin, (int, float)) and math.isfinite(margin) and margin >= 0):
         raise ConfigError(f"margin={margin!r}: must be a non-negative number")
@@ -116,7 +161,14 @@ def non_inferiority(baseline: Sequence[PairResult], current: Sequence[PairResult
         diff = cluster_interval(d.tolist(), users, confidence=1 - 2 * alpha, bounds=(-1.0, 1.0),
                                 skew_corrected=False)
         rows.append(NonInferiorityRow(q, diff, p, p is not None and p < alpha, len(users)))
-    passed = all(r.passed for r in rows)
+    paired = _paired_relative(*relative, 2 * alpha) if relative is not None else None
+    if paired is not None:
+        diff = cluster_interval(paired.diff.tolist(), paired.users, confidence=1 - 2 * alpha,
+                                bounds=(-math.inf, math.inf), skew_corrected=False)
+        p = _one_sided_greater(paired.diff + margin)
+        rows.append(NonInferiorityRow(RELATIVE, diff, p, p is not None and p < alpha, len(paired.users),
+                                      gated=False, before=paired.a.mean, after=paired.b.mean))
+    passed = all(r.passed for r in rows if r.gated)
     message = _non_inferiority_message(passed, rows, margin, alpha, matched)
     return NonInferiorityResult(passed, float(margin), alpha, tuple(rows), len(matched.left),
                                 matched.only_left, matched.only_right, message)
@@ -131,13 +183,14 @@ def _non_inferiority_message(passed: bool, rows: Sequence[NonInferiorityRow], ma
     level = f"{100 * (1 - 2 * alpha):g} %"
     basis = (f"{len(matched.left)} matched pairs from {rows[0].n_users} users; per-user mean differences "
              f"(current − baseline), one-sided t test at alpha {alpha:g}, {level} intervals.")
+    gated = [r for r in rows if r.gated]
     if passed:
-        shown = "; ".join(f"{quantity_name(r.quantity)} {r.diff.fmt()}" for r in rows)
+        shown = "; ".join(f"{quantity_name(r.quantity)} {r.diff.fmt()}" for r in gated)
         head = (f"No regression beyond the margin {margin:g}: every quantity's difference is confidently "
                 f"above −{margin:g} ({shown}).")
     else:
         parts = []
-        for r in rows:
+        for r in gated:
             if r.passed:
                 continue
             why = ("fewer than two users, cannot test" if r.p_value is None
@@ -145,7 +198,15 @@ def _non_inferiority_message(passed: bool, rows: Sequence[NonInferiorityRow], ma
             parts.append(f"{quantity_name(r.quantity)} changed by {r.diff.fmt()} ({why})")
         head = (f"Possible regression: not shown to be within −{margin:g} of the baseline for "
                 f"{'; '.join(parts)}.")
-    return f"{head} {basis}{unmatched}"
+    return f"{head} {basis}{unmatched}{_relative_note(rows)}"
+
+
+def _relative_note(rows: Sequence[NonInferiorityRow]) -> str:
+    row = next((r for r in rows if r.quantity == RELATIVE), None)
+    if row is None or row.before is None or row.after is None:
+        return ""
+    return (f" Relative robustness R {row.before:.3f} → {row.after:.3f} (Δ {row.diff.fmt()}, "
+            f"{row.n_users} users; reported, not gated).")
 
 
 # --------------------------------------------------------------------------------------------------
@@ -182,6 +243,9 @@ class Comparison:
     n_matched: int
     unmatched_a: tuple[MatchKey, ...]
     unmatched_b: tuple[MatchKey, ...]
+    # Relative robustness R beside the rows: its own paired test on the users' linearised R, outside the
+    # Holm family (the paper's rows keep their correction); None without both runs' cross-user controls.
+    relative: ComparisonRow | None = None
     # The sentence that concludes is written by the reports (report/comparison.py), from these rows.
 
     def to_dict(self) -> dict[str, Any]:
@@ -217,13 +281,18 @@ def _paired_test(a: FloatArray, b: FloatArray) -> tuple[float | None, float | No
 
 def compare_models(pairs_a: Sequence[PairResult], pairs_b: Sequence[PairResult], *,
                    names: tuple[str, str] = ("A", "B"), alpha: float = 0.01,
-                   unit: str = "user") -> Comparison:
+                   unit: str = "user", relative: tuple[RelativeTerms, RelativeTerms] | None = None
+                   ) -> Comparison:
     """Compare two models on matched pairs: means with intervals, Δ %, paired t test, d_z, Holm.
 
     ``unit="user"`` (default) runs ``scipy.stats.ttest_rel`` and d_z on per-user means of the matched
     pairs, which respects that pairs of one user are not independent; ``unit="pair"`` uses the pairs
     themselves, as the paper did (smaller p-values, but they overstate the evidence). Rows are flagged
     significant when the Holm-adjusted p is below ``alpha`` (the paper recommends 0.01).
+
+    ``relative`` — each model's per-user terms of R (``guard.relative_terms``) — adds
+    :attr:`Comparison.relative`: R of A and B on the users both measured (95 % intervals), the paired t
+    test on each user's linearised R (always per user: R is a ratio over users), not Holm-adjusted.
     """
     alpha = check_alpha(alpha)
     if unit not in ("user", "pair"):
@@ -249,4 +318,20 @@ def compare_models(pairs_a: Sequence[PairResult], pairs_b: Sequence[PairResult],
     rows = tuple(ComparisonRow(q, LABELS[q], ia, ib, delta, p, adj, d_z, adj is not None and adj < alpha, n)
                  for (q, ia, ib, delta, p, d_z, n), adj in zip(raw, adjusted, strict=True))
     return Comparison((str(names[0]), str(names[1])), rows, alpha, unit, len(matched.left),
-                      matched.only_left, matched.only_right)
+                      matched.only_left, matched.only_right,
+                      _relative_row(*relative, alpha) if relative is not None else None)
+
+
+def _relative_row(a: RelativeTerms, b: RelativeTerms, alpha: float) -> ComparisonRow | None:
+    paired = _paired_relative(a, b, 0.05)
+    if paired is None:
+        return None
+    from scipy import stats as sps
+
+    d = paired.diff
+    if _constant(d):
+        p, d_z = (1.0, 0.0) if abs(float(d[0])) <= 1e-12 else (0.0, None)
+    else:
+        p, d_z = float(sps.ttest_1samp(d, 0.0).pvalue), float(d.mean() / d.std(ddof=1))
+    return ComparisonRow(RELATIVE, RELATIVE_LABEL, paired.a, paired.b, None, p, None, d_z, p < alpha,
+                         len(paired.users))

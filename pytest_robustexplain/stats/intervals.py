@@ -191,6 +191,24 @@ def _t_interval(cs: _ClusterStats, n: int, confidence: float, bounds: tuple[floa
                     confidence)
 
 
+def ratio_interval(num: Mapping[str, float], den: Mapping[str, float], n: int,
+                   alpha: float) -> Interval | None:
+    """Σnum / Σden over users with a cluster-robust (linearised) two-sided (1 − alpha) interval; None when
+    Σden ≤ 0. ``n`` is the number of observations behind the users' terms (the interval's ``n``)."""
+    total_den = math.fsum(den.values())
+    if total_den <= 1e-12:
+        return None
+    ratio = math.fsum(num.values()) / total_den
+    users = sorted(num)
+    g = len(users)
+    if g < 2:
+        return Interval(ratio, -math.inf, math.inf, n, g, 1 - alpha)
+    z = [num[u] - ratio * den[u] for u in users]
+    se = math.sqrt(g / (g - 1) * math.fsum(v * v for v in z)) / total_den
+    half = float(t_quantile(1 - alpha / 2, g - 1)) * se
+    return Interval(ratio, ratio - half, ratio + half, n, g, 1 - alpha)
+
+
 def failable(thr: FloatArray) -> int:
     """How many gated quantities could fail: a threshold of 0 is met by every score, so takes no alpha."""
     return max(1, int(np.count_nonzero(np.asarray(thr) > 0)))

@@ -11,7 +11,7 @@ import json
 from typing import TYPE_CHECKING
 
 from ...results import FAIL, INCONCLUSIVE, INSENSITIVE, OVERALL, PASS, PairResult, RunResult, metrics_of
-from ..comparison import comparison_note, conclusion, delta_text
+from ..comparison import comparison_note, conclusion, delta_text, table_rows
 from ..summary import (
     METRIC_DESCRIPTIONS,
     FailedGate,
@@ -23,7 +23,6 @@ from ..summary import (
     fmt_d,
     fmt_interval,
     fmt_mean,
-    fmt_p,
     gate_check,
     gate_thresholds,
     model_info,
@@ -239,7 +238,7 @@ def comparison_section(comparisons: list[Comparison], summaries: list[Summary],
         name_a, name_b = comparison.names
         parts.append(f"<h3>{e(name_a)} vs {e(name_b)}</h3>")
         rows = [[e(r.label), e(fmt_interval(r.mean_a)), e(fmt_interval(r.mean_b)), e(delta_text(r)),
-                 e(fmt_p(r.p_holm)), e(fmt_d(r.d_z))] for r in comparison.rows]
+                 e(p), e(fmt_d(r.d_z))] for r, p in table_rows(comparison)]
         parts += [_table(["", e(name_a), e(name_b), "Δ", "p (paired t, Holm)", "d<sub>z</sub>"], rows),
                   f'<p class="note">{e(comparison_note(comparison))}</p>',
                   f"<p>Conclusion: {e(conclusion(comparison))}</p>"]

@@ -36,6 +36,7 @@ from .compute import (
     guard_settings,
     interval_of,
     recommend,
+    relative_terms_of,
     summarize,
 )
 from .findings import (
@@ -111,6 +112,7 @@ __all__ = [
     "ordered_kinds",
     "overall_verdict_note",
     "recommend",
+    "relative_terms_of",
     "security_rows",
     "sensitivity_rows",
     "slice_text",

@@ -329,8 +329,7 @@ def _sensitivity(run: RunResult, model: str, pairs: Sequence[PairResult], thresh
     swaps = run.model_swaps(model)
     if not swaps or not pairs:
         return {}
-    from ...adversarial import ATTACK_KINDS
-    from ...guard import RELATIVE_UNGATED, by_kind, evaluate
+    from ...guard import by_kind, evaluate
     from ...stats import noise_floor
 
     floor = noise_floor(run.model_pairs(model, controls=True))
@@ -338,15 +337,35 @@ def _sensitivity(run: RunResult, model: str, pairs: Sequence[PairResult], thresh
     floor_value = floor.mean if floor is not None else 1.0
     per_kind = by_kind(pairs, swaps, alpha=settings.alpha, floor=floor_value)
     kinds = ordered_kinds(per_kind)
-    # R over the kinds gated at the run's threshold, as the overall item decides it.
-    overrides = run.settings.get("per_kind")
-    overrides = overrides if isinstance(overrides, Mapping) else {}
-    gated = [p for p in pairs if p.key.kind not in (*RELATIVE_UNGATED, *ATTACK_KINDS)
-             and "min_relative" not in (overrides.get(p.key.kind) or {})]
     return {"sensitivity": evaluate(pairs, swaps, combined_threshold=threshold, settings=settings,
-                                    floor=floor_value, relative_pairs=gated),
+                                    floor=floor_value, relative_pairs=relative_gated(run, pairs)),
             "delta_by_kind": {k: per_kind[k][0] for k in kinds},
             "relative_by_kind": {k: r for k in kinds if (r := per_kind[k][1]) is not None}}
+
+
+def relative_gated(run: RunResult, pairs: Sequence[PairResult]) -> list[PairResult]:
+    """The pairs on the kinds gated at the run's R threshold, as the overall item decides R."""
+    from ...adversarial import ATTACK_KINDS
+    from ...guard import RELATIVE_UNGATED
+
+    overrides = run.settings.get("per_kind")
+    overrides = overrides if isinstance(overrides, Mapping) else {}
+    return [p for p in pairs if p.key.kind not in (*RELATIVE_UNGATED, *ATTACK_KINDS)
+            and "min_relative" not in (overrides.get(p.key.kind) or {})]
+
+
+def relative_terms_of(run: RunResult, model: str) -> dict[str, tuple[float, float]]:
+    """Each user's terms of R for ``model`` over those kinds ({} without cross-user controls): what the
+    model comparisons set beside their rows."""
+    from ...guard import relative_terms
+    from ...stats import noise_floor
+
+    swaps = run.model_swaps(model)
+    if not swaps:
+        return {}
+    floor = noise_floor(run.model_pairs(model, controls=True))
+    return relative_terms(relative_gated(run, run.model_pairs(model)), swaps,
+                          floor.mean if floor is not None else 1.0)
 
 
 def interval_of(pairs: Sequence[PairResult], quantity: str = "combined") -> Interval:
