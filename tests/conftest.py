@@ -16,6 +16,7 @@ from __future__ import annotations
 import html
 import importlib
 import json
+import os
 import pkgutil
 import re
 import shutil
@@ -44,6 +45,18 @@ pytest_robustexplain.metrics.Scorer()
 for _module in pkgutil.walk_packages(pytest_robustexplain.__path__, "pytest_robustexplain."):
     if not _module.name.endswith("__main__"):  # those run a command when imported
         importlib.import_module(_module.name)
+
+
+@pytest.fixture
+def isolated(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
+    """The test's own working directory, without ROBUSTEXPLAIN_*, OLLAMA_HOST or GitHub Actions variables
+    from the environment it was started in (a developer's shell, CI)."""
+    for name in list(os.environ):
+        if name.startswith("ROBUSTEXPLAIN_") or name in ("OLLAMA_HOST", "GITHUB_ACTIONS",
+                                                         "GITHUB_STEP_SUMMARY"):
+            monkeypatch.delenv(name)
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
 
 
 @pytest.fixture

@@ -6,7 +6,6 @@ naming the fix), never scored as normal. Retried attempts are counted in the run
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
@@ -36,14 +35,7 @@ from pytest_robustexplain.testing import FakeOllamaServer
 SMALL = ("--users", "5", "--perturbations", "noise,drift", "--severities", "1,5", "--progress", "off",
          "--guard", "warn", "--cache", "off")
 
-
-@pytest.fixture(autouse=True)
-def _isolated(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    for name in list(os.environ):
-        if name.startswith("ROBUSTEXPLAIN_") or name in ("OLLAMA_HOST", "GITHUB_ACTIONS",
-                                                         "GITHUB_STEP_SUMMARY"):
-            monkeypatch.delenv(name)
-    monkeypatch.chdir(tmp_path)
+pytestmark = pytest.mark.usefixtures("isolated")
 
 
 @pytest.fixture

@@ -40,7 +40,50 @@ def decide(gate: GateSettings, sliced: SliceResult, kind: str | None = None) -> 
     verdict = with_attacks(verdict, gate, sliced)
     if sliced.spec.donors:
         verdict = with_guard(verdict, gate, sliced, kind)
-    return with_cut_replies(verdict, (*sliced.pairs, *sliced.controls, *sliced.swaps))
+    every = (*sliced.pairs, *sliced.controls, *sliced.swaps)
+    return with_unfit_prompts(with_cut_replies(verdict, every), every)
+
+
+def _found_already(verdict: Verdict) -> bool:
+    """Whether the verdict already rests on evidence an unmeasured pair cannot undo: a FAIL or
+    INSENSITIVE that the controls (guard "fail") or an attack found."""
+    from ..results import FAIL, INCONCLUSIVE, INSENSITIVE
+
+    guard = verdict.guard
+    found = (guard is not None and guard.policy == "fail" and guard.flagged and guard.outcome != INCONCLUSIVE
+             ) or any(a.outcome == FAIL for a in verdict.attacks)
+    return verdict.outcome in (FAIL, INSENSITIVE) and found
+
+
+def _not_measured(verdict: Verdict, note: str) -> Verdict:
+    """INCONCLUSIVE with ``note`` first and what the scores said after it; or, when the verdict already
+    rests on evidence (:func:`_found_already`), the verdict with the note added."""
+    from dataclasses import replace
+
+    from ..results import INCONCLUSIVE
+
+    if _found_already(verdict):
+        return replace(verdict, message=f"{verdict.message} Also: {note}")
+    return replace(verdict, outcome=INCONCLUSIVE, users_needed=None,
+                   message=f"Not measured: {note} The scores said: {verdict.message}")
+
+
+def with_unfit_prompts(verdict: Verdict, pairs: Sequence[PairResult]) -> Verdict:
+    """A gate with any pair whose prompt did not fit the model's context is not measured: INCONCLUSIVE,
+    naming a user, the tokens and the limit, and the fix — the model answered a history it did not see
+    whole (a refused prompt scores 0, a truncated one answers the history's tail)."""
+    unfit = [p for p in pairs if p.overflow]
+    if not unfit:
+        return verdict
+    users = sorted({p.key.user_id for p in unfit})
+    first = unfit[0]
+    shown = ", ".join(users[:5]) + (f" and {len(users) - 5} more" if len(users) > 5 else "")
+    who = f"{len(users)} user{'s' if len(users) != 1 else ''}: {shown}"
+    note = (f"{len(unfit)} of {len(pairs)} pairs compare an explanation whose prompt did not fit the model's "
+            f"context ({who}; user {first.key.user_id}'s {first.overflow_detail}): the model did not see the "
+            "whole history. Lower max-history, or raise the context (num-ctx for Ollama; the server's own "
+            "context size otherwise, e.g. llama-server --ctx-size divided by --parallel).")
+    return _not_measured(verdict, note)
 
 
 def with_cut_replies(verdict: Verdict, pairs: Sequence[PairResult]) -> Verdict:
@@ -49,9 +92,7 @@ def with_cut_replies(verdict: Verdict, pairs: Sequence[PairResult]) -> Verdict:
 
     A failure the controls or an attack found stands (with the note): the first num_predict tokens of a
     copied prompt, an injected canary or a text that ignores the user are evidence already."""
-    from dataclasses import replace
-
-    from ..results import CUT_REPLIES, FAIL, INCONCLUSIVE, INSENSITIVE, MAX_CUT_SHARE, too_many_cut
+    from ..results import CUT_REPLIES, MAX_CUT_SHARE, too_many_cut
 
     cut = [p for p in pairs if p.cut]
     if not too_many_cut(len(cut), len(pairs)):
@@ -62,13 +103,7 @@ def with_cut_replies(verdict: Verdict, pairs: Sequence[PairResult]) -> Verdict:
             f"{len(CUT_REPLIES) * len(pairs)} replies ended with stop reason \"length\"): their scores "
             "compare unfinished text. Raise num-predict (the model's token limit per explanation) or ask for "
             "shorter explanations in the prompt.")
-    guard = verdict.guard
-    found = (guard is not None and guard.policy == "fail" and guard.flagged and guard.outcome != INCONCLUSIVE
-             ) or any(a.outcome == FAIL for a in verdict.attacks)
-    if verdict.outcome in (FAIL, INSENSITIVE) and found:
-        return replace(verdict, message=f"{verdict.message} Also: {note}")
-    return replace(verdict, outcome=INCONCLUSIVE, users_needed=None,
-                   message=f"Not measured: {note} The scores said: {verdict.message}")
+    return _not_measured(verdict, note)
 
 
 def with_attacks(verdict: Verdict, gate: GateSettings, sliced: SliceResult) -> Verdict:

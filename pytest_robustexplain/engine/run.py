@@ -243,9 +243,27 @@ class Run:
         if slice_id in self._started:
             return
         planned = self._slices[slice_id]
-        self.explainer_for(planned.spec.model)
+        self._check_context(planned.spec.model, self.explainer_for(planned.spec.model), planned.spec.cases)
         self.sweep.add_slice(planned.spec)
         self._started.add(slice_id)
+
+    def _check_context(self, model: str, explainer: Explainer, cases: Sequence[EvalCase]) -> None:
+        """Before the calls: which users' prompts are estimated to fill the model's context (said once)."""
+        check = getattr(explainer, "oversized", None)
+        if check is None:
+            return
+        window, over = check(cases)
+        if window is None or not over:
+            return
+        over.sort(key=lambda found: -found[1])
+        shown = ", ".join(f"{user} (≈ {tokens:,})" for user, tokens in over[:5])
+        more = f" and {len(over) - 5} more" if len(over) > 5 else ""
+        flag = self.flag_prefix
+        self.say(f"{model}: {len(over)} of {len(cases)} users' prompts are estimated at or above the "
+                 f"model's context of {window.tokens:,} tokens ({window.source}): {shown}{more} tokens; "
+                 "perturbations that add interactions lengthen more. Gates with such pairs are not measured "
+                 f"(INCONCLUSIVE): lower {flag}max-history (now {self.settings.max_history}) or raise the "
+                 f"context ({flag}num-ctx for Ollama, the server's context size otherwise).")
 
     def perturbations_for(self, slice_id: str) -> Sequence[PerturbationResult]:
         return self.sweep.perturbations_for(slice_id)

@@ -19,6 +19,7 @@ STOP_LENGTH = "length"  # the stop reason of a reply cut at the token limit, on 
 FAILURE_EMPTY = "empty"  # the model answered with nothing (or whitespace / only a think block)
 FAILURE_REFUSAL = "refusal"  # the model declined to answer
 FAILURE_ERROR = "error"  # transport or server errors survived every retry
+FAILURE_CONTEXT = "context"  # the server refused the prompt as longer than its context
 
 
 @dataclass(frozen=True)
@@ -32,13 +33,18 @@ class Explanation:
     completion_tokens: int | None = None
     cached: bool = False
     failure: str | None = None
-    detail: str = ""  # the error message when failure == "error"; what was refused for "refusal"
+    # The error message when failure == "error"; what was refused for "refusal"; the server's numbers for
+    # "context"; for a truncated prompt, how far it overran the context.
+    detail: str = ""
     embedding: tuple[float, ...] | None = None  # the text's vector (opt-in metric; () when not embedded)
     host: str | None = None  # which host answered, when the calls are spread over several
     # Why the server stopped generating, as it says it (Ollama ``done_reason``, OpenAI ``finish_reason``):
     # "stop" for a finished reply, "length" for one cut at the token limit; None when it did not say.
     stop_reason: str | None = None
     retries: int = 0  # attempts after the first that this reply took (timeouts, 5xx, dropped connections)
+    # The server read less of the prompt than it holds (Ollama drops the start of a prompt longer than
+    # num_ctx without an error): the reply answers a history the model did not see whole (context.py).
+    truncated: bool = False
 
     def __post_init__(self) -> None:
         # Outside text enters the run here, from every backend: make it encodable (lone surrogates from a
@@ -49,6 +55,11 @@ class Explanation:
     @property
     def ok(self) -> bool:
         return self.failure is None
+
+    @property
+    def unfit(self) -> bool:
+        """Whether the prompt did not fit the model's context: refused by the server or truncated by it."""
+        return self.truncated or self.failure == FAILURE_CONTEXT
 
     @property
     def cut(self) -> bool:

@@ -27,19 +27,22 @@ import tempfile
 import threading
 import time
 import weakref
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from ..data import Item, UserHistory
+from ..data import EvalCase, Item, UserHistory
 from ..errors import CacheMissError, ConfigError, RobustExplainWarning, warn
 from .base import Explainer, Explanation, ModelInfo
+from .context import ContextWindow
 
 CACHE_MODES: tuple[str, ...] = ("off", "read", "write", "read-write", "replay-only")
 ENTRY_FORMAT = 1
 _EXPLANATION_FIELDS = ("text", "model", "latency_s", "prompt_tokens", "completion_tokens")
-_OPTIONAL_FIELDS = ("stop_reason",)  # newer than the entry format: absent from older entries (None)
+# Newer than the entry format: absent from older entries (None, False, "" then). A truncated prompt's reply
+# is stored with its flag and the sentence saying how far the prompt overran the context.
+_OPTIONAL_FIELDS = ("stop_reason", "truncated", "detail")
 
 
 def canonical_json(value: Any) -> str:
@@ -158,6 +161,10 @@ class ResponseCache:
             fields.update({name: entry["explanation"].get(name) for name in _OPTIONAL_FIELDS})
             if fields["stop_reason"] is not None and not isinstance(fields["stop_reason"], str):
                 raise ValueError("its stop_reason is not text")
+            fields["truncated"] = fields["truncated"] or False
+            fields["detail"] = fields["detail"] or ""
+            if not isinstance(fields["truncated"], bool) or not isinstance(fields["detail"], str):
+                raise ValueError("its truncated flag or detail has the wrong type")
             if not isinstance(fields["text"], str) or not fields["text"]:
                 raise ValueError("its text is missing or empty")
             explanation = Explanation(**fields, cached=True)
@@ -349,6 +356,11 @@ class CachedExplainer:
 
     async def aclose(self) -> None:
         await self.inner.aclose()
+
+    def oversized(self, cases: Sequence[EvalCase]) -> tuple[ContextWindow | None, list[tuple[str, int]]]:
+        """The inner explainer's context check (none for explainers without a context)."""
+        check = getattr(self.inner, "oversized", None)
+        return check(cases) if check is not None else (None, [])
 
     # ------------------------------------------------------------------ internals
     async def _ensure_preflight(self) -> None:

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 from ..backends import DEFAULT_HOSTS, GENERATION_DEFAULTS, GenerationOptions
 from ..errors import BackendError
 from .base import ModelInfo
+from .context import ContextWindow, trained_context, window_for_ollama
 from .lean_http import (
     LeanOllamaHttp,
     NotPlain,
@@ -193,7 +194,8 @@ class OllamaExplainer(RemoteExplainer):
             server_version=version, host=self.host,
             extra={"capabilities": list(shown.capabilities or []),
                    "family": details.family if details else None,
-                   "size_bytes": int(entry.size) if entry.size is not None else None},
+                   "size_bytes": int(entry.size) if entry.size is not None else None,
+                   "context_length": trained_context(shown.modelinfo)},
         )
 
     async def _inspect_lean(self, lean: LeanOllamaHttp) -> ModelInfo | None:
@@ -233,7 +235,8 @@ class OllamaExplainer(RemoteExplainer):
             server_version=version, host=self.host,
             extra={"capabilities": list(shown.get("capabilities") or []),
                    "family": details.get("family") if details is not None else None,
-                   "size_bytes": int(size) if size is not None else None},
+                   "size_bytes": int(size) if size is not None else None,
+                   "context_length": trained_context(shown.get("model_info"))},
         )
 
     async def _server_version(self) -> str | None:
@@ -249,6 +252,10 @@ class OllamaExplainer(RemoteExplainer):
             response.raise_for_status()
             version = response.json().get("version")
         return str(version) if version is not None else None
+
+    def _context_window(self, info: ModelInfo) -> ContextWindow:
+        trained = info.extra.get("context_length")
+        return window_for_ollama(self.num_ctx, trained if isinstance(trained, int) else None)
 
     def _fatal_for(self, exc: BaseException) -> BackendError | None:
         if is_connect_failure(exc):

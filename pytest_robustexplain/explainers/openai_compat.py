@@ -21,6 +21,7 @@ from typing import Any
 from ..backends import DEFAULT_HOSTS, GENERATION_DEFAULTS, GenerationOptions
 from ..errors import BackendError, RobustExplainWarning, warn
 from .base import ModelInfo
+from .context import ContextWindow, window_from_openai_entry
 from .prompt import PromptTemplate
 from .remote import RemoteExplainer, Reply, tls_options
 from .retry import RetryPolicy, connect_cause, describe_error, is_connect_failure, status_of
@@ -130,8 +131,15 @@ class OpenAICompatExplainer(RemoteExplainer):
             digest=model_fingerprint(entry) if entry is not None else None,
             parameter_size=_param_size(meta.get("n_params")), quantization=None,
             server_version=response.headers.get("server"), host=self.host,
-            extra={"served_as": known.get("id"), "owned_by": known.get("owned_by"), "meta": meta},
+            extra={"served_as": known.get("id"), "owned_by": known.get("owned_by"), "meta": meta,
+                   "entry": {k: known[k] for k in ("max_model_len", "context_length", "max_context_length")
+                             if k in known}},
         )
+
+    def _context_window(self, info: ModelInfo) -> ContextWindow | None:
+        entry = info.extra.get("entry")
+        return window_from_openai_entry({**(entry if isinstance(entry, dict) else {}),
+                                         "meta": info.extra.get("meta")})
 
     def _fatal_for(self, exc: BaseException) -> BackendError | None:
         if is_connect_failure(exc):

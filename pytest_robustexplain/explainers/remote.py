@@ -19,14 +19,15 @@ import asyncio
 import time
 import weakref
 from abc import ABC, abstractmethod
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
 
 from ..backends import GenerationOptions
-from ..data import Item, UserHistory
+from ..data import EvalCase, Item, UserHistory
 from ..errors import BackendError
-from .base import FAILURE_ERROR, Explanation, ModelInfo
+from .base import FAILURE_CONTEXT, FAILURE_ERROR, Explanation, ModelInfo
+from .context import ContextOverflow, ContextWindow, PromptSizer, overflow_of, overflow_sentence
 from .prompt import PromptTemplate
 from .reply import finish_reply
 from .retry import (
@@ -108,6 +109,10 @@ class RemoteExplainer(ABC):
         self._fatal: BackendError | None = None
         self._warmed = False
         self.warmup_error: str | None = None  # why the warm-up failed, when it failed non-fatally
+        # The model's context as the server states it (None: it does not say), and the prompt sizer that
+        # learns the tokenizer's characters per token from the replies (context.py).
+        self.context: ContextWindow | None = None
+        self.sizer = PromptSizer()
         self._states: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _LoopState] = (
             weakref.WeakKeyDictionary())
 
@@ -160,9 +165,24 @@ class RemoteExplainer(ABC):
     def identity_options(self) -> dict[str, Any]:
         """The generation options that determine a reply (part of the cache key)."""
 
+    def _context_window(self, info: ModelInfo) -> ContextWindow | None:
+        """The context the server states for the model (None when it does not say)."""
+        return None
+
     def use_model_info(self, info: ModelInfo) -> None:
         """Adopt model facts recorded earlier (offline cache replay) instead of asking the server."""
         self.info = info
+        recorded = info.extra.get("context")
+        if isinstance(recorded, dict) and isinstance(recorded.get("tokens"), int):
+            self.context = ContextWindow(recorded["tokens"], str(recorded.get("source", "recorded")))
+
+    def _adopt(self, info: ModelInfo) -> ModelInfo:
+        """The preflight's facts, with the context window found in them recorded for the reports."""
+        self.info = info
+        self.context = self._context_window(info)
+        if self.context is not None:
+            info.extra["context"] = self.context.to_dict()
+        return info
 
     # ------------------------------------------------------------------ protocol
     async def preflight(self) -> ModelInfo:
@@ -183,8 +203,7 @@ class RemoteExplainer(ABC):
             raise self._as_fatal(exc, what) from None
         finally:
             await self._close_client(client)
-        self.info = info
-        return info
+        return self._adopt(info)
 
     async def explain(self, history: UserHistory, item: Item, *, seed: int, repeat: int) -> Explanation:
         """Generate one explanation; transport trouble after every retry becomes failure "error"."""
@@ -199,6 +218,9 @@ class RemoteExplainer(ABC):
                 reply = await self._generate(state, prompt, seed=seed, num_predict=self.num_predict)
             except BackendError:
                 raise
+            except ContextOverflow as exc:  # this prompt only: other users' prompts may fit
+                return Explanation(text="", model=self.model, latency_s=time.perf_counter() - started,
+                                   failure=FAILURE_CONTEXT, detail=exc.detail)
             except Exception as exc:  # RetryExhaustedError or a non-retryable per-request error
                 self.stats.errors += 1
                 retries = exc.attempts - 1 if isinstance(exc, RetryExhaustedError) else 0
@@ -208,7 +230,22 @@ class RemoteExplainer(ABC):
         explanation = finish_reply(reply.text, model=self.model, latency_s=latency,
                                    prompt_tokens=reply.prompt_tokens,
                                    completion_tokens=reply.completion_tokens, stop_reason=reply.stop_reason)
-        return replace(explanation, retries=reply.retries) if reply.retries else explanation
+        if reply.retries:
+            explanation = replace(explanation, retries=reply.retries)
+        if self.sizer.truncated(prompt, reply.prompt_tokens, self.context):
+            assert self.context is not None  # truncated() says False without a context
+            detail = overflow_sentence(self.sizer.estimate(prompt), self.context.tokens, estimated=True,
+                                       read=reply.prompt_tokens)
+            explanation = replace(explanation, truncated=True, detail=explanation.detail or detail)
+        return explanation
+
+    def oversized(self, cases: Sequence[EvalCase]) -> tuple[ContextWindow | None, list[tuple[str, int]]]:
+        """The context, and (user id, estimated tokens) of the cases whose own prompt is estimated to fill it:
+        before any call (context.py), so the person running it hears it before the calls are spent."""
+        if self.context is None:
+            return None, []
+        found = [(c.user_id, self.sizer.estimate(self.prompt.render(c.history, c.item))) for c in cases]
+        return self.context, [(u, n) for u, n in found if n >= self.context.tokens]
 
     def request_identity(self, history: UserHistory, item: Item, *, seed: int, repeat: int) -> dict[str, Any]:
         """Everything that determines the reply; host-independent so a cache moves between machines."""
@@ -316,6 +353,9 @@ class RemoteExplainer(ABC):
         except BackendError:
             raise
         except Exception as exc:
+            overflow = overflow_of(status_of(exc), _error_body(exc))
+            if overflow is not None:  # a prompt longer than the context: this call's failure, said plainly
+                raise overflow from None
             fatal = self._fatal_for(exc)
             if fatal is not None:
                 raise self._remember(fatal) from None
@@ -352,3 +392,16 @@ class RemoteExplainer(ABC):
                                 f"{describe_error(exc)}); check the model's context size (num_ctx / the "
                                 "server's context) against the prompt length, and the generation options.")
         return None
+
+
+def _error_body(exc: BaseException) -> str:
+    """The server's error text an HTTP error carries (httpx's response body, ollama's ``error``)."""
+    response = getattr(exc, "response", None)
+    try:
+        text = getattr(response, "text", None)
+    except Exception:  # a streamed response whose body was not read
+        text = None
+    if isinstance(text, str) and text:
+        return text
+    error = getattr(exc, "error", None)
+    return error if isinstance(error, str) else str(exc)

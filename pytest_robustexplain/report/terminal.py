@@ -17,6 +17,7 @@ from ..results import FAIL, METRICS, OVERALL, PairResult, RunResult, answered_by
 from .comparison import comparison_note, conclusion, delta_text, model_comparisons, table_rows
 from .summary import (
     METRIC_DESCRIPTIONS,
+    UNFIT_LABEL,
     FailedGate,
     ReportModel,
     Summary,
@@ -255,7 +256,7 @@ def _short_facts(summary: Summary, width: int) -> list[str]:
     room = width - LABEL_WIDTH
     lines = [_row("Guard", _one_line(guard_line(summary).split(": ", 1)[-1], room))]
     for label, value in facts(summary, failures_note=" (listed in the JSON report)"):
-        if label in ("Generation failures", "Recommendation") or (
+        if label in ("Generation failures", "Recommendation", UNFIT_LABEL) or (
                 label == "Replies cut at the token limit" and summary.cut_pairs):
             lines.append(_row(label, _one_line(value, room)))
     return lines

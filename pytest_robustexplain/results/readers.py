@@ -188,17 +188,20 @@ class _Reader:
             latency_s=g(data, "latency_s", float, record, default=0.0),
             history_length=g(data, "history_length", int, record, default=0),
             embedding=None if "embedding" not in data else s(data, "embedding", record),  # opt-in metric
-            cut=self.cut(data, record),
+            cut=self.sides(data, "cut", record),
+            overflow=self.sides(data, "overflow", record),
+            overflow_detail=g(data, "overflow_detail", str, record, default=""),
         )
 
-    def cut(self, data: Mapping[str, Any], record: str) -> tuple[str, ...]:
-        """Which replies were cut (absent: none, as reports before the field say nothing)."""
+    def sides(self, data: Mapping[str, Any], name: str, record: str) -> tuple[str, ...]:
+        """Which of a pair's replies were cut, or prompts did not fit (absent: none, as reports before the
+        field say nothing)."""
         from .records import CUT_REPLIES
 
-        cut = self.get(data, "cut", list, record, default=[])
-        if any(c not in CUT_REPLIES for c in cut) or len(set(cut)) != len(cut):
-            raise self.fail(record, "cut", f"expected a list of {' / '.join(CUT_REPLIES)}, got {cut!r:.60}")
-        return tuple(cut)
+        sides = self.get(data, name, list, record, default=[])
+        if any(c not in CUT_REPLIES for c in sides) or len(set(sides)) != len(sides):
+            raise self.fail(record, name, f"expected a list of {' / '.join(CUT_REPLIES)}, got {sides!r:.60}")
+        return tuple(sides)
 
     def interval(self, value: Any, record: str) -> Interval:
         data = self.obj(value, record)

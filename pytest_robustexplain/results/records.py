@@ -89,6 +89,11 @@ class PairResult:
     # Which of the pair's replies ("original", "perturbed") the server cut at the token limit (num_predict):
     # scores of unfinished text, which a gate must not take as a measurement (MAX_CUT_SHARE).
     cut: tuple[str, ...] = ()
+    # Which of the pair's prompts did not fit the model's context — refused by the server (failure
+    # "context") or truncated by it (Ollama drops the start silently) — and how far the first overran it:
+    # the model did not see the history whole, so no gate takes the pair as a measurement.
+    overflow: tuple[str, ...] = ()
+    overflow_detail: str = ""
 
     def metric(self, name: str) -> float:
         """A metric by name; ``combined`` (ρ) included."""
@@ -98,10 +103,13 @@ class PairResult:
         data = asdict(self)
         if self.embedding is None:  # runs without the fifth metric write what they always wrote
             del data["embedding"]
-        if not self.cut:  # nor do pairs whose replies were whole
-            del data["cut"]
-        else:
-            data["cut"] = list(self.cut)
+        for name in ("cut", "overflow"):  # nor do pairs whose replies were whole and prompts fitted
+            if getattr(self, name):
+                data[name] = list(getattr(self, name))
+            else:
+                del data[name]
+        if not self.overflow_detail:
+            del data["overflow_detail"]
         return data
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-from ..backends import GenerationOptions
+from ..backends import GenerationOptions, backend_named
 from ..results import ALL_METRICS
 from .table import DEFAULT_HOSTS, OPTIONS
 
@@ -128,4 +128,9 @@ class Settings:
         """JSON-ready: paths as strings, tuples as lists, plus ``sources``."""
         out = {f.name: jsonable(getattr(self, f.name)) for f in fields(self) if f.name != "sources"}
         out["sources"] = dict(self.sources)
+        backend = backend_named(self.backend)
+        if backend is not None and "num_ctx" not in backend.takes:
+            # Recorded only where it was applied: an OpenAI-compatible server keeps its own context, which
+            # the run records with the model (models[].extra.context) as the server states it.
+            del out["num_ctx"]
         return out

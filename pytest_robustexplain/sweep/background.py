@@ -314,6 +314,8 @@ class Sweep:
             self.counters.failed += 1
         if explanation.cut:
             self.counters.cut += 1
+        if explanation.unfit:
+            self.counters.unfit += 1
         self.counters.retried += explanation.retries
         if not explanation.cached:
             self.counters.prompt_tokens += explanation.prompt_tokens or 0
@@ -365,6 +367,7 @@ class Sweep:
             cached_original=original.cached, cached_perturbed=other.cached,
             latency_s=other.latency_s, history_length=len(pair.case.history),
             cut=tuple(name for name, e in (("original", original), ("perturbed", other)) if e.cut),
+            **_overflow(original, other),
         )
 
     def _weighted(self, result: SliceResult, pair: PairResult) -> PairResult:
@@ -499,3 +502,12 @@ def _copied(text: str, case: EvalCase) -> float:
     from ..explainers.prompt import PromptTemplate
 
     return round(copied_share(text, PromptTemplate().render(case.history, case.item)), 4)
+
+
+def _overflow(original: Explanation, other: Explanation) -> dict[str, Any]:
+    """The pair's prompts that did not fit the context, and the first one's sentence (with its user)."""
+    sides = tuple(name for name, e in (("original", original), ("perturbed", other)) if e.unfit)
+    if not sides:
+        return {}
+    first = original if original.unfit else other
+    return {"overflow": sides, "overflow_detail": f"{sides[0]} explanation: {first.detail}"}

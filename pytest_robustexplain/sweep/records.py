@@ -100,6 +100,7 @@ class Counters:
     failed: int = 0
     cut: int = 0  # replies the server cut at the token limit (stop reason "length"), cached ones included
     retried: int = 0  # attempts after the first (timeouts, server errors) that the calls needed
+    unfit: int = 0  # calls whose prompt did not fit the context (refused, or truncated by the server)
     # Tokens of the calls made (cache hits cost none), as the server reported them (Ollama prompt_eval_count
     # / eval_count, OpenAI usage): what the run cost.
     prompt_tokens: int = 0
@@ -114,7 +115,8 @@ class Counters:
         made = self.calls_done - self.cached
         by_host = {ANSWERED_BY + host: n for host, n in sorted(self.by_host.items())}
         # Said only when it happened: a run of whole replies without retries reads as it always did.
-        seldom = {name: n for name, n in (("cut at num_predict", self.cut), ("retried", self.retried)) if n}
+        seldom = {name: n for name, n in (("cut at num_predict", self.cut), ("retried", self.retried),
+                                          ("prompt over the context", self.unfit)) if n}
         tokens = {name: n for name, n in (("prompt tokens", self.prompt_tokens),
                                           ("completion tokens", self.completion_tokens)) if n}
         return {"made": made, "cached": self.cached, "failed": self.failed, **seldom,

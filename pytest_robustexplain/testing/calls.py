@@ -14,10 +14,21 @@ DEFAULT_HANG_SECONDS = 600.0  # longer than any sane client read timeout; stop()
 class HttpError(Exception):
     """An error answer: status and message (shaped per API by the handler)."""
 
-    def __init__(self, status: int, message: str) -> None:
+    def __init__(self, status: int, message: str, *, body: dict[str, Any] | None = None) -> None:
         super().__init__(message)
         self.status = status
         self.message = message
+        self.body = body  # the exact error body, where a server's own shape matters (llama.cpp's context)
+
+
+# The fake tokenizer: four characters a token, as English runs under BPE tokenisers (prompt counts, contexts).
+CHARS_PER_TOKEN = 4
+DEFAULT_NUM_CTX = 4096  # what Ollama gives a request that sends no num_ctx
+KEEP_TOKENS = 4  # the start Ollama keeps of a prompt it truncates (numKeep), dropping what follows
+
+
+def prompt_tokens(text: str) -> int:
+    return -(-len(text) // CHARS_PER_TOKEN)
 
 
 @dataclass(frozen=True)

@@ -202,8 +202,10 @@ class _Handler(BaseHTTPRequestHandler):
     def _send_text(self, status: int, text: str) -> None:
         self._send_bytes(status, text.encode("utf-8"), "text/plain; charset=utf-8")
 
-    def _send_error(self, api: str, status: int, message: str) -> None:
-        self._send_json(status, openai_error(status, message) if api == "openai" else {"error": message})
+    def _send_error(self, api: str, status: int, message: str, body: dict[str, Any] | None = None) -> None:
+        if body is None:
+            body = openai_error(status, message) if api == "openai" else {"error": message}
+        self._send_json(status, body)
 
     def _start_stream(self, content_type: str) -> None:
         self.send_response(200)
@@ -234,12 +236,16 @@ class _Handler(BaseHTTPRequestHandler):
         except HttpError as err:
             self._send_error("ollama", err.status, err.message)
             return
-        self._send_json(200, show_body(meta, fake.think_capable))
+        self._send_json(200, show_body(meta, fake.think_capable, fake.context_length))
 
-    @staticmethod
-    def _openai_model(meta: ModelMeta) -> dict[str, Any]:
+    def _openai_model(self, meta: ModelMeta) -> dict[str, Any]:
         owner = meta.name.split("/")[0] if "/" in meta.name else "library"
-        return {"id": meta.name, "object": "model", "created": MODIFIED_EPOCH, "owned_by": owner}
+        entry: dict[str, Any] = {"id": meta.name, "object": "model", "created": MODIFIED_EPOCH,
+                                 "owned_by": owner}
+        if self.server.fake.openai_context is not None:  # as llama.cpp lists it: the context of a slot
+            entry["meta"] = {"n_ctx": self.server.fake.openai_context,
+                             "n_ctx_train": self.server.fake.context_length}
+        return entry
 
     def _openai_model_one(self, name: str) -> None:
         meta = self.server.fake._find_model(name)
@@ -300,7 +306,7 @@ class _Handler(BaseHTTPRequestHandler):
             answer = self._generate(call, ticket)
         except HttpError as err:
             fake._answered(ticket)
-            self._send_error(api, err.status, err.message)
+            self._send_error(api, err.status, err.message, err.body)
             return
         if call.stream:
             self._stream_answer(call, answer, ticket)
@@ -334,6 +340,7 @@ class _Handler(BaseHTTPRequestHandler):
         if not call.messages:
             # Ollama answers an empty conversation by just loading the model.
             return Answer("", "", "load", 0, 0, started, load_ns)
+        call, read = fake._fit_context(call)
         if not fake._acquire_slot():
             raise _Abort
         try:
@@ -342,18 +349,17 @@ class _Handler(BaseHTTPRequestHandler):
             content, thinking = fake._reply_for(call, ticket.fault)
         finally:
             fake._release_slot()
-        return self._answer(call, content, thinking, started, load_ns)
+        return self._answer(call, content, thinking, started, load_ns, read)
 
     @staticmethod
-    def _answer(call: ChatCall, content: str, thinking: str, started: int, load_ns: int) -> Answer:
+    def _answer(call: ChatCall, content: str, thinking: str, started: int, load_ns: int, read: int) -> Answer:
         limit = call.options.get("num_predict")
         done_reason = "stop"
         if isinstance(limit, (int, float)) and limit > 0 and words(content) > limit:
             content = " ".join(content.split()[: int(limit)])
             done_reason = "length"
-        prompt_tokens = sum(words(m["content"]) for m in call.messages)
-        return Answer(content, thinking, done_reason, prompt_tokens, words(content) + words(thinking),
-                       started, load_ns)
+        completion = words(content) + words(thinking)
+        return Answer(content, thinking, done_reason, read, completion, started, load_ns)
 
     # ---- answer bodies ------------------------------------------------------------------------
     @staticmethod

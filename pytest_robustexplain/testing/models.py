@@ -70,7 +70,7 @@ def go_time(ns: int | None = None) -> str:
     return f"{stamp}.{digits}Z" if digits else f"{stamp}Z"
 
 
-def show_body(meta: ModelMeta, think_capable: bool) -> dict[str, Any]:
+def show_body(meta: ModelMeta, think_capable: bool, context_length: int) -> dict[str, Any]:
     arch = meta.family
     template = (
         "{{- range .Messages }}<|{{ .Role }}|>\n"
@@ -94,7 +94,7 @@ def show_body(meta: ModelMeta, think_capable: bool) -> dict[str, Any]:
             "general.quantization_version": 2,
             f"{arch}.attention.head_count": 32,
             f"{arch}.block_count": 32,
-            f"{arch}.context_length": 8192,
+            f"{arch}.context_length": context_length,
             f"{arch}.embedding_length": 4096,
         },
         "tensors": [],

@@ -13,7 +13,19 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import replace
 from typing import Any
 
-from .calls import DEFAULT_HANG_SECONDS, FAULTS, OPENAI_OPTIONS, ChatCall, Fault, HttpError, Ticket
+from .calls import (
+    CHARS_PER_TOKEN,
+    DEFAULT_HANG_SECONDS,
+    DEFAULT_NUM_CTX,
+    FAULTS,
+    KEEP_TOKENS,
+    OPENAI_OPTIONS,
+    ChatCall,
+    Fault,
+    HttpError,
+    Ticket,
+    prompt_tokens,
+)
 from .handler import HTTPServer
 from .models import ModelMeta, go_time, normalize
 from .replies import MODES, REFUSAL_TEXT, compose_reply, thinking_text
@@ -62,7 +74,7 @@ class FakeOllamaServer:
     def __init__(self, *, models: Iterable[str] = ("fake-model:latest",), mode: str = "stable",
                  latency: float = 0.0, capacity: int | None = None, think_capable: bool = False,
                  leak_thinking: bool = False, version: str = "0.12.6", reply: ReplyFn | None = None,
-                 port: int = 0) -> None:
+                 port: int = 0, context_length: int = 8192, openai_context: int | None = None) -> None:
         given = (models,) if isinstance(models, str) else tuple(models)
         names = [normalize(m) for m in given if isinstance(m, str)]
         if not names or len(names) != len(given) or not all(n.split(":")[0] for n in names):
@@ -87,6 +99,12 @@ class FakeOllamaServer:
         self.leak_thinking = bool(leak_thinking)
         self.version = version
         self.reply = reply
+        # Contexts in fake tokens (four characters each). ``context_length``: the model's trained context
+        # (/api/show), which caps a request's num_ctx; a longer native prompt is truncated as Ollama does it,
+        # silently, keeping its first KEEP_TOKENS and its tail. ``openai_context``: a llama.cpp-like slot
+        # context on /v1 (listed in /v1/models meta.n_ctx), a longer prompt refused with llama.cpp's 400.
+        self.context_length = context_length
+        self.openai_context = openai_context
         self._faults: deque[Fault] = deque()
         self._loaded: dict[str, float] = {}
         self._connections: dict[socket.socket, threading.Thread] = {}
@@ -280,6 +298,7 @@ class FakeOllamaServer:
     def _reset_counters(self) -> None:
         self._calls: Counter[str] = Counter()
         self._chat_calls = 0
+        self._truncated = 0
         self._embedded_texts = 0
         self._requests: list[dict[str, Any]] = []
         self._in_flight = 0
@@ -440,6 +459,41 @@ class FakeOllamaServer:
         with self._cond:
             self._active -= 1
             self._cond.notify_all()
+
+    def _fit_context(self, call: ChatCall) -> tuple[ChatCall, int]:
+        """The call as the model sees it within its context, and the prompt tokens it read: Ollama's
+        native API truncates a longer prompt silently (prompt_eval_count = the context); on /v1 with an
+        ``openai_context`` a longer prompt is refused as llama.cpp refuses it."""
+        total = sum(prompt_tokens(m["content"]) for m in call.messages)
+        if call.api == "openai":
+            limit = self.openai_context
+            if limit is not None and total > limit:
+                message = (f"request ({total} tokens) exceeds the available context size ({limit} tokens), "
+                           "try increasing it")
+                raise HttpError(400, message, body={"error": {
+                    "code": 400, "message": message, "type": "exceed_context_size_error",
+                    "n_prompt_tokens": total, "n_ctx": limit}})
+            return call, total
+        requested = call.options.get("num_ctx")
+        sent = int(requested) if isinstance(requested, (int, float)) and requested > 0 else DEFAULT_NUM_CTX
+        limit = min(sent, self.context_length)
+        if total <= limit:
+            return call, total
+        with self._cond:
+            self._truncated += 1
+        messages = [dict(m) for m in call.messages]
+        last = messages[-1]
+        others = total - prompt_tokens(last["content"])
+        keep_tail = max(0, limit - KEEP_TOKENS - others) * CHARS_PER_TOKEN
+        text = last["content"]
+        last["content"] = text[:KEEP_TOKENS * CHARS_PER_TOKEN] + (text[-keep_tail:] if keep_tail else "")
+        return replace(call, messages=messages), limit
+
+    @property
+    def truncated_prompts(self) -> int:
+        """Native chat requests whose prompt was longer than the context and was truncated."""
+        with self._cond:
+            return self._truncated
 
     def _reply_for(self, call: ChatCall, fault: Fault | None) -> tuple[str, str]:
         """(content, thinking) for a chat request, after faults, custom reply and thinking rules."""

@@ -40,6 +40,7 @@ from .compute import (
     summarize,
 )
 from .findings import (
+    UNFIT_LABEL,
     facts,
     guard_line,
     guard_properties,
@@ -77,6 +78,7 @@ __all__ = [
     "KIND_ORDER",
     "METRIC_DESCRIPTIONS",
     "MIN_PAIRS_PER_KIND",
+    "UNFIT_LABEL",
     "FailedGate",
     "FailureRecord",
     "ReportModel",

@@ -146,6 +146,11 @@ class Summary:
     cut_replies: int = 0
     n_all_pairs: int = 0
     num_predict: int | None = None
+    # Pairs whose prompt did not fit the model's context (refused or truncated by the server), their users
+    # and the first one's sentence (tokens and limit).
+    unfit_pairs: int = 0
+    unfit_users: tuple[str, ...] = ()
+    unfit_detail: str = ""
 
     @cached_property
     def kind_tests(self) -> KindDifferences | None:
@@ -187,6 +192,8 @@ class Summary:
             "n_failures": self.n_failures,
             "cut_pairs": self.cut_pairs,
             "cut_replies": self.cut_replies,
+            "unfit_pairs": self.unfit_pairs,
+            "unfit_users": list(self.unfit_users),
             "failures": [f.to_dict() for f in self.failures],
             "keyword_empty": [asdict(k) for k in self.keyword_empty],
             "small_kinds": list(self.small_kinds),
@@ -252,6 +259,7 @@ def _summarize(run: RunResult, model: str) -> Summary:
     failures = tuple(FailureRecord(p.key, p.failure, p.failure_detail) for p in pairs if p.failure)
     every = (*pairs, *controls, *run.model_swaps(model))  # every comparison the model was scored on
     cut = [p for p in every if p.cut]
+    unfit = [p for p in every if p.overflow]
     num_predict = run.settings.get("num_predict")
     return Summary(
         model=model,
@@ -274,12 +282,15 @@ def _summarize(run: RunResult, model: str) -> Summary:
         small_kinds=tuple(k for k in kinds if sum(p.key.kind == k for p in pairs) < MIN_PAIRS_PER_KIND),
         user_spread=user_spread(pairs),
         recommendation=recommend(by_metric, by_kind, thresholds, n_failures=len(failures),
-                                 n_pairs=len(pairs), n_cut=len(cut), n_all=len(every)),
+                                 n_pairs=len(pairs), n_cut=len(cut), n_all=len(every),
+                                 n_unfit=len(unfit)),
         kind_pairs=tuple(pairs) if len(kinds) >= 3 else None,
         **_sensitivity(run, model, pairs, thresholds["combined"]),
         attacks=_attacks(run, pairs),
         cut_pairs=len(cut), cut_replies=sum(len(p.cut) for p in cut), n_all_pairs=len(every),
         num_predict=num_predict if type(num_predict) is int else None,  # a record's value, checked
+        unfit_pairs=len(unfit), unfit_users=tuple(sorted({p.key.user_id for p in unfit})),
+        unfit_detail=f"user {unfit[0].key.user_id}'s {unfit[0].overflow_detail}" if unfit else "",
     )
 
 
@@ -376,7 +387,8 @@ def interval_of(pairs: Sequence[PairResult], quantity: str = "combined") -> Inte
 
 
 def recommend(by_metric: dict[str, Interval], by_kind: dict[str, Interval], thresholds: dict[str, float],
-              *, n_failures: int = 0, n_pairs: int = 0, n_cut: int = 0, n_all: int = 0) -> str:
+              *, n_failures: int = 0, n_pairs: int = 0, n_cut: int = 0, n_all: int = 0,
+              n_unfit: int = 0) -> str:
     """One rule-based sentence: what to change first.
 
     Order: many generation failures (scores are meaningless until fixed), then a metric below its gate
@@ -386,6 +398,9 @@ def recommend(by_metric: dict[str, Interval], by_kind: dict[str, Interval], thre
     """
     if n_pairs == 0:
         return "No scored pairs for this model: nothing to recommend."
+    if n_unfit:
+        return (f"{n_unfit} of {n_all} pairs have a prompt longer than the model's context: lower "
+                "max-history or raise the context (num-ctx for Ollama) before reading the scores.")
     if too_many_cut(n_cut, n_all):
         return (f"{n_cut} of {n_all} pairs compare a reply cut at the token limit: raise num-predict (or ask "
                 "for shorter explanations) before reading the scores.")

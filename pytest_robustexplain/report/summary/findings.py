@@ -70,6 +70,8 @@ def facts(summary: Summary, *, failures_note: str = "") -> list[tuple[str, str]]
                      "scores every pair of that user 0")
     rows.append(("Generation failures", failures))
     rows.append(("Replies cut at the token limit", cut_text(summary)))
+    if summary.unfit_pairs:
+        rows.append((UNFIT_LABEL, unfit_text(summary)))
     if summary.keyword_empty:
         count = len(summary.keyword_empty)
         rows.append(("Empty keyword sets", f"{count} pair{'' if count == 1 else 's'} flagged for review"))
@@ -81,6 +83,19 @@ def facts(summary: Summary, *, failures_note: str = "") -> list[tuple[str, str]]
         rows.append(("Kinds differ?", kinds_text))
     rows.append(("Recommendation", summary.recommendation))
     return rows
+
+
+UNFIT_LABEL = "Prompts longer than the context"
+
+
+def unfit_text(summary: Summary) -> str:
+    """How many pairs had a prompt the model's context did not hold, whose, and what that does to a gate."""
+    users = summary.unfit_users
+    shown = ", ".join(users[:5]) + (f" and {len(users) - 5} more" if len(users) > 5 else "")
+    return (f"{summary.unfit_pairs} of {summary.n_all_pairs} pairs ({len(users)} user"
+            f"{'s' if len(users) != 1 else ''}: {shown}; {summary.unfit_detail}) — refused or truncated by "
+            "the server, so the model did not see the whole history: gates with such pairs are not measured "
+            "(INCONCLUSIVE); lower max-history or raise the context")
 
 
 def cut_text(summary: Summary) -> str:

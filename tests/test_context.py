@@ -1,0 +1,224 @@
+"""Prompts longer than the model's context: the context is read where the server states it, the users whose
+prompts will not fit are named before any call, a refused prompt (llama.cpp, vLLM) is that call's failure
+with the server's numbers, a prompt Ollama truncated silently is detected from its token counts, and a
+gate with any such pair is not measured (INCONCLUSIVE, naming a user, the tokens and the limit) — with the
+report still written. The fake server truncates like Ollama and refuses like llama.cpp."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pytest_robustexplain import cli
+from pytest_robustexplain.engine.decide import with_unfit_prompts
+from pytest_robustexplain.explainers.context import (
+    ContextWindow,
+    PromptSizer,
+    overflow_of,
+    trained_context,
+    window_for_ollama,
+    window_from_openai_entry,
+)
+from pytest_robustexplain.explainers.prompt import PromptTemplate
+from pytest_robustexplain.results import (
+    FAIL,
+    INCONCLUSIVE,
+    PASS,
+    PairKey,
+    PairResult,
+    Verdict,
+    pair_from_dict,
+)
+from pytest_robustexplain.testing import FakeOllamaServer
+
+SMALL = ("--perturbations", "noise,drift", "--severities", "1,5", "--progress", "off", "--guard", "warn",
+         "--cache", "off", "--inconclusive", "warn")
+
+# llama.cpp b6xxx's reply to a prompt longer than its slot context, as the real server sends it.
+LLAMA_CPP_400 = ('{"error":{"code":400,"message":"request (2031 tokens) exceeds the available context size '
+                 '(512 tokens), try increasing it","type":"exceed_context_size_error","n_prompt_tokens":2031,'
+                 '"n_ctx":512}}')
+
+pytestmark = pytest.mark.usefixtures("isolated")
+
+
+# --------------------------------------------------------------------------------- the server's words
+def test_refusals_are_read_from_every_server_shape() -> None:
+    found = overflow_of(400, LLAMA_CPP_400)
+    assert found is not None and (found.prompt_tokens, found.limit) == (2031, 512)
+    assert found.detail == "prompt of 2,031 tokens exceeds the context of 512 tokens"
+    vllm = ('{"object":"error","message":"This model\'s maximum context length is 4096 tokens. However, you '
+            'requested 5120 tokens (4864 in the messages, 256 in the completion).","type":'
+            '"BadRequestError","code":400}')
+    found = overflow_of(400, vllm)
+    assert found is not None and (found.prompt_tokens, found.limit) == (5120, 4096)
+    openai = ('{"error":{"message":"too long","type":"invalid_request_error",'
+              '"code":"context_length_exceeded"}}')
+    assert overflow_of(400, openai) is not None
+    # Other 400s stay what they were (the run-stopping "refused a request as invalid"); so does a 500.
+    other = '{"error":{"message":"unknown option top_z","type":"invalid_request_error"}}'
+    assert overflow_of(400, other) is None
+    assert overflow_of(400, "<html>Bad Request</html>") is None
+    assert overflow_of(500, LLAMA_CPP_400) is None
+
+
+def test_the_context_is_read_where_each_server_states_it() -> None:
+    assert window_for_ollama(4096, None) == ContextWindow(4096, "num_ctx sent with every request")
+    assert window_for_ollama(4096, 131072).tokens == 4096
+    capped = window_for_ollama(8192, 2048)  # Ollama gives no model more than it was trained for
+    assert capped.tokens == 2048 and "trained context_length" in capped.source
+    assert trained_context({"llama.context_length": 8192, "general.architecture": "llama"}) == 8192
+    assert trained_context({"x": "y"}) is None and trained_context(None) is None
+    llama = {"id": "m", "meta": {"n_ctx": 512, "n_ctx_train": 8192}}
+    source = "the server's /models meta.n_ctx (llama.cpp, per slot)"
+    assert window_from_openai_entry(llama) == ContextWindow(512, source)
+    assert window_from_openai_entry({"id": "m", "max_model_len": 32768}).tokens == 32768  # vLLM
+    assert window_from_openai_entry({"id": "m", "meta": None}) is None
+    assert window_from_openai_entry({"id": "m", "max_model_len": True}) is None  # not a count
+
+
+# ------------------------------------------------------------------------------------------ the sizer
+def test_the_sizer_flags_truncation_on_evidence_only() -> None:
+    window = ContextWindow(1000, "test")
+    sizer = PromptSizer()
+    short = "x" * 1200  # 300 tokens at 4 characters a token: surely fits, and teaches the sizer
+    assert not sizer.truncated(short, 300, window) and sizer.chars_per_token == 4.0
+    long = "x" * 8000  # ≈ 2,000 tokens
+    assert sizer.truncated(long, 1000, window)  # current Ollama: the whole context read, the rest dropped
+    assert sizer.truncated(long, 500, window)  # older Ollama: about half of it
+    assert not sizer.truncated("x" * 3000, 750, window)  # 750 tokens, read whole: not truncated
+    assert not sizer.truncated("x" * 3960, 990, window)  # fills the context, but fits
+    # A prompt cache reports only the tokens it evaluated: a low count on a prompt far from the limit is
+    # no truncation.
+    assert not sizer.truncated("x" * 2800, 40, window)
+    # Nothing said, nothing known: never flagged.
+    assert not sizer.truncated(long, None, window) and not sizer.truncated(long, 0, window)
+    assert not sizer.truncated(long, 1000, None)
+    # Learned from the replies: a tokenizer of 3 characters a token moves the estimate.
+    dense = PromptSizer()
+    for _ in range(3):
+        dense.truncated("y" * 900, 300, window)
+    assert dense.chars_per_token == 3.0 and dense.estimate("y" * 2700) == 900
+
+
+@pytest.mark.parametrize("outcome", [PASS, FAIL])
+def test_one_unfit_pair_leaves_the_gate_unmeasured(outcome: str) -> None:
+    detail = "original explanation: prompt of ≈ 1,210 tokens exceeds the context of 100 tokens"
+    pairs = [PairResult(PairKey("m", f"u{i}", "i", "noise_injection", 1, 0), 0.9, 0.9, 0.9, 0.9, 0.9, "a",
+                        "b", overflow=("original",) if i == 7 else (),
+                        overflow_detail=detail if i == 7 else "") for i in range(40)]
+    verdict = Verdict(outcome, checks=(), message="ρ 0.90 ≥ 0.5")
+    judged = with_unfit_prompts(verdict, pairs)
+    assert judged.outcome == INCONCLUSIVE
+    assert judged.message.startswith(
+        "Not measured: 1 of 40 pairs compare an explanation whose prompt did not fit the model's context (1 "
+        "user: u7; user u7's original explanation: prompt of ≈ 1,210 tokens exceeds the context of 100 "
+        "tokens)")
+    assert "Lower max-history" in judged.message and "ρ 0.90 ≥ 0.5" in judged.message
+    assert with_unfit_prompts(verdict, [p for p in pairs if not p.overflow]) == verdict
+    data = json.loads(json.dumps(pairs[7].to_dict()))
+    assert data["overflow"] == ["original"] and pair_from_dict(data, source="t") == pairs[7]
+    assert "overflow" not in pairs[0].to_dict() and "overflow_detail" not in pairs[0].to_dict()
+
+
+# ------------------------------------------------------------------------------ through the fake server
+def _prompt_tokens(users: int) -> dict[str, int]:
+    """Each of the run's first users' original prompt in the fake server's tokens (four characters each),
+    from the cases the run takes (the bundled set, default seed)."""
+    from pytest_robustexplain.engine.setup import load_configured_dataset, take_cases
+    from pytest_robustexplain.settings import Settings
+
+    cases, _ = take_cases(load_configured_dataset(Settings.defaults()).cases, users)
+    template = PromptTemplate()
+    return {c.user_id: -(-len(template.render(c.history, c.item)) // 4) for c in cases}
+
+
+def _report(path: str) -> dict[str, Any]:
+    doc: dict[str, Any] = json.loads(Path(path).read_text(encoding="utf-8"))
+    return doc
+
+
+def test_ollama_truncating_silently_is_caught_pair_by_pair(server: FakeOllamaServer,
+                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    sizes = _prompt_tokens(6)
+    ordered = sorted(sizes.values())
+    # A context between the users' prompt sizes: the longer histories overflow it, the shorter fit.
+    num_ctx = (ordered[2] + ordered[3]) // 2
+    long = {u for u, n in sizes.items() if n > num_ctx}
+    code = cli.main(["run", "--model", "fake-model", "--host", server.url, "--users", "6", *SMALL,
+                     "--num-ctx", str(num_ctx), "--json", "r.json"])
+    out, err = capsys.readouterr()
+    assert code == 0  # INCONCLUSIVE under --inconclusive warn
+    doc = _report("r.json")
+    flagged = {p["key"]["user_id"] for p in doc["pairs"] if p.get("overflow")}
+    # Every user whose original prompt overflowed is caught; a user whose prompt fitted is never flagged
+    # unless a perturbation lengthened theirs beyond the context.
+    assert long <= flagged
+    for pair in doc["pairs"]:
+        assert ("original" in pair.get("overflow", ())) == (pair["key"]["user_id"] in long)
+    assert doc["calls"]["prompt over the context"] == server.truncated_prompts > 0
+    assert [g["verdict"]["outcome"] for g in doc["gates"]] == [INCONCLUSIVE] * len(doc["gates"])
+    assert all("did not fit the model's context" in g["verdict"]["message"] for g in doc["gates"])
+    # Said before the calls, with the users and the way out.
+    assert f"prompts are estimated at or above the model's context of {num_ctx:,} tokens" in err
+    assert "--max-history (now 50)" in err and "--num-ctx for Ollama" in err
+    assert "Prompts longer than the context" in out
+    assert doc["models"][0]["extra"]["context"] == {"tokens": num_ctx,
+                                                    "source": "num_ctx sent with every request"}
+    assert doc["settings"]["num_ctx"] == num_ctx  # applied: the Ollama backend sends it
+
+
+def test_a_context_that_holds_every_prompt_flags_nothing(server: FakeOllamaServer) -> None:
+    assert cli.main(["run", "--model", "fake-model", "--host", server.url, "--users", "6", *SMALL,
+                     "--json", "r.json"]) == 0
+    doc = _report("r.json")
+    assert server.truncated_prompts == 0 and "prompt over the context" not in doc["calls"]
+    assert not any(p.get("overflow") for p in doc["pairs"])
+
+
+def test_a_refused_prompt_names_user_tokens_and_limit_and_the_report_is_written(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    sizes = _prompt_tokens(4)
+    limit = min(sizes.values()) - 1  # every prompt is refused, as a llama.cpp slot too small refuses it
+    with FakeOllamaServer(openai_context=limit) as fake:
+        code = cli.main(["run", "--backend", "openai", "--model", "fake-model:latest", "--host",
+                         fake.url + "/v1", "--users", "4", *SMALL, "--inconclusive", "fail",
+                         "--json", "r.json", "--markdown", "r.md"])
+    err = capsys.readouterr().err
+    assert code == 1 and "Traceback" not in err
+    doc = _report("r.json")  # written: a context error is the pairs' failure, not the run's
+    first = doc["pairs"][0]
+    assert first["failure"] == "context" and first["overflow"] == ["original", "perturbed"]
+    user = sorted(doc["pairs"], key=lambda p: p["key"]["user_id"])[0]["key"]["user_id"]
+    message = doc["gates"][0]["verdict"]["message"]
+    assert message.startswith("Not measured:")
+    assert f"user {user}'s original explanation: prompt of " in message
+    assert f"exceeds the context of {limit} tokens" in message
+    assert doc["models"][0]["extra"]["context"]["tokens"] == limit
+    assert "num_ctx" not in doc["settings"]  # not applied: the server keeps its own context
+    assert "users' prompts are estimated at or above the model's context" in err
+    assert "Prompts longer than the context" in Path("r.md").read_text(encoding="utf-8")
+
+
+def test_the_fake_server_truncates_like_ollama_and_refuses_like_llama_cpp() -> None:
+    import httpx
+
+    prompt = "word " * 400  # 500 fake tokens
+    with FakeOllamaServer(context_length=300, openai_context=100) as fake:
+        native = httpx.post(fake.url + "/api/chat", json={
+            "model": "fake-model", "stream": False, "messages": [{"role": "user", "content": prompt}],
+            "options": {"num_ctx": 4096}}).json()
+        assert native["prompt_eval_count"] == 300  # capped by the trained context, the start dropped
+        assert fake.truncated_prompts == 1
+        shown = httpx.post(fake.url + "/api/show", json={"model": "fake-model"}).json()
+        assert trained_context(shown["model_info"]) == 300
+        refused = httpx.post(fake.url + "/v1/chat/completions", json={
+            "model": "fake-model", "messages": [{"role": "user", "content": prompt}]})
+        assert refused.status_code == 400
+        assert overflow_of(400, refused.text) is not None and "(500 tokens)" in refused.text
+        listed = httpx.get(fake.url + "/v1/models").json()["data"][0]
+        assert window_from_openai_entry(listed) == ContextWindow(
+            100, "the server's /models meta.n_ctx (llama.cpp, per slot)")
