@@ -11,12 +11,14 @@ backend uses by calling the llama.cpp server:
   derived from what llama.cpp reports about the model (so the response cache is keyed to that model);
 - ``POST /api/show`` — details and capabilities (``completion``);
 - ``POST /api/chat`` — mapped onto ``POST /v1/chat/completions`` (``temperature``, ``seed``,
-  ``num_predict`` → ``max_tokens``); answered as Ollama answers, plain JSON or NDJSON stream.
+  ``num_predict`` → ``max_tokens``); answered as Ollama answers, plain JSON or NDJSON stream. A prompt
+  longer than the context is truncated silently as Ollama truncates it (its start kept, then its tail),
+  where llama.cpp itself would refuse it; ``truncated`` counts them.
 
-It also forwards ``/v1/...`` and ``/health`` unchanged, so the OpenAI-compatible backend can be pointed
-at ``adapter.url + "/v1"`` and its calls counted the same way. ``chat_calls`` counts the chat requests
-that went on to the llama.cpp server by either route: a run served from the response cache must leave it
-at zero. Only the standard library is used.
+It also forwards ``/v1/...``, ``/health`` and llama.cpp's ``/tokenize`` unchanged, so the
+OpenAI-compatible backend can be pointed at ``adapter.url + "/v1"`` and its calls counted the same way.
+``chat_calls`` counts the chat requests that went on to the llama.cpp server by either route: a run served
+from the response cache must leave it at zero. Only the standard library is used.
 """
 
 from __future__ import annotations
@@ -95,6 +97,7 @@ class OllamaAdapter:
         self.calls: Counter[str] = Counter()  # requests received, by path
         self.upstream_chat_calls = 0  # chat requests forwarded to llama.cpp (both routes)
         self.errors: list[str] = []
+        self.truncated = 0  # native chat prompts truncated to the context, as Ollama truncates them
         self._upstream_model: str | None = None
         self._lock = threading.Lock()
         self._server = _Server(self)
@@ -115,6 +118,7 @@ class OllamaAdapter:
         with self._lock:
             self.calls.clear()
             self.upstream_chat_calls = 0
+            self.truncated = 0
             self.errors.clear()
 
     def start(self) -> OllamaAdapter:
@@ -199,6 +203,27 @@ class OllamaAdapter:
                 return match.group(1).upper()
         return ""
 
+    def fit_context(self, request: dict[str, Any], options: dict[str, Any]) -> None:
+        """Truncate the last message as Ollama does a prompt longer than ``num_ctx`` — silently, keeping
+        its first tokens and its tail — where llama.cpp would refuse it. The context is the smaller of the
+        request's ``num_ctx`` (Ollama's default 4096) and llama.cpp's slot; room is kept for the reply
+        and the chat template (measured with llama.cpp's own /tokenize)."""
+        messages = request.get("messages") or []
+        if not messages or not isinstance(messages[-1].get("content"), str):
+            return
+        slot = (self.model_entry().get("meta") or {}).get("n_ctx")
+        num_ctx = options.get("num_ctx") if isinstance(options.get("num_ctx"), int) else 4096
+        limit = min(num_ctx, slot) if isinstance(slot, int) else num_ctx
+        room = limit - int(options.get("num_predict") or 128) - 64  # the reply, the chat template
+        tokens = self.upstream_json("POST", "/tokenize", {"content": messages[-1]["content"]})["tokens"]
+        if len(tokens) <= room:
+            return
+        kept = tokens[:4] + tokens[len(tokens) - (room - 4):]
+        text = self.upstream_json("POST", "/detokenize", {"tokens": kept})["content"]
+        messages[-1] = {**messages[-1], "content": text}
+        with self._lock:
+            self.truncated += 1
+
     def chat(self, body: dict[str, Any]) -> dict[str, Any]:
         """An Ollama ``/api/chat`` request answered through ``/v1/chat/completions``."""
         options: dict[str, Any] = body["options"] if isinstance(body.get("options"), dict) else {}
@@ -211,6 +236,7 @@ class OllamaAdapter:
             if options.get(ollama_name) is not None:
                 request[openai_name] = options[ollama_name]
         started = time.monotonic_ns()
+        self.fit_context(request, options)
         data = self.upstream_json("POST", "/v1/chat/completions", request)
         try:
             choice = data["choices"][0]
@@ -275,7 +301,7 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _route(self, method: str, path: str, raw: bytes) -> None:
         adapter = self.server.adapter
-        if path.startswith("/v1/") or path == "/health":
+        if path.startswith("/v1/") or path in ("/health", "/tokenize", "/detokenize"):
             status, body, headers = adapter.fetch(method, path, raw if method == "POST" else None)
             self.upstream_server = headers.get("Server")
             self._send(status, body, headers.get("Content-Type", "application/json"))

@@ -21,7 +21,7 @@ import yaml
 
 from pytest_robustexplain import cli
 from pytest_robustexplain.data import generate_synthetic, load_dataset_dir
-from pytest_robustexplain.explainers.remote import WARMUP_PROMPT
+from pytest_robustexplain.explainers.remote import is_warmup_prompt
 from pytest_robustexplain.report.json_report import read_json
 from pytest_robustexplain.results import OVERALL
 from pytest_robustexplain.settings import OPTIONS
@@ -69,7 +69,7 @@ def fake_run(server: FakeOllamaServer, *argv: str, model: str = MODELS[0]) -> in
 
 def explanation_calls(server: FakeOllamaServer) -> int:
     """Chat requests for explanations (each model's one warm-up request of a run left out)."""
-    return sum(1 for request in server.requests if request["prompt"] != WARMUP_PROMPT)
+    return sum(1 for request in server.requests if not is_warmup_prompt(request["prompt"]))
 
 
 def one_error_line(err: str) -> str:

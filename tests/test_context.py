@@ -163,8 +163,9 @@ def test_ollama_truncating_silently_is_caught_pair_by_pair(server: FakeOllamaSer
     assert [g["verdict"]["outcome"] for g in doc["gates"]] == [INCONCLUSIVE] * len(doc["gates"])
     assert all("did not fit the model's context" in g["verdict"]["message"] for g in doc["gates"])
     # Said before the calls, with the users and the way out.
-    assert f"prompts are estimated at or above the model's context of {num_ctx:,} tokens" in err
+    assert f"prompts may not fit the model's context of {num_ctx:,} tokens" in err
     assert "--max-history (now 50)" in err and "--num-ctx for Ollama" in err
+    assert "(estimated at 3 characters a token)" in err  # Ollama has no tokenizer to ask
     assert "Prompts longer than the context" in out
     assert doc["models"][0]["extra"]["context"] == {"tokens": num_ctx,
                                                     "source": "num_ctx sent with every request"}
@@ -199,7 +200,8 @@ def test_a_refused_prompt_names_user_tokens_and_limit_and_the_report_is_written(
     assert f"exceeds the context of {limit} tokens" in message
     assert doc["models"][0]["extra"]["context"]["tokens"] == limit
     assert "num_ctx" not in doc["settings"]  # not applied: the server keeps its own context
-    assert "users' prompts are estimated at or above the model's context" in err
+    assert "users' prompts may not fit the model's context" in err
+    assert "(counted by the server's tokenizer)" in err  # llama.cpp's /tokenize, asked before any call
     assert "Prompts longer than the context" in Path("r.md").read_text(encoding="utf-8")
 
 

@@ -14,7 +14,7 @@ import pytest
 
 from pytest_robustexplain import cli
 from pytest_robustexplain.errors import ConfigError
-from pytest_robustexplain.explainers.remote import WARMUP_PROMPT
+from pytest_robustexplain.explainers.remote import is_warmup_prompt
 from pytest_robustexplain.metrics import Scorer, check_weights, cosine, metric_signature
 from pytest_robustexplain.results import ANSWERED_BY, EMBEDDING, answered_by
 from pytest_robustexplain.settings import resolve_settings
@@ -44,7 +44,7 @@ def server() -> Iterator[FakeOllamaServer]:
 
 
 def explanation_calls(server: FakeOllamaServer) -> int:
-    return sum(1 for r in server.requests if r["prompt"] != WARMUP_PROMPT)
+    return sum(1 for r in server.requests if not is_warmup_prompt(r["prompt"]))
 
 
 # ------------------------------------------------------------------------------------- the metric

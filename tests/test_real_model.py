@@ -135,3 +135,62 @@ def test_real_model_sweep_cold_then_warm(pytester: pytest.Pytester, adapter: Oll
     assert adapter.chat_calls == 0
     assert warm["calls"]["made"] == 0 and warm["calls"]["cached"] == len(users) + len(pairs)
     assert [(p["key"], p["combined"]) for p in warm["pairs"]] == [(p["key"], p["combined"]) for p in pairs]
+
+
+LONG_USERS = 2
+LONG_MARKED = f"""
+import pytest
+
+@pytest.mark.robustness(min_combined=0.0, min_metric=0.0, users={LONG_USERS}, perturbations=["noise"],
+                        severities=[1], guard="off")
+def test_long_prompts(robustness):
+    assert robustness.pairs
+"""
+
+
+@pytest.fixture(scope="module")
+def long_histories(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Users with 130–140 interactions: prompts of ~6,000 tokens, past a 4,096-token slot."""
+    directory = tmp_path_factory.mktemp("long-histories")
+    save_dataset(generate_synthetic(n_users=12, n_cases=LONG_USERS, min_len=130, max_len=140), directory)
+    return directory
+
+
+@pytest.mark.parametrize("backend", sorted(BACKENDS))
+def test_prompts_longer_than_the_context_are_never_scored(pytester: pytest.Pytester, adapter: OllamaAdapter,
+                                                          long_histories: Path, tmp_path: Path,
+                                                          backend: str) -> None:
+    """llama.cpp refuses a prompt longer than its slot; Ollama (the adapter, as Ollama does) truncates it
+    silently. Either way the users are named before the calls and no gate takes such a pair as measured."""
+    pytester.makepyfile(LONG_MARKED)
+    report = tmp_path / "long.json"
+    result = pytester.runpytest(
+        f"--robustexplain-backend={backend}", f"--robustexplain-host={adapter.url + BACKENDS[backend][1]}",
+        f"--robustexplain-model={BACKENDS[backend][0]}", f"--robustexplain-dataset={long_histories}",
+        "--robustexplain-max-history=all", "--robustexplain-cache=off", f"--robustexplain-json={report}",
+        *RUN_OPTIONS)
+    result.assert_outcomes(passed=1)  # one kind, one item: INCONCLUSIVE, warned
+    doc: dict[str, Any] = json.loads(report.read_text(encoding="utf-8"))
+    (model,) = doc["models"]
+    window = model["extra"]["context"]["tokens"]
+    assert window == 4096  # the slot's context (llama.cpp), or num_ctx sent (Ollama)
+    if backend == "openai":  # llama.cpp's /tokenize counts them before any call
+        result.stdout.fnmatch_lines([f"*{LONG_USERS} of {LONG_USERS} users' prompts may not fit the model's "
+                                     f"context of {window:,} tokens*(counted by the server's tokenizer*"])
+    # Ollama has no tokenizer to ask, and SmolLM2 reads these histories at about 2 characters a token:
+    # the warning's 3 misses them; the token counts of the replies catch every one (below).
+    pairs = doc["pairs"]
+    assert pairs and all(p.get("overflow") == ["original", "perturbed"] for p in pairs)
+    if backend == "openai":  # refused by llama.cpp, with its numbers
+        assert all(p["failure"] == "context" for p in pairs)
+        assert "exceeds the context of 4,096 tokens" in pairs[0]["failure_detail"]
+        assert doc["calls"]["made"] == doc["calls"]["prompt over the context"]
+    else:  # answered from the history's tail: real text, flagged from the token counts alone
+        assert all(p["failure"] is None and p["original"].strip() for p in pairs)
+        assert adapter.truncated == doc["calls"]["prompt over the context"] == doc["calls"]["made"]
+        assert "the server read" in pairs[0]["overflow_detail"]
+    for gate in doc["gates"]:
+        assert gate["verdict"]["outcome"] == "INCONCLUSIVE"
+        message = gate["verdict"]["message"]
+        assert message.startswith("Not measured: ") and message.count("Not measured") == 1
+        assert "did not fit the model's context" in message

@@ -44,6 +44,9 @@ def decide(gate: GateSettings, sliced: SliceResult, kind: str | None = None) -> 
     return with_unfit_prompts(with_cut_replies(verdict, every), every)
 
 
+NOT_MEASURED = "Not measured: "
+
+
 def _found_already(verdict: Verdict) -> bool:
     """Whether the verdict already rests on evidence an unmeasured pair cannot undo: a FAIL or
     INSENSITIVE that the controls (guard "fail") or an attack found."""
@@ -64,8 +67,10 @@ def _not_measured(verdict: Verdict, note: str) -> Verdict:
 
     if _found_already(verdict):
         return replace(verdict, message=f"{verdict.message} Also: {note}")
+    if verdict.message.startswith(NOT_MEASURED):  # unmeasured for a second reason: one "Not measured"
+        return replace(verdict, message=f"{NOT_MEASURED}{note} Also: {verdict.message[len(NOT_MEASURED):]}")
     return replace(verdict, outcome=INCONCLUSIVE, users_needed=None,
-                   message=f"Not measured: {note} The scores said: {verdict.message}")
+                   message=f"{NOT_MEASURED}{note} The scores said: {verdict.message}")
 
 
 def with_unfit_prompts(verdict: Verdict, pairs: Sequence[PairResult]) -> Verdict:

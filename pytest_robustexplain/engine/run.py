@@ -252,15 +252,16 @@ class Run:
         check = getattr(explainer, "oversized", None)
         if check is None:
             return
-        window, over = check(cases)
+        window, over, counted = self.sweep.run_coroutine(check(cases))
         if window is None or not over:
             return
+        how = "counted by the server's tokenizer" if counted else "estimated at 3 characters a token"
         over.sort(key=lambda found: -found[1])
         shown = ", ".join(f"{user} (≈ {tokens:,})" for user, tokens in over[:5])
         more = f" and {len(over) - 5} more" if len(over) > 5 else ""
         flag = self.flag_prefix
-        self.say(f"{model}: {len(over)} of {len(cases)} users' prompts are estimated at or above the "
-                 f"model's context of {window.tokens:,} tokens ({window.source}): {shown}{more} tokens; "
+        self.say(f"{model}: {len(over)} of {len(cases)} users' prompts may not fit the model's context of "
+                 f"{window.tokens:,} tokens ({window.source}): {shown}{more} tokens ({how}); "
                  "perturbations that add interactions lengthen more. Gates with such pairs are not measured "
                  f"(INCONCLUSIVE): lower {flag}max-history (now {self.settings.max_history}) or raise the "
                  f"context ({flag}num-ctx for Ollama, the server's context size otherwise).")

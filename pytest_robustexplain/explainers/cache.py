@@ -357,10 +357,11 @@ class CachedExplainer:
     async def aclose(self) -> None:
         await self.inner.aclose()
 
-    def oversized(self, cases: Sequence[EvalCase]) -> tuple[ContextWindow | None, list[tuple[str, int]]]:
+    async def oversized(self, cases: Sequence[EvalCase]) -> tuple[ContextWindow | None, list[tuple[str, int]],
+                                                                  bool]:
         """The inner explainer's context check (none for explainers without a context)."""
         check = getattr(self.inner, "oversized", None)
-        return check(cases) if check is not None else (None, [])
+        return await check(cases) if check is not None else (None, [], False)
 
     # ------------------------------------------------------------------ internals
     async def _ensure_preflight(self) -> None:

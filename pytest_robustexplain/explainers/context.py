@@ -12,7 +12,8 @@ saw it. So:
   ``/v1/models`` ``meta.n_ctx``; vLLM's ``max_model_len``);
 - a refusal becomes :class:`ContextOverflow` with the server's numbers (the call's explanation is failure
   ``"context"``, never a run-stopping error: other users' prompts may fit);
-- :class:`PromptSizer` learns the characters per token from replies whose prompts surely fitted and flags a
+- :class:`PromptSizer` learns the characters per token from the warm-up (sent after the start of the first
+  real prompt) and from replies whose prompts surely fitted, and flags a
   reply as **truncated** when its prompt may not have fitted (the estimate is at least 90 % of the context)
   and the server read far fewer tokens than the prompt has (under 75 % of the estimate), or the whole
   context of a prompt estimated longer than it.
@@ -31,6 +32,9 @@ from typing import Any
 # dates and titles run lower (a MovieLens prompt ~3.5 on SmolLM2). Erring high, the estimate errs low, so
 # a prompt is flagged on evidence rather than on a pessimistic guess.
 CHARS_PER_TOKEN_PRIOR = 4.0
+# Before any call the tokenizer is unknown: the warning of prompts that may not fit counts this many
+# characters a token (ids, numbers and names run 3–3.5), so that it errs towards saying so.
+CAUTIOUS_CHARS_PER_TOKEN = 3.0
 # A prompt is checked only when its estimate reaches this share of the context (below it, a low count is a
 # prompt cache at work, not a truncation), and flagged when the server read under TRUNCATED_SHARE of it.
 CHECKED_SHARE = 0.9
@@ -156,6 +160,13 @@ class PromptSizer:
     def estimate(self, prompt: str) -> int:
         return math.ceil(len(prompt) / self.chars_per_token)
 
+    def calibrate(self, chars: int, reported: int | None, window: ContextWindow | None) -> None:
+        """Learn from a prompt of ``chars`` characters (the warm-up's sample) when the server surely read
+        it whole: a count near a small context may be a truncated one."""
+        if reported and reported > 0 and chars > 0 and (
+                window is None or reported < LEARNING_SHARE * window.tokens):
+            self._ratios.append(chars / reported)
+
     def truncated(self, prompt: str, reported: int | None, window: ContextWindow | None) -> bool:
         """Whether the server read less of ``prompt`` than it holds (and learn from it when it surely read
         it all). Unknown counts or context: never flagged."""
@@ -173,6 +184,6 @@ class PromptSizer:
         return reported < TRUNCATED_SHARE * estimate or (reported >= FULL_SHARE * window.tokens
                                                           and estimate > window.tokens)
 
-    def fits(self, prompt: str, window: ContextWindow | None) -> bool:
-        """Before any call: whether ``prompt``'s estimate leaves room in the context."""
-        return window is None or self.estimate(prompt) < window.tokens
+    def cautious_estimate(self, prompt: str) -> int:
+        """An estimate that errs high (before the calls: the warning of prompts that may not fit)."""
+        return math.ceil(len(prompt) / min(self.chars_per_token, CAUTIOUS_CHARS_PER_TOKEN))

@@ -16,6 +16,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+from collections.abc import Sequence
 from typing import Any
 
 from ..backends import DEFAULT_HOSTS, GENERATION_DEFAULTS, GenerationOptions
@@ -136,6 +137,24 @@ class OpenAICompatExplainer(RemoteExplainer):
                              if k in known}},
         )
 
+    async def _count_tokens(self, texts: Sequence[str]) -> list[int] | None:
+        """llama.cpp's ``POST /tokenize`` (``{"content"}`` → ``{"tokens"}``), else vLLM's (``{"model",
+        "prompt"}`` → ``{"count"}``), at the server's root; None when neither answers (LM Studio, a cloud
+        API): counting is a courtesy, never a reason to fail a run."""
+        import httpx
+
+        root = self.host.removesuffix("/v1")
+        headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
+        counts: list[int] = []
+        async with httpx.AsyncClient(timeout=httpx.Timeout(self.read_timeout, connect=self.connect_timeout),
+                                     headers=headers, **tls_options(self.host)) as client:
+            for text in texts:
+                count = await _tokenize(client, root + "/tokenize", text, self.model)
+                if count is None:
+                    return None
+                counts.append(count)
+        return counts
+
     def _context_window(self, info: ModelInfo) -> ContextWindow | None:
         entry = info.extra.get("entry")
         return window_from_openai_entry({**(entry if isinstance(entry, dict) else {}),
@@ -163,3 +182,19 @@ def _param_size(n_params: Any) -> str | None:
     if not isinstance(n_params, (int, float)) or n_params <= 0:
         return None
     return f"{n_params / 1e9:.1f}B" if n_params >= 1e9 else f"{n_params / 1e6:.0f}M"
+
+
+async def _tokenize(client: Any, url: str, text: str, model: str) -> int | None:
+    """One text's token count from a ``/tokenize`` endpoint in llama.cpp's or vLLM's shape, or None."""
+    for body in ({"content": text}, {"model": model, "prompt": text}):
+        try:
+            response = await client.post(url, json=body)
+            data = response.json() if response.status_code == 200 else None
+        except Exception:  # nothing there, not JSON, a timeout: no count
+            return None
+        if isinstance(data, dict):
+            if isinstance(data.get("tokens"), list):
+                return len(data["tokens"])
+            if isinstance(data.get("count"), int):
+                return int(data["count"])
+    return None

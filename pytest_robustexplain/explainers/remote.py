@@ -42,6 +42,15 @@ from .retry import (
 T = TypeVar("T")
 
 WARMUP_PROMPT = "Reply with the single word: ready."
+# The warm-up also measures the tokenizer: it is sent after the start of the first real prompt (this many
+# characters, a few hundred tokens), and its reported prompt count gives the characters per token of this
+# model on this kind of text — what a prompt longer than the context is told by (context.py).
+CALIBRATION_CHARS = 1000
+
+
+def is_warmup_prompt(prompt: str) -> bool:
+    """Whether a request's prompt is the warm-up's (which ends with :data:`WARMUP_PROMPT`)."""
+    return prompt.endswith(WARMUP_PROMPT)
 # After a refused connection, one quick second look: a server that is just (re)starting gets a chance,
 # a dead one costs a quarter of a second, not a minute of backoff.
 RECHECK_DELAY_S = 0.25
@@ -208,8 +217,8 @@ class RemoteExplainer(ABC):
     async def explain(self, history: UserHistory, item: Item, *, seed: int, repeat: int) -> Explanation:
         """Generate one explanation; transport trouble after every retry becomes failure "error"."""
         state = self._state()
-        await self._ensure_ready(state)
         prompt = self.prompt.render(history, item)
+        await self._ensure_ready(state, sample=prompt)
         async with state.semaphore:
             if self._fatal is not None:  # found by a request that held the slot before us
                 raise self._fatal
@@ -239,13 +248,25 @@ class RemoteExplainer(ABC):
             explanation = replace(explanation, truncated=True, detail=explanation.detail or detail)
         return explanation
 
-    def oversized(self, cases: Sequence[EvalCase]) -> tuple[ContextWindow | None, list[tuple[str, int]]]:
-        """The context, and (user id, estimated tokens) of the cases whose own prompt is estimated to fill it:
-        before any call (context.py), so the person running it hears it before the calls are spent."""
+    async def oversized(self, cases: Sequence[EvalCase]) -> tuple[ContextWindow | None, list[tuple[str, int]],
+                                                                  bool]:
+        """Before any call: the context, the (user id, tokens) of the cases whose own prompt may not fit it,
+        and whether those tokens were counted by the server's tokenizer (else estimated, erring high), so
+        the person running it hears it before the calls are spent. Exact counts also teach the sizer."""
         if self.context is None:
-            return None, []
-        found = [(c.user_id, self.sizer.estimate(self.prompt.render(c.history, c.item))) for c in cases]
-        return self.context, [(u, n) for u, n in found if n >= self.context.tokens]
+            return None, [], False
+        prompts = [(c.user_id, self.prompt.render(c.history, c.item)) for c in cases]
+        exact = await self._count_tokens([p for _, p in prompts])
+        if exact is not None:
+            for (_, prompt), n in zip(prompts, exact, strict=True):
+                self.sizer.calibrate(len(prompt), n, None)
+        counts = exact if exact is not None else [self.sizer.cautious_estimate(p) for _, p in prompts]
+        over = [(u, n) for (u, _), n in zip(prompts, counts, strict=True) if n >= self.context.tokens]
+        return self.context, over, exact is not None
+
+    async def _count_tokens(self, texts: Sequence[str]) -> list[int] | None:
+        """Each text's tokens by the server's own tokenizer, where it has one to ask (None otherwise)."""
+        return None
 
     def request_identity(self, history: UserHistory, item: Item, *, seed: int, repeat: int) -> dict[str, Any]:
         """Everything that determines the reply; host-independent so a cache moves between machines."""
@@ -289,7 +310,7 @@ class RemoteExplainer(ABC):
             self._fatal = error
         return self._fatal
 
-    async def _ensure_ready(self, state: _LoopState) -> None:
+    async def _ensure_ready(self, state: _LoopState, *, sample: str = "") -> None:
         if self._fatal is not None:
             raise self._fatal
         if self.info is not None and self._warmed:
@@ -300,15 +321,20 @@ class RemoteExplainer(ABC):
             if self.info is None:
                 await self.preflight()
             if not self._warmed:
-                await self._warm_up(state)
+                await self._warm_up(state, sample)
 
-    async def _warm_up(self, state: _LoopState) -> None:
+    async def _warm_up(self, state: _LoopState, sample: str = "") -> None:
+        head = sample[:CALIBRATION_CHARS]
+        prompt = f"{head}\n\n{WARMUP_PROMPT}" if head else WARMUP_PROMPT
+
         async def attempt() -> Reply:
             self.stats.warmup_calls += 1
-            return await self._request(state.client, WARMUP_PROMPT, seed=self.seed, num_predict=8)
+            return await self._request(state.client, prompt, seed=self.seed, num_predict=8)
 
         try:
-            await self.retry.run(lambda: self._with_recheck(attempt))
+            reply = await self.retry.run(lambda: self._with_recheck(attempt))
+            if head:
+                self.sizer.calibrate(len(prompt), reply.prompt_tokens, self.context)
         except BackendError:
             raise
         except Exception as exc:

@@ -22,6 +22,7 @@ from .calls import (
     native_call,
     openai_call,
     openai_error,
+    prompt_tokens,
     words,
 )
 from .embeddings import embed_text
@@ -132,6 +133,8 @@ class _Handler(BaseHTTPRequestHandler):
             self._openai_model_one(unquote(path[len("/v1/models/"):]))
         elif method == "POST" and path == "/v1/chat/completions":
             self._chat(raw, "openai", path)
+        elif method == "POST" and path == "/tokenize" and fake.openai_context is not None:
+            self._tokenize(raw)  # llama.cpp's, served when the fake plays llama.cpp's slot context
         elif method == "POST" and path in ("/api/embed", "/v1/embeddings"):
             self._embed(raw, "ollama" if path == "/api/embed" else "openai")
         else:
@@ -253,6 +256,18 @@ class _Handler(BaseHTTPRequestHandler):
             self._send_error("openai", 404, f'model "{name}" not found')
         else:
             self._send_json(200, self._openai_model(meta))
+
+    def _tokenize(self, raw: bytes | None) -> None:
+        try:
+            body = self._json_object(raw)
+        except HttpError as err:
+            self._send_error("openai", err.status, err.message)
+            return
+        content = body.get("content")
+        if not isinstance(content, str):
+            self._send_error("openai", 400, '"content" must be provided')
+            return
+        self._send_json(200, {"tokens": list(range(prompt_tokens(content)))})
 
     def _embed(self, raw: bytes | None, api: str) -> None:
         """Deterministic vectors (``testing.embeddings``) for one text or a list of texts."""
