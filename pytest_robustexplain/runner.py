@@ -290,7 +290,8 @@ class RobustnessRun:
         if plan is not None and plan.param.kind != OVERALL:
             kinds = (plan.param.kind,)
         return perturbations_of(self.engine.cases_for(gate), kinds, gate.severities, gate.repeats,
-                                seed=self.settings.seed, catalog=self.engine.dataset.catalog)
+                                seed=self.settings.seed, catalog=self.engine.dataset.catalog,
+                                design=gate.design)
 
     def enforce(self, item: pytest.Item) -> None:
         """Do with the item what the engine's outcome says: fail it, warn, attach its properties."""

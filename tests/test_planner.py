@@ -72,3 +72,47 @@ def test_the_perturbation_list_is_the_planned_pairs_perturbations() -> None:
     planned = PairPlanner(DATA.catalog).plan(spec, [c.user_id for c in CASES])
     listed = perturbations_of(CASES, spec.kinds, spec.severities, spec.repeats, seed=7, catalog=DATA.catalog)
     assert [p.perturbation for p in planned.pairs] == listed
+
+
+# --------------------------------------------------------------------------------------- balanced design
+def test_the_balanced_design_runs_one_severity_per_kind_rotated_so_every_cell_is_covered() -> None:
+    from pytest_robustexplain.engine.plan import max_calls
+    from pytest_robustexplain.perturbations import KINDS
+
+    cases = DATA.cases[:10]
+    severities = (1, 2, 3, 4, 5)
+    spec = _spec("all", kinds=KINDS, cases=cases, severities=severities, repeats=1, design="balanced")
+    planner = PairPlanner(DATA.catalog)
+    planned = planner.plan(spec, [c.user_id for c in cases])
+    cells: dict[tuple[str, int], set[str]] = {}
+    for pair in planned.pairs:
+        cells.setdefault((pair.key.kind, pair.key.severity), set()).add(pair.key.user_id)
+    per_user: dict[tuple[str, str], set[int]] = {}
+    for pair in planned.pairs:
+        per_user.setdefault((pair.key.user_id, pair.key.kind), set()).add(pair.key.severity)
+    assert all(len(s) == 1 for s in per_user.values())  # one severity of each kind per user
+    # Every (kind, severity) is run by every fifth user: 10 users, 2 each (none trivial on this data).
+    assert planned.trivial == 0 and {k: len(u) for k, u in cells.items()} == {
+        (k, s): 2 for k in KINDS for s in severities}
+    # Each user meets every severity once across the five kinds (the rotation is shifted per kind).
+    for case in cases:
+        assert sorted(next(iter(per_user[(case.user_id, k)])) for k in KINDS) == list(severities)
+    assert len(planned.pairs) == 10 * 5 and max_calls([spec]) == 10 * 5 + 10  # and the originals
+    # A kind's own slice runs the same pairs as the overall slice: the same objects, run once.
+    noise = planner.plan(replace(spec, slice_id="noise", kinds=(NOISE,)), [c.user_id for c in cases])
+    assert {id(p) for p in noise.pairs} <= {id(p) for p in planned.pairs}
+    # The same list an unmarked test gets, and the full design is the default and unchanged.
+    listed = perturbations_of(cases, KINDS, severities, 1, seed=7, catalog=DATA.catalog, design="balanced")
+    assert [(r.kind, r.severity) for r in listed] == [(p.key.kind, p.key.severity) for p in planned.pairs]
+    full = PairPlanner(DATA.catalog).plan(replace(spec, design="full"), [c.user_id for c in cases])
+    assert len(full.pairs) + full.trivial == 10 * 5 * 5
+
+
+def test_the_rotation_does_not_depend_on_the_order_users_are_fed() -> None:
+    from pytest_robustexplain.perturbations import KINDS
+
+    cases = DATA.cases[:7]
+    spec = _spec("all", kinds=KINDS, cases=cases, severities=(1, 3, 5), repeats=1, design="balanced")
+    forward = PairPlanner(DATA.catalog).plan(spec, [c.user_id for c in cases])
+    backward = PairPlanner(DATA.catalog).plan(spec, [c.user_id for c in reversed(cases)])
+    assert sorted(p.key for p in forward.pairs) == sorted(p.key for p in backward.pairs)

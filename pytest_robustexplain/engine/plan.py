@@ -60,7 +60,7 @@ def slice_spec(settings: Settings, gate: GateSettings, *, slice_id: str, model: 
     return SliceSpec(slice_id=slice_id, model=model, cases=tuple(cases),
                      kinds=gate.perturbations if kind is None else (kind,), severities=gate.severities,
                      repeats=gate.repeats, seed=settings.seed, noise_floor=noise_floor,
-                     sequential=sequential, weights=weights, donors=donors)
+                     sequential=sequential, weights=weights, donors=donors, design=gate.design)
 
 
 LARGE_PLAN_CALLS = 2000  # above this, a run says how big it is and how to shrink it before it starts
@@ -71,12 +71,15 @@ def max_calls(specs: Sequence[SliceSpec]) -> int:
     originals and controls counted once: cheap, no perturbation is computed."""
     pairs: set[tuple[Any, ...]] = set()
     originals: set[tuple[Any, ...]] = set()
+    from ..sweep import grid
+
     for spec in specs:
-        for case in spec.cases:
+        for position, case in enumerate(spec.cases):
             originals.add((spec.model, case.user_id, case.item_id, spec.seed))
+            pairs.update((spec.model, case.user_id, case.item_id, kind, severity, repeat, spec.seed)
+                         for kind, severity, repeat in grid(spec.kinds, spec.severities, spec.repeats,
+                                                            position=position, design=spec.design))
             for repeat in range(spec.repeats):
-                pairs.update((spec.model, case.user_id, case.item_id, kind, severity, repeat, spec.seed)
-                             for kind in spec.kinds for severity in spec.severities)
                 if spec.noise_floor:
                     pairs.add((spec.model, case.user_id, case.item_id, CONTROL_KIND, 0, repeat, spec.seed))
             if (case.user_id, case.item_id) in spec.donors:

@@ -27,8 +27,8 @@ from .table import BY_FIELD, option
 
 MARKER_KEYWORDS: tuple[str, ...] = (
     "min_combined", "min_metric", "per_kind", "perturbations", "severities", "users", "repeats",
-    "weights", "decision", "alpha", "inconclusive", "max_users", "noise_floor", "guard", "min_sensitivity",
-    "max_insensitive_share", "max_identical_share", "min_relative", "max_copy_rate",
+    "weights", "design", "decision", "alpha", "inconclusive", "max_users", "noise_floor", "guard",
+    "min_sensitivity", "max_insensitive_share", "max_identical_share", "min_relative", "max_copy_rate",
     "min_history_reference", "max_unsupported_rate", "max_injection_rate", "max_hijack_rate",
 )
 
@@ -58,6 +58,7 @@ class GateSettings:
     users: int | None
     repeats: int
     weights: tuple[float, ...]
+    design: str
     decision: str
     alpha: float
     inconclusive: str

@@ -67,6 +67,7 @@ class Settings:
     per_kind: Mapping[str, Mapping[str, Any]]
     weights: tuple[float, ...]
     embed_model: str | None
+    design: str
     decision: str
     alpha: float
     inconclusive: str

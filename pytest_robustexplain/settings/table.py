@@ -41,6 +41,7 @@ if TYPE_CHECKING:
 BACKENDS: tuple[str, ...] = BACKEND_NAMES  # the registry's (pytest_robustexplain.backends)
 CACHE_MODES: tuple[str, ...] = ("off", "read", "write", "read-write", "replay-only")
 DECISIONS: tuple[str, ...] = ("mean", "confident", "sequential")
+DESIGNS: tuple[str, ...] = ("full", "balanced")
 INCONCLUSIVE_POLICIES: tuple[str, ...] = ("fail", "pass", "warn")
 TRISTATE: tuple[str, ...] = ("auto", "on", "off")
 DEFAULT_PERTURBATIONS: tuple[str, ...] = (
@@ -189,6 +190,9 @@ OPTIONS: tuple[OptionSpec, ...] = (
          "vectors from this embedding model (Ollama /api/embed, or /v1/embeddings with the openai "
          "backend), on the first host; reported beside the four, in ρ only when the weights name it; "
          "default off (the paper's four metrics).", metavar="MODEL"),
+    _enum("design", DESIGNS, "full", "Which severities each user runs: 'full' every kind at every severity "
+          "(the paper's), 'balanced' every kind at one severity, rotated over the users so that every "
+          "(kind, severity) is covered — about a quarter of the calls per user, spent on more users."),
     _enum("decision", DECISIONS, "mean", "Gate rule: 'mean' compares the mean (the method's rule), "
           "'confident' needs the whole interval on one side, 'sequential' stops adding users once decided."),
     _opt("alpha", float_parser(0.0, 1.0, open_low=True, open_high=True), 0.05, "Error level of the "

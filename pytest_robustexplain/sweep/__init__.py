@@ -27,7 +27,7 @@ this was one module: ``records`` (slice specs and results, counters, perturbatio
 from __future__ import annotations
 
 from .background import Sweep
-from .planner import PairPlanner, PlannedSlice, perturbations_of
+from .planner import PairPlanner, PlannedSlice, grid, perturbations_of, severities_for
 from .records import (
     CONTROL_SEED_OFFSET,
     ORIGINALS_AHEAD,
@@ -50,6 +50,8 @@ __all__ = [
     "SliceResult",
     "SliceSpec",
     "Sweep",
+    "grid",
     "perturbations_of",
     "reweighted",
+    "severities_for",
 ]

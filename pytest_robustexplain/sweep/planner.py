@@ -5,7 +5,7 @@ unmarked test's ``robustness_perturbations`` lists, so the three never disagree.
 
 from __future__ import annotations
 
-import itertools
+import hashlib
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -19,9 +19,37 @@ if TYPE_CHECKING:
     from .records import SliceSpec
 
 
-def grid(kinds: Sequence[str], severities: Sequence[int], repeats: int) -> Iterator[tuple[str, int, int]]:
-    """Every (kind, severity, repeat) of one case, in the plan's order: kind, then severity, then repeat."""
-    return itertools.product(kinds, severities, range(repeats))
+DESIGN_FULL = "full"
+DESIGN_BALANCED = "balanced"
+
+
+def kind_offset(kind: str) -> int:
+    """Where ``kind`` starts the rotation of severities: its place among the five kinds of the method, a
+    stable digest of its name for a registered kind (the same in every slice and every process)."""
+    from ..perturbations import KINDS
+
+    if kind in KINDS:
+        return KINDS.index(kind)
+    return int.from_bytes(hashlib.sha256(kind.encode("utf-8")).digest()[:4], "big")
+
+
+def severities_for(kind: str, position: int, severities: Sequence[int], design: str) -> tuple[int, ...]:
+    """The severities the case at ``position`` (in the slice's cases) runs of ``kind``: all of them in the
+    full design; in the balanced design one, rotated over the cases and shifted per kind, so that every
+    (kind, severity) is run by every len(severities)-th user and each user meets several severities."""
+    if design != DESIGN_BALANCED or not severities:
+        return tuple(severities)
+    return (severities[(position + kind_offset(kind)) % len(severities)],)
+
+
+def grid(kinds: Sequence[str], severities: Sequence[int], repeats: int, *, position: int = 0,
+         design: str = DESIGN_FULL) -> Iterator[tuple[str, int, int]]:
+    """Every (kind, severity, repeat) the case at ``position`` runs, in the plan's order: kind, then
+    severity, then repeat."""
+    for kind in kinds:
+        for severity in severities_for(kind, position, severities, design):
+            for repeat in range(repeats):
+                yield kind, severity, repeat
 
 
 def perturb(case: EvalCase, kind: str, severity: int, repeat: int, *, seed: int,
@@ -34,11 +62,14 @@ def perturb(case: EvalCase, kind: str, severity: int, repeat: int, *, seed: int,
 
 
 def perturbations_of(cases: Sequence[EvalCase], kinds: Sequence[str], severities: Sequence[int],
-                     repeats: int, *, seed: int, catalog: Catalog) -> list[PerturbationResult]:
+                     repeats: int, *, seed: int, catalog: Catalog,
+                     design: str = DESIGN_FULL) -> list[PerturbationResult]:
     """The perturbations a slice of these cases would run, in the plan's order (case, kind, severity,
     repeat), without the trivial ones (those that left the history unchanged)."""
     results = (perturb(case, kind, severity, repeat, seed=seed, catalog=catalog)
-               for case in cases for kind, severity, repeat in grid(kinds, severities, repeats))
+               for position, case in enumerate(cases)
+               for kind, severity, repeat in grid(kinds, severities, repeats, position=position,
+                                                  design=design))
     return [result for result in results if not result.identical]
 
 
@@ -61,16 +92,18 @@ class PairPlanner:
     def plan(self, spec: SliceSpec, users_order: Sequence[str]) -> PlannedSlice:
         """The slice's pairs, user by user in ``users_order``: perturbations (trivial ones skipped),
         the noise-floor controls and the cross-user control of each case."""
-        cases_by_user = {c.user_id: c for c in spec.cases}
+        positions = {c.user_id: i for i, c in enumerate(spec.cases)}
         out = PlannedSlice([])
         for user in users_order:
-            out.trivial += self._plan_case(spec, cases_by_user[user], out.pairs)
+            position = positions[user]
+            out.trivial += self._plan_case(spec, spec.cases[position], position, out.pairs)
         return out
 
-    def _plan_case(self, spec: SliceSpec, case: EvalCase, planned: list[Pair]) -> int:
+    def _plan_case(self, spec: SliceSpec, case: EvalCase, position: int, planned: list[Pair]) -> int:
         trivial = 0
         # Look the pair up before perturbing: a shared pair's perturbation was computed by the first slice.
-        for kind, severity, repeat in grid(spec.kinds, spec.severities, spec.repeats):
+        for kind, severity, repeat in grid(spec.kinds, spec.severities, spec.repeats, position=position,
+                                           design=spec.design):
             pair = self.pairs.get(self._ident(spec, case, kind, severity, repeat))
             if pair is None:
                 pair = self._new_pair(spec, case, kind, severity, repeat)

@@ -49,6 +49,9 @@ class SliceSpec:
     # (user, item) -> the case's content-only cross-user control (a donor's interactions under the user's
     # identity, ``donors.py``); empty: no controls (guard off).
     donors: Mapping[tuple[str, str], Control] = field(default_factory=dict)
+    # "full": every case runs every severity of every kind; "balanced": one severity per kind, rotated
+    # over the cases (planner.severities_for).
+    design: str = "full"
 
 
 @dataclass(frozen=True)

@@ -151,6 +151,9 @@ class Summary:
     unfit_pairs: int = 0
     unfit_users: tuple[str, ...] = ()
     unfit_detail: str = ""
+    # "balanced" when users ran one severity per kind (the rotation), so that severity comparisons are
+    # between users; "full" (or unrecorded) when every user ran every severity.
+    design: str = "full"
 
     @cached_property
     def kind_tests(self) -> KindDifferences | None:
@@ -192,6 +195,7 @@ class Summary:
             "n_failures": self.n_failures,
             "cut_pairs": self.cut_pairs,
             "cut_replies": self.cut_replies,
+            "design": self.design,
             "unfit_pairs": self.unfit_pairs,
             "unfit_users": list(self.unfit_users),
             "failures": [f.to_dict() for f in self.failures],
@@ -289,9 +293,20 @@ def _summarize(run: RunResult, model: str) -> Summary:
         attacks=_attacks(run, pairs),
         cut_pairs=len(cut), cut_replies=sum(len(p.cut) for p in cut), n_all_pairs=len(every),
         num_predict=num_predict if type(num_predict) is int else None,  # a record's value, checked
+        design=_design(pairs),
         unfit_pairs=len(unfit), unfit_users=tuple(sorted({p.key.user_id for p in unfit})),
         unfit_detail=f"user {unfit[0].key.user_id}'s {unfit[0].overflow_detail}" if unfit else "",
     )
+
+
+def _design(pairs: Sequence[PairResult]) -> str:
+    """"balanced" when the pairs show it — the run had several severities, and no user ran one kind at
+    two of them — else "full" (a marker may set the design per test, so the pairs decide)."""
+    seen: dict[tuple[str, str, str], set[int]] = {}
+    for p in pairs:
+        seen.setdefault((p.key.user_id, p.key.item_id, p.key.kind), set()).add(p.key.severity)
+    several = len({p.key.severity for p in pairs}) > 1
+    return "balanced" if several and len(seen) > 1 and all(len(s) == 1 for s in seen.values()) else "full"
 
 
 def _attacks(run: RunResult, pairs: Sequence[PairResult]) -> tuple[AttackResult, ...]:

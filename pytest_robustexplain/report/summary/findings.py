@@ -47,7 +47,8 @@ def kind_tests_text(tests: KindDifferences | None) -> str | None:
 
 def facts(summary: Summary, *, failures_note: str = "") -> list[tuple[str, str]]:
     """The findings rows every format shows after the tables, as (label, value) pairs."""
-    rows = [("Severity degradation L1 → L5", fmt_pct(summary.degradation_pct)),
+    rows = [("Severity degradation L1 → L5", fmt_pct(summary.degradation_pct)
+             + (" (between users: balanced design)" if summary.design == "balanced" else "")),
             ("Noise floor (same history, resampled)",
              fmt_interval(summary.noise_floor) if summary.noise_floor else "not measured (no control pairs)")]
     if summary.weakest_metric:
@@ -69,6 +70,9 @@ def facts(summary: Summary, *, failures_note: str = "") -> list[tuple[str, str]]
         failures += (f"; {from_original} of them because {users} original explanation failed, which "
                      "scores every pair of that user 0")
     rows.append(("Generation failures", failures))
+    if summary.design == "balanced":
+        rows.append(("Design", "balanced — each user ran every kind at one severity, rotated over the users: "
+                               "severity degradation and the kind × severity table compare different users"))
     rows.append(("Replies cut at the token limit", cut_text(summary)))
     if summary.unfit_pairs:
         rows.append((UNFIT_LABEL, unfit_text(summary)))
