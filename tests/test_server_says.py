@@ -163,3 +163,33 @@ def test_the_tokens_the_server_reported_are_what_the_run_cost(server: FakeOllama
     assert cli.main([*args, "--json", "warm.json"]) == cli.EXIT_OK
     warm = json.loads((tmp_path / "warm.json").read_text(encoding="utf-8"))["calls"]
     assert warm["made"] == 0 and "prompt tokens" not in warm  # cache hits cost no tokens
+
+
+def test_tokens_are_counted_per_kind_and_per_history_line_and_kept_by_the_cache(
+        server: FakeOllamaServer, capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["run", "--model", "fake-model", "--host", server.url, *SMALL[:-2], "--cache", "read-write",
+            "--json", "cold.json"]
+    assert cli.main(argv) in (0, 1)
+    cold = json.loads(Path("cold.json").read_text(encoding="utf-8"))
+    (aggregate,) = cold["aggregates"].values()
+    cost = aggregate["cost"]
+    # Every reply counted once: the originals once per user, each pair's other reply under its kind, and
+    # together exactly what the run's calls say the server reported.
+    assert cost["prompt"] == cold["calls"]["prompt tokens"] and cost["completion"] == cold["calls"][
+        "completion tokens"]
+    assert cost["originals"][2] == 5
+    assert set(cost["by_kind"]) == {"noise_injection", "category_drift", "swap"}
+    assert sum(n for _, _, n in cost["by_kind"].values()) == len(cold["pairs"])
+    # The fake server counts four characters a token: a history line is a few dozen, the rest of the
+    # prompt (instructions, the item) more than one line.
+    assert 5 < cost["per_line"] < 60 and cost["fixed"] > cost["per_line"]
+    assert all(len(p["tokens"]) == 4 and p["tokens"][2] > 0 for p in cold["pairs"])
+    assert pair_from_dict(cold["pairs"][0], source="t").tokens == tuple(cold["pairs"][0]["tokens"])
+    out = " ".join(capsys.readouterr().out.split())  # the terminal wraps the row
+    assert "Tokens (as the server counted)" in out and "tokens per history line" in out
+    assert "cross-user controls" in out
+    # A warm rerun costs no call, and reports what the cached replies took when they were made.
+    assert cli.main([*argv[:-1], "warm.json"]) in (0, 1)
+    warm = json.loads(Path("warm.json").read_text(encoding="utf-8"))
+    (warm_aggregate,) = warm["aggregates"].values()
+    assert warm["calls"]["made"] == 0 and warm_aggregate["cost"] == cost

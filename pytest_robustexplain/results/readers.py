@@ -191,7 +191,15 @@ class _Reader:
             cut=self.sides(data, "cut", record),
             overflow=self.sides(data, "overflow", record),
             overflow_detail=g(data, "overflow_detail", str, record, default=""),
+            tokens=self.tokens(data, record),
         )
+
+    def tokens(self, data: Mapping[str, Any], record: str) -> tuple[int, ...]:
+        """The pair's four token counts (absent: not reported)."""
+        counts = self.get(data, "tokens", list, record, default=[])
+        if counts and (len(counts) != 4 or not all(type(n) is int and n >= 0 for n in counts)):
+            raise self.fail(record, "tokens", f"expected four token counts >= 0, got {counts!r:.60}")
+        return tuple(counts)
 
     def sides(self, data: Mapping[str, Any], name: str, record: str) -> tuple[str, ...]:
         """Which of a pair's replies were cut, or prompts did not fit (absent: none, as reports before the

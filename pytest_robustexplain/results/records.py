@@ -94,6 +94,10 @@ class PairResult:
     # the model did not see the history whole, so no gate takes the pair as a measurement.
     overflow: tuple[str, ...] = ()
     overflow_detail: str = ""
+    # What the pair's two replies took as the server counted them: (original prompt, original completion,
+    # perturbed prompt, perturbed completion) tokens, 0 where it did not say; empty when neither did
+    # (template explainer, older reports). Cached replies keep the count of the call that made them.
+    tokens: tuple[int, ...] = ()
 
     def metric(self, name: str) -> float:
         """A metric by name; ``combined`` (ρ) included."""
@@ -103,7 +107,7 @@ class PairResult:
         data = asdict(self)
         if self.embedding is None:  # runs without the fifth metric write what they always wrote
             del data["embedding"]
-        for name in ("cut", "overflow"):  # nor do pairs whose replies were whole and prompts fitted
+        for name in ("cut", "overflow", "tokens"):  # nor pairs whose replies were whole and prompts fitted
             if getattr(self, name):
                 data[name] = list(getattr(self, name))
             else:

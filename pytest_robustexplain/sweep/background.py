@@ -367,7 +367,7 @@ class Sweep:
             cached_original=original.cached, cached_perturbed=other.cached,
             latency_s=other.latency_s, history_length=len(pair.case.history),
             cut=tuple(name for name, e in (("original", original), ("perturbed", other)) if e.cut),
-            **_overflow(original, other),
+            **_overflow(original, other), tokens=_tokens(original, other),
         )
 
     def _weighted(self, result: SliceResult, pair: PairResult) -> PairResult:
@@ -511,3 +511,10 @@ def _overflow(original: Explanation, other: Explanation) -> dict[str, Any]:
         return {}
     first = original if original.unfit else other
     return {"overflow": sides, "overflow_detail": f"{sides[0]} explanation: {first.detail}"}
+
+
+def _tokens(original: Explanation, other: Explanation) -> tuple[int, ...]:
+    """The two replies' token counts as the server reported them; () when it reported none."""
+    counts = (original.prompt_tokens, original.completion_tokens, other.prompt_tokens,
+              other.completion_tokens)
+    return () if all(n is None for n in counts) else tuple(n or 0 for n in counts)

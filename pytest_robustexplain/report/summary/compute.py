@@ -154,6 +154,8 @@ class Summary:
     # "balanced" when users ran one severity per kind (the rotation), so that severity comparisons are
     # between users; "full" (or unrecorded) when every user ran every severity.
     design: str = "full"
+    # What the replies cost as the server counted them (:func:`token_cost`); empty when it did not say.
+    cost: dict[str, Any] = field(default_factory=dict)
 
     @cached_property
     def kind_tests(self) -> KindDifferences | None:
@@ -196,6 +198,7 @@ class Summary:
             "cut_pairs": self.cut_pairs,
             "cut_replies": self.cut_replies,
             "design": self.design,
+            "cost": self.cost,
             "unfit_pairs": self.unfit_pairs,
             "unfit_users": list(self.unfit_users),
             "failures": [f.to_dict() for f in self.failures],
@@ -293,10 +296,43 @@ def _summarize(run: RunResult, model: str) -> Summary:
         attacks=_attacks(run, pairs),
         cut_pairs=len(cut), cut_replies=sum(len(p.cut) for p in cut), n_all_pairs=len(every),
         num_predict=num_predict if type(num_predict) is int else None,  # a record's value, checked
-        design=_design(pairs),
+        design=_design(pairs), cost=token_cost(every),
         unfit_pairs=len(unfit), unfit_users=tuple(sorted({p.key.user_id for p in unfit})),
         unfit_detail=f"user {unfit[0].key.user_id}'s {unfit[0].overflow_detail}" if unfit else "",
     )
+
+
+def token_cost(pairs: Sequence[PairResult]) -> dict[str, Any]:
+    """Tokens the server counted: each original once, each pair's other reply by kind (controls as their
+    kind), and the prompt's tokens per history line — the slope of the originals' prompt tokens over
+    their history lengths, the intercept being the rest of the prompt (instructions, the item)."""
+    counted = [p for p in pairs if p.tokens]
+    if not counted:
+        return {}
+    originals: dict[tuple[str, str], tuple[int, int, int]] = {}
+    by_kind: dict[str, list[int]] = {}
+    for p in counted:
+        originals.setdefault((p.key.user_id, p.key.item_id), (p.tokens[0], p.tokens[1], p.history_length))
+        entry = by_kind.setdefault(p.key.kind, [0, 0, 0])
+        entry[0] += p.tokens[2]
+        entry[1] += p.tokens[3]
+        entry[2] += 1
+    first = list(originals.values())
+    out: dict[str, Any] = {
+        "prompt": sum(o[0] for o in first) + sum(k[0] for k in by_kind.values()),
+        "completion": sum(o[1] for o in first) + sum(k[1] for k in by_kind.values()),
+        "originals": [sum(o[0] for o in first), sum(o[1] for o in first), len(first)],
+        # The method's kinds in their order, then the controls (noise floor, cross-user) by their names.
+        "by_kind": {k: by_kind[k] for k in [*ordered_kinds(by_kind), *sorted(set(by_kind) - set(
+            ordered_kinds(by_kind)))]}}
+    points = [(o[2], o[0]) for o in first if o[0] > 0 and o[2] > 0]
+    if len({x for x, _ in points}) >= 2:
+        mean_x = statistics.fmean(x for x, _ in points)
+        mean_y = statistics.fmean(y for _, y in points)
+        slope = (sum((x - mean_x) * (y - mean_y) for x, y in points)
+                 / sum((x - mean_x) ** 2 for x, _ in points))
+        out["per_line"], out["fixed"] = round(slope, 1), round(mean_y - slope * mean_x)
+    return out
 
 
 def _design(pairs: Sequence[PairResult]) -> str:

@@ -7,9 +7,18 @@ from __future__ import annotations
 
 import math
 import statistics
-from typing import TYPE_CHECKING
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
-from ...results import MAX_CUT_SHARE, ORIGINAL_FAILED, GuardResult, Interval, too_many_cut
+from ...results import (
+    CONTROL_KIND,
+    MAX_CUT_SHARE,
+    ORIGINAL_FAILED,
+    SWAP_KIND,
+    GuardResult,
+    Interval,
+    too_many_cut,
+)
 from ..formatting import fmt_interval, fmt_mean, fmt_p, fmt_pct, trim
 from .compute import Summary
 
@@ -76,6 +85,8 @@ def facts(summary: Summary, *, failures_note: str = "") -> list[tuple[str, str]]
     rows.append(("Replies cut at the token limit", cut_text(summary)))
     if summary.unfit_pairs:
         rows.append((UNFIT_LABEL, unfit_text(summary)))
+    if summary.cost:
+        rows.append(("Tokens (as the server counted)", cost_text(summary.cost)))
     if summary.keyword_empty:
         count = len(summary.keyword_empty)
         rows.append(("Empty keyword sets", f"{count} pair{'' if count == 1 else 's'} flagged for review"))
@@ -87,6 +98,22 @@ def facts(summary: Summary, *, failures_note: str = "") -> list[tuple[str, str]]
         rows.append(("Kinds differ?", kinds_text))
     rows.append(("Recommendation", summary.recommendation))
     return rows
+
+
+def cost_text(cost: Mapping[str, Any]) -> str:
+    """``41,210 prompt · 2,310 completion — originals 8,100/420 (20) · noise_injection 8,300/480 (20 pairs)
+    … · 41 tokens per history line + 230 for the rest of the prompt``."""
+    def part(label: str, entry: Sequence[int], unit: str) -> str:
+        return f"{label} {entry[0]:,}/{entry[1]:,} ({entry[2]} {unit})"
+
+    names = {SWAP_KIND: "cross-user controls", CONTROL_KIND: "noise floor"}
+    parts = [part("originals", cost["originals"], "replies"),
+             *(part(names.get(kind, kind), entry, "pairs") for kind, entry in cost["by_kind"].items())]
+    text = f"{cost['prompt']:,} prompt · {cost['completion']:,} completion — " + " · ".join(parts)
+    if "per_line" in cost:
+        text += (f" · {cost['per_line']:g} tokens per history line + {cost['fixed']:,} for the rest of the "
+                 "prompt")
+    return text
 
 
 UNFIT_LABEL = "Prompts longer than the context"
