@@ -188,7 +188,9 @@ def test_a_refused_prompt_names_user_tokens_and_limit_and_the_report_is_written(
         code = cli.main(["run", "--backend", "openai", "--model", "fake-model:latest", "--host",
                          fake.url + "/v1", "--users", "4", *SMALL, "--inconclusive", "fail",
                          "--json", "r.json", "--markdown", "r.md"])
+        tokenized = fake.calls["/tokenize"]
     err = capsys.readouterr().err
+    assert tokenized == 4  # each user's prompt counted once, for the test's two kinds and overall
     assert code == 1 and "Traceback" not in err
     doc = _report("r.json")  # written: a context error is the pairs' failure, not the run's
     first = doc["pairs"][0]

@@ -115,6 +115,7 @@ class Run:
         self._explainers: dict[str, Explainer] = {}
         self._slices: dict[str, GatedSlice] = {}
         self._started: set[str] = set()  # slice ids handed to the sweep
+        self._context_checked: set[tuple[str, tuple[tuple[str, str], ...]]] = set()  # (model, cases) asked
         self._results: dict[str, Robustness] = {}
         self._sweep: Sweep | None = None
 
@@ -250,8 +251,10 @@ class Run:
     def _check_context(self, model: str, explainer: Explainer, cases: Sequence[EvalCase]) -> None:
         """Before the calls: which users' prompts are estimated to fill the model's context (said once)."""
         check = getattr(explainer, "oversized", None)
-        if check is None:
+        asked = (model, tuple((c.user_id, c.item_id) for c in cases))
+        if check is None or asked in self._context_checked:  # once for a test's kinds and overall
             return
+        self._context_checked.add(asked)
         window, over, counted = self.sweep.run_coroutine(check(cases))
         if window is None or not over:
             return
