@@ -74,3 +74,39 @@ def markdown_inert(text: str) -> str:
     unlinked = _AUTOLINK.sub(lambda m: f"{m.group(1)}{_ZWSP}{m.group(2)}", visible(text, commands=True))
     escaped = _MARKDOWN.sub(r"\\\1", html.escape(unlinked, quote=False))
     return _LINK.sub(lambda m: "]\\(" if m.group() == "](" else "\\![", escaped)
+
+
+# Credentials in a URL (``http://user:password@host``): sent to the server, never written anywhere else.
+REDACTED = "***"
+
+
+def split_credentials(url: str) -> tuple[str, tuple[str, str] | None]:
+    """``url`` without its ``user:password@`` part, and the (user, password) it carried (None without).
+
+    The backends keep the credentials for the requests' Authorization header and use the rest as the host
+    everywhere else, so no report, cache file or error message can carry them."""
+    from urllib.parse import unquote, urlsplit, urlunsplit
+
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return url, None
+    if "@" not in parts.netloc:
+        return url, None
+    userinfo, _, netloc = parts.netloc.rpartition("@")
+    user, _, password = userinfo.partition(":")
+    return urlunsplit(parts._replace(netloc=netloc)), (unquote(user), unquote(password))
+
+
+def redact_url(url: str) -> str:
+    """``url`` with the password of its ``user:password@`` part replaced by ``***`` (the user kept, so the
+    reader knows credentials were given), or a bare ``user@`` (a token) replaced by ``***``."""
+    bare, credentials = split_credentials(url)
+    if credentials is None:
+        return url
+    from urllib.parse import quote, urlsplit, urlunsplit
+
+    parts = urlsplit(bare)
+    # A user alone may be the secret (``https://TOKEN@host``): then it is what is hidden.
+    userinfo = f"{quote(credentials[0], safe='')}:{REDACTED}" if credentials[1] else REDACTED
+    return urlunsplit(parts._replace(netloc=f"{userinfo}@{parts.netloc}"))

@@ -522,3 +522,41 @@ def test_the_callable_backend_without_an_override_is_one_usage_error(pytester: p
     assert result.ret == pytest.ExitCode.USAGE_ERROR and "Traceback" not in result.stdout.str()
     result.stderr.fnmatch_lines(["*--robustexplain-backend=callable needs the `explainer` fixture overridden "
                                  "in a conftest.py; 3 marked item(s) have none*"])
+
+
+# ------------------------------------------------------------------------------ credentials in a host URL
+@pytest.mark.parametrize("backend", ["ollama", "openai"])
+def test_credentials_in_the_host_url_are_sent_and_never_written(
+        backend: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """``http://user:password@host`` reaches the server as Basic credentials and nowhere else: not the
+    JSON or Markdown report, the cache's files, the terminal nor an error message."""
+    from pytest_robustexplain.testing import FakeOllamaServer
+
+    monkeypatch.chdir(tmp_path)
+    for name in ("OLLAMA_HOST", "OPENAI_API_KEY"):
+        monkeypatch.delenv(name, raising=False)
+    secret = "s3cr3t-Pa55"
+    suffix = "/v1" if backend == "openai" else ""
+
+    def argv(url: str) -> list[str]:
+        return ["run", "--backend", backend, "--model", "fake-model:latest", "--host", url, "--users", "2",
+                "--perturbations", "noise", "--severities", "1", "--progress", "off", "--inconclusive",
+                "warn", "--guard", "warn", "--cache-dir", "cache", "--json", "r.json", "--markdown", "r.md"]
+
+    with FakeOllamaServer() as fake:
+        assert cli.main(argv(fake.url.replace("http://", f"http://alice:{secret}@") + suffix)) == 0
+        sent = {r["authorization"] for r in fake.requests}
+        bare = fake.url.removeprefix("http://")
+    assert sent == {"Basic " + base64.b64encode(f"alice:{secret}".encode()).decode()}
+    out, err = capsys.readouterr()
+    written = [p for p in tmp_path.rglob("*") if p.is_file()]
+    assert written and not [p for p in written if secret in p.read_text(encoding="utf-8", errors="replace")]
+    assert secret not in out + err
+    doc = json.loads((tmp_path / "r.json").read_text(encoding="utf-8"))
+    assert doc["settings"]["host"] == f"http://alice:***@{bare}{suffix}"
+    assert "alice" not in doc["models"][0]["host"]  # the host the model answered from, bare
+    # A refused connection names the host, never the password.
+    assert cli.main(argv(f"http://alice:{secret}@{bare}{suffix}")) == 3  # the backend could not be used
+    err = capsys.readouterr().err
+    assert secret not in err and bare in err

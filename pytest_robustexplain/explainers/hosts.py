@@ -22,6 +22,7 @@ from typing import Any
 
 from ..data import Item, UserHistory
 from ..errors import BackendError
+from ..sanitize import redact_url
 from .base import Explainer, Explanation, ModelInfo
 
 
@@ -32,7 +33,7 @@ class HostsExplainer:
         if len(explainers) != len(hosts) or len(hosts) < 2:
             raise ValueError("HostsExplainer needs one explainer per host, and at least two hosts")
         self.explainers = list(explainers)
-        self.hosts = list(hosts)
+        self.hosts = [redact_url(h) for h in hosts]  # the labels every record shows: no credentials
         self.backend = explainers[0].backend
         self.model = explainers[0].model
         self._in_flight = [0] * len(hosts)

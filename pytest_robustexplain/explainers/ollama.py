@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..backends import DEFAULT_HOSTS, GENERATION_DEFAULTS, GenerationOptions
 from ..errors import BackendError
+from ..sanitize import split_credentials
 from .base import ModelInfo
 from .context import ContextWindow, trained_context, window_for_ollama
 from .lean_http import (
@@ -52,6 +53,7 @@ def resolve_host(host: str | None = None) -> str:
     raw = (host or os.environ.get("OLLAMA_HOST") or DEFAULT_HOST).strip()
     if "://" not in raw:
         raw = "http://" + raw
+    raw, credentials = split_credentials(raw)
     parts = urllib.parse.urlsplit(raw)
     hostname = parts.hostname or "127.0.0.1"
     if hostname in ("0.0.0.0", "::"):
@@ -64,7 +66,11 @@ def resolve_host(host: str | None = None) -> str:
         raise BackendError(f"invalid Ollama host {raw!r}: bad port") from None
     if port is None:
         port = 443 if parts.scheme == "https" else DEFAULT_PORT
-    return f"{parts.scheme}://{hostname}:{port}{parts.path.rstrip('/')}"
+    userinfo = ""
+    if credentials is not None:  # kept for the explainer, which moves them to the Authorization header
+        user, password = (urllib.parse.quote(c, safe="") for c in credentials)
+        userinfo = f"{user}:{password}@" if password else f"{user}@"
+    return f"{parts.scheme}://{userinfo}{hostname}:{port}{parts.path.rstrip('/')}"
 
 
 def normalise_digest(digest: str | None) -> str | None:
@@ -122,10 +128,11 @@ class OllamaExplainer(RemoteExplainer):
     def _official_client(self) -> ollama.AsyncClient:
         import ollama
 
-        return ollama.AsyncClient(host=self.host, timeout=self._timeout(), **self._tls())
+        return ollama.AsyncClient(host=self.host, timeout=self._timeout(), headers=self._basic_auth(),
+                                  **self._tls())
 
     def _make_client(self) -> Any:
-        if self.host.startswith("http://"):
+        if self.host.startswith("http://") and not self._basic_auth():  # the lean path sends no credentials
             return _LeanClient(self)
         return self._official_client()
 
@@ -245,7 +252,7 @@ class OllamaExplainer(RemoteExplainer):
 
         # Redirects are followed as the ollama client follows them, so a dead target is named as such.
         async with httpx.AsyncClient(base_url=self.host, timeout=self._timeout(), follow_redirects=True,
-                                     **self._tls()) as http:
+                                     headers=self._basic_auth(), **self._tls()) as http:
             response = await http.get("/api/version")
             if response.status_code == 404:  # very old servers; not worth failing (or a misleading 404)
                 return None

@@ -71,13 +71,16 @@ class OpenAICompatExplainer(RemoteExplainer):
     def _make_client(self) -> Any:
         import httpx
 
-        headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
-        return httpx.AsyncClient(base_url=self.host + "/", headers=headers,
+        return httpx.AsyncClient(base_url=self.host + "/", headers=self._headers(),
                                  timeout=httpx.Timeout(self.read_timeout, connect=self.connect_timeout),
                                  **tls_options(self.host))
 
     async def _close_client(self, client: Any) -> None:
         await client.aclose()
+
+    def _headers(self) -> dict[str, str]:
+        """The API key as a Bearer token; else the URL's ``user:password@`` as Basic credentials."""
+        return {"Authorization": f"Bearer {self.api_key}"} if self.api_key else self._basic_auth()
 
     def identity_options(self) -> dict[str, Any]:
         return {"temperature": self.temperature, "max_tokens": self.num_predict}
@@ -144,10 +147,9 @@ class OpenAICompatExplainer(RemoteExplainer):
         import httpx
 
         root = self.host.removesuffix("/v1")
-        headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
         counts: list[int] = []
         async with httpx.AsyncClient(timeout=httpx.Timeout(self.read_timeout, connect=self.connect_timeout),
-                                     headers=headers, **tls_options(self.host)) as client:
+                                     headers=self._headers(), **tls_options(self.host)) as client:
             for text in texts:
                 count = await _tokenize(client, root + "/tokenize", text, self.model)
                 if count is None:

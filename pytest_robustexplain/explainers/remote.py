@@ -26,6 +26,7 @@ from typing import Any, TypeVar
 from ..backends import GenerationOptions
 from ..data import EvalCase, Item, UserHistory
 from ..errors import BackendError
+from ..sanitize import split_credentials
 from .base import FAILURE_CONTEXT, FAILURE_ERROR, Explanation, ModelInfo
 from .context import ContextOverflow, ContextWindow, PromptSizer, overflow_of, overflow_sentence
 from .prompt import PromptTemplate
@@ -108,7 +109,9 @@ class RemoteExplainer(ABC):
         if options.concurrency < 1:
             raise BackendError(f"{self.backend}: concurrency must be at least 1, got {options.concurrency}")
         self.model = model.strip()
-        self.host = host
+        # Credentials in the URL go to the Authorization header only; the host without them is what every
+        # record, cache file and message shows (sanitize.split_credentials).
+        self.host, self._credentials = split_credentials(host)
         self.options = options
         self.prompt = prompt if prompt is not None else PromptTemplate()
         self.retry = retry if retry is not None else RetryPolicy(max_attempts=options.max_attempts,
@@ -124,6 +127,15 @@ class RemoteExplainer(ABC):
         self.sizer = PromptSizer()
         self._states: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _LoopState] = (
             weakref.WeakKeyDictionary())
+
+    def _basic_auth(self) -> dict[str, str]:
+        """The Authorization header of the URL's ``user:password@`` (empty without)."""
+        if self._credentials is None:
+            return {}
+        import base64
+
+        token = base64.b64encode(":".join(self._credentials).encode("utf-8")).decode("ascii")
+        return {"Authorization": f"Basic {token}"}
 
     # The generation options, read where the requests are built.
     @property

@@ -12,6 +12,7 @@ from typing import Any
 
 from ..backends import GenerationOptions, backend_named
 from ..results import ALL_METRICS
+from ..sanitize import redact_url
 from .table import DEFAULT_HOSTS, OPTIONS
 
 
@@ -129,6 +130,8 @@ class Settings:
         """JSON-ready: paths as strings, tuples as lists, plus ``sources``."""
         out = {f.name: jsonable(getattr(self, f.name)) for f in fields(self) if f.name != "sources"}
         out["sources"] = dict(self.sources)
+        if self.host is not None:  # credentials in a host URL never reach a report
+            out["host"] = ",".join(redact_url(h) for h in self.hosts)
         backend = backend_named(self.backend)
         if backend is not None and "num_ctx" not in backend.takes:
             # Recorded only where it was applied: an OpenAI-compatible server keeps its own context, which

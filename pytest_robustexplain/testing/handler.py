@@ -307,7 +307,7 @@ class _Handler(BaseHTTPRequestHandler):
         except HttpError as err:
             self._send_error(api, err.status, err.message)
             return
-        ticket = fake._begin_chat(path, body, api)
+        ticket = fake._begin_chat(path, body, api, self.headers.get("Authorization"))
         try:
             self._serve_chat(body, api, ticket)
         finally:

@@ -358,7 +358,8 @@ class FakeOllamaServer:
 
     @property
     def requests(self) -> list[dict[str, Any]]:
-        """Every chat request received: path, model, think, options, prompt, stream, messages, fault."""
+        """Every chat request received: path, model, think, options, prompt, stream, messages, fault and
+        the Authorization header it carried (None without)."""
         with self._cond:
             return [dict(r) for r in self._requests]
 
@@ -417,7 +418,8 @@ class FakeOllamaServer:
             out.append(entry)
         return out
 
-    def _begin_chat(self, path: str, body: dict[str, Any], api: str) -> Ticket:
+    def _begin_chat(self, path: str, body: dict[str, Any], api: str, authorization: str | None = None
+                    ) -> Ticket:
         options = body.get("options") if api == "ollama" else {
             native: body[key] for key, native in OPENAI_OPTIONS.items() if body.get(key) is not None}
         messages = body.get("messages")
@@ -436,6 +438,7 @@ class FakeOllamaServer:
                 "path": path, "model": body.get("model"), "think": think,
                 "options": dict(options) if isinstance(options, dict) else options, "prompt": prompt,
                 "stream": body.get("stream"), "messages": messages, "fault": fault.kind if fault else None,
+                "authorization": authorization,
             })
         return Ticket(fault)
 
