@@ -30,6 +30,7 @@ from typing import Any
 
 from ..data import Item, UserHistory
 from ..errors import BackendError, CacheMissError
+from ..sanitize import split_credentials
 from .base import Explainer, Explanation, ModelInfo
 from .cache import cache_key, validate_mode, write_atomic
 from .ollama import name_matches, normalise_digest
@@ -51,7 +52,8 @@ class EmbeddingClient:
                  seed: int = 0) -> None:
         if api not in EMBED_APIS:
             raise BackendError(f"embeddings: unknown API {api!r} (one of {', '.join(EMBED_APIS)})")
-        self.model, self.host, self.api = model, host.rstrip("/"), api
+        bare, self._credentials = split_credentials(host.rstrip("/"))  # sent, never shown (sanitize.py)
+        self.model, self.host, self.api = model, bare, api
         self._api_key = api_key
         self._timeout, self._connect_timeout = timeout, connect_timeout
         self._retry = RetryPolicy(max_attempts=max_attempts, seed=seed)
@@ -135,8 +137,9 @@ class EmbeddingClient:
         import httpx
 
         headers = {"Authorization": f"Bearer {self._api_key}"} if self._api_key else {}
+        auth = None if self._api_key or self._credentials is None else httpx.BasicAuth(*self._credentials)
         timeout = httpx.Timeout(self._timeout, connect=self._connect_timeout)
-        return httpx.AsyncClient(headers=headers, timeout=timeout, **tls_options(self.host))
+        return httpx.AsyncClient(headers=headers, auth=auth, timeout=timeout, **tls_options(self.host))
 
     def _fatal(self, exc: BaseException) -> BackendError:
         if is_connect_failure(exc):
