@@ -560,3 +560,19 @@ def test_credentials_in_the_host_url_are_sent_and_never_written(
     assert cli.main(argv(f"http://alice:{secret}@{bare}{suffix}")) == 3  # the backend could not be used
     err = capsys.readouterr().err
     assert secret not in err and bare in err
+
+
+@pytest.mark.parametrize("host", ["http://[::1", "http://127.0.0.1:abc/v1", "http://127.0.0.1:99999",
+                                  "http://127.0.0.1:0"])
+def test_a_malformed_host_is_one_usage_error_from_both_doors(host: str, pytester: pytest.Pytester,
+                                                              capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["run", "--model", "m", "--host", host, "--dry-run", "--progress", "off"]
+    assert cli.main(argv) == 2
+    err = capsys.readouterr().err
+    assert f"--host={host}:" in err and "Traceback" not in err
+    pytester.makepyfile("import pytest\n\n@pytest.mark.robustness()\ndef test_gate(robustness):\n    pass\n")
+    result = pytester.runpytest_subprocess("--robustexplain-model=m",
+                                           f"--robustexplain-host={host}")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([f"*--robustexplain-host={host}*"])
+    assert "INTERNALERROR" not in result.stdout.str() + result.stderr.str()

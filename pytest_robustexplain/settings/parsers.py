@@ -335,6 +335,14 @@ def _one_host(raw: Any) -> str:
     scheme, sep, _ = host.partition("://")
     if sep and scheme.lower() not in ("http", "https"):
         raise Invalid(f"unsupported scheme {scheme!r} (use http:// or https://)")
+    from urllib.parse import urlsplit
+
+    try:  # a bracket left open, a port that is no number or out of range: said here, with the source
+        port = urlsplit(host if sep else f"http://{host}").port
+    except ValueError as exc:
+        raise Invalid(f"not a URL ({exc}); e.g. http://127.0.0.1:11434 or http://[::1]:8080/v1") from None
+    if port == 0:
+        raise Invalid("port 0 is not a port a server listens on")
     return host
 
 
