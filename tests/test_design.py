@@ -71,3 +71,34 @@ def test_a_dry_run_prices_the_balanced_design(capsys: pytest.CaptureFixture[str]
         argv = ["run", "--backend", "template", "--dry-run", "--design", design, "--users", "20"]
         assert cli.main(argv) == 0
         assert f"at most {calls} model calls" in capsys.readouterr().out
+
+
+# --------------------------------------------------------------------------------------------- the budget
+def test_max_calls_cuts_the_users_to_fit_and_says_so(capsys: pytest.CaptureFixture[str]) -> None:
+    base = ["run", "--backend", "template", "--dry-run"]
+    assert cli.main([*base, "--max-calls", "100"]) == 0
+    out, err = capsys.readouterr()
+    # 27 calls a user on the default gate (original, 25 pairs, the cross-user control): 3 users fit in 100.
+    assert "max-calls 100: this test's gate costs up to 27 calls a user, so it runs 3 of 20 users" in err
+    assert "3 users × 5 kinds" in out and "at most 81 model calls" in out
+    assert cli.main([*base, "--max-calls", "100", "--design", "balanced"]) == 0
+    out, err = capsys.readouterr()
+    assert "7 calls a user, so it runs 14 of 20 users" in err and "at most 98 model calls" in out
+    assert cli.main([*base, "--max-calls", "10"]) == 0  # two users are the fewest a gate can use
+    assert "still above it" in capsys.readouterr().err
+    assert cli.main([*base, "--max-calls", "1000"]) == 0  # within the budget: nothing cut, nothing said
+    out, err = capsys.readouterr()
+    assert "max-calls" not in err and "20 users" in out
+
+
+def test_max_calls_is_the_same_budget_under_pytest(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile("import pytest\n\n@pytest.mark.robustness(perturbations=['noise'], severities=[1, 5])"
+                        "\ndef test_gate(robustness):\n    pass\n")
+    result = pytester.runpytest("--robustexplain-backend=template", "--robustexplain-max-calls=20",
+                                "--robustexplain-json=r.json", "--robustexplain-inconclusive=warn")
+    result.assert_outcomes(passed=1)
+    # 1 original + 2 pairs + 1 cross-user control = 4 calls a user: 5 users fit in 20.
+    result.stdout.fnmatch_lines(["*max-calls 20: this test's gate costs up to 4 calls a user, so it runs "
+                                 "5 of 20 users*"])
+    doc = json.loads((pytester.path / "r.json").read_text(encoding="utf-8"))
+    assert len({p["key"]["user_id"] for p in doc["pairs"]}) == 5

@@ -30,7 +30,7 @@ RUN_OPTION_GROUPS: Mapping[str, tuple[str, ...]] = {
                           "num-ctx", "concurrency", "connect-timeout", "timeout", "retries", "prompt",
                           "embed-model"),
     "data and sweep": ("dataset", "histories", "catalog", "cases", "perturbations", "severities", "users",
-                       "max-history", "repeats", "design", "seed", "noise-floor"),
+                       "max-history", "repeats", "design", "seed", "noise-floor", "max-calls"),
     "response cache": ("cache", "cache-dir"),
     "gate": ("min-combined", "min-metric", "per-kind", "weights", "decision", "alpha", "inconclusive",
              "max-users"),

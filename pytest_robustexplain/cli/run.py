@@ -184,11 +184,14 @@ def dry_run_text(settings: Settings, extra: Mapping[str, Any], dataset: Dataset,
                  *, n_cases: int) -> str:
     """The plan of a run, model by model, as printed by ``run --dry-run``."""
     protocol = f" · protocol {extra['protocol']}" if extra.get("protocol") else ""
-    per_model = n_cases * len(settings.perturbations) * len(settings.severities) * settings.repeats
+    balanced = settings.design == "balanced"
+    severities = 1 if balanced else len(settings.severities)
+    per_model = n_cases * len(settings.perturbations) * severities * settings.repeats
+    levels = (f"one of {len(settings.severities)} severities (balanced design)" if balanced
+              else _plural(len(settings.severities), "severity", "severities"))
     lines = [f"{PROG} run — plan (dry run: no model is called){protocol}",
              f"dataset {dataset.name}: {_plural(n_cases, 'user')} × "
-             f"{_plural(len(settings.perturbations), 'kind')} × "
-             f"{_plural(len(settings.severities), 'severity', 'severities')} × "
+             f"{_plural(len(settings.perturbations), 'kind')} × {levels} × "
              f"{_plural(settings.repeats, 'repeat')} = {per_model} pairs per model"]
     width = max(len(p.model) for p in plans) + 2
     for plan in plans:

@@ -42,6 +42,33 @@ def guarded(gate: GateSettings) -> bool:
     return gate.guard != "off" or gate.sources.get("min_history_reference", "default") != "default"
 
 
+def noise_floor_on(settings: Settings, gate: GateSettings) -> bool:
+    """Whether the gate measures the model's noise floor ("auto": when sampling, temperature > 0)."""
+    return settings.temperature > 0 if gate.noise_floor == "auto" else gate.noise_floor == "on"
+
+
+def calls_per_user(settings: Settings, gate: GateSettings) -> int:
+    """Model calls one user costs the gate at most: the original, each kind at its severities and repeats,
+    the noise-floor controls and the cross-user control."""
+    severities = 1 if gate.design == "balanced" else len(gate.severities)
+    return (1 + len(gate.perturbations) * severities * gate.repeats
+            + (gate.repeats if noise_floor_on(settings, gate) else 0) + (1 if guarded(gate) else 0))
+
+
+def users_within(settings: Settings, gate: GateSettings, users: int) -> tuple[int, str | None]:
+    """``users``, or fewer so that the gate's calls fit ``max-calls``, and the note that says so (never
+    fewer than two users: one decides nothing)."""
+    budget = settings.max_calls
+    per_user = calls_per_user(settings, gate)
+    if budget is None or users * per_user <= budget:
+        return users, None
+    fitting = max(2, budget // per_user)
+    over = " — still above it: two users are the fewest a gate can use" if fitting * per_user > budget else ""
+    return fitting, (f"max-calls {budget:,}: this test's gate costs up to {per_user} calls a user, so it "
+                     f"runs {fitting} of {users} users ({fitting * per_user:,} calls at most){over}; a "
+                     "gate its users cannot decide is INCONCLUSIVE and says how many it would need")
+
+
 def slice_spec(settings: Settings, gate: GateSettings, *, slice_id: str, model: str,
                cases: Sequence[EvalCase], kind: str | None = None,
                donor_pool: DonorPool | None = None) -> SliceSpec:
@@ -53,7 +80,7 @@ def slice_spec(settings: Settings, gate: GateSettings, *, slice_id: str, model: 
     sequential = None
     if gate.decision == "sequential":
         sequential = SequentialConfig(gate.thresholds(kind), alpha=gate.alpha, max_users=gate.max_users)
-    noise_floor = settings.temperature > 0 if gate.noise_floor == "auto" else gate.noise_floor == "on"
+    noise_floor = noise_floor_on(settings, gate)
     # A test's own weights only re-weight ρ of its slice; the run's weights stay the reports' ρ.
     weights = gate.weights if gate.weights != settings.weights else None
     donors = donor_pool.donors(cases, settings.seed) if donor_pool is not None and guarded(gate) else {}

@@ -40,7 +40,7 @@ from .decide import (
     robustness,
     with_regression,
 )
-from .plan import GatedSlice, SlicePlan, guarded, large_plan_note, max_calls, slice_spec
+from .plan import GatedSlice, SlicePlan, guarded, large_plan_note, max_calls, slice_spec, users_within
 from .setup import (
     build_explainer,
     build_scorer,
@@ -136,7 +136,10 @@ class Run:
         cases, note = take_cases(self.dataset.cases, gate.users)
         if note:
             self.say(note)
-        return cases
+        users, budget_note = users_within(self.settings, gate, len(cases))
+        if budget_note:
+            self.say(budget_note)
+        return cases[:users]
 
     @property
     def baseline(self) -> RunResult | None:

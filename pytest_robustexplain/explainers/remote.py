@@ -52,6 +52,8 @@ CALIBRATION_CHARS = 1000
 def is_warmup_prompt(prompt: str) -> bool:
     """Whether a request's prompt is the warm-up's (which ends with :data:`WARMUP_PROMPT`)."""
     return prompt.endswith(WARMUP_PROMPT)
+
+
 # After a refused connection, one quick second look: a server that is just (re)starting gets a chance,
 # a dead one costs a quarter of a second, not a minute of backoff.
 RECHECK_DELAY_S = 0.25

@@ -73,6 +73,7 @@ class Settings:
     alpha: float
     inconclusive: str
     max_users: int | None
+    max_calls: int | None
     noise_floor: str
     guard: str
     min_sensitivity: float

@@ -200,6 +200,8 @@ OPTIONS: tuple[OptionSpec, ...] = (
     _enum("inconclusive", INCONCLUSIVE_POLICIES, "fail", "What an INCONCLUSIVE verdict does to the test."),
     _opt("max-users", int_parser(1), None, "Most users the sequential decision may use; default all.",
          metavar="N"),
+    _opt("max-calls", int_parser(1), None, "Most model calls one gated test may plan: its users are cut to "
+         "the number that fits (said before the run); default no limit.", metavar="N"),
     _enum("noise-floor", TRISTATE, "auto", "Measure the model's own noise (same history, resampled); "
           "'auto' does it when temperature > 0."),
     _enum("guard", GUARD_POLICIES, "fail", "Cross-user control: explain each item once more for another "
