@@ -85,7 +85,9 @@ def test_max_calls_cuts_the_users_to_fit_and_says_so(capsys: pytest.CaptureFixtu
     out, err = capsys.readouterr()
     assert "7 calls a user, so it runs 14 of 20 users" in err and "at most 98 model calls" in out
     assert cli.main([*base, "--max-calls", "10"]) == 0  # two users are the fewest a gate can use
-    assert "still above it" in capsys.readouterr().err
+    assert "runs 2 of 20 users (54 calls at most) — still above it" in capsys.readouterr().err
+    assert cli.main([*base, "--max-calls", "10", "--users", "1"]) == 0  # never more users than asked for
+    assert "runs 1 of 1 users (27 calls at most) — still above it" in capsys.readouterr().err
     assert cli.main([*base, "--max-calls", "1000"]) == 0  # within the budget: nothing cut, nothing said
     out, err = capsys.readouterr()
     assert "max-calls" not in err and "20 users" in out

@@ -62,8 +62,9 @@ def users_within(settings: Settings, gate: GateSettings, users: int) -> tuple[in
     per_user = calls_per_user(settings, gate)
     if budget is None or users * per_user <= budget:
         return users, None
-    fitting = max(2, budget // per_user)
-    over = " — still above it: two users are the fewest a gate can use" if fitting * per_user > budget else ""
+    fitting = min(users, max(2, budget // per_user))
+    over = (" — still above it: two users are the fewest a gate can use" if fitting * per_user > budget
+            else "")
     return fitting, (f"max-calls {budget:,}: this test's gate costs up to {per_user} calls a user, so it "
                      f"runs {fitting} of {users} users ({fitting * per_user:,} calls at most){over}; a "
                      "gate its users cannot decide is INCONCLUSIVE and says how many it would need")
