@@ -165,7 +165,11 @@ class PromptSizer:
         it whole: a count near a small context may be a truncated one."""
         if reported and reported > 0 and chars > 0 and (
                 window is None or reported < LEARNING_SHARE * window.tokens):
-            self._ratios.append(chars / reported)
+            self._learn(chars / reported)
+
+    def _learn(self, ratio: float) -> None:
+        self._ratios.append(ratio)
+        del self._ratios[:-64]  # the recent ones: a long run (or many users counted) keeps no unbounded list
 
     def truncated(self, prompt: str, reported: int | None, window: ContextWindow | None) -> bool:
         """Whether the server read less of ``prompt`` than it holds (and learn from it when it surely read
@@ -173,8 +177,7 @@ class PromptSizer:
         if not reported or reported <= 0 or window is None or not prompt:
             return False
         if reported < LEARNING_SHARE * window.tokens:
-            self._ratios.append(len(prompt) / reported)
-            del self._ratios[:-64]  # the recent replies: a long run keeps no unbounded list
+            self._learn(len(prompt) / reported)
             return False
         estimate = self.estimate(prompt)
         if estimate < CHECKED_SHARE * window.tokens:

@@ -84,7 +84,12 @@ class _PairedRelative:
     users: list[str]
     a: Interval
     b: Interval
-    diff: FloatArray  # per user; its mean is R_b − R_a exactly
+    linear_a: FloatArray  # each user's linearised R of each run: their means are R_a and R_b exactly
+    linear_b: FloatArray
+
+    @property
+    def diff(self) -> FloatArray:
+        return self.linear_b - self.linear_a
 
 
 def _linearised(terms: RelativeTerms, users: Sequence[str]) -> tuple[float, FloatArray] | None:
@@ -109,7 +114,7 @@ def _paired_relative(a: RelativeTerms, b: RelativeTerms, alpha: float) -> _Paire
     ia = ratio_interval({u: a[u][0] for u in users}, {u: a[u][1] for u in users}, len(users), alpha)
     ib = ratio_interval({u: b[u][0] for u in users}, {u: b[u][1] for u in users}, len(users), alpha)
     assert ia is not None and ib is not None  # same sums as _linearised's
-    return _PairedRelative(users, ia, ib, lb[1] - la[1])
+    return _PairedRelative(users, ia, ib, la[1], lb[1])
 
 
 # --------------------------------------------------------------------------------------------------
@@ -326,12 +331,7 @@ def _relative_row(a: RelativeTerms, b: RelativeTerms, alpha: float) -> Compariso
     paired = _paired_relative(a, b, 0.05)
     if paired is None:
         return None
-    from scipy import stats as sps
-
-    d = paired.diff
-    if _constant(d):
-        p, d_z = (1.0, 0.0) if abs(float(d[0])) <= 1e-12 else (0.0, None)
-    else:
-        p, d_z = float(sps.ttest_1samp(d, 0.0).pvalue), float(d.mean() / d.std(ddof=1))
+    p, d_z = _paired_test(paired.linear_a, paired.linear_b)  # the rows' own paired test, on the users
+    assert p is not None  # two users at least (_paired_relative)
     return ComparisonRow(RELATIVE, RELATIVE_LABEL, paired.a, paired.b, None, p, None, d_z, p < alpha,
                          len(paired.users))

@@ -318,13 +318,13 @@ def token_cost(pairs: Sequence[PairResult]) -> dict[str, Any]:
         entry[1] += p.tokens[3]
         entry[2] += 1
     first = list(originals.values())
+    kinds = ordered_kinds(by_kind)
     out: dict[str, Any] = {
         "prompt": sum(o[0] for o in first) + sum(k[0] for k in by_kind.values()),
         "completion": sum(o[1] for o in first) + sum(k[1] for k in by_kind.values()),
         "originals": [sum(o[0] for o in first), sum(o[1] for o in first), len(first)],
         # The method's kinds in their order, then the controls (noise floor, cross-user) by their names.
-        "by_kind": {k: by_kind[k] for k in [*ordered_kinds(by_kind), *sorted(set(by_kind) - set(
-            ordered_kinds(by_kind)))]}}
+        "by_kind": {k: by_kind[k] for k in [*kinds, *sorted(set(by_kind) - set(kinds))]}}
     points = [(o[2], o[0]) for o in first if o[0] > 0 and o[2] > 0]
     if len({x for x, _ in points}) >= 2:
         mean_x = statistics.fmean(x for x, _ in points)
