@@ -9,6 +9,7 @@ import json
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -165,13 +166,19 @@ def test_the_tokens_the_server_reported_are_what_the_run_cost(server: FakeOllama
     assert warm["made"] == 0 and "prompt tokens" not in warm  # cache hits cost no tokens
 
 
-def test_tokens_are_counted_per_kind_and_per_history_line_and_kept_by_the_cache(
-        server: FakeOllamaServer, capsys: pytest.CaptureFixture[str]) -> None:
+def _cached_run(server: FakeOllamaServer) -> tuple[list[str], dict[str, Any], dict[str, Any]]:
+    """A small run into a cold response cache: its arguments, JSON report and the model's aggregate."""
     argv = ["run", "--model", "fake-model", "--host", server.url, *SMALL[:-2], "--cache", "read-write",
             "--json", "cold.json"]
     assert cli.main(argv) in (0, 1)
     cold = json.loads(Path("cold.json").read_text(encoding="utf-8"))
     (aggregate,) = cold["aggregates"].values()
+    return argv, cold, aggregate
+
+
+def test_tokens_are_counted_per_kind_and_per_history_line_and_kept_by_the_cache(
+        server: FakeOllamaServer, capsys: pytest.CaptureFixture[str]) -> None:
+    argv, cold, aggregate = _cached_run(server)
     cost = aggregate["cost"]
     # Every reply counted once: the originals once per user, each pair's other reply under its kind, and
     # together exactly what the run's calls say the server reported.
@@ -193,3 +200,22 @@ def test_tokens_are_counted_per_kind_and_per_history_line_and_kept_by_the_cache(
     warm = json.loads(Path("warm.json").read_text(encoding="utf-8"))
     (warm_aggregate,) = warm["aggregates"].values()
     assert warm["calls"]["made"] == 0 and warm_aggregate["cost"] == cost
+
+
+def test_model_time_is_reported_per_call_and_per_verdict_and_kept_by_the_cache(
+        server: FakeOllamaServer, capsys: pytest.CaptureFixture[str]) -> None:
+    server.latency = 0.01  # each reply takes at least this long: a floor, never a ceiling, is asserted
+    argv, cold, aggregate = _cached_run(server)
+    time = aggregate["time"]
+    # Every reply once: the originals once per user and each pair's other reply — the calls made.
+    assert time["calls"] == cold["calls"]["made"] == 5 + len(cold["pairs"])
+    assert time["seconds"] >= 0.01 * time["calls"] and time["median"] >= 0.01
+    assert all(p["original_latency_s"] >= 0.01 and p["latency_s"] >= 0.01 for p in cold["pairs"])
+    mean, most, count = time["per_verdict"]
+    assert count == len(cold["gates"]) == 3 and mean <= most <= time["seconds"] + 0.1
+    out = " ".join(capsys.readouterr().out.split())
+    assert "Model time" in out and "per verdict" in out and "a call" in out
+    assert cli.main([*argv[:-1], "warm.json"]) in (0, 1)  # cache hits keep what their calls took
+    warm = json.loads(Path("warm.json").read_text(encoding="utf-8"))
+    (warm_aggregate,) = warm["aggregates"].values()
+    assert warm["calls"]["made"] == 0 and warm_aggregate["time"] == time

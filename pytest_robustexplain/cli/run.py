@@ -177,6 +177,8 @@ def _dry_run(run: Run, slices: Sequence[GatedSlice]) -> int:
             largest[plan.model] = plan
     print(dry_run_text(run.settings, run.extra_settings, run.dataset, list(largest.values()),
                        n_cases=len(slices[0].spec.cases)))
+    for line in run.pace_lines():
+        print(f"  {line}")
     return EXIT_OK
 
 

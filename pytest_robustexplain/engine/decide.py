@@ -28,6 +28,8 @@ def decide(gate: GateSettings, sliced: SliceResult, kind: str | None = None) -> 
     """
     from .. import stats
 
+    if not sliced.pairs and sliced.out_of_time is not None:
+        return _unmeasured_in_time(gate, sliced, kind)
     if not sliced.pairs:
         raise DataError(f"model {sliced.spec.model!r}: no pair to score in slice {sliced.spec.slice_id!r}: "
                         f"all {sliced.trivial} planned perturbations left the history unchanged "
@@ -41,7 +43,34 @@ def decide(gate: GateSettings, sliced: SliceResult, kind: str | None = None) -> 
     if sliced.spec.donors:
         verdict = with_guard(verdict, gate, sliced, kind)
     every = (*sliced.pairs, *sliced.controls, *sliced.swaps)
-    return with_unfit_prompts(with_cut_replies(verdict, every), every)
+    return with_time_budget(with_unfit_prompts(with_cut_replies(verdict, every), every), sliced)
+
+
+def with_time_budget(verdict: Verdict, sliced: SliceResult) -> Verdict:
+    """The verdict of a slice the time budget cut short says on how many of its users it rests."""
+    from dataclasses import replace
+
+    if sliced.out_of_time is None:
+        return verdict
+    measured, planned = sliced.out_of_time
+    return replace(verdict, message=f"{verdict.message} The time budget (max-minutes) ran out: decided on "
+                                    f"the first {measured} of {planned} users.")
+
+
+def _unmeasured_in_time(gate: GateSettings, sliced: SliceResult, kind: str | None) -> Verdict:
+    """INCONCLUSIVE for a slice none of whose users finished within the time budget."""
+    import math
+
+    from ..results import INCONCLUSIVE, GateCheck, Interval, Verdict
+
+    planned = sliced.out_of_time[1] if sliced.out_of_time else 0
+    checks = tuple(GateCheck(q, t, Interval(math.nan, 0.0, 1.0, 0, 0, 1 - gate.alpha), INCONCLUSIVE)
+                   for q, t in gate.thresholds(kind).items())
+    return Verdict(INCONCLUSIVE, checks, mode=gate.decision,
+                   message=f"{NOT_MEASURED}the time budget (max-minutes) ran out before any of the {planned} "
+                           "users of this test had all its pairs in. Raise max-minutes, or plan fewer calls "
+                           "a user (design=balanced, fewer severities); the response cache keeps what was "
+                           "answered, so a rerun continues where this one stopped.")
 
 
 NOT_MEASURED = "Not measured: "

@@ -218,7 +218,7 @@ class Run:
             extra += f" · {plan.controls} noise-floor pairs" if plan.controls else ""
             lines.append(f"  {planned.nodeid} ({plan.model or 'custom explainer'}): {plan.pairs} pairs"
                          f"{extra} · at most {plan.max_calls} calls")
-        return lines
+        return lines + [f"  {line}" for line in self.pace_lines()]
 
     @property
     def sweep(self) -> Sweep:
@@ -231,7 +231,9 @@ class Run:
                 self.settings))))
             slots = self.settings.concurrency * max(1, len(self.settings.hosts))  # each host has its own
             scorer = build_scorer(self.settings, cache_dir=self.cache_dir)
-            self._sweep = Sweep({}, self.dataset.catalog, scorer=scorer, window=2 * slots * models)
+            budget = self.settings.max_minutes
+            self._sweep = Sweep({}, self.dataset.catalog, scorer=scorer, window=2 * slots * models,
+                                budget_s=None if budget is None else 60 * budget)
             self._sweep.start()
         return self._sweep
 
@@ -408,7 +410,35 @@ class Run:
         """The whole run as one record for the reports; None when nothing was decided."""
         if not self.pairs and not self.gates:
             return None
-        return self._record(partial=partial, pairs=sorted(self.pairs.values(), key=lambda p: p.key))
+        result = self._record(partial=partial, pairs=sorted(self.pairs.values(), key=lambda p: p.key))
+        if not partial:
+            self._remember_pace(result)
+        return result
+
+    def _remember_pace(self, result: RunResult) -> None:
+        """Record each model's pace in the cache directory, for a later dry run's time estimate."""
+        from .pace import measured_pace, save_pace
+
+        if self.settings.cache not in ("write", "read-write"):
+            return
+        concurrency = self.settings.concurrency * max(1, len(self.settings.hosts))
+        for model in sorted({p.key.model for p in result.pairs}):  # xdist workers' pairs included
+            pace = measured_pace(result.pairs, model=model, backend=self.settings.backend,
+                                 concurrency=concurrency, at=result.finished_at)
+            if pace is not None:
+                save_pace(self.cache_dir, pace)
+
+    def pace_lines(self) -> list[str]:
+        """What each planned model's calls will take at the pace a previous run recorded (dry runs)."""
+        from .pace import load_pace
+
+        lines = []
+        for model in dict.fromkeys(s.spec.model for s in self._slices.values()):
+            pace = load_pace(self.cache_dir, self.settings.backend, model) if model else None
+            if pace is not None:
+                calls = max_calls([s.spec for s in self._slices.values() if s.spec.model == model])
+                lines.append(pace.estimate(calls))
+        return lines
 
     def _record(self, *, partial: bool, pairs: Sequence[PairResult] = ()) -> RunResult:
         from .. import __version__

@@ -44,7 +44,9 @@ Top level (object):
     ``failure_detail`` — the error message or refused text.
   - ``keyword_empty`` — both keyword sets were empty (keyword scored 0, flagged for review).
   - ``cached_original`` / ``cached_perturbed`` — the explanation came from the response cache.
-  - ``latency_s`` — generation time of the pair in seconds; ``history_length`` — interactions.
+  - ``latency_s`` — generation time of the pair's perturbed (or control) reply in seconds,
+    ``original_latency_s`` that of its original (shared by the user's pairs); ``history_length`` —
+    interactions.
 
 - ``gates`` — list, one object per gated test item: ``nodeid``, ``slice`` (a kind, or ``"overall"``
   for all kinds together), ``model``, ``thresholds`` (name → value) and ``verdict``: ``outcome``

@@ -192,6 +192,7 @@ class _Reader:
             overflow=self.sides(data, "overflow", record),
             overflow_detail=g(data, "overflow_detail", str, record, default=""),
             tokens=self.tokens(data, record),
+            original_latency_s=g(data, "original_latency_s", float, record, default=0.0),
         )
 
     def tokens(self, data: Mapping[str, Any], record: str) -> tuple[int, ...]:

@@ -10,6 +10,7 @@ the explanation depends on the user at all (see :mod:`pytest_robustexplain.guard
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -83,7 +84,7 @@ class PairResult:
     keyword_empty: bool = False
     cached_original: bool = False
     cached_perturbed: bool = False
-    latency_s: float = 0.0
+    latency_s: float = 0.0  # the perturbed (or control) reply's generation time
     history_length: int = 0
     embedding: float | None = None  # the opt-in fifth metric; None when the run has no embedding model
     # Which of the pair's replies ("original", "perturbed") the server cut at the token limit (num_predict):
@@ -98,6 +99,9 @@ class PairResult:
     # perturbed prompt, perturbed completion) tokens, 0 where it did not say; empty when neither did
     # (template explainer, older reports). Cached replies keep the count of the call that made them.
     tokens: tuple[int, ...] = ()
+    # The original reply's generation time (shared by the user's pairs; a cached reply keeps the time of the
+    # call that made it); 0 in reports written before it was recorded.
+    original_latency_s: float = 0.0
 
     def metric(self, name: str) -> float:
         """A metric by name; ``combined`` (ρ) included."""
@@ -171,8 +175,9 @@ class Interval:
     confidence: float = 0.95
 
     def fmt(self, digits: int = 3) -> str:
-        """``0.513 [0.497, 0.529]`` — the only way a score is ever shown."""
-        return f"{self.mean:.{digits}f} [{self.low:.{digits}f}, {self.high:.{digits}f}]"
+        """``0.513 [0.497, 0.529]`` — the only way a score is ever shown (``— [0.000, 1.000]`` unmeasured)."""
+        mean = "—" if math.isnan(self.mean) else f"{self.mean:.{digits}f}"
+        return f"{mean} [{self.low:.{digits}f}, {self.high:.{digits}f}]"
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

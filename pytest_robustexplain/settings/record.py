@@ -74,6 +74,7 @@ class Settings:
     inconclusive: str
     max_users: int | None
     max_calls: int | None
+    max_minutes: float | None
     noise_floor: str
     guard: str
     min_sensitivity: float

@@ -202,6 +202,10 @@ OPTIONS: tuple[OptionSpec, ...] = (
          metavar="N"),
     _opt("max-calls", int_parser(1), None, "Most model calls one gated test may plan: its users are cut to "
          "the number that fits (said before the run); default no limit.", metavar="N"),
+    _opt("max-minutes", float_parser(0.0, None, open_low=True), None, "Time budget of the run's model "
+         "calls, from the first call: when it runs out the calls still to make are cancelled and each gate "
+         "is decided on its first users whose pairs are all in (a gate they cannot decide is INCONCLUSIVE "
+         "and says how many users it would need); default no limit.", metavar="MINUTES"),
     _enum("noise-floor", TRISTATE, "auto", "Measure the model's own noise (same history, resampled); "
           "'auto' does it when temperature > 0."),
     _enum("guard", GUARD_POLICIES, "fail", "Cross-user control: explain each item once more for another "

@@ -48,11 +48,12 @@ class Sweep:
     """
 
     def __init__(self, explainers: Mapping[str, Explainer], catalog: Catalog, *,
-                 scorer: CachedScorer | Scorer, window: int = 8) -> None:
+                 scorer: CachedScorer | Scorer, window: int = 8, budget_s: float | None = None) -> None:
         """``window`` bounds the pairs in progress at once: enough to keep every backend slot busy
         (an original and a perturbed call per pair), few enough that users finish in order. A
         :class:`~pytest_robustexplain.score_cache.CachedScorer` builds the metrics' Scorer only for a pair
-        its score cache cannot answer."""
+        its score cache cannot answer. ``budget_s`` is the time budget (max-minutes) from :meth:`start`:
+        when it runs out, every unfinished slice is cut short (:meth:`_cut_short`)."""
         self._explainers = dict(explainers)
         self._catalog = catalog
         self._scorer = scorer
@@ -82,6 +83,8 @@ class Sweep:
         self._vocabulary: Vocabulary | None = None
         # Set when a slice finishes, the run fails or a pair asks for the scorer: wakes :meth:`wait`.
         self._attention = threading.Event()
+        self._budget_s = budget_s
+        self._expired = False  # the time budget ran out: slices added from now on are cut short at once
         self.counters = Counters()
 
     # ----------------------------------------------------------------------------------- planning
@@ -132,6 +135,8 @@ class Sweep:
             # The run has already failed: the pairs this slice shares with the failed ones will never
             # run again, so its waiter must not wait for them.
             self._slice_done[slice_id].set()
+        elif self._expired:
+            self._cut_short(slice_id)
         elif self._loop is not None:
             self._schedule(slice_id)
 
@@ -163,6 +168,8 @@ class Sweep:
             asyncio.set_event_loop(loop)
             self._loop = loop
             loop.call_soon(self._schedule, *list(self._slice_pairs))
+            if self._budget_s is not None:
+                loop.call_later(self._budget_s, self._out_of_time)
             ready.set()
             loop.run_forever()
             loop.run_until_complete(self._shutdown())
@@ -368,6 +375,7 @@ class Sweep:
             latency_s=other.latency_s, history_length=len(pair.case.history),
             cut=tuple(name for name, e in (("original", original), ("perturbed", other)) if e.cut),
             **_overflow(original, other), tokens=_tokens(original, other),
+            original_latency_s=original.latency_s,
         )
 
     def _weighted(self, result: SliceResult, pair: PairResult) -> PairResult:
@@ -402,6 +410,34 @@ class Sweep:
         if gate.decided:
             self._release(slice_id)
 
+    def _out_of_time(self) -> None:
+        """The time budget ran out: cut every unfinished slice short, in the order they were planned."""
+        self._expired = True
+        before = self.counters.cancelled
+        for slice_id, done in list(self._slice_done.items()):
+            if not done.is_set() and slice_id in self._slice_users:
+                self._cut_short(slice_id)
+        self.counters.out_of_time += self.counters.cancelled - before
+
+    def _cut_short(self, slice_id: str) -> None:
+        """Decide the slice on its first users (seeded order) whose pairs are all in; cancel the rest.
+
+        A prefix of the order, not every user that happens to be done: which later users finished depends
+        on timing, and users are admitted in this order, so the prefix is what the budget bought. A
+        sequential slice keeps the users its gate has seen (its fallback then decides)."""
+        result = self._slices[slice_id]
+        if result.gate is not None:
+            kept = result.users_fed
+        else:
+            by_user = self._slice_users[slice_id]
+            kept = 0
+            for user in result.users_order:
+                if any(p.result is None for p in by_user.get(user, [])):
+                    break
+                kept += 1
+        result.out_of_time = (kept, len(result.users_order))
+        self._release(slice_id)
+
     def _release(self, slice_id: str) -> None:
         """A decided slice no longer needs its outstanding pairs; cancel those no other slice needs.
 
@@ -428,10 +464,12 @@ class Sweep:
     def _finish(self, slice_id: str) -> None:
         result = self._slices[slice_id]
         planned = self._slice_pairs[slice_id]
-        if result.gate is not None:
+        if result.gate is not None or result.out_of_time is not None:
             # A sequential verdict speaks for the users the gate saw, in order; pairs of later users
             # that happened to finish depend on timing and are left out (same result serial or xdist).
-            seen = set(result.users_order[:result.users_fed])
+            # So does one cut short by the time budget, for the users it measured.
+            kept = result.users_fed if result.out_of_time is None else result.out_of_time[0]
+            seen = set(result.users_order[:kept])
             planned = [p for p in planned if p.key.user_id in seen]
         done = [p.result for p in planned if p.result is not None]
         result.scored = [r for r in done if not is_control(r.key.kind)]

@@ -77,6 +77,9 @@ class SliceResult:
     users_order: list[str] = field(default_factory=list)
     gate: SequentialGate | None = None
     users_fed: int = 0  # how many users (in ``users_order``) the sequential gate has seen
+    # (users measured, users planned) when the run's time budget (max-minutes) ran out before the slice
+    # finished: it is decided on the first users of ``users_order`` whose pairs were all in; None otherwise.
+    out_of_time: tuple[int, int] | None = None
 
 
 @dataclass
@@ -109,6 +112,7 @@ class Counters:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     cancelled: int = 0
+    out_of_time: int = 0  # of those cancelled, the calls the time budget (max-minutes) stopped
     pairs_done: int = 0
     pairs_total: int = 0
     started: float = field(default_factory=time.monotonic)
@@ -119,7 +123,8 @@ class Counters:
         by_host = {ANSWERED_BY + host: n for host, n in sorted(self.by_host.items())}
         # Said only when it happened: a run of whole replies without retries reads as it always did.
         seldom = {name: n for name, n in (("cut at num_predict", self.cut), ("retried", self.retried),
-                                          ("prompt over the context", self.unfit)) if n}
+                                          ("prompt over the context", self.unfit),
+                                          ("stopped by the time budget", self.out_of_time)) if n}
         tokens = {name: n for name, n in (("prompt tokens", self.prompt_tokens),
                                           ("completion tokens", self.completion_tokens)) if n}
         return {"made": made, "cached": self.cached, "failed": self.failed, **seldom,

@@ -19,11 +19,13 @@ from ...results import (
     DEFAULT_MIN_METRIC,
     METRICS,
     AttackResult,
+    GateResult,
     GuardResult,
     Interval,
     PairKey,
     PairResult,
     RunResult,
+    is_control,
     metrics_of,
     plain,
     too_many_cut,
@@ -156,6 +158,8 @@ class Summary:
     design: str = "full"
     # What the replies cost as the server counted them (:func:`token_cost`); empty when it did not say.
     cost: dict[str, Any] = field(default_factory=dict)
+    # How long the model took (:func:`model_time`); empty when no reply was timed.
+    time: dict[str, Any] = field(default_factory=dict)
 
     @cached_property
     def kind_tests(self) -> KindDifferences | None:
@@ -199,6 +203,7 @@ class Summary:
             "cut_replies": self.cut_replies,
             "design": self.design,
             "cost": self.cost,
+            "time": self.time,
             "unfit_pairs": self.unfit_pairs,
             "unfit_users": list(self.unfit_users),
             "failures": [f.to_dict() for f in self.failures],
@@ -297,6 +302,7 @@ def _summarize(run: RunResult, model: str) -> Summary:
         cut_pairs=len(cut), cut_replies=sum(len(p.cut) for p in cut), n_all_pairs=len(every),
         num_predict=num_predict if type(num_predict) is int else None,  # a record's value, checked
         design=_design(pairs), cost=token_cost(every),
+        time=model_time(every, [g for g in run.gates if g.model == model]),
         unfit_pairs=len(unfit), unfit_users=tuple(sorted({p.key.user_id for p in unfit})),
         unfit_detail=f"user {unfit[0].key.user_id}'s {unfit[0].overflow_detail}" if unfit else "",
     )
@@ -332,6 +338,33 @@ def token_cost(pairs: Sequence[PairResult]) -> dict[str, Any]:
         slope = (sum((x - mean_x) * (y - mean_y) for x, y in points)
                  / sum((x - mean_x) ** 2 for x, _ in points))
         out["per_line"], out["fixed"] = round(slope, 1), round(mean_y - slope * mean_x)
+    return out
+
+
+def model_time(pairs: Sequence[PairResult], gates: Sequence[GateResult]) -> dict[str, Any]:
+    """Seconds the model spent on the replies these pairs compare — each original once, each pair's other
+    reply — their count and median, and per verdict: the calls of each gate's users and pairs (mean and
+    most, over the gates). Cache hits count the time of the call that made them: what a run without the
+    cache costs."""
+    originals: dict[tuple[str, str], float] = {}
+    for p in pairs:
+        if p.original_latency_s > 0:
+            originals.setdefault((p.key.user_id, p.key.item_id), p.original_latency_s)
+    times = [*originals.values(), *(p.latency_s for p in pairs if p.latency_s > 0)]
+    if not times:
+        return {}
+    out: dict[str, Any] = {"seconds": round(sum(times), 1), "calls": len(times),
+                           "median": round(statistics.median(times), 2)}
+    per_verdict = []
+    for gate in gates:
+        users = set(gate.scope.get("users", ()))
+        mine = [p for p in pairs if gate.covers(p) or (is_control(p.key.kind) and p.key.user_id in users)]
+        if mine:
+            firsts = {(p.key.user_id, p.key.item_id): p.original_latency_s for p in mine}
+            per_verdict.append(sum(firsts.values()) + sum(p.latency_s for p in mine))
+    if per_verdict:
+        out["per_verdict"] = [round(statistics.fmean(per_verdict), 1), round(max(per_verdict), 1),
+                              len(per_verdict)]
     return out
 
 

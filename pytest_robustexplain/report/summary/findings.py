@@ -87,6 +87,8 @@ def facts(summary: Summary, *, failures_note: str = "") -> list[tuple[str, str]]
         rows.append((UNFIT_LABEL, unfit_text(summary)))
     if summary.cost:
         rows.append(("Tokens (as the server counted)", cost_text(summary.cost)))
+    if summary.time:
+        rows.append(("Model time", time_text(summary.time)))
     if summary.keyword_empty:
         count = len(summary.keyword_empty)
         rows.append(("Empty keyword sets", f"{count} pair{'' if count == 1 else 's'} flagged for review"))
@@ -114,6 +116,26 @@ def cost_text(cost: Mapping[str, Any]) -> str:
         text += (f" · {cost['per_line']:g} tokens per history line + {cost['fixed']:,} for the rest of the "
                  "prompt")
     return text
+
+
+def time_text(time: Mapping[str, Any]) -> str:
+    """``23.4 min in 140 calls (median 37.0 s a call) · per verdict 9.6 min on average, 23.4 min at most
+    (6 verdicts)``."""
+    text = f"{duration(time['seconds'])} in {time['calls']:,} calls (median {time['median']:.1f} s a call)"
+    if "per_verdict" in time:
+        mean, most, count = time["per_verdict"]
+        text += (f" · per verdict {duration(mean)} on average, {duration(most)} at most "
+                 f"({count} verdict{'' if count == 1 else 's'})")
+    return text + "; cached replies count the time of the call that made them"
+
+
+def duration(seconds: float) -> str:
+    """``4.2 s``, ``3.5 min``, ``1.8 h``."""
+    if seconds < 90:
+        return f"{seconds:.1f} s"
+    if seconds < 5400:
+        return f"{seconds / 60:.1f} min"
+    return f"{seconds / 3600:.1f} h"
 
 
 UNFIT_LABEL = "Prompts longer than the context"

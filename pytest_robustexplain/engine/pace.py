@@ -1,0 +1,90 @@
+"""How fast a model answered last time: recorded after a run in the cache directory, read by ``--dry-run``
+to say what a planned run will take before any call is made."""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import statistics
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from ..results import PairResult
+
+PACE_DIR = "pace"
+# Fewer timed calls than this say little about a model's pace (the first call also loads the model).
+MIN_CALLS = 3
+
+
+@dataclass(frozen=True)
+class Pace:
+    """The median seconds a call took, over how many calls, how many at a time, and when."""
+
+    model: str
+    backend: str
+    median_s: float
+    calls: int
+    concurrency: int
+    measured_at: str
+
+    def minutes_for(self, calls: int) -> float:
+        """Wall minutes for ``calls`` calls, ``concurrency`` at a time, at this pace."""
+        return calls * self.median_s / max(1, self.concurrency) / 60
+
+    def estimate(self, calls: int) -> str:
+        """The dry run's line for a plan of ``calls`` calls at most."""
+        pace = (f"{self.median_s:.1f} s a call, median of {self.calls}, {self.concurrency} at a time, "
+                f"{self.measured_at[:10]}")
+        return (f"{self.model}: ≈ {self.minutes_for(calls):.0f} min for these {calls:,} calls at the pace "
+                f"last measured ({pace}); cache hits are free, max-minutes caps it")
+
+
+def measured_pace(pairs: Sequence[PairResult], *, model: str, backend: str, concurrency: int,
+                  at: str) -> Pace | None:
+    """The pace of the calls this run made for ``model`` (cache hits left out: they cost nothing now)."""
+    originals: dict[tuple[str, str], float] = {}
+    times = []
+    for p in pairs:
+        if p.key.model != model:
+            continue
+        if not p.cached_original and p.original_latency_s > 0:
+            originals.setdefault((p.key.user_id, p.key.item_id), p.original_latency_s)
+        if not p.cached_perturbed and p.latency_s > 0:
+            times.append(p.latency_s)
+    times += originals.values()
+    if len(times) < MIN_CALLS:
+        return None
+    return Pace(model, backend, round(statistics.median(times), 3), len(times), concurrency, at)
+
+
+def pace_path(cache_dir: Path, backend: str, model: str) -> Path:
+    digest = hashlib.sha256(f"{backend}\x1f{model}".encode()).hexdigest()[:24]
+    return cache_dir / PACE_DIR / f"{digest}.json"
+
+
+def save_pace(cache_dir: Path, pace: Pace) -> None:
+    """Record the pace (best effort: a cache directory that cannot be written loses nothing else)."""
+    from ..explainers.cache import write_atomic
+
+    with contextlib.suppress(OSError):
+        write_atomic(pace_path(cache_dir, pace.backend, pace.model), json.dumps(asdict(pace)))
+
+
+def load_pace(cache_dir: Path, backend: str, model: str) -> Pace | None:
+    """The recorded pace of ``model`` on ``backend``, None when there is none or it cannot be read."""
+    path = pace_path(cache_dir, backend, model)
+    try:
+        if path.is_symlink() or path.stat().st_size > 4096:
+            return None
+        data: Any = json.loads(path.read_text(encoding="utf-8"))
+        pace = Pace(**data)
+    except (OSError, ValueError, TypeError):
+        return None
+    numbers_ok = (isinstance(pace.median_s, (int, float)) and 0 < pace.median_s < 86_400
+                  and isinstance(pace.calls, int) and isinstance(pace.concurrency, int)
+                  and pace.concurrency > 0)
+    same = pace.model == model and pace.backend == backend and isinstance(pace.measured_at, str)
+    return pace if numbers_ok and same else None
