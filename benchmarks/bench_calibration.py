@@ -45,6 +45,9 @@ from pytest_robustexplain.stats import (
 from pytest_robustexplain.stats.calibration import Cell, bet_floor, simulate_interval, true_mean, user_means
 
 ALPHA = 0.05
+# Pairs a user has in the generator's gates (``Cell.pairs``): the confident rule sizes its allowance for
+# unseen generation failures by it, as the gate does from its own pairs.
+PAIRS = Cell(0.5, 10).pairs
 GAP = 0.1
 LEVELS = (0.05, 0.3, 0.5, 0.7, 0.89, 0.95)
 USERS = (10, 20, 40)
@@ -57,9 +60,11 @@ Bounds = Callable[..., tuple[np.ndarray, np.ndarray]]
 
 def previous_bounds(mean: np.ndarray, se: np.ndarray, n: np.ndarray, skew: np.ndarray, alpha_low: float,
                     alpha_high: float,
-                    limits: tuple[float, float] = (0.0, 1.0)) -> tuple[np.ndarray, np.ndarray]:
-    """The bounds before the allowance for unseen users: Hall's correction with the measured skewness moved
-    one standard error of a sample skewness, √(6/G), against each bound, held within the same limit."""
+                    limits: tuple[float, float] = (0.0, 1.0), *,
+                    pairs_per_user: object = None) -> tuple[np.ndarray, np.ndarray]:
+    """The bounds before the allowance for unseen users (and failures: ``pairs_per_user`` is ignored):
+    Hall's correction with the measured skewness moved one standard error of a sample skewness, √(6/G),
+    against each bound, held within the same limit."""
     from scipy import stats as sps
 
     mean, se, n = np.asarray(mean, float), np.asarray(se, float), np.asarray(n, float)
@@ -92,8 +97,8 @@ def rule(bounds: Bounds) -> Iterator[None]:
 def _rates(x: np.ndarray, tau: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(confident codes, sequential codes, sequential users) at threshold ``tau``."""
     thresholds = {"combined": tau}
-    seq, used = simulate_sequential(x[..., None], thresholds, alpha=ALPHA)
-    return simulate_confident(x[..., None], thresholds, alpha=ALPHA), seq, used
+    seq, used = simulate_sequential(x[..., None], thresholds, alpha=ALPHA, pairs_per_user=PAIRS)
+    return simulate_confident(x[..., None], thresholds, alpha=ALPHA, pairs_per_user=PAIRS), seq, used
 
 
 def _power(x: np.ndarray, tau: float, code: int) -> tuple[str, str, np.ndarray | None]:
@@ -239,9 +244,11 @@ def unseen_tail(runs: int, seed: int) -> None:
         above = special.betaincinv(a, b, 1 - q * p)
         for n_users in USERS:
             x = special.betaincinv(a, b, 1 - q * rng.random((runs, n_users)))
-            passed = np.mean(simulate_confident(x[..., None], {"combined": 0.95}, alpha=ALPHA) == 1)
+            gate = {"combined": 0.95}
+            passed = np.mean(simulate_confident(x[..., None], gate, alpha=ALPHA, pairs_per_user=PAIRS) == 1)
             with rule(previous_bounds):
-                before = np.mean(simulate_confident(x[..., None], {"combined": 0.95}, alpha=ALPHA) == 1)
+                before = np.mean(simulate_confident(x[..., None], gate, alpha=ALPHA,
+                                                    pairs_per_user=PAIRS) == 1)
             print(f"  c {cut:.2f}: users above c: mean {above.mean():.3f}, sd {above.std():.3f}; "
                   f"G={n_users:2d}: q^G {q**n_users:.3f}, cap on PASS {min(1.0, ALPHA / q**n_users):.2f}; "
                   f"confident PASS: previous {before:.3f}, now {passed:.3f}", flush=True)
@@ -251,7 +258,7 @@ def clear_case(runs: int, seed: int) -> None:
     """Sequential users on ρ ≈ 0.93 (users' sd 0.05), gate 0.5, 20 users, against the all-in bet's floor."""
     rng = np.random.default_rng(seed)
     x = user_means(Cell(0.93, 20, user_sd=0.05, noise="none"), runs, rng)
-    codes, used = simulate_sequential(x[..., None], {"combined": 0.5}, alpha=ALPHA)
+    codes, used = simulate_sequential(x[..., None], {"combined": 0.5}, alpha=ALPHA, pairs_per_user=PAIRS)
     alpha_bets = ALPHA * (1 - DEFAULT_FALLBACK_SHARE)
     floor = bet_floor(x, 0.5, alpha_bets).mean()
     floor_all = bet_floor(x, 0.5, ALPHA).mean()
@@ -278,8 +285,8 @@ def alpha_split(runs: int, seed: int) -> None:
             if metric_threshold is not None:
                 thresholds |= {m: metric_threshold for m in ("semantic", "keyword", "structural", "length")}
             data = x[..., :1] if metric_threshold is None else x
-            conf = simulate_confident(data, thresholds, alpha=ALPHA)
-            seq, used = simulate_sequential(data, thresholds, alpha=ALPHA)
+            conf = simulate_confident(data, thresholds, alpha=ALPHA, pairs_per_user=PAIRS)
+            seq, used = simulate_sequential(data, thresholds, alpha=ALPHA, pairs_per_user=PAIRS)
             print(f"  G={n_users:2d} level {level:.2f} {label:16}: confident {np.mean(conf == -1):.3f}, "
                   f"sequential {np.mean(seq == -1):.3f} using {used.mean():.1f} users")
 

@@ -19,6 +19,7 @@ decide right); ``fP``/``fF``: false PASS / FAIL with the threshold at the truth 
 (σ_user² + σ_sev² + σ_pair²)/G_b against (σ_user² + σ_pair²/5)/G.
 
     .venv/bin/python benchmarks/bench_design.py [--runs 20000] [--seed 1] [--fail-rate 0.05]
+    .venv/bin/python benchmarks/bench_design.py --failure-weights [--runs 5000]
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ import math
 
 import numpy as np
 
-from pytest_robustexplain.stats import simulate_confident
+from pytest_robustexplain.stats import intervals, simulate_confident
 from pytest_robustexplain.stats.calibration import Cell
 
 ALPHA = 0.05
@@ -72,10 +73,11 @@ def truth(rng: np.random.Generator, cell: Cell, delta: float) -> float:
     return float(means.mean())
 
 
-def rates(means: np.ndarray, mu: float) -> tuple[float, float, float, float]:
-    """(PASS power at μ − gap, FAIL power at μ + gap, false PASS, false FAIL at μ)."""
+def rates(means: np.ndarray, mu: float, pairs: int) -> tuple[float, float, float, float]:
+    """(PASS power at μ − gap, FAIL power at μ + gap, false PASS, false FAIL at μ), users having ``pairs``
+    pairs each (the rule's allowance for unseen failures depends on it)."""
     def codes(tau: float) -> np.ndarray:
-        return simulate_confident(means[..., None], {"combined": tau}, alpha=ALPHA)
+        return simulate_confident(means[..., None], {"combined": tau}, alpha=ALPHA, pairs_per_user=pairs)
 
     pass_power = float(np.mean(codes(mu - GAP) == 1)) if mu - GAP > 0 else math.nan
     fail_power = float(np.mean(codes(mu + GAP) == -1)) if mu + GAP < 1 else math.nan
@@ -94,14 +96,32 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--fail-rate", type=float, default=0.05,
                         help="share of generation failures, scored 0 (default 0.05)")
+    parser.add_argument("--failure-weights", action="store_true",
+                        help="instead: the confident rule's allowance for unseen failures (weight / "
+                             "pairs²) at several weights and failure rates (worst false PASS, cells won, "
+                             "power at equal calls)")
     args = parser.parse_args()
     global FAIL_RATE
-    FAIL_RATE = args.fail_rate
     rng = np.random.default_rng(args.seed)
+    if args.failure_weights:
+        _failure_weights(rng, args.runs)
+        return
+    FAIL_RATE = args.fail_rate
     print(f"{'noise':6} {'level':>5} {'δ':>4} {'μ':>5} {'design':>14} {'G':>3} {'calls':>5} | "
           f"{'decided at μ−0.1':>16} {'μ+0.1':>6} | {'fP':>5} {'fF':>5}")
-    worst = 0.0
+    worst_pass, worst_fail, wins, total, _ = _grid(rng, args.runs, show=True)
+    print(f"\nbalanced at equal calls decides at least as often as full in {wins} of {total} cells; "
+          f"largest false PASS of any design: {100 * worst_pass:.1f} %, false FAIL {100 * worst_fail:.1f} % "
+          f"(alpha {100 * ALPHA:g} %)")
+
+
+def _grid(rng: np.random.Generator, runs: int, *,
+          show: bool) -> tuple[float, float, int, int, list[float]]:
+    """Every cell: (largest false PASS, largest false FAIL, cells where balanced at equal calls decides at
+    least as often as full, cells, balanced's power at equal calls in each)."""
+    worst_pass = worst_fail = 0.0
     wins = total = 0
+    powers = []
     for noise in ("normal", "t3"):
         for level in (0.5, 0.7, 0.89):
             for delta in (0.02, 0.05):
@@ -112,21 +132,41 @@ def main() -> None:
                             ("balanced", g, "equal users"))
                     found = {}
                     for design, users, label in rows:
-                        means = user_means(rng, cell, args.runs, users, delta, design)
-                        found[label] = rates(means, mu)
+                        means = user_means(rng, cell, runs, users, delta, design)
+                        found[label] = rates(means, mu, SEVERITIES if design == "full" else 1)
                         calls = users * (CALLS_FULL if design == "full" else CALLS_BALANCED)
                         p, f, fp, ff = found[label]
-                        worst = max(worst, fp, ff)
-                        print(f"{noise:6} {level:>5} {delta:>4} {mu:>5.3f} {label:>14} {users:>3} "
-                              f"{calls:>5} | {_pct(p):>16} {_pct(f):>6} | {100 * fp:>4.1f}% "
-                              f"{100 * ff:>4.1f}%", flush=True)
+                        worst_pass, worst_fail = max(worst_pass, fp), max(worst_fail, ff)
+                        if show:
+                            print(f"{noise:6} {level:>5} {delta:>4} {mu:>5.3f} {label:>14} {users:>3} "
+                                  f"{calls:>5} | {_pct(p):>16} {_pct(f):>6} | {100 * fp:>4.1f}% "
+                                  f"{100 * ff:>4.1f}%", flush=True)
                     for index in (0, 1):
                         full, equal = found["full"][index], found["equal calls"][index]
                         if not math.isnan(full):
                             total += 1
                             wins += equal >= full - 0.005
-    print(f"\nbalanced at equal calls decides at least as often as full in {wins} of {total} cells; "
-          f"largest false PASS / FAIL of any design: {100 * worst:.1f} % (alpha {100 * ALPHA:g} %)")
+                            powers.append(equal)
+    return worst_pass, worst_fail, wins, total, powers
+
+
+def _failure_weights(rng: np.random.Generator, runs: int) -> None:
+    """The allowance's weight (``intervals._UNSEEN_FAILURE``) against the failure rate."""
+    global FAIL_RATE
+    chosen = intervals._UNSEEN_FAILURE
+    print(f"{'weight':>6} {'failures':>8} | {'worst fP':>8} {'fF':>5} {'cells won':>9} {'power':>6}")
+    try:
+        for weight in (0.0, 0.15, chosen, 0.5):
+            intervals._UNSEEN_FAILURE = weight
+            for rate in (0.0, 0.02, 0.05, 0.1, 0.2):
+                FAIL_RATE = rate
+                worst_pass, worst_fail, wins, total, powers = _grid(rng, runs, show=False)
+                mark = " (chosen)" if weight == chosen else ""
+                print(f"{weight:>6g} {100 * rate:>7g}% | {100 * worst_pass:>7.1f}% {100 * worst_fail:>4.1f}% "
+                      f"{wins:>4}/{total:<4} "
+                      f"{100 * float(np.mean(powers)):>5.1f}%{mark}", flush=True)
+    finally:
+        intervals._UNSEEN_FAILURE = chosen
 
 
 def _pct(value: float) -> str:

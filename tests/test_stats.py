@@ -28,7 +28,7 @@ from pytest_robustexplain.results import (
     Verdict,
 )
 from pytest_robustexplain.stats.confident import users_needed
-from pytest_robustexplain.stats.intervals import _UNSEEN_WEIGHT
+from pytest_robustexplain.stats.intervals import _UNSEEN_FAILURE, _UNSEEN_WEIGHT
 from pytest_robustexplain.stats.sequential import _log_wealth
 
 KINDS = ("noise_injection", "temporal_shuffle", "behavior_dilution", "category_drift", "missing_values")
@@ -97,21 +97,24 @@ def strict_json(obj: Any) -> str:
 # cluster_interval
 
 
-def with_unseen(x: np.ndarray, end: float) -> tuple[float, float]:
-    """Mean and sd of ``x`` weighted together with the unseen pseudo-user (weight w·√(G/10)) at ``end``."""
-    w = _UNSEEN_WEIGHT * math.sqrt(x.size / 10)
+def with_unseen(x: np.ndarray, end: float, extra: float = 0.0) -> tuple[float, float]:
+    """Mean and sd of ``x`` weighted together with the unseen pseudo-user (weight w·√(G/10) + ``extra``) at
+    ``end``."""
+    w = _UNSEEN_WEIGHT * math.sqrt(x.size / 10) + extra
     values, weights = np.append(x, end), np.append(np.ones(x.size), w)
     mean = float(np.average(values, weights=weights))
     return mean, math.sqrt(float(np.sum(weights * (values - mean) ** 2)) / (x.size + w - 1))
 
 
-def hall_statistic(x: np.ndarray, mu: float, gamma: float, end: float | None = None) -> float:
+def hall_statistic(x: np.ndarray, mu: float, gamma: float, end: float | None = None,
+                   extra: float = 0.0) -> float:
     """Hall's (1992) transformed Studentized mean √n·(θ + γθ²/3 + γ²θ³/27 + γ/(6n)), θ = (x̄ − μ)/s.
 
-    With ``end`` the mean and sd are those of the sample with the unseen pseudo-user at ``end``.
+    With ``end`` the mean and sd are those of the sample with the unseen pseudo-user at ``end`` (its weight
+    raised by ``extra``: the confident rule's allowance for unseen failures).
     """
     n = x.size
-    mean, sd = (float(x.mean()), float(x.std(ddof=1))) if end is None else with_unseen(x, end)
+    mean, sd = (float(x.mean()), float(x.std(ddof=1))) if end is None else with_unseen(x, end, extra)
     theta = (mean - mu) / sd
     return math.sqrt(n) * (theta + gamma * theta**2 / 3 + gamma**2 * theta**3 / 27 + gamma / (6 * n))
 
@@ -282,7 +285,9 @@ def test_confident_bounds_allow_an_unseen_user_beyond_each_side() -> None:
     verdict = st.gate(pairs, thresholds={"combined": 0.5, "semantic": 0.5}, mode="confident", alpha=0.05)
     x = 0.50 + 0.03 * np.arange(11)
     interval = verdict.checks[0].interval
-    assert hall_statistic(x, interval.low, 0.0, end=0.0) == pytest.approx(sps.t.ppf(0.95, 10))
+    # Five pairs a user: the lower bound's pseudo-user also stands for unseen failures (0.3 / 5² of a user).
+    assert hall_statistic(x, interval.low, 0.0, end=0.0, extra=_UNSEEN_FAILURE / 5**2) == pytest.approx(
+        sps.t.ppf(0.95, 10))
     assert hall_statistic(x, interval.high, 0.0, end=1.0) == pytest.approx(-sps.t.ppf(1 - 0.05 / 2, 10))
     mean, se, g = cr1([p.combined for p in pairs], [p.key.user_id for p in pairs])
     assert interval.low < mean - sps.t.ppf(0.95, g - 1) * se
@@ -298,7 +303,8 @@ def test_confident_lower_bound_inverts_halls_skew_corrected_statistic() -> None:
     x = np.array(means)
     gamma = sps.skew(x)
     assert gamma > 1
-    assert hall_statistic(x, low, gamma, end=0.0) == pytest.approx(sps.t.ppf(0.95, x.size - 1))
+    assert hall_statistic(x, low, gamma, end=0.0, extra=_UNSEEN_FAILURE / 3**2) == pytest.approx(
+        sps.t.ppf(0.95, x.size - 1))
     plain = x.mean() - sps.t.ppf(0.95, x.size - 1) * x.std(ddof=1) / math.sqrt(x.size)
     assert low > plain  # right skew: the mean is less likely to sit far above the truth
 

@@ -19,7 +19,8 @@ _PLANNING_POWER = 0.8
 
 
 def confident_codes(mean: FloatArray, se: FloatArray, n: FloatArray, skew: FloatArray, thr: FloatArray,
-                     alpha_pass: float, alpha_fail: float) -> tuple[IntArray, FloatArray, FloatArray]:
+                     alpha_pass: float, alpha_fail: float, *,
+                     pairs_per_user: float | None = None) -> tuple[IntArray, FloatArray, FloatArray]:
     """Per-quantity codes (+1 PASS, −1 FAIL, 0 undecided) with the decision bounds.
 
     ``low`` is the one-sided level-``alpha_pass`` lower bound, ``high`` the one-sided level-``alpha_fail``
@@ -27,8 +28,10 @@ def confident_codes(mean: FloatArray, se: FloatArray, n: FloatArray, skew: Float
     interval uses. Per-user means of bounded scores are skewed near either end of the scale and may hide
     a thin tail the sample did not draw; the plain t bound then errs on one side two to four times as often
     as alpha there, these bounds (skewness-corrected, with an allowance for an unseen user) at most alpha.
+    ``pairs_per_user`` (the gate's pairs over its users) sizes the lower bound's allowance for generation
+    failures the sample did not draw: a user at 0 where users have one pair each.
     """
-    low, high = mean_bounds(mean, se, n, skew, alpha_pass, alpha_fail)
+    low, high = mean_bounds(mean, se, n, skew, alpha_pass, alpha_fail, pairs_per_user=pairs_per_user)
     codes = np.where(low >= thr, 1, np.where(high < thr, -1, 0)).astype(np.int64)
     return codes, low, high
 
@@ -81,9 +84,10 @@ def check_user_means(x: FloatArray) -> FloatArray:
     return arr
 
 
-def fallback_codes(x: FloatArray, thr: FloatArray, alpha_fix: float,
-                    per_quantity: bool = False) -> IntArray:
-    """The confident rule on per-user means at level ``alpha_fix`` (0 everywhere when it has no alpha)."""
+def fallback_codes(x: FloatArray, thr: FloatArray, alpha_fix: float, per_quantity: bool = False, *,
+                   pairs_per_user: float | None = None) -> IntArray:
+    """The confident rule on per-user means at level ``alpha_fix`` (0 everywhere when it has no alpha),
+    users having ``pairs_per_user`` pairs each (see :func:`confident_codes`)."""
     n = x.shape[1]
     if alpha_fix <= 0 or n < 2:
         shape = x.shape[::2] if per_quantity else x.shape[:1]
@@ -92,17 +96,18 @@ def fallback_codes(x: FloatArray, thr: FloatArray, alpha_fix: float,
     se = x.std(axis=1, ddof=1) / math.sqrt(n)
     skew = skewness(np.moveaxis(x, 1, -1))
     codes, _, _ = confident_codes(mean, se, np.full_like(mean, float(n)), skew, thr,
-                                   alpha_fix, alpha_fix / failable(thr))
+                                   alpha_fix, alpha_fix / failable(thr), pairs_per_user=pairs_per_user)
     return codes if per_quantity else combine_codes(codes)
 
 
 def simulate_confident(user_means: FloatArray, thresholds: Mapping[str, float], *,
-                       alpha: float = 0.05) -> IntArray:
+                       alpha: float = 0.05, pairs_per_user: float | None = None) -> IntArray:
     """Vectorised ``gate(mode="confident")`` over many runs, from per-user means (codes as above).
 
     With equally many pairs per user the CR1 cluster-robust SE of the pair mean equals the ordinary SE of
-    the per-user means, so this is exactly the confident rule on such runs.
+    the per-user means, so this is exactly the confident rule on such runs when ``pairs_per_user`` says how
+    many pairs each user's mean is of (None: the rule without its allowance for unseen failures).
     """
     thr = np.array(list(check_thresholds(thresholds).values()))
     x = check_user_means(user_means)
-    return fallback_codes(x, thr, check_alpha(alpha))
+    return fallback_codes(x, thr, check_alpha(alpha), pairs_per_user=pairs_per_user)

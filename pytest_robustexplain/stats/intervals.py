@@ -100,20 +100,29 @@ def skewness(u: FloatArray) -> FloatArray:
 # 1/√G, the order of the skewness error it stands in for, so the bounds stay asymptotically exact. The
 # weight is chosen by simulation: benchmarks/bench_calibration.py, docs/statistics.md.
 _UNSEEN_WEIGHT = 0.04
+# The confident rule's lower bound adds _UNSEEN_FAILURE / m² to that weight, m being the pairs a user has in
+# the gate. A generation failure scores a pair 0. With one pair a user (every kind gate of the balanced
+# design) it puts a whole user at 0: a point mass that 10–40 users often do not draw, and that 0.04·√(G/10)
+# of a user does not stand for — without this the rule gave false PASS up to 9.7 % at 5 % failures, 16.6 %
+# at 20 %. With m pairs a user a failure moves a user's mean by 1/m, and users' means carry their failures as
+# spread the sample shows, so the allowance falls fast: 0.3 at m = 1, 0.012 at the full design's 5
+# severities, 0.0005 at 25 pairs. At 0.3 false PASS stays at 3.9–4.1 % up to 5 % failures. Chosen by
+# simulation: benchmarks/bench_design.py --failure-weights, docs/statistics.md "Unseen failures".
+_UNSEEN_FAILURE = 0.3
 # Hall's transform is monotone but flat at θ = −3/γ; past |γ|·t/√n ≈ 1 its inverse runs away (bounds far
 # outside anything the data suggest). Few users and a large skewness get there, so |γ| is held below this
 # fraction of that point: the bound stays at most ≈ 1.8 t half-widths from the mean.
 _SKEW_LIMIT = 0.9
 
 
-def _with_unseen(mean: FloatArray, spread: FloatArray, n: FloatArray,
-                 end: float) -> tuple[FloatArray, FloatArray]:
+def _with_unseen(mean: FloatArray, spread: FloatArray, n: FloatArray, end: float,
+                 extra: FloatArray | float = 0.0) -> tuple[FloatArray, FloatArray]:
     """Mean and sd of ``n`` user means (mean ``mean``, sd ``spread``) with the unseen pseudo-user at ``end``.
 
-    The pseudo-user weighs w = ``_UNSEEN_WEIGHT``·√(n/10); with d = end − mean the weighted sample gives
-    mean + w·d/(n + w) and variance ((n − 1)·sd² + n·w·d²/(n + w))/(n + w − 1).
+    The pseudo-user weighs w = ``_UNSEEN_WEIGHT``·√(n/10) + ``extra``; with d = end − mean the weighted
+    sample gives mean + w·d/(n + w) and variance ((n − 1)·sd² + n·w·d²/(n + w))/(n + w − 1).
     """
-    w = _UNSEEN_WEIGHT * np.sqrt(n / 10.0)
+    w = _UNSEEN_WEIGHT * np.sqrt(n / 10.0) + extra
     d = end - mean
     variance = ((n - 1) * spread**2 + n * w * d**2 / (n + w)) / (n + w - 1)
     return mean + w * d / (n + w), np.sqrt(variance)
@@ -127,7 +136,8 @@ def _hall_inverse(v: FloatArray, gamma: FloatArray) -> FloatArray:
 
 
 def mean_bounds(mean: FloatArray, se: FloatArray, n: FloatArray, skew: FloatArray, alpha_low: float,
-            alpha_high: float, limits: tuple[float, float] = (0.0, 1.0)) -> tuple[FloatArray, FloatArray]:
+                alpha_high: float, limits: tuple[float, float] = (0.0, 1.0), *,
+                pairs_per_user: FloatArray | float | None = None) -> tuple[FloatArray, FloatArray]:
     """One-sided level-``alpha_low`` lower and level-``alpha_high`` upper bounds for a mean of ``n`` users.
 
     They invert Hall's skewness-corrected Studentized mean (Hall 1992, JRSS-B 54:221),
@@ -137,13 +147,17 @@ def mean_bounds(mean: FloatArray, se: FloatArray, n: FloatArray, skew: FloatArra
     (:func:`_with_unseen`: ``limits[0]`` for the lower bound, ``limits[1]`` for the upper), so a sample
     bunched far from that end cannot hide a thin tail there. With γ = 0 and no pseudo-user this is the
     t bound. Where the spread is unknown (SE NaN, fewer than two users) the bounds are ``limits``.
+    ``pairs_per_user`` (the confident rule's) adds the allowance for unseen generation failures to the
+    lower bound's pseudo-user (``_UNSEEN_FAILURE``).
     """
     mean, se, n = np.asarray(mean, float), np.asarray(se, float), np.asarray(n, float)
     known = np.isfinite(se) & (n >= 2)
     safe_n = np.where(known, n, 2.0)
     gamma = np.where(known, np.asarray(skew, float), 0.0)
     spread = np.where(known, se, 0.0) * np.sqrt(safe_n)
-    mean_low, spread_low = _with_unseen(mean, spread, safe_n, limits[0])
+    failures = 0.0 if pairs_per_user is None else _UNSEEN_FAILURE / np.maximum(
+        np.asarray(pairs_per_user, float), 1.0) ** 2
+    mean_low, spread_low = _with_unseen(mean, spread, safe_n, limits[0], failures)
     mean_high, spread_high = _with_unseen(mean, spread, safe_n, limits[1])
     t_low = t_quantile(1 - alpha_low, safe_n - 1) / np.sqrt(safe_n)
     t_high = t_quantile(1 - alpha_high, safe_n - 1) / np.sqrt(safe_n)

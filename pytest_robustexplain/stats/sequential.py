@@ -118,13 +118,15 @@ def _alpha_parts(alpha: float, fallback_share: float) -> tuple[float, float]:
 
 
 def simulate_sequential(user_means: FloatArray, thresholds: Mapping[str, float], *, alpha: float = 0.05,
-                        fallback_share: float = DEFAULT_FALLBACK_SHARE) -> tuple[IntArray, IntArray]:
+                        fallback_share: float = DEFAULT_FALLBACK_SHARE,
+                        pairs_per_user: float | None = None) -> tuple[IntArray, IntArray]:
     """Vectorised :class:`SequentialGate` over many runs: ``(outcome codes, users used)`` per run.
 
     ``user_means`` has shape (runs, users, quantities), the quantities in the order of ``thresholds``;
     each run feeds its users in order and stops at the first decision, or falls back to the confident
     rule after the last user (the cap). Codes: +1 PASS, −1 FAIL, 0 INCONCLUSIVE. Used by the simulation
-    tests and benchmarks; :class:`SequentialGate` runs exactly this computation on one run.
+    tests and benchmarks; :class:`SequentialGate` runs exactly this computation on one run (its users
+    having ``pairs_per_user`` pairs each, as :func:`simulate_confident`).
     """
     thr = np.array(list(check_thresholds(thresholds).values()))
     alpha_seq, alpha_fix = _alpha_parts(check_alpha(alpha), fallback_share)
@@ -136,7 +138,7 @@ def simulate_sequential(user_means: FloatArray, thresholds: Mapping[str, float],
     first = np.argmax(paths.decided, axis=1)
     rows = np.arange(x.shape[0])
     codes = np.where(paths.fail[rows, first], -1, 1)
-    fallback = fallback_codes(x, thr, alpha_fix)
+    fallback = fallback_codes(x, thr, alpha_fix, pairs_per_user=pairs_per_user)
     outcome = np.where(has, codes, fallback).astype(np.int64)
     used = np.where(has, first + 1, x.shape[1]).astype(np.int64)
     return outcome, used
@@ -190,6 +192,9 @@ class SequentialGate:
         self._names = tuple(self.thresholds)
         self._thr = np.array([self.thresholds[q] for q in self._names])
         self._obs: list[list[float]] = []
+        # How many pairs each user's means are of (the fallback's allowance for unseen failures; None: not
+        # said, and the fallback is the rule without it, as simulate_sequential's default).
+        self._pairs: list[int | None] = []
         self._paths: _Paths | None = None
         self._outcome: str | None = None
         self._decided_by: str | None = None
@@ -197,8 +202,9 @@ class SequentialGate:
 
     # -- feeding -----------------------------------------------------------------------------------
 
-    def update(self, user_means: Mapping[str, float]) -> None:
-        """Add one user's per-quantity means (extra quantities are ignored); may decide the gate."""
+    def update(self, user_means: Mapping[str, float], *, pairs: int | None = None) -> None:
+        """Add one user's per-quantity means over ``pairs`` pairs (extra quantities are ignored); may
+        decide the gate."""
         if self.decided:
             raise RuntimeError(f"SequentialGate already decided ({self._outcome}) after {self.n_users} "
                                "users; stop feeding it (check .decided first)")
@@ -211,6 +217,7 @@ class SequentialGate:
                 raise ValueError(f"user_means[{q!r}]={user_means[q]!r}: must be a finite number in [0, 1]")
             row.append(value)
         self._obs.append(row)
+        self._pairs.append(None if pairs is None else max(1, int(pairs)))
         self._paths = _paths(np.asarray(self._obs, dtype=float)[None], self._thr, self._alpha_seq)
         if bool(self._paths.decided[0, -1]):
             self._decide_sequential()
@@ -232,7 +239,9 @@ class SequentialGate:
 
     def _fall_back(self) -> None:
         x = np.asarray(self._obs, dtype=float).reshape(1, -1, len(self._names))
-        codes = fallback_codes(x, self._thr, self._alpha_fix, per_quantity=True)[0]
+        counts = [n for n in self._pairs if n is not None]
+        per_user = sum(counts) / len(counts) if counts and len(counts) == len(self._pairs) else None
+        codes = fallback_codes(x, self._thr, self._alpha_fix, per_quantity=True, pairs_per_user=per_user)[0]
         self._check_codes = {q: CODE[int(codes[i])] for i, q in enumerate(self._names)}
         self._outcome = CODE[int(combine_codes(codes))]
         self._decided_by = "fallback"

@@ -157,7 +157,7 @@ def _gate_confident(pairs: Sequence[PairResult], thr: dict[str, float], alpha: f
     # below: a union of k tests, so Bonferroni splits alpha across them to keep false FAILs ≤ alpha. Only
     # quantities that can fail count: a threshold of 0 is met by every score, so it takes no share.
     codes, low, high = confident_codes(mean, se, np.full(len(names), float(n_clusters)), skew, thresholds,
-                                        alpha, alpha / k)
+                                        alpha, alpha / k, pairs_per_user=len(pairs) / max(n_clusters, 1))
     confidence = 1 - alpha - alpha / k  # low is a one-sided alpha bound, high a one-sided alpha/k bound
     checks = tuple(
         GateCheck(q, thr[q], Interval(float(mean[i]), float(low[i]), float(high[i]), len(pairs), n_clusters,

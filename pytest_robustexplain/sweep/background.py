@@ -406,7 +406,8 @@ class Sweep:
             done = [self._weighted(result, p.result) for p in mine
                     if p.result is not None and not is_control(p.key.kind)]
             if done:  # a user whose perturbations were all trivial has nothing to say
-                gate.update({q: sum(r.metric(q) for r in done) / len(done) for q in gate.thresholds})
+                gate.update({q: sum(r.metric(q) for r in done) / len(done) for q in gate.thresholds},
+                            pairs=len(done))
         if gate.decided:
             self._release(slice_id)
 
