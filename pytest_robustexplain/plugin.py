@@ -283,7 +283,7 @@ def fake_ollama() -> Iterator[FakeOllamaServer]:
 
     Point the plugin at it with ``--robustexplain-host=<fake_ollama.url>`` or use ``fake_ollama.url``
     as the host of your own client. Scriptable: ``mode``, ``latency``, ``capacity``, ``fail_next``,
-    ``hang_next``, ``drop_next``, ``empty_next``, ``refuse_next``; counts ``chat_calls`` and
+    ``hang_next``, ``drop_next``, ``empty_next``, ``refuse_next``, ``bloat_next``; counts ``chat_calls`` and
     ``peak_in_flight``.
     """
     from .testing import FakeOllamaServer

@@ -93,8 +93,17 @@ def _parse_json(text: str, where: Where) -> Any:
 def _parse_yaml(text: str, where: Where) -> Any:
     import yaml
 
+    from ..yaml_limits import YamlTooLarge, check_expansion
+
+    loader = yaml.SafeLoader(text)
     try:
-        return yaml.safe_load(text)
+        node = loader.get_single_node()
+        if node is None:
+            return None
+        check_expansion(node)
+        return loader.construct_document(node)
+    except YamlTooLarge as exc:
+        raise where.error(f"invalid data file: {exc}") from None
     except RecursionError:
         raise where.error("invalid YAML: nested too deeply") from None
     except yaml.YAMLError as exc:
@@ -104,6 +113,8 @@ def _parse_yaml(text: str, where: Where) -> Any:
             raise where.error(f"invalid YAML: {problem}") from None
         raise where.at(f"line {mark.line + 1}").error(
             f"invalid YAML: {problem} (column {mark.column + 1})") from None
+    finally:
+        loader.dispose()
 
 
 def document_records(path: Path, ext: str, key: str) -> list[Record]:

@@ -42,6 +42,8 @@ from collections.abc import Callable
 from importlib import metadata
 from typing import Any
 
+from .reply import MAX_REPLY_BYTES, ReplyTooLarge
+
 # As ``ollama._client`` words it.
 CONNECTION_ERROR_MESSAGE = ("Failed to connect to Ollama. Please check that Ollama is downloaded, running "
                             "and accessible. https://ollama.com/download")
@@ -148,6 +150,7 @@ class LeanOllamaHttp:
         self.prefix = parts.path.rstrip("/")
         self.connect_timeout = connect_timeout
         self.read_timeout = read_timeout
+        self.max_body = MAX_REPLY_BYTES
         authority = f"[{self.host}]" if ":" in self.host else self.host
         self._head = "".join(f"{k}: {v}\r\n" for k, v in official_headers().items())
         self._host_header = f"Host: {authority}:{self.port}\r\n" if parts.port else f"Host: {authority}\r\n"
@@ -205,6 +208,8 @@ class LeanOllamaHttp:
     async def _response(self, conn: _Connection) -> tuple[int, bytes, bool]:
         """(status, body, keep-alive) of the reply on ``conn``."""
         while (end := conn.buffer.find(_HEADER_END)) < 0:
+            if len(conn.buffer) > self.max_body:  # headers without an end
+                raise ReplyTooLarge
             await self._more(conn, bool(conn.buffer))
         head = bytes(conn.buffer[:end]).decode("latin-1").split("\r\n")
         del conn.buffer[:end + len(_HEADER_END)]
@@ -218,9 +223,14 @@ class LeanOllamaHttp:
         if "chunked" in headers.get("transfer-encoding", "").lower():
             body = await self._chunked(conn)
         elif "content-length" in headers:
-            body = await self._exactly(conn, int(headers["content-length"]))
+            size = int(headers["content-length"])
+            if size > self.max_body:
+                raise ReplyTooLarge(size)
+            body = await self._exactly(conn, size)
         else:  # the body runs until the server closes the connection
             while not conn.closed:
+                if len(conn.buffer) > self.max_body:
+                    raise ReplyTooLarge
                 await conn.more(self.read_timeout)
             body, keep = bytes(conn.buffer), False
             return status, body, keep
@@ -249,6 +259,8 @@ class LeanOllamaHttp:
             while (end := conn.buffer.find(b"\r\n")) < 0:
                 await self._more(conn, True)
             size = int(bytes(conn.buffer[:end]).split(b";", 1)[0], 16)
+            if len(body) + size > self.max_body:
+                raise ReplyTooLarge
             del conn.buffer[:end + 2]
             chunk = await self._exactly(conn, size + 2)  # the chunk and its CRLF
             if size == 0:

@@ -25,6 +25,7 @@ from .base import ModelInfo
 from .context import ContextWindow, window_from_openai_entry
 from .prompt import PromptTemplate
 from .remote import RemoteExplainer, Reply, tls_options
+from .reply import MAX_REPLY_BYTES, ReplyTooLarge
 from .retry import RetryPolicy, connect_cause, describe_error, is_connect_failure, status_of
 
 DEFAULT_BASE_URL = DEFAULT_HOSTS["openai"]
@@ -94,7 +95,7 @@ class OpenAICompatExplainer(RemoteExplainer):
             "max_tokens": num_predict,
             "stream": False,
         }
-        response = await client.post("chat/completions", json=body)
+        response = await _bounded(client, "POST", "chat/completions", json=body)
         response.raise_for_status()
         return self._parse_completion(response)
 
@@ -113,7 +114,7 @@ class OpenAICompatExplainer(RemoteExplainer):
                      stop_reason=choice.get("finish_reason"))
 
     async def _inspect(self, client: Any) -> ModelInfo:
-        response = await client.get("models")
+        response = await _bounded(client, "GET", "models")
         response.raise_for_status()
         try:
             entries = [e for e in response.json().get("data", []) if isinstance(e, dict)]
@@ -200,3 +201,25 @@ async def _tokenize(client: Any, url: str, text: str, model: str) -> int | None:
             if isinstance(data.get("count"), int):
                 return int(data["count"])
     return None
+
+
+async def _bounded(client: Any, method: str, url: str, **kwargs: Any) -> Any:
+    """The response with its body read, refused unread past :data:`~.reply.MAX_REPLY_BYTES` (a streamed
+    read, so a huge reply is never held whole)."""
+    import httpx
+
+    async with client.stream(method, url, **kwargs) as response:
+        announced = response.headers.get("content-length", "")
+        if announced.isdigit() and int(announced) > MAX_REPLY_BYTES:
+            raise ReplyTooLarge(int(announced))
+        body = bytearray()
+        async for chunk in response.aiter_bytes():  # decoded: a compressed bomb is counted as it unpacks
+            body += chunk
+            if len(body) > MAX_REPLY_BYTES:
+                raise ReplyTooLarge
+    # A whole response again, so errors (raise_for_status, a context error's body) read as they did; its
+    # body is decoded already, so it no longer says how it was encoded or how long it was on the wire.
+    headers = [(k, v) for k, v in response.headers.multi_items()
+               if k.lower() not in ("content-encoding", "content-length", "transfer-encoding")]
+    return httpx.Response(response.status_code, headers=headers, content=bytes(body),
+                          request=response.request)

@@ -10,6 +10,23 @@ import re
 
 from .base import FAILURE_EMPTY, FAILURE_REFUSAL, Explanation
 
+# The most bytes a server's reply may take: an explanation is a few kilobytes (num_predict tokens, a JSON
+# envelope), so a reply beyond this is no explanation, and reading it whole would cost memory and time that
+# grow with whatever the server sends (a 20 MB reply took 2.7 GB and two minutes before). It is refused
+# unread: the call fails ("error") with this said.
+MAX_REPLY_BYTES = 8 * 1024 * 1024
+
+
+class ReplyTooLarge(ValueError):
+    """A reply longer than :data:`MAX_REPLY_BYTES` (not retried: the server would send it again)."""
+
+    def __init__(self, size: int | None = None) -> None:
+        said = f" ({size:,} bytes announced)" if size is not None else ""
+        limit = MAX_REPLY_BYTES // (1024 * 1024)
+        super().__init__(f"the server's reply is longer than {limit} MiB{said}: no explanation is that "
+                         "long, so it was refused unread")
+
+
 _THINK_BLOCK = re.compile(r"<(think|thinking)>.*?</\1>", re.IGNORECASE | re.DOTALL)
 _THINK_OPEN = re.compile(r"^\s*<(think|thinking)>", re.IGNORECASE)
 _THINK_CLOSE = re.compile(r"</(think|thinking)>", re.IGNORECASE)

@@ -83,11 +83,14 @@ def load_yaml(path: Path, *, rootdir: Path | None = None) -> dict[str, YamlEntry
         raise ConfigError(f"{shown}: cannot read settings file: {exc.strerror or exc}") from None
     except UnicodeDecodeError as exc:
         raise ConfigError(f"{shown}: not UTF-8 text (bad byte at offset {exc.start})") from None
+    from ..yaml_limits import YamlTooLarge, check_expansion
+
     loader = yaml.SafeLoader(text)
     try:
         node = loader.get_single_node()
         if node is None:
             return {}
+        check_expansion(node)
         if not isinstance(node, yaml.MappingNode):
             raise ConfigError(f"{shown}:{node.start_mark.line + 1}: expected a mapping of settings "
                               f"(key: value lines), got a {getattr(node, 'id', 'value')}")
@@ -100,6 +103,8 @@ def load_yaml(path: Path, *, rootdir: Path | None = None) -> dict[str, YamlEntry
         raise ConfigError(f"{shown}: YAML error: {exc}") from None
     except RecursionError:
         raise ConfigError(f"{shown}: nested too deeply to be a settings file") from None
+    except YamlTooLarge as exc:
+        raise ConfigError(f"{shown}: not a settings file: {exc}") from None
     finally:
         loader.dispose()
 

@@ -15,7 +15,8 @@ endpoints, streamed or not), one fault per request in arrival order: ``fail_next
 busy" or 500 "llama runner process has terminated", with Ollama's error bodies), ``hang_next`` (hold
 the request without answering — 600 s by default, longer than any client timeout — then close the
 connection; :meth:`~FakeOllamaServer.stop` releases it at once), ``drop_next`` (close the connection
-without a response), ``empty_next`` (empty content), ``refuse_next`` (:data:`REFUSAL_TEXT`) or
+without a response), ``empty_next`` (empty content), ``refuse_next`` (:data:`REFUSAL_TEXT`),
+``bloat_next`` (20 MB of content, past ``num_predict``: a server that ignores every limit) or
 ``script([...])`` for a mix. Faults are taken before the model is looked up, so a scripted fault also
 hits a request for a missing model. ``capacity`` bounds how many chat requests are processed at once
 (like ``OLLAMA_NUM_PARALLEL``; the others queue) and ``latency`` is the processing time of each,

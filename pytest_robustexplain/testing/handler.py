@@ -364,6 +364,8 @@ class _Handler(BaseHTTPRequestHandler):
             content, thinking = fake._reply_for(call, ticket.fault)
         finally:
             fake._release_slot()
+        if ticket.fault is not None and ticket.fault.kind == "bloat":  # past every limit: num_predict too
+            return Answer(content, thinking, "stop", read, words(content), started, load_ns)
         return self._answer(call, content, thinking, started, load_ns, read)
 
     @staticmethod

@@ -14,6 +14,7 @@ from dataclasses import replace
 from typing import Any
 
 from .calls import (
+    BLOAT_BYTES,
     CHARS_PER_TOKEN,
     DEFAULT_HANG_SECONDS,
     DEFAULT_NUM_CTX,
@@ -41,9 +42,9 @@ replies. Change its behaviour in the test: ``fake_ollama.mode = "fragile"`` (``"
 ``"history-blind"``),
 ``fake_ollama.latency = 0.05``, ``fake_ollama.capacity = 2``; script failures of the next chat
 requests with ``fail_next(n, status=503)``, ``hang_next(n, seconds=...)``, ``drop_next(n)``,
-``empty_next(n)``, ``refuse_next(n)`` or ``script(["fail", "ok", "drop"])``; and inspect what your
-code sent with ``calls``, ``chat_calls``, ``requests``, ``in_flight``, ``peak_in_flight`` and
-``peak_processing``. For other
+``empty_next(n)``, ``refuse_next(n)``, ``bloat_next(n)`` or ``script(["fail", "ok", "drop"])``; and
+inspect what your code sent with ``calls``, ``chat_calls``, ``requests``, ``in_flight``, ``peak_in_flight``
+and ``peak_processing``. For other
 models or thinking behaviour, build your own server with
 ``pytest_robustexplain.testing.fake_ollama_server(models=..., think_capable=True)``. The server is
 stopped (and any hung request released) when the test ends.
@@ -262,11 +263,16 @@ class FakeOllamaServer:
         """The next ``n`` chat requests are answered with :data:`REFUSAL_TEXT`."""
         self._queue(Fault("refuse"), _non_negative_count(n, "refuse_next"))
 
+    def bloat_next(self, n: int = 1) -> None:
+        """The next ``n`` chat requests are answered with 20 MB of content, past ``num_predict`` (a server
+        or gateway that ignores every limit)."""
+        self._queue(Fault("bloat"), _non_negative_count(n, "bloat_next"))
+
     def script(self, faults: Iterable[str]) -> None:
         """Queue faults by name, one per coming chat request, in order.
 
         Names: ``ok`` (normal answer), ``fail`` (503), ``fail500`` (500), ``hang`` (default seconds),
-        ``drop``, ``empty``, ``refuse``. All fault methods append to the same queue.
+        ``drop``, ``empty``, ``refuse``, ``bloat``. All fault methods append to the same queue.
         """
         if isinstance(faults, str):
             raise ValueError("FakeOllamaServer.script takes a list of fault names, not a single string")
@@ -505,6 +511,8 @@ class FakeOllamaServer:
             content = ""
         elif fault is not None and fault.kind == "refuse":
             content = REFUSAL_TEXT
+        elif fault is not None and fault.kind == "bloat":
+            content = "lol " * (BLOAT_BYTES // 4)
         elif self.reply is not None:
             content = self._custom_reply(prompt, call.options)
         else:

@@ -1,0 +1,77 @@
+"""Hostile input, second round (issue 26): a small input that expands — YAML aliases, a huge reply, a
+template that pads — stays bounded in memory and time and ends as one clear error or a counted cut."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from pytest_robustexplain import cli
+from pytest_robustexplain.yaml_limits import MAX_YAML_VALUES, YamlTooLarge, check_expansion
+
+MARKED = ("import pytest\n\n@pytest.mark.robustness(perturbations=['noise'], severities=[1])\n"
+          "def test_gate(robustness):\n    pass\n")
+
+
+def laughs(levels: int = 10, indent: str = "") -> str:
+    """Billion laughs: ``levels`` anchors, each a list of nine aliases of the one before (9**levels)."""
+    lines = [f"{indent}l0: &l0 [{', '.join(['lol'] * 9)}]"]
+    for level in range(1, levels):
+        lines.append(f"{indent}l{level}: &l{level} [{', '.join([f'*l{level - 1}'] * 9)}]")
+    return "\n".join(lines) + "\n"
+
+
+def test_the_expansion_is_measured_without_building_it() -> None:
+    import yaml
+
+    node = yaml.SafeLoader(laughs()).get_single_node()
+    with pytest.raises(YamlTooLarge, match="more than 1,000,000 values"):
+        check_expansion(node)
+    check_expansion(yaml.SafeLoader(laughs(5)).get_single_node())  # 9**5 = 59,049 values: fine
+    small = yaml.SafeLoader("a: [1, 2, {b: 3}]").get_single_node()
+    check_expansion(small, limit=8)  # the mapping, a, the list, 1, 2, the inner mapping, b, 3
+    with pytest.raises(YamlTooLarge):
+        check_expansion(small, limit=7)
+    assert MAX_YAML_VALUES >= 100_000
+
+
+def test_an_alias_bomb_in_the_settings_file_is_one_usage_error(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(MARKED)
+    (pytester.path / "robustexplain.yaml").write_text(laughs(), encoding="utf-8")
+    result = pytester.runpytest("--robustexplain-backend=template")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR and "INTERNALERROR" not in result.stdout.str()
+    result.stderr.fnmatch_lines(["*robustexplain.yaml: not a settings file: it expands to more than "
+                                 "1,000,000 values*"])
+
+
+def test_an_alias_bomb_in_a_data_file_is_one_data_error(tmp_path: Path,
+                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    histories = tmp_path / "h.json"
+    histories.write_text(json.dumps([{"user_id": "u1", "interactions": [
+        {"item_id": "i1", "timestamp": 1, "rating": 4}]}]), encoding="utf-8")
+    catalog = tmp_path / "c.yaml"
+    catalog.write_text("- item_id: i1\n  title: T\n  features:\n" + laughs(indent="    "), encoding="utf-8")
+    code = cli.main(["run", "--backend", "template", "--histories", str(histories), "--catalog", str(catalog),
+                     "--progress", "off", "-q"])
+    err = capsys.readouterr().err
+    assert code == cli.EXIT_USAGE, err
+    assert "c.yaml" in err and "expands to more than 1,000,000 values" in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize("backend", ["ollama", "openai"])
+def test_a_reply_larger_than_any_explanation_is_refused_unread(backend: str, tmp_path: Path,
+                                                               capsys: pytest.CaptureFixture[str]) -> None:
+    from pytest_robustexplain.testing import FakeOllamaServer
+
+    with FakeOllamaServer() as server:
+        server.bloat_next(1000)  # 20 MB of text in each JSON reply, past num_predict
+        host = server.url + ("/v1" if backend == "openai" else "")
+        code = cli.main(["run", "--backend", backend, "--model", "fake-model:latest", "--host", host, "--users", "2",
+                         "--perturbations", "noise", "--severities", "1", "--guard", "off", "--retries", "0",
+                         "--cache", "off", "--progress", "off", "-q", "--json", str(tmp_path / "r.json")])
+    err = capsys.readouterr().err
+    # Every call refused is a broken backend, not a robustness finding: one sentence, no traceback.
+    assert code == cli.EXIT_BACKEND, err
+    assert "every model call failed" in err and "longer than 8 MiB" in err and "Traceback" not in err
