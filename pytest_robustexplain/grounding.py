@@ -39,8 +39,7 @@ from typing import Any
 from .data import Interaction, Item, UserHistory
 
 _WORD = re.compile(r"[^\W_]+")
-_YEAR = re.compile(r"\s*\(\s*\d{4}\s*\)\s*$")
-_TRAILING_ARTICLE = re.compile(r"^(?P<rest>.+),\s*(?P<article>the|a|an)$", re.IGNORECASE)
+_ARTICLES = ("the", "a", "an")  # moved to the end of a title: "Matrix, The"
 # Kinds of terms; only categories and titles can be "unsupported" (brands and attribute phrases also
 # occur in ordinary praise of an item).
 CATEGORY, TITLE, BRAND, ATTRIBUTE = "category", "title", "brand", "attribute"
@@ -58,12 +57,28 @@ def words(text: str) -> Key:
 
 
 def _title_forms(title: str) -> list[str]:
-    base = _YEAR.sub("", title).strip()
+    r"""The title without its year, and "The Matrix" for "Matrix, The". String methods, not regexes: a
+    title is outside text, and ``\s*\(\s*\d{4}\s*\)\s*$`` took 25 s on one of 60,000 spaces."""
+    base = _without_year(title).strip()
     forms = [base]
-    moved = _TRAILING_ARTICLE.match(base)
-    if moved:
-        forms.append(f"{moved['article']} {moved['rest']}")
+    comma = base.rfind(",")
+    rest, article = base[:comma], base[comma + 1:].lstrip()
+    if comma > 0 and article.lower() in _ARTICLES:
+        forms.append(f"{article} {rest}")
     return forms
+
+
+def _without_year(title: str) -> str:
+    r"""``title`` without a trailing ``(1999)``: what ``re.sub(r"\s*\(\s*\d{4}\s*\)\s*$", "", title)``
+    gives, in linear time."""
+    end = title.rstrip()
+    if not end.endswith(")"):
+        return title
+    opening = end.rfind("(")
+    year = end[opening + 1:-1].strip() if opening >= 0 else ""
+    if len(year) != 4 or not all("0" <= c <= "9" for c in year):
+        return title
+    return end[:opening].rstrip()
 
 
 def _category_forms(category: str) -> list[str]:

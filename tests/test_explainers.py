@@ -711,6 +711,42 @@ def test_a_server_trickling_its_reply_cannot_hold_a_call_past_the_deadline() -> 
         server.trickle = 0.0
 
 
+@pytest.mark.parametrize("backend", ["ollama", "openai"])
+def test_the_deadline_bounds_the_preflight_and_the_warm_up_too(backend: str) -> None:
+    """A server trickling every reply: the preflight (the model list, its details) ends at the deadline
+    with one BackendError; with the preflight answered, a trickled warm-up ends at it too (retried, then
+    noted), and so does the call after it."""
+    with FakeOllamaServer() as server:
+        def make() -> OllamaExplainer | OpenAICompatExplainer:
+            if backend == "ollama":
+                return OllamaExplainer("fake-model", host=server.url, read_timeout=0.5, connect_timeout=0.1,
+                                       retry=fast_retry(2))
+            return OpenAICompatExplainer("fake-model:latest", base_url=server.url + "/v1", read_timeout=0.5,
+                                         connect_timeout=0.1, retry=fast_retry(2))
+
+        server.trickle = 0.2  # a model list of a few hundred bytes takes seconds, 16 bytes at a time
+        explainer = make()
+        late = r"preflight against .* failed: .*no complete reply within 0\.6 s"
+        with pytest.raises(BackendError, match=late):
+            run(explainer.preflight())
+
+        explainer = make()
+
+        async def go() -> Any:
+            server.trickle = 0.0
+            await explainer.preflight()
+            server.trickle = 0.2  # the warm-up and every call after it trickle
+            result = await explainer.explain(make_history(3), ITEM, seed=0, repeat=0)
+            await explainer.aclose()
+            return result
+
+        result = run(go())
+        assert explainer.stats.warmup_calls == 2  # timed out, retried once, then left to the real calls
+        assert "no complete reply within 0.6 s" in (explainer.warmup_error or "")
+        assert result.failure == "error" and "no complete reply within 0.6 s" in result.detail
+        server.trickle = 0.0
+
+
 def test_a_host_name_that_does_not_resolve_is_not_called_a_refusal() -> None:
     from pytest_robustexplain.explainers.retry import connect_cause
 

@@ -4,6 +4,8 @@ template that pads — stays bounded in memory and time and ends as one clear er
 from __future__ import annotations
 
 import json
+import random
+import re
 from pathlib import Path
 
 import pytest
@@ -68,10 +70,58 @@ def test_a_reply_larger_than_any_explanation_is_refused_unread(backend: str, tmp
     with FakeOllamaServer() as server:
         server.bloat_next(1000)  # 20 MB of text in each JSON reply, past num_predict
         host = server.url + ("/v1" if backend == "openai" else "")
-        code = cli.main(["run", "--backend", backend, "--model", "fake-model:latest", "--host", host, "--users", "2",
-                         "--perturbations", "noise", "--severities", "1", "--guard", "off", "--retries", "0",
-                         "--cache", "off", "--progress", "off", "-q", "--json", str(tmp_path / "r.json")])
+        code = cli.main(["run", "--backend", backend, "--model", "fake-model:latest", "--host", host,
+                         "--users", "2", "--perturbations", "noise", "--severities", "1", "--guard", "off",
+                         "--retries", "0", "--cache", "off", "--progress", "off", "-q",
+                         "--json", str(tmp_path / "r.json")])
     err = capsys.readouterr().err
     # Every call refused is a broken backend, not a robustness finding: one sentence, no traceback.
     assert code == cli.EXIT_BACKEND, err
     assert "every model call failed" in err and "longer than 8 MiB" in err and "Traceback" not in err
+
+
+# ---------------------------------------------------------------------- outside text in linear time
+_OLD_THINK = re.compile(r"<(think|thinking)>.*?</\1>", re.IGNORECASE | re.DOTALL)
+_OLD_YEAR = re.compile(r"\s*\(\s*\d{4}\s*\)\s*$")
+_OLD_ARTICLE = re.compile(r"^(?P<rest>.+),\s*(?P<article>the|a|an)$", re.IGNORECASE)
+
+
+def _pieces(rng: random.Random, alphabet: list[str], n: int) -> str:
+    return "".join(rng.choice(alphabet) for _ in range(n))
+
+
+def test_think_blocks_are_removed_as_the_regex_removed_them() -> None:
+    from pytest_robustexplain.explainers.reply import _without_blocks
+
+    rng = random.Random(5)
+    alphabet = ["<think>", "</think>", "<thinking>", "</thinking>", "<THINK>", "</Thinking>", "a", " ", "\n",
+                "<thin>", "think>"]
+    for _ in range(3000):
+        text = _pieces(rng, alphabet, rng.randrange(0, 14))
+        assert _without_blocks(text) == _OLD_THINK.sub("", text), text
+
+
+def test_title_forms_are_the_regexes_forms() -> None:
+    from pytest_robustexplain.grounding import _title_forms
+
+    def old(title: str) -> list[str]:
+        base = _OLD_YEAR.sub("", title).strip()
+        moved = _OLD_ARTICLE.match(base)
+        return [base, f"{moved['article']} {moved['rest']}"] if moved else [base]
+
+    rng = random.Random(6)
+    alphabet = ["Matrix", ",", " ", "The", "the", "A", "an", "(", ")", "1999", "19", "\t", "x"]
+    for _ in range(5000):
+        title = _pieces(rng, alphabet, rng.randrange(0, 9))
+        assert _title_forms(title) == old(title), repr(title)
+    assert _title_forms("Matrix, The (1999)") == ["Matrix, The", "The Matrix"]
+
+
+@pytest.mark.parametrize("text", [" " * 60_000, "<think>" * 15_000, ", " * 30_000 + "the", "(" * 50_000])
+def test_pathological_outside_text_is_processed(text: str) -> None:
+    # Each took seconds to minutes before (the regexes above); benchmarks/bench_text.py times them.
+    from pytest_robustexplain.explainers.reply import strip_think
+    from pytest_robustexplain.grounding import _title_forms
+
+    assert isinstance(strip_think(text), str)
+    assert _title_forms(text)[0] == text.strip()

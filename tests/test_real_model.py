@@ -123,6 +123,11 @@ def test_real_model_sweep_cold_then_warm(pytester: pytest.Pytester, adapter: Oll
     cut = [p for p in pairs if p.get("cut")]
     assert (cold["calls"].get("cut at num_predict", 0) > 0) == bool(cut)
     assert cold["aggregates"][model["name"]]["cut_pairs"] == len(cut)
+    # What the model took, call by call: every reply timed, each original once.
+    time = cold["aggregates"][model["name"]]["time"]
+    assert time["calls"] == cold["calls"]["made"] and time["seconds"] > 0 and time["median"] > 0
+    assert all(p["original_latency_s"] > 0 and p["latency_s"] > 0 for p in pairs)
+    assert time["per_verdict"][2] == len(cold["gates"])
     for gate in cold["gates"]:
         gated = [p for p in pairs
                  if gate["slice"] == "overall" or p["key"]["kind"] in (gate["slice"], "swap")]
@@ -135,6 +140,7 @@ def test_real_model_sweep_cold_then_warm(pytester: pytest.Pytester, adapter: Oll
     assert adapter.chat_calls == 0
     assert warm["calls"]["made"] == 0 and warm["calls"]["cached"] == len(users) + len(pairs)
     assert [(p["key"], p["combined"]) for p in warm["pairs"]] == [(p["key"], p["combined"]) for p in pairs]
+    assert warm["aggregates"][model["name"]]["time"] == time  # cached replies keep what their calls took
 
 
 LONG_USERS = 2

@@ -217,7 +217,8 @@ class RemoteExplainer(ABC):
         client = self._make_client()
         what = f"{self.backend} preflight against {self.host} failed"
         try:
-            info = await self.retry.run(lambda: self._with_recheck(lambda: self._inspect(client)))
+            info = await self.retry.run(lambda: self._with_recheck(
+                lambda: self._within_deadline(self._inspect(client))))
         except BackendError as exc:
             raise self._remember(exc) from None
         except RetryExhaustedError as exc:
@@ -343,7 +344,8 @@ class RemoteExplainer(ABC):
 
         async def attempt() -> Reply:
             self.stats.warmup_calls += 1
-            return await self._request(state.client, prompt, seed=self.seed, num_predict=8)
+            return await self._within_deadline(self._request(state.client, prompt, seed=self.seed,
+                                                             num_predict=8))
 
         try:
             reply = await self.retry.run(lambda: self._with_recheck(attempt))
@@ -366,17 +368,21 @@ class RemoteExplainer(ABC):
         connect, read = getattr(self, "connect_timeout", None), getattr(self, "read_timeout", None)
         return None if read is None else float(read) + float(connect or 0.0)
 
-    async def _generate(self, state: _LoopState, prompt: str, *, seed: int, num_predict: int) -> Reply:
+    async def _within_deadline(self, request: Awaitable[T]) -> T:
+        """``request`` under :meth:`_deadline`: every request — preflight, warm-up, generation — ends
+        within it, however slowly the server answers."""
         deadline = self._deadline()
+        try:
+            return await (request if deadline is None else asyncio.wait_for(request, deadline))
+        except asyncio.TimeoutError:
+            raise TimeoutError(f"no complete reply within {deadline:g} s (timeout + connect-timeout)") \
+                from None
 
+    async def _generate(self, state: _LoopState, prompt: str, *, seed: int, num_predict: int) -> Reply:
         async def attempt() -> Reply:
             self.stats.requests += 1
-            request = self._request(state.client, prompt, seed=seed, num_predict=num_predict)
-            try:
-                return await (request if deadline is None else asyncio.wait_for(request, deadline))
-            except asyncio.TimeoutError:
-                raise TimeoutError(f"no complete reply within {deadline:g} s (timeout + connect-timeout)") \
-                    from None
+            return await self._within_deadline(self._request(state.client, prompt, seed=seed,
+                                                             num_predict=num_predict))
 
         retried = 0
 

@@ -198,9 +198,10 @@ class _Handler(BaseHTTPRequestHandler):
             if self.server.fake._stopping.wait(trickle):
                 return
 
-    def _send_json(self, status: int, obj: Any, *, trickle: float = 0.0) -> None:
+    def _send_json(self, status: int, obj: Any) -> None:
+        """A JSON reply, trickled like every reply of a slow server (``trickle``)."""
         self._send_bytes(status, json.dumps(obj).encode("utf-8"), "application/json; charset=utf-8",
-                         trickle=trickle)
+                         trickle=self.server.fake.trickle)
 
     def _send_text(self, status: int, text: str) -> None:
         self._send_bytes(status, text.encode("utf-8"), "text/plain; charset=utf-8")
@@ -327,7 +328,7 @@ class _Handler(BaseHTTPRequestHandler):
             self._stream_answer(call, answer, ticket)
         else:
             fake._answered(ticket)
-            self._send_json(200, self._final_body(call, answer), trickle=fake.trickle)
+            self._send_json(200, self._final_body(call, answer))
 
     def _apply_transport_fault(self, ticket: Ticket) -> None:
         fake = self.server.fake

@@ -140,8 +140,8 @@ class FakeOllamaServer:
 
     @property
     def trickle(self) -> float:
-        """Seconds between 16-byte pieces of a (non-streamed) chat reply: a server that is slow as a whole
-        while each read is quick. 0 (default): the reply is sent at once."""
+        """Seconds between 16-byte pieces of every non-streamed JSON reply (chat, the model list, a model's
+        details…): a server that is slow as a whole while each read is quick. 0 (default): sent at once."""
         return self._trickle
 
     @trickle.setter
