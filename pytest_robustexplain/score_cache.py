@@ -56,6 +56,7 @@ from .metrics import (
     text_signature,
     validate_weights,
 )
+from .safe_files import check_inside, open_inside
 
 __all__ = ["SCORES_DIR", "CachedScorer", "ScoreCache", "ScoreCacheStats"]
 
@@ -176,8 +177,7 @@ class ScoreCache:
             entry = self._file(e)
             data = ("\n" if entry.torn_tail else "") + record + "\n"
             try:
-                entry.path.parent.mkdir(parents=True, exist_ok=True)
-                fd = os.open(entry.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+                fd = open_inside(self.directory, entry.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
                 try:
                     os.write(fd, data.encode("utf-8"))  # one write: appenders never interleave inside it
                 finally:
@@ -199,6 +199,7 @@ class ScoreCache:
 
     def _load(self, path: Path) -> _File:
         try:
+            check_inside(self.directory, path)
             raw = path.read_bytes()
         except (FileNotFoundError, NotADirectoryError):  # no entry yet (a write may say why, once)
             return _File(path, {}, torn_tail=False)

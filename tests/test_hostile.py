@@ -482,7 +482,7 @@ def test_a_full_disk_or_a_directory_in_the_way_only_skips_caching(
 
     from pytest_robustexplain.explainers import cache as cache_module
 
-    def full(path: Any, text: str) -> None:
+    def full(path: Any, text: str, **_: Any) -> None:
         raise OSError(errno.ENOSPC, "No space left on device")
 
     monkeypatch.setattr(cache_module, "write_atomic", full)

@@ -70,7 +70,7 @@ def save_pace(cache_dir: Path, pace: Pace) -> None:
     from ..explainers.cache import write_atomic
 
     with contextlib.suppress(OSError):
-        write_atomic(pace_path(cache_dir, pace.backend, pace.model), json.dumps(asdict(pace)))
+        write_atomic(pace_path(cache_dir, pace.backend, pace.model), json.dumps(asdict(pace)), root=cache_dir)
 
 
 def load_pace(cache_dir: Path, backend: str, model: str) -> Pace | None:

@@ -34,6 +34,7 @@ from typing import Any
 
 from ..data import EvalCase, Item, UserHistory
 from ..errors import CacheMissError, ConfigError, RobustExplainWarning, warn
+from ..safe_files import check_inside, open_inside
 from .base import Explainer, Explanation, ModelInfo
 from .context import ContextWindow
 
@@ -73,9 +74,12 @@ class ReplayMissError(CacheMissError):
         self.directory = directory
 
 
-def write_atomic(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` so that no reader ever sees a partial file."""
+def write_atomic(path: Path, text: str, *, root: Path | None = None) -> None:
+    """Write ``text`` to ``path`` so that no reader ever sees a partial file; with ``root`` (the cache
+    directory it belongs to), only inside it (:func:`~pytest_robustexplain.safe_files.check_inside`)."""
     path.parent.mkdir(parents=True, exist_ok=True)
+    if root is not None:
+        check_inside(root, path)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.stem[:16]}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
@@ -147,6 +151,7 @@ class ResponseCache:
         """The stored explanation (``cached=True``), or None on a miss or a corrupt entry."""
         path = self.path_for(key)
         try:
+            check_inside(self.directory, path)
             raw = path.read_text(encoding="utf-8")
         except FileNotFoundError:
             self._count("misses")
@@ -186,7 +191,8 @@ class ResponseCache:
                             for name in (*_EXPLANATION_FIELDS, *_OPTIONAL_FIELDS)},
         }
         try:
-            write_atomic(self.path_for(key), json.dumps(entry, ensure_ascii=False, indent=1, sort_keys=True))
+            write_atomic(self.path_for(key), json.dumps(entry, ensure_ascii=False, indent=1, sort_keys=True),
+                         root=self.directory)
         except OSError as exc:
             # A full disk or a directory in the way: the explanation is still good, only not cached.
             self._write_failed(self.path_for(key), exc)
@@ -218,8 +224,7 @@ class ResponseCache:
             return
         path = self.directory / "locks" / f"{key[:16]}.lock"
         try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            handle = open(path, "a+b")  # noqa: SIM115 - closed below, after the lock
+            handle = os.fdopen(open_inside(self.directory, path, os.O_RDWR | os.O_CREAT), "r+b")
         except OSError:
             yield  # no lock file possible: duplicates across workers become possible, nothing breaks
             return
@@ -242,7 +247,7 @@ class ResponseCache:
             path = self._model_path(info.backend, str(data["requested"]))
             try:
                 text = json.dumps(data, ensure_ascii=False, indent=1, sort_keys=True, default=str)
-                write_atomic(path, text)
+                write_atomic(path, text, root=self.directory)
             except OSError as exc:
                 self._write_failed(path, exc)
 

@@ -30,6 +30,7 @@ from typing import Any
 
 from ..data import Item, UserHistory
 from ..errors import BackendError, CacheMissError
+from ..safe_files import check_inside
 from ..sanitize import split_credentials
 from .base import Explainer, Explanation, ModelInfo
 from .cache import cache_key, validate_mode, write_atomic
@@ -169,12 +170,13 @@ class EmbeddingCache:
         if self.mode in ("write", "read-write"):
             entry = {"format": 1, "api": api, "embed_model": model, "embed_digest": digest}
             with contextlib.suppress(OSError):
-                write_atomic(self._facts_path(api, model), json.dumps(entry))
+                write_atomic(self._facts_path(api, model), json.dumps(entry), root=self.directory)
 
     def recorded_digest(self, api: str, model: str) -> str | None:
         """The digest a preflight recorded for (api, model); CacheMissError when none was."""
         path = self._facts_path(api, model)
         try:
+            check_inside(self.directory, path)
             entry = json.loads(path.read_text(encoding="utf-8"))
             if entry.get("embed_model") == model and entry.get("api") == api:
                 digest = entry.get("embed_digest")
@@ -187,8 +189,10 @@ class EmbeddingCache:
     def get(self, key: str) -> Vector | None:
         if self.mode not in ("read", "read-write", "replay-only"):
             return None
+        path = self.directory / key[:2] / f"{key}.json"
         try:
-            entry = json.loads((self.directory / key[:2] / f"{key}.json").read_text(encoding="utf-8"))
+            check_inside(self.directory, path)
+            entry = json.loads(path.read_text(encoding="utf-8"))
             return tuple(float(x) for x in entry["vector"]) if entry.get("key") == key else None
         except (OSError, ValueError, KeyError, TypeError):
             return None  # missing or unreadable: fetched again (and rewritten)
@@ -200,7 +204,7 @@ class EmbeddingCache:
                  "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "vector": list(vector)}
         # A full disk only costs the next run a request (the response cache warns about it once).
         with contextlib.suppress(OSError):
-            write_atomic(self.directory / key[:2] / f"{key}.json", json.dumps(entry))
+            write_atomic(self.directory / key[:2] / f"{key}.json", json.dumps(entry), root=self.directory)
 
 
 class Embedder:

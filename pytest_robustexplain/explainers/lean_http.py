@@ -158,21 +158,27 @@ class LeanOllamaHttp:
 
     async def post(self, path: str, body: bytes) -> tuple[int, bytes]:
         """``POST prefix+path``; raises like the official client for transport trouble."""
+        status, payload, _ = await self.post_reply(path, body)
+        return status, payload
+
+    async def post_reply(self, path: str, body: bytes) -> tuple[int, bytes, str | None]:
+        """As :meth:`post`, with the reply's ``Retry-After`` header (None when it has none)."""
         request = (f"POST {self.prefix}{path} HTTP/1.1\r\n{self._host_header}{self._head}"
                    f"Content-Length: {len(body)}\r\n\r\n").encode("latin-1") + body
         return await self._exchange(request)
 
     async def get(self, path: str) -> tuple[int, bytes]:
         """``GET prefix+path``, as :meth:`post`."""
-        return await self._exchange(
+        status, payload, _ = await self._exchange(
             f"GET {self.prefix}{path} HTTP/1.1\r\n{self._host_header}{self._head}\r\n".encode("latin-1"))
+        return status, payload
 
-    async def _exchange(self, request: bytes) -> tuple[int, bytes]:
+    async def _exchange(self, request: bytes) -> tuple[int, bytes, str | None]:
         conn = await self._acquire()
         try:
             assert conn.transport is not None
             conn.transport.write(request)
-            status, payload, keep = await self._response(conn)
+            status, payload, keep, retry_after = await self._response(conn)
         except BaseException:
             conn.close()  # a cancelled or failed exchange leaves the connection in an unknown state
             raise
@@ -180,7 +186,7 @@ class LeanOllamaHttp:
             self._idle.append(conn)
         else:
             conn.close()
-        return status, payload
+        return status, payload, retry_after
 
     async def aclose(self) -> None:
         idle, self._idle = self._idle, []
@@ -205,8 +211,8 @@ class LeanOllamaHttp:
             raise ConnectionError(CONNECTION_ERROR_MESSAGE) from None
         return conn
 
-    async def _response(self, conn: _Connection) -> tuple[int, bytes, bool]:
-        """(status, body, keep-alive) of the reply on ``conn``."""
+    async def _response(self, conn: _Connection) -> tuple[int, bytes, bool, str | None]:
+        """(status, body, keep-alive, Retry-After) of the reply on ``conn``."""
         while (end := conn.buffer.find(_HEADER_END)) < 0:
             if len(conn.buffer) > self.max_body:  # headers without an end
                 raise ReplyTooLarge
@@ -233,8 +239,8 @@ class LeanOllamaHttp:
                     raise ReplyTooLarge
                 await conn.more(self.read_timeout)
             body, keep = bytes(conn.buffer), False
-            return status, body, keep
-        return status, body, headers.get("connection", "").lower() != "close"
+            return status, body, keep, headers.get("retry-after")
+        return status, body, headers.get("connection", "").lower() != "close", headers.get("retry-after")
 
     async def _more(self, conn: _Connection, started: bool) -> None:
         if conn.closed:
@@ -281,10 +287,10 @@ def _plain(obj: Any, fields: dict[str, type]) -> bool:
         key in fields and (value is None or type(value) is fields[key]) for key, value in obj.items())
 
 
-def parse_chat_reply(status: int, payload: bytes
+def parse_chat_reply(status: int, payload: bytes, retry_after: str | None = None
                      ) -> tuple[str | None, int | None, int | None, str | None]:
     """(content, prompt tokens, completion tokens, done reason) of a chat reply, or the official client's
-    error.
+    error (carrying the reply's ``Retry-After`` as ``retry_after``, for the retry policy).
 
     The common shape is read directly; anything else goes through ``ollama.ChatResponse``, so a hostile
     or unusual reply fails (or passes) exactly as it does through the official client.
@@ -292,7 +298,9 @@ def parse_chat_reply(status: int, payload: bytes
     if not 200 <= status < 300:
         import ollama
 
-        raise ollama.ResponseError(payload.decode("utf-8", errors="replace"), status)
+        error = ollama.ResponseError(payload.decode("utf-8", errors="replace"), status)
+        error.retry_after = retry_after  # type: ignore[attr-defined]
+        raise error
     data = json.loads(payload)
     if isinstance(data, dict):
         message = data.get("message")

@@ -154,12 +154,12 @@ class OllamaExplainer(RemoteExplainer):
                    "num_ctx": self.num_ctx}
         if isinstance(client, _LeanClient):
             try:
-                status, payload = await client.lean.post("/api/chat",
-                                                         chat_body(model, prompt, options, self.think))
+                status, payload, retry_after = await client.lean.post_reply(
+                    "/api/chat", chat_body(model, prompt, options, self.think))
             except Redirect:  # the official client follows redirects; let it
                 client = client.official
             else:
-                text, prompt_tokens, completion_tokens, stop = parse_chat_reply(status, payload)
+                text, prompt_tokens, completion_tokens, stop = parse_chat_reply(status, payload, retry_after)
                 return Reply(text=text, prompt_tokens=prompt_tokens, completion_tokens=completion_tokens,
                              stop_reason=stop)
         response = await client.chat(model=model, messages=[{"role": "user", "content": prompt}],

@@ -41,6 +41,28 @@ def status_of(exc: BaseException) -> int | None:
     return status if isinstance(status, int) and status > 0 else None
 
 
+def retry_after_of(exc: BaseException) -> float | None:
+    """Seconds the server asked the client to wait (``Retry-After``: delay-seconds or an HTTP date), from
+    an error that carries it: an httpx status error's response, or the lean client's ``retry_after``."""
+    raw = getattr(exc, "retry_after", None)
+    if raw is None:
+        headers = getattr(getattr(exc, "response", None), "headers", None)
+        raw = headers.get("retry-after") if headers is not None and hasattr(headers, "get") else None
+    if not isinstance(raw, str) or not raw.strip():
+        return None
+    text = raw.strip()
+    if text.isdigit():
+        return float(text)
+    import email.utils
+    import time
+
+    try:
+        when = email.utils.parsedate_to_datetime(text)
+    except (TypeError, ValueError, IndexError):
+        return None
+    return max(0.0, when.timestamp() - time.time())
+
+
 def _is_httpx(exc: BaseException, name: str) -> bool:
     """Whether ``exc`` is an ``httpx.<name>`` (or a subclass), by the class's name and module rather than
     its identity: code that re-imports httpx (pytester restoring ``sys.modules`` after an in-process run,
@@ -130,13 +152,16 @@ class RetryPolicy:
 
     The delay before retry ``k`` (1-based) is uniform in ``[0, min(max_delay, base_delay * 2**(k-1))]``
     (AWS "full jitter"), which spreads simultaneous retries from many concurrent requests apart instead
-    of hammering a recovering server in lock-step. The jitter is seeded so runs are reproducible;
-    ``sleep`` is injectable so tests do not wait.
+    of hammering a recovering server in lock-step — unless the server said how long to wait
+    (``Retry-After`` on a 429 or 503): then at least that, up to ``max_retry_after``, so a rate-limited
+    gateway slows the run instead of failing it. The jitter is seeded so runs are reproducible; ``sleep``
+    is injectable so tests do not wait.
     """
 
     max_attempts: int = 4
     base_delay: float = 0.5
     max_delay: float = 8.0
+    max_retry_after: float = 60.0  # the longest Retry-After honoured (a longer one is cut to it)
     seed: int | None = 0
     sleep: Sleep = asyncio.sleep
     retryable: Callable[[BaseException], bool] = is_retryable
@@ -168,6 +193,9 @@ class RetryPolicy:
                 if number == self.max_attempts:
                     raise RetryExhaustedError(number, exc) from exc
                 delay = self.backoff(number)
+                told = retry_after_of(exc)
+                if told is not None:
+                    delay = max(delay, min(told, self.max_retry_after))
                 if on_retry is not None:
                     on_retry(number, exc, delay)
                 await self.sleep(delay)

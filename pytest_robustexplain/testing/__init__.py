@@ -17,8 +17,10 @@ the request without answering — 600 s by default, longer than any client timeo
 connection; :meth:`~FakeOllamaServer.stop` releases it at once), ``drop_next`` (close the connection
 without a response), ``empty_next`` (empty content), ``refuse_next`` (:data:`REFUSAL_TEXT`),
 ``bloat_next`` (20 MB of content, past ``num_predict``: a server that ignores every limit) or
-``script([...])`` for a mix. Faults are taken before the model is looked up, so a scripted fault also
-hits a request for a missing model. ``capacity`` bounds how many chat requests are processed at once
+``script([...])`` for a mix; ``fail_next(n, status=429, retry_after=2)`` adds a ``Retry-After``
+header, and ``rate_limit(seconds)`` answers 429 with the seconds left to every chat request inside a
+window. Faults are taken before the model is looked up, so a scripted fault also hits a request for a
+missing model. ``capacity`` bounds how many chat requests are processed at once
 (like ``OLLAMA_NUM_PARALLEL``; the others queue) and ``latency`` is the processing time of each,
 spent while holding a slot; hangs and failures do not take a slot.
 

@@ -15,11 +15,13 @@ DEFAULT_HANG_SECONDS = 600.0  # longer than any sane client read timeout; stop()
 class HttpError(Exception):
     """An error answer: status and message (shaped per API by the handler)."""
 
-    def __init__(self, status: int, message: str, *, body: dict[str, Any] | None = None) -> None:
+    def __init__(self, status: int, message: str, *, body: dict[str, Any] | None = None,
+                 headers: dict[str, str] | None = None) -> None:
         super().__init__(message)
         self.status = status
         self.message = message
         self.body = body  # the exact error body, where a server's own shape matters (llama.cpp's context)
+        self.headers = headers or {}  # e.g. Retry-After
 
 
 # The fake tokenizer: four characters a token, as English runs under BPE tokenisers (prompt counts, contexts).
@@ -34,9 +36,10 @@ def prompt_tokens(text: str) -> int:
 
 @dataclass(frozen=True)
 class Fault:
-    kind: str  # one of FAULTS
+    kind: str  # one of FAULTS, or "limit" (the rate limit's 429)
     status: int = 503
     seconds: float = DEFAULT_HANG_SECONDS
+    retry_after: int | None = None  # the Retry-After header of a failure, in seconds
 
 
 FAIL_MESSAGES = {

@@ -180,9 +180,12 @@ class _Handler(BaseHTTPRequestHandler):
         return body
 
     # ---- writers ------------------------------------------------------------------------------
-    def _send_bytes(self, status: int, body: bytes, content_type: str, *, trickle: float = 0.0) -> None:
+    def _send_bytes(self, status: int, body: bytes, content_type: str, *, trickle: float = 0.0,
+                    headers: dict[str, str] | None = None) -> None:
         self.send_response(status)
         self.send_header("Content-Type", content_type)
+        for name, value in (headers or {}).items():
+            self.send_header(name, value)
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
         if self.command == "HEAD":  # a HEAD answer has the GET headers and no body
@@ -198,18 +201,19 @@ class _Handler(BaseHTTPRequestHandler):
             if self.server.fake._stopping.wait(trickle):
                 return
 
-    def _send_json(self, status: int, obj: Any) -> None:
+    def _send_json(self, status: int, obj: Any, headers: dict[str, str] | None = None) -> None:
         """A JSON reply, trickled like every reply of a slow server (``trickle``)."""
         self._send_bytes(status, json.dumps(obj).encode("utf-8"), "application/json; charset=utf-8",
-                         trickle=self.server.fake.trickle)
+                         trickle=self.server.fake.trickle, headers=headers)
 
     def _send_text(self, status: int, text: str) -> None:
         self._send_bytes(status, text.encode("utf-8"), "text/plain; charset=utf-8")
 
-    def _send_error(self, api: str, status: int, message: str, body: dict[str, Any] | None = None) -> None:
+    def _send_error(self, api: str, status: int, message: str, body: dict[str, Any] | None = None,
+                    headers: dict[str, str] | None = None) -> None:
         if body is None:
             body = openai_error(status, message) if api == "openai" else {"error": message}
-        self._send_json(status, body)
+        self._send_json(status, body, headers)
 
     def _start_stream(self, content_type: str) -> None:
         self.send_response(200)
@@ -322,7 +326,7 @@ class _Handler(BaseHTTPRequestHandler):
             answer = self._generate(call, ticket)
         except HttpError as err:
             fake._answered(ticket)
-            self._send_error(api, err.status, err.message, err.body)
+            self._send_error(api, err.status, err.message, err.body, err.headers)
             return
         if call.stream:
             self._stream_answer(call, answer, ticket)
@@ -333,6 +337,9 @@ class _Handler(BaseHTTPRequestHandler):
     def _apply_transport_fault(self, ticket: Ticket) -> None:
         fake = self.server.fake
         fault = ticket.fault
+        if fault is not None and fault.kind == "limit":
+            raise HttpError(429, "rate limit exceeded, retry later",
+                            headers={"Retry-After": str(fault.retry_after)})
         if fault is None or fault.kind not in ("fail", "fail500", "hang", "drop"):
             return
         if fault.kind == "hang":
@@ -340,7 +347,8 @@ class _Handler(BaseHTTPRequestHandler):
         if fault.kind in ("hang", "drop"):
             fake._answered(ticket)
             raise _Abort
-        raise HttpError(fault.status, FAIL_MESSAGES.get(fault.status, f"fake server error {fault.status}"))
+        raise HttpError(fault.status, FAIL_MESSAGES.get(fault.status, f"fake server error {fault.status}"),
+                        headers={} if fault.retry_after is None else {"Retry-After": str(fault.retry_after)})
 
     def _generate(self, call: ChatCall, ticket: Ticket) -> Answer:
         fake = self.server.fake

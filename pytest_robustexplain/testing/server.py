@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import math
 import socket
 import threading
 import time
@@ -92,6 +93,9 @@ class FakeOllamaServer:
         self._mode = "stable"
         self._latency = 0.0
         self._trickle = 0.0
+        self._limit_seconds = 0  # rate_limit(): armed, opens at the next chat request
+        self._limit_after = 0
+        self._limit_until = 0.0
         self._capacity: int | None = None
         self.mode = mode
         self.latency = latency
@@ -238,12 +242,31 @@ class FakeOllamaServer:
         return f"FakeOllamaServer({where}, mode={self.mode!r}, models={list(self._metas)!r})"
 
     # ---- fault scripting ------------------------------------------------------------------------
-    def fail_next(self, n: int = 1, status: int = 503) -> None:
-        """The next ``n`` chat requests get HTTP ``status`` (503 "server busy" or 500 runner crash)."""
+    def fail_next(self, n: int = 1, status: int = 503, retry_after: int | None = None) -> None:
+        """The next ``n`` chat requests get HTTP ``status`` (503 "server busy" or 500 runner crash), with a
+        ``Retry-After: retry_after`` header when given."""
         if isinstance(status, bool) or not isinstance(status, int) or not 400 <= status <= 599:
             raise ValueError(
                 f"FakeOllamaServer.fail_next: status must be an HTTP error code 400-599, got {status!r}")
-        self._queue(Fault("fail", status=status), _non_negative_count(n, "fail_next"))
+        if retry_after is not None:
+            _non_negative_count(retry_after, "fail_next(retry_after)")
+        fault = Fault("fail", status=status, retry_after=retry_after)
+        self._queue(fault, _non_negative_count(n, "fail_next"))
+
+    def rate_limit(self, seconds: int = 1, *, after: int = 0) -> None:
+        """A gateway's rate limit: the chat request after the next ``after`` ones opens a window of
+        ``seconds``; it and every chat request that arrives before the window ends get 429 with
+        ``Retry-After`` (the seconds left, rounded up). A client that waits as told gets through; one that
+        retries sooner is refused again."""
+        with self._cond:
+            self._limit_seconds = _non_negative_count(seconds, "rate_limit")
+            self._limit_after = _non_negative_count(after, "rate_limit(after)")
+
+    @property
+    def rate_limited(self) -> int:
+        """How many chat requests the rate limit refused (429)."""
+        with self._cond:
+            return self._rate_limited
 
     def hang_next(self, n: int = 1, seconds: float = DEFAULT_HANG_SECONDS) -> None:
         """The next ``n`` chat requests get no answer for ``seconds``, then their connection is closed."""
@@ -305,6 +328,7 @@ class FakeOllamaServer:
         self._calls: Counter[str] = Counter()
         self._chat_calls = 0
         self._truncated = 0
+        self._rate_limited = 0
         self._embedded_texts = 0
         self._requests: list[dict[str, Any]] = []
         self._in_flight = 0
@@ -435,7 +459,7 @@ class FakeOllamaServer:
             prompt = users[-1] if users and isinstance(users[-1], str) else ""
         think = body.get("think") if api == "ollama" else body.get("reasoning_effort")
         with self._cond:
-            fault = self._faults.popleft() if self._faults else None
+            fault = self._limited() or (self._faults.popleft() if self._faults else None)
             fault = None if fault is not None and fault.kind == "ok" else fault
             self._chat_calls += 1
             self._in_flight += 1
@@ -447,6 +471,19 @@ class FakeOllamaServer:
                 "authorization": authorization,
             })
         return Ticket(fault)
+
+    def _limited(self) -> Fault | None:
+        """The rate limit's 429 for a request arriving now, or None (called holding the lock)."""
+        now = time.monotonic()
+        if self._limit_seconds and self._limit_after:  # armed, not yet
+            self._limit_after -= 1
+        elif self._limit_seconds:  # armed: this request opens the window
+            self._limit_until, self._limit_seconds = now + self._limit_seconds, 0
+        # 50 ms of slack: a client's sleep may end a clock tick early; the window is what it was told.
+        if now >= self._limit_until - 0.05:
+            return None
+        self._rate_limited += 1
+        return Fault("limit", status=429, retry_after=max(1, math.ceil(self._limit_until - now)))
 
     def _answered(self, ticket: Ticket) -> None:
         with self._cond:

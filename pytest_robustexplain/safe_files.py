@@ -1,0 +1,36 @@
+"""Files the caches write stay inside their directory: no symbolic link is followed out of it.
+
+A cache directory is shared (CI caches restore it, xdist workers write it, a repository may carry it), so
+a link planted in it — an entry named like a cache file, or a two-letter subdirectory — must not make a
+run create, append to or replace a file elsewhere. Every write checks that the file's directory resolves
+inside the cache's own, and opens the file itself without following a link (``O_NOFOLLOW``); a replaced
+file (``os.replace``) replaces a link at its place rather than writing through it.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+NO_FOLLOW = getattr(os, "O_NOFOLLOW", 0)  # absent on Windows, where links need privileges to plant
+
+
+class LinkRefused(OSError):
+    """A cache path that is, or lies under, a symbolic link leading out of the cache directory."""
+
+
+def check_inside(root: Path, path: Path) -> None:
+    """Raise :class:`LinkRefused` when ``path`` is a link or its directory resolves outside ``root``."""
+    if path.is_symlink():
+        raise LinkRefused(f"{path} is a symbolic link: not followed")
+    base = os.path.realpath(root)
+    parent = os.path.realpath(path.parent)
+    if parent != base and not parent.startswith(base.rstrip(os.sep) + os.sep):
+        raise LinkRefused(f"{path.parent} leads outside {root} (a symbolic link): not followed")
+
+
+def open_inside(root: Path, path: Path, flags: int, mode: int = 0o644) -> int:
+    """``os.open`` of ``path`` (its directory made first) after :func:`check_inside`, never through a link."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    check_inside(root, path)
+    return os.open(path, flags | NO_FOLLOW, mode)

@@ -1,0 +1,103 @@
+"""No cache writes through a symbolic link (issue 26 item 6): a link planted in a cache directory — a file
+named like an entry, a two-letter subdirectory, a lock file — is refused with a warning, and nothing is
+created, appended to or replaced outside the cache directory."""
+
+from __future__ import annotations
+
+import warnings
+from pathlib import Path
+
+import pytest
+
+from pytest_robustexplain.errors import RobustExplainWarning
+from pytest_robustexplain.explainers.base import Explanation
+from pytest_robustexplain.explainers.cache import ResponseCache
+from pytest_robustexplain.safe_files import LinkRefused, check_inside
+from pytest_robustexplain.score_cache import CachedScorer, ScoreCache
+
+E, E_PRIME = "You will love the Wireless Earbuds Pro.", "The Wireless Earbuds Pro suit you."
+KEY = "ab" + "0" * 62
+
+
+@pytest.fixture
+def outside(tmp_path: Path) -> Path:
+    """A directory outside the cache, with a file a link may point at."""
+    there = tmp_path / "outside"
+    there.mkdir()
+    (there / "victim.txt").write_text("untouched\n", encoding="utf-8")
+    return there
+
+
+def _snapshot(directory: Path) -> dict[str, str]:
+    return {str(p.relative_to(directory)): p.read_text(encoding="utf-8") for p in directory.rglob("*")
+            if p.is_file()}
+
+
+def test_check_inside_refuses_links_and_parents_outside(tmp_path: Path, outside: Path) -> None:
+    root = tmp_path / "cache"
+    (root / "ab").mkdir(parents=True)
+    check_inside(root, root / "ab" / "x.json")  # a plain path inside: fine
+    check_inside(root, root / "cd" / "x.json")  # not there yet: fine
+    (root / "ab" / "link.json").symlink_to(outside / "victim.txt")
+    with pytest.raises(LinkRefused, match="is a symbolic link"):
+        check_inside(root, root / "ab" / "link.json")
+    (root / "cd").symlink_to(outside, target_is_directory=True)
+    with pytest.raises(LinkRefused, match="leads outside"):
+        check_inside(root, root / "cd" / "x.json")
+
+
+@pytest.mark.parametrize("plant", ["entry", "directory"])
+def test_the_score_cache_never_appends_through_a_link(tmp_path: Path, outside: Path, plant: str) -> None:
+    root = tmp_path / "scores"
+    target = ScoreCache(root).path_for(E)
+    target.parent.parent.mkdir(parents=True, exist_ok=True)
+    if plant == "entry":
+        target.parent.mkdir()
+        target.symlink_to(outside / "victim.txt")
+    else:
+        target.parent.symlink_to(outside, target_is_directory=True)
+    before = _snapshot(outside)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        scorer = CachedScorer(cache=ScoreCache(root))
+        scores = scorer.score(E, E_PRIME)
+    assert 0 < scores.combined <= 1  # scored all the same
+    assert _snapshot(outside) == before  # nothing appended, nothing created
+    said = " ".join(str(w.message) for w in caught if issubclass(w.category, RobustExplainWarning))
+    assert "not followed" in said
+
+
+@pytest.mark.parametrize("plant", ["entry", "directory"])
+def test_the_response_cache_never_writes_through_a_link(tmp_path: Path, outside: Path, plant: str) -> None:
+    cache = ResponseCache(tmp_path / "responses")
+    path = cache.path_for(KEY)
+    path.parent.parent.mkdir(parents=True, exist_ok=True)
+    if plant == "entry":
+        path.parent.mkdir()
+        path.symlink_to(outside / "victim.txt")
+    else:
+        path.parent.symlink_to(outside, target_is_directory=True)
+    before = _snapshot(outside)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert cache.get(KEY) is None  # a link is no entry
+        cache.put(KEY, {"k": 1}, Explanation(text="hello", model="m"))
+    assert _snapshot(outside) == before and not any(outside.glob(".*.tmp"))
+    assert any("not followed" in str(w.message) for w in caught)
+
+
+def test_a_planted_lock_file_is_not_opened_through(tmp_path: Path, outside: Path) -> None:
+    cache = ResponseCache(tmp_path / "responses")
+    lock = cache.directory / "locks" / f"{KEY[:16]}.lock"
+    lock.parent.mkdir(parents=True)
+    lock.symlink_to(outside / "new-file")
+    with cache.key_lock(KEY):  # no lock possible: the run goes on (duplicates across workers, nothing worse)
+        pass
+    assert not (outside / "new-file").exists()
+    (lock.parent / "x").mkdir()
+    lock.unlink()
+    lock.parent.rename(tmp_path / "moved")
+    (cache.directory / "locks").symlink_to(outside, target_is_directory=True)
+    with cache.key_lock(KEY):
+        pass
+    assert sorted(p.name for p in outside.iterdir()) == ["victim.txt"]
