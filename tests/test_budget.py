@@ -6,6 +6,7 @@ on how fast this machine is."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -105,6 +106,15 @@ def test_a_dry_run_estimates_the_time_at_the_pace_a_run_measured(server: FakeOll
     assert cli.main([*argv, "--dry-run", "--users", "20"]) == 0
     out = capsys.readouterr().out
     assert "fake-model: ≈ " in out and "min for these 100 calls at the pace last measured" in out
+    assert "users fit at that pace" not in out
+    # With a time budget below the estimate, the dry run says how many users it buys at that pace.
+    minutes = 100 * pace["median_s"] / 4 / 60  # the estimate for 100 calls, four at a time
+    assert cli.main([*argv, "--dry-run", "--users", "20", "--max-minutes", f"{minutes / 2:.6f}"]) == 0
+    out = capsys.readouterr().out
+    found = re.search(r"max-minutes [0-9.]+: about (\d+) of 20 users fit at that pace", out)
+    assert found, out
+    fit = int(found.group(1))
+    assert fit in (9, 10)  # half the estimate's time: half the users (rounding the budget may cost one)
     # Under pytest the dry run says the same.
     pytester.makepyfile("import pytest\n\n@pytest.mark.robustness(perturbations=['noise', 'shuffle'], "
                         "severities=[1, 5])\ndef test_gate(robustness):\n    pass\n")

@@ -28,6 +28,18 @@ def outside(tmp_path: Path) -> Path:
     return there
 
 
+def _plant(path: Path, outside: Path, plant: str) -> dict[str, str]:
+    """A link where the cache will write ``path``: the entry itself, or its two-letter directory; returns
+    what ``outside`` holds before the run."""
+    path.parent.parent.mkdir(parents=True, exist_ok=True)
+    if plant == "entry":
+        path.parent.mkdir()
+        path.symlink_to(outside / "victim.txt")
+    else:
+        path.parent.symlink_to(outside, target_is_directory=True)
+    return _snapshot(outside)
+
+
 def _snapshot(directory: Path) -> dict[str, str]:
     return {str(p.relative_to(directory)): p.read_text(encoding="utf-8") for p in directory.rglob("*")
             if p.is_file()}
@@ -49,14 +61,7 @@ def test_check_inside_refuses_links_and_parents_outside(tmp_path: Path, outside:
 @pytest.mark.parametrize("plant", ["entry", "directory"])
 def test_the_score_cache_never_appends_through_a_link(tmp_path: Path, outside: Path, plant: str) -> None:
     root = tmp_path / "scores"
-    target = ScoreCache(root).path_for(E)
-    target.parent.parent.mkdir(parents=True, exist_ok=True)
-    if plant == "entry":
-        target.parent.mkdir()
-        target.symlink_to(outside / "victim.txt")
-    else:
-        target.parent.symlink_to(outside, target_is_directory=True)
-    before = _snapshot(outside)
+    before = _plant(ScoreCache(root).path_for(E), outside, plant)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         scorer = CachedScorer(cache=ScoreCache(root))
@@ -70,14 +75,7 @@ def test_the_score_cache_never_appends_through_a_link(tmp_path: Path, outside: P
 @pytest.mark.parametrize("plant", ["entry", "directory"])
 def test_the_response_cache_never_writes_through_a_link(tmp_path: Path, outside: Path, plant: str) -> None:
     cache = ResponseCache(tmp_path / "responses")
-    path = cache.path_for(KEY)
-    path.parent.parent.mkdir(parents=True, exist_ok=True)
-    if plant == "entry":
-        path.parent.mkdir()
-        path.symlink_to(outside / "victim.txt")
-    else:
-        path.parent.symlink_to(outside, target_is_directory=True)
-    before = _snapshot(outside)
+    before = _plant(cache.path_for(KEY), outside, plant)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         assert cache.get(KEY) is None  # a link is no entry

@@ -436,8 +436,15 @@ class Run:
         for model in dict.fromkeys(s.spec.model for s in self._slices.values()):
             pace = load_pace(self.cache_dir, self.settings.backend, model) if model else None
             if pace is not None:
-                calls = max_calls([s.spec for s in self._slices.values() if s.spec.model == model])
+                specs = [s.spec for s in self._slices.values() if s.spec.model == model]
+                calls = max_calls(specs)
                 lines.append(pace.estimate(calls))
+                budget = self.settings.max_minutes
+                users = max(len(spec.cases) for spec in specs)
+                if budget is not None and pace.minutes_for(calls) > budget:
+                    fit = min(users, int(budget / (pace.minutes_for(calls) / users)))
+                    lines.append(f"max-minutes {budget:g}: about {fit} of {users} users fit at that pace; "
+                                 "each gate is decided on its first users whose pairs are all in")
         return lines
 
     def _record(self, *, partial: bool, pairs: Sequence[PairResult] = ()) -> RunResult:
