@@ -125,3 +125,20 @@ def test_pathological_outside_text_is_processed(text: str) -> None:
 
     assert isinstance(strip_think(text), str)
     assert _title_forms(text)[0] == text.strip()
+
+
+@pytest.mark.parametrize("template", ["{history:>{n_interactions}{n_interactions}{n_interactions}}",
+                                      "{history:{item_id}}", "{history:>{n_interactions}}"])
+def test_a_template_whose_width_comes_from_the_data_is_refused(template: str, tmp_path: Path,
+                                                              capsys: pytest.CaptureFixture[str]) -> None:
+    from pytest_robustexplain.errors import ConfigError
+    from pytest_robustexplain.explainers.prompt import PromptTemplate
+
+    with pytest.raises(ConfigError, match="puts a placeholder inside a format spec"):
+        PromptTemplate(template)
+    prompt = tmp_path / "prompt.txt"
+    prompt.write_text(f"Explain from {template}", encoding="utf-8")
+    # Said before any call: the host has no server at all.
+    assert cli.main(["run", "--model", "m", "--host", "http://127.0.0.1:9", "--prompt", str(prompt),
+                     "--progress", "off"]) == 2
+    assert "puts a placeholder inside a format spec" in capsys.readouterr().err

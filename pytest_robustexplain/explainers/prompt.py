@@ -189,6 +189,11 @@ MAX_SPEC_NUMBER = 1000
 
 
 def _check_spec(where: str, name: str, spec: str) -> None:
+    if "{" in spec or "}" in spec:
+        # A placeholder inside a format spec is filled in first and then read as the spec: several
+        # ("{history:>{n_interactions}{n_interactions}}") make one width of millions out of small numbers.
+        raise ConfigError(f"{where}: {{{name}:{spec}}} puts a placeholder inside a format spec, which "
+                          "makes the width depend on the data; write the spec as plain text")
     widths = [int(n) for n in re.findall(r"\d+", spec)]
     if widths and max(widths) > MAX_SPEC_NUMBER:
         raise ConfigError(f"{where}: {{{name}:{spec}}} asks for a width or precision of {max(widths):,} "
