@@ -806,3 +806,21 @@ def test_millisecond_timestamps_are_rejected_with_a_hint(tmp_path: Path) -> None
         load_histories(path)
     message = str(info.value)
     assert str(path) in message and "timestamp" in message and "milliseconds" in message
+
+
+@pytest.mark.parametrize("suffix", [".json", ".jsonl"])
+def test_a_json_object_naming_a_key_twice_is_refused_like_yaml(tmp_path: Path, suffix: str,
+                                                               capsys: pytest.CaptureFixture[str]) -> None:
+    from pytest_robustexplain import cli
+
+    record = ('{"user_id": "u1", "user_id": "u2", "interactions": '
+              '[{"item_id": "i1", "timestamp": 1, "rating": 4}]}')
+    histories = tmp_path / f"h{suffix}"
+    histories.write_text(f"[{record}]" if suffix == ".json" else record + "\n", encoding="utf-8")
+    catalog = tmp_path / "c.json"
+    catalog.write_text('[{"item_id": "i1", "title": "T", "category": "c"}]', encoding="utf-8")
+    code = cli.main(["run", "--backend", "template", "--histories", str(histories), "--catalog", str(catalog),
+                     "--progress", "off", "-q"])
+    err = capsys.readouterr().err
+    assert code == cli.EXIT_USAGE, err
+    assert f"h{suffix}" in err and "key 'user_id' appears twice" in err and "Traceback" not in err

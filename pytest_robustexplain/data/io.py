@@ -81,11 +81,32 @@ def read_text(path: Path) -> str:
         raise DataError(f"cannot read file: {exc.strerror or exc}", source=str(path)) from None
 
 
+class _DuplicateKey(ValueError):
+    """A JSON object that names one key twice (YAML files refuse that; JSON silently kept the last)."""
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise _DuplicateKey(key)
+        out[key] = value
+    return out
+
+
+def loads(text: str) -> Any:
+    """``json.loads`` that refuses an object naming a key twice (:class:`_DuplicateKey`)."""
+    return json.loads(text, object_pairs_hook=_unique_keys)
+
+
 def _parse_json(text: str, where: Where) -> Any:
     try:
-        return json.loads(text)
+        return loads(text)
     except json.JSONDecodeError as exc:
         raise where.at(f"line {exc.lineno}").error(f"invalid JSON: {exc.msg} (column {exc.colno})") from None
+    except _DuplicateKey as exc:
+        raise where.error(f"invalid JSON: key {str(exc)!r} appears twice in one object; which one was meant "
+                          "cannot be told") from None
     except RecursionError:
         raise where.error("invalid JSON: nested too deeply") from None
 
@@ -144,9 +165,14 @@ def jsonl_records(path: Path) -> list[Record]:
         if not line.strip():
             continue  # blank lines (a trailing newline, spacing) are not records
         try:
-            value = json.loads(line)
+            value = loads(line)
         except json.JSONDecodeError as exc:
             raise where.at(f"line {lineno}").error(f"invalid JSON: {exc.msg} (column {exc.colno})") from None
+        except _DuplicateKey as exc:
+            raise where.at(f"line {lineno}").error(
+                f"invalid JSON: key {str(exc)!r} appears twice in one object") from None
+        except RecursionError:
+            raise where.at(f"line {lineno}").error("invalid JSON: nested too deeply") from None
         records.append(Record(f"line {lineno}", value))
     return records
 
@@ -341,9 +367,13 @@ def _as_features(value: Any, where: Where) -> Mapping[str, Any]:
         return {}
     if isinstance(value, str):  # the CSV form: a JSON object in one cell
         try:
-            value = json.loads(value)
+            value = loads(value)
         except json.JSONDecodeError as exc:
             raise where.error(f"invalid JSON object: {exc.msg}", "features") from None
+        except _DuplicateKey as exc:
+            raise where.error(f"invalid JSON object: key {str(exc)!r} appears twice", "features") from None
+        except RecursionError:
+            raise where.error("invalid JSON object: nested too deeply", "features") from None
     if not isinstance(value, Mapping):
         raise where.error(f"expected an object of named features, got {kind(value)}", "features")
     bad = [k for k in value if not isinstance(k, str)]
