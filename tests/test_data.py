@@ -808,19 +808,45 @@ def test_millisecond_timestamps_are_rejected_with_a_hint(tmp_path: Path) -> None
     assert str(path) in message and "timestamp" in message and "milliseconds" in message
 
 
-@pytest.mark.parametrize("suffix", [".json", ".jsonl"])
-def test_a_json_object_naming_a_key_twice_is_refused_like_yaml(tmp_path: Path, suffix: str,
-                                                               capsys: pytest.CaptureFixture[str]) -> None:
+def _run_on(histories: Path, capsys: pytest.CaptureFixture[str]) -> str:
+    """``robustexplain run`` on these histories (and a one-item catalog beside them): its usage error."""
     from pytest_robustexplain import cli
 
-    record = ('{"user_id": "u1", "user_id": "u2", "interactions": '
-              '[{"item_id": "i1", "timestamp": 1, "rating": 4}]}')
-    histories = tmp_path / f"h{suffix}"
-    histories.write_text(f"[{record}]" if suffix == ".json" else record + "\n", encoding="utf-8")
-    catalog = tmp_path / "c.json"
+    catalog = histories.parent / "c.json"
     catalog.write_text('[{"item_id": "i1", "title": "T", "category": "c"}]', encoding="utf-8")
     code = cli.main(["run", "--backend", "template", "--histories", str(histories), "--catalog", str(catalog),
                      "--progress", "off", "-q"])
     err = capsys.readouterr().err
     assert code == cli.EXIT_USAGE, err
+    return err
+
+
+@pytest.mark.parametrize("suffix", [".json", ".jsonl"])
+def test_a_json_object_naming_a_key_twice_is_refused_like_yaml(tmp_path: Path, suffix: str,
+                                                               capsys: pytest.CaptureFixture[str]) -> None:
+    record = ('{"user_id": "u1", "user_id": "u2", "interactions": '
+              '[{"item_id": "i1", "timestamp": 1, "rating": 4}]}')
+    histories = tmp_path / f"h{suffix}"
+    histories.write_text(f"[{record}]" if suffix == ".json" else record + "\n", encoding="utf-8")
+    err = _run_on(histories, capsys)
     assert f"h{suffix}" in err and "key 'user_id' appears twice" in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize("bad", ["a\x00b", "\u202eevil", "x\x1b[31my", "line\nbreak", "bell\x07"])
+def test_an_id_with_control_or_bidi_characters_is_refused_at_the_door(
+        bad: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import json
+
+    histories = tmp_path / "h.json"
+    histories.write_text(json.dumps([{"user_id": bad, "interactions": [
+        {"item_id": "i1", "timestamp": 1, "rating": 4}]}]), encoding="utf-8")
+    err = _run_on(histories, capsys)
+    assert "holds control, line-break or bidi characters" in err
+    assert not any(ch in err for ch in "\x00\u202e\x1b\x07") and err.count("\n") == 1  # said, not obeyed
+
+
+def test_plain_ids_with_colons_and_non_ascii_letters_stay_as_they_are() -> None:
+    from pytest_robustexplain.data.io import Where, as_id
+
+    for good in ("ml::42", "Zoë", "user-7", "東京", 42):
+        assert as_id(good, Where("t"), "user_id") == str(good)

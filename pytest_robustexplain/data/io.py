@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, NamedTuple, TypeAlias
 
 from ..errors import ConfigError, DataError
+from ..sanitize import visible
 from .records import Catalog, Interaction, Item, UserHistory
 
 # ---------------------------------------------------------------------------------------------------------
@@ -261,6 +262,12 @@ def as_id(value: Any, where: Where, field: str) -> str:
     text = str(value).strip()
     if not text:
         raise where.error("empty id", field)
+    shown = visible(text, commands=True)  # "::" may stay: ids such as "ml::42" exist, writers defuse it
+    if shown != text:
+        # An id travels into every report, test id, annotation and XML attribute: one that carries control,
+        # line-break or bidi characters is refused here, once, rather than trusted to every writer.
+        raise where.error(f"id {shown!r} holds control, line-break or bidi characters (shown escaped); an "
+                          "id must be plain text", field)
     return text
 
 
