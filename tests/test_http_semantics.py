@@ -73,3 +73,57 @@ def test_a_rate_limited_server_slows_the_run_and_every_call_is_made(backend: str
     assert limited >= 2 and code in (cli.EXIT_OK, cli.EXIT_GATE_FAILED)  # four calls in flight at once
     assert doc["calls"]["failed"] == 0 and all(p["failure"] is None for p in doc["pairs"])
     assert doc["calls"]["retried"] == limited and doc["calls"]["made"] == 3 + len(doc["pairs"])
+
+
+@pytest.mark.parametrize(("payload", "said"), [
+    (b"not json at all", "is not JSON"),
+    (b"[1, 2, 3]", "is a JSON list, not an object"),
+    (b'{"message": "hello", "done": true}', "is not one Ollama sends"),
+])
+def test_a_malformed_chat_reply_is_one_sentence_not_the_parsers_text(payload: bytes, said: str) -> None:
+    from pytest_robustexplain.explainers.lean_http import parse_chat_reply
+    from pytest_robustexplain.explainers.reply import MalformedReply
+
+    with pytest.raises(MalformedReply, match=said) as caught:
+        parse_chat_reply(200, payload)
+    assert "\n" not in str(caught.value)
+
+
+@pytest.mark.parametrize(("reply", "said"), [
+    (b"HELLO THERE\r\n\r\n", "did not answer in HTTP"),
+    (b"HTTP/1.1 abc OK\r\n\r\n", "did not answer in HTTP"),
+    (b"HTTP/1.1 200 OK\r\nContent-Length: lots\r\n\r\n{}", "broken Content-Length"),
+    (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n", "broken chunk size"),
+])
+def test_a_reply_that_is_not_http_is_one_sentence_naming_the_host(reply: bytes, said: str) -> None:
+    import socket
+    import threading
+
+    from pytest_robustexplain.explainers.lean_http import LeanOllamaHttp
+    from pytest_robustexplain.explainers.reply import MalformedReply
+
+    listener = socket.create_server(("127.0.0.1", 0))
+    port = listener.getsockname()[1]
+
+    def answer() -> None:
+        conn, _ = listener.accept()
+        with conn:
+            conn.recv(65536)
+            conn.sendall(reply)
+            conn.recv(1)  # hold the connection until the client gives up on it
+
+    threading.Thread(target=answer, daemon=True).start()
+
+    async def ask() -> None:
+        client = LeanOllamaHttp(f"http://127.0.0.1:{port}", connect_timeout=2.0, read_timeout=5.0)
+        try:
+            await client.post("/api/chat", b"{}")
+        finally:
+            await client.aclose()
+
+    try:
+        with pytest.raises(MalformedReply, match=said) as caught:
+            asyncio.run(ask())
+    finally:
+        listener.close()
+    assert f"127.0.0.1:{port}" in str(caught.value)

@@ -42,7 +42,7 @@ from collections.abc import Callable
 from importlib import metadata
 from typing import Any
 
-from .reply import MAX_REPLY_BYTES, ReplyTooLarge
+from .reply import MAX_REPLY_BYTES, MalformedReply, ReplyTooLarge
 
 # As ``ollama._client`` words it.
 CONNECTION_ERROR_MESSAGE = ("Failed to connect to Ollama. Please check that Ollama is downloaded, running "
@@ -219,7 +219,7 @@ class LeanOllamaHttp:
             await self._more(conn, bool(conn.buffer))
         head = bytes(conn.buffer[:end]).decode("latin-1").split("\r\n")
         del conn.buffer[:end + len(_HEADER_END)]
-        status = int(head[0].split(" ", 2)[1])
+        status = self._status(head[0])
         headers = {}
         for line in head[1:]:
             name, _, value = line.partition(":")
@@ -229,7 +229,7 @@ class LeanOllamaHttp:
         if "chunked" in headers.get("transfer-encoding", "").lower():
             body = await self._chunked(conn)
         elif "content-length" in headers:
-            size = int(headers["content-length"])
+            size = self._number(headers["content-length"], 10, "Content-Length")
             if size > self.max_body:
                 raise ReplyTooLarge(size)
             body = await self._exactly(conn, size)
@@ -241,6 +241,22 @@ class LeanOllamaHttp:
             body, keep = bytes(conn.buffer), False
             return status, body, keep, headers.get("retry-after")
         return status, body, headers.get("connection", "").lower() != "close", headers.get("retry-after")
+
+    def _status(self, line: str) -> int:
+        parts = line.split(" ", 2)
+        if len(parts) < 2 or not parts[0].startswith("HTTP/") or not parts[1].isdigit():
+            raise MalformedReply(f"{self.host}:{self.port} did not answer in HTTP (its first line: "
+                                 f"{line[:80]!r})")
+        return int(parts[1])
+
+    def _number(self, text: str, base: int, what: str) -> int:
+        try:
+            value = int(text.strip(), base)
+        except ValueError:
+            value = -1
+        if value < 0:
+            raise MalformedReply(f"{self.host}:{self.port} sent a reply with a broken {what} ({text[:40]!r})")
+        return value
 
     async def _more(self, conn: _Connection, started: bool) -> None:
         if conn.closed:
@@ -264,7 +280,8 @@ class LeanOllamaHttp:
         while True:
             while (end := conn.buffer.find(b"\r\n")) < 0:
                 await self._more(conn, True)
-            size = int(bytes(conn.buffer[:end]).split(b";", 1)[0], 16)
+            line = bytes(conn.buffer[:end]).split(b";", 1)[0].decode("latin-1")
+            size = self._number(line, 16, "chunk size")
             if len(body) + size > self.max_body:
                 raise ReplyTooLarge
             del conn.buffer[:end + 2]
@@ -301,7 +318,10 @@ def parse_chat_reply(status: int, payload: bytes, retry_after: str | None = None
         error = ollama.ResponseError(payload.decode("utf-8", errors="replace"), status)
         error.retry_after = retry_after  # type: ignore[attr-defined]
         raise error
-    data = json.loads(payload)
+    try:
+        data = json.loads(payload)
+    except ValueError:
+        raise MalformedReply(f"the server's chat reply is not JSON ({payload[:60]!r})") from None
     if isinstance(data, dict):
         message = data.get("message")
         rest = {k: v for k, v in data.items() if k != "message"}
@@ -311,7 +331,13 @@ def parse_chat_reply(status: int, payload: bytes, retry_after: str | None = None
                     data.get("done_reason"))
     import ollama
 
-    response = ollama.ChatResponse(**data)
+    if not isinstance(data, dict):
+        raise MalformedReply(f"the server's chat reply is a JSON {type(data).__name__}, not an object")
+    try:
+        response = ollama.ChatResponse(**data)
+    except Exception as exc:  # pydantic's ValidationError: many lines about the fields
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise MalformedReply(f"the server's chat reply is not one Ollama sends ({first})") from None
     return response.message.content, response.prompt_eval_count, response.eval_count, response.done_reason
 
 

@@ -27,6 +27,11 @@ class ReplyTooLarge(ValueError):
                          "long, so it was refused unread")
 
 
+class MalformedReply(ValueError):
+    """A reply that is not what the protocol promises (no HTTP status line, a chat reply that is no JSON
+    object): one sentence saying what was wrong, instead of the parser's own exception text."""
+
+
 _THINK_TAG = re.compile(r"<(/?)(think|thinking)>", re.IGNORECASE)
 _THINK_OPEN = re.compile(r"^\s*<(think|thinking)>", re.IGNORECASE)
 _THINK_CLOSE = re.compile(r"</(think|thinking)>", re.IGNORECASE)
