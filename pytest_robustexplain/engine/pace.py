@@ -75,9 +75,12 @@ def save_pace(cache_dir: Path, pace: Pace) -> None:
 
 def load_pace(cache_dir: Path, backend: str, model: str) -> Pace | None:
     """The recorded pace of ``model`` on ``backend``, None when there is none or it cannot be read."""
+    from ..safe_files import check_inside
+
     path = pace_path(cache_dir, backend, model)
     try:
-        if path.is_symlink() or path.stat().st_size > 4096:
+        check_inside(cache_dir, path)  # a link planted there is no pace (LinkRefused is an OSError)
+        if path.stat().st_size > 4096:
             return None
         data: Any = json.loads(path.read_text(encoding="utf-8"))
         pace = Pace(**data)

@@ -221,6 +221,11 @@ class Run:
         return lines + [f"  {line}" for line in self.pace_lines()]
 
     @property
+    def slots(self) -> int:
+        """Calls in flight at once: ``concurrency`` per host (each host has its own)."""
+        return self.settings.concurrency * max(1, len(self.settings.hosts))
+
+    @property
     def sweep(self) -> Sweep:
         """The sweep, started on first use (its event loop also runs preflights and fixture calls)."""
         if self._sweep is None:
@@ -229,7 +234,7 @@ class Run:
             # Every model the run may call: an xdist worker starts the sweep with one slice planned.
             models = max(1, len({s.spec.model for s in self._slices.values()} | set(configured_models(
                 self.settings))))
-            slots = self.settings.concurrency * max(1, len(self.settings.hosts))  # each host has its own
+            slots = self.slots
             scorer = build_scorer(self.settings, cache_dir=self.cache_dir)
             budget = self.settings.max_minutes
             self._sweep = Sweep({}, self.dataset.catalog, scorer=scorer, window=2 * slots * models,
@@ -417,14 +422,14 @@ class Run:
 
     def _remember_pace(self, result: RunResult) -> None:
         """Record each model's pace in the cache directory, for a later dry run's time estimate."""
+        from ..explainers.cache import WRITING_MODES
         from .pace import measured_pace, save_pace
 
-        if self.settings.cache not in ("write", "read-write"):
+        if self.settings.cache not in WRITING_MODES:
             return
-        concurrency = self.settings.concurrency * max(1, len(self.settings.hosts))
         for model in sorted({p.key.model for p in result.pairs}):  # xdist workers' pairs included
             pace = measured_pace(result.pairs, model=model, backend=self.settings.backend,
-                                 concurrency=concurrency, at=result.finished_at)
+                                 concurrency=self.slots, at=result.finished_at)
             if pace is not None:
                 save_pace(self.cache_dir, pace)
 
@@ -439,10 +444,10 @@ class Run:
                 specs = [s.spec for s in self._slices.values() if s.spec.model == model]
                 calls = max_calls(specs)
                 lines.append(pace.estimate(calls))
-                budget = self.settings.max_minutes
+                budget, minutes = self.settings.max_minutes, pace.minutes_for(calls)
                 users = max(len(spec.cases) for spec in specs)
-                if budget is not None and pace.minutes_for(calls) > budget:
-                    fit = min(users, int(budget / (pace.minutes_for(calls) / users)))
+                if budget is not None and minutes > budget:
+                    fit = min(users, int(budget / (minutes / users)))
                     lines.append(f"max-minutes {budget:g}: about {fit} of {users} users fit at that pace; "
                                  "each gate is decided on its first users whose pairs are all in")
         return lines

@@ -39,6 +39,7 @@ from .base import Explainer, Explanation, ModelInfo
 from .context import ContextWindow
 
 CACHE_MODES: tuple[str, ...] = ("off", "read", "write", "read-write", "replay-only")
+WRITING_MODES: tuple[str, ...] = ("write", "read-write")  # the modes that store what they fetch
 ENTRY_FORMAT = 1
 _EXPLANATION_FIELDS = ("text", "model", "latency_s", "prompt_tokens", "completion_tokens")
 # Newer than the entry format: absent from older entries (None, False, "" then). A truncated prompt's reply
@@ -142,7 +143,7 @@ class ResponseCache:
 
     @property
     def writes(self) -> bool:
-        return self.mode in ("write", "read-write")
+        return self.mode in WRITING_MODES
 
     def path_for(self, key: str) -> Path:
         return self.directory / key[:2] / f"{key}.json"

@@ -33,7 +33,7 @@ from ..errors import BackendError, CacheMissError
 from ..safe_files import check_inside
 from ..sanitize import split_credentials
 from .base import Explainer, Explanation, ModelInfo
-from .cache import cache_key, validate_mode, write_atomic
+from .cache import WRITING_MODES, cache_key, validate_mode, write_atomic
 from .ollama import name_matches, normalise_digest
 from .openai_compat import model_fingerprint
 from .remote import tls_options
@@ -167,7 +167,7 @@ class EmbeddingCache:
 
     def put_digest(self, api: str, model: str, digest: str | None) -> None:
         """Record the digest preflight found, so a replay-only run rebuilds the same keys offline."""
-        if self.mode in ("write", "read-write"):
+        if self.mode in WRITING_MODES:
             entry = {"format": 1, "api": api, "embed_model": model, "embed_digest": digest}
             with contextlib.suppress(OSError):
                 write_atomic(self._facts_path(api, model), json.dumps(entry), root=self.directory)
@@ -198,7 +198,7 @@ class EmbeddingCache:
             return None  # missing or unreadable: fetched again (and rewritten)
 
     def put(self, key: str, model: str, vector: Vector) -> None:
-        if self.mode not in ("write", "read-write"):
+        if self.mode not in WRITING_MODES:
             return
         entry = {"format": 1, "key": key, "embed_model": model,
                  "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "vector": list(vector)}

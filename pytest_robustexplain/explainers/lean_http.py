@@ -224,6 +224,7 @@ class LeanOllamaHttp:
         for line in head[1:]:
             name, _, value = line.partition(":")
             headers[name.strip().lower()] = value.strip()
+        retry_after = headers.get("retry-after")
         if 300 <= status < 400:
             raise Redirect
         if "chunked" in headers.get("transfer-encoding", "").lower():
@@ -239,8 +240,8 @@ class LeanOllamaHttp:
                     raise ReplyTooLarge
                 await conn.more(self.read_timeout)
             body, keep = bytes(conn.buffer), False
-            return status, body, keep, headers.get("retry-after")
-        return status, body, headers.get("connection", "").lower() != "close", headers.get("retry-after")
+            return status, body, keep, retry_after
+        return status, body, headers.get("connection", "").lower() != "close", retry_after
 
     def _status(self, line: str) -> int:
         parts = line.split(" ", 2)

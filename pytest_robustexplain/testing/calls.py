@@ -36,7 +36,7 @@ def prompt_tokens(text: str) -> int:
 
 @dataclass(frozen=True)
 class Fault:
-    kind: str  # one of FAULTS, or "limit" (the rate limit's 429)
+    kind: str  # one of FAULTS
     status: int = 503
     seconds: float = DEFAULT_HANG_SECONDS
     retry_after: int | None = None  # the Retry-After header of a failure, in seconds
@@ -45,6 +45,7 @@ class Fault:
 FAIL_MESSAGES = {
     503: "server busy, please try again.  maximum pending requests exceeded",
     500: "llama runner process has terminated: exit status 2",
+    429: "rate limit exceeded, retry later",
 }
 
 

@@ -337,9 +337,6 @@ class _Handler(BaseHTTPRequestHandler):
     def _apply_transport_fault(self, ticket: Ticket) -> None:
         fake = self.server.fake
         fault = ticket.fault
-        if fault is not None and fault.kind == "limit":
-            raise HttpError(429, "rate limit exceeded, retry later",
-                            headers={"Retry-After": str(fault.retry_after)})
         if fault is None or fault.kind not in ("fail", "fail500", "hang", "drop"):
             return
         if fault.kind == "hang":

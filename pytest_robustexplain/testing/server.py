@@ -483,7 +483,7 @@ class FakeOllamaServer:
         if now >= self._limit_until - 0.05:
             return None
         self._rate_limited += 1
-        return Fault("limit", status=429, retry_after=max(1, math.ceil(self._limit_until - now)))
+        return Fault("fail", status=429, retry_after=max(1, math.ceil(self._limit_until - now)))
 
     def _answered(self, ticket: Ticket) -> None:
         with self._cond:
