@@ -33,6 +33,21 @@ def finish_run(run: RobustnessRun) -> tuple[ReportModel | None, list[str]]:
     return report, errors
 
 
+def finish_stopped(run: RobustnessRun) -> list[str]:
+    """A session stopped by Ctrl-C or SIGTERM: what finished, as a partial JSON report (``json``, else in
+    the cache directory), and how to resume — as ``robustexplain run`` says it. Nothing when no robustness
+    test ran."""
+    from .engine.interrupt import resume_hint, save_partial
+
+    partial = run.stopped_result()
+    if partial is None:
+        return []
+    settings, cache_dir = run.settings, run.engine.cache_dir
+    lines = save_partial(partial, how=run.stopped_how, json_path=settings.json, cache_dir=cache_dir)
+    return [*lines, resume_hint(backend=settings.backend, cache=settings.cache, cache_dir=cache_dir,
+                                flag_prefix="--robustexplain-")]
+
+
 def print_summary(result: ReportModel, terminalreporter: Any, config: pytest.Config) -> None:
     """The "Robustness report" section (one line in quiet mode) and GitHub annotations."""
     from .report.terminal import render_terminal

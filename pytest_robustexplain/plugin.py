@@ -13,7 +13,12 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import pytest
 
 from .errors import ConfigError, RobustExplainError
-from .runner import MARKER, SLICE_PARAM, is_xdist_worker  # cheap: the adapter imports heavy parts lazily
+from .runner import (  # cheap: the adapter imports heavy parts lazily
+    MARKER,
+    SLICE_PARAM,
+    STOP_INPUT,
+    is_xdist_worker,
+)
 from .settings import MARKER_DOC, register_options, settings_from_pytest
 
 if TYPE_CHECKING:
@@ -59,11 +64,25 @@ class _SessionHooks:
             _run(self.config).record_remote(payload)
 
     @pytest.hookimpl(optionalhook=True)
+    def pytest_configure_node(self, node: Any) -> None:
+        """xdist controller: each worker watches the stop file SIGTERM to the controller creates."""
+        stop_file = _run(self.config).stop_file_for_workers()
+        if stop_file is not None:
+            node.workerinput[STOP_INPUT] = stop_file
+
+    def pytest_keyboard_interrupt(self, excinfo: pytest.ExceptionInfo[BaseException]) -> None:
+        """The session was stopped (Ctrl-C or SIGTERM): an xdist controller's workers stop too — a signal
+        to the controller alone reaches none of them."""
+        run = self.config.stash.get(RUN_KEY, None)
+        if run is not None:
+            run.ask_workers_to_stop()
+
+    @pytest.hookimpl(optionalhook=True)
     def pytest_testnodedown(self, node: Any, error: Any) -> None:
-        """xdist controller: add a worker's call counters to the run's totals."""
-        counters = getattr(node, "workeroutput", {}).get("robustexplain_counters")
-        if counters:
-            _run(self.config).merge_counters(counters)
+        """xdist controller: add a worker's call counters (and changed models) to the run's record."""
+        output = getattr(node, "workeroutput", {}).get("robustexplain")
+        if output:
+            _run(self.config).merge_worker(output)
 
 
 def _run(config: pytest.Config) -> RobustnessRun:
@@ -199,22 +218,30 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     if run is None:
         return
     if is_xdist_worker(config):
-        config.workeroutput["robustexplain_counters"] = run.counters_snapshot()  # type: ignore[attr-defined]
+        config.workeroutput["robustexplain"] = run.worker_output()  # type: ignore[attr-defined]
         run.close()
         return
-    from .finish import REPORT_ERROR_EXIT, finish_run
+    from .finish import REPORT_ERROR_EXIT, finish_run, finish_stopped
 
+    if session.exitstatus == pytest.ExitCode.INTERRUPTED:  # Ctrl-C or SIGTERM: what finished, and how on
+        _say_all(config, finish_stopped(run), red=False)
+        run.close()
+        return
     report, errors = finish_run(run)
     config.stash[REPORT_KEY] = report
     run.close()
     if errors:
-        reporter = config.pluginmanager.get_plugin("terminalreporter")
-        if reporter is not None:
-            reporter.ensure_newline()
-            for error in errors:
-                reporter.write_line(f"robustexplain: ERROR: {error}", red=True, bold=True)
+        _say_all(config, [f"ERROR: {error}" for error in errors], red=True)
         if session.exitstatus == pytest.ExitCode.OK:
             session.exitstatus = REPORT_ERROR_EXIT
+
+
+def _say_all(config: pytest.Config, lines: list[str], *, red: bool) -> None:
+    reporter = config.pluginmanager.get_plugin("terminalreporter")
+    if reporter is not None and lines:
+        reporter.ensure_newline()
+        for line in lines:
+            reporter.write_line(f"robustexplain: {line}", red=red, bold=red, yellow=not red)
 
 
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import pytest
@@ -22,6 +23,7 @@ from .settings import GateSettings, Settings, apply_marker
 if TYPE_CHECKING:
     from .data import Item, UserHistory
     from .engine import Run
+    from .engine.interrupt import Stopper
     from .explainers.base import Explainer, Explanation, ModelInfo
     from .perturbations import PerturbationResult
     from .sweep import Sweep
@@ -30,6 +32,7 @@ T = TypeVar("T")
 
 MARKER = "robustness"
 SLICE_PARAM = "robustexplain_slice"
+STOP_INPUT = "robustexplain_stop"  # the workerinput key naming the controller's stop file
 
 
 @dataclass(frozen=True)
@@ -106,6 +109,7 @@ class RobustnessRun:
         self.lazy = is_xdist_worker(config)  # xdist workers plan only the items they run
         self._engine: Run | None = None
         self._progress: Callable[[], None] | None = None
+        self._stopper: Stopper | None = None  # SIGTERM and the xdist stop file, once a model will be called
 
     @property
     def engine(self) -> Run:
@@ -168,6 +172,7 @@ class RobustnessRun:
         if not configured_models(self.settings):
             self._no_model(items)
             return
+        self.stop_on_sigterm()
         if not self.lazy:
             for plan in self.plans.values():
                 if not plan.custom_explainer and plan.param.model:
@@ -260,7 +265,7 @@ class RobustnessRun:
         plan = self.plans[item.nodeid]
         if not plan.slice_id:
             self._start_lazily(item, plan)
-        return self.engine.result(plan.slice_id, poll=self._progress)
+        return self.engine.result(plan.slice_id, poll=self._poll)
 
     def _start_lazily(self, item: pytest.Item, plan: ItemPlan) -> None:
         """An xdist worker's item, or a test with its own ``explainer`` fixture: plan and start it now."""
@@ -311,6 +316,59 @@ class RobustnessRun:
     def set_progress(self, callback: Callable[[], None] | None) -> None:
         self._progress = callback
 
+    def _poll(self) -> None:
+        """Between two looks at a slice: stop when the controller asked to, then draw the progress line."""
+        if self._stopper is not None:
+            self._stopper.check()
+        if self._progress is not None:
+            self._progress()
+
+    # ------------------------------------------------------------------------------- stopping
+    def stop_on_sigterm(self) -> None:
+        """From here on SIGTERM stops the session as Ctrl-C does (a partial report, how to resume); an
+        xdist worker also stops when its controller's stop file appears (:mod:`.engine.interrupt`)."""
+        if self._stopper is None:
+            from .engine.interrupt import StopFile, Stopper
+
+            watched = getattr(self.config, "workerinput", {}).get(STOP_INPUT)
+            self._stopper = Stopper(watch=StopFile(watched) if watched else None)
+            self._stopper.arm()
+
+    def stop_file_for_workers(self) -> str | None:
+        """xdist controller: the stop file every worker watches, created when SIGTERM reaches the
+        controller (armed here). None without a model: no robustness test will call one, and SIGTERM
+        keeps its default for a session that is not ours."""
+        if self._stopper is None:
+            if not self.settings.models_to_test:
+                return None
+            import secrets
+            import tempfile
+
+            from .engine.interrupt import StopFile, Stopper
+
+            stop = StopFile(Path(tempfile.gettempdir()) / f"robustexplain-stop-{secrets.token_hex(8)}")
+            self._stopper = Stopper(stop_file=stop)
+            self._stopper.arm()
+            self.config.add_cleanup(self._stopper.remove_stop_file)  # at unconfigure: workers are down
+        stop_file = self._stopper.stop_file
+        return str(stop_file.path) if stop_file is not None else None
+
+    def ask_workers_to_stop(self) -> None:
+        """xdist controller: create the stop file its workers watch (a no-op elsewhere)."""
+        if self._stopper is not None and self._stopper.stop_file is not None:
+            self._stopper.stop_file.request()
+
+    @property
+    def stopped_how(self) -> str:
+        """How an interrupted session was stopped: "terminated (SIGTERM)" or "interrupted" (Ctrl-C)."""
+        return self._stopper.how if self._stopper is not None else "interrupted"
+
+    def stopped_result(self) -> RunResult | None:
+        """What finished before the session was stopped, marked partial; None when nothing ran."""
+        if self._engine is None and self._stopper is None:
+            return None
+        return self.engine.partial()  # a controller stopped before any worker's result: nothing yet
+
     # ------------------------------------------------------------------------------- xdist and the end
     def record_remote(self, payload: Mapping[str, Any]) -> None:
         """Merge what an xdist worker's item report carried (decoded as the JSON report is)."""
@@ -322,17 +380,27 @@ class RobustnessRun:
         result = self.engine.decided(plan.slice_id) if plan is not None and plan.slice_id else None
         return None if result is None else self.engine.payload(result, item.nodeid)
 
-    def counters_snapshot(self) -> dict[str, int]:
-        return self._engine.call_counters() if self._engine is not None else {}
+    def worker_output(self) -> dict[str, Any]:
+        """What an xdist worker tells the controller at its end: its call counters and the models whose
+        digest changed while it ran."""
+        if self._engine is None:
+            return {}
+        return {"counters": self._engine.call_counters(), "models_changed": self._engine.recheck_models()}
 
-    def merge_counters(self, counters: Mapping[str, int]) -> None:
-        self.engine.merge({"counters": counters}, source="xdist worker")
+    def merge_worker(self, output: Mapping[str, Any]) -> None:
+        self.engine.merge(output, source="xdist worker")
 
     def run_result(self) -> RunResult | None:
-        """The whole run as one record for the reports; None when no robustness test ran."""
-        return self._engine.record() if self._engine is not None else None
+        """The whole run as one record for the reports; None when no robustness test ran. A model re-pulled
+        during the run is said and marked first."""
+        if self._engine is None:
+            return None
+        self._engine.check_models_at_end()
+        return self._engine.record()
 
     def close(self) -> None:
+        if self._stopper is not None:
+            self._stopper.disarm()
         if self._engine is not None:
             self._engine.close()
 

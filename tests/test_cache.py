@@ -152,6 +152,32 @@ def test_corrupt_entry_is_warned_about_and_regenerated(tmp_path: Path) -> None:
     assert run(explainer.explain(history(), ITEM, seed=1, repeat=0)).cached
 
 
+@pytest.mark.parametrize("edit", ["identity", "no identity", "copied"])
+def test_an_entry_whose_identity_does_not_match_its_key_is_discarded(tmp_path: Path, edit: str) -> None:
+    """A hand-edited entry (another seed in its identity), one without an identity, or another request's
+    entry copied under this key: its text answers something else, so it is warned about and regenerated."""
+    inner = CountingExplainer()
+    cache = ResponseCache(tmp_path)
+    explainer = CachedExplainer(inner, cache)
+    run(explainer.explain(history(), ITEM, seed=1, repeat=0))
+    run(explainer.explain(history(), ITEM, seed=2, repeat=0))
+    first, second = (cache.path_for(cache_key(inner.request_identity(history(), ITEM, seed=s, repeat=0)))
+                     for s in (1, 2))
+    entry = json.loads(first.read_text(encoding="utf-8"))
+    if edit == "identity":
+        entry["identity"]["seed"] = 99
+    elif edit == "no identity":
+        del entry["identity"]
+    else:
+        entry["identity"] = json.loads(second.read_text(encoding="utf-8"))["identity"]
+    first.write_text(json.dumps(entry), encoding="utf-8")
+    with pytest.warns(RobustExplainWarning, match="identity does not match its key"):
+        again = run(explainer.explain(history(), ITEM, seed=1, repeat=0))
+        flush_warnings()
+    assert not again.cached and inner.calls == 3 and cache.stats.corrupt == 1
+    assert run(explainer.explain(history(), ITEM, seed=2, repeat=0)).cached  # the untouched entry still hits
+
+
 @pytest.mark.parametrize("mode, reads, writes", [
     ("off", False, False), ("read", True, False), ("write", False, True), ("read-write", True, True),
 ])

@@ -100,7 +100,7 @@ CASES = {
     "security": Case('perturbations=["prompt_injection"], users=5, severities=[3], guard="off"', "FAIL",
                      "prompt injection succeeded", _gullible),
     "generation failures": Case('perturbations=["noise"], users=3, severities=[2], guard="off"', "FAIL",
-                                "below its threshold", _empty_replies),
+                                "Every reply was empty", _empty_replies),
 }
 
 

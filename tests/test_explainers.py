@@ -761,35 +761,3 @@ def test_a_host_name_that_does_not_resolve_is_not_called_a_refusal() -> None:
     assert connect_cause(ConnectionError("[Errno 101] Network is unreachable")) == "network unreachable"
     explainer = make_explainer("ollama", "m", host="http://box.invalid:11434")
     assert "(host name not found)" in str(explainer._fatal_for(dns))
-
-
-def test_a_redirect_to_a_dead_address_names_that_address() -> None:
-    """A reachable host that redirects to a dead port: the error says where the refusal happened."""
-    import http.server
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        dead = sock.getsockname()[1]
-
-    class Redirect(http.server.BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            self.send_response(307)
-            self.send_header("Location", f"http://127.0.0.1:{dead}{self.path}")
-            self.end_headers()
-
-        do_POST = do_GET
-
-        def log_message(self, *args: Any) -> None:
-            pass
-
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Redirect)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    host = f"http://127.0.0.1:{server.server_address[1]}"
-    try:
-        with pytest.raises(BackendError) as caught:
-            asyncio.run(make_explainer("ollama", "m", host=host, max_attempts=1).preflight())
-    finally:
-        server.shutdown()
-        server.server_close()
-    assert f"(connection refused at http://127.0.0.1:{dead}/" in str(caught.value)
-    assert f"where {host} redirected" in str(caught.value)

@@ -142,3 +142,36 @@ def test_a_template_whose_width_comes_from_the_data_is_refused(template: str, tm
     assert cli.main(["run", "--model", "m", "--host", "http://127.0.0.1:9", "--prompt", str(prompt),
                      "--progress", "off"]) == 2
     assert "puts a placeholder inside a format spec" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("backend", ["ollama", "openai"])
+def test_a_prompt_no_context_could_hold_is_one_data_error_before_any_call(
+        backend: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """100,000 interactions with max-history=all: an 8 MB prompt, said before the first call, naming the
+    user and the setting, instead of gigabytes of prompts sent and cached."""
+    from pytest_robustexplain.explainers.prompt import MAX_PROMPT_CHARS
+    from pytest_robustexplain.testing import FakeOllamaServer
+
+    catalog = [{"item_id": f"I{i}", "title": f"Item number {i} of a long catalog", "category": "Books"}
+               for i in range(1000)]
+    (tmp_path / "catalog.json").write_text(json.dumps(catalog), encoding="utf-8")
+    heavy = {"user_id": "heavy", "interactions": [{"item_id": f"I{i % 999}", "rating": 4, "timestamp": i}
+                                                   for i in range(100_000)]}
+    light = {"user_id": "light", "interactions": [{"item_id": f"I{i}", "rating": 3} for i in range(5)]}
+    (tmp_path / "h.jsonl").write_text(f"{json.dumps(heavy)}\n{json.dumps(light)}\n", encoding="utf-8")
+    (tmp_path / "cases.json").write_text(json.dumps([{"user_id": u, "item_id": "I999"}
+                                                     for u in ("heavy", "light")]), encoding="utf-8")
+    with FakeOllamaServer() as server:
+        host = server.url + ("/v1" if backend == "openai" else "")
+        code = cli.main(["run", "--backend", backend, "--model", "fake-model:latest", "--host", host,
+                         "--histories", str(tmp_path / "h.jsonl"), "--catalog",
+                         str(tmp_path / "catalog.json"), "--cases", str(tmp_path / "cases.json"),
+                         "--max-history", "all",
+                         "--perturbations", "noise", "--severities", "1", "--guard", "off", "--cache", "off",
+                         "--progress", "off", "-q"])
+        chat_calls = server.chat_calls
+    err = capsys.readouterr().err
+    assert code == cli.EXIT_USAGE, err
+    assert chat_calls == 0, "said before any model call"
+    assert "user heavy's prompt is" in err and f"1 of 2 users over {MAX_PROMPT_CHARS:,}" in err
+    assert "Lower --max-history" in err and "Traceback" not in err

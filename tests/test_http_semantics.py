@@ -127,3 +127,140 @@ def test_a_reply_that_is_not_http_is_one_sentence_naming_the_host(reply: bytes, 
     finally:
         listener.close()
     assert f"127.0.0.1:{port}" in str(caught.value)
+
+
+@pytest.mark.parametrize("status", [301, 302, 307, 308])
+@pytest.mark.parametrize("path", ["lean", "official", "openai"])
+def test_a_redirected_model_call_stops_the_run_naming_both_addresses(
+        status: int, path: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A moved server or a proxy: never followed (a 301 would turn the POST into a GET and the user would
+    be told to pull a model they have; a 307 would let another server answer while the report names the
+    first). The other server gets no call; the message names both and the host to set."""
+    with FakeOllamaServer() as server, FakeOllamaServer() as other:
+        suffix = "/v1" if path == "openai" else ""
+        host = server.url + suffix
+        if path == "official":  # credentials in the URL: the official client (basic auth) sends the calls
+            host = host.replace("http://", "http://user:secret@")
+        server.redirect_next(50, to=other.url, status=status)
+        code = cli.main(["run", "--backend", "openai" if path == "openai" else "ollama",
+                         "--model", "fake-model:latest", "--host", host, "--users", "2",
+                         "--perturbations", "noise", "--severities", "1", "--retries", "2", "--cache", "off",
+                         "--progress", "off", "-q", "--json", str(tmp_path / "r.json")])
+        answered_elsewhere, made, target = other.chat_calls, server.chat_calls, other.url
+    err = capsys.readouterr().err
+    assert code == cli.EXIT_BACKEND and answered_elsewhere == 0
+    assert made == 1, "a redirect is not retried: one call, then the run stops"
+    api = "/chat/completions" if path == "openai" else "/api/chat"
+    assert f"redirected POST {api} (HTTP {status}) to {target}{suffix}{api}" in err
+    assert f"set --host to {target}{suffix}" in err
+    assert "not found" not in err and "pull" not in err and "secret" not in err
+    assert "Traceback" not in err
+
+
+def _redirecting_server(target: str) -> Any:
+    """A server that answers every request with a 307 to ``target`` + the path (preflight included)."""
+    import http.server
+    import threading
+
+    class Redirect(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            self.send_response(307)
+            self.send_header("Location", target + self.path)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        do_POST = do_GET
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Redirect)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server
+
+
+@pytest.mark.parametrize("backend", ["ollama", "openai"])
+def test_a_redirected_preflight_is_the_same_one_sentence(backend: str) -> None:
+    from pytest_robustexplain.errors import BackendError
+    from pytest_robustexplain.explainers import make_explainer
+
+    with FakeOllamaServer() as other:
+        redirecting = _redirecting_server(other.url)
+        host = f"http://127.0.0.1:{redirecting.server_address[1]}" + ("/v1" if backend == "openai" else "")
+        try:
+            with pytest.raises(BackendError) as caught:
+                explainer = make_explainer(backend, "fake-model:latest", host=host, max_attempts=3)
+                asyncio.run(explainer.preflight())
+        finally:
+            redirecting.shutdown()
+            redirecting.server_close()
+        reached, target = sum(other.calls.values()), other.url
+    said = str(caught.value)
+    assert reached == 0 and f"{host} redirected GET /" in said and "(HTTP 307)" in said
+    assert f"set --robustexplain-host to {target}" in said and "\n" not in said
+
+
+def test_a_redirect_to_a_dead_address_names_both_and_is_not_followed() -> None:
+    """A reachable host that redirects to a dead port: the redirect is the error (never followed), naming
+    both addresses, not a refusal blamed on the host."""
+    import socket
+
+    from pytest_robustexplain.errors import BackendError
+    from pytest_robustexplain.explainers import make_explainer
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        dead = sock.getsockname()[1]
+    redirecting = _redirecting_server(f"http://127.0.0.1:{dead}")
+    host = f"http://127.0.0.1:{redirecting.server_address[1]}"
+    try:
+        with pytest.raises(BackendError) as caught:
+            asyncio.run(make_explainer("ollama", "m", host=host, max_attempts=1).preflight())
+    finally:
+        redirecting.shutdown()
+        redirecting.server_close()
+    said = str(caught.value)
+    assert f"{host} redirected GET /api/" in said and f"(HTTP 307) to http://127.0.0.1:{dead}/api/" in said
+    assert f"set --robustexplain-host to http://127.0.0.1:{dead}" in said and "refused" not in said
+
+
+def test_a_redirected_embedding_call_is_the_same_one_sentence() -> None:
+    from pytest_robustexplain.errors import BackendError
+    from pytest_robustexplain.explainers.embedding import EmbeddingClient
+
+    redirecting = _redirecting_server("http://127.0.0.1:9")
+    host = f"http://127.0.0.1:{redirecting.server_address[1]}"
+    try:
+        with pytest.raises(BackendError) as caught:
+            asyncio.run(EmbeddingClient("nomic-embed-text", host=host).embed(["a text"]))
+    finally:
+        redirecting.shutdown()
+        redirecting.server_close()
+    said = str(caught.value)
+    assert said.startswith(f"embeddings: {host} redirected POST /api/embed (HTTP 307) to http://127.0.0.1:9")
+    assert "set --robustexplain-host to http://127.0.0.1:9" in said
+
+
+def test_the_fake_server_refuses_a_redirect_that_is_not_one() -> None:
+    server = FakeOllamaServer()
+    with pytest.raises(ValueError, match="status must be a redirect"):
+        server.redirect_next(1, to="http://x", status=200)
+    with pytest.raises(ValueError, match="must be a URL"):
+        server.redirect_next(1, to="elsewhere")
+
+
+def test_an_embedding_server_trickling_its_reply_cannot_hold_a_call_past_the_deadline() -> None:
+    """Embeddings run under the same deadline as generation (timeout + connect-timeout): a reply trickled
+    16 bytes at a time is cut there and retried, then one BackendError naming the deadline."""
+    from pytest_robustexplain.errors import BackendError
+    from pytest_robustexplain.explainers.embedding import EmbeddingClient
+
+    with FakeOllamaServer(models=("fake-model:latest", "nomic-embed-text:latest")) as server:
+        client = EmbeddingClient("nomic-embed-text", host=server.url, timeout=0.5, connect_timeout=0.1,
+                                 max_attempts=2)
+        server.trickle = 0.2  # a vector of hundreds of bytes takes many seconds
+        late = r"2 attempts failed; last error: .*no complete reply within 0\.6 s"
+        with pytest.raises(BackendError, match=late):
+            asyncio.run(client.embed(["one text"]))
+        server.trickle = 0.0
+        asyncio.run(client.embed(["one text"]))  # the same client is fine once the server answers

@@ -143,7 +143,8 @@ def _payload(**fields: Any) -> bytes:
 def test_replies_parse_exactly_as_the_official_response_model(payload: bytes) -> None:
     def official() -> Any:
         response = ollama.ChatResponse(**json.loads(payload))
-        return response.message.content, response.prompt_eval_count, response.eval_count, response.done_reason
+        return (response.message.content, response.prompt_eval_count, response.eval_count,
+                response.done_reason, bool(response.message.thinking))
 
     from pytest_robustexplain.explainers.reply import MalformedReply
 

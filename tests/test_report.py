@@ -461,6 +461,16 @@ def test_json_newer_schema_is_refused(run: RunResult, tmp_path: Path) -> None:
      r"gates\[0\]\.verdict\.checks\[0\]\.interval.*expected an object"),
     (lambda d: d.pop("schema"), r"not a pytest-robustexplain report"),
     (lambda d: d.update(models={}), r"'models'.*expected a list, got dict"),
+    # Hand-edited words a writer would render where an outcome, a severity or a kind belongs (issue 26).
+    (lambda d: d["gates"][0]["verdict"].update(outcome="**PWNED**"),
+     r"gates\[0\]\.verdict.*'outcome'.*expected one of PASS, FAIL, INCONCLUSIVE, INSENSITIVE, "
+     r"got '\*\*PWNED"),
+    (lambda d: d["gates"][0]["verdict"]["checks"][0].update(outcome="<b>ok</b>"),
+     r"checks\[0\].*'outcome'.*expected one of PASS"),
+    (lambda d: d["pairs"][3]["key"].update(severity=99),
+     r"pairs\[3\].*'severity'.*expected 0 \(a control\) or 1–5, got 99"),
+    (lambda d: d["pairs"][3]["key"].update(severity=-1), r"pairs\[3\].*'severity'.*got -1"),
+    (lambda d: d["pairs"][3]["key"].update(kind="[x](http://e.vil)"), r"pairs\[3\].*'kind'.*kind's name"),
 ])
 def test_json_bad_record_names_file_record_and_field(run: RunResult, tmp_path: Path, mutate: Any,
                                                      message: str) -> None:

@@ -17,7 +17,7 @@ from pytest_robustexplain import cli
 from pytest_robustexplain.engine.decide import with_cut_replies
 from pytest_robustexplain.errors import DataError
 from pytest_robustexplain.explainers.base import Explanation
-from pytest_robustexplain.explainers.cache import ResponseCache
+from pytest_robustexplain.explainers.cache import ResponseCache, cache_key
 from pytest_robustexplain.results import (
     FAIL,
     INCONCLUSIVE,
@@ -82,15 +82,16 @@ def test_a_pair_records_which_replies_were_cut_and_old_reports_read_as_none() ->
 def test_the_stop_reason_survives_the_response_cache(tmp_path: Path) -> None:
     cache = ResponseCache(tmp_path, "read-write")
     cut = Explanation(text="The user liked sci-fi and", model="m", stop_reason="length")
-    assert cut.cut and cache.put("k" * 64, {"x": 1}, cut)
-    again = cache.get("k" * 64)
+    key = cache_key({"x": 1})
+    assert cut.cut and cache.put(key, {"x": 1}, cut)
+    again = cache.get(key)
     assert again is not None and again.cut and again.cached
     # An entry written before the field existed reads as "not said", not as cut.
-    path = cache.path_for("k" * 64)
+    path = cache.path_for(key)
     entry = json.loads(path.read_text(encoding="utf-8"))
     del entry["explanation"]["stop_reason"]
     path.write_text(json.dumps(entry), encoding="utf-8")
-    older = cache.get("k" * 64)
+    older = cache.get(key)
     assert older is not None and older.stop_reason is None and not older.cut
 
 

@@ -22,14 +22,15 @@ are imported inside the subcommands, so ``robustexplain --help`` answers at once
 from __future__ import annotations
 
 from ..engine import DEFAULT_CACHE_DIR as DEFAULT_CACHE_DIR
+from ..engine.interrupt import PARTIAL_REPORT as PARTIAL_REPORT
 from .common import DEFAULT_DATASET_DIR as DEFAULT_DATASET_DIR
 from .common import EXIT_BACKEND as EXIT_BACKEND
 from .common import EXIT_GATE_FAILED as EXIT_GATE_FAILED
 from .common import EXIT_INTERRUPTED as EXIT_INTERRUPTED
 from .common import EXIT_OK as EXIT_OK
+from .common import EXIT_TERMINATED as EXIT_TERMINATED
 from .common import EXIT_USAGE as EXIT_USAGE
 from .common import NODEID as NODEID
-from .common import PARTIAL_REPORT as PARTIAL_REPORT
 from .common import PROG as PROG
 from .common import PROTOCOLS
 from .common import RUN_BACKENDS as RUN_BACKENDS

@@ -20,9 +20,9 @@ from ..settings import DEFAULT_PERTURBATIONS
 PROG = "robustexplain"
 NODEID = "robustexplain run"  # the GateResult.nodeid of the command's verdicts
 DEFAULT_DATASET_DIR = "robustexplain-dataset"
-PARTIAL_REPORT = "partial-report.json"
 
 EXIT_OK, EXIT_GATE_FAILED, EXIT_USAGE, EXIT_BACKEND, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
+EXIT_TERMINATED = 143  # 128 + SIGTERM, what a shell reports for a process SIGTERM stopped
 
 # The plugin options ``run`` mirrors, by group. Pytest-only ones (require-model, baselines) are left out.
 RUN_OPTION_GROUPS: Mapping[str, tuple[str, ...]] = {

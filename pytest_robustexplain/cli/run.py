@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import shlex
 import shutil
 import sys
 import time
@@ -18,15 +17,16 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 from ..errors import ConfigError
 from ..results import GateResult
+from ..sanitize import redact_url
 from ..settings import OPTIONS, Settings, ignored_settings
 from .common import (
     EXIT_BACKEND,
     EXIT_GATE_FAILED,
     EXIT_INTERRUPTED,
     EXIT_OK,
+    EXIT_TERMINATED,
     EXIT_USAGE,
     NODEID,
-    PARTIAL_REPORT,
     PROG,
     PROTOCOLS,
     RUN_BACKENDS,
@@ -40,7 +40,7 @@ from .common import (
 
 if TYPE_CHECKING:
     from ..data import Dataset
-    from ..engine import GatedSlice, Run, SlicePlan
+    from ..engine import GatedSlice, Run, SlicePlan, SweepInterrupted
     from ..results import RunResult
     from ..sweep import Counters
 
@@ -113,6 +113,7 @@ def run_models(settings: Settings) -> tuple[str, ...]:
 def cmd_run(args: argparse.Namespace) -> int:
     """``robustexplain run``: plan, run, report and gate — the engine's :class:`Run`, as under pytest."""
     from ..engine import Run, SweepFailed, SweepInterrupted
+    from ..engine.interrupt import SigtermGuard
 
     settings, extra = resolve_run_settings(args)
     if args.junitxml:  # the command's own report: not on the path of another
@@ -136,17 +137,20 @@ def cmd_run(args: argparse.Namespace) -> int:
         return _dry_run(run, slices)
     run.announce_size(" (--dry-run shows the plan)")
     progress = ProgressBar.for_stream(sys.stderr, mode=settings.progress)
+    sigterm = SigtermGuard()
+    sigterm.arm()  # SIGTERM (a CI job cancelled, a timeout) stops the run as Ctrl-C does
     try:
         result = run.run_all(poll=progress)
     except SweepInterrupted as stop:
         progress.close()
-        return _interrupted(args, settings, stop.partial, run.cache_dir)
+        return _interrupted(args, settings, stop, run.cache_dir)
     except SweepFailed as failed:
         progress.close()
         print_error(args, cli_names(str(failed.error)))
         _save_partial(args, settings, failed.partial, run.cache_dir, "stopped")
         return EXIT_BACKEND
     finally:
+        sigterm.disarm()
         progress.close()
     return _finish(args, run, result)
 
@@ -269,48 +273,37 @@ def _write_junit(settings: Settings, result: RunResult, failed: Sequence[GateRes
     return [error] if error else []
 
 
-def _interrupted(args: argparse.Namespace, settings: Settings, partial: RunResult, cache_dir: Path) -> int:
-    """Ctrl-C: write what finished as a partial JSON report and say how to resume."""
+def _interrupted(args: argparse.Namespace, settings: Settings, stop: SweepInterrupted,
+                 cache_dir: Path) -> int:
+    """Ctrl-C or SIGTERM: write what finished as a partial JSON report and say how to resume."""
     print(file=sys.stderr)
-    _save_partial(args, settings, partial, cache_dir, "interrupted")
-    return EXIT_INTERRUPTED
+    _save_partial(args, settings, stop.partial, cache_dir, stop.how)
+    return EXIT_TERMINATED if stop.how != "interrupted" else EXIT_INTERRUPTED
 
 
 def _save_partial(args: argparse.Namespace, settings: Settings, partial: RunResult, cache_dir: Path,
                   how: str) -> None:
     """What finished before the run was interrupted or stopped, as a partial report, and how to resume."""
-    from ..report.json_report import write_json
+    from ..engine.interrupt import save_partial
 
-    done = len(partial.pairs)  # controls included, as in the planned count
-    planned = partial.settings.get("pairs_planned")
-    of = f" of {planned}" if planned else ""
-    calls = partial.calls
-    print(f"{PROG}: {how} — {done}{of} pairs finished ({calls.get('made', 0)} model calls made, "
-          f"{calls.get('cached', 0)} from the cache)", file=sys.stderr)
-    target = settings.json or cache_dir / PARTIAL_REPORT
-    try:
-        write_json(partial, target)
-        print(f"{PROG}: partial report (\"partial\": true in its settings) written to {target}",
-              file=sys.stderr)
-    except OSError as exc:
-        print(f"{PROG}: could not write the partial report to {target}: {exc.strerror or exc}",
-              file=sys.stderr)
+    for line in save_partial(partial, how=how, json_path=settings.json, cache_dir=cache_dir):
+        print(f"{PROG}: {line}", file=sys.stderr)
     print(f"{PROG}: {resume_hint(settings, cache_dir, args.argv)}", file=sys.stderr)
 
 
 def resume_hint(settings: Settings, cache_dir: Path, argv: Sequence[str]) -> str:
     """How to pick up an interrupted run, given what the response cache kept."""
-    command = shlex.join([PROG, *argv])
-    if settings.backend == "template":
-        return f"the template explainer is instant and not cached; rerun to start over: {command}"
-    if settings.cache in ("off", "read"):
-        return (f"the response cache was not written (--cache {settings.cache}): a rerun starts over. "
-                f"Use --cache read-write to make runs resumable: {command}")
-    if settings.cache == "write":
-        return (f"the finished explanations are in {cache_dir}; rerun with --cache read-write to resume "
-                "from them instead of regenerating them")
-    return (f"the finished explanations are in the response cache ({cache_dir}); rerun the same command "
-            f"to resume (cache hits are free): {command}")
+    from ..engine.interrupt import resume_hint as hint
+
+    return hint(backend=settings.backend, cache=settings.cache, cache_dir=cache_dir,
+                command=[PROG, *(_redacted(arg) for arg in argv)])
+
+
+def _redacted(arg: str) -> str:
+    """A command-line word as the hint may print it: a URL's password (``--host http://u:pw@…`` or
+    ``--host=…``) shown as ``***`` — the hint lands in CI logs, which outlive the secret's need to know."""
+    flag, equals, value = arg.partition("=") if arg.startswith("-") else ("", "", arg)
+    return f"{flag}{equals}{redact_url(value)}" if "://" in value else arg
 
 
 class ProgressBar:

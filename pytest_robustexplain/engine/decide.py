@@ -43,7 +43,29 @@ def decide(gate: GateSettings, sliced: SliceResult, kind: str | None = None) -> 
     if sliced.spec.donors:
         verdict = with_guard(verdict, gate, sliced, kind)
     every = (*sliced.pairs, *sliced.controls, *sliced.swaps)
-    return with_time_budget(with_unfit_prompts(with_cut_replies(verdict, every), every), sliced)
+    verdict = with_cut_replies(with_empty_replies(verdict, every), every)
+    return with_time_budget(with_unfit_prompts(verdict, every), sliced)
+
+
+def with_empty_replies(verdict: Verdict, pairs: Sequence[PairResult]) -> Verdict:
+    """A gate none of whose pairs had a reply to compare says so in its first sentence — not as four zero
+    scores and a count of failures — with the likely cause: a thinking model that answered only in its
+    reasoning (it ignores think=false, or spends the token limit before it answers)."""
+    from dataclasses import replace
+
+    from ..explainers.base import FAILURE_EMPTY
+    from ..explainers.reply import THOUGHT_ONLY
+
+    if not pairs or any(p.failure != FAILURE_EMPTY for p in pairs):
+        return verdict
+    if any(THOUGHT_ONLY in p.failure_detail for p in pairs):
+        why = ("the model answered only in its reasoning (thinking): raise num-predict so it gets to the "
+               "answer, or use a model or tag that does not think")
+    else:
+        why = ("check that the model answers this prompt at all (ollama run) and that the server sends the "
+               "content")
+    return replace(verdict, message=f"Every reply was empty ({len(pairs)} pairs, their originals included): "
+                                    f"nothing was explained; {why}. The scores said: {verdict.message}")
 
 
 def with_time_budget(verdict: Verdict, sliced: SliceResult) -> Verdict:

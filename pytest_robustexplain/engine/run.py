@@ -14,12 +14,19 @@ import datetime as _dt
 import os
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..errors import BackendError, CacheMissError, RobustExplainError, flush_warnings
-from ..explainers.base import FAILURE_ERROR
+from ..errors import (
+    BackendError,
+    CacheMissError,
+    RobustExplainError,
+    RobustExplainWarning,
+    flush_warnings,
+    warn,
+)
+from ..explainers.base import FAILURE_ERROR, digest_now
 from ..results import (
     OVERALL,
     GateResult,
@@ -40,6 +47,7 @@ from .decide import (
     robustness,
     with_regression,
 )
+from .interrupt import stop_how
 from .plan import GatedSlice, SlicePlan, guarded, large_plan_note, max_calls, slice_spec, users_within
 from .setup import (
     build_explainer,
@@ -68,9 +76,10 @@ class SweepInterrupted(KeyboardInterrupt):
     finished pairs' explanations are already in the response cache; rerunning resumes from them.
     """
 
-    def __init__(self, partial: RunResult) -> None:
-        super().__init__("interrupted")
+    def __init__(self, partial: RunResult, how: str = "interrupted") -> None:
+        super().__init__(how)
         self.partial = partial
+        self.how = how  # "interrupted" (Ctrl-C) or "terminated (SIGTERM)"
 
 
 class SweepFailed(BackendError):
@@ -118,6 +127,8 @@ class Run:
         self._context_checked: set[tuple[str, tuple[tuple[str, str], ...]]] = set()  # (model, cases) asked
         self._results: dict[str, Robustness] = {}
         self._sweep: Sweep | None = None
+        self._changed: dict[str, str] = {}  # model → the digest its server listed at the end (re-pulled)
+        self._changed_elsewhere: dict[str, str] = {}  # as other processes (xdist workers) found it
 
     # ------------------------------------------------------------------------------- inputs
     def say(self, note: str) -> None:
@@ -175,6 +186,35 @@ class Run:
             self._explainers[model] = explainer
             sweep.add_explainer(model, explainer)
         return self.model_infos[model]
+
+    def recheck_models(self) -> dict[str, str]:
+        """Each model whose server now lists another digest than its preflight read (model → the new
+        one): re-pulled mid-run, so its explanations may mix two versions. Asked once, at the end, of the
+        explainers that generated something in this process."""
+        if self._sweep is None:
+            return {}
+        changed = {}
+        for model, explainer in self._explainers.items():
+            before = self.model_infos[model].digest
+            after = self._sweep.run_coroutine(digest_now(explainer)) if before else None
+            if after is not None and after != before:
+                changed[model] = after
+        return changed
+
+    def check_models_at_end(self) -> None:
+        """Say (once per model) that a model changed during the run — here or in another process — and mark
+        the record: its model entry gets ``extra.digest_at_end`` and the settings ``models_changed``."""
+        for model, after in {**self._changed_elsewhere, **self.recheck_models()}.items():
+            info = self.model_infos.get(model)
+            if model in self._changed or info is None:
+                continue
+            self._changed[model] = after
+            self.model_infos[model] = replace(info, extra={**info.extra, "digest_at_end": after})
+            warn(RobustExplainWarning(
+                f"model {model} changed during the run: its digest was {(info.digest or '?')[:19]}… at the "
+                f"start and is {after[:19]}… now (pulled again?), so the explanations may come from two "
+                "versions of it and the verdicts mix them; rerun to measure one version (the report marks "
+                "the run: settings.models_changed)"))
 
     # ------------------------------------------------------------------------------- planning
     def plan(self, gate: GateSettings, *, nodeid: str, model: str, slice_name: str) -> GatedSlice:
@@ -352,17 +392,18 @@ class Run:
             try:
                 for slice_id in self._slices:
                     self.result(slice_id, poll=tick, interval=interval)
+                self.check_models_at_end()
             except (BackendError, CacheMissError) as exc:
-                raise SweepFailed(exc, self._partial(keep_errors=False)) from None
-        except KeyboardInterrupt:
-            raise SweepInterrupted(self._partial()) from None
+                raise SweepFailed(exc, self.partial(keep_errors=False)) from None
+        except KeyboardInterrupt as stop:
+            raise SweepInterrupted(self.partial(), stop_how(stop)) from None
         finally:
             self.close()
         result = self.record()
         assert result is not None  # every slice was decided
         return result
 
-    def _partial(self, *, keep_errors: bool = True) -> RunResult:
+    def partial(self, *, keep_errors: bool = True) -> RunResult:
         """The run so far. ``keep_errors=False`` (the backend broke off) leaves out pairs whose call
         failed: the breakdown failed them, not the model; they are not cached, so a rerun makes them."""
         sweep = self._sweep
@@ -395,6 +436,7 @@ class Run:
             self.model_infos.setdefault(name, ModelInfo(**info))
         for name, value in payload.get("counters", {}).items():
             self.counters[name] = self.counters.get(name, 0) + int(value)
+        self._changed_elsewhere.update({str(k): str(v) for k, v in payload.get("models_changed", {}).items()})
 
     def payload(self, result: Robustness, nodeid: str) -> dict[str, Any]:
         """What :meth:`merge` reads in another process: JSON-native, decoded by the records' own readers."""
@@ -460,6 +502,8 @@ class Run:
         for name, value in self.call_counters().items():
             counters[name] = counters.get(name, 0) + value
         extra = dict(self.extra_settings)
+        if self._changed:
+            extra["models_changed"] = sorted(self._changed)
         if partial:
             extra.update(partial=True, pairs_planned=self._sweep.counters.pairs_total if self._sweep else 0)
         return RunResult(

@@ -176,14 +176,8 @@ def donor_pool(dataset: Dataset) -> DonorPool:
 
 
 def configured_models(settings: Settings) -> tuple[str, ...]:
-    """The models to test; the template and callable backends need no model name ("" for a callable)."""
-    if settings.model:
-        return settings.model
-    if settings.backend == "template":
-        return ("template",)
-    if settings.backend == "callable":
-        return ("",)
-    return ()
+    """The models to test (:attr:`Settings.models_to_test`)."""
+    return settings.models_to_test
 
 
 def no_model_reason(flag_prefix: str = "--robustexplain-", env: str = "ROBUSTEXPLAIN_MODEL") -> str:

@@ -88,3 +88,10 @@ class Explainer(Protocol):
     ) -> dict[str, Any]: ...
 
     async def aclose(self) -> None: ...
+
+
+async def digest_now(explainer: object) -> str | None:
+    """The model digest ``explainer``'s server lists now, from explainers that can ask (the remote backends
+    and the wrappers around them: ``current_digest``); None from the others, or when the server cannot say."""
+    ask = getattr(explainer, "current_digest", None)
+    return await ask() if ask is not None else None

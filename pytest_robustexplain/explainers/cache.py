@@ -35,7 +35,7 @@ from typing import Any
 from ..data import EvalCase, Item, UserHistory
 from ..errors import CacheMissError, ConfigError, RobustExplainWarning, warn
 from ..safe_files import check_inside, open_inside
-from .base import Explainer, Explanation, ModelInfo
+from .base import Explainer, Explanation, ModelInfo, digest_now
 from .context import ContextWindow
 
 CACHE_MODES: tuple[str, ...] = ("off", "read", "write", "read-write", "replay-only")
@@ -163,6 +163,10 @@ class ResponseCache:
             entry = json.loads(raw)
             if entry.get("key") != key:
                 raise ValueError(f"it holds key {entry.get('key')!r}")
+            # The key names the request; the identity stored beside it must still hash to it, or the entry
+            # was edited (or copied from another request) and its text answers something else.
+            if not isinstance(entry.get("identity"), dict) or cache_key(entry["identity"]) != key:
+                raise ValueError("its stored request identity does not match its key")
             fields = {name: entry["explanation"][name] for name in _EXPLANATION_FIELDS}
             fields.update({name: entry["explanation"].get(name) for name in _OPTIONAL_FIELDS})
             if fields["stop_reason"] is not None and not isinstance(fields["stop_reason"], str):
@@ -362,6 +366,10 @@ class CachedExplainer:
 
     async def aclose(self) -> None:
         await self.inner.aclose()
+
+    async def current_digest(self) -> str | None:
+        """The inner explainer's (none when replaying: no server is asked)."""
+        return None if self.cache.mode == "replay-only" else await digest_now(self.inner)
 
     async def oversized(self, cases: Sequence[EvalCase]) -> tuple[ContextWindow | None, list[tuple[str, int]],
                                                                   bool]:

@@ -24,20 +24,22 @@ import json
 import os
 import time
 import weakref
+from collections.abc import Awaitable, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from ..data import Item, UserHistory
+from ..data import EvalCase, Item, UserHistory
 from ..errors import BackendError, CacheMissError
 from ..safe_files import check_inside
 from ..sanitize import split_credentials
-from .base import Explainer, Explanation, ModelInfo
+from .base import Explainer, Explanation, ModelInfo, digest_now
 from .cache import WRITING_MODES, cache_key, validate_mode, write_atomic
+from .context import ContextWindow
 from .ollama import name_matches, normalise_digest
 from .openai_compat import model_fingerprint
-from .remote import tls_options
-from .retry import RetryExhaustedError, RetryPolicy, describe_error, is_connect_failure, status_of
+from .remote import http_options
+from .retry import Redirected, RetryExhaustedError, RetryPolicy, describe_error, is_connect_failure, status_of
 
 Vector = tuple[float, ...]
 EMBED_APIS: tuple[str, ...] = ("ollama", "openai")
@@ -104,13 +106,23 @@ class EmbeddingClient:
 
     async def _embed(self, texts: list[str], client: Any) -> list[Vector]:
         try:
-            return await self._retry.run(lambda: self._request(texts, client))
+            return await self._retry.run(lambda: self._within_deadline(self._request(texts, client)))
         except RetryExhaustedError as exc:
             raise BackendError(f"embeddings from {self.model!r} at {self.host} failed: {exc}") from None
         except BackendError:
             raise
         except Exception as exc:
             raise self._fatal(exc) from None
+
+    async def _within_deadline(self, request: Awaitable[list[Vector]]) -> list[Vector]:
+        """One attempt, bounded as a whole (httpx's timeout bounds each read only): a server trickling its
+        reply cannot hold the run, as for generation (``timeout`` + ``connect-timeout``)."""
+        deadline = self._timeout + self._connect_timeout
+        try:
+            return await asyncio.wait_for(request, deadline)
+        except asyncio.TimeoutError:
+            raise TimeoutError(f"no complete reply within {deadline:g} s (timeout + connect-timeout)") \
+                from None
 
     async def aclose(self) -> None:
         client = self._clients.pop(asyncio.get_running_loop(), None)
@@ -140,9 +152,11 @@ class EmbeddingClient:
         headers = {"Authorization": f"Bearer {self._api_key}"} if self._api_key else {}
         auth = None if self._api_key or self._credentials is None else httpx.BasicAuth(*self._credentials)
         timeout = httpx.Timeout(self._timeout, connect=self._connect_timeout)
-        return httpx.AsyncClient(headers=headers, auth=auth, timeout=timeout, **tls_options(self.host))
+        return httpx.AsyncClient(headers=headers, auth=auth, timeout=timeout, **http_options(self.host))
 
     def _fatal(self, exc: BaseException) -> BackendError:
+        if isinstance(exc, Redirected):
+            return BackendError(f"embeddings: {exc.advice(self.host)}")
         if is_connect_failure(exc):
             return BackendError(f"cannot reach {self.host} for embeddings (connection refused); start the "
                                 "server or check --robustexplain-host")
@@ -280,6 +294,15 @@ class EmbeddingExplainer:
     async def aclose(self) -> None:
         await self.inner.aclose()
         await self.embedder.client.aclose()
+
+    async def current_digest(self) -> str | None:
+        return await digest_now(self.inner)
+
+    async def oversized(self, cases: Sequence[EvalCase]) -> tuple[ContextWindow | None, list[tuple[str, int]],
+                                                                  bool]:
+        """The inner explainer's context check (none for explainers without a context)."""
+        check = getattr(self.inner, "oversized", None)
+        return await check(cases) if check is not None else (None, [], False)
 
 
 def with_embeddings(explainer: Explainer, model: str, *, host: str, api: str, cache_dir: Path | None,

@@ -20,10 +20,11 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
-from ..data import Item, UserHistory
+from ..data import EvalCase, Item, UserHistory
 from ..errors import BackendError
 from ..sanitize import redact_url
-from .base import Explainer, Explanation, ModelInfo
+from .base import Explainer, Explanation, ModelInfo, digest_now
+from .context import ContextWindow
 
 
 class HostsExplainer:
@@ -85,6 +86,19 @@ class HostsExplainer:
     def request_identity(self, history: UserHistory, item: Item, *, seed: int, repeat: int) -> dict[str, Any]:
         # Host-independent (the cache is shared by every host); the first host's explainer knows the digest.
         return self.explainers[0].request_identity(history, item, seed=seed, repeat=repeat)
+
+    async def current_digest(self) -> str | None:
+        """A host's digest that is not the one every host served at preflight, else that one (None when
+        no host can say)."""
+        now = [d for d in [await digest_now(e) for e in self.explainers] if d is not None]
+        before = {getattr(getattr(e, "info", None), "digest", None) for e in self.explainers}
+        return next((d for d in now if d not in before), now[0] if now else None)
+
+    async def oversized(self, cases: Sequence[EvalCase]) -> tuple[ContextWindow | None, list[tuple[str, int]],
+                                                                  bool]:
+        """The first host's context check: every host serves the same model (preflight says so)."""
+        check = getattr(self.explainers[0], "oversized", None)
+        return await check(cases) if check is not None else (None, [], False)
 
     async def aclose(self) -> None:
         for explainer in self.explainers:

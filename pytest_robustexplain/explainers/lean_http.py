@@ -15,8 +15,9 @@ messages and deadlines behave alike:
   deadline bounds the whole call);
 - a connection closed mid-reply: ``httpx.RemoteProtocolError``; reset: ``httpx.ReadError``/``WriteError``.
 
-Anything unusual — a redirect, a reply that is not the plain JSON object expected — is handed to the
-official client or its response model, which then decides exactly as it always did. ``httpx`` and
+A redirect is :class:`~.retry.Redirected`, as the official client's hook raises it (never followed).
+Anything else unusual — a reply that is not the plain JSON object expected — is handed to the official
+client or its response model, which then decides exactly as it always did. ``httpx`` and
 ``ollama`` are imported only on those paths, never for a normal reply.
 
 Preflight (``/api/version``, ``/api/tags``, ``/api/show``) goes the same way: :func:`plain_version`,
@@ -43,6 +44,7 @@ from importlib import metadata
 from typing import Any
 
 from .reply import MAX_REPLY_BYTES, MalformedReply, ReplyTooLarge
+from .retry import Redirected
 
 # As ``ollama._client`` words it.
 CONNECTION_ERROR_MESSAGE = ("Failed to connect to Ollama. Please check that Ollama is downloaded, running "
@@ -133,10 +135,6 @@ def _expire(waiter: asyncio.Future[None]) -> None:
         waiter.set_exception(httpx.ReadTimeout("timed out"))
 
 
-class Redirect(Exception):
-    """A 3xx reply: the official client follows redirects, so it takes over."""
-
-
 class LeanOllamaHttp:
     """Pooled keep-alive connections to one ``http://host:port[/prefix]``; posts JSON and returns
     ``(status, body bytes)``. One instance belongs to one event loop."""
@@ -148,6 +146,7 @@ class LeanOllamaHttp:
         self.host = parts.hostname
         self.port = parts.port or 80
         self.prefix = parts.path.rstrip("/")
+        self.base_url = base_url.rstrip("/")
         self.connect_timeout = connect_timeout
         self.read_timeout = read_timeout
         self.max_body = MAX_REPLY_BYTES
@@ -165,20 +164,21 @@ class LeanOllamaHttp:
         """As :meth:`post`, with the reply's ``Retry-After`` header (None when it has none)."""
         request = (f"POST {self.prefix}{path} HTTP/1.1\r\n{self._host_header}{self._head}"
                    f"Content-Length: {len(body)}\r\n\r\n").encode("latin-1") + body
-        return await self._exchange(request)
+        return await self._exchange(request, "POST", path)
 
     async def get(self, path: str) -> tuple[int, bytes]:
         """``GET prefix+path``, as :meth:`post`."""
         status, payload, _ = await self._exchange(
-            f"GET {self.prefix}{path} HTTP/1.1\r\n{self._host_header}{self._head}\r\n".encode("latin-1"))
+            f"GET {self.prefix}{path} HTTP/1.1\r\n{self._host_header}{self._head}\r\n".encode("latin-1"),
+            "GET", path)
         return status, payload
 
-    async def _exchange(self, request: bytes) -> tuple[int, bytes, str | None]:
+    async def _exchange(self, request: bytes, method: str, path: str) -> tuple[int, bytes, str | None]:
         conn = await self._acquire()
         try:
             assert conn.transport is not None
             conn.transport.write(request)
-            status, payload, keep, retry_after = await self._response(conn)
+            status, payload, keep, retry_after = await self._response(conn, method, path)
         except BaseException:
             conn.close()  # a cancelled or failed exchange leaves the connection in an unknown state
             raise
@@ -211,8 +211,9 @@ class LeanOllamaHttp:
             raise ConnectionError(CONNECTION_ERROR_MESSAGE) from None
         return conn
 
-    async def _response(self, conn: _Connection) -> tuple[int, bytes, bool, str | None]:
-        """(status, body, keep-alive, Retry-After) of the reply on ``conn``."""
+    async def _response(self, conn: _Connection, method: str,
+                        path: str) -> tuple[int, bytes, bool, str | None]:
+        """(status, body, keep-alive, Retry-After) of the reply on ``conn`` to ``method path``."""
         while (end := conn.buffer.find(_HEADER_END)) < 0:
             if len(conn.buffer) > self.max_body:  # headers without an end
                 raise ReplyTooLarge
@@ -226,7 +227,7 @@ class LeanOllamaHttp:
             headers[name.strip().lower()] = value.strip()
         retry_after = headers.get("retry-after")
         if 300 <= status < 400:
-            raise Redirect
+            raise Redirected(method, self.base_url + path, status, headers.get("location", ""))
         if "chunked" in headers.get("transfer-encoding", "").lower():
             body = await self._chunked(conn)
         elif "content-length" in headers:
@@ -306,8 +307,9 @@ def _plain(obj: Any, fields: dict[str, type]) -> bool:
 
 
 def parse_chat_reply(status: int, payload: bytes, retry_after: str | None = None
-                     ) -> tuple[str | None, int | None, int | None, str | None]:
-    """(content, prompt tokens, completion tokens, done reason) of a chat reply, or the official client's
+                     ) -> tuple[str | None, int | None, int | None, str | None, bool]:
+    """(content, prompt tokens, completion tokens, done reason, whether it holds reasoning) of a chat reply,
+    or the official client's
     error (carrying the reply's ``Retry-After`` as ``retry_after``, for the retry policy).
 
     The common shape is read directly; anything else goes through ``ollama.ChatResponse``, so a hostile
@@ -329,7 +331,7 @@ def parse_chat_reply(status: int, payload: bytes, retry_after: str | None = None
         if (isinstance(message, dict) and _plain(rest, _REPLY_FIELDS) and _plain(message, _MESSAGE_FIELDS)
                 and isinstance(message.get("role"), str)):
             return (message.get("content"), data.get("prompt_eval_count"), data.get("eval_count"),
-                    data.get("done_reason"))
+                    data.get("done_reason"), bool(message.get("thinking")))
     import ollama
 
     if not isinstance(data, dict):
@@ -339,7 +341,8 @@ def parse_chat_reply(status: int, payload: bytes, retry_after: str | None = None
     except Exception as exc:  # pydantic's ValidationError: many lines about the fields
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise MalformedReply(f"the server's chat reply is not one Ollama sends ({first})") from None
-    return response.message.content, response.prompt_eval_count, response.eval_count, response.done_reason
+    return (response.message.content, response.prompt_eval_count, response.eval_count, response.done_reason,
+            bool(response.message.thinking))
 
 
 # ------------------------------------------------------------------------------------------ preflight

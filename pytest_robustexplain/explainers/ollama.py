@@ -25,7 +25,6 @@ from .context import ContextWindow, trained_context, window_for_ollama
 from .lean_http import (
     LeanOllamaHttp,
     NotPlain,
-    Redirect,
     chat_body,
     parse_chat_reply,
     plain_show,
@@ -34,7 +33,7 @@ from .lean_http import (
     show_body,
 )
 from .prompt import PromptTemplate
-from .remote import RemoteExplainer, Reply, tls_options
+from .remote import RemoteExplainer, Reply, http_options
 from .retry import RetryPolicy, connect_cause, is_connect_failure, status_of
 
 if TYPE_CHECKING:
@@ -122,14 +121,14 @@ class OllamaExplainer(RemoteExplainer):
 
         return httpx.Timeout(self.read_timeout, connect=self.connect_timeout)
 
-    def _tls(self) -> dict[str, Any]:
-        return tls_options(self.host)
+    def _http(self) -> dict[str, Any]:
+        return http_options(self.host)
 
     def _official_client(self) -> ollama.AsyncClient:
         import ollama
 
         return ollama.AsyncClient(host=self.host, timeout=self._timeout(), headers=self._basic_auth(),
-                                  **self._tls())
+                                  **self._http())
 
     def _make_client(self) -> Any:
         if self.host.startswith("http://") and not self._basic_auth():  # the lean path sends no credentials
@@ -153,19 +152,17 @@ class OllamaExplainer(RemoteExplainer):
         options = {"temperature": self.temperature, "seed": seed, "num_predict": num_predict,
                    "num_ctx": self.num_ctx}
         if isinstance(client, _LeanClient):
-            try:
-                status, payload, retry_after = await client.lean.post_reply(
-                    "/api/chat", chat_body(model, prompt, options, self.think))
-            except Redirect:  # the official client follows redirects; let it
-                client = client.official
-            else:
-                text, prompt_tokens, completion_tokens, stop = parse_chat_reply(status, payload, retry_after)
-                return Reply(text=text, prompt_tokens=prompt_tokens, completion_tokens=completion_tokens,
-                             stop_reason=stop)
+            status, payload, retry_after = await client.lean.post_reply(
+                "/api/chat", chat_body(model, prompt, options, self.think))
+            text, prompt_tokens, completion_tokens, stop, thought = parse_chat_reply(status, payload,
+                                                                                     retry_after)
+            return Reply(text=text, prompt_tokens=prompt_tokens, completion_tokens=completion_tokens,
+                         stop_reason=stop, thought=thought)
         response = await client.chat(model=model, messages=[{"role": "user", "content": prompt}],
                                      think=self.think, options=options)
         return Reply(text=response.message.content, prompt_tokens=response.prompt_eval_count,
-                     completion_tokens=response.eval_count, stop_reason=response.done_reason)
+                     completion_tokens=response.eval_count, stop_reason=response.done_reason,
+                     thought=bool(response.message.thinking))
 
     async def _inspect(self, client: Any) -> ModelInfo:
         if isinstance(client, _LeanClient):
@@ -215,7 +212,7 @@ class OllamaExplainer(RemoteExplainer):
         try:
             version = plain_version(*await lean.get("/api/version"))
             entries = plain_tags(*await lean.get("/api/tags"))
-        except (NotPlain, Redirect, ConnectionError):
+        except (NotPlain, ConnectionError):
             return None
         except Exception as exc:
             _raise_timeout(exc)
@@ -226,7 +223,7 @@ class OllamaExplainer(RemoteExplainer):
         name = entry["model"]
         try:
             shown = plain_show(*await lean.post("/api/show", show_body(name)))
-        except (NotPlain, Redirect, ConnectionError):
+        except (NotPlain, ConnectionError):
             return None
         except Exception as exc:
             _raise_timeout(exc)
@@ -250,9 +247,8 @@ class OllamaExplainer(RemoteExplainer):
         # The ollama client has no call for /api/version; a short-lived httpx client does it.
         import httpx
 
-        # Redirects are followed as the ollama client follows them, so a dead target is named as such.
-        async with httpx.AsyncClient(base_url=self.host, timeout=self._timeout(), follow_redirects=True,
-                                     headers=self._basic_auth(), **self._tls()) as http:
+        async with httpx.AsyncClient(base_url=self.host, timeout=self._timeout(), headers=self._basic_auth(),
+                                     **self._http()) as http:
             response = await http.get("/api/version")
             if response.status_code == 404:  # very old servers; not worth failing (or a misleading 404)
                 return None
@@ -266,7 +262,7 @@ class OllamaExplainer(RemoteExplainer):
 
     def _fatal_for(self, exc: BaseException) -> BackendError | None:
         if is_connect_failure(exc):
-            return self._unreachable(connect_cause(exc, self.host))
+            return self._unreachable(connect_cause(exc))
         if status_of(exc) == 404:
             return self._not_found()
         return self._status_fatal(exc)

@@ -24,7 +24,7 @@ from ..errors import BackendError, RobustExplainWarning, warn
 from .base import ModelInfo
 from .context import ContextWindow, window_from_openai_entry
 from .prompt import PromptTemplate
-from .remote import RemoteExplainer, Reply, tls_options
+from .remote import RemoteExplainer, Reply, http_options
 from .reply import MAX_REPLY_BYTES, ReplyTooLarge
 from .retry import RetryPolicy, connect_cause, describe_error, is_connect_failure, status_of
 
@@ -74,7 +74,7 @@ class OpenAICompatExplainer(RemoteExplainer):
 
         return httpx.AsyncClient(base_url=self.host + "/", headers=self._headers(),
                                  timeout=httpx.Timeout(self.read_timeout, connect=self.connect_timeout),
-                                 **tls_options(self.host))
+                                 **http_options(self.host))
 
     async def _close_client(self, client: Any) -> None:
         await client.aclose()
@@ -111,7 +111,9 @@ class OpenAICompatExplainer(RemoteExplainer):
                              f"{response.text[:200]!r}") from None
         return Reply(text=message.get("content"), prompt_tokens=usage.get("prompt_tokens"),
                      completion_tokens=usage.get("completion_tokens"),
-                     stop_reason=choice.get("finish_reason"))
+                     stop_reason=choice.get("finish_reason"),
+                     # Ollama's /v1 says "reasoning", llama.cpp's server "reasoning_content".
+                     thought=bool(message.get("reasoning") or message.get("reasoning_content")))
 
     async def _inspect(self, client: Any) -> ModelInfo:
         response = await _bounded(client, "GET", "models")
@@ -150,7 +152,7 @@ class OpenAICompatExplainer(RemoteExplainer):
         root = self.host.removesuffix("/v1")
         counts: list[int] = []
         async with httpx.AsyncClient(timeout=httpx.Timeout(self.read_timeout, connect=self.connect_timeout),
-                                     headers=self._headers(), **tls_options(self.host)) as client:
+                                     headers=self._headers(), **http_options(self.host)) as client:
             for text in texts:
                 count = await _tokenize(client, root + "/tokenize", text, self.model)
                 if count is None:
@@ -165,7 +167,7 @@ class OpenAICompatExplainer(RemoteExplainer):
 
     def _fatal_for(self, exc: BaseException) -> BackendError | None:
         if is_connect_failure(exc):
-            return self._unreachable(connect_cause(exc, self.host))
+            return self._unreachable(connect_cause(exc))
         if status_of(exc) == 404:
             return BackendError(
                 f"{self.host} answered 404 ({describe_error(exc)}) for model {self.model!r}: check that the "

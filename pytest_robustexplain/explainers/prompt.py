@@ -16,13 +16,13 @@ from __future__ import annotations
 
 import re
 import string
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from ..data import Interaction, Item, UserHistory
-from ..errors import ConfigError
+from ..data import EvalCase, Interaction, Item, UserHistory
+from ..errors import ConfigError, DataError
 
 UNKNOWN = "unknown"
 
@@ -39,6 +39,21 @@ PLACEHOLDERS: tuple[str, ...] = (
 )
 
 _STRING_SOURCE = "template string"
+
+
+MAX_PROMPT_CHARS = 4_000_000  # ~1M tokens: more than any model's context, far less than memory
+
+
+def check_prompt_sizes(prompts: Sequence[tuple[str, str]], cases: Sequence[EvalCase]) -> None:
+    """One DataError naming the longest (user id, prompt) over :data:`MAX_PROMPT_CHARS`, if any."""
+    over = [(len(text), user, case) for (user, text), case in zip(prompts, cases, strict=True)
+            if len(text) > MAX_PROMPT_CHARS]
+    if not over:
+        return
+    size, user, case = max(over, key=lambda found: found[0])
+    raise DataError(f"user {user}'s prompt is {size:,} characters ({len(case.history):,} interactions; "
+                    f"{len(over)} of {len(cases)} users over {MAX_PROMPT_CHARS:,}): no model's context holds "
+                    "that. Lower --robustexplain-max-history (the most recent interactions a prompt shows).")
 
 
 def format_value(value: Any) -> str:

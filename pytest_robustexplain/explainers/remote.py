@@ -29,9 +29,10 @@ from ..errors import BackendError
 from ..sanitize import split_credentials
 from .base import FAILURE_CONTEXT, FAILURE_ERROR, Explanation, ModelInfo
 from .context import ContextOverflow, ContextWindow, PromptSizer, overflow_of, overflow_sentence
-from .prompt import PromptTemplate
+from .prompt import PromptTemplate, check_prompt_sizes
 from .reply import finish_reply
 from .retry import (
+    Redirected,
     RetryExhaustedError,
     RetryPolicy,
     connect_cause,
@@ -59,11 +60,19 @@ def is_warmup_prompt(prompt: str) -> bool:
 RECHECK_DELAY_S = 0.25
 
 
-def tls_options(url: str) -> dict[str, Any]:
-    """httpx client options for ``url``: no certificate store for a plain-http server. Building one cost
-    ~30 ms per client (an SSL context and the system's certificates), for nothing: only a redirect to https
-    could use it, and a plain-http server can already answer anything."""
-    return {"verify": False} if url.startswith("http://") else {}
+def http_options(url: str) -> dict[str, Any]:
+    """httpx client options for ``url``, the same for every client a backend builds: redirects refused
+    (:class:`~.retry.Redirected`: the hook sees every 3xx before httpx could follow it), and no certificate
+    store for a plain-http server — building one cost ~30 ms per client (an SSL context and the system's
+    certificates), for nothing, since a plain-http server is never left for another."""
+    options: dict[str, Any] = {"follow_redirects": False, "event_hooks": {"response": [_refuse_redirect]}}
+    return {**options, "verify": False} if url.startswith("http://") else options
+
+
+async def _refuse_redirect(response: Any) -> None:
+    if 300 <= response.status_code < 400:
+        raise Redirected(response.request.method, str(response.request.url), response.status_code,
+                         response.headers.get("location", ""))
 
 
 @dataclass
@@ -89,6 +98,7 @@ class Reply:
     completion_tokens: int | None = None
     stop_reason: str | None = None  # done_reason / finish_reason as the server said it
     retries: int = 0  # attempts after the first before this reply came
+    thought: bool = False  # the reply carried reasoning (Ollama's message.thinking, OpenAI's reasoning)
 
 
 @dataclass
@@ -253,7 +263,8 @@ class RemoteExplainer(ABC):
             latency = time.perf_counter() - started
         explanation = finish_reply(reply.text, model=self.model, latency_s=latency,
                                    prompt_tokens=reply.prompt_tokens,
-                                   completion_tokens=reply.completion_tokens, stop_reason=reply.stop_reason)
+                                   completion_tokens=reply.completion_tokens, stop_reason=reply.stop_reason,
+                                   thought=reply.thought)
         if reply.retries:
             explanation = replace(explanation, retries=reply.retries)
         if self.sizer.truncated(prompt, reply.prompt_tokens, self.context):
@@ -267,10 +278,14 @@ class RemoteExplainer(ABC):
                                                                   bool]:
         """Before any call: the context, the (user id, tokens) of the cases whose own prompt may not fit it,
         and whether those tokens were counted by the server's tokenizer (else estimated, erring high), so
-        the person running it hears it before the calls are spent. Exact counts also teach the sizer."""
+        the person running it hears it before the calls are spent. Exact counts also teach the sizer.
+
+        A prompt longer than :data:`~.prompt.MAX_PROMPT_CHARS` is a DataError here, before any call: no
+        model's context holds it, and rendering, sending and caching it for every pair costs gigabytes."""
+        prompts = [(c.user_id, self.prompt.render(c.history, c.item)) for c in cases]
+        check_prompt_sizes(prompts, cases)
         if self.context is None:
             return None, [], False
-        prompts = [(c.user_id, self.prompt.render(c.history, c.item)) for c in cases]
         exact = await self._count_tokens([p for _, p in prompts])
         if exact is not None:
             for (_, prompt), n in zip(prompts, exact, strict=True):
@@ -295,6 +310,20 @@ class RemoteExplainer(ABC):
             "seed": seed,
             "repeat": repeat,
         }
+
+    async def current_digest(self) -> str | None:
+        """The model's digest as the server lists it now — a model re-pulled mid-run shows here — or None
+        when nothing was generated since preflight (nothing could mix two versions) or the server cannot
+        say (gone, slow, the model removed): a check at the end of a run never fails it."""
+        if self.stats.requests == 0 or self.info is None:
+            return None
+        client = self._make_client()
+        try:
+            return (await self._within_deadline(self._inspect(client))).digest
+        except Exception:
+            return None
+        finally:
+            await self._close_client(client)
 
     async def aclose(self) -> None:
         """Close the client of the running loop; clients of finished loops died with them."""
@@ -419,7 +448,7 @@ class RemoteExplainer(ABC):
             return await call()
         except Exception as exc:
             if is_connect_failure(exc):
-                raise self._remember(self._unreachable(connect_cause(exc, self.host))) from None
+                raise self._remember(self._unreachable(connect_cause(exc))) from None
             raise
 
     @abstractmethod
@@ -429,6 +458,8 @@ class RemoteExplainer(ABC):
     def _status_fatal(self, exc: BaseException) -> BackendError | None:
         """Errors no retry can fix, so the run stops loudly instead of scoring pairs 0: credentials
         rejected, or a request the server refuses as malformed (e.g. a prompt longer than its context)."""
+        if isinstance(exc, Redirected):
+            return BackendError(exc.advice(self.host))
         status = status_of(exc)
         if status in (401, 403):
             return BackendError(f"{self.host} rejected the request (HTTP {status}: {describe_error(exc)}); "

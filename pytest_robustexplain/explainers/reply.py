@@ -110,6 +110,9 @@ def refusal_reason(text: str) -> str | None:
     return None
 
 
+THOUGHT_ONLY = "the model answered only in its reasoning (thinking), with no content"
+
+
 def finish_reply(
     raw: str | None,
     *,
@@ -118,14 +121,17 @@ def finish_reply(
     prompt_tokens: int | None = None,
     completion_tokens: int | None = None,
     stop_reason: str | None = None,
+    thought: bool = False,
 ) -> Explanation:
-    """Classify a reply: stripped text, or an "empty" / "refusal" failure carrying what was seen."""
+    """Classify a reply: stripped text, or an "empty" / "refusal" failure carrying what was seen
+    (``thought``: the reply carried reasoning beside its content)."""
     text = strip_think(raw or "")
     failure: str | None = None
     detail = ""
     if not text:
         failure = FAILURE_EMPTY
-        detail = "the reply was empty" if not (raw or "").strip() else "the reply held only a <think> block"
+        detail = (THOUGHT_ONLY if thought else "the reply was empty" if not (raw or "").strip()
+                  else "the reply held only a <think> block")
     elif refusal_reason(text) is not None:
         # The refused text goes into detail, never into text: a refusal must not be scored as prose.
         failure, detail, text = FAILURE_REFUSAL, text[:300], ""

@@ -79,33 +79,42 @@ def is_connect_failure(exc: BaseException) -> bool:
             or type(exc) is ConnectionError)
 
 
-def connect_cause(exc: BaseException, host: str | None = None) -> str:
-    """Why no connection was made, in words: a host name that does not resolve is not a refusal, and a
-    redirect from ``host`` to a dead address names that address rather than blaming ``host``."""
+def connect_cause(exc: BaseException) -> str:
+    """Why no connection was made, in words: a host name that does not resolve is not a refusal."""
     seen: list[BaseException] = []
     current: BaseException | None = exc
     while current is not None and current not in seen:
         seen.append(current)
         current = current.__cause__ or current.__context__
-    cause = _cause_of(seen)
-    failed = next((str(url) for e in seen if (url := _request_url(e)) is not None), None)
-    if host and failed and _origin(failed) != _origin(host):
-        return f"{cause} at {failed}, where {host} redirected"
-    return cause
+    return _cause_of(seen)
 
 
-def _request_url(exc: BaseException) -> object | None:
-    try:
-        return exc.request.url  # type: ignore[attr-defined]  # httpx errors know their request
-    except (AttributeError, RuntimeError):  # RuntimeError: an httpx error without a request
-        return None
+class Redirected(Exception):
+    """A 3xx reply, never followed. A 301, 302 or 303 turns the POST into a GET, so the server at the new
+    address answers "not found" or "method not allowed" and the user is sent to pull a model they have;
+    a 307 or 308 keeps the request but lets another server answer while the report names the first. So
+    the run stops with one sentence naming both addresses (:meth:`advice`). (The status is
+    ``redirect_status``, not ``status_code``: :func:`status_of` must not read it as an error status.)"""
 
+    def __init__(self, method: str, url: str, status: int, location: str) -> None:
+        from urllib.parse import urljoin
 
-def _origin(url: str) -> tuple[str, str]:
-    from urllib.parse import urlsplit
+        self.method, self.url, self.redirect_status = method, url, status
+        self.location = urljoin(url, location) if location else ""  # a relative Location, made absolute
+        super().__init__(f"{method} {url} was redirected (HTTP {status}) to {self.location or 'nowhere'}")
 
-    parts = urlsplit(url)
-    return parts.scheme, parts.netloc.lower()
+    def advice(self, host: str) -> str:
+        """The sentence for a run against ``host``: what happened and the host to set instead."""
+        from ..sanitize import visible
+
+        asked = self.url[len(host):] if self.url.startswith(host) else ""  # the path below the host
+        target = visible(self.location) or "no address (the reply has no Location)"
+        said = (f"{host} redirected {self.method} {asked or self.url} (HTTP {self.redirect_status}) to "
+                f"{target}; redirects are not followed (a 301 or 302 turns the request into a GET, and the "
+                "report would name a server that did not answer)")
+        if self.location and asked and self.location.endswith(asked):
+            return f"{said}: set --robustexplain-host to {visible(self.location[:-len(asked)])}"
+        return f"{said}: set --robustexplain-host to the address that answers"
 
 
 def _cause_of(seen: list[BaseException]) -> str:

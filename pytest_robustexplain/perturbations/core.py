@@ -67,7 +67,6 @@ import itertools
 import json
 import math
 import operator
-import re
 import threading
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
@@ -78,7 +77,7 @@ import numpy as np
 
 from ..data import Catalog, Interaction, Item, UserHistory
 from ..errors import ConfigError, DataError
-from ..results import CONTROL_KINDS, PerturbationResult
+from ..results import CONTROL_KINDS, KIND_NAME, PerturbationResult
 
 PerturbationFn = Callable[[UserHistory, int, Catalog, np.random.Generator],
                           tuple[UserHistory, dict[str, Any]]]
@@ -95,7 +94,6 @@ SEVERITIES: tuple[int, ...] = (1, 2, 3, 4, 5)
 METADATA_FIELDS: tuple[str, ...] = ("rating", "timestamp", "category")
 _DEFAULT_GAP_S = 86_400  # one day: the fallback spacing when a history has too few timestamps
 _MAX_SHUFFLE_DRAWS = 20
-_NAME_RE = re.compile(r"^[a-z][a-z0-9_]*$")
 
 
 # --------------------------------------------------------------------------------------------- results
@@ -200,7 +198,7 @@ def available_kinds() -> tuple[str, ...]:
 
 
 def _check_new_name(value: object, role: str, taken: Iterable[str]) -> str:
-    if not isinstance(value, str) or not _NAME_RE.match(value):
+    if not isinstance(value, str) or not KIND_NAME.match(value):
         raise ConfigError(f"perturbation {role} {value!r} is not valid: use lowercase letters, digits and "
                           "underscores, starting with a letter")
     if value in CONTROL_KINDS:

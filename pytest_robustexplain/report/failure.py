@@ -23,7 +23,9 @@ def failure_message(result: Robustness, *, model_info: ModelInfo | None = None, 
     lines = [f"robustness gate {verdict.outcome} for {result.kind} · model {model} · "
              f"{len(result.pairs)} pairs from {result.combined.n_clusters} users ({verdict.mode} decision)"]
     if not verbose and verdict.outcome == FAIL:  # what was planted and read stays: it is the finding
-        lines.append(f"  {_short_reason(result)}")
+        # Every pair failed: the scores are all 0, and the verdict's message leads with why.
+        every_failed = bool(result.pairs) and len(result.failures) == len(result.pairs)
+        lines.append(f"  {verdict.message if every_failed and verdict.message else _short_reason(result)}")
         if result.failures:
             lines.append(f"  generation failures: {len(result.failures)} pairs scored 0")
         for attack in verdict.attacks:

@@ -15,6 +15,10 @@ from typing import Any, TypeVar
 
 from ..errors import DataError
 from .records import (
+    GUARD_POLICIES,
+    KIND_NAME,
+    OUTCOMES,
+    SEVERITY_RANGE,
     AttackResult,
     GateCheck,
     GateResult,
@@ -136,6 +140,15 @@ class _Reader:
             raise self.fail(record, field, f"expected {expected}, got {type(value).__name__} {value!r:.60}")
         return value
 
+    def outcome(self, obj: Mapping[str, Any], field: str, record: str, *, choices: tuple[str, ...] = OUTCOMES,
+                optional: bool = False) -> Any:
+        """An outcome (or another closed set of words): a hand-edited report cannot have a writer render
+        ``**PWNED**`` where PASS belongs."""
+        value = self.optional(obj, field, str, record) if optional else self.get(obj, field, str, record)
+        if value is not None and value not in choices:
+            raise self.fail(record, field, f"expected one of {', '.join(choices)}, got {value!r:.60}")
+        return value
+
     def optional(self, obj: Mapping[str, Any], field: str, kind: type, record: str) -> Any:
         if obj.get(field) is None:
             return None
@@ -173,8 +186,8 @@ class _Reader:
         s = self.score
         return PairResult(
             key=PairKey(model=g(key, "model", str, record), user_id=g(key, "user_id", str, record),
-                        item_id=g(key, "item_id", str, record), kind=g(key, "kind", str, record),
-                        severity=g(key, "severity", int, record), repeat=g(key, "repeat", int, record)),
+                        item_id=g(key, "item_id", str, record), kind=self.kind(key, record),
+                        severity=self.severity(key, record), repeat=g(key, "repeat", int, record)),
             semantic=s(data, "semantic", record), keyword=s(data, "keyword", record),
             structural=s(data, "structural", record), length=s(data, "length", record),
             combined=s(data, "combined", record),
@@ -194,6 +207,21 @@ class _Reader:
             tokens=self.tokens(data, record),
             original_latency_s=g(data, "original_latency_s", float, record, default=0.0),
         )
+
+    def kind(self, key: Mapping[str, Any], record: str) -> str:
+        kind: str = self.get(key, "kind", str, record)
+        if not KIND_NAME.match(kind):
+            raise self.fail(record, "kind", "expected a perturbation kind's name (lowercase letters, "
+                                            f"digits, underscores), got {kind!r:.60}")
+        return kind
+
+    def severity(self, key: Mapping[str, Any], record: str) -> int:
+        """0 (a control pair) or a perturbation severity."""
+        severity: int = self.get(key, "severity", int, record)
+        if not (severity == 0 or SEVERITY_RANGE[0] <= severity <= SEVERITY_RANGE[1]):
+            raise self.fail(record, "severity", f"expected 0 (a control) or {SEVERITY_RANGE[0]}–"
+                                                f"{SEVERITY_RANGE[1]}, got {severity}")
+        return severity
 
     def tokens(self, data: Mapping[str, Any], record: str) -> tuple[int, ...]:
         """The pair's four token counts (absent: not reported)."""
@@ -226,7 +254,7 @@ class _Reader:
         return GateCheck(quantity=g(data, "quantity", str, record),
                          threshold=g(data, "threshold", float, record),
                          interval=self.interval(data.get("interval"), f"{record}.interval"),
-                         outcome=g(data, "outcome", str, record),
+                         outcome=self.outcome(data, "outcome", record),
                          fragile=g(data, "fragile", bool, record, default=False),
                          flip_probability=self.optional(data, "flip_probability", float, record))
 
@@ -242,7 +270,7 @@ class _Reader:
             kind=g(data, "kind", str, record), successes=g(data, "successes", int, record),
             n=g(data, "n", int, record), low=g(data, "low", float, record),
             high=g(data, "high", float, record),
-            limit=g(data, "limit", float, record), outcome=g(data, "outcome", str, record),
+            limit=g(data, "limit", float, record), outcome=self.outcome(data, "outcome", record),
             by_family=g(data, "by_family", dict, record, default={}),
             by_severity=g(data, "by_severity", dict, record, default={}),
             examples=tuple(self.obj(e, f"{record}.examples[{i}]") for i, e in enumerate(examples)))
@@ -266,7 +294,9 @@ class _Reader:
         if not all(isinstance(u, str) for u in users):
             raise self.fail(record, "insensitive_users", "expected a list of user ids (strings)")
         return GuardResult(
-            outcome=g(data, "outcome", str, record), policy=g(data, "policy", str, record, default="fail"),
+            outcome=self.outcome(data, "outcome", record),
+            policy=self.outcome(data, "policy", record, choices=GUARD_POLICIES) if "policy" in data
+            else "fail",
             swap=self.interval(data.get("swap"), f"{record}.swap"),
             perturbed=self.interval(data.get("perturbed"), f"{record}.perturbed"),
             delta=self.interval(data.get("delta"), f"{record}.delta"),
@@ -281,7 +311,7 @@ class _Reader:
             history_reference=self.optional_interval(data, "history_reference", record),
             unsupported=self.optional_interval(data, "unsupported", record),
             min_history_reference=self.optional(data, "min_history_reference", float, record),
-            grounding_outcome=self.optional(data, "grounding_outcome", str, record),
+            grounding_outcome=self.outcome(data, "grounding_outcome", record, optional=True),
             max_unsupported_rate=self.optional(data, "max_unsupported_rate", float, record),
             identical_low=g(data, "identical_low", float, record, default=0.0),
             max_identical_share=g(data, "max_identical_share", float, record, default=0.05),
@@ -289,13 +319,13 @@ class _Reader:
             users_needed=self.optional(data, "users_needed", int, record),
             relative_gate=self.optional_interval(data, "relative_gate", record),
             min_relative=self.optional(data, "min_relative", float, record),
-            relative_outcome=self.optional(data, "relative_outcome", str, record),
+            relative_outcome=self.outcome(data, "relative_outcome", record, optional=True),
             copies=g(data, "copies", int, record, default=0), explained=g(data, "explained", int, record,
                                                                           default=0),
             copy_low=g(data, "copy_low", float, record, default=0.0),
             copy_high=g(data, "copy_high", float, record, default=1.0),
             max_copy_rate=g(data, "max_copy_rate", float, record, default=0.1),
-            copy_outcome=self.optional(data, "copy_outcome", str, record))
+            copy_outcome=self.outcome(data, "copy_outcome", record, optional=True))
 
     def gate(self, value: Any, record: str) -> GateResult:
         data = self.obj(value, record)
@@ -306,7 +336,7 @@ class _Reader:
         return GateResult(
             nodeid=self.get(data, "nodeid", str, record), slice=self.get(data, "slice", str, record),
             model=self.get(data, "model", str, record),
-            verdict=Verdict(outcome=self.get(verdict, "outcome", str, vrec),
+            verdict=Verdict(outcome=self.outcome(verdict, "outcome", vrec),
                             checks=tuple(self.check(c, f"{vrec}.checks[{i}]") for i, c in enumerate(checks)),
                             mode=self.get(verdict, "mode", str, vrec, default="mean"),
                             message=self.get(verdict, "message", str, vrec, default=""),

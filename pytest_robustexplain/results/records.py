@@ -11,6 +11,7 @@ the explanation depends on the user at all (see :mod:`pytest_robustexplain.guard
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -149,6 +150,10 @@ FAIL = "FAIL"
 INCONCLUSIVE = "INCONCLUSIVE"
 INSENSITIVE = "INSENSITIVE"  # the explanations do not depend on the user's history (the guard)
 OUTCOMES: tuple[str, ...] = (PASS, FAIL, INCONCLUSIVE, INSENSITIVE)
+
+# Perturbation severities (controls and cross-user pairs have severity 0) and the shape of a kind's name.
+SEVERITY_RANGE = (1, 5)
+KIND_NAME = re.compile(r"^[a-z][a-z0-9_]*$")
 
 # Guard policies: what an INSENSITIVE finding does to the gate.
 GUARD_POLICIES: tuple[str, ...] = ("fail", "warn", "off")

@@ -16,9 +16,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-from ..results import ALL_METRICS, DEFAULT_MIN_METRIC, METRICS
-
-SEVERITY_RANGE = (1, 5)
+from ..results import ALL_METRICS, DEFAULT_MIN_METRIC, METRICS, SEVERITY_RANGE
 
 PER_KIND_KEYS: tuple[str, ...] = ("min_combined", "min_metric", "min_relative")
 

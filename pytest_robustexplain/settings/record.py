@@ -111,6 +111,17 @@ class Settings:
         return dict(zip(ALL_METRICS, self.weights, strict=False))
 
     @property
+    def models_to_test(self) -> tuple[str, ...]:
+        """The models to test; the template and callable backends need no model name ("" for a callable)."""
+        if self.model:
+            return self.model
+        if self.backend == "template":
+            return ("template",)
+        if self.backend == "callable":
+            return ("",)
+        return ()
+
+    @property
     def hosts(self) -> tuple[str, ...]:
         """The configured hosts (``host`` may list several, comma-separated); empty when unset."""
         return tuple(self.host.split(",")) if self.host else ()

@@ -40,6 +40,7 @@ class Fault:
     status: int = 503
     seconds: float = DEFAULT_HANG_SECONDS
     retry_after: int | None = None  # the Retry-After header of a failure, in seconds
+    location: str = ""  # where a redirect points (the request's path is appended)
 
 
 FAIL_MESSAGES = {

@@ -337,8 +337,10 @@ class _Handler(BaseHTTPRequestHandler):
     def _apply_transport_fault(self, ticket: Ticket) -> None:
         fake = self.server.fake
         fault = ticket.fault
-        if fault is None or fault.kind not in ("fail", "fail500", "hang", "drop"):
+        if fault is None or fault.kind not in ("fail", "fail500", "hang", "drop", "redirect"):
             return
+        if fault.kind == "redirect":
+            raise HttpError(fault.status, "moved", headers={"Location": fault.location + self.path})
         if fault.kind == "hang":
             fake._stopping.wait(fault.seconds)
         if fault.kind in ("hang", "drop"):

@@ -52,8 +52,10 @@ With ``think_capable=True`` the models advertise the ``thinking`` capability and
 whose ``think`` is not false gets a short ``message.thinking`` (``reasoning`` on ``/v1``); like real
 Ollama, ``think`` is on by default for such models and ``think=true`` on a model without the
 capability is a 400 error. ``leak_thinking=True`` prefixes the content with a ``<think>…</think>``
-block regardless, to test that clients strip it. Token counts are word counts; durations are in
-nanoseconds, ``total_duration`` being the measured processing time.
+block regardless, to test that clients strip it. ``thinks_only=True`` is a model that reasons whatever
+it is told and spends its token limit before answering: every reply has ``thinking`` and no content.
+Token counts are word counts; durations are in nanoseconds, ``total_duration`` being the measured
+processing time.
 
 A ``reply`` callable ``(prompt, options) -> str`` replaces the built-in reply model (faults still
 apply); if it raises or returns a non-string the request gets HTTP 500 and the error is listed in

@@ -75,8 +75,9 @@ class FakeOllamaServer:
 
     def __init__(self, *, models: Iterable[str] = ("fake-model:latest",), mode: str = "stable",
                  latency: float = 0.0, capacity: int | None = None, think_capable: bool = False,
-                 leak_thinking: bool = False, version: str = "0.12.6", reply: ReplyFn | None = None,
-                 port: int = 0, context_length: int = 8192, openai_context: int | None = None) -> None:
+                 leak_thinking: bool = False, thinks_only: bool = False, version: str = "0.12.6",
+                 reply: ReplyFn | None = None, port: int = 0, context_length: int = 8192,
+                 openai_context: int | None = None) -> None:
         given = (models,) if isinstance(models, str) else tuple(models)
         names = [normalize(m) for m in given if isinstance(m, str)]
         if not names or len(names) != len(given) or not all(n.split(":")[0] for n in names):
@@ -102,6 +103,7 @@ class FakeOllamaServer:
         self.capacity = capacity
         self.think_capable = bool(think_capable)
         self.leak_thinking = bool(leak_thinking)
+        self.thinks_only = bool(thinks_only)
         self.version = version
         self.reply = reply
         # Contexts in fake tokens (four characters each). ``context_length``: the model's trained context
@@ -267,6 +269,19 @@ class FakeOllamaServer:
         """How many chat requests the rate limit refused (429)."""
         with self._cond:
             return self._rate_limited
+
+    def redirect_next(self, n: int = 1, *, to: str, status: int = 301) -> None:
+        """The next ``n`` chat requests are redirected: HTTP ``status`` (301, 302, 303, 307 or 308) with
+        ``Location: <to><the request's path>`` — a proxy or a moved server (``to`` is a base URL such as
+        ``http://127.0.0.1:9999``)."""
+        if status not in (301, 302, 303, 307, 308):
+            raise ValueError("FakeOllamaServer.redirect_next: status must be a redirect (301, 302, 303, "
+                             f"307, 308), got {status!r}")
+        if not isinstance(to, str) or not to.startswith(("http://", "https://", "/")):
+            raise ValueError(f"FakeOllamaServer.redirect_next: to must be a URL or an absolute path, "
+                             f"got {to!r}")
+        self._queue(Fault("redirect", status=status, location=to.rstrip("/")),
+                    _non_negative_count(n, "redirect_next"))
 
     def hang_next(self, n: int = 1, seconds: float = DEFAULT_HANG_SECONDS) -> None:
         """The next ``n`` chat requests get no answer for ``seconds``, then their connection is closed."""
@@ -558,6 +573,8 @@ class FakeOllamaServer:
         thinking = thinking_text(prompt) if thinks or self.leak_thinking else ""
         if self.leak_thinking:
             content = f"<think>\n{thinking}\n</think>\n\n{content}"
+        if self.thinks_only:  # think=False ignored, the token limit spent before any answer
+            return "", thinking_text(prompt)
         return content, thinking if thinks else ""
 
     def _custom_reply(self, prompt: str, options: dict[str, Any]) -> str:
