@@ -76,6 +76,15 @@ def markdown_inert(text: str) -> str:
     return _LINK.sub(lambda m: "]\\(" if m.group() == "](" else "\\![", escaped)
 
 
+_REFERENCE = re.compile(r"([@#])(?=[\w-])")
+
+
+def comment_inert(text: str) -> str:
+    """:func:`markdown_inert`, and no ``@mention`` or ``#123`` reference: on a pull-request comment GitHub
+    notifies the user a test id or a model reply names, and links an issue (a zero-width space breaks it)."""
+    return _REFERENCE.sub(lambda m: m.group(1) + _ZWSP, markdown_inert(text))
+
+
 # Credentials in a URL (``http://user:password@host``): sent to the server, never written anywhere else.
 REDACTED = "***"
 

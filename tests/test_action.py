@@ -38,7 +38,7 @@ def test_the_comment_shows_baseline_change_and_delta() -> None:
     body = render_pr_comment(_run(0.62, FAIL, f"FAIL (mean rule): {HOSTILE}. More."), _run(0.71, PASS))
     assert body.startswith(MARKER + "\n")  # how the Action finds the comment to update
     assert "Robustness of recommendation explanations: **FAIL**" in body
-    assert "| Overall ρ | 0.710 [" in body and "| 0.620 [" in body and "| -0.090 |" in body
+    assert "| Overall ρ | 0.710 [" in body and "| 0.620 [" in body and "| -0.090 (worse) |" in body
     assert "t.py::test[category\\_drift] — **FAIL**" in body
     assert "<script>" not in body and "](" not in body and "https://evil" not in body
 
@@ -69,3 +69,44 @@ def test_without_a_baseline_the_comment_says_so(tmp_path: Path, monkeypatch: pyt
     assert cli.main(["report", "r.json", "--format", "pr-comment", "--baseline", "missing.json"]) == 0
     out = capsys.readouterr().out
     assert "**PASS**" in out and "No baseline yet" in out and "| Overall ρ | — |" in out
+    # Without --baseline (a CLI user, not the Action) there is nothing to say about a baseline.
+    assert cli.main(["report", "r.json", "--format", "pr-comment"]) == 0
+    assert "No baseline" not in capsys.readouterr().out
+
+
+def test_a_change_for_the_better_says_so() -> None:
+    body = render_pr_comment(_run(0.75, PASS), _run(0.70, PASS))
+    assert "| +0.050 (better) |" in body
+    assert "| ±0.000 |" in render_pr_comment(_run(0.70, PASS), _run(0.70, PASS))
+
+
+def test_mentions_and_issue_references_from_test_ids_and_replies_notify_nobody() -> None:
+    body = render_pr_comment(_run(0.62, FAIL, "FAIL: cc @octocat, see #12 and @org/team."))
+    assert "@octocat" not in body and "#12" not in body and "@org" not in body
+    assert "@\u200boctocat" in body and "#\u200b12" in body
+
+
+def _many_failures(n: int) -> RunResult:
+    run = _run(0.3, FAIL, "FAIL (mean rule): " + "a long reason " * 40)
+    gates = [GateResult(f"tests/test_{i}.py::test_gate[noise_injection]", "noise_injection", "m",
+                        run.gates[0].verdict) for i in range(n)]
+    from dataclasses import replace
+
+    return replace(run, gates=gates)
+
+
+def test_a_comment_over_githubs_limit_lists_fewer_items_then_is_cut_with_a_link() -> None:
+    from pytest_robustexplain.report.pr_comment import MAX_COMMENT_CHARS
+
+    url = "https://github.com/o/r/actions/runs/42"
+    listed = render_pr_comment(_many_failures(20), details_url=url)
+    assert len(listed) < MAX_COMMENT_CHARS and "<details>" in listed  # small: every item listed
+    counted = render_pr_comment(_many_failures(200), details_url=url)
+    assert len(counted) <= MAX_COMMENT_CHARS
+    assert f"200 items did not pass: listed in [the workflow run's artifacts]({url})." in counted
+    cut = render_pr_comment(_many_failures(20), details_url=url, max_chars=300)
+    assert len(cut) <= 300 and cut.startswith(MARKER)
+    assert cut.rstrip().endswith(f"the full report is in [the workflow run's artifacts]({url})._")
+    # A URL that is not plain (from anywhere but the Action's own run) is not linked.
+    odd = render_pr_comment(_many_failures(20), details_url="javascript:alert(1)", max_chars=300)
+    assert "javascript" not in odd and odd.rstrip().endswith("the uploaded robustness reports._")

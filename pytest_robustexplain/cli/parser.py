@@ -109,6 +109,9 @@ def _add_report(commands: Any) -> None:
     report.add_argument("--baseline", metavar="BASELINE.json", default=None,
                         help="pr-comment: the run to compare with (e.g. the default branch's); a missing "
                              "file means no baseline yet")
+    report.add_argument("--details-url", metavar="URL", default=None,
+                        help="pr-comment: where the full report is (the workflow run), linked when the "
+                             "comment is cut to fit GitHub's size limit")
     report.add_argument("--tables", choices=("paper",), default=None,
                         help="'paper': the six tables of the RobustExplain paper filled with this run's "
                              "numbers (text) instead of the report")

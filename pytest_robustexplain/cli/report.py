@@ -40,7 +40,9 @@ def cmd_report(args: argparse.Namespace) -> int:
         from ..report.pr_comment import render_pr_comment
 
         baseline = read_json(args.baseline) if args.baseline and Path(args.baseline).is_file() else None
-        text = render_pr_comment(run, baseline)
+        # A baseline asked for but not there yet (the Action's first pull requests): say where it comes from.
+        note = "No baseline yet: the default branch saves one when its gate passes." if args.baseline else ""
+        text = render_pr_comment(run, baseline, baseline_note=note, details_url=args.details_url or "")
     else:
         from ..report.terminal import render_terminal
 

@@ -9,23 +9,34 @@ link, an image or HTML on the pull request.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 
 from ..results import FAIL, INCONCLUSIVE, INSENSITIVE, PASS, GateResult, Interval, RunResult
-from ..sanitize import markdown_inert
+from ..sanitize import comment_inert
 from .summary import Summary, fmt_interval, model_names, model_outcome, summarize
 
 MARKER = "<!-- robustexplain:pr-comment -->"
 
 
+# GitHub refuses a comment over 65,536 characters (35 failing tests once made 77,392): the body stays under
+# this, the note that it was cut included.
+MAX_COMMENT_CHARS = 60_000
+_CUT_NOTE = "_Cut to fit GitHub's comment size: the full report is in {where}._"
+
+
 def _cell(text: object) -> str:
-    return markdown_inert(str(text))
+    return comment_inert(str(text))
 
 
 def _delta(now: Interval | None, before: Interval | None) -> str:
+    """The change, in words as well as a sign: every row of the table is higher-is-better."""
     if now is None or before is None:
         return "—"
-    return f"{now.mean - before.mean:+.3f}"
+    change = now.mean - before.mean
+    if round(change, 3) == 0:
+        return "±0.000"
+    return f"{change:+.3f} ({'better' if change > 0 else 'worse'})"
 
 
 def _rows(now: Summary, before: Summary | None) -> list[list[str]]:
@@ -63,17 +74,46 @@ def _failed(gates: Sequence[GateResult]) -> list[str]:
     return lines
 
 
-def render_pr_comment(run: RunResult, baseline: RunResult | None = None) -> str:
+def render_pr_comment(run: RunResult, baseline: RunResult | None = None, *, baseline_note: str = "",
+                      max_chars: int = MAX_COMMENT_CHARS, details_url: str = "") -> str:
     """The comment body: a status line, then per model the table (baseline | this change | Δ) and the
-    items that did not pass with their first reason."""
+    items that did not pass with their first reason.
+
+    ``baseline_note`` is said when there is no baseline (the Action: "the default branch saves one"); a body
+    over ``max_chars`` lists the items that did not pass as a count, then is cut at a line, ending with
+    where the full report is (``details_url``, the workflow run).
+    """
+    where = f"[the workflow run's artifacts]({details_url})" if _plain_url(details_url) else \
+        "the uploaded robustness reports"
+    body = _render(run, baseline, baseline_note, details="")
+    if len(body) > max_chars:
+        body = _render(run, baseline, baseline_note, details=where)
+    if len(body) <= max_chars:
+        return body
+    note = _CUT_NOTE.format(where=where)
+    kept: list[str] = []
+    for line in body.splitlines():
+        if sum(len(k) + 1 for k in kept) + len(line) + len(note) + 3 > max_chars:
+            break
+        kept.append(line)
+    return "\n".join([*kept, "", note]) + "\n"
+
+
+def _plain_url(url: str) -> bool:
+    """An http(s) URL a Markdown link can hold as it is (the Action's run URL; nothing from a model)."""
+    return bool(re.fullmatch(r"https?://[\w.:-]+(/[\w./%-]*)?", url))
+
+
+def _render(run: RunResult, baseline: RunResult | None, baseline_note: str, *, details: str) -> str:
+    """The body; ``details`` empty lists the items that did not pass, else says where they are listed."""
     names = model_names(run)
     outcomes = [model_outcome(run, n) for n in names]
     status = next((o for o in (FAIL, INSENSITIVE, INCONCLUSIVE) if o in outcomes), PASS)
     base_names = model_names(baseline) if baseline is not None else []
     title = f"### Robustness of recommendation explanations: **{status}**"
     lines = [MARKER, title, ""]
-    if baseline is None:
-        lines += ["_No baseline yet: the default branch saves one when its gate passes._", ""]
+    if baseline is None and baseline_note:
+        lines += [f"_{_cell(baseline_note)}_", ""]
     for name in names:
         now = summarize(run, name)
         # The baseline's model of the same name, or its only model (a new model replacing the old one).
@@ -84,9 +124,11 @@ def render_pr_comment(run: RunResult, baseline: RunResult | None = None) -> str:
                   "| | baseline | this change | Δ |", "|---|---|---|---|"]
         lines += ["| " + " | ".join(_cell(c) for c in row) + " |" for row in _rows(now, before)]
         failed = _failed([g for g in run.gates if g.model == name])
-        if failed:
+        if failed and not details:
             lines += ["", "<details><summary>Items that did not pass</summary>", "", *failed, "",
                       "</details>"]
+        elif failed:
+            lines += ["", f"{len(failed)} items did not pass: listed in {details}."]
         lines.append("")
     lines.append(f"<sub>pytest-robustexplain {_cell(run.package_version)} · signature "
                  f"{_cell(run.signature)}</sub>")
