@@ -15,7 +15,7 @@ Imported lazily from the package face (``pytest_robustexplain.__getattr__``), so
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from .data import Catalog, Interaction, Item, UserHistory, catalog_from, history_from, item_from
@@ -77,3 +77,21 @@ def apply_perturbation(history: UserHistory | Iterable[Any], kind: str, severity
 
 def _plain(interaction: Interaction) -> dict[str, Any]:
     return interaction.to_dict()
+
+
+def plain_data_explainer(fn: Callable[[list[dict[str, Any]], dict[str, Any]], Any]
+                         ) -> Callable[[UserHistory, Item], Any]:
+    """An explainer for the plugin from one written for plain data: ``fn(history, item)`` gets the history
+    as a list of interaction dicts (:meth:`UserHistory.to_dicts`) and the item as a dict
+    (:meth:`Item.to_dict`), as in the Python API's examples. Return it from an ``explainer`` fixture::
+
+        @pytest.fixture
+        def explainer():
+            return plain_data_explainer(my_explainer)
+    """
+    def explain(history: UserHistory, item: Item) -> Any:
+        return fn(history.to_dicts(), item.to_dict())
+
+    explain.__qualname__ = f"plain_data_explainer({getattr(fn, '__qualname__', repr(fn))})"
+    explain.__module__ = getattr(fn, "__module__", __name__)  # the cache key names the user's function
+    return explain

@@ -329,7 +329,9 @@ def describe(g: GuardResult, *, n_swaps: int | None = None) -> str:
         return ("guard not measured: no case has a scored cross-user control" + lost +
                 " (no donor user without the item, or every donor call failed).")
     floor = "" if g.floor >= 1.0 else f" above the noise floor {g.floor:.3f}"
-    numbers = (f"another user's interactions give ρ {g.swap.fmt()} against {g.perturbed.fmt()} for the "
+    # The perturbed history's ρ by its mean alone: the headline shows that ρ with its interval, and a
+    # second interval (the guard's plain t, over the cases with a control) beside it read as another ρ.
+    numbers = (f"another user's interactions give ρ {g.swap.fmt()} against {g.perturbed.mean:.3f} for the "
                f"perturbed history (sensitivity{floor} {g.sensitivity.fmt()}, needs ≥ {g.min_sensitivity:g}; "
                f"Δ {g.delta.fmt()})")
     users = (f"{len(g.insensitive_users)} of {g.n_users} users get an explanation that barely depends on "

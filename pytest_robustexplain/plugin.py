@@ -31,6 +31,9 @@ if TYPE_CHECKING:
 
 RUN_KEY = pytest.StashKey["RobustnessRun"]()
 REPORT_KEY: pytest.StashKey[ReportModel | None] = pytest.StashKey()  # the finished run, as writers read it
+# Lines for the end of the terminal summary (a report that could not be written, a stopped run): said there,
+# after pytest's progress line is done, never glued to its dots.
+NOTES_KEY: pytest.StashKey[list[tuple[str, bool]]] = pytest.StashKey()
 SESSION_PLUGIN = "robustexplain-session"
 T = TypeVar("T")
 
@@ -134,8 +137,13 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     try:
         gate = run.gate_for(metafunc.definition.nodeid, marker)
     except pytest.UsageError as exc:
-        # A collection error showing just the message (it names the test), not pluggy's frames.
-        pytest.fail(str(exc), pytrace=False)
+        message = str(exc)
+    else:
+        message = ""
+    if message:
+        # A collection error showing just the message (it names the test), not pluggy's frames — failed
+        # outside the except block, so it is not shown twice ("During handling of the above exception").
+        pytest.fail(message, pytrace=False)
     params = run.params_for(gate)
     # The slice parameter is not an argument of the test function: adding it to the fixture names lets
     # pytest parametrize it directly, so each perturbation kind becomes its own test item.
@@ -223,34 +231,31 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
         return
     from .finish import REPORT_ERROR_EXIT, finish_run, finish_stopped
 
+    notes = config.stash.setdefault(NOTES_KEY, [])
     if session.exitstatus == pytest.ExitCode.INTERRUPTED:  # Ctrl-C or SIGTERM: what finished, and how on
-        _say_all(config, finish_stopped(run), red=False)
+        notes += [(line, False) for line in finish_stopped(run)]
         run.close()
         return
     report, errors = finish_run(run)
     config.stash[REPORT_KEY] = report
     run.close()
     if errors:
-        _say_all(config, [f"ERROR: {error}" for error in errors], red=True)
-        if session.exitstatus == pytest.ExitCode.OK:
+        failing = session.exitstatus == pytest.ExitCode.OK
+        if failing:
             session.exitstatus = REPORT_ERROR_EXIT
-
-
-def _say_all(config: pytest.Config, lines: list[str], *, red: bool) -> None:
-    reporter = config.pluginmanager.get_plugin("terminalreporter")
-    if reporter is not None and lines:
-        reporter.ensure_newline()
-        for line in lines:
-            reporter.write_line(f"robustexplain: {line}", red=red, bold=red, yellow=not red)
+        notes += [(f"ERROR: {error}", True) for error in errors]
+        said = f"the run exits {int(session.exitstatus)}: a report could not be written; " if failing else ""
+        notes.append((f"{said}every verdict above stands", True))
 
 
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
     report = config.stash.get(REPORT_KEY, None)
-    if report is None:
-        return
-    from .finish import print_summary
+    if report is not None:
+        from .finish import print_summary
 
-    print_summary(report, terminalreporter, config)
+        print_summary(report, terminalreporter, config)
+    for line, red in config.stash.get(NOTES_KEY, []):
+        terminalreporter.write_line(f"robustexplain: {line}", red=red, bold=red, yellow=not red)
 
 
 @pytest.hookimpl(trylast=True)

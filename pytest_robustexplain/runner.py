@@ -183,21 +183,28 @@ class RobustnessRun:
     def _dry_run(self, items: Sequence[pytest.Item]) -> None:
         """Print what each marked item would cost and skip them all: no model is called. (Under xdist
         each worker plans only its own items, so the plan is printed without ``-n``.)"""
-        from .engine import configured_models
+        from .engine import configured_models, no_model_reason
 
         models = configured_models(self.settings)
         priced = [p for p in self.plans.values() if not p.custom_explainer and p.param.model]
+        custom = sum(p.custom_explainer for p in self.plans.values())
+        lines: list[str] = []
         if models and priced and not self.lazy:
             for plan in priced:
                 self._plan(plan, plan.param.model)
             lines = self._engine_step(self.engine.dry_run_lines)
-            custom = len(self.plans) - len(priced)
-            if custom:
-                lines.append(f"  (+{custom} items with their own `explainer` fixture: planned when they run)")
-            reporter = self.config.pluginmanager.get_plugin("terminalreporter")
-            if reporter is not None:
-                reporter.ensure_newline()
-                reporter.write_line("\n".join(f"robustexplain: {line}" for line in lines))
+        elif not models and len(self.plans) > custom:
+            n = len(self.plans) - custom
+            lines = [f"dry run: nothing to price for {n} marked item{'s' * (n != 1)}: {no_model_reason()}"]
+        if custom and lines:  # their explainer is a fixture: known only when each item runs
+            lines.append(f"  (+{custom} items with their own `explainer` fixture: planned when they run)")
+        elif custom:
+            lines.append(f"dry run: {custom} items with their own `explainer` fixture, whose calls are "
+                         "planned when each runs: nothing to price before")
+        reporter = self.config.pluginmanager.get_plugin("terminalreporter")
+        if reporter is not None and lines and not self.lazy:
+            reporter.ensure_newline()
+            reporter.write_line("\n".join(f"robustexplain: {line}" for line in lines))
         skip = pytest.mark.skip(reason="robustexplain dry run (--robustexplain-dry-run): no model is called")
         for item in items:
             if item.nodeid in self.plans:
@@ -310,8 +317,9 @@ class RobustnessRun:
 
             item.warn(RobustExplainWarning(outcome.warning))
         if not outcome.passed:
+            verbosity = self.config.get_verbosity()
             pytest.fail(failure_message(outcome.result, model_info=self.model_infos.get(outcome.result.model),
-                                        verbose=self.config.get_verbosity() > 0), pytrace=False)
+                                        verbose=verbosity > 0, quiet=verbosity < 0), pytrace=False)
 
     def set_progress(self, callback: Callable[[], None] | None) -> None:
         self._progress = callback

@@ -15,6 +15,7 @@ import time
 from collections import Counter
 from collections.abc import Iterator
 from datetime import datetime
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -591,6 +592,7 @@ def test_fake_server_command_on_a_taken_port_is_one_error(server: FakeOllamaServ
     assert cli.main(["fake-server", "--port", str(server.port)]) == 2
     err = capsys.readouterr().err
     assert err.startswith("fake-server: error:") and len(err.strip().splitlines()) == 1
+    assert f"port {server.port} on 127.0.0.1 is already in use" in err and "--port 0 for a free one" in err
 
 
 # --------------------------------------------------------------------------------------- reply model
@@ -693,3 +695,40 @@ def test_num_predict_truncates(client: ollama.Client) -> None:
     response = client.chat(model="fake-model", messages=user(), options={"num_predict": 5, "temperature": 0})
     assert response.message.content == " ".join(compose_reply(PROMPT, T0).split()[:5])
     assert response.done_reason == "length"
+
+
+def test_the_digest_changes_with_what_changes_the_answers(tmp_path: Path) -> None:
+    """``fragile`` after ``stable`` under one name is another model: the digest says so, so the response
+    cache never replays the stable model's answers as the fragile one's (issue 27 point 10)."""
+    from pytest_robustexplain import cli
+
+    def digest(server: FakeOllamaServer) -> str:
+        [entry] = httpx.get(f"{server.url}/api/tags").json()["models"]
+        return str(entry["digest"])
+
+    def own_reply(prompt: str, options: dict[str, Any]) -> str:
+        return "My own reply."
+
+    with FakeOllamaServer() as server:
+        stable = digest(server)
+        seen = {stable}
+        for change in ({"mode": "fragile"}, {"mode": "borderline"}, {"reply": own_reply},
+                       {"leak_thinking": True}, {"thinks_only": True}):
+            server.mode, server.reply, server.leak_thinking, server.thinks_only = "stable", None, False, False
+            for name, value in change.items():
+                setattr(server, name, value)
+            seen.add(digest(server))
+        assert len(seen) == 6
+        server.mode, server.reply, server.leak_thinking, server.thinks_only = "stable", None, False, False
+        assert digest(server) == stable  # the defaults keep the name's own digest
+
+        argv = ["run", "--model", "fake-model:latest", "--host", server.url, "--users", "3",
+                "--perturbations", "noise", "--severities", "1", "--guard", "off", "--progress", "off",
+                "--inconclusive", "warn", "-q", "--cache-dir", str(tmp_path / "cache"),
+                "--json", str(tmp_path / "r.json")]
+        assert cli.main(argv) == cli.EXIT_OK
+        server.mode = "fragile"
+        server.reset_stats()
+        cli.main(argv)
+        doc = json.loads((tmp_path / "r.json").read_text(encoding="utf-8"))
+    assert doc["calls"]["cached"] == 0 and server.chat_calls > 0  # nothing replayed from the stable run

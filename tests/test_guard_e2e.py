@@ -89,7 +89,7 @@ def test_a_constant_explainer_is_insensitive_with_the_reason_and_an_example(
     result.stdout.fnmatch_lines([
         "*robustness gate INSENSITIVE for overall*",
         "*INSENSITIVE: the explanations barely depend on the user's history: another user's interactions "
-        "give ρ 1.000 * against 1.000 * for the perturbed history*6 of 6 users get an "
+        "give ρ 1.000 * against 1.000 for the perturbed history*6 of 6 users get an "
         "explanation that barely depends on their history*",
         "*example: item * explained for user * and, under the same identity, for user *'s interactions · "
         "ρ 1.000 (word for word the same)*",

@@ -433,7 +433,10 @@ def test_a_report_that_cannot_be_written_is_its_own_error_not_a_traceback(
     assert result.ret == pytest.ExitCode.USAGE_ERROR  # ...and the run says a report is missing
     result.stdout.fnmatch_lines([
         "robustexplain: ERROR: --robustexplain-json=*afile/r.json: cannot write the report: *afile*",
-        "robustexplain: ERROR: $GITHUB_STEP_SUMMARY=*adir: cannot write the report: Is a directory*"])
+        "robustexplain: ERROR: $GITHUB_STEP_SUMMARY=*adir: cannot write the report: Is a directory*",
+        "robustexplain: the run exits 4: a report could not be written; every verdict above stands"])
+    # Said on lines of their own after the progress dots, never glued to them (issue 27 point 19).
+    assert not any(re.search(r"\S\s*robustexplain: ERROR", line) for line in result.outlines)
     assert "Traceback" not in result.stdout.str() and (pytester.path / "r.html").is_file()
 
     monkeypatch.chdir(pytester.path)

@@ -66,7 +66,7 @@ def test_fragile_model_fails_with_threshold_interval_and_worst_pairs(
     assert "Traceback" not in out
 
 
-def test_an_all_failing_run_fits_80_lines_without_v(pytester: pytest.Pytester, server: FakeOllamaServer,
+def test_an_all_failing_run_fits_a_screen_without_v(pytester: pytest.Pytester, server: FakeOllamaServer,
                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     """Each failed item says its checks once; the report lists each item's worst pair once (deduplicated)."""
     _default_terminal(monkeypatch)
@@ -75,7 +75,8 @@ def test_an_all_failing_run_fits_80_lines_without_v(pytester: pytest.Pytester, s
     result = _run(pytester, server, "--robustexplain-cache=off")
     result.assert_outcomes(failed=6)
     lines = result.stdout.lines
-    assert len(lines) <= 80, "\n".join(lines)
+    # 80 lines and the recommendation's: wrapped whole, never cut, it takes up to three (issue 27 point 13).
+    assert len(lines) <= 82, "\n".join(lines)
     out = result.stdout.str()
     assert re.search(r"^  combined 0\.\d{3} \[0\.\d{3}, 0\.\d{3}\] is below its threshold 0\.95; semantic ",
                      out, re.M)

@@ -693,7 +693,8 @@ def test_the_banner_gives_a_reason_even_for_a_verdict_without_a_message(run: Run
     assert not next(g for g in run.gates if g.verdict.outcome == FAIL).verdict.message
     banner = page.split('role="status">', 1)[1].split("</div></div>", 1)[0]
     failing = next(line for line in banner.split("<div>") if 'class="FAIL"' in line)
-    assert failing.endswith("— overall: structural 0.320 [0.311, 0.330] &lt; 0.35</div>"), failing
+    assert failing.endswith("— overall: structural 0.320 [0.311, 0.330] &lt; 0.35 — and 1 more item did not "
+                            "pass (temporal_shuffle; below)</div>"), failing
 
 
 def test_html_is_self_contained(page: str) -> None:

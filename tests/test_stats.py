@@ -215,9 +215,18 @@ def test_mean_gate_flags_a_straddling_interval_as_fragile_with_a_flip_probabilit
     assert check.interval.low < 0.5 < check.interval.high
     assert check.fragile
     mean, se, _ = cr1([p.combined for p in pairs], [p.key.user_id for p in pairs])
-    assert check.flip_probability == pytest.approx(sps.norm.cdf(-abs(mean - 0.5) / se))
+    assert check.flip_probability == pytest.approx(sps.t.cdf(-abs(mean - 0.5) / se, df=11))  # 12 users
     assert "Fragile: ρ (combined)" in verdict.message
     assert st.apply_policy(verdict, "fail") == (verdict.outcome == PASS, verdict.outcome == PASS)
+
+
+def test_a_fragile_check_never_says_a_rerun_cannot_flip_it() -> None:
+    """3 users, an interval straddling the threshold: the chance is t's, not a normal tail's "≈ 0 %"."""
+    pairs = grid_pairs({"u0": [0.6] * 5, "u1": [0.55] * 5, "u2": [0.65] * 5})  # 3.5 SE above 0.5
+    verdict = st.gate(pairs, thresholds={"combined": 0.5})
+    check = verdict.checks[0]
+    assert check.fragile and check.flip_probability is not None and check.flip_probability >= 0.02
+    assert "chance ≈ 0 %" not in verdict.message and "(t approximation)" in verdict.message
 
 
 def test_mean_gate_is_not_fragile_when_the_interval_clears_the_threshold() -> None:
@@ -657,7 +666,10 @@ def test_non_inferiority_flags_a_regression_and_passes_identical_runs() -> None:
     base, cur = _runs(shift=-0.1)
     worse = st.non_inferiority(base, cur, margin=0.02)
     assert not worse.passed and len(worse.failed_rows) == len(worse.rows) == 5
-    assert "Possible regression" in worse.message and "ρ (combined) changed by" in worse.message
+    # A 0.1 drop, confidently beyond the 0.02 margin: said as a regression, not a "possible" one.
+    assert worse.message.startswith("Regression beyond the margin 0.02: ρ (combined) changed by -0.10")
+    shaky = st.non_inferiority(*_runs(shift=-0.005), margin=0.02)  # within the noise: not shown either way
+    assert shaky.passed or shaky.message.startswith("Possible regression")
     copy = [pair(p.key.user_id, p.combined, kind=p.key.kind, model="new") for p in base]
     same = st.non_inferiority(base, copy, margin=0.01)
     assert same.passed and all(r.p_value == 0.0 for r in same.rows)
@@ -912,3 +924,18 @@ def test_comparisons_treat_rounding_noise_as_no_spread() -> None:
         assert _one_sided_greater(b - a) == 0.0
         assert _paired_test(a, a + 1e-17) == (1.0, 0.0)
     assert _paired_test(a, np.array([0.8, 0.7, 0.9]))[0] is not None
+
+
+def test_a_gate_that_failed_its_thresholds_still_says_the_regression() -> None:
+    """Failing on its thresholds does not hide the baseline: the message says both (issue 27 point 16)."""
+    from pathlib import Path
+
+    from pytest_robustexplain.engine.decide import with_regression
+    from pytest_robustexplain.results import Verdict
+
+    base, cur = _runs(shift=-0.1)
+    found = st.non_inferiority(base, cur, margin=0.02)
+    failed = Verdict(FAIL, (), message="FAIL (mean rule): ρ (combined) 0.31 is below its threshold 0.5.")
+    said = with_regression(failed, found, Path("baseline.json"))
+    assert said.outcome == FAIL and said.message.startswith(failed.message)
+    assert "Also against baseline baseline.json: Regression beyond the margin 0.02" in said.message

@@ -29,7 +29,6 @@ _HELP_OVERRIDES: Mapping[str, str] = {
     "progress": "Progress bar on stderr: in place on a terminal, a line every 10 s otherwise; 'off' "
                 "hides it. Default auto.",
     "config": f"Settings file (YAML, the plugin's keys); default ./{YAML_NAME} if it exists.",
-    "users": "Number of evaluation cases (users) to use; default all (20 in the synthetic set).",
 }
 
 
@@ -66,8 +65,8 @@ def _add_run(commands: Any) -> None:
                "  robustexplain run --model qwen2.5:7b --min-combined 0.5      # pre-deploy check\n"
                "  robustexplain run --model qwen2.5:7b,qwen2.5:14b --protocol paper --json paper.json\n"
                + textwrap.fill("Exit codes: 0 every gate passed · 1 a gate failed · 2 usage/configuration/"
-                               "data error · 3 backend error · 130 interrupted (rerun the same command to "
-                               "resume).", 79))
+                               "data error · 3 backend error · 130 interrupted, 143 stopped by SIGTERM "
+                               "(rerun the same command to resume).", 79))
     run.add_argument("--protocol", choices=sorted(PROTOCOLS), default=None,
                      help="Apply a published evaluation setup over the environment and settings file "
                           "(options given on the command line still win): 'paper' = "
@@ -127,7 +126,7 @@ def _add_compare(commands: Any) -> None:
         description="Paired comparison of two runs (or two models of one run): pairs are matched by "
                     "(user, item, kind, severity, repeat); paired t test on per-user means with Holm "
                     "correction, effect size d_z. Refused (exit 2) unless both runs share the metric "
-                    "signature, seed, dataset and max history, and each holds at least 80 %% of the "
+                    "signature, seed, dataset and max history, and each holds at least 80 % of the "
                     "other's pairs; different generation settings (prompt, temperature, num_predict, "
                     "num_ctx) are compared with a warning, since comparing them is a use of compare. "
                     "Exit 1 with --fail-on-regression or --max-regression when B regressed.")

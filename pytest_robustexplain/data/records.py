@@ -92,7 +92,13 @@ class UserHistory:
         return tuple(i.item_id for i in self.interactions)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"user_id": self.user_id, "interactions": [i.to_dict() for i in self.interactions]}
+        return {"user_id": self.user_id, "interactions": self.to_dicts()}
+
+    def to_dicts(self) -> list[dict[str, Any]]:
+        """The interactions as plain dicts, oldest first — the shape of the Python API and of the method's
+        own examples (``item_id``, and ``category``, ``timestamp``, ``rating``, ``title``, ``features`` when
+        known)."""
+        return [i.to_dict() for i in self.interactions]
 
 
 class Catalog(Mapping[str, Item]):

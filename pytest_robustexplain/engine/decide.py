@@ -335,8 +335,11 @@ def with_regression(verdict: Verdict, found: NonInferiorityResult | None, baseli
 
     from ..results import FAIL
 
-    if found is None or found.passed or verdict.outcome == FAIL:
+    if found is None or found.passed:
         return verdict
+    if verdict.outcome == FAIL:  # failed already on its thresholds: the baseline is said too
+        return replace(verdict, message=f"{verdict.message} Also against baseline {baseline}: "
+                                        f"{found.message}")
     return replace(verdict, outcome=FAIL, message=(
         f"Regression against baseline {baseline}: {found.message} Without the baseline: {verdict.message}"))
 

@@ -90,7 +90,7 @@ class CallableExplainer:
             except asyncio.TimeoutError:
                 return self._error(f"no answer within {self.timeout:g} s (timeout)", started)
             except Exception as exc:
-                return self._error(f"{type(exc).__name__}: {exc}", started)
+                return self._error(f"{type(exc).__name__}: {exc}{_plain_data_hint(exc)}", started)
             latency = time.perf_counter() - started
         if not isinstance(result, str):
             return self._error(f"the explainer callable {self.model} returned {type(result).__name__}, "
@@ -123,6 +123,16 @@ class CallableExplainer:
     def _error(self, detail: str, started: float, latency: float | None = None) -> Explanation:
         elapsed = latency if latency is not None else time.perf_counter() - started
         return Explanation(text="", model=self.model, latency_s=elapsed, failure=FAILURE_ERROR, detail=detail)
+
+
+def _plain_data_hint(exc: Exception) -> str:
+    """For an explainer written for dicts (``interaction.get("title")``, ``item["title"]``): what it gets."""
+    text = str(exc)
+    if not any(f"'{name}' object" in text for name in ("Interaction", "UserHistory", "Item")):
+        return ""
+    return (" — the explainer gets records, not dicts: a UserHistory (iterate it for Interaction records) "
+            "and an Item, read by attribute (interaction.title, item.category); for one written for plain "
+            "data, return pytest_robustexplain.plain_data_explainer(fn) from the explainer fixture")
 
 
 def wrap_explainer(obj: Any, *, model: str | None = None, timeout: float | None = None) -> Explainer:

@@ -11,12 +11,14 @@ if TYPE_CHECKING:
     from ..results import ModelInfo, Robustness
 
 
-def failure_message(result: Robustness, *, model_info: ModelInfo | None = None, verbose: bool = True) -> str:
+def failure_message(result: Robustness, *, model_info: ModelInfo | None = None, verbose: bool = True,
+                    quiet: bool = False) -> str:
     """Thresholds that failed with the measured interval, then the three worst pairs side by side; for
     an INSENSITIVE gate, the guard's finding and one case explained for two users instead.
 
     ``verbose=False`` (pytest without ``-v``): the failed checks on one line, and the worst pairs left to
-    the robustness report, which lists each failed item's worst pairs once.
+    the robustness report, which lists each failed item's worst pairs once — unless ``quiet`` (``-q``), whose
+    report is one line a model: then only ``-v`` shows them.
     """
     model = model_info.label() if model_info is not None else result.model
     verdict = result.verdict
@@ -25,7 +27,8 @@ def failure_message(result: Robustness, *, model_info: ModelInfo | None = None, 
     if not verbose and verdict.outcome == FAIL:  # what was planted and read stays: it is the finding
         # Every pair failed: the scores are all 0, and the verdict's message leads with why.
         every_failed = bool(result.pairs) and len(result.failures) == len(result.pairs)
-        lines.append(f"  {verdict.message if every_failed and verdict.message else _short_reason(result)}")
+        reason = verdict.message if every_failed and verdict.message else _short_reason(result, quiet)
+        lines.append(f"  {reason}")
         if result.failures:
             lines.append(f"  generation failures: {len(result.failures)} pairs scored 0")
         for attack in verdict.attacks:
@@ -57,14 +60,15 @@ def failure_message(result: Robustness, *, model_info: ModelInfo | None = None, 
     return "\n".join(lines)
 
 
-def _short_reason(result: Robustness) -> str:
+def _short_reason(result: Robustness, quiet: bool = False) -> str:
     """The failed checks with their thresholds, else the verdict message (a regression, the guard)."""
     checks = result.verdict.failed_checks
     if not checks:  # a regression or guard finding: its message is the reason, with every number
         return result.verdict.message
     said = "; ".join(f"{c.quantity} {c.interval.fmt()} is below its threshold {c.threshold:g}"
                      for c in checks)
-    return f"{said} (worst pairs: in the summary below; -v shows them here)"
+    where = "-v shows them" if quiet else "in the summary below; -v shows them here"
+    return f"{said} (worst pairs: {where})"
 
 
 def attack_example_lines(attack: AttackResult, limit: int = 200) -> list[str]:

@@ -251,14 +251,15 @@ def _one_line(text: str, width: int) -> str:
 
 
 def _short_facts(summary: Summary, width: int) -> list[str]:
-    """Without -v: the guard in one line, generation failures, cut replies (when any) and the
-    recommendation."""
-    room = width - LABEL_WIDTH
-    lines = [_row("Guard", _one_line(guard_line(summary).split(": ", 1)[-1], room))]
+    """Without -v: the guard, generation failures, cut replies (when any) and the recommendation."""
+    # The guard's numbers on one line, its outcome first so a cut never hides it; the sentences after it
+    # (the recommendation above all) wrapped, never cut: they are what a CI log is read for.
+    numbers, _, outcome = guard_line(summary).split(": ", 1)[-1].rpartition(" · ")
+    lines = [_row("Guard", _one_line(f"{outcome} · {numbers}" if numbers else outcome, width - LABEL_WIDTH))]
     for label, value in facts(summary, failures_note=" (listed in the JSON report)"):
         if label in ("Generation failures", "Recommendation", UNFIT_LABEL) or (
                 label == "Replies cut at the token limit" and summary.cut_pairs):
-            lines.append(_row(label, _one_line(value, room)))
+            lines += _wrapped(label, value, width)
     return lines
 
 

@@ -201,8 +201,14 @@ def _non_inferiority_message(passed: bool, rows: Sequence[NonInferiorityRow], ma
             why = ("fewer than two users, cannot test" if r.p_value is None
                    else f"p = {fmt_p(r.p_value)}")
             parts.append(f"{quantity_name(r.quantity)} changed by {r.diff.fmt()} ({why})")
-        head = (f"Possible regression: not shown to be within −{margin:g} of the baseline for "
-                f"{'; '.join(parts)}.")
+        failed = [r for r in gated if not r.passed]
+        # Confidently worse than the margin (the whole interval below it) is a regression, said as one; else
+        # the data could not show the change is within the margin.
+        if failed and all(r.diff.high < -margin for r in failed):
+            head = f"Regression beyond the margin {margin:g}: {'; '.join(parts)}."
+        else:
+            head = (f"Possible regression: not shown to be within −{margin:g} of the baseline for "
+                    f"{'; '.join(parts)}.")
     return f"{head} {basis}{unmatched}{_relative_note(rows)}"
 
 

@@ -291,11 +291,6 @@ def per_user_means(pairs: Sequence[PairResult], quantity: str) -> dict[str, floa
     return {user: float(np.mean(vals)) for user, vals in sums.items()}
 
 
-def phi_upper(z: float) -> float:
-    """P(Z > z) for a standard normal Z."""
-    return 0.5 * math.erfc(z / math.sqrt(2.0))
-
-
 def fmt_threshold(value: float) -> str:
     return f"{value:g}"
 

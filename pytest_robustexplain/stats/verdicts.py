@@ -32,7 +32,6 @@ from .intervals import (
     pair_users,
     pair_values,
     perturbation_pairs,
-    phi_upper,
     quantity_name,
     single_model,
 )
@@ -128,16 +127,19 @@ def _undecidable_message(wide: Sequence[GateCheck], checks: Sequence[GateCheck],
 def _flip_probability(mean: float, se: float, n_clusters: int, threshold: float) -> float | None:
     """Chance that a rerun's mean lands on the other side of the threshold.
 
-    Normal approximation that treats the measured mean as the true one: a rerun's mean is taken as
-    N(mean, se²) with the cluster-robust SE, so the chance is Φ(−|mean − threshold| / se). It ignores the
-    uncertainty of the measured mean itself (a posterior-predictive version would use √2·se and give
-    somewhat larger values) and is meant as a readable "how shaky is this" figure, not a test.
+    Treats the measured mean as the true one: a rerun's mean is taken as mean + se·T with the cluster-robust
+    SE and Student's t on n_users − 1 degrees of freedom — the spread the interval itself uses — so the
+    chance is P(T > |mean − threshold| / se). (A normal tail said "≈ 0 %" with 3 users beside an interval
+    that straddles the threshold: t's tails are that interval's.) It ignores the uncertainty of the measured
+    mean itself and is meant as a readable "how shaky is this" figure, not a test.
     """
     if n_clusters < 2 or not math.isfinite(se):
         return None
     if se == 0:
         return 0.0
-    return phi_upper(abs(mean - threshold) / se)
+    from scipy import special
+
+    return float(special.stdtr(n_clusters - 1, -abs(mean - threshold) / se))
 
 
 def _gate_confident(pairs: Sequence[PairResult], thr: dict[str, float], alpha: float,
@@ -192,10 +194,10 @@ def _mean_message(outcome: str, checks: Sequence[GateCheck], alpha: float) -> st
     for c in checks:
         if c.fragile:
             chance = ("unknown" if c.flip_probability is None
-                      else f"≈ {100 * c.flip_probability:.0f} %")
+                      else "< 1 %" if c.flip_probability < 0.005 else f"≈ {100 * c.flip_probability:.0f} %")
             fragile.append(f"{quantity_name(c.quantity)} — its interval straddles "
                            f"{fmt_threshold(c.threshold)}, "
-                           f"a rerun lands on the other side with chance {chance} (normal approximation)")
+                           f"a rerun lands on the other side with chance {chance} (t approximation)")
     tail = f" Fragile: {'; '.join(fragile)}." if fragile else ""
     level = f"{100 * (1 - alpha):g} %"
     return f"{head}{tail} {level} intervals, {sample_note(checks)}"

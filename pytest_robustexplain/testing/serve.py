@@ -8,6 +8,7 @@ script can start the server on port 0 and read the address from it instead of sl
 from __future__ import annotations
 
 import argparse
+import errno
 import signal
 import sys
 import threading
@@ -39,8 +40,15 @@ def serve(args: argparse.Namespace, *, stop: threading.Event | None = None) -> i
         server = FakeOllamaServer(models=args.models or ("fake-model:latest",), mode=args.mode,
                                   latency=args.latency, capacity=args.capacity, port=args.port)
         server.start()
-    except (ValueError, OSError) as exc:  # a bad option, or the port is taken
+    except ValueError as exc:  # a bad option
         print(f"fake-server: error: {exc}", file=sys.stderr)
+        return 2
+    except OSError as exc:  # the port is taken, or not ours to take
+        taken = exc.errno == errno.EADDRINUSE
+        why = "is already in use (Ollama itself, or another fake server?)" if taken else \
+            f"cannot be opened ({exc.strerror or exc})"
+        print(f"fake-server: error: port {args.port} on 127.0.0.1 {why}: pick another with --port, or "
+              "--port 0 for a free one", file=sys.stderr)
         return 2
     stop = stop or threading.Event()
     _stop_on_signals(stop)

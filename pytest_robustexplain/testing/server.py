@@ -175,13 +175,13 @@ class FakeOllamaServer:
     def repull(self, name: str) -> str:
         """Serve a new version of model ``name`` under the same name (as after ``ollama pull`` of an
         updated tag): its digest changes; returns the new one."""
-        meta = self._find_model(name)
+        meta = self._metas.get(normalize(name))
         if meta is None:
             raise ValueError(f"FakeOllamaServer does not serve {name!r} (it serves {list(self._metas)!r})")
         digest = hashlib.sha256(f"{meta.digest}:repulled".encode()).hexdigest()
         with self._cond:
             self._metas[meta.name] = replace(meta, digest=digest)
-        return digest
+        return self._answering(self._metas[meta.name]).digest  # as served
 
     # ---- lifecycle ------------------------------------------------------------------------------
     def start(self) -> FakeOllamaServer:
@@ -437,10 +437,25 @@ class FakeOllamaServer:
             self._connections.pop(conn, None)
 
     def _model_metas(self) -> list[ModelMeta]:
-        return list(self._metas.values())
+        return [self._answering(meta) for meta in self._metas.values()]
 
     def _find_model(self, name: str) -> ModelMeta | None:
-        return self._metas.get(normalize(name)) if name.strip() else None
+        meta = self._metas.get(normalize(name)) if name.strip() else None
+        return self._answering(meta) if meta is not None else None
+
+    def _answering(self, meta: ModelMeta) -> ModelMeta:
+        """``meta`` with a digest that changes with whatever changes the answers — the reply mode, a reply
+        callable, the thinking switches — as a real digest changes with the weights: ``fragile`` after
+        ``stable`` under one name is another model, never a cache hit. The defaults keep the name's digest."""
+        reply = self.reply
+        replier = "" if reply is None else \
+            f"{getattr(reply, '__module__', '')}.{getattr(reply, '__qualname__', '')}"
+        answers = "|".join(part for part in (
+            "" if self.mode == "stable" else f"mode={self.mode}", f"reply={replier}" if replier else "",
+            "leak" if self.leak_thinking else "", "thinks-only" if self.thinks_only else "") if part)
+        if not answers:
+            return meta
+        return replace(meta, digest=hashlib.sha256(f"{meta.digest}|{answers}".encode()).hexdigest())
 
     def _load(self, name: str) -> int:
         """Mark a model loaded (for /api/ps); the first use reports a longer load_duration."""

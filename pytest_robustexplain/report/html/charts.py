@@ -15,7 +15,7 @@ from typing import Any
 from ...results import METRICS
 from ...sanitize import visible
 from ..summary import Summary, fmt_mean, fmt_pct
-from .common import e, gate_position
+from .common import GATE_STOPS, e, gate_position
 
 # Charts are drawn 4.4 in wide (422 CSS px) and shown at the width of their column, which is ~384 px on a
 # 400 px phone: no text is set below 9 pt, so none is smaller than 10.9 CSS px there.
@@ -146,7 +146,11 @@ class Plotter:
         fig = self._figure(0.42 * len(kinds) + 1.5)
         ax = fig.add_subplot()
         # Vector cells (imshow would embed a bitmap, blurred when the page scales the chart).
-        mesh = ax.pcolormesh(shown, cmap="RdYlGn", vmin=0.0, vmax=1.0, edgecolors="white", linewidth=0.5)
+        from matplotlib.colors import LinearSegmentedColormap
+
+        scale = LinearSegmentedColormap.from_list(
+            "gate", [(at, tuple(c / 255 for c in rgb)) for at, rgb in GATE_STOPS])
+        mesh = ax.pcolormesh(shown, cmap=scale, vmin=0.0, vmax=1.0, edgecolors="white", linewidth=0.5)
         ax.invert_yaxis()
         ax.set_xticks([j + 0.5 for j in range(len(severities))], [f"L{s}" for s in severities])
         ax.set_yticks([i + 0.5 for i in range(len(kinds))], [self._text(k) for k in kinds])
@@ -155,10 +159,10 @@ class Plotter:
             for j, value in enumerate(values):
                 if value != value:
                     continue
-                # White on the dark ends of the colour map, black in its light middle.
+                # White on the dark red far below the gate, black on the light reds, yellow and greens.
                 t = shown[i][j]
                 ax.text(j + 0.5, i + 0.5, fmt_mean(value), ha="center", va="center",
-                        color="white" if t < 0.15 or t > 0.85 else "black")
+                        color="white" if t < 0.25 else "black")
         bar = fig.colorbar(mesh, ax=ax, label=f"ρ (gate {gate:g} in the middle)")
         ticks = sorted({0.0, gate, 1.0})
         bar.set_ticks([gate_position(t, gate) for t in ticks], labels=[f"{t:g}" for t in ticks])

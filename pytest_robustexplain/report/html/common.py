@@ -18,17 +18,23 @@ def e(value: Any) -> str:
     return html.escape(str(value), quote=True)
 
 
-_RED, _YELLOW, _GREEN = (248, 105, 107), (255, 235, 132), (99, 190, 123)
+_DARK_RED, _RED, _YELLOW, _GREEN = (165, 0, 38), (248, 105, 107), (255, 235, 132), (99, 190, 123)
+# The gate's colour scale, by position (gate_position): every cell below the gate is a red, darker the
+# further below (a failing 0.31 under a 0.5 gate was orange before); the gate itself is yellow; above it,
+# yellow to green. The kind × severity table and the heatmap chart read the same stops.
+GATE_STOPS: tuple[tuple[float, tuple[int, int, int]], ...] = (
+    (0.0, _DARK_RED), (0.4999, _RED), (0.5, _YELLOW), (1.0, _GREEN))
 
 
 def gate_shade(value: float, gate: float) -> str:
     """Diverging at the gate on the fixed scale 0–1: red below it, yellow at it, green above it.
 
     Anchored to the gate, not to the run's range, so one colour means the same in every run: a cell
-    above the gate is never red, however close the run's other cells are.
+    above the gate is never red, however close the run's other cells are, and one below it is never
+    anything but red.
     """
     u = gate_position(value, gate)
-    start, end, u = (_RED, _YELLOW, u * 2) if u < 0.5 else (_YELLOW, _GREEN, u * 2 - 1)
+    start, end, u = (_DARK_RED, _RED, u * 2) if u < 0.5 else (_YELLOW, _GREEN, u * 2 - 1)
     red, green, blue = (round(a + (b - a) * u) for a, b in zip(start, end, strict=True))
     return f"rgb({red},{green},{blue})"
 

@@ -103,11 +103,16 @@ def _banner(run: RunResult, summaries: list[Summary]) -> str:
     outcomes = [model_outcome(run, s.model) or PASS for s in summaries]
     worst = min(outcomes, key=lambda o: rank.get(o, 3))
     for s, outcome in zip(summaries, outcomes, strict=True):
-        failed = next((g for g in run.gates if g.model == s.model and g.verdict.outcome != PASS), None)
+        not_passed = [g for g in run.gates if g.model == s.model and g.verdict.outcome != PASS]
+        failed = not_passed[0] if not_passed else None
         # The verdict's first sentence, as the other writers say it; never empty (a verdict without a message
         # gives its failed checks, with their thresholds).
         why = (failed.verdict.message.split(". ")[0].strip() or failed_reason(failed)) if failed else ""
         reason = f" — {e(failed.slice)}: {e(why)}" if failed else ""
+        if len(not_passed) > 1:  # the first item's reason, and that it is not the only one
+            others = ", ".join(dict.fromkeys(g.slice for g in not_passed[1:]))
+            more = len(not_passed) - 1
+            reason += f" — and {more} more item{'s' * (more != 1)} did not pass ({e(others)}; below)"
         lines.append(f"<div>{status(outcome)} · <b>{e(s.model)}</b> · ρ {e(fmt_interval(s.overall))}"
                      f"{reason}</div>")
     return f'<div class="banner banner-{e(worst)}" role="status">' + "".join(lines) + "</div>"

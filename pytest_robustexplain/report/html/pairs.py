@@ -11,7 +11,7 @@ import json
 import math
 from typing import Any
 
-from ...results import RunResult, metrics_of
+from ...results import RunResult, is_control, metrics_of
 from ..summary import describe_changes
 from .common import EXPLANATION_LIMIT, e
 
@@ -281,7 +281,13 @@ def pairs_section(run: RunResult) -> str:
     pages = "".join(f'<button type="button" data-page="{to}">{text}</button>'
                     for to, text in (("first", "« first"), ("prev", "‹ previous"), ("next", "next ›"),
                                      ("last", "last »")))
-    return (f'<section id="all-pairs"><h2>All {len(run.pairs):,} pairs</h2>'
+    controls_n = sum(is_control(p.key.kind) for p in run.pairs)
+    heading = f"All {len(run.pairs):,} pairs"
+    if controls_n:  # the model sections count perturbed pairs; the table holds the controls too
+        heading += (f" ({len(run.pairs) - controls_n:,} perturbed, {controls_n:,} controls: "
+                    "<code>swap</code> another user's history, <code>control</code> the same history "
+                    "resampled, both at L0)")
+    return (f'<section id="all-pairs"><h2>{heading}</h2>'
             '<noscript><p class="note">This table needs JavaScript; the least robust pairs are listed under '
             "each model above, and the JSON report holds every pair.</p></noscript>"
             '<div id="pairs-app" hidden><div class="pairs-controls">' + "".join(controls)
