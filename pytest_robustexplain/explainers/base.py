@@ -7,12 +7,16 @@ listed separately.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
-from ..data import Item, UserHistory
+from ..data import EvalCase, Item, UserHistory
 from ..results import ModelInfo
 from ..sanitize import clean
+
+if TYPE_CHECKING:
+    from .context import ContextWindow
 
 # Values of Explanation.failure.
 STOP_LENGTH = "length"  # the stop reason of a reply cut at the token limit, on both APIs
@@ -88,6 +92,14 @@ class Explainer(Protocol):
     ) -> dict[str, Any]: ...
 
     async def aclose(self) -> None: ...
+
+
+async def context_check(explainer: object, cases: Sequence[EvalCase]
+                        ) -> tuple[ContextWindow | None, list[tuple[str, int]], bool]:
+    """``explainer.oversized(cases)`` for explainers that check prompts against a context (the remote
+    backends and the wrappers around them); "no context, nothing over" from the others."""
+    check = getattr(explainer, "oversized", None)
+    return await check(cases) if check is not None else (None, [], False)
 
 
 async def digest_now(explainer: object) -> str | None:

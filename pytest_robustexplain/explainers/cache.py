@@ -35,7 +35,7 @@ from typing import Any
 from ..data import EvalCase, Item, UserHistory
 from ..errors import CacheMissError, ConfigError, RobustExplainWarning, warn
 from ..safe_files import check_inside, open_inside
-from .base import Explainer, Explanation, ModelInfo, digest_now
+from .base import Explainer, Explanation, ModelInfo, context_check, digest_now
 from .context import ContextWindow
 
 CACHE_MODES: tuple[str, ...] = ("off", "read", "write", "read-write", "replay-only")
@@ -374,8 +374,7 @@ class CachedExplainer:
     async def oversized(self, cases: Sequence[EvalCase]) -> tuple[ContextWindow | None, list[tuple[str, int]],
                                                                   bool]:
         """The inner explainer's context check (none for explainers without a context)."""
-        check = getattr(self.inner, "oversized", None)
-        return await check(cases) if check is not None else (None, [], False)
+        return await context_check(self.inner, cases)
 
     # ------------------------------------------------------------------ internals
     async def _ensure_preflight(self) -> None:

@@ -24,7 +24,7 @@ import json
 import os
 import time
 import weakref
-from collections.abc import Awaitable, Sequence
+from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -33,13 +33,21 @@ from ..data import EvalCase, Item, UserHistory
 from ..errors import BackendError, CacheMissError
 from ..safe_files import check_inside
 from ..sanitize import split_credentials
-from .base import Explainer, Explanation, ModelInfo, digest_now
+from .base import Explainer, Explanation, ModelInfo, context_check, digest_now
 from .cache import WRITING_MODES, cache_key, validate_mode, write_atomic
 from .context import ContextWindow
 from .ollama import name_matches, normalise_digest
 from .openai_compat import model_fingerprint
 from .remote import http_options
-from .retry import Redirected, RetryExhaustedError, RetryPolicy, describe_error, is_connect_failure, status_of
+from .retry import (
+    Redirected,
+    RetryExhaustedError,
+    RetryPolicy,
+    describe_error,
+    is_connect_failure,
+    status_of,
+    within_deadline,
+)
 
 Vector = tuple[float, ...]
 EMBED_APIS: tuple[str, ...] = ("ollama", "openai")
@@ -106,23 +114,15 @@ class EmbeddingClient:
 
     async def _embed(self, texts: list[str], client: Any) -> list[Vector]:
         try:
-            return await self._retry.run(lambda: self._within_deadline(self._request(texts, client)))
+            # One attempt bounded as a whole, as for generation (timeout + connect-timeout).
+            deadline = self._timeout + self._connect_timeout
+            return await self._retry.run(lambda: within_deadline(self._request(texts, client), deadline))
         except RetryExhaustedError as exc:
             raise BackendError(f"embeddings from {self.model!r} at {self.host} failed: {exc}") from None
         except BackendError:
             raise
         except Exception as exc:
             raise self._fatal(exc) from None
-
-    async def _within_deadline(self, request: Awaitable[list[Vector]]) -> list[Vector]:
-        """One attempt, bounded as a whole (httpx's timeout bounds each read only): a server trickling its
-        reply cannot hold the run, as for generation (``timeout`` + ``connect-timeout``)."""
-        deadline = self._timeout + self._connect_timeout
-        try:
-            return await asyncio.wait_for(request, deadline)
-        except asyncio.TimeoutError:
-            raise TimeoutError(f"no complete reply within {deadline:g} s (timeout + connect-timeout)") \
-                from None
 
     async def aclose(self) -> None:
         client = self._clients.pop(asyncio.get_running_loop(), None)
@@ -301,8 +301,7 @@ class EmbeddingExplainer:
     async def oversized(self, cases: Sequence[EvalCase]) -> tuple[ContextWindow | None, list[tuple[str, int]],
                                                                   bool]:
         """The inner explainer's context check (none for explainers without a context)."""
-        check = getattr(self.inner, "oversized", None)
-        return await check(cases) if check is not None else (None, [], False)
+        return await context_check(self.inner, cases)
 
 
 def with_embeddings(explainer: Explainer, model: str, *, host: str, api: str, cache_dir: Path | None,

@@ -23,7 +23,7 @@ from typing import Any
 from ..data import EvalCase, Item, UserHistory
 from ..errors import BackendError
 from ..sanitize import redact_url
-from .base import Explainer, Explanation, ModelInfo, digest_now
+from .base import Explainer, Explanation, ModelInfo, context_check, digest_now
 from .context import ContextWindow
 
 
@@ -97,8 +97,7 @@ class HostsExplainer:
     async def oversized(self, cases: Sequence[EvalCase]) -> tuple[ContextWindow | None, list[tuple[str, int]],
                                                                   bool]:
         """The first host's context check: every host serves the same model (preflight says so)."""
-        check = getattr(self.explainers[0], "oversized", None)
-        return await check(cases) if check is not None else (None, [], False)
+        return await context_check(self.explainers[0], cases)
 
     async def aclose(self) -> None:
         for explainer in self.explainers:

@@ -39,6 +39,7 @@ from .retry import (
     describe_error,
     is_connect_failure,
     status_of,
+    within_deadline,
 )
 
 T = TypeVar("T")
@@ -398,14 +399,8 @@ class RemoteExplainer(ABC):
         return None if read is None else float(read) + float(connect or 0.0)
 
     async def _within_deadline(self, request: Awaitable[T]) -> T:
-        """``request`` under :meth:`_deadline`: every request — preflight, warm-up, generation — ends
-        within it, however slowly the server answers."""
-        deadline = self._deadline()
-        try:
-            return await (request if deadline is None else asyncio.wait_for(request, deadline))
-        except asyncio.TimeoutError:
-            raise TimeoutError(f"no complete reply within {deadline:g} s (timeout + connect-timeout)") \
-                from None
+        """``request`` under :meth:`_deadline` (:func:`~.retry.within_deadline`)."""
+        return await within_deadline(request, self._deadline())
 
     async def _generate(self, state: _LoopState, prompt: str, *, seed: int, num_predict: int) -> Reply:
         async def attempt() -> Reply:

@@ -144,6 +144,16 @@ def is_retryable(exc: BaseException) -> bool:
                                                                  ConnectionError))
 
 
+async def within_deadline(request: Awaitable[T], deadline: float | None) -> T:
+    """``request`` bounded as a whole by ``deadline`` seconds (None: unbounded): httpx's timeouts bound
+    each read only, so a server trickling a byte at a time would otherwise hold a call forever. Every
+    backend's request — preflight, warm-up, generation, embeddings — ends within it."""
+    try:
+        return await (request if deadline is None else asyncio.wait_for(request, deadline))
+    except asyncio.TimeoutError:
+        raise TimeoutError(f"no complete reply within {deadline:g} s (timeout + connect-timeout)") from None
+
+
 def describe_error(exc: BaseException) -> str:
     """A one-line description: type plus message, or the HTTP status and the server's reason."""
     from ..sanitize import visible
