@@ -18,6 +18,32 @@ if TYPE_CHECKING:
 REPORT_ERROR_EXIT = pytest.ExitCode.USAGE_ERROR
 
 
+def finish_session(run: RobustnessRun, session: pytest.Session, notes: list[tuple[str, bool]]
+                   ) -> ReportModel | None:
+    """The end of the session for the run: an xdist worker hands its counters to the controller; a stopped
+    session saves what finished and says how to resume; otherwise the record and every report, a report
+    that could not be written being an error line (and, where every test passed, the exit status 4)."""
+    config = session.config
+    try:
+        if hasattr(config, "workerinput"):  # an xdist worker
+            config.workeroutput["robustexplain"] = run.worker_output()  # type: ignore[attr-defined]
+            return None
+        if session.exitstatus == pytest.ExitCode.INTERRUPTED:  # Ctrl-C or SIGTERM: what finished, how on
+            notes += [(line, False) for line in finish_stopped(run)]
+            return None
+        report, errors = finish_run(run)
+    finally:
+        run.close()
+    if errors:
+        failing = session.exitstatus == pytest.ExitCode.OK
+        if failing:
+            session.exitstatus = REPORT_ERROR_EXIT
+        notes += [(f"ERROR: {error}", True) for error in errors]
+        said = f"the run exits {int(session.exitstatus)}: a report could not be written; " if failing else ""
+        notes.append((f"{said}every verdict above stands", True))
+    return report
+
+
 def finish_run(run: RobustnessRun) -> tuple[ReportModel | None, list[str]]:
     """Build the run's record and write every configured report (the engine's writers, as for
     ``robustexplain run``): (the run as the writers read it, or None when nothing was gated; one message
@@ -45,7 +71,7 @@ def finish_stopped(run: RobustnessRun) -> list[str]:
     settings, cache_dir = run.settings, run.engine.cache_dir
     lines = save_partial(partial, how=run.stopped_how, json_path=settings.json, cache_dir=cache_dir)
     return [*lines, resume_hint(backend=settings.backend, cache=settings.cache, cache_dir=cache_dir,
-                                flag_prefix="--robustexplain-")]
+                                spelling=run.engine.spelling)]
 
 
 def print_summary(result: ReportModel, terminalreporter: Any, config: pytest.Config) -> None:

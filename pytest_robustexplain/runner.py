@@ -9,16 +9,17 @@ session actually has marked tests.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from .errors import BackendError, ConfigError, RobustExplainError
 from .results import OVERALL, Robustness, RunResult
-from .settings import GateSettings, Settings, apply_marker
+from .settings import PYTEST_SPELLING, GateSettings, Settings, apply_marker
 
 if TYPE_CHECKING:
     from .data import Item, UserHistory
@@ -28,7 +29,6 @@ if TYPE_CHECKING:
     from .perturbations import PerturbationResult
     from .sweep import Sweep
 
-T = TypeVar("T")
 
 MARKER = "robustness"
 SLICE_PARAM = "robustexplain_slice"
@@ -92,6 +92,48 @@ class BoundExplainer:
         return f"<explainer {self.model}>"
 
 
+@contextmanager
+def engine_errors(*, usage: bool) -> Iterator[None]:
+    """The one translation of the engine's errors into pytest's words: a RobustExplainError inside is a
+    usage error (``usage``: collection, session start — a dead server, a bad dataset or baseline, a bad
+    marker) or fails the test with its message alone. Raised ``from None``, so the report does not show the
+    error twice ("During handling of the above exception, another exception occurred")."""
+    try:
+        yield
+    except RobustExplainError as exc:
+        message = f"robustexplain: {exc}"
+        if usage:
+            raise pytest.UsageError(message) from None
+        raise pytest.fail.Exception(message, pytrace=False) from None
+
+
+def register_custom_perturbations(config: pytest.Config) -> None:
+    """The kinds conftests register through ``pytest_robustexplain_register_perturbations``, for this
+    config's sessions only."""
+    registered: list[str] = []
+
+    def register(name: str, fn: Any, aliases: tuple[str, ...] = ()) -> None:
+        from .perturbations import register_perturbation
+
+        try:
+            register_perturbation(name, fn, aliases=aliases)
+        except ConfigError as exc:
+            raise pytest.UsageError(f"pytest_robustexplain_register_perturbations: {exc}") from None
+        registered.append(name)
+
+    config.hook.pytest_robustexplain_register_perturbations(register=register)
+    if registered:
+        # pytester runs several sessions in one process: registrations must not leak into the next.
+        config.add_cleanup(lambda: _unregister(registered))
+
+
+def _unregister(names: list[str]) -> None:
+    from .perturbations import unregister_perturbation
+
+    for name in names:
+        unregister_perturbation(name)
+
+
 def is_xdist_worker(config: pytest.Config) -> bool:
     """Whether this process is a pytest-xdist worker (it plans only the items it runs, and ships its
     results to the controller with each item's report)."""
@@ -108,7 +150,6 @@ class RobustnessRun:
         self.plans: dict[str, ItemPlan] = {}
         self.lazy = is_xdist_worker(config)  # xdist workers plan only the items they run
         self._engine: Run | None = None
-        self._progress: Callable[[], None] | None = None
         self._stopper: Stopper | None = None  # SIGTERM and the xdist stop file, once a model will be called
 
     @property
@@ -117,7 +158,7 @@ class RobustnessRun:
         if self._engine is None:
             from .engine import Run
 
-            self._engine = Run(self.settings, base_dir=self.config.rootpath, flag_prefix="--robustexplain-",
+            self._engine = Run(self.settings, base_dir=self.config.rootpath, spelling=PYTEST_SPELLING,
                                say=self._say, cross_process=self.lazy, make_explainer=self._hook_explainer)
         return self._engine
 
@@ -127,11 +168,8 @@ class RobustnessRun:
 
     # ------------------------------------------------------------------------------- collection
     def gate_for(self, nodeid: str, marker: pytest.Mark) -> GateSettings:
-        """The test's gate settings; a bad keyword is a usage error naming the test."""
-        try:
-            return apply_marker(self.settings, marker.kwargs, nodeid=nodeid, args=marker.args)
-        except ConfigError as exc:
-            raise pytest.UsageError(str(exc)) from None
+        """The test's gate settings; a bad keyword is a ConfigError naming the test."""
+        return apply_marker(self.settings, marker.kwargs, nodeid=nodeid, args=marker.args)
 
     def params_for(self, gate: GateSettings) -> list[SliceParam]:
         """One parameter per model × kind, plus ``overall`` when the test covers several kinds."""
@@ -157,14 +195,10 @@ class RobustnessRun:
             self.plans[item.nodeid] = ItemPlan(item.nodeid, gate, param, custom_explainer=custom)
         if not self.plans:
             return  # a session without marked tests never imports the engine
-        from .engine import configured_models
+        from .engine import check_callable, configured_models
 
-        uncovered = [p.nodeid for p in self.plans.values() if not p.custom_explainer]
-        if self.settings.backend == "callable" and uncovered:
-            # One usage error before anything runs, instead of the same error (and traceback) per item.
-            raise pytest.UsageError(
-                f"robustexplain: --robustexplain-backend=callable needs the `explainer` fixture overridden "
-                f"in a conftest.py; {len(uncovered)} marked item(s) have none, e.g. {uncovered[0]}")
+        # One usage error before anything runs, instead of the same error (and traceback) per item.
+        check_callable(self.settings, [p.nodeid for p in self.plans.values() if not p.custom_explainer])
         self.load_baseline()  # a bad baseline is a usage error before any call
         if self.settings.dry_run:
             self._dry_run(items)
@@ -178,7 +212,7 @@ class RobustnessRun:
                 if not plan.custom_explainer and plan.param.model:
                     self._plan(plan, plan.param.model)
             self.engine.announce_size()
-            self._engine_step(self.engine.start)
+            self.engine.start()
 
     def _dry_run(self, items: Sequence[pytest.Item]) -> None:
         """Print what each marked item would cost and skip them all: no model is called. (Under xdist
@@ -192,7 +226,7 @@ class RobustnessRun:
         if models and priced and not self.lazy:
             for plan in priced:
                 self._plan(plan, plan.param.model)
-            lines = self._engine_step(self.engine.dry_run_lines)
+            lines = self.engine.dry_run_lines()
         elif not models and len(self.plans) > custom:
             n = len(self.plans) - custom
             lines = [f"dry run: nothing to price for {n} marked item{'s' * (n != 1)}: {no_model_reason()}"]
@@ -213,34 +247,25 @@ class RobustnessRun:
 
     def load_baseline(self) -> None:
         """Read and check ``--robustexplain-baseline`` (once; a no-op without one)."""
-        self._engine_step(lambda: self.engine.baseline)
+        self.engine.baseline  # noqa: B018 - read and checked on first use
 
     def _plan(self, plan: ItemPlan, model: str) -> None:
         plan.model = model
-        planned = self._engine_step(lambda: self.engine.plan(plan.gate, nodeid=plan.nodeid, model=model,
-                                                              slice_name=plan.param.kind))
+        planned = self.engine.plan(plan.gate, nodeid=plan.nodeid, model=model, slice_name=plan.param.kind)
         plan.slice_id = planned.spec.slice_id
-
-    def _engine_step(self, step: Callable[[], T]) -> T:
-        """Run an engine step at collection or fixture set-up; a configuration, data or backend problem
-        (a dead server, a missing model, an unreadable dataset or baseline) is one usage error."""
-        try:
-            return step()
-        except RobustExplainError as exc:
-            raise pytest.UsageError(f"robustexplain: {exc}") from None
 
     def _no_model(self, items: Sequence[pytest.Item]) -> None:
         """Without a model, marked tests are skipped (or an error, with require-model); tests whose
         ``explainer`` fixture is overridden bring their own and still run."""
-        from .engine import no_model_reason
+        from .engine import without_model
 
         unserved = {nodeid for nodeid, plan in self.plans.items() if not plan.custom_explainer}
         if not unserved:
             return
-        if self.settings.require_model:
-            raise pytest.UsageError(no_model_reason() + " (--robustexplain-require-model is set, so "
-                                    "robustness tests may not be skipped)")
-        skip = pytest.mark.skip(reason=no_model_reason())
+        reason, error = without_model(self.settings)
+        if error:
+            raise ConfigError(reason)
+        skip = pytest.mark.skip(reason=reason)
         for item in items:
             if item.nodeid in unserved:
                 item.add_marker(skip)
@@ -261,18 +286,38 @@ class RobustnessRun:
     # ------------------------------------------------------------------------------- the sweep
     def sweep_instance(self) -> Sweep:
         """The engine's sweep, started on first use (the progress line reads its counters)."""
-        return self._engine_step(lambda: self.engine.sweep)
+        return self.engine.sweep
 
     def explainer_for(self, model: str) -> Explainer:
-        return self._engine_step(lambda: self.engine.explainer_for(model))
+        return self.engine.explainer_for(model)
+
+    def fixture_model(self, nodeid: str) -> str:
+        """The model the ``explainer`` fixture of this test is bound to: its slice's, else the first
+        configured; without one the test is skipped (or, under require-model, a usage error)."""
+        from .engine import configured_models, without_model
+
+        plan = self.plans.get(nodeid)
+        models = configured_models(self.settings)
+        model = plan.param.model if plan is not None and plan.param.model else (models[0] if models else "")
+        if not model:
+            reason, error = without_model(self.settings)
+            if error:
+                raise pytest.UsageError(f"robustexplain: {reason}")
+            pytest.skip(reason)
+        with engine_errors(usage=False):
+            self.explainer_for(model)
+        return model
 
     # ------------------------------------------------------------------------------- running items
-    def result_for(self, item: pytest.Item) -> Robustness:
-        """Wait for the item's slice and decide its verdict (the engine decides each slice once)."""
+    def result_for(self, item: pytest.Item, *, tick: Callable[[], None] | None = None) -> Robustness:
+        """Wait for the item's slice and decide its verdict (the engine decides each slice once);
+        ``tick`` draws the progress line between two looks."""
         plan = self.plans[item.nodeid]
         if not plan.slice_id:
-            self._start_lazily(item, plan)
-        return self.engine.result(plan.slice_id, poll=self._poll)
+            with engine_errors(usage=True):
+                self._start_lazily(item, plan)
+        with engine_errors(usage=False):
+            return self.engine.result(plan.slice_id, poll=lambda: self._poll(tick))
 
     def _start_lazily(self, item: pytest.Item, plan: ItemPlan) -> None:
         """An xdist worker's item, or a test with its own ``explainer`` fixture: plan and start it now."""
@@ -283,34 +328,29 @@ class RobustnessRun:
             request: pytest.FixtureRequest = item._request  # type: ignore[attr-defined]
             explainer = wrap_explainer(request.getfixturevalue("explainer"), timeout=self.settings.timeout)
             model = explainer.model
-            self._engine_step(lambda: self.engine.register(model, explainer))
-        elif not model:
-            raise pytest.UsageError(f"{item.nodeid}: --robustexplain-backend=callable needs the "
-                                    "`explainer` fixture overridden in a conftest.py")
+            self.engine.register(model, explainer)
+        else:
+            from .engine import check_callable
+
+            check_callable(self.settings, [item.nodeid])
         self._plan(plan, model)
-        self._engine_step(lambda: self.engine.ensure_started(plan.slice_id))
+        self.engine.ensure_started(plan.slice_id)
 
     def perturbations_for(self, item: pytest.Item) -> list[PerturbationResult]:
         """The planned perturbations of a marked item, or the run's default plan for any other test."""
         plan = self.plans.get(item.nodeid)
         if plan is not None and plan.slice_id:
             return list(self.engine.perturbations_for(plan.slice_id))
-        from .sweep import perturbations_of
-
         gate = plan.gate if plan is not None else apply_marker(self.settings, {}, nodeid=item.nodeid)
-        kinds = gate.perturbations
-        if plan is not None and plan.param.kind != OVERALL:
-            kinds = (plan.param.kind,)
-        return perturbations_of(self.engine.cases_for(gate), kinds, gate.severities, gate.repeats,
-                                seed=self.settings.seed, catalog=self.engine.dataset.catalog,
-                                design=gate.design)
+        return self.engine.perturbations_of(gate, plan.param.kind if plan is not None else OVERALL)
 
-    def enforce(self, item: pytest.Item) -> None:
+    def enforce(self, item: pytest.Item, *, tick: Callable[[], None] | None = None) -> None:
         """Do with the item what the engine's outcome says: fail it, warn, attach its properties."""
         from .report.failure import failure_message
 
-        self.result_for(item)  # plans and starts the item first where it was not (xdist, own explainer)
-        outcome = self.engine.outcome(self.plans[item.nodeid].slice_id)
+        self.result_for(item, tick=tick)  # plans and starts the item first where it was not (xdist, …)
+        with engine_errors(usage=False):
+            outcome = self.engine.outcome(self.plans[item.nodeid].slice_id)
         item.user_properties.extend(outcome.properties)
         if outcome.warning is not None:
             from .errors import RobustExplainWarning
@@ -321,15 +361,12 @@ class RobustnessRun:
             pytest.fail(failure_message(outcome.result, model_info=self.model_infos.get(outcome.result.model),
                                         verbose=verbosity > 0, quiet=verbosity < 0), pytrace=False)
 
-    def set_progress(self, callback: Callable[[], None] | None) -> None:
-        self._progress = callback
-
-    def _poll(self) -> None:
+    def _poll(self, tick: Callable[[], None] | None) -> None:
         """Between two looks at a slice: stop when the controller asked to, then draw the progress line."""
         if self._stopper is not None:
             self._stopper.check()
-        if self._progress is not None:
-            self._progress()
+        if tick is not None:
+            tick()
 
     # ------------------------------------------------------------------------------- stopping
     def stop_on_sigterm(self) -> None:

@@ -301,6 +301,20 @@ class CachedScorer:
     def __repr__(self) -> str:
         return f"CachedScorer(cache={self.cache!r}, built={self.built})"
 
+    @classmethod
+    def around(cls, scorer: CachedScorer | Scorer) -> CachedScorer:
+        """``scorer`` as a CachedScorer: itself, or a built Scorer behind no cache (ready at once)."""
+        if isinstance(scorer, CachedScorer):
+            return scorer
+        cached = cls(weights=scorer.weights, make_scorer=lambda: scorer)
+        cached._scorer = scorer
+        return cached
+
+    def readiness(self, e: str, e_prime: str) -> Future[Scorer] | None:
+        """None when (e, e′) can be scored now; else the future of the Scorer, asked for (:meth:`request`)
+        and built by the waiting thread in :meth:`build_requested`."""
+        return self.request() if self.needs_scorer(e, e_prime) else None
+
     def needs_scorer(self, e: str, e_prime: str) -> bool:
         """Whether scoring (e, e′) needs the Scorer and it is not built yet."""
         if self._scorer is not None or not isinstance(e, str) or not isinstance(e_prime, str):

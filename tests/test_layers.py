@@ -29,7 +29,7 @@ INNER: dict[str, tuple[str, ...]] = {
     "report/summary": ("gates", "compute", "findings"),
     "report/html": ("common", "charts", "pairs", "page", "document"),
     "metrics": ("base", "weights", "text", "scoring", "api"),
-    "sweep": ("records", "planner", "background"),
+    "sweep": ("records", "planner", "books", "scoring", "loop", "background"),
 }
 
 

@@ -6,7 +6,6 @@ from the shared settings code name the command's flags, not the plugin's).
 from __future__ import annotations
 
 import argparse
-import re
 import shutil
 import sys
 from collections.abc import Mapping
@@ -15,7 +14,7 @@ from typing import Any
 
 from ..backends import BACKENDS
 from ..errors import RobustExplainError
-from ..settings import DEFAULT_PERTURBATIONS
+from ..settings import DEFAULT_PERTURBATIONS, Spelling
 
 PROG = "robustexplain"
 NODEID = "robustexplain run"  # the GateResult.nodeid of the command's verdicts
@@ -75,12 +74,9 @@ def print_error(args: argparse.Namespace, message: str) -> None:
     print(f"{command}: error: {message}", file=sys.stderr)
 
 
-_PLUGIN_FLAG = re.compile(r"--robustexplain-([a-z][a-z-]*)")
-
-
-def cli_names(text: str) -> str:
-    """Messages from the shared settings code name the plugin's flags; say the command's instead."""
-    return _PLUGIN_FLAG.sub(lambda m: f"--{m.group(1)}" if m.group(1) in RUN_OPTIONS else m.group(0), text)
+# How ``robustexplain run`` names options: its own flags (--users) for the options it has, pytest's for the
+# rest; messages from below name pytest's flags and are said through ``CLI_SPELLING.text``.
+CLI_SPELLING = Spelling("--", RUN_OPTIONS)
 
 
 def write_output(text: str, output: str | None) -> None:

@@ -11,7 +11,15 @@ import sys
 from collections.abc import Callable, Sequence
 
 from ..errors import BackendError, CacheMissError, RobustExplainError
-from .common import EXIT_BACKEND, EXIT_GATE_FAILED, EXIT_INTERRUPTED, EXIT_USAGE, PROG, cli_names, print_error
+from .common import (
+    CLI_SPELLING,
+    EXIT_BACKEND,
+    EXIT_GATE_FAILED,
+    EXIT_INTERRUPTED,
+    EXIT_USAGE,
+    PROG,
+    print_error,
+)
 from .parser import build_parser
 
 
@@ -29,10 +37,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return handler(args)
     except (BackendError, CacheMissError) as exc:
-        print_error(args, cli_names(str(exc)))
+        print_error(args, CLI_SPELLING.text(str(exc)))
         return EXIT_BACKEND
     except RobustExplainError as exc:  # ConfigError, DataError, CommandError
-        print_error(args, cli_names(str(exc)))
+        print_error(args, CLI_SPELLING.text(str(exc)))
         return EXIT_USAGE
     except KeyboardInterrupt:
         print(f"\n{PROG}: interrupted", file=sys.stderr)

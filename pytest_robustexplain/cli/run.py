@@ -20,6 +20,7 @@ from ..results import GateResult
 from ..sanitize import redact_url
 from ..settings import OPTIONS, Settings, ignored_settings
 from .common import (
+    CLI_SPELLING,
     EXIT_BACKEND,
     EXIT_GATE_FAILED,
     EXIT_INTERRUPTED,
@@ -33,7 +34,6 @@ from .common import (
     RUN_OPTIONS,
     CommandError,
     Protocol,
-    cli_names,
     print_error,
     terminal_width,
 )
@@ -57,7 +57,7 @@ def resolve_run_settings(args: argparse.Namespace, *, env: Mapping[str, str] | N
     settings = settings_from_project(cli=cli, env=os.environ if env is None else env, invocation_dir=here)
     # Sources should name the command's flags (--users) for what was given to the command.
     given = {spec.field for spec in OPTIONS if cli.get(spec.dest) is not None}
-    settings = replace(settings, sources={k: cli_names(v) if k in given else v
+    settings = replace(settings, sources={k: CLI_SPELLING.text(v) if k in given else v
                                           for k, v in settings.sources.items()})
     if settings.backend not in RUN_BACKENDS:
         raise ConfigError(f"{_where(settings, 'backend')}: the {settings.backend!r} backend needs a pytest "
@@ -106,7 +106,7 @@ def run_models(settings: Settings) -> tuple[str, ...]:
 
     models = tuple(m for m in configured_models(settings) if m)
     if not models:
-        raise CommandError(no_model_reason(flag_prefix="--"))
+        raise CommandError(no_model_reason(CLI_SPELLING))
     return models
 
 
@@ -130,7 +130,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         print(f"{PROG}: note: departing from the {extra['protocol']} protocol on the command line: {shown}",
               file=sys.stderr)
     run = Run(settings, say=lambda note: print(f"{PROG}: {note}", file=sys.stderr),
-              extra_settings=extra)
+              extra_settings=extra, spelling=CLI_SPELLING)
     run.extra_settings["dataset_name"] = run.dataset.name
     slices = _plan(run, models)
     if args.dry_run or settings.dry_run:
@@ -146,7 +146,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         return _interrupted(args, settings, stop, run.cache_dir)
     except SweepFailed as failed:
         progress.close()
-        print_error(args, cli_names(str(failed.error)))
+        print_error(args, CLI_SPELLING.text(str(failed.error)))
         _save_partial(args, settings, failed.partial, run.cache_dir, "stopped")
         return EXIT_BACKEND
     finally:
@@ -296,7 +296,7 @@ def resume_hint(settings: Settings, cache_dir: Path, argv: Sequence[str]) -> str
     from ..engine.interrupt import resume_hint as hint
 
     return hint(backend=settings.backend, cache=settings.cache, cache_dir=cache_dir,
-                command=[PROG, *(_redacted(arg) for arg in argv)])
+                command=[PROG, *(_redacted(arg) for arg in argv)], spelling=CLI_SPELLING)
 
 
 def _redacted(arg: str) -> str:

@@ -29,13 +29,15 @@ from .plan import (
     plan_slices,
     slice_spec,
 )
-from .run import Run, SweepFailed, SweepInterrupted, close_explainers, model_record, write_reports
+from .reports import close_explainers, model_record, write_reports
+from .run import Run, SweepFailed, SweepInterrupted
 from .setup import (
     DEFAULT_CACHE_DIR,
     backend_options,
     build_explainer,
     build_scorer,
     cache_directory,
+    check_callable,
     configured_models,
     donor_pool,
     load_configured_dataset,
@@ -43,14 +45,16 @@ from .setup import (
     recent_only,
     seeded_cases,
     take_cases,
+    without_model,
 )
 
 __all__ = [
     "DEFAULT_CACHE_DIR", "LARGE_PLAN_CALLS", "GatedSlice", "Outcome", "Run", "SlicePlan", "SweepFailed",
     "SweepInterrupted", "backend_options", "build_explainer", "build_scorer", "cache_directory",
-    "check_baseline", "close_explainers", "configured_models", "decide", "donor_pool", "gate_slices",
+    "check_baseline", "check_callable", "close_explainers", "configured_models", "decide", "donor_pool",
+    "gate_slices",
     "guarded", "judge", "large_plan_note", "load_configured_dataset", "max_calls", "model_record",
     "no_model_reason", "outcome_of", "plan_slices", "recent_only", "regression", "robustness",
     "seeded_cases", "slice_spec", "take_cases", "with_attacks", "with_guard", "with_regression",
-    "write_reports",
+    "without_model", "write_reports",
 ]

@@ -21,6 +21,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..settings import PYTEST_SPELLING, Spelling
+
 if TYPE_CHECKING:
     from ..results import RunResult
 
@@ -88,7 +90,7 @@ def stop_how(exc: BaseException | None) -> str:
 
 
 def resume_hint(*, backend: str, cache: str, cache_dir: Path, command: Sequence[str] = (),
-                flag_prefix: str = "--") -> str:
+                spelling: Spelling = PYTEST_SPELLING) -> str:
     """How to pick up an interrupted run, given what the response cache kept (``command``: the rerun's
     words, already redacted; none under pytest, whose command line the user has)."""
     import shlex
@@ -97,11 +99,11 @@ def resume_hint(*, backend: str, cache: str, cache_dir: Path, command: Sequence[
     if backend == "template":
         return f"the template explainer is instant and not cached; rerun to start over{again}"
     if cache in ("off", "read"):
-        return (f"the response cache was not written ({flag_prefix}cache {cache}): a rerun starts over. "
-                f"Use {flag_prefix}cache read-write to make runs resumable{again}")
+        return (f"the response cache was not written ({spelling.flag('cache')} {cache}): a rerun starts "
+                f"over. Use {spelling.flag('cache')} read-write to make runs resumable{again}")
     if cache == "write":
-        return (f"the finished explanations are in {cache_dir}; rerun with {flag_prefix}cache read-write to "
-                "resume from them instead of regenerating them")
+        return (f"the finished explanations are in {cache_dir}; rerun with {spelling.flag('cache')} "
+                "read-write to resume from them instead of regenerating them")
     return (f"the finished explanations are in the response cache ({cache_dir}); rerun the same command "
             f"to resume (cache hits are free){again}")
 

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..results import CONTROL_KIND, OVERALL, SWAP_KIND, is_control
+from ..settings import PYTEST_SPELLING, Spelling
 
 if TYPE_CHECKING:
     from ..data import Catalog, EvalCase
@@ -115,13 +116,14 @@ def max_calls(specs: Sequence[SliceSpec]) -> int:
     return len(pairs) + len(originals)
 
 
-def large_plan_note(calls: int, *, flag_prefix: str = "--") -> str | None:
+def large_plan_note(calls: int, *, spelling: Spelling = PYTEST_SPELLING) -> str | None:
     """What a run above :data:`LARGE_PLAN_CALLS` model calls says before it starts, or None."""
     if calls <= LARGE_PLAN_CALLS:
         return None
     return (f"this run plans up to {calls:,} model calls (above {LARGE_PLAN_CALLS:,}); on a real model that "
-            f"can take hours. Shrink it with {flag_prefix}users=N, {flag_prefix}severities=1,3,5 or "
-            f"{flag_prefix}perturbations=..., or stop early with {flag_prefix}decision=sequential; the "
+            f"can take hours. Shrink it with {spelling.flag('users')}=N, {spelling.flag('severities')}=1,3,5 "
+            f"or {spelling.flag('perturbations')}=..., or stop early with {spelling.flag('decision')}="
+            "sequential; the "
             "response cache makes a rerun free.")
 
 

@@ -11,7 +11,6 @@ gated slices and errors into pytest outcomes; the CLI calls :meth:`Run.run_all`.
 from __future__ import annotations
 
 import datetime as _dt
-import os
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, replace
@@ -37,6 +36,7 @@ from ..results import (
     RunResult,
     gate_scope,
 )
+from ..settings import PYTEST_SPELLING, Spelling
 from .decide import (
     Outcome,
     check_baseline,
@@ -49,6 +49,7 @@ from .decide import (
 )
 from .interrupt import stop_how
 from .plan import GatedSlice, SlicePlan, guarded, large_plan_note, max_calls, slice_spec, users_within
+from .reports import model_record, write_reports
 from .setup import (
     build_explainer,
     build_scorer,
@@ -95,17 +96,18 @@ class SweepFailed(BackendError):
 class Run:
     """The state of one run: settings in, a :class:`RunResult` and reports out.
 
-    ``flag_prefix`` is how the entry point spells options in messages (``--robustexplain-`` or ``--``);
+    ``spelling`` is how the door names options in messages (``--robustexplain-users`` or ``--users``);
     ``make_explainer(model)`` may supply an explainer (the plugin's hook) before the configured backend is
     built; ``cross_process`` shares cache locks between processes (xdist workers).
     """
 
-    def __init__(self, settings: Settings, *, base_dir: Path | None = None, flag_prefix: str = "--",
+    def __init__(self, settings: Settings, *, base_dir: Path | None = None,
+                 spelling: Spelling = PYTEST_SPELLING,
                  say: Callable[[str], None] | None = None, cross_process: bool = False,
                  make_explainer: Callable[[str], Explainer | None] | None = None,
                  extra_settings: Mapping[str, Any] | None = None) -> None:
         self.settings = settings
-        self.flag_prefix = flag_prefix
+        self.spelling = spelling
         self.cache_dir = cache_directory(settings, base_dir)
         self.cross_process = cross_process
         self.extra_settings = dict(extra_settings or {})
@@ -160,7 +162,7 @@ class Run:
             from ..report.json_report import read_json
 
             baseline = read_json(path)
-            check_baseline(baseline, path, self.settings, save_flag=f"{self.flag_prefix}save-baseline")
+            check_baseline(baseline, path, self.settings, save_flag=self.spelling.flag("save-baseline"))
             self._baseline = baseline
         self._baseline_loaded = True
         return self._baseline
@@ -234,7 +236,7 @@ class Run:
     def announce_size(self, hint: str = "") -> None:
         """Before a large run starts: how many calls it plans at most and how to shrink it."""
         calls = max_calls([s.spec for s in self._slices.values()])
-        note = large_plan_note(calls, flag_prefix=self.flag_prefix)
+        note = large_plan_note(calls, spelling=self.spelling)
         if note:
             self.say(note + hint)
 
@@ -312,15 +314,25 @@ class Run:
         over.sort(key=lambda found: -found[1])
         shown = ", ".join(f"{user} (≈ {tokens:,})" for user, tokens in over[:5])
         more = f" and {len(over) - 5} more" if len(over) > 5 else ""
-        flag = self.flag_prefix
+        flag = self.spelling.flag
         self.say(f"{model}: {len(over)} of {len(cases)} users' prompts may not fit the model's context of "
                  f"{window.tokens:,} tokens ({window.source}): {shown}{more} tokens ({how}); "
                  "perturbations that add interactions lengthen more. Gates with such pairs are not measured "
-                 f"(INCONCLUSIVE): lower {flag}max-history (now {self.settings.max_history}) or raise the "
-                 f"context ({flag}num-ctx for Ollama, the server's context size otherwise).")
+                 f"(INCONCLUSIVE): lower {flag('max-history')} (now {self.settings.max_history}) or raise "
+                 f"the context ({flag('num-ctx')} for Ollama, the server's context size otherwise).")
 
     def perturbations_for(self, slice_id: str) -> Sequence[PerturbationResult]:
+        """A started slice's perturbations, as its pairs run them."""
         return self.sweep.perturbations_for(slice_id)
+
+    def perturbations_of(self, gate: GateSettings, slice_name: str = OVERALL) -> list[PerturbationResult]:
+        """The perturbations a gate's slice would run, planned but never started (no explainer, no call):
+        what an unmarked test's ``perturbed_histories`` gets, by the same planner as the sweep."""
+        from ..sweep import perturbations_of
+
+        kinds = gate.perturbations if slice_name == OVERALL else (slice_name,)
+        return perturbations_of(self.cases_for(gate), kinds, gate.severities, gate.repeats,
+                                seed=self.settings.seed, catalog=self.dataset.catalog, design=gate.design)
 
     @property
     def progress(self) -> Counters:
@@ -368,7 +380,7 @@ class Run:
             found = regression(baseline, planned.spec.model, sliced,
                                margin=self.settings.max_regression, alpha=planned.gate.alpha,
                                source=str(self.settings.baseline),
-                               save_flag=f"{self.flag_prefix}save-baseline",
+                               save_flag=self.spelling.flag("save-baseline"),
                                relative=relative_pairs(planned.gate, kind, sliced.pairs))
         verdict = with_regression(verdict, found, self.settings.baseline)
         self.gates.append(GateResult(planned.nodeid, planned.slice, planned.spec.model, verdict,
@@ -518,68 +530,12 @@ class Run:
     def write_reports(self, result: RunResult | ReportModel) -> list[str]:
         """Write every configured report; one message per report that could not be written, naming the
         option, path and cause (a report that cannot be written never changes the verdict)."""
-        return write_reports(self.settings, result, flag_prefix=self.flag_prefix)
+        return write_reports(self.settings, result, spelling=self.spelling)
 
     def close(self) -> None:
         if self._sweep is not None:
             self._sweep.close()
         flush_warnings()  # anything the sweep's threads warned of after the last wait
-
-
-def close_explainers(explainers: Mapping[str, Explainer]) -> None:
-    """Close explainers that were built but never run on the sweep's loop (their HTTP clients)."""
-    import asyncio
-
-    async def close_all() -> None:
-        for explainer in explainers.values():
-            await explainer.aclose()
-
-    asyncio.run(close_all())
-
-
-def write_reports(settings: Settings, result: RunResult | ReportModel, *,
-                  flag_prefix: str = "--") -> list[str]:
-    """The JSON, baseline, HTML and Markdown reports the settings ask for, and the GitHub step summary."""
-    from ..report.github import github_step_summary
-    from ..report.json_report import write_json, write_report
-    from ..report.summary import ReportModel
-
-    report = ReportModel.of(result)  # every writer reads the same summaries, computed once
-    targets: list[tuple[str, Path | None, Callable[[ReportModel, Path], object]]] = [
-        ("json", settings.json, write_json), ("save-baseline", settings.save_baseline, write_json),
-        ("html", settings.html, _write_html), ("markdown", settings.markdown, _write_markdown)]
-    errors = [write_report(lambda p=path, w=write: _write(w, report, p), f"{flag_prefix}{name}={path}")
-              for name, path, write in targets if path is not None]
-    errors.append(write_report(lambda: github_step_summary(report),
-                               f"$GITHUB_STEP_SUMMARY={os.environ.get('GITHUB_STEP_SUMMARY', '')}"))
-    return [e for e in errors if e]
-
-
-def _write(write: Callable[[ReportModel, Path], object], result: ReportModel, path: Path) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    write(result, path)
-
-
-def _write_html(result: ReportModel, path: Path) -> None:
-    from ..report.html import write_html  # matplotlib: only when an HTML report is asked for
-
-    write_html(result, path)
-
-
-def _write_markdown(result: ReportModel, path: Path) -> None:
-    from ..report.markdown import write_markdown
-
-    write_markdown(result, path)
-
-
-def model_record(name: str, info: ModelInfo) -> dict[str, Any]:
-    """Model facts for ``RunResult.models`` under the name the pairs carry (the server's resolved name,
-    when different, goes to ``extra``)."""
-    data = asdict(info)
-    if info.name != name:
-        data["extra"] = {**data.get("extra", {}), "resolved_name": info.name}
-        data["name"] = name
-    return data
 
 
 def _unique_gates(gates: Sequence[GateResult]) -> list[GateResult]:

@@ -8,7 +8,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..backends import BACKENDS
 from ..errors import ConfigError
+from ..settings import PYTEST_SPELLING, Spelling
 
 if TYPE_CHECKING:
     from ..data import Dataset, EvalCase
@@ -180,8 +182,28 @@ def configured_models(settings: Settings) -> tuple[str, ...]:
     return settings.models_to_test
 
 
-def no_model_reason(flag_prefix: str = "--robustexplain-", env: str = "ROBUSTEXPLAIN_MODEL") -> str:
+def no_model_reason(spelling: Spelling = PYTEST_SPELLING, env: str = "ROBUSTEXPLAIN_MODEL") -> str:
     """Why nothing can run without a model, and the ways to name one."""
-    return (f"no model configured for robustness tests: pass {flag_prefix}model=NAME (e.g. llama3.1:8b "
-            f"served by Ollama), set {env}, or use {flag_prefix}backend=template for the built-in non-LLM "
-            "explainer")
+    return (f"no model configured for robustness tests: pass {spelling.flag('model')}=NAME (e.g. "
+            f"llama3.1:8b served by Ollama), set {env}, or use {spelling.flag('backend')}=template for the "
+            "built-in non-LLM explainer")
+
+
+def without_model(settings: Settings, spelling: Spelling = PYTEST_SPELLING) -> tuple[str, bool]:
+    """A test that needs the configured model, when none is: why, and whether that is an error (the
+    ``require-model`` setting) rather than a skip."""
+    reason = no_model_reason(spelling)
+    if settings.require_model:
+        return (f"{reason} ({spelling.flag('require-model')} is set, so robustness tests may not be "
+                "skipped)"), True
+    return reason, False
+
+
+def check_callable(settings: Settings, without_explainer: Sequence[str],
+                   spelling: Spelling = PYTEST_SPELLING) -> None:
+    """The ``callable`` backend is the user's ``explainer`` fixture: tests without one cannot run
+    (one ConfigError before anything runs, naming the first)."""
+    if BACKENDS[settings.backend].needs_conftest and without_explainer:
+        raise ConfigError(f"{spelling.flag('backend')}={settings.backend} needs the `explainer` fixture "
+                          f"overridden in a conftest.py; {len(without_explainer)} marked item(s) have none, "
+                          f"e.g. {without_explainer[0]}")

@@ -55,6 +55,35 @@ DOORS: tuple[str, ...] = ("pytest", "run")
 
 
 @dataclass(frozen=True)
+class Spelling:
+    """How a door names options in what it says: pytest's ``--robustexplain-users``; ``robustexplain run``'s
+    ``--users`` for the options the command has (``names``), pytest's name for the others.
+
+    Messages made below the doors (settings, explainers, the cache) name pytest's flags; a door shows
+    them through :meth:`text`, so each message is written once and read in the door's own words."""
+
+    prefix: str = "--robustexplain-"
+    names: frozenset[str] | None = None  # the options this door has under ``prefix``; None: every option
+
+    def flag(self, name: str) -> str:
+        """The door's flag for the dashed option name (``max-history``)."""
+        if self.names is None or name in self.names:
+            return f"{self.prefix}{name}"
+        return f"--robustexplain-{name}"
+
+    def text(self, message: str) -> str:
+        """``message`` with pytest's flags said in this door's names."""
+        if self.names is None and self.prefix == "--robustexplain-":
+            return message
+        import re
+
+        return re.sub(r"--robustexplain-([a-z][a-z-]*)", lambda m: self.flag(m.group(1)), message)
+
+
+PYTEST_SPELLING = Spelling()
+
+
+@dataclass(frozen=True)
 class OptionSpec:
     """One setting. ``name`` is the dashed name (``min-combined``); everything else derives from it.
 

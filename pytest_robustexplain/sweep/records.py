@@ -21,6 +21,7 @@ from ..results import (
 
 if TYPE_CHECKING:
     from ..donors import Control
+    from ..explainers.base import Explanation
     from ..perturbations import PerturbationResult
     from ..stats import SequentialGate
 
@@ -117,6 +118,20 @@ class Counters:
     pairs_total: int = 0
     started: float = field(default_factory=time.monotonic)
     by_host: dict[str, int] = field(default_factory=dict)  # calls answered per host (several hosts only)
+
+    def count(self, explanation: Explanation) -> None:
+        """One call answered: what it cost and what the server said of it."""
+        self.calls_done += 1
+        if explanation.host is not None:
+            self.by_host[explanation.host] = self.by_host.get(explanation.host, 0) + 1
+        self.cached += explanation.cached
+        self.failed += explanation.failure is not None
+        self.cut += bool(explanation.cut)
+        self.unfit += bool(explanation.unfit)
+        self.retried += explanation.retries
+        if not explanation.cached:
+            self.prompt_tokens += explanation.prompt_tokens or 0
+            self.completion_tokens += explanation.completion_tokens or 0
 
     def to_dict(self) -> dict[str, int]:
         made = self.calls_done - self.cached

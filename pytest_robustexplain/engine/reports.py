@@ -1,0 +1,74 @@
+"""The run's report files: every writer the settings ask for, the GitHub step summary, and the model
+facts as the record keeps them. A report that cannot be written is one message, never a changed verdict."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import asdict
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ..results import ModelInfo, RunResult
+from ..settings import PYTEST_SPELLING, Spelling
+
+if TYPE_CHECKING:
+    from ..explainers.base import Explainer
+    from ..report.summary import ReportModel
+    from ..settings import Settings
+
+
+def close_explainers(explainers: Mapping[str, Explainer]) -> None:
+    """Close explainers that were built but never run on the sweep's loop (their HTTP clients)."""
+    import asyncio
+
+    async def close_all() -> None:
+        for explainer in explainers.values():
+            await explainer.aclose()
+
+    asyncio.run(close_all())
+
+
+def write_reports(settings: Settings, result: RunResult | ReportModel, *,
+                  spelling: Spelling = PYTEST_SPELLING) -> list[str]:
+    """The JSON, baseline, HTML and Markdown reports the settings ask for, and the GitHub step summary."""
+    from ..report.github import github_step_summary
+    from ..report.json_report import write_json, write_report
+    from ..report.summary import ReportModel
+
+    report = ReportModel.of(result)  # every writer reads the same summaries, computed once
+    targets: list[tuple[str, Path | None, Callable[[ReportModel, Path], object]]] = [
+        ("json", settings.json, write_json), ("save-baseline", settings.save_baseline, write_json),
+        ("html", settings.html, _write_html), ("markdown", settings.markdown, _write_markdown)]
+    errors = [write_report(lambda p=path, w=write: _write(w, report, p), f"{spelling.flag(name)}={path}")
+              for name, path, write in targets if path is not None]
+    errors.append(write_report(lambda: github_step_summary(report),
+                               f"$GITHUB_STEP_SUMMARY={os.environ.get('GITHUB_STEP_SUMMARY', '')}"))
+    return [e for e in errors if e]
+
+
+def _write(write: Callable[[ReportModel, Path], object], result: ReportModel, path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write(result, path)
+
+
+def _write_html(result: ReportModel, path: Path) -> None:
+    from ..report.html import write_html  # matplotlib: only when an HTML report is asked for
+
+    write_html(result, path)
+
+
+def _write_markdown(result: ReportModel, path: Path) -> None:
+    from ..report.markdown import write_markdown
+
+    write_markdown(result, path)
+
+
+def model_record(name: str, info: ModelInfo) -> dict[str, Any]:
+    """Model facts for ``RunResult.models`` under the name the pairs carry (the server's resolved name,
+    when different, goes to ``extra``)."""
+    data = asdict(info)
+    if info.name != name:
+        data["extra"] = {**data.get("extra", {}), "resolved_name": info.name}
+        data["name"] = name
+    return data

@@ -1,0 +1,121 @@
+"""The sweep's book-keeping is pure: slices finish when their last pair is in, a sequential slice is fed
+users strictly in its seeded order and orphans what it no longer needs, a cancellation is named once, and
+a slice cut short keeps a prefix of its users — all without an event loop, a thread or a model call."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from pytest_robustexplain.data import default_dataset
+from pytest_robustexplain.perturbations import NOISE, SHUFFLE
+from pytest_robustexplain.results import PairResult
+from pytest_robustexplain.stats import SequentialGate
+from pytest_robustexplain.sweep import PairPlanner, SequentialConfig, SliceResult, SliceSpec
+from pytest_robustexplain.sweep.books import Books
+from pytest_robustexplain.sweep.records import Pair
+
+DATA = default_dataset()
+CASES = DATA.cases[:4]
+ORDER = [c.user_id for c in CASES]
+
+
+def _slice(planner: PairPlanner, books: Books, slice_id: str, *, kinds: tuple[str, ...] = (NOISE, SHUFFLE),
+           sequential: SequentialConfig | None = None, cases: tuple = CASES) -> SliceResult:
+    spec = SliceSpec(slice_id, "m", cases, kinds, (1, 5), 1, seed=7, sequential=sequential)
+    result = SliceResult(spec=spec, users_order=[c.user_id for c in cases])
+    if sequential is not None:
+        result.gate = SequentialGate(sequential.thresholds, alpha=sequential.alpha,
+                                     max_users=sequential.max_users)
+    books.add(result, planner.plan(spec, result.users_order).pairs)
+    return result
+
+
+def _finish(books: Books, pair: Pair, combined: float = 0.9) -> list[str]:
+    pair.result = PairResult(pair.key, combined, combined, combined, combined, combined, "e", "e'")
+    step = books.finished_pair(pair)
+    assert step.orphans == []  # finishing a pair orphans nothing unless it decides a sequential slice
+    return step.finished
+
+
+def _pairs(planner: PairPlanner, slice_id: str) -> list[Pair]:
+    return [p for p in planner.pairs.values() if slice_id in p.slices]
+
+
+def test_a_slice_finishes_with_its_last_pair_and_a_shared_pair_counts_for_both() -> None:
+    planner, books = PairPlanner(DATA.catalog), Books()
+    wide = _slice(planner, books, "wide")
+    narrow = _slice(planner, books, "narrow", kinds=(NOISE,))
+    assert books.settle("wide").finished == [] and books.settle("narrow").finished == []
+    pairs = list(_pairs(planner, "wide"))
+    assert books.unfinished("wide") == len(pairs) and books.unfinished("narrow") < len(pairs)
+    finished: list[str] = []
+    for pair in pairs:
+        assert not books.is_done("wide")
+        finished += _finish(books, pair)
+    assert finished.count("narrow") == 1 and finished[-1] == "wide" and finished.count("wide") == 1
+    assert len(wide.scored) == len(pairs) and wide.cancelled == 0
+    assert {p.key for p in narrow.scored} == {p.key for p in pairs if p.key.kind == NOISE}
+
+
+def test_a_slice_planned_after_its_pairs_finished_is_done_when_settled() -> None:
+    planner, books = PairPlanner(DATA.catalog), Books()
+    _slice(planner, books, "first", kinds=(NOISE,))
+    for pair in list(_pairs(planner, "first")):
+        _finish(books, pair)
+    late = _slice(planner, books, "again", kinds=(NOISE,))
+    assert books.unfinished("again") == 0 and not books.is_done("again")
+    assert books.settle("again").finished == ["again"] and len(late.scored) == len(late.pairs) > 0
+    assert books.settle("again").finished == []  # finished once, however often it is looked at
+
+
+def test_a_sequential_slice_is_fed_in_seeded_order_and_orphans_only_what_no_one_else_needs() -> None:
+    planner, books = PairPlanner(DATA.catalog), Books()
+    rule = SequentialConfig({"combined": 0.5}, alpha=0.05, max_users=2)
+    seq = _slice(planner, books, "seq", kinds=(NOISE, SHUFFLE), sequential=rule)
+    other = _slice(planner, books, "noise", kinds=(NOISE,))
+    by_user = {u: [p for p in _pairs(planner, "seq") if p.key.user_id == u] for u in ORDER}
+    # The second user finishing first feeds nothing: the gate waits for the first user's turn.
+    for pair in by_user[ORDER[1]]:
+        _finish(books, pair)
+    assert seq.users_fed == 0
+    finished, orphans = [], []
+    for pair in by_user[ORDER[0]]:
+        pair.result = PairResult(pair.key, .9, .9, .9, .9, .9, "e", "e'")
+        step = books.finished_pair(pair)
+        finished += step.finished
+        orphans += step.orphans
+    assert seq.users_fed == 2 and seq.gate is not None and seq.gate.decided and finished == ["seq"]
+    # Orphans: the users after the decision, of the kind only this slice asked for; noise pairs stay.
+    assert orphans and {p.key.kind for p in orphans} == {SHUFFLE}
+    assert {p.key.user_id for p in orphans} == set(ORDER[2:])
+    assert all(not p.slices for p in orphans) and not books.is_done("noise")
+    assert {p.key.user_id for p in seq.scored} == set(ORDER[:2])  # later users' pairs are left out
+    assert seq.cancelled == sum(len(by_user[u]) for u in ORDER[2:])
+    assert books.cut_short("seq").orphans == []  # a decided slice releases nothing twice
+    assert other.out_of_time is None
+
+
+def test_cut_short_keeps_the_prefix_of_users_whose_pairs_are_all_in() -> None:
+    planner, books = PairPlanner(DATA.catalog), Books()
+    result = _slice(planner, books, "s", kinds=(NOISE,))
+    by_user = {u: [p for p in _pairs(planner, "s") if p.key.user_id == u] for u in ORDER}
+    for user in (ORDER[0], ORDER[2]):  # the third is in, the second is not: only the first counts
+        for pair in by_user[user]:
+            _finish(books, pair)
+    step = books.out_of_time()
+    assert step.finished == ["s"] and result.out_of_time == (1, 4)
+    assert {p.key.user_id for p in result.scored} == {ORDER[0]}
+    assert {p.key.user_id for p in step.orphans} == {ORDER[1], ORDER[3]}
+    assert books.out_of_time().finished == []  # nothing left to cut
+
+
+def test_a_user_whose_perturbations_were_all_trivial_is_passed_over_by_the_gate() -> None:
+    one = replace(CASES[0], history=replace(CASES[0].history, interactions=CASES[0].history.interactions[:1]))
+    planner, books = PairPlanner(DATA.catalog), Books()
+    rule = SequentialConfig({"combined": 0.5}, alpha=0.05, max_users=3)
+    seq = _slice(planner, books, "seq", kinds=(SHUFFLE,), sequential=rule, cases=(one, *CASES[1:3]))
+    assert books.settle("seq").finished == []
+    for pair in _pairs(planner, "seq"):
+        _finish(books, pair)
+    assert seq.users_fed == 3 and books.is_done("seq")
+    assert {p.key.user_id for p in seq.scored} == {c.user_id for c in CASES[1:3]}
