@@ -90,7 +90,7 @@ class RobustExplainPlugin:
             # The slice parameter is not an argument of the test function: adding it to the fixture names
             # lets pytest parametrize it directly, so each perturbation kind becomes its own test item.
             metafunc.fixturenames.append(SLICE_PARAM)
-            metafunc.parametrize(SLICE_PARAM, params, ids=[self.run.param_id(p) for p in params])
+            metafunc.parametrize(SLICE_PARAM, params, ids=[p.label for p in params])
 
     def pytest_sessionstart(self, session: pytest.Session) -> None:
         # Resolve (and validate) the settings up front: a bad value is one usage error naming the option,

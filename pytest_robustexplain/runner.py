@@ -1,17 +1,16 @@
 """The pytest adapter of a robustness run: marked items → the engine's gated slices, its errors →
 pytest outcomes, its results → xdist payloads and JUnit properties.
 
-The run itself (explainers, plan, sweep, verdicts, record, reports) is :class:`~pytest_robustexplain.
-engine.Run`, shared with ``robustexplain run``; plugin.py keeps only the hooks and calls into
-:class:`RobustnessRun`, which lives in ``config.stash``. Heavy modules are imported lazily, only when a
-session actually has marked tests.
+The run itself (explainers, the items and their plan, sweep, verdicts, record, reports) is
+:class:`~pytest_robustexplain.engine.Run`, shared with ``robustexplain run``; plugin.py keeps only the hooks
+and calls into :class:`RobustnessRun`, which its registered plugin object makes on first use. Heavy modules
+are imported lazily, only when a session actually has marked tests.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -23,7 +22,7 @@ from .settings import PYTEST_SPELLING, GateSettings, Settings, apply_marker
 
 if TYPE_CHECKING:
     from .data import Item, UserHistory
-    from .engine import Run
+    from .engine import ItemPlan, Run, SliceParam
     from .engine.interrupt import Stopper
     from .explainers.base import Explainer, Explanation, ModelInfo
     from .perturbations import PerturbationResult
@@ -33,29 +32,6 @@ if TYPE_CHECKING:
 MARKER = "robustness"
 SLICE_PARAM = "robustexplain_slice"
 STOP_INPUT = "robustexplain_stop"  # the workerinput key naming the controller's stop file
-
-
-@dataclass(frozen=True)
-class SliceParam:
-    """The parameter a marked test is expanded over: one model × one perturbation kind (or overall)."""
-
-    model: str  # "" when no model name is configured (custom explainer, or none at all)
-    kind: str
-
-    def __str__(self) -> str:
-        return f"{self.model}-{self.kind}" if self.model else self.kind
-
-
-@dataclass
-class ItemPlan:
-    """What the run knows about one expanded marked item."""
-
-    nodeid: str
-    gate: GateSettings
-    param: SliceParam
-    custom_explainer: bool
-    slice_id: str = ""
-    model: str = ""
 
 
 class BoundExplainer:
@@ -147,7 +123,6 @@ class RobustnessRun:
     def __init__(self, config: pytest.Config, settings: Settings) -> None:
         self.config = config
         self.settings = settings
-        self.plans: dict[str, ItemPlan] = {}
         self.lazy = is_xdist_worker(config)  # xdist workers plan only the items they run
         self._engine: Run | None = None
         self._stopper: Stopper | None = None  # SIGTERM and the xdist stop file, once a model will be called
@@ -162,6 +137,10 @@ class RobustnessRun:
                                say=self._say, cross_process=self.lazy, make_explainer=self._hook_explainer)
         return self._engine
 
+    def marked(self, nodeid: str) -> bool:
+        """Whether the item is one of the run's gated items (never builds the engine)."""
+        return self._engine is not None and nodeid in self._engine.items
+
     @property
     def model_infos(self) -> dict[str, ModelInfo]:
         return self.engine.model_infos
@@ -173,32 +152,24 @@ class RobustnessRun:
 
     def params_for(self, gate: GateSettings) -> list[SliceParam]:
         """One parameter per model × kind, plus ``overall`` when the test covers several kinds."""
-        from .engine import configured_models, gate_slices
+        from .engine import configured_models, expand
 
-        models = configured_models(self.settings) or ("",)
-        return [SliceParam(model, kind) for model in models for kind in gate_slices(gate)]
-
-    def param_id(self, param: SliceParam) -> str:
-        from .engine import configured_models
-
-        return param.kind if len(configured_models(self.settings)) <= 1 else str(param)
+        return expand(configured_models(self.settings), gate)
 
     def plan_items(self, items: Sequence[pytest.Item]) -> None:
         """Register every expanded marked item; start the sweep unless this is an xdist worker."""
-        for item in items:
-            marker = item.get_closest_marker(MARKER)
-            param = _slice_param(item)
-            if marker is None or param is None:
-                continue
-            gate = self.gate_for(item.nodeid, marker)
-            custom = _overrides_explainer(item)
-            self.plans[item.nodeid] = ItemPlan(item.nodeid, gate, param, custom_explainer=custom)
-        if not self.plans:
+        marked = [(item, marker, param) for item in items
+                  if (marker := item.get_closest_marker(MARKER)) is not None
+                  and (param := _slice_param(item)) is not None]
+        if not marked:
             return  # a session without marked tests never imports the engine
+        for item, marker, param in marked:
+            self.engine.expect(item.nodeid, self.gate_for(item.nodeid, marker), param,
+                               own_explainer=_overrides_explainer(item))
         from .engine import check_callable, configured_models
 
         # One usage error before anything runs, instead of the same error (and traceback) per item.
-        check_callable(self.settings, [p.nodeid for p in self.plans.values() if not p.custom_explainer])
+        check_callable(self.settings, [p.ref for p in self.plans.values() if not p.own_explainer])
         self.load_baseline()  # a bad baseline is a usage error before any call
         if self.settings.dry_run:
             self._dry_run(items)
@@ -209,8 +180,8 @@ class RobustnessRun:
         self.stop_on_sigterm()
         if not self.lazy:
             for plan in self.plans.values():
-                if not plan.custom_explainer and plan.param.model:
-                    self._plan(plan, plan.param.model)
+                if not plan.own_explainer and plan.param.model:
+                    self.engine.plan_item(plan.ref)
             self.engine.announce_size()
             self.engine.start()
 
@@ -220,12 +191,12 @@ class RobustnessRun:
         from .engine import configured_models, no_model_reason
 
         models = configured_models(self.settings)
-        priced = [p for p in self.plans.values() if not p.custom_explainer and p.param.model]
-        custom = sum(p.custom_explainer for p in self.plans.values())
+        priced = [p for p in self.plans.values() if not p.own_explainer and p.param.model]
+        custom = sum(p.own_explainer for p in self.plans.values())
         lines: list[str] = []
         if models and priced and not self.lazy:
             for plan in priced:
-                self._plan(plan, plan.param.model)
+                self.engine.plan_item(plan.ref)
             lines = self.engine.dry_run_lines()
         elif not models and len(self.plans) > custom:
             n = len(self.plans) - custom
@@ -243,23 +214,23 @@ class RobustnessRun:
         for item in items:
             if item.nodeid in self.plans:
                 item.add_marker(skip)
-        self.plans.clear()
+        self.engine.forget(list(self.plans))
 
     def load_baseline(self) -> None:
         """Read and check ``--robustexplain-baseline`` (once; a no-op without one)."""
         self.engine.baseline  # noqa: B018 - read and checked on first use
 
-    def _plan(self, plan: ItemPlan, model: str) -> None:
-        plan.model = model
-        planned = self.engine.plan(plan.gate, nodeid=plan.nodeid, model=model, slice_name=plan.param.kind)
-        plan.slice_id = planned.spec.slice_id
+    @property
+    def plans(self) -> Mapping[str, ItemPlan]:
+        """The run's gated items by node id (the engine's registry; empty before any was collected)."""
+        return self._engine.items if self._engine is not None else {}
 
     def _no_model(self, items: Sequence[pytest.Item]) -> None:
         """Without a model, marked tests are skipped (or an error, with require-model); tests whose
         ``explainer`` fixture is overridden bring their own and still run."""
         from .engine import without_model
 
-        unserved = {nodeid for nodeid, plan in self.plans.items() if not plan.custom_explainer}
+        unserved = {nodeid for nodeid, plan in self.plans.items() if not plan.own_explainer}
         if not unserved:
             return
         reason, error = without_model(self.settings)
@@ -269,7 +240,7 @@ class RobustnessRun:
         for item in items:
             if item.nodeid in unserved:
                 item.add_marker(skip)
-                del self.plans[item.nodeid]
+        self.engine.forget(unserved)
 
     def _say(self, note: str) -> None:
         """A note from the engine on the terminal (a size or a setting the user should know about)."""
@@ -322,7 +293,7 @@ class RobustnessRun:
     def _start_lazily(self, item: pytest.Item, plan: ItemPlan) -> None:
         """An xdist worker's item, or a test with its own ``explainer`` fixture: plan and start it now."""
         model = plan.param.model
-        if plan.custom_explainer:
+        if plan.own_explainer:
             from .explainers.callable import wrap_explainer
 
             request: pytest.FixtureRequest = item._request  # type: ignore[attr-defined]
@@ -333,7 +304,7 @@ class RobustnessRun:
             from .engine import check_callable
 
             check_callable(self.settings, [item.nodeid])
-        self._plan(plan, model)
+        self.engine.plan_item(plan.ref, model)
         self.engine.ensure_started(plan.slice_id)
 
     def perturbations_for(self, item: pytest.Item) -> list[PerturbationResult]:
@@ -451,6 +422,9 @@ class RobustnessRun:
 
 
 def _slice_param(item: pytest.Item) -> SliceParam | None:
+    """The slice parameter of a marked item (asked of marked items only: the engine is imported here)."""
+    from .engine import SliceParam
+
     callspec = getattr(item, "callspec", None)
     if callspec is None:
         return None

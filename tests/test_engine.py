@@ -67,3 +67,37 @@ def test_an_unknown_inconclusive_policy_is_a_config_error(tmp_path: Path) -> Non
     assert decided is not None
     with pytest.raises(ConfigError, match="inconclusive_policy='maybe'"):
         outcome_of("t", decided, "maybe")
+
+
+def test_one_rule_expands_a_gated_test_into_items_for_both_doors(tmp_path: Path) -> None:
+    from pytest_robustexplain.engine import expand
+
+    run = _run(tmp_path)
+    gate = apply_marker(run.settings, {"perturbations": ["noise", "shuffle"]}, nodeid="t")
+    assert [p.label for p in expand(("m",), gate)] == ["noise_injection", "temporal_shuffle", "overall"]
+    two = expand(("a", "b"), gate)
+    assert [p.label for p in two][:3] == ["a-noise_injection", "a-temporal_shuffle", "a-overall"]
+    assert {p.model for p in two} == {"a", "b"} and len(two) == 6
+    assert next((p.model, p.label) for p in expand((), gate)) == ("", "noise_injection")  # no model named
+
+
+def test_the_engine_keeps_the_items_a_door_asks_about_and_plans_each_once(tmp_path: Path) -> None:
+    from pytest_robustexplain.engine import expand
+
+    run = _run(tmp_path)
+    gate = apply_marker(run.settings, {"perturbations": ["noise"]}, nodeid="t")
+    (param,) = expand(("template",), gate)
+    item = run.expect("t[noise_injection]", gate, param)
+    assert run.expect("t[noise_injection]", gate, param) is item and item.slice_id == ""
+    own = run.expect("t2[noise_injection]", gate, param, own_explainer=True)
+    assert own.own_explainer and set(run.items) == {"t[noise_injection]", "t2[noise_injection]"}
+    planned = run.plan_item(item.ref)
+    assert item.slice_id == planned.spec.slice_id == "t[noise_injection]::template"
+    assert run.plan_item(item.ref) is planned  # planned once
+    run.forget(["t2[noise_injection]", "never-registered"])
+    assert set(run.items) == {"t[noise_injection]"}
+    # An unmarked test's perturbations: the same planner, never started (no sweep, no explainer).
+    listed = run.perturbations_of(gate)
+    assert listed and {p.kind for p in listed} == {"noise_injection"} and run.call_counters() == {}
+    run.run_all()
+    assert run.outcome(item.slice_id).nodeid == "t[noise_injection]"

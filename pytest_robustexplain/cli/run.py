@@ -161,16 +161,13 @@ def _show(value: Any) -> str:
 
 def _plan(run: Run, models: Sequence[str]) -> list[GatedSlice]:
     """The gated items of a bare ``@pytest.mark.robustness`` test, named as pytest names them."""
-    from ..engine import gate_slices
+    from ..engine import expand
     from ..settings import apply_marker
 
     gate = apply_marker(run.settings, {}, nodeid=NODEID)
-    out = []
-    for model in models:
-        for name in gate_slices(gate):  # each kind and the overall, as a bare marked test is expanded
-            item = f"{model}-{name}" if len(models) > 1 else name
-            out.append(run.plan(gate, nodeid=f"{NODEID}[{item}]", model=model, slice_name=name))
-    return out
+    # Each model × each kind and the overall, as pytest expands a bare marked test (the same rule).
+    refs = [run.expect(f"{NODEID}[{param}]", gate, param).ref for param in expand(models, gate)]
+    return [run.plan_item(ref) for ref in refs]
 
 
 def _dry_run(run: Run, slices: Sequence[GatedSlice]) -> int:

@@ -36,6 +36,39 @@ def gate_slices(gate: GateSettings) -> list[str]:
     return [*kinds, OVERALL] if len(kinds) > 1 else kinds
 
 
+@dataclass(frozen=True)
+class SliceParam:
+    """What a marked test is expanded over: one model × one of :func:`gate_slices`. ``label`` is the
+    item id's part (the kind; ``model-kind`` when the run gates several models), as pytest shows it and
+    ``robustexplain run`` names its items."""
+
+    model: str  # "" when no model name is configured (a test's own explainer, or none at all)
+    kind: str
+    label: str
+
+    def __str__(self) -> str:
+        return self.label
+
+
+def expand(models: Sequence[str], gate: GateSettings) -> list[SliceParam]:
+    """The items one gated test becomes: each model (or one unnamed) × each slice of the gate."""
+    several = len(models) > 1
+    return [SliceParam(model, kind, f"{model}-{kind}" if several else kind)
+            for model in (models or ("",)) for kind in gate_slices(gate)]
+
+
+@dataclass
+class ItemPlan:
+    """One item a door will ask about, registered before its slice is planned (the slice waits for its
+    model: an xdist worker's item, or a test with its own explainer, is planned when it runs)."""
+
+    ref: str  # the item's node id (the door's name for it)
+    gate: GateSettings
+    param: SliceParam
+    own_explainer: bool = False
+    slice_id: str = ""  # set once the slice is planned
+
+
 def guarded(gate: GateSettings) -> bool:
     """Whether a gate needs the cross-user controls (the guard, or the grounding gate that reads them)."""
     # The grounding gate is on by default and rides on the guard's controls; set on its own (guard off), it

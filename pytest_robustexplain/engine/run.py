@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import asdict, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -48,7 +48,17 @@ from .decide import (
     with_regression,
 )
 from .interrupt import stop_how
-from .plan import GatedSlice, SlicePlan, guarded, large_plan_note, max_calls, slice_spec, users_within
+from .plan import (
+    GatedSlice,
+    ItemPlan,
+    SliceParam,
+    SlicePlan,
+    guarded,
+    large_plan_note,
+    max_calls,
+    slice_spec,
+    users_within,
+)
 from .reports import model_record, write_reports
 from .setup import (
     build_explainer,
@@ -124,6 +134,7 @@ class Run:
         self._baseline: RunResult | None = None
         self._baseline_loaded = False
         self._explainers: dict[str, Explainer] = {}
+        self.items: dict[str, ItemPlan] = {}  # every item a door will ask about, by its ref (node id)
         self._slices: dict[str, GatedSlice] = {}
         self._started: set[str] = set()  # slice ids handed to the sweep
         self._context_checked: set[tuple[str, tuple[tuple[str, str], ...]]] = set()  # (model, cases) asked
@@ -219,6 +230,28 @@ class Run:
                 "the run: settings.models_changed)"))
 
     # ------------------------------------------------------------------------------- planning
+    def expect(self, ref: str, gate: GateSettings, param: SliceParam, *, own_explainer: bool = False
+               ) -> ItemPlan:
+        """Register an item the door will ask about; its slice is planned by :meth:`plan_item`."""
+        item = self.items.get(ref)
+        if item is None:
+            item = self.items[ref] = ItemPlan(ref, gate, param, own_explainer)
+        return item
+
+    def forget(self, refs: Collection[str]) -> None:
+        """Items the door will not ask about after all (skipped: a dry run, no model)."""
+        for ref in refs:
+            self.items.pop(ref, None)
+
+    def plan_item(self, ref: str, model: str = "") -> GatedSlice:
+        """Plan the item's slice on ``model`` (default: its parameter's; a test's own explainer names its
+        model only when it runs)."""
+        item = self.items[ref]
+        planned = self.plan(item.gate, nodeid=ref, model=model or item.param.model,
+                            slice_name=item.param.kind)
+        item.slice_id = planned.spec.slice_id
+        return planned
+
     def plan(self, gate: GateSettings, *, nodeid: str, model: str, slice_name: str) -> GatedSlice:
         """The gated slice of one item (built once per item): its cases × kinds × severities × repeats."""
         slice_id = f"{nodeid}::{model}"
