@@ -9,6 +9,9 @@ from __future__ import annotations
 import threading
 import warnings
 from collections import deque
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 
 
 class RobustExplainError(Exception):
@@ -51,30 +54,58 @@ class RobustExplainWarning(UserWarning):
     RobustExplainWarning``)."""
 
 
-# Warnings raised off the main thread, waiting for it (see ``warn``). Process-wide like the warnings
-# machinery itself; a deque's append and popleft are thread-safe.
-_DEFERRED: deque[Warning] = deque()
+class WarningQueue:
+    """One run's warnings raised off the main thread, waiting for the main thread's next :meth:`flush`.
+    A deque's append and popleft are thread-safe."""
+
+    def __init__(self) -> None:
+        self._waiting: deque[Warning] = deque()
+
+    def put(self, warning: Warning) -> None:
+        self._waiting.append(warning)
+
+    def flush(self) -> None:
+        """Raise, on the calling (main) thread, every warning waiting, in order."""
+        while self._waiting:
+            try:
+                warning = self._waiting.popleft()
+            except IndexError:  # pragma: no cover - another flush took the last one
+                return
+            warnings.warn(warning, stacklevel=2)
+
+
+# Which run's queue a thread's warnings wait in: set by the sweep's loop thread for its callbacks and tasks,
+# and inherited by what they start (``asyncio.to_thread`` copies the context). Per context, not per process:
+# two runs in one process (pytester's inline runs) never say each other's warnings.
+_ROUTE: ContextVar[WarningQueue | None] = ContextVar("robustexplain_warnings", default=None)
+
+
+@contextmanager
+def routed_to(queue: WarningQueue) -> Iterator[None]:
+    """Within this block (and what it starts), off-main-thread warnings wait in ``queue``."""
+    token = _ROUTE.set(queue)
+    try:
+        yield
+    finally:
+        _ROUTE.reset(token)
+
+
+def route_to(queue: WarningQueue) -> None:
+    """From here on in the current context (a thread's own, a task's copy), warnings wait in ``queue``."""
+    _ROUTE.set(queue)
 
 
 def warn(warning: Warning) -> None:
     """``warnings.warn`` now on the main thread; from any other thread (the sweep's event loop, a cache
-    write on a worker thread) the warning waits for the main thread's next :func:`flush_warnings`.
+    write on a worker thread) the warning waits in its run's queue for the main thread's next flush.
 
     Why: pytest records warnings phase by phase on the main thread's clock (``catch_warnings`` swaps
     process-wide state), so a sweep thread's warning landed in whichever test happened to be running,
     or, raised between two phases, on stderr and in no report at all — which one depended on timing.
+    A thread no run routes (none of ours) warns where it is.
     """
-    if threading.current_thread() is threading.main_thread():
+    queue = None if threading.current_thread() is threading.main_thread() else _ROUTE.get()
+    if queue is None:
         warnings.warn(warning, stacklevel=3)
     else:
-        _DEFERRED.append(warning)
-
-
-def flush_warnings() -> None:
-    """Raise, on the calling (main) thread, every warning other threads deferred, in order."""
-    while _DEFERRED:
-        try:
-            warning = _DEFERRED.popleft()
-        except IndexError:  # pragma: no cover - another flush took the last one
-            return
-        warnings.warn(warning, stacklevel=2)
+        queue.put(warning)

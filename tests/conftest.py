@@ -5,9 +5,9 @@ pytester's in-process runs drop every module first imported during the inner run
 first breaks httpx's mapping of httpcore errors (a refused connection surfaced as a bare
 ``httpcore.ConnectError`` in whichever test ran after an inner run that first imported them — a flaky,
 order-dependent failure under xdist). The plugin's own modules likewise: an inner run that first imported
-``errors`` and ``explainers.cache`` left the next test with two copies of each, so a cache's warning went to
-the old copy's queue and the engine flushed the new one's (the full-disk warning vanished after a template
-run). Importing the heavy modules and every module of the package here, once, keeps them loaded across
+``errors`` and ``explainers.cache`` left the next test with two copies of each — two warning classes, two
+routes for a thread's warnings (before each run owned its queue, the full-disk warning vanished after a
+template run). Importing the heavy modules and every module of the package here, once, keeps them loaded across
 inner runs.
 """
 

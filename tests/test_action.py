@@ -110,3 +110,31 @@ def test_a_comment_over_githubs_limit_lists_fewer_items_then_is_cut_with_a_link(
     # A URL that is not plain (from anywhere but the Action's own run) is not linked.
     odd = render_pr_comment(_many_failures(20), details_url="javascript:alert(1)", max_chars=300)
     assert "javascript" not in odd and odd.rstrip().endswith("the uploaded robustness reports._")
+
+
+def _with_swaps(run: RunResult, rho_swap: float) -> RunResult:
+    from dataclasses import replace
+
+    swaps = [PairResult(PairKey("m", f"u{u}", "i", "swap", 0, 0), *([rho_swap + 0.01 * u] * 5), f"text {u}",
+                        "other", changes={"donor": "d", "grounding": {"history": ["x"], "item": [],
+                                                                      "unsupported": []}})
+             for u in range(4)]
+    return replace(run, pairs=[*run.pairs, *swaps])
+
+
+def _sensitivity_cell(body: str) -> str:
+    row = next(line for line in body.splitlines() if line.startswith("| Sensitivity S"))
+    return row.rsplit("|", 2)[-2].strip()
+
+
+def test_a_sensitivity_that_rises_as_the_model_collapses_is_not_called_better() -> None:
+    before = _with_swaps(_run(0.80, PASS), 0.60)
+    # Collapsed: its explanations change for everyone, the user's own perturbed history included.
+    collapsed = _with_swaps(_run(0.30, FAIL, "FAIL (mean rule): low."), 0.10)
+    cell = _sensitivity_cell(render_pr_comment(collapsed, before))
+    assert cell.startswith("+0.500 (not better: ρ fell 0.500") and "better)" not in cell
+    # The same rise with ρ held is more user-specific explanations: better.
+    sharper = _with_swaps(_run(0.80, PASS), 0.10)
+    assert _sensitivity_cell(render_pr_comment(sharper, before)) == "+0.500 (better)"
+    # A fall in S is worse whatever ρ did.
+    assert _sensitivity_cell(render_pr_comment(before, sharper)) == "-0.500 (worse)"

@@ -14,7 +14,13 @@ from typing import Any, TypeVar
 import pytest
 
 from pytest_robustexplain.data import Interaction, Item, UserHistory
-from pytest_robustexplain.errors import CacheMissError, ConfigError, RobustExplainWarning, flush_warnings
+from pytest_robustexplain.errors import (
+    CacheMissError,
+    ConfigError,
+    RobustExplainWarning,
+    WarningQueue,
+    routed_to,
+)
 from pytest_robustexplain.explainers.base import Explainer, Explanation, ModelInfo
 from pytest_robustexplain.explainers.cache import (
     CachedExplainer,
@@ -144,9 +150,11 @@ def test_corrupt_entry_is_warned_about_and_regenerated(tmp_path: Path) -> None:
     run(explainer.explain(history(), ITEM, seed=1, repeat=0))
     [entry] = list(tmp_path.glob("??/*.json"))
     entry.write_text('{"key": "truncated', encoding="utf-8")
+    queue = WarningQueue()
     with pytest.warns(RobustExplainWarning, match=str(entry.name)):
-        again = run(explainer.explain(history(), ITEM, seed=1, repeat=0))
-        flush_warnings()  # the read ran on a worker thread; the engine flushes after each wait
+        with routed_to(queue):  # as the sweep's loop is
+            again = run(explainer.explain(history(), ITEM, seed=1, repeat=0))
+        queue.flush()  # the read ran on a worker thread; the engine flushes after each wait
     assert not again.cached and inner.calls == 2 and cache.stats.corrupt == 1
     assert json.loads(entry.read_text(encoding="utf-8"))["explanation"]["text"] == again.text
     assert run(explainer.explain(history(), ITEM, seed=1, repeat=0)).cached
@@ -171,9 +179,11 @@ def test_an_entry_whose_identity_does_not_match_its_key_is_discarded(tmp_path: P
     else:
         entry["identity"] = json.loads(second.read_text(encoding="utf-8"))["identity"]
     first.write_text(json.dumps(entry), encoding="utf-8")
+    queue = WarningQueue()
     with pytest.warns(RobustExplainWarning, match="identity does not match its key"):
-        again = run(explainer.explain(history(), ITEM, seed=1, repeat=0))
-        flush_warnings()
+        with routed_to(queue):
+            again = run(explainer.explain(history(), ITEM, seed=1, repeat=0))
+        queue.flush()
     assert not again.cached and inner.calls == 3 and cache.stats.corrupt == 1
     assert run(explainer.explain(history(), ITEM, seed=2, repeat=0)).cached  # the untouched entry still hits
 
@@ -310,22 +320,34 @@ def test_concurrent_threads_and_processes_never_tear_entries(tmp_path: Path) -> 
     _check_entries(tmp_path)
 
 
-def test_a_warning_from_a_sweep_thread_waits_for_the_main_thread() -> None:
-    """pytest records warnings per phase on the main thread: a worker thread's warning is held until the
-    main thread flushes it (the engine does after each wait), so it lands in a report, never in between."""
+def test_a_warning_from_a_sweep_thread_waits_for_the_main_thread_in_its_runs_queue() -> None:
+    """pytest records warnings per phase on the main thread: a worker thread's warning is held in its run's
+    queue until the main thread flushes it (the engine does after each wait), so it lands in a report, never
+    in between; two runs' queues never say each other's warnings; a thread no run routes warns at once."""
+    import contextvars
     import threading
     import warnings
 
     from pytest_robustexplain.errors import warn
 
-    flush_warnings()  # what an earlier test in this process left (its cache read ran on a thread)
-    with warnings.catch_warnings(record=True) as seen:
-        warnings.simplefilter("always")
-        worker = threading.Thread(target=warn, args=(RobustExplainWarning("disk full"),))
+    def on_a_thread(message: str, context: contextvars.Context | None = None) -> None:
+        call = (context or contextvars.Context()).run
+        worker = threading.Thread(target=call, args=(warn, RobustExplainWarning(message)))
         worker.start()
         worker.join()
-        assert seen == []  # not raised on the worker, where no phase may be recording
-        flush_warnings()
+
+    mine, theirs = WarningQueue(), WarningQueue()
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        with routed_to(mine):
+            on_a_thread("disk full", contextvars.copy_context())
+        with routed_to(theirs):
+            on_a_thread("their disk", contextvars.copy_context())
+        assert seen == []  # not raised on the workers, where no phase may be recording
+        mine.flush()
         warn(RobustExplainWarning("main"))  # on the main thread: at once
-    assert [str(w.message) for w in seen] == ["disk full", "main"]
-    flush_warnings()  # nothing left over
+        on_a_thread("stray")  # no run routes this thread: said where it is
+    assert [str(w.message) for w in seen] == ["disk full", "main", "stray"]
+    with pytest.warns(RobustExplainWarning, match="their disk"):
+        theirs.flush()  # the other run's, said by that run only
+    mine.flush()  # nothing left over: each warning said once

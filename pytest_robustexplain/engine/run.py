@@ -22,7 +22,7 @@ from ..errors import (
     CacheMissError,
     RobustExplainError,
     RobustExplainWarning,
-    flush_warnings,
+    WarningQueue,
     warn,
 )
 from ..explainers.base import FAILURE_ERROR, digest_now
@@ -126,6 +126,7 @@ class Run:
         self.pairs: dict[PairKey, PairResult] = {}  # pairs of decided slices (this process or reported)
         self.counters: dict[str, int] = {}  # call counters reported by other processes (xdist workers)
         self.started, self.started_at = time.monotonic(), _utc_now()
+        self.warnings = WarningQueue()  # this run's warnings from other threads, said at each wait
         self._say = say or (lambda note: None)
         self._make_explainer = make_explainer or (lambda model: None)
         self._notes: set[str] = set()
@@ -195,7 +196,7 @@ class Run:
             try:
                 self.model_infos[model] = sweep.run_coroutine(explainer.preflight())
             finally:
-                flush_warnings()  # what preflight warned of on the sweep's loop, said here
+                self.flush_warnings()  # what preflight warned of on the sweep's loop, said here
             self._explainers[model] = explainer
             sweep.add_explainer(model, explainer)
         return self.model_infos[model]
@@ -313,7 +314,7 @@ class Run:
             scorer = build_scorer(self.settings, cache_dir=self.cache_dir)
             budget = self.settings.max_minutes
             self._sweep = Sweep({}, self.dataset.catalog, scorer=scorer, window=2 * slots * models,
-                                budget_s=None if budget is None else 60 * budget)
+                                budget_s=None if budget is None else 60 * budget, warnings=self.warnings)
             self._sweep.start()
         return self._sweep
 
@@ -384,7 +385,7 @@ class Run:
         except RobustExplainError as exc:
             raise BackendError(f"{planned.spec.model}: {exc}") from None  # one message, not a chain of three
         finally:
-            flush_warnings()  # the sweep threads' warnings (a full disk…), raised on this thread
+            self.flush_warnings()  # the sweep threads' warnings (a full disk…), raised on this thread
         done = self.decide(planned, sliced)
         self._results[slice_id] = done
         return done
@@ -565,10 +566,14 @@ class Run:
         option, path and cause (a report that cannot be written never changes the verdict)."""
         return write_reports(self.settings, result, spelling=self.spelling)
 
+    def flush_warnings(self) -> None:
+        """Say, on this (the main) thread, what the run's other threads warned of, in order."""
+        self.warnings.flush()
+
     def close(self) -> None:
         if self._sweep is not None:
             self._sweep.close()
-        flush_warnings()  # anything the sweep's threads warned of after the last wait
+        self.flush_warnings()  # anything the sweep's threads warned of after the last wait
 
 
 def _unique_gates(gates: Sequence[GateResult]) -> list[GateResult]:

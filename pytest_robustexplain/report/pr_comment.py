@@ -39,7 +39,25 @@ def _delta(now: Interval | None, before: Interval | None) -> str:
     return f"{change:+.3f} ({'better' if change > 0 else 'worse'})"
 
 
-def _rows(now: Summary, before: Summary | None) -> list[list[str]]:
+def _sensitivity_delta(now: Summary, before: Summary | None, margin: float) -> str:
+    """S's change. S = ρ_floor − ρ_swap rises when the explanations differ more between users — and just as
+    much when a model collapses into noise that also changes them for the user's own perturbed history. So a
+    rise reads as better only while ρ held (fell no more than the regression margin); with ρ down, it is
+    said as what it is, and R (how far the perturbed explanation stands from another user's) is the row
+    that weighs the two."""
+    g = now.sensitivity
+    b = before.sensitivity if before is not None else None
+    if g is None or b is None or before is None:
+        return "—"
+    rise = g.sensitivity.mean - b.sensitivity.mean
+    fall = before.overall.mean - now.overall.mean
+    if round(rise, 3) > 0 and fall > margin:
+        return (f"{rise:+.3f} (not better: ρ fell {fall:.3f} with it — explanations that changed for "
+                "everyone; see R)")
+    return _delta(g.sensitivity, b.sensitivity)
+
+
+def _rows(now: Summary, before: Summary | None, margin: float) -> list[list[str]]:
     rows = [["Overall ρ", fmt_interval(before.overall) if before else "—", fmt_interval(now.overall),
              _delta(now.overall, before.overall if before else None)]]
     for kind, interval in now.by_kind.items():
@@ -49,7 +67,7 @@ def _rows(now: Summary, before: Summary | None) -> list[list[str]]:
     g, b = now.sensitivity, before.sensitivity if before else None
     if g is not None:
         rows.append(["Sensitivity S (another user's history)", fmt_interval(b.sensitivity) if b else "—",
-                     fmt_interval(g.sensitivity), _delta(g.sensitivity, b.sensitivity if b else None)])
+                     fmt_interval(g.sensitivity), _sensitivity_delta(now, before, margin)])
         rows.append(["Insensitive users", f"{len(b.insensitive_users)} of {b.n_users}" if b else "—",
                      f"{len(g.insensitive_users)} of {g.n_users}", "—"])
         if g.relative_gate is not None:
@@ -99,6 +117,14 @@ def render_pr_comment(run: RunResult, baseline: RunResult | None = None, *, base
     return "\n".join([*kept, "", note]) + "\n"
 
 
+def _margin(run: RunResult) -> float:
+    """The run's regression margin in ρ (its ``max_regression`` setting, else the option's default)."""
+    from ..settings import option
+
+    value = run.settings.get("max_regression")
+    return float(value) if isinstance(value, (int, float)) else float(option("max-regression").default)
+
+
 def _plain_url(url: str) -> bool:
     """An http(s) URL a Markdown link can hold as it is (the Action's run URL; nothing from a model)."""
     return bool(re.fullmatch(r"https?://[\w.:-]+(/[\w./%-]*)?", url))
@@ -108,6 +134,7 @@ def _render(run: RunResult, baseline: RunResult | None, baseline_note: str, *, d
     """The body; ``details`` empty lists the items that did not pass, else says where they are listed."""
     names = model_names(run)
     outcomes = [model_outcome(run, n) for n in names]
+    margin = _margin(run)
     status = next((o for o in (FAIL, INSENSITIVE, INCONCLUSIVE) if o in outcomes), PASS)
     base_names = model_names(baseline) if baseline is not None else []
     title = f"### Robustness of recommendation explanations: **{status}**"
@@ -122,7 +149,7 @@ def _render(run: RunResult, baseline: RunResult | None, baseline_note: str, *, d
         outcome = model_outcome(run, name) or "not gated"
         lines += [f"**{_cell(name)}** — {_cell(outcome)} · {now.n_users} users · {now.n_pairs} pairs", "",
                   "| | baseline | this change | Δ |", "|---|---|---|---|"]
-        lines += ["| " + " | ".join(_cell(c) for c in row) + " |" for row in _rows(now, before)]
+        lines += ["| " + " | ".join(_cell(c) for c in row) + " |" for row in _rows(now, before, margin)]
         failed = _failed([g for g in run.gates if g.model == name])
         if failed and not details:
             lines += ["", "<details><summary>Items that did not pass</summary>", "", *failed, "",

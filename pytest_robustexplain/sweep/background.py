@@ -15,7 +15,7 @@ from collections.abc import Callable, Coroutine, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..data import Catalog, EvalCase, Item, UserHistory
-from ..errors import BackendError
+from ..errors import BackendError, WarningQueue
 from ..results import PairResult, is_control
 from .books import Books, Step
 from .loop import LoopThread
@@ -48,19 +48,21 @@ class Sweep:
 
     def __init__(self, explainers: Mapping[str, Explainer], catalog: Catalog, *,
                  scorer: CachedScorer | Scorer | PairScorer, window: int = 8,
-                 budget_s: float | None = None) -> None:
+                 budget_s: float | None = None, warnings: WarningQueue | None = None) -> None:
         """``window`` bounds the pairs in progress at once: enough to keep every backend slot busy
         (an original and a perturbed call per pair), few enough that users finish in order. ``scorer``
         scores finished pairs (a :class:`PairScorer`, or the scorer to make one of: a
         :class:`~pytest_robustexplain.score_cache.CachedScorer` builds the metrics' Scorer only for a pair
         its score cache cannot answer). ``budget_s`` is the time budget (max-minutes) from :meth:`start`:
-        when it runs out, every unfinished slice is cut short (:meth:`_out_of_time`)."""
+        when it runs out, every unfinished slice is cut short (:meth:`_out_of_time`). ``warnings`` is the
+        run's queue for what the loop thread warns of (:attr:`warnings`, flushed by the waiting thread)."""
         self._explainers = dict(explainers)
         self._catalog = catalog
         self._scorer = scorer if isinstance(scorer, PairScorer) else PairScorer(scorer, catalog)
         self._planner = PairPlanner(catalog)  # which pairs each slice has (pure; shared pairs once)
         self._books = Books()  # what finished pairs complete or orphan (pure; the loop thread's)
-        self._thread = LoopThread()
+        self.warnings = warnings if warnings is not None else WarningQueue()
+        self._thread = LoopThread(self.warnings)
         # Read by the main thread (wait, perturbations_for) as soon as add_slice returns:
         self._slices: dict[str, SliceResult] = {}
         self._slice_pairs: dict[str, list[Pair]] = {}
