@@ -70,11 +70,13 @@ class RobustExplainPlugin:
     @property
     def run(self) -> RobustnessRun:
         if self._run is None:
-            from .runner import RobustnessRun, register_custom_perturbations
+            from .runner import RobustnessRun, registered_kinds
 
-            register_custom_perturbations(self.config)
+            kinds = registered_kinds(self.config)
+            canonical = kinds.canonical if kinds is not None else None
             with engine_errors(usage=True):
-                self._run = RobustnessRun(self.config, settings_from_pytest(self.config))
+                settings = settings_from_pytest(self.config, canonical_kind=canonical)
+                self._run = RobustnessRun(self.config, settings, kinds)
         return self._run
 
     def marked(self, item: pytest.Item) -> bool:

@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from .engine import ItemPlan, Run, SliceParam
     from .engine.interrupt import Stopper
     from .explainers.base import Explainer, Explanation, ModelInfo
-    from .perturbations import PerturbationResult
+    from .perturbations import KindRegistry, PerturbationResult
     from .sweep import Sweep
 
 
@@ -83,31 +83,25 @@ def engine_errors(*, usage: bool) -> Iterator[None]:
         raise pytest.fail.Exception(message, pytrace=False) from None
 
 
-def register_custom_perturbations(config: pytest.Config) -> None:
-    """The kinds conftests register through ``pytest_robustexplain_register_perturbations``, for this
-    config's sessions only."""
-    registered: list[str] = []
+def registered_kinds(config: pytest.Config) -> KindRegistry | None:
+    """The run's perturbation kinds: the process's, plus what this config's conftests register through
+    ``pytest_robustexplain_register_perturbations`` — owned by this run, so they never leak into another
+    session in the process (pytester). None when nothing is registered (nothing imported either)."""
+    kinds: KindRegistry | None = None
 
     def register(name: str, fn: Any, aliases: tuple[str, ...] = ()) -> None:
-        from .perturbations import register_perturbation
+        nonlocal kinds
+        if kinds is None:
+            from .perturbations import DEFAULT_REGISTRY, KindRegistry
 
+            kinds = KindRegistry(base=DEFAULT_REGISTRY)
         try:
-            register_perturbation(name, fn, aliases=aliases)
+            kinds.register(name, fn, aliases=aliases)
         except ConfigError as exc:
             raise pytest.UsageError(f"pytest_robustexplain_register_perturbations: {exc}") from None
-        registered.append(name)
 
     config.hook.pytest_robustexplain_register_perturbations(register=register)
-    if registered:
-        # pytester runs several sessions in one process: registrations must not leak into the next.
-        config.add_cleanup(lambda: _unregister(registered))
-
-
-def _unregister(names: list[str]) -> None:
-    from .perturbations import unregister_perturbation
-
-    for name in names:
-        unregister_perturbation(name)
+    return kinds
 
 
 def is_xdist_worker(config: pytest.Config) -> bool:
@@ -120,9 +114,10 @@ class RobustnessRun:
     """The pytest adapter of one :class:`~pytest_robustexplain.engine.Run`: marked items → gated slices,
     engine errors → pytest outcomes, results → xdist payloads. One per config, in ``config.stash``."""
 
-    def __init__(self, config: pytest.Config, settings: Settings) -> None:
+    def __init__(self, config: pytest.Config, settings: Settings, kinds: KindRegistry | None = None) -> None:
         self.config = config
         self.settings = settings
+        self.kinds = kinds  # the kinds this session's conftests registered, over the process's
         self.lazy = is_xdist_worker(config)  # xdist workers plan only the items they run
         self._engine: Run | None = None
         self._stopper: Stopper | None = None  # SIGTERM and the xdist stop file, once a model will be called
@@ -134,7 +129,8 @@ class RobustnessRun:
             from .engine import Run
 
             self._engine = Run(self.settings, base_dir=self.config.rootpath, spelling=PYTEST_SPELLING,
-                               say=self._say, cross_process=self.lazy, make_explainer=self._hook_explainer)
+                               say=self._say, cross_process=self.lazy, make_explainer=self._hook_explainer,
+                               kinds=self.kinds)
         return self._engine
 
     def marked(self, nodeid: str) -> bool:
@@ -148,7 +144,12 @@ class RobustnessRun:
     # ------------------------------------------------------------------------------- collection
     def gate_for(self, nodeid: str, marker: pytest.Mark) -> GateSettings:
         """The test's gate settings; a bad keyword is a ConfigError naming the test."""
-        return apply_marker(self.settings, marker.kwargs, nodeid=nodeid, args=marker.args)
+        return apply_marker(self.settings, marker.kwargs, nodeid=nodeid, args=marker.args,
+                            canonical_kind=self._canonical)
+
+    @property
+    def _canonical(self) -> Callable[[str], str] | None:
+        return self.kinds.canonical if self.kinds is not None else None
 
     def params_for(self, gate: GateSettings) -> list[SliceParam]:
         """One parameter per model × kind, plus ``overall`` when the test covers several kinds."""
@@ -312,7 +313,8 @@ class RobustnessRun:
         plan = self.plans.get(item.nodeid)
         if plan is not None and plan.slice_id:
             return list(self.engine.perturbations_for(plan.slice_id))
-        gate = plan.gate if plan is not None else apply_marker(self.settings, {}, nodeid=item.nodeid)
+        gate = plan.gate if plan is not None else apply_marker(self.settings, {}, nodeid=item.nodeid,
+                                                               canonical_kind=self._canonical)
         return self.engine.perturbations_of(gate, plan.param.kind if plan is not None else OVERALL)
 
     def enforce(self, item: pytest.Item, *, tick: Callable[[], None] | None = None) -> None:

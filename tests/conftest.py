@@ -7,8 +7,8 @@ first breaks httpx's mapping of httpcore errors (a refused connection surfaced a
 order-dependent failure under xdist). The plugin's own modules likewise: an inner run that first imported
 ``errors`` and ``explainers.cache`` left the next test with two copies of each — two warning classes, two
 routes for a thread's warnings (before each run owned its queue, the full-disk warning vanished after a
-template run). Importing the heavy modules and every module of the package here, once, keeps them loaded across
-inner runs.
+template run). Importing the heavy modules and every module of the package here, once, keeps them loaded
+across inner runs.
 """
 
 from __future__ import annotations

@@ -12,6 +12,7 @@ from ..settings import PYTEST_SPELLING, Spelling
 if TYPE_CHECKING:
     from ..data import Catalog, EvalCase
     from ..donors import DonorPool
+    from ..perturbations import KindRegistry
     from ..settings import GateSettings, Settings
     from ..sweep import SliceSpec
 
@@ -183,12 +184,13 @@ class SlicePlan:
         return self.pairs + self.controls + self.swaps + self.originals
 
 
-def plan_slices(slices: Sequence[GatedSlice], catalog: Catalog) -> list[SlicePlan]:
+def plan_slices(slices: Sequence[GatedSlice], catalog: Catalog, kinds: KindRegistry | None = None
+                ) -> list[SlicePlan]:
     """Plan the slices exactly as the sweep will (the same :class:`~pytest_robustexplain.sweep.PairPlanner`),
     without a sweep, an explainer or a model call."""
     from ..sweep import PairPlanner
 
-    planner = PairPlanner(catalog)
+    planner = PairPlanner(catalog, kinds)
     plans = []
     for entry in slices:
         spec = entry.spec

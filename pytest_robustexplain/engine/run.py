@@ -74,7 +74,7 @@ if TYPE_CHECKING:
     from ..data import Dataset, EvalCase
     from ..donors import DonorPool
     from ..explainers.base import Explainer
-    from ..perturbations import PerturbationResult
+    from ..perturbations import KindRegistry, PerturbationResult
     from ..report.summary import ReportModel
     from ..settings import GateSettings, Settings
     from ..sweep import Counters, SliceResult, Sweep
@@ -115,9 +115,10 @@ class Run:
                  spelling: Spelling = PYTEST_SPELLING,
                  say: Callable[[str], None] | None = None, cross_process: bool = False,
                  make_explainer: Callable[[str], Explainer | None] | None = None,
-                 extra_settings: Mapping[str, Any] | None = None) -> None:
+                 extra_settings: Mapping[str, Any] | None = None, kinds: KindRegistry | None = None) -> None:
         self.settings = settings
         self.spelling = spelling
+        self.kinds = kinds  # the run's perturbation kinds (None: the process's registry)
         self.cache_dir = cache_directory(settings, base_dir)
         self.cross_process = cross_process
         self.extra_settings = dict(extra_settings or {})
@@ -279,7 +280,7 @@ class Run:
         without an explainer, the cache or a model call: what a dry run prints."""
         from .plan import plan_slices
 
-        return plan_slices(list(self._slices.values()), self.dataset.catalog)
+        return plan_slices(list(self._slices.values()), self.dataset.catalog, self.kinds)
 
     def dry_run_lines(self) -> list[str]:
         """The plan of every gated item, one line each, and the total (``--dry-run`` under pytest)."""
@@ -314,7 +315,8 @@ class Run:
             scorer = build_scorer(self.settings, cache_dir=self.cache_dir)
             budget = self.settings.max_minutes
             self._sweep = Sweep({}, self.dataset.catalog, scorer=scorer, window=2 * slots * models,
-                                budget_s=None if budget is None else 60 * budget, warnings=self.warnings)
+                                budget_s=None if budget is None else 60 * budget, warnings=self.warnings,
+                                kinds=self.kinds)
             self._sweep.start()
         return self._sweep
 
@@ -366,7 +368,8 @@ class Run:
 
         kinds = gate.perturbations if slice_name == OVERALL else (slice_name,)
         return perturbations_of(self.cases_for(gate), kinds, gate.severities, gate.repeats,
-                                seed=self.settings.seed, catalog=self.dataset.catalog, design=gate.design)
+                                seed=self.settings.seed, catalog=self.dataset.catalog, design=gate.design,
+                                registry=self.kinds)
 
     @property
     def progress(self) -> Counters:

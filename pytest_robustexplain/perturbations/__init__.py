@@ -3,6 +3,7 @@ opt-in adversarial kinds (``attacks``). Importing the package registers every bu
 
 from . import attacks as _attacks  # noqa: F401  (registers prompt_injection and shilling)
 from .core import (
+    DEFAULT_REGISTRY,
     DILUTION,
     DRIFT,
     KINDS,
@@ -11,6 +12,7 @@ from .core import (
     NOISE,
     SEVERITIES,
     SHUFFLE,
+    KindRegistry,
     Perturbation,
     PerturbationFn,
     PerturbationResult,
@@ -31,9 +33,31 @@ from .core import (
 )
 
 __all__ = [
-    "DILUTION", "DRIFT", "KINDS", "METADATA_FIELDS", "MISSING", "NOISE", "SEVERITIES", "SHUFFLE",
-    "Perturbation", "PerturbationFn", "PerturbationResult", "apply_perturbation", "available_kinds",
-    "behavior_dilution", "canonical_kind", "category_drift", "least_engaged_categories", "missing_values",
-    "noise_injection", "perturbation_rng", "register_perturbation", "stable_hash", "temporal_shuffle",
-    "unregister_perturbation", "validate_severity",
+    "DEFAULT_REGISTRY",
+    "DILUTION",
+    "DRIFT",
+    "KINDS",
+    "METADATA_FIELDS",
+    "MISSING",
+    "NOISE",
+    "SEVERITIES",
+    "SHUFFLE",
+    "KindRegistry",
+    "Perturbation",
+    "PerturbationFn",
+    "PerturbationResult",
+    "apply_perturbation",
+    "available_kinds",
+    "behavior_dilution",
+    "canonical_kind",
+    "category_drift",
+    "least_engaged_categories",
+    "missing_values",
+    "noise_injection",
+    "perturbation_rng",
+    "register_perturbation",
+    "stable_hash",
+    "temporal_shuffle",
+    "unregister_perturbation",
+    "validate_severity",
 ]

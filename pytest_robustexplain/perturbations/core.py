@@ -165,89 +165,128 @@ class Perturbation:
     builtin: bool
 
 
-_REGISTRY: dict[str, Perturbation] = {}
-_LOOKUP: dict[str, str] = {}  # every accepted spelling (names and aliases) -> canonical name
-_LOCK = threading.Lock()
-
-
 def _normalise(name: str) -> str:
     return name.strip().lower().replace("-", "_")
 
 
-def _valid_kinds_text() -> str:
-    parts = []
-    for entry in _REGISTRY.values():
-        parts.append(f"{entry.name} ({', '.join(entry.aliases)})" if entry.aliases else entry.name)
-    return ", ".join(parts)
+class KindRegistry:
+    """A registry of perturbation kinds: names, aliases and functions.
+
+    :data:`DEFAULT_REGISTRY` holds the built-ins and what the Python API registers
+    (:func:`register_perturbation`: a process's own choice, as ``warnings.filterwarnings`` is). A pytest run
+    owns a ``KindRegistry(base=DEFAULT_REGISTRY)`` that adds the kinds its conftests register through the
+    hook: they live and die with that run, so two sessions in one process (pytester's inline runs) never
+    see each other's kinds."""
+
+    def __init__(self, base: KindRegistry | None = None) -> None:
+        self._base = base
+        self._entries: dict[str, Perturbation] = {}
+        self._lookup: dict[str, str] = {}  # every accepted spelling (names and aliases) -> canonical name
+        self._lock = threading.Lock()
+
+    def _all(self) -> dict[str, Perturbation]:
+        return {**(self._base._all() if self._base else {}), **self._entries}
+
+    def _spellings(self) -> dict[str, str]:
+        return {**(self._base._spellings() if self._base else {}), **self._lookup}
+
+    def names(self) -> tuple[str, ...]:
+        """Canonical names of every kind: the built-ins first, then registered ones in order."""
+        return tuple(self._all())
+
+    def entry(self, canonical: str) -> Perturbation:
+        return self._all()[canonical]
+
+    def canonical(self, name: str) -> str:
+        """The canonical name of a kind given by name or alias (case and ``-``/``_`` ignored)."""
+        if not isinstance(name, str):
+            raise ConfigError(f"perturbation kind must be a string, got {name!r}; valid kinds: "
+                              f"{self._valid_text()}")
+        canonical = self._spellings().get(_normalise(name))
+        if canonical is None:
+            raise ConfigError(f"unknown perturbation kind {name!r}; valid kinds: {self._valid_text()}")
+        return canonical
+
+    def _valid_text(self) -> str:
+        return ", ".join(f"{e.name} ({', '.join(e.aliases)})" if e.aliases else e.name
+                         for e in self._all().values())
+
+    def register(self, name: str, fn: PerturbationFn, *, aliases: Iterable[str] = (),
+                 builtin: bool = False) -> None:
+        """Add a kind (see :func:`register_perturbation`); a clash with a known spelling is a ConfigError."""
+        if isinstance(aliases, str):
+            raise ConfigError(f"aliases of perturbation {name!r} must be a list of names, not the string "
+                              f"{aliases!r}")
+        if not callable(fn):
+            raise ConfigError(f"perturbation {name!r} must be registered with a callable, got {fn!r}")
+        with self._lock:
+            canonical = self._check_new_name(name, "name", ())
+            accepted: list[str] = []
+            for alias in aliases:
+                accepted.append(self._check_new_name(alias, "alias", [canonical, *accepted]))
+            self._entries[canonical] = Perturbation(canonical, fn, tuple(accepted), builtin=builtin)
+            for spelling in (canonical, *accepted):
+                self._lookup[spelling] = canonical
+
+    def unregister(self, name: str) -> None:
+        """Remove a kind registered here; built-ins, and kinds of the base registry, stay."""
+        with self._lock:
+            canonical = self.canonical(name)
+            entry = self._entries.get(canonical)
+            if self.entry(canonical).builtin:
+                raise ConfigError(f"perturbation {canonical!r} is built in and cannot be unregistered")
+            if entry is None:
+                raise ConfigError(f"perturbation {canonical!r} was not registered here (but for the "
+                                  "whole process: unregister it there)")
+            del self._entries[canonical]
+            for spelling in (canonical, *entry.aliases):
+                del self._lookup[spelling]
+
+    def _check_new_name(self, value: object, role: str, taken: Iterable[str]) -> str:
+        if not isinstance(value, str) or not KIND_NAME.match(value):
+            raise ConfigError(f"perturbation {role} {value!r} is not valid: use lowercase letters, digits "
+                              "and underscores, starting with a letter")
+        if value in CONTROL_KINDS:
+            raise ConfigError(f"perturbation {role} {value!r} is reserved for control pairs")
+        spellings = self._spellings()
+        if value in spellings or value in taken:
+            owner = spellings.get(value, "this registration")
+            raise ConfigError(f"perturbation {role} {value!r} is already registered (by {owner})")
+        return value
+
+
+DEFAULT_REGISTRY = KindRegistry()  # the built-ins and the Python API's registrations
 
 
 def canonical_kind(name: str) -> str:
     """The canonical name of a perturbation kind given by name or alias (case and ``-``/``_`` ignored)."""
-    if not isinstance(name, str):
-        raise ConfigError(f"perturbation kind must be a string, got {name!r}; valid kinds: "
-                          f"{_valid_kinds_text()}")
-    canonical = _LOOKUP.get(_normalise(name))
-    if canonical is None:
-        raise ConfigError(f"unknown perturbation kind {name!r}; valid kinds: {_valid_kinds_text()}")
-    return canonical
+    return DEFAULT_REGISTRY.canonical(name)
 
 
 def available_kinds() -> tuple[str, ...]:
     """Canonical names of every perturbation kind: the built-ins first, then registered ones in order."""
-    return tuple(_REGISTRY)
-
-
-def _check_new_name(value: object, role: str, taken: Iterable[str]) -> str:
-    if not isinstance(value, str) or not KIND_NAME.match(value):
-        raise ConfigError(f"perturbation {role} {value!r} is not valid: use lowercase letters, digits and "
-                          "underscores, starting with a letter")
-    if value in CONTROL_KINDS:
-        raise ConfigError(f"perturbation {role} {value!r} is reserved for control pairs")
-    if value in _LOOKUP or value in taken:
-        owner = _LOOKUP.get(value, "this registration")
-        raise ConfigError(f"perturbation {role} {value!r} is already registered (by {owner})")
-    return value
+    return DEFAULT_REGISTRY.names()
 
 
 def register_perturbation(name: str, fn: PerturbationFn, *, aliases: Iterable[str] = ()) -> None:
-    """Register a custom perturbation kind.
+    """Register a custom perturbation kind for this process (the Python API; a conftest registers through
+    the ``pytest_robustexplain_register_perturbations`` hook, for its session only).
 
     ``fn(history, severity, catalog, rng)`` must return ``(new_history, changes)`` like the built-ins:
     a new :class:`UserHistory` (never mutate the input) and a JSON-serialisable dict; it must draw all its
     randomness from ``rng``. Names and aliases are lowercase identifiers and may not clash with any
     registered name or alias (``ConfigError``).
     """
-    if isinstance(aliases, str):
-        raise ConfigError(f"aliases of perturbation {name!r} must be a list of names, not the string "
-                          f"{aliases!r}")
-    if not callable(fn):
-        raise ConfigError(f"perturbation {name!r} must be registered with a callable, got {fn!r}")
-    with _LOCK:
-        canonical = _check_new_name(name, "name", ())
-        accepted: list[str] = []
-        for alias in aliases:
-            accepted.append(_check_new_name(alias, "alias", [canonical, *accepted]))
-        _REGISTRY[canonical] = Perturbation(canonical, fn, tuple(accepted), builtin=False)
-        for spelling in (canonical, *accepted):
-            _LOOKUP[spelling] = canonical
+    DEFAULT_REGISTRY.register(name, fn, aliases=aliases)
 
 
 def unregister_perturbation(name: str) -> None:
-    """Remove a custom perturbation kind (e.g. at the end of a pytest session); built-ins stay."""
-    with _LOCK:
-        canonical = canonical_kind(name)
-        entry = _REGISTRY[canonical]
-        if entry.builtin:
-            raise ConfigError(f"perturbation {canonical!r} is built in and cannot be unregistered")
-        del _REGISTRY[canonical]
-        for spelling in (canonical, *entry.aliases):
-            del _LOOKUP[spelling]
+    """Remove a custom perturbation kind registered with :func:`register_perturbation`; built-ins stay."""
+    DEFAULT_REGISTRY.unregister(name)
 
 
 def register_builtin(name: str, fn: PerturbationFn, aliases: tuple[str, ...]) -> None:
-    _REGISTRY[name] = Perturbation(name, fn, aliases, builtin=True)
-    for spelling in (name, *aliases):
-        _LOOKUP[spelling] = name
+    DEFAULT_REGISTRY.register(name, fn, aliases=aliases, builtin=True)
 
 
 # ---------------------------------------------------------------------------------- seeds and checks
@@ -566,14 +605,18 @@ def _checked_output(kind: str, history: UserHistory, output: object) -> tuple[Us
 
 
 def apply_perturbation(history: UserHistory, kind: str, severity: int, *, catalog: Catalog, seed: int,
-                       item_id: str = "", repeat: int = 0) -> PerturbationResult:
+                       item_id: str = "", repeat: int = 0, kinds: KindRegistry | None = None
+                       ) -> PerturbationResult:
     """Perturb ``history`` with ``kind`` at ``severity`` (1–5); see the module docstring for the semantics.
 
     The result depends only on ``(seed, history.user_id, item_id, kind, severity, repeat)`` and the
-    inputs. Raises ``ConfigError`` for an unknown kind or a bad severity/seed/repeat and ``DataError``
-    for an empty history or a catalog that cannot serve the kind.
+    inputs. ``kinds`` is the registry that knows ``kind`` (default: :data:`DEFAULT_REGISTRY`; a run passes
+    its own, which also has the kinds its conftests registered). Raises ``ConfigError`` for an unknown kind
+    or a bad severity/seed/repeat and ``DataError`` for an empty history or a catalog that cannot serve the
+    kind.
     """
-    canonical = canonical_kind(kind)
+    registry = kinds or DEFAULT_REGISTRY
+    canonical = registry.canonical(kind)
     level = validate_severity(severity)
     seed_value = _as_int(seed, "perturbation seed", 0)
     repeat_value = _as_int(repeat, "perturbation repeat", 0)
@@ -581,7 +624,7 @@ def apply_perturbation(history: UserHistory, kind: str, severity: int, *, catalo
         raise DataError("the history is empty, so there is nothing to perturb",
                         record=f"user {history.user_id!r}")
     rng = perturbation_rng(seed_value, history.user_id, item_id, canonical, level, repeat_value)
-    entry = _REGISTRY[canonical]
+    entry = registry.entry(canonical)
     output = entry.fn(history, level, _without_item(catalog, item_id), rng)
     perturbed, changes = _checked_output(canonical, history, output)
     return PerturbationResult(kind=canonical, severity=level, repeat=repeat_value, original=history,

@@ -34,6 +34,7 @@ from .scoring import PairScorer
 if TYPE_CHECKING:
     from ..explainers.base import Explainer, Explanation
     from ..metrics import Scorer
+    from ..perturbations import KindRegistry
     from ..score_cache import CachedScorer
 
 T = TypeVar("T")
@@ -48,7 +49,8 @@ class Sweep:
 
     def __init__(self, explainers: Mapping[str, Explainer], catalog: Catalog, *,
                  scorer: CachedScorer | Scorer | PairScorer, window: int = 8,
-                 budget_s: float | None = None, warnings: WarningQueue | None = None) -> None:
+                 budget_s: float | None = None, warnings: WarningQueue | None = None,
+                 kinds: KindRegistry | None = None) -> None:
         """``window`` bounds the pairs in progress at once: enough to keep every backend slot busy
         (an original and a perturbed call per pair), few enough that users finish in order. ``scorer``
         scores finished pairs (a :class:`PairScorer`, or the scorer to make one of: a
@@ -59,7 +61,7 @@ class Sweep:
         self._explainers = dict(explainers)
         self._catalog = catalog
         self._scorer = scorer if isinstance(scorer, PairScorer) else PairScorer(scorer, catalog)
-        self._planner = PairPlanner(catalog)  # which pairs each slice has (pure; shared pairs once)
+        self._planner = PairPlanner(catalog, kinds)  # which pairs each slice has (pure; shared pairs once)
         self._books = Books()  # what finished pairs complete or orphan (pure; the loop thread's)
         self.warnings = warnings if warnings is not None else WarningQueue()
         self._thread = LoopThread(self.warnings)
@@ -130,7 +132,7 @@ class Sweep:
     def perturbations_for(self, slice_id: str) -> Perturbations:
         """The planned perturbations of a slice (trivial ones were filtered), computed when read."""
         pairs = [p for p in self._slice_pairs[slice_id] if not is_control(p.key.kind)]
-        return Perturbations(pairs, self._catalog)
+        return Perturbations(pairs, self._catalog, self._planner.kinds)
 
     def add_explainer(self, model: str, explainer: Explainer) -> None:
         """Make ``model`` available to slices added from now on."""

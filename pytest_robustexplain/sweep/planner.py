@@ -15,7 +15,7 @@ from .records import Pair
 
 if TYPE_CHECKING:
     from ..data import Catalog, EvalCase
-    from ..perturbations import PerturbationResult
+    from ..perturbations import KindRegistry, PerturbationResult
     from .records import SliceSpec
 
 
@@ -53,20 +53,22 @@ def grid(kinds: Sequence[str], severities: Sequence[int], repeats: int, *, posit
 
 
 def perturb(case: EvalCase, kind: str, severity: int, repeat: int, *, seed: int,
-            catalog: Catalog) -> PerturbationResult:
-    """The case's history under one perturbation: a pure function of these arguments."""
+            catalog: Catalog, kinds: KindRegistry | None = None) -> PerturbationResult:
+    """The case's history under one perturbation: a pure function of these arguments (``kinds``: the
+    run's registry of kinds; default the process's)."""
     from ..perturbations import apply_perturbation
 
     return apply_perturbation(case.history, kind, severity, catalog=catalog, seed=seed, item_id=case.item_id,
-                              repeat=repeat)
+                              repeat=repeat, kinds=kinds)
 
 
 def perturbations_of(cases: Sequence[EvalCase], kinds: Sequence[str], severities: Sequence[int],
                      repeats: int, *, seed: int, catalog: Catalog,
-                     design: str = DESIGN_FULL) -> list[PerturbationResult]:
+                     design: str = DESIGN_FULL, registry: KindRegistry | None = None
+                     ) -> list[PerturbationResult]:
     """The perturbations a slice of these cases would run, in the plan's order (case, kind, severity,
     repeat), without the trivial ones (those that left the history unchanged)."""
-    results = (perturb(case, kind, severity, repeat, seed=seed, catalog=catalog)
+    results = (perturb(case, kind, severity, repeat, seed=seed, catalog=catalog, kinds=registry)
                for position, case in enumerate(cases)
                for kind, severity, repeat in grid(kinds, severities, repeats, position=position,
                                                   design=design))
@@ -87,6 +89,7 @@ class PairPlanner:
     (same model, user, item, kind, severity, repeat and seed) is one :class:`Pair`, run once."""
 
     catalog: Catalog
+    kinds: KindRegistry | None = None  # the run's registry of kinds (None: the process's)
     pairs: dict[tuple[Any, ...], Pair] = field(default_factory=dict)
 
     def plan(self, spec: SliceSpec, users_order: Sequence[str]) -> PlannedSlice:
@@ -124,7 +127,7 @@ class PairPlanner:
 
     def _new_pair(self, spec: SliceSpec, case: EvalCase, kind: str, severity: int, repeat: int
                   ) -> Pair | None:
-        pert = perturb(case, kind, severity, repeat, seed=spec.seed, catalog=self.catalog)
+        pert = perturb(case, kind, severity, repeat, seed=spec.seed, catalog=self.catalog, kinds=self.kinds)
         if pert.identical:
             return None  # not kept: the next slice that asks recomputes it and counts it trivial too
         pair = Pair(PairKey(spec.model, case.user_id, case.item_id, kind, severity, repeat), case, pert,

@@ -22,7 +22,7 @@ from ..results import (
 if TYPE_CHECKING:
     from ..donors import Control
     from ..explainers.base import Explanation
-    from ..perturbations import PerturbationResult
+    from ..perturbations import KindRegistry, PerturbationResult
     from ..stats import SequentialGate
 
 
@@ -163,9 +163,10 @@ class Perturbations(Sequence["PerturbationResult"]):
     """A slice's perturbations in plan order, each recomputed when read (the same seed gives the same
     perturbation), so a long run holds no perturbed history longer than its pair needs it."""
 
-    def __init__(self, pairs: list[Pair], catalog: Catalog) -> None:
+    def __init__(self, pairs: list[Pair], catalog: Catalog, kinds: KindRegistry | None = None) -> None:
         self._pairs = pairs
         self._catalog = catalog
+        self._kinds = kinds
 
     def __len__(self) -> int:
         return len(self._pairs)
@@ -188,7 +189,8 @@ class Perturbations(Sequence["PerturbationResult"]):
 
         key = pair.key
         return apply_perturbation(pair.case.history, key.kind, key.severity, catalog=self._catalog,
-                                  seed=pair.sample_seed, item_id=key.item_id, repeat=key.repeat)
+                                  seed=pair.sample_seed, item_id=key.item_id, repeat=key.repeat,
+                                  kinds=self._kinds)
 
 
 def reweighted(pair: PairResult, weights: tuple[float, ...] | None) -> PairResult:
