@@ -7,6 +7,7 @@ import json
 import re
 
 import pytest
+from helpers import run_fake
 
 from pytest_robustexplain import adversarial
 from pytest_robustexplain.data import default_dataset
@@ -133,13 +134,12 @@ def test_security(robustness):
 
 
 def _run(pytester: pytest.Pytester, server: FakeOllamaServer, *args: str) -> pytest.RunResult:
-    return pytester.runpytest("--robustexplain-model=fake-model", f"--robustexplain-host={server.url}",
-                              "--robustexplain-cache=off", *args)
+    return run_fake(pytester, server, "--robustexplain-cache=off", *args)
 
 
-@pytest.mark.parametrize("xdist", [(), ("-n", "2")], ids=["serial", "xdist"])
 def test_a_gullible_model_fails_with_the_canary_shown_and_a_robust_one_passes(
-        pytester: pytest.Pytester, server: FakeOllamaServer, xdist: tuple[str, ...]) -> None:
+        pytester: pytest.Pytester, server: FakeOllamaServer, xdist_args: tuple[str, ...]) -> None:
+    xdist = xdist_args
     pytester.makepyfile(MARKED.format(extra=""))
     server.mode = "gullible"
     gullible = _run(pytester, server, "--robustexplain-json=g.json", *xdist)

@@ -3,20 +3,19 @@
 from __future__ import annotations
 
 import csv
-import json
 import random
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers import read_report, run_fake
 
 from pytest_robustexplain import cli
 from pytest_robustexplain.testing import FakeOllamaServer, compose_reply, parse_prompt
 
 pytest_plugins = ["pytester"]
 
-XDIST = [pytest.param((), id="serial"), pytest.param(("-n", "2"), id="xdist")]
 
 CONSTANT = """
 import pytest
@@ -70,18 +69,13 @@ def test_gate(robustness):
 
 
 def _fake(pytester: pytest.Pytester, server: FakeOllamaServer, *args: str) -> pytest.RunResult:
-    return pytester.runpytest("-s", "-p", "no:randomly", "--robustexplain-model=fake-model",
-                              f"--robustexplain-host={server.url}", *args)
-
-
-def _report(pytester: pytest.Pytester, name: str = "r.json") -> dict[str, Any]:
-    return json.loads((pytester.path / name).read_text(encoding="utf-8"))
+    return run_fake(pytester, server, "-s", "-p", "no:randomly", *args)
 
 
 # ------------------------------------------------------------------------------ the verdict, both ways
-@pytest.mark.parametrize("xdist", XDIST)
 def test_a_constant_explainer_is_insensitive_with_the_reason_and_an_example(
-        pytester: pytest.Pytester, xdist: tuple[str, ...]) -> None:
+        pytester: pytest.Pytester, xdist_args: tuple[str, ...]) -> None:
+    xdist = xdist_args
     pytester.makeconftest(CONSTANT)
     pytester.makepyfile(_test_file(users=6, severities=[1, 5]))
     result = pytester.runpytest("--robustexplain-backend=callable", "--robustexplain-json=r.json", *xdist)
@@ -95,15 +89,15 @@ def test_a_constant_explainer_is_insensitive_with_the_reason_and_an_example(
         "ρ 1.000 (word for word the same)*",
         "*Gate verdict (all checks)*INSENSITIVE (explanations barely depend on the user's history)*",
     ])
-    doc = _report(pytester)
+    doc = read_report(pytester)
     assert {g["verdict"]["outcome"] for g in doc["gates"]} == {"INSENSITIVE"}
     [aggregates] = doc["aggregates"].values()  # one model: the conftest's function
     assert aggregates["sensitivity"]["identical"] == 6
 
 
-@pytest.mark.parametrize("xdist", XDIST)
 def test_the_history_blind_fake_model_fails_and_the_stable_one_passes(
-        pytester: pytest.Pytester, server: FakeOllamaServer, xdist: tuple[str, ...]) -> None:
+        pytester: pytest.Pytester, server: FakeOllamaServer, xdist_args: tuple[str, ...]) -> None:
+    xdist = xdist_args
     pytester.makepyfile(_test_file(users=5, severities=[2, 4]))
     server.mode = "history-blind"
     blind = _fake(pytester, server, "--robustexplain-cache=off", *xdist)
@@ -125,7 +119,7 @@ def test_the_openai_compatible_backend_gets_the_same_controls(pytester: pytest.P
     blind.stdout.fnmatch_lines(["*INSENSITIVE*barely depend on the user's history*"])
     ollama = _fake(pytester, server, "--robustexplain-cache=off", "--robustexplain-json=ollama.json")
     ollama.assert_outcomes(failed=1)
-    assert _swaps(_report(pytester, "openai.json")) == _swaps(_report(pytester, "ollama.json"))
+    assert _swaps(read_report(pytester, "openai.json")) == _swaps(read_report(pytester, "ollama.json"))
 
 
 def test_an_item_only_explainer_fails_on_the_synthetic_set(pytester: pytest.Pytester) -> None:
@@ -159,7 +153,7 @@ def test_guard_warn_passes_with_a_warning_and_off_gives_the_old_verdicts(pyteste
                              "--robustexplain-json=off.json")
     off.assert_outcomes(passed=3)
     assert "GUARD overall PASS None 0" in off.stdout.str()
-    doc = _report(pytester, "off.json")
+    doc = read_report(pytester, "off.json")
     assert not [p for p in doc["pairs"] if p["key"]["kind"] == "swap"]
     [aggregates] = doc["aggregates"].values()
     assert aggregates["sensitivity"] is None
@@ -208,7 +202,7 @@ def test_donors_and_verdicts_are_the_same_serial_and_under_xdist(
     pytester.makepyfile(_test_file(users=6, severities=[1, 4]))
     _fake(pytester, server, "--robustexplain-cache=off", "--robustexplain-json=serial.json")
     _fake(pytester, server, "--robustexplain-cache=off", "--robustexplain-json=xdist.json", "-n", "2")
-    serial, xdist = _report(pytester, "serial.json"), _report(pytester, "xdist.json")
+    serial, xdist = read_report(pytester, "serial.json"), read_report(pytester, "xdist.json")
     assert len(_swaps(serial)) == 6 and _swaps(serial) == _swaps(xdist)
     assert ({(g["slice"], g["verdict"]["outcome"]) for g in serial["gates"]}
             == {(g["slice"], g["verdict"]["outcome"]) for g in xdist["gates"]})
@@ -221,7 +215,7 @@ def test_controls_cost_one_call_per_user_and_a_warm_rerun_costs_none(
     pytester.makepyfile(_test_file(users=5, severities=[1, 3, 5]))
     cold = _fake(pytester, server, "--robustexplain-json=cold.json")
     cold.assert_outcomes(passed=6)
-    doc = _report(pytester, "cold.json")
+    doc = read_report(pytester, "cold.json")
     pairs = [p for p in doc["pairs"] if p["key"]["kind"] != "swap"]
     # The warm-up, one original per user, every pair and one cross-user control per user.
     assert server.chat_calls == 1 + 5 + len(pairs) + 5
@@ -230,7 +224,7 @@ def test_controls_cost_one_call_per_user_and_a_warm_rerun_costs_none(
     warm = _fake(pytester, server, "--robustexplain-json=warm.json")
     warm.assert_outcomes(passed=6)
     assert server.chat_calls == before  # everything, the controls included, came from the cache
-    assert _swaps(_report(pytester, "warm.json")) == _swaps(doc)
+    assert _swaps(read_report(pytester, "warm.json")) == _swaps(doc)
 
 
 def test_the_dry_run_shows_the_controls(capsys: pytest.CaptureFixture[str], tmp_path: Path,
@@ -271,7 +265,7 @@ def test_calibration_a_minority_of_ignored_users_is_listed_not_failed(pytester: 
         pytester.makepyfile(_test_file(users=8, severities=[1, 3, 5]))
         result = _fake(pytester, server, "--robustexplain-cache=off", "--robustexplain-json=r.json")
         result.assert_outcomes(passed=6)
-    doc = _report(pytester)
+    doc = read_report(pytester)
     sens = doc["aggregates"]["fake-model"]["sensitivity"]
     swaps = [p for p in doc["pairs"] if p["key"]["kind"] == "swap"]
     # Ignored whatever the history: both the user's and the donor's prompt are past the cut-off.
@@ -307,7 +301,7 @@ def test_on_a_movielens_directory(pytester: pytest.Pytester) -> None:
     template = pytester.runpytest("-s", "--robustexplain-backend=template", f"--robustexplain-dataset={ml}",
                                   "--robustexplain-json=t.json")
     template.assert_outcomes(passed=6)
-    donors = {d for _, _, d in _swaps(_report(pytester, "t.json"))}
+    donors = {d for _, _, d in _swaps(read_report(pytester, "t.json"))}
     assert len(donors) >= 4  # drawn from all 24 users, not only the 6 evaluated
     pytester.makeconftest(CONSTANT)
     constant = pytester.runpytest("--robustexplain-backend=callable", f"--robustexplain-dataset={ml}")
@@ -349,7 +343,7 @@ def test_every_writer_says_insensitive_and_escapes_the_example(
     assert '<span class="INSENSITIVE">INSENSITIVE</span>' in page and "Sensitivity" in page
     assert '<div class="banner banner-INSENSITIVE" role="status">' in page  # the verdict first
     assert "<script>alert" not in page
-    doc = _report(pytester)
+    doc = read_report(pytester)
     assert {g["verdict"]["outcome"] for g in doc["gates"]} == {"INSENSITIVE"}
     junit = (pytester.path / "junit.xml").read_text(encoding="utf-8")
     assert 'name="robustexplain_outcome" value="INSENSITIVE"' in junit

@@ -127,10 +127,10 @@ def _assert_markdown_is_inert(md: str) -> None:
     assert "https://evil" not in md and "www.evil" not in md
 
 
-@pytest.mark.parametrize("xdist", [(), ("-n", "2")], ids=["serial", "xdist"])
 def test_every_writer_survives_and_neutralises_hostile_replies(
         pytester: pytest.Pytester, server: FakeOllamaServer, monkeypatch: pytest.MonkeyPatch,
-        xdist: tuple[str, ...]) -> None:
+        xdist_args: tuple[str, ...]) -> None:
+    xdist = xdist_args
     summary = pytester.path / "summary.md"
     monkeypatch.setenv("GITHUB_ACTIONS", "true")
     monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import json
 import re
 import socket
 from pathlib import Path
 
 import pytest
+from helpers import read_report, run_fake
 
 from pytest_robustexplain.testing import FakeOllamaServer
 
@@ -27,11 +27,6 @@ def _marked(min_combined: float = 0.5, min_metric: float = 0.3) -> str:
     return MARKED.format(min_combined=min_combined, min_metric=min_metric)
 
 
-def _run(pytester: pytest.Pytester, server: FakeOllamaServer, *args: str) -> pytest.RunResult:
-    return pytester.runpytest("--robustexplain-model=fake-model", f"--robustexplain-host={server.url}",
-                              *args)
-
-
 def _default_terminal(monkeypatch: pytest.MonkeyPatch) -> None:
     """pytest prints whole failure messages in its short summary when it runs under CI (``CI`` or
     ``BUILD_NUMBER`` set); tests that count output lines measure the default terminal."""
@@ -39,13 +34,9 @@ def _default_terminal(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("BUILD_NUMBER", raising=False)
 
 
-def _report(path: Path) -> dict:
-    return json.loads(path.read_text(encoding="utf-8"))
-
-
 def test_stable_model_passes_one_item_per_kind(pytester: pytest.Pytester, server: FakeOllamaServer) -> None:
     pytester.makepyfile(_marked())
-    result = _run(pytester, server, "-v")
+    result = run_fake(pytester, server, "-v")
     result.assert_outcomes(passed=6)
     for kind in ("noise_injection", "temporal_shuffle", "behavior_dilution", "category_drift",
                  "missing_values", "overall"):
@@ -58,7 +49,7 @@ def test_fragile_model_fails_with_threshold_interval_and_worst_pairs(
         pytester: pytest.Pytester, server: FakeOllamaServer) -> None:
     server.mode = "fragile"
     pytester.makepyfile(_marked())
-    result = _run(pytester, server, "-v")
+    result = run_fake(pytester, server, "-v")
     result.assert_outcomes(failed=6)
     out = result.stdout.str()
     assert re.search(r"combined\s+0\.\d{3} \[0\.\d{3}, 0\.\d{3}\]\s+FAIL: needs ≥ 0\.50", out)
@@ -72,7 +63,7 @@ def test_an_all_failing_run_fits_a_screen_without_v(pytester: pytest.Pytester, s
     _default_terminal(monkeypatch)
     server.mode = "fragile"
     pytester.makepyfile(test_g=_marked(min_combined=0.95, min_metric=0.9))
-    result = _run(pytester, server, "--robustexplain-cache=off")
+    result = run_fake(pytester, server, "--robustexplain-cache=off")
     result.assert_outcomes(failed=6)
     lines = result.stdout.lines
     # 80 lines and the recommendation's: wrapped whole, never cut, it takes up to three (issue 27 point 13).
@@ -92,9 +83,9 @@ def test_shared_originals_are_requested_once_and_tests_share_pairs(
     # Two tests with the same plan: their pairs are one set of model calls, not two.
     pytester.makepyfile(_marked() + _marked().replace("def test_gate", "def test_gate_again"))
     report = tmp_path / "report.json"
-    result = _run(pytester, server, f"--robustexplain-json={report}", "--robustexplain-cache=off")
+    result = run_fake(pytester, server, f"--robustexplain-json={report}", "--robustexplain-cache=off")
     result.assert_outcomes(passed=12)
-    doc = _report(report)
+    doc = read_report(report)
     n_pairs = len(doc["pairs"])
     assert n_pairs > 0
     users = {p["key"]["user_id"] for p in doc["pairs"]}
@@ -104,10 +95,10 @@ def test_shared_originals_are_requested_once_and_tests_share_pairs(
 
 def test_warm_cache_makes_zero_model_calls(pytester: pytest.Pytester, server: FakeOllamaServer) -> None:
     pytester.makepyfile(_marked())
-    _run(pytester, server).assert_outcomes(passed=6)
+    run_fake(pytester, server).assert_outcomes(passed=6)
     first = server.chat_calls
     server.reset_stats()
-    result = _run(pytester, server)
+    result = run_fake(pytester, server)
     result.assert_outcomes(passed=6)
     assert first > 0
     assert server.chat_calls == 0
@@ -157,7 +148,7 @@ def test_every_call_failing_is_an_error_not_a_verdict(
     _default_terminal(monkeypatch)
     pytester.makepyfile(_marked())
     server.fail_next(100_000, status=500)
-    result = _run(pytester, server, "--robustexplain-retries=1", "--robustexplain-cache=off")
+    result = run_fake(pytester, server, "--robustexplain-retries=1", "--robustexplain-cache=off")
     # The `robustness` fixture cannot produce a result: an error at set-up, never a verdict.
     result.assert_outcomes(errors=6)
     result.stdout.fnmatch_lines(["*every model call failed*"])
@@ -174,7 +165,7 @@ def test_unknown_marker_keyword_names_the_test(pytester: pytest.Pytester, server
         def test_typo(robustness):
             pass
     """)
-    result = _run(pytester, server)
+    result = run_fake(pytester, server)
     assert result.ret != 0
     result.stdout.re_match_lines(
         [r".*test_typo.*unknown keyword 'min_combind'.*did you mean 'min_combined'.*"])
@@ -190,7 +181,7 @@ def test_unknown_marker_keyword_names_the_test(pytester: pytest.Pytester, server
 def test_bad_option_is_a_usage_error_naming_it(pytester: pytest.Pytester, server: FakeOllamaServer,
                                                option: str, fragment: str) -> None:
     pytester.makepyfile(_marked())
-    result = _run(pytester, server, option)
+    result = run_fake(pytester, server, option)
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     assert fragment in result.stderr.str()
     assert "Traceback" not in result.stderr.str()
@@ -199,7 +190,7 @@ def test_bad_option_is_a_usage_error_naming_it(pytester: pytest.Pytester, server
 def test_marker_threshold_out_of_range_names_the_test(pytester: pytest.Pytester,
                                                       server: FakeOllamaServer) -> None:
     pytester.makepyfile(_marked(min_combined=1.2))
-    result = _run(pytester, server)
+    result = run_fake(pytester, server)
     assert result.ret != 0
     result.stdout.re_match_lines([r".*test_.*::test_gate.*min_combined.*between 0 and 1.*"])
 
@@ -215,7 +206,7 @@ def test_plugin_can_be_disabled_and_leaves_plain_tests_alone(pytester: pytest.Py
 
 def test_marker_is_registered_for_strict_markers(pytester: pytest.Pytester, server: FakeOllamaServer) -> None:
     pytester.makepyfile(_marked())
-    _run(pytester, server, "--strict-markers").assert_outcomes(passed=6)
+    run_fake(pytester, server, "--strict-markers").assert_outcomes(passed=6)
     help_text = pytester.runpytest("--markers").stdout.str()
     assert "robustness(min_combined=" in help_text
 
@@ -230,7 +221,7 @@ def test_help_documents_options_and_ini_keys(pytester: pytest.Pytester) -> None:
 def test_scores_become_junit_properties(pytester: pytest.Pytester, server: FakeOllamaServer) -> None:
     pytester.makepyfile(_marked())
     xml = pytester.path / "junit.xml"
-    _run(pytester, server, f"--junitxml={xml}").assert_outcomes(passed=6)
+    run_fake(pytester, server, f"--junitxml={xml}").assert_outcomes(passed=6)
     text = xml.read_text(encoding="utf-8")
     assert re.search(r'<property name="robustexplain_combined" value="0\.\d{4}"', text)
     assert 'name="robustexplain_outcome" value="PASS"' in text
@@ -247,7 +238,7 @@ def test_github_step_summary_and_error_annotations(pytester: pytest.Pytester, se
     monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
     server.mode = "fragile"
     pytester.makepyfile(_marked())
-    result = _run(pytester, server)
+    result = run_fake(pytester, server)
     result.assert_outcomes(failed=6)
     text = summary.read_text(encoding="utf-8")
     assert "fake-model" in text and "|" in text
@@ -260,7 +251,8 @@ def test_progress_never_splits_the_row_of_dots(pytester: pytest.Pytester, server
     server.latency = 0.05  # long enough for the first item to wait through at least one poll
     pytester.makepyfile(_marked())
     for capture in ("--capture=fd", "-s"):
-        result = _run(pytester, server, "--robustexplain-progress=on", "--robustexplain-cache=off", capture)
+        result = run_fake(pytester, server, "--robustexplain-progress=on", "--robustexplain-cache=off",
+                          capture)
         result.assert_outcomes(passed=6)
         result.stdout.re_match_lines([r"test_progress_never_splits_the_row_of_dots\.py \.{6}(\s+\[100%\])?$"])
         assert "calls ·" not in result.stdout.str()
@@ -268,7 +260,7 @@ def test_progress_never_splits_the_row_of_dots(pytester: pytest.Pytester, server
 
 def test_quiet_mode_prints_one_line(pytester: pytest.Pytester, server: FakeOllamaServer) -> None:
     pytester.makepyfile(_marked())
-    result = _run(pytester, server, "-qq")
+    result = run_fake(pytester, server, "-qq")
     out = result.stdout.str()
     assert "Overall robustness" not in out
     assert re.search(r"robustexplain: fake-model ρ 0\.\d{3} \[", out)
@@ -337,7 +329,7 @@ def test_per_kind_thresholds_gate_each_slice(pytester: pytest.Pytester, server: 
         def test_gate():
             pass
     """)
-    result = _run(pytester, server, "-v")
+    result = run_fake(pytester, server, "-v")
     result.assert_outcomes(passed=5, failed=1)
     result.stdout.fnmatch_lines(["*test_gate?category_drift? FAILED*"])
 
@@ -369,7 +361,7 @@ def test_xdist_workers_share_originals_and_pairs_through_the_cache(
         "--robustexplain-model=fake-model", f"--robustexplain-host={server.url}", "-n", "2",
         f"--robustexplain-json={report}", f"--robustexplain-cache-dir={tmp_path / 'cache'}")
     result.assert_outcomes(passed=6)
-    doc = _report(report)
+    doc = read_report(report)
     users = {p["key"]["user_id"] for p in doc["pairs"]}
     # Each (user, item) original and each pair is generated once across both workers (the overall
     # item and the per-kind items share them); only the per-worker warm-up request may repeat.
@@ -453,7 +445,7 @@ def test_unknown_prompt_placeholder_is_one_usage_error(pytester: pytest.Pytester
     prompt = pytester.path / "prompt.txt"
     prompt.write_text("Explain {item} to someone who likes {colour}.", encoding="utf-8")
     pytester.makepyfile(_marked())
-    result = _run(pytester, server, f"--robustexplain-prompt={prompt}")
+    result = run_fake(pytester, server, f"--robustexplain-prompt={prompt}")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     err = result.stderr.str()
     assert "colour" in err and str(prompt) in err and "INTERNALERROR" not in err + result.stdout.str()
@@ -494,7 +486,7 @@ def test_a_request_the_server_refuses_as_invalid_stops_the_run(pytester: pytest.
     # would hide a configuration error behind a low robustness score.
     server.fail_next(100_000, status=400)
     pytester.makepyfile(_marked())
-    result = _run(pytester, server, "--robustexplain-cache=off")
+    result = run_fake(pytester, server, "--robustexplain-cache=off")
     result.assert_outcomes(errors=6)
     result.stdout.fnmatch_lines(["*refused a request as invalid (HTTP 400*context size*"])
 
@@ -513,12 +505,12 @@ def test_a_failed_original_is_named_as_the_source_of_its_users_zeros(
     """)
     server.script(["ok", "empty"])  # the warm-up, then the first user's original (one call at a time)
     report = tmp_path / "r.json"
-    result = _run(pytester, server, "--robustexplain-concurrency=1", "--robustexplain-cache=off",
+    result = run_fake(pytester, server, "--robustexplain-concurrency=1", "--robustexplain-cache=off",
                   f"--robustexplain-json={report}")
     said = " ".join(result.stdout.str().split())  # the terminal report wraps the line
     assert ("Generation failures 3 (listed in the JSON report); 3 of them because 1 user's original "
             "explanation failed, which scores every pair of that user 0") in said
-    failed = [p for p in _report(report)["pairs"] if p["failure"]]
+    failed = [p for p in read_report(report)["pairs"] if p["failure"]]
     assert len(failed) == 3 and len({p["key"]["user_id"] for p in failed}) == 1
     assert all(p["failure_detail"].startswith("the original explanation failed (empty)") for p in failed)
 

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers import read_report
 
 from pytest_robustexplain.testing import FakeOllamaServer
 
@@ -47,8 +48,7 @@ def _run(pytester: pytest.Pytester, server: FakeOllamaServer, xdist: tuple[str, 
 
 def _report(pytester: pytest.Pytester) -> dict[str, Any]:
     """The JSON report of the last :func:`_run`."""
-    doc: dict[str, Any] = json.loads((pytester.path / "r.json").read_text(encoding="utf-8"))
-    return doc
+    return read_report(pytester)
 
 
 def _verdicts(doc: dict[str, Any]) -> list[tuple[str, str]]:
