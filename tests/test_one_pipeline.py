@@ -67,6 +67,8 @@ def test_the_same_settings_give_the_same_verdicts_and_numbers(
 
     assert _verdicts(plugin) == _verdicts(command)
     assert _pairs(plugin) == _pairs(command)  # the same pairs, swaps included, with the same ρ
+    # What `robustexplain compare` checks two reports share is recorded by the engine, for both doors.
+    assert plugin["settings"]["dataset_name"] == command["settings"]["dataset_name"] == "synthetic(seed=2601)"
     failed = [s for s, v in _verdicts(plugin).items() if v[0] != "PASS"]
     assert code == (cli.EXIT_GATE_FAILED if failed else cli.EXIT_OK)
     outcomes = result.parseoutcomes()

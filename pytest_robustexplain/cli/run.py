@@ -131,7 +131,6 @@ def cmd_run(args: argparse.Namespace) -> int:
               file=sys.stderr)
     run = Run(settings, say=lambda note: print(f"{PROG}: {note}", file=sys.stderr),
               extra_settings=extra, spelling=CLI_SPELLING)
-    run.extra_settings["dataset_name"] = run.dataset.name
     slices = _plan(run, models)
     if args.dry_run or settings.dry_run:
         return _dry_run(run, slices)

@@ -551,6 +551,8 @@ class Run:
         for name, value in self.call_counters().items():
             counters[name] = counters.get(name, 0) + value
         extra = dict(self.extra_settings)
+        if self._dataset is not None:  # what `robustexplain compare` checks two runs share, from both doors
+            extra.setdefault("dataset_name", self._dataset.name)
         if self._changed:
             extra["models_changed"] = sorted(self._changed)
         if partial:
