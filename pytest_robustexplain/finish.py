@@ -48,15 +48,11 @@ def finish_run(run: RobustnessRun) -> tuple[ReportModel | None, list[str]]:
     """Build the run's record and write every configured report (the engine's writers, as for
     ``robustexplain run``): (the run as the writers read it, or None when nothing was gated; one message
     per report that could not be written — naming the option, path and cause)."""
-    from .report.summary import ReportModel
-
-    result = run.run_result()
-    if result is None:
+    done = run.finish()
+    if done is None:
         return None, []
-    report = ReportModel(result)  # one set of summaries for the files and the terminal section
-    errors = run.engine.write_reports(report)
-    run.config.hook.pytest_robustexplain_report(run=result, config=run.config)
-    return report, errors
+    run.config.hook.pytest_robustexplain_report(run=done.result, config=run.config)
+    return done.report, list(done.errors)
 
 
 def finish_stopped(run: RobustnessRun) -> list[str]:

@@ -22,7 +22,7 @@ from .settings import PYTEST_SPELLING, GateSettings, Settings, apply_marker
 
 if TYPE_CHECKING:
     from .data import Item, UserHistory
-    from .engine import ItemPlan, Run, SliceParam
+    from .engine import ItemPlan, Run, RunOutcome, SliceParam
     from .engine.interrupt import Stopper
     from .explainers.base import Explainer, Explanation, ModelInfo
     from .perturbations import KindRegistry, PerturbationResult
@@ -408,13 +408,9 @@ class RobustnessRun:
     def merge_worker(self, output: Mapping[str, Any]) -> None:
         self.engine.merge(output, source="xdist worker")
 
-    def run_result(self) -> RunResult | None:
-        """The whole run as one record for the reports; None when no robustness test ran. A model re-pulled
-        during the run is said and marked first."""
-        if self._engine is None:
-            return None
-        self._engine.check_models_at_end()
-        return self._engine.record()
+    def finish(self) -> RunOutcome | None:
+        """The engine's end of the run (record, reports, outcomes); None when no robustness test ran."""
+        return self._engine.finish() if self._engine is not None else None
 
     def close(self) -> None:
         if self._stopper is not None:

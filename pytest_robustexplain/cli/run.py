@@ -139,7 +139,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     sigterm = SigtermGuard()
     sigterm.arm()  # SIGTERM (a CI job cancelled, a timeout) stops the run as Ctrl-C does
     try:
-        result = run.run_all(poll=progress)
+        run.run_all(poll=progress)
     except SweepInterrupted as stop:
         progress.close()
         return _interrupted(args, settings, stop, run.cache_dir)
@@ -151,7 +151,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     finally:
         sigterm.disarm()
         progress.close()
-    return _finish(args, run, result)
+    return _finish(args, run)
 
 
 def _show(value: Any) -> str:
@@ -209,19 +209,17 @@ def _plural(count: int, word: str, plural: str | None = None) -> str:
     return f"{count} {word if count == 1 else plural or word + 's'}"
 
 
-def _finish(args: argparse.Namespace, run: Run, result: RunResult) -> int:
-    from ..report.summary import ReportModel
+def _finish(args: argparse.Namespace, run: Run) -> int:
     from ..report.terminal import render_terminal
 
-    report = ReportModel(result)  # one set of summaries for the files and the terminal
-    errors = run.write_reports(report)
-    print(render_terminal(report, width=terminal_width(), quiet=args.quiet))
-    outcomes = run.outcomes()  # the rule pytest applies to each item, on the same decided slices
-    for outcome in outcomes:
+    done = run.finish()  # the record, every report and each item's outcome, as under pytest
+    assert done is not None  # run_all decided every slice
+    result, errors = done.result, list(done.errors)
+    print(render_terminal(done.report, width=terminal_width(), quiet=args.quiet))
+    for outcome in done.outcomes:  # the rule pytest applies to each item, on the same decided slices
         if outcome.passed and outcome.warning is not None:
             print(f"{PROG}: warning: {outcome.warning}", file=sys.stderr)
-    failing = {o.nodeid for o in outcomes if not o.passed}
-    failed = [gate for gate in result.gates if gate.nodeid in failing]
+    failed = done.failed
     print(verdict_line(result, failed))
     if args.junitxml:
         errors += _write_junit(run.settings, result, failed, Path(args.junitxml))

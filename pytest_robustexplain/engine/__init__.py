@@ -32,7 +32,7 @@ from .plan import (
     plan_slices,
     slice_spec,
 )
-from .reports import close_explainers, model_record, write_reports
+from .reports import RunOutcome, close_explainers, model_record, write_reports
 from .run import Run, SweepFailed, SweepInterrupted
 from .setup import (
     DEFAULT_CACHE_DIR,
@@ -58,6 +58,7 @@ __all__ = [
     "ItemPlan",
     "Outcome",
     "Run",
+    "RunOutcome",
     "SliceParam",
     "SlicePlan",
     "SweepFailed",

@@ -7,12 +7,15 @@ import contextlib
 import hashlib
 import json
 import statistics
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ..results import PairResult
+from ..results import PairResult, RunResult
+
+if TYPE_CHECKING:
+    from ..sweep import SliceSpec
 
 PACE_DIR = "pace"
 # Fewer timed calls than this say little about a model's pace (the first call also loads the model).
@@ -91,3 +94,34 @@ def load_pace(cache_dir: Path, backend: str, model: str) -> Pace | None:
                   and pace.concurrency > 0)
     same = pace.model == model and pace.backend == backend and isinstance(pace.measured_at, str)
     return pace if numbers_ok and same else None
+
+
+def remember_pace(cache_dir: Path, result: RunResult, *, backend: str, concurrency: int) -> None:
+    """Record each model's pace in ``result`` (xdist workers' pairs included) for a later dry run."""
+    for model in sorted({p.key.model for p in result.pairs}):
+        pace = measured_pace(result.pairs, model=model, backend=backend, concurrency=concurrency,
+                             at=result.finished_at)
+        if pace is not None:
+            save_pace(cache_dir, pace)
+
+
+def pace_lines(cache_dir: Path, backend: str, specs: Mapping[str, Sequence[SliceSpec]],
+               max_minutes: float | None) -> list[str]:
+    """What each planned model's calls (``specs``: its slices) will take at the pace a previous run
+    recorded, and how many users a time budget buys at it."""
+    from .plan import max_calls
+
+    lines = []
+    for model, slices in specs.items():
+        pace = load_pace(cache_dir, backend, model) if model else None
+        if pace is None:
+            continue
+        calls = max_calls(slices)
+        lines.append(pace.estimate(calls))
+        minutes = pace.minutes_for(calls)
+        users = max(len(spec.cases) for spec in slices)
+        if max_minutes is not None and minutes > max_minutes:
+            fit = min(users, int(max_minutes / (minutes / users)))
+            lines.append(f"max-minutes {max_minutes:g}: about {fit} of {users} users fit at that pace; "
+                         "each gate is decided on its first users whose pairs are all in")
+    return lines

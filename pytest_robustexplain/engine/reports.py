@@ -5,17 +5,38 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Mapping
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..results import ModelInfo, RunResult
+from ..results import GateResult, ModelInfo, RunResult
 from ..settings import PYTEST_SPELLING, Spelling
 
 if TYPE_CHECKING:
     from ..explainers.base import Explainer
     from ..report.summary import ReportModel
     from ..settings import Settings
+    from .decide import Outcome
+
+
+@dataclass(frozen=True)
+class RunOutcome:
+    """The end of a run, as both doors print it: the record as every writer read it, each decided item's
+    outcome (the rule both doors apply), and one message per report that could not be written."""
+
+    report: ReportModel
+    outcomes: tuple[Outcome, ...]
+    errors: tuple[str, ...]
+
+    @property
+    def result(self) -> RunResult:
+        return self.report.run
+
+    @property
+    def failed(self) -> list[GateResult]:
+        """The gates of the items that did not pass (this process's decided items)."""
+        failing = {o.nodeid for o in self.outcomes if not o.passed}
+        return [gate for gate in self.result.gates if gate.nodeid in failing]
 
 
 def close_explainers(explainers: Mapping[str, Explainer]) -> None:

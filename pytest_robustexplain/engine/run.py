@@ -59,7 +59,7 @@ from .plan import (
     slice_spec,
     users_within,
 )
-from .reports import model_record, write_reports
+from .reports import RunOutcome, model_record, write_reports
 from .setup import (
     build_explainer,
     build_scorer,
@@ -77,7 +77,7 @@ if TYPE_CHECKING:
     from ..perturbations import KindRegistry, PerturbationResult
     from ..report.summary import ReportModel
     from ..settings import GateSettings, Settings
-    from ..sweep import Counters, SliceResult, Sweep
+    from ..sweep import Counters, SliceResult, SliceSpec, Sweep
 
 
 class SweepInterrupted(KeyboardInterrupt):
@@ -142,6 +142,8 @@ class Run:
         self._context_checked: set[tuple[str, tuple[tuple[str, str], ...]]] = set()  # (model, cases) asked
         self._results: dict[str, Robustness] = {}
         self._sweep: Sweep | None = None
+        self._checked_at_end = False
+        self._pace_saved = False  # the pace of a finished run is recorded once, however often it is read
         self._changed: dict[str, str] = {}  # model → the digest its server listed at the end (re-pulled)
         self._changed_elsewhere: dict[str, str] = {}  # as other processes (xdist workers) found it
 
@@ -219,6 +221,7 @@ class Run:
     def check_models_at_end(self) -> None:
         """Say (once per model) that a model changed during the run — here or in another process — and mark
         the record: its model entry gets ``extra.digest_at_end`` and the settings ``models_changed``."""
+        self._checked_at_end = True
         for model, after in {**self._changed_elsewhere, **self.recheck_models()}.items():
             info = self.model_infos.get(model)
             if model in self._changed or info is None:
@@ -507,41 +510,27 @@ class Run:
         if not self.pairs and not self.gates:
             return None
         result = self._record(partial=partial, pairs=sorted(self.pairs.values(), key=lambda p: p.key))
-        if not partial:
+        if not partial and not self._pace_saved:
+            self._pace_saved = True
             self._remember_pace(result)
         return result
 
     def _remember_pace(self, result: RunResult) -> None:
         """Record each model's pace in the cache directory, for a later dry run's time estimate."""
         from ..explainers.cache import WRITING_MODES
-        from .pace import measured_pace, save_pace
+        from .pace import remember_pace
 
-        if self.settings.cache not in WRITING_MODES:
-            return
-        for model in sorted({p.key.model for p in result.pairs}):  # xdist workers' pairs included
-            pace = measured_pace(result.pairs, model=model, backend=self.settings.backend,
-                                 concurrency=self.slots, at=result.finished_at)
-            if pace is not None:
-                save_pace(self.cache_dir, pace)
+        if self.settings.cache in WRITING_MODES:
+            remember_pace(self.cache_dir, result, backend=self.settings.backend, concurrency=self.slots)
 
     def pace_lines(self) -> list[str]:
         """What each planned model's calls will take at the pace a previous run recorded (dry runs)."""
-        from .pace import load_pace
+        from .pace import pace_lines
 
-        lines = []
-        for model in dict.fromkeys(s.spec.model for s in self._slices.values()):
-            pace = load_pace(self.cache_dir, self.settings.backend, model) if model else None
-            if pace is not None:
-                specs = [s.spec for s in self._slices.values() if s.spec.model == model]
-                calls = max_calls(specs)
-                lines.append(pace.estimate(calls))
-                budget, minutes = self.settings.max_minutes, pace.minutes_for(calls)
-                users = max(len(spec.cases) for spec in specs)
-                if budget is not None and minutes > budget:
-                    fit = min(users, int(budget / (minutes / users)))
-                    lines.append(f"max-minutes {budget:g}: about {fit} of {users} users fit at that pace; "
-                                 "each gate is decided on its first users whose pairs are all in")
-        return lines
+        by_model: dict[str, list[SliceSpec]] = {}
+        for planned in self._slices.values():
+            by_model.setdefault(planned.spec.model, []).append(planned.spec)
+        return pace_lines(self.cache_dir, self.settings.backend, by_model, self.settings.max_minutes)
 
     def _record(self, *, partial: bool, pairs: Sequence[PairResult] = ()) -> RunResult:
         from .. import __version__
@@ -565,6 +554,19 @@ class Run:
             gates=_unique_gates(self.gates), calls=counters,
             timings={"wall_s": round(time.monotonic() - self.started, 3)},
             started_at=self.started_at, finished_at=_utc_now(), package_version=__version__)
+
+    def finish(self) -> RunOutcome | None:
+        """The end both doors print: a model re-pulled mid-run said and marked, the record, every report
+        written (from one :class:`ReportModel`), each decided item's outcome; None when nothing was gated."""
+        from ..report.summary import ReportModel
+
+        if not self._checked_at_end:
+            self.check_models_at_end()
+        result = self.record()
+        if result is None:
+            return None
+        report = ReportModel(result)  # one set of summaries for the files and the terminal
+        return RunOutcome(report, tuple(self.outcomes()), tuple(self.write_reports(report)))
 
     def write_reports(self, result: RunResult | ReportModel) -> list[str]:
         """Write every configured report; one message per report that could not be written, naming the
