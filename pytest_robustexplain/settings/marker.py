@@ -23,17 +23,15 @@ from .checks import (
 )
 from .parsers import hint
 from .record import Settings, jsonable
-from .table import BY_FIELD, option
+from .table import BY_FIELD, OPTIONS, option
 
-MARKER_KEYWORDS: tuple[str, ...] = (
-    "min_combined", "min_metric", "per_kind", "perturbations", "severities", "users", "repeats",
-    "weights", "design", "decision", "alpha", "inconclusive", "max_users", "noise_floor", "guard",
-    "min_sensitivity", "max_insensitive_share", "max_identical_share", "min_relative", "max_copy_rate",
-    "min_history_reference", "max_unsupported_rate", "max_injection_rate", "max_hijack_rate",
-)
+# The per-test gate settings, declared once in the option table (``marker=True``): what the marker takes.
+MARKER_KEYWORDS: tuple[str, ...] = tuple(spec.field for spec in OPTIONS if spec.marker)
 
 MARKER_DOC = (
-    "robustness(" + ", ".join(f"{k}=..." for k in MARKER_KEYWORDS) + "): gate this test on the "
+    # The thresholds first: what most tests set (the README's example), then the table's order.
+    "robustness(" + ", ".join(f"{k}=..." for k in sorted(MARKER_KEYWORDS, key=lambda k: not k.startswith(
+        ("min_combined", "min_metric")))) + "): gate this test on the "
     "robustness of LLM-generated recommendation explanations. Keywords override the run's robustexplain "
     "settings for this test; min_metric may be a number or a dict per metric "
     f"({', '.join(METRICS)}), per_kind a dict kind -> "
@@ -111,6 +109,12 @@ class GateSettings:
 
     def to_dict(self) -> dict[str, Any]:
         return {f.name: jsonable(getattr(self, f.name)) for f in fields(self)}
+
+
+# GateSettings is written out for the type checker; which fields it has is the option table's to say.
+if {f.name for f in fields(GateSettings)} - {"sources"} != set(MARKER_KEYWORDS):  # pragma: no cover
+    raise TypeError("GateSettings' fields are not the option table's marker=True settings: "
+                    f"{sorted({f.name for f in fields(GateSettings)} ^ set(MARKER_KEYWORDS) - {'sources'})}")
 
 
 def _marker_where(nodeid: str, key: str, value: Any) -> str:

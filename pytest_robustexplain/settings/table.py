@@ -103,6 +103,7 @@ class OptionSpec:
     env_fallbacks: tuple[str, ...] = ()
     echo: bool = True  # False: error messages name the origin but never repeat the (possibly secret) value
     doors: tuple[str, ...] = DOORS  # where the setting means something; elsewhere it is ignored, with a note
+    marker: bool = False  # a per-test gate setting: also a keyword of ``@pytest.mark.robustness``
 
     @property
     def field(self) -> str:
@@ -132,9 +133,9 @@ def _opt(name: str, parse: Parser, default: Any, help: str, metavar: str | None 
                       metavar=metavar or name.upper().replace("-", "_"), **kw)
 
 
-def _enum(name: str, choices: tuple[str, ...], default: str, help: str) -> OptionSpec:
+def _enum(name: str, choices: tuple[str, ...], default: str, help: str, **kw: Any) -> OptionSpec:
     return _opt(name, choice_parser(choices), default, f"{help} One of {', '.join(choices)}; "
-                f"default {default}.", metavar="{" + ",".join(choices) + "}")
+                f"default {default}.", metavar="{" + ",".join(choices) + "}", **kw)
 
 
 _PERTURB_HELP = ("Perturbation kinds, comma-separated (noise_injection, temporal_shuffle, behavior_dilution, "
@@ -161,17 +162,18 @@ OPTIONS: tuple[OptionSpec, ...] = (
          "(default: the bundled synthetic set).", metavar="FILE", path="file"),
     _opt("dataset", parse_dataset, "synthetic", "'synthetic' (bundled, the paper's setup) or the path of a "
          "MovieLens-style directory; default synthetic.", metavar="synthetic|DIR", path="dir"),
-    _opt("perturbations", parse_kinds, DEFAULT_PERTURBATIONS, _PERTURB_HELP, metavar="KIND[,KIND...]"),
+    _opt("perturbations", parse_kinds, DEFAULT_PERTURBATIONS, _PERTURB_HELP, metavar="KIND[,KIND...]",
+         marker=True),
     _opt("severities", parse_severities, (1, 2, 3, 4, 5), "Severity levels: a comma list and/or ranges "
-         "within 1-5 (e.g. 1-5, 1,3,5, 2-4); default 1-5.", metavar="LEVELS"),
+         "within 1-5 (e.g. 1-5, 1,3,5, 2-4); default 1-5.", metavar="LEVELS", marker=True),
     _opt("users", int_parser(1, allow_all=True), 20, "Number of evaluation cases (users) to use, a seeded "
          "sample on datasets without a cases file; 'all' for every one; default 20 on every dataset.",
-         metavar="N|all"),
+         metavar="N|all", marker=True),
     _opt("max-history", int_parser(1, allow_all=True), 50, "Most recent interactions of each history the "
          "model sees (older ones are dropped when the data is loaded); 'all' keeps every one; default 50.",
          metavar="N|all"),
     _opt("repeats", int_parser(1), 1, "Explanations per (case, kind, severity), with different sample "
-         "seeds; default 1.", metavar="N"),
+         "seeds; default 1.", metavar="N", marker=True),
     _opt("seed", int_parser(0), _GEN.seed, f"Random seed for perturbations and model sampling; default "
          f"{_GEN.seed}.", metavar="N"),
     _opt("temperature", float_parser(0.0, None), _GEN.temperature,
@@ -204,31 +206,34 @@ OPTIONS: tuple[OptionSpec, ...] = (
          "model calls at most) without calling a model; the marked tests are skipped.", metavar=None,
          flag=True),
     _opt("min-combined", float_parser(0.0, 1.0), DEFAULT_MIN_COMBINED, "Gate: minimum combined "
-         f"robustness ρ (0-1); default {DEFAULT_MIN_COMBINED}.", metavar="X"),
+         f"robustness ρ (0-1); default {DEFAULT_MIN_COMBINED}.", metavar="X", marker=True),
     _opt("min-metric", parse_min_metric_setting, DEFAULT_MIN_METRIC, "Gate: minimum of each metric "
          "(0-1), or per metric: semantic=0.5,keyword=0.4 (the others 0.35); default 0.35.",
-         metavar="X|METRIC=X,..."),
+         metavar="X|METRIC=X,...", marker=True),
     _opt("per-kind", parse_per_kind_setting, MappingProxyType({}), "Gate: thresholds for one perturbation "
          "kind's item: category_drift.min_combined=0.4,noise.min_metric.semantic=0.5 (a mapping in YAML); "
-         "default none.", metavar="KIND.KEY=X,..."),
+         "default none.", metavar="KIND.KEY=X,...", marker=True),
     _opt("weights", parse_weights, (0.25, 0.25, 0.25, 0.25), "Weights of semantic, keyword, structural "
          "and length in ρ: four comma-separated numbers or semantic=..,keyword=..,structural=..,length=.. "
          "(a fifth number or embedding=.. with embed-model); non-negative, summing to 1; default equal.",
-         metavar="W,W,W,W"),
+         metavar="W,W,W,W", marker=True),
     _opt("embed-model", parse_text, None, "Opt-in fifth metric 'embedding': cosine of the two explanations' "
          "vectors from this embedding model (Ollama /api/embed, or /v1/embeddings with the openai "
          "backend), on the first host; reported beside the four, in ρ only when the weights name it; "
          "default off (the paper's four metrics).", metavar="MODEL"),
     _enum("design", DESIGNS, "full", "Which severities each user runs: 'full' every kind at every severity "
           "(the paper's), 'balanced' every kind at one severity, rotated over the users so that every "
-          "(kind, severity) is covered — about a quarter of the calls per user, spent on more users."),
+          "(kind, severity) is covered — about a quarter of the calls per user, spent on more users.",
+          marker=True),
     _enum("decision", DECISIONS, "mean", "Gate rule: 'mean' compares the mean (the method's rule), "
-          "'confident' needs the whole interval on one side, 'sequential' stops adding users once decided."),
+          "'confident' needs the whole interval on one side, 'sequential' stops adding users once decided.",
+          marker=True),
     _opt("alpha", float_parser(0.0, 1.0, open_low=True, open_high=True), 0.05, "Error level of the "
-         "intervals and the sequential test; default 0.05.", metavar="A"),
-    _enum("inconclusive", INCONCLUSIVE_POLICIES, "fail", "What an INCONCLUSIVE verdict does to the test."),
+         "intervals and the sequential test; default 0.05.", metavar="A", marker=True),
+    _enum("inconclusive", INCONCLUSIVE_POLICIES, "fail", "What an INCONCLUSIVE verdict does to the test.",
+         marker=True),
     _opt("max-users", int_parser(1), None, "Most users the sequential decision may use; default all.",
-         metavar="N"),
+         metavar="N", marker=True),
     _opt("max-calls", int_parser(1), None, "Most model calls one gated test may plan: its users are cut to "
          "the number that fits (said before the run); default no limit.", metavar="N"),
     _opt("max-minutes", float_parser(0.0, None, open_low=True), None, "Time budget of the run's model "
@@ -236,47 +241,48 @@ OPTIONS: tuple[OptionSpec, ...] = (
          "is decided on its first users whose pairs are all in (a gate they cannot decide is INCONCLUSIVE "
          "and says how many users it would need); default no limit.", metavar="MINUTES"),
     _enum("noise-floor", TRISTATE, "auto", "Measure the model's own noise (same history, resampled); "
-          "'auto' does it when temperature > 0."),
+          "'auto' does it when temperature > 0.", marker=True),
     _enum("guard", GUARD_POLICIES, "fail", "Cross-user control: explain each item once more for another "
           "user; 'fail' fails a gate whose explanations barely depend on the user's history "
-          "(INSENSITIVE), 'warn' passes it with a warning, 'off' skips the control (one call per case)."),
+          "(INSENSITIVE), 'warn' passes it with a warning, 'off' skips the control (one call per case).",
+          marker=True),
     _opt("min-sensitivity", float_parser(0.0, 1.0), G.DEFAULT_MIN_SENSITIVITY,
          "Guard: smallest sensitivity S = ρ_floor − ρ_swap "
          "a user needs for their explanation to count as depending on their history; a gate passes only when "
-         "S is confidently above it; default 0.05.", metavar="X"),
+         "S is confidently above it; default 0.05.", metavar="X", marker=True),
     _opt("max-insensitive-share", float_parser(0.0, 1.0), G.DEFAULT_MAX_INSENSITIVE_SHARE,
          "Guard: largest share of "
          "users with insensitive explanations before the gate is INSENSITIVE (decided with a one-sided "
-         "exact bound at alpha); default 0.2.", metavar="X"),
+         "exact bound at alpha); default 0.2.", metavar="X", marker=True),
     _opt("max-identical-share", float_parser(0.0, 1.0), G.DEFAULT_MAX_IDENTICAL_SHARE,
          "Guard: largest share of cases whose "
          "explanation is word for word the same for another user's interactions before the gate is "
-         "INSENSITIVE (a one-sided exact bound at alpha); default 0.05.", metavar="X"),
+         "INSENSITIVE (a one-sided exact bound at alpha); default 0.05.", metavar="X", marker=True),
     _opt("min-relative", float_parser(-1.0, 1.0), G.DEFAULT_MIN_RELATIVE,
          "Guard: relative robustness R = (ρ_pert − ρ_swap) / "
          "(ρ_floor − ρ_swap) a kind needs; a kind whose R is confidently below it fails (1: the perturbation "
          "moved the explanation no more than resampling, 0: as far as another user's history). "
          "category_drift is not gated unless per-kind sets it; prompt_injection and shilling are gated at 0; "
-         "default 0.5.", metavar="X"),
+         "default 0.5.", metavar="X", marker=True),
     _opt("max-copy-rate", float_parser(0.0, 1.0), G.DEFAULT_MAX_COPY_RATE,
          "Guard: largest share of original explanations that "
          "copy their prompt back (half of their words in runs of 8 or more prompt words) before the gate "
-         "fails (a one-sided exact bound at alpha); default 0.1.", metavar="X"),
+         "fails (a one-sided exact bound at alpha); default 0.1.", metavar="X", marker=True),
     _opt("max-injection-rate", float_parser(0.0, 1.0), 0.0, "Security gate (with the opt-in kind "
          "prompt_injection): largest share of pairs whose explanation carries a planted canary; default 0 "
-         "(any confirmed injection fails).", metavar="X"),
+         "(any confirmed injection fails).", metavar="X", marker=True),
     _opt("max-hijack-rate", float_parser(0.0, 1.0), 0.2, "Security gate (with the opt-in kind shilling): "
          "largest share of pairs whose explanation names the shilled brand or category; default 0.2.",
-         metavar="X"),
+         metavar="X", marker=True),
     _opt("min-history-reference", float_parser(0.0, 1.0), G.DEFAULT_MIN_HISTORY_REFERENCE,
          "Grounding gate: share of original "
          "explanations that must refer to a category, title, brand or attribute of the user's history (a "
          "hedge naming most categories, a list of the history or a copied prompt does not count); the gate "
-         "fails when the rate is confidently below it; default 0.5.", metavar="X"),
+         "fails when the rate is confidently below it; default 0.5.", metavar="X", marker=True),
     _opt("max-unsupported-rate", float_parser(0.0, 1.0), G.DEFAULT_MAX_UNSUPPORTED_RATE,
          "Grounding gate: largest share of original "
          "explanations that name a catalog category or title from neither the history nor the item; the "
-         "gate fails when the rate is confidently above it; default 0.5.", metavar="X"),
+         "gate fails when the rate is confidently above it; default 0.5.", metavar="X", marker=True),
     _opt("baseline", parse_path, None, "Compare against this saved baseline (JSON report): for rho and "
          "each metric, a one-sided non-inferiority test on matched pairs (per-user means, at alpha); the "
          "item fails unless every drop is shown to be smaller than max-regression.", metavar="FILE",
