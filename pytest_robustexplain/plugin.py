@@ -80,7 +80,8 @@ class RobustExplainPlugin:
         return self._run
 
     def marked(self, item: pytest.Item) -> bool:
-        return self._run is not None and item.nodeid in self._run.plans
+        """Whether the item is one of the run's gated items (never builds the run)."""
+        return self._run is not None and self._run.marked(item.nodeid)
 
     # ----------------------------------------------------------------------------------- collection
     def pytest_generate_tests(self, metafunc: pytest.Metafunc) -> None:
