@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from .report.github import github_annotations, on_github_actions
+from .runner import is_xdist_worker
 
 if TYPE_CHECKING:
     from .report.summary import ReportModel
@@ -25,7 +26,7 @@ def finish_session(run: RobustnessRun, session: pytest.Session, notes: list[tupl
     that could not be written being an error line (and, where every test passed, the exit status 4)."""
     config = session.config
     try:
-        if hasattr(config, "workerinput"):  # an xdist worker
+        if is_xdist_worker(config):
             config.workeroutput["robustexplain"] = run.worker_output()  # type: ignore[attr-defined]
             return None
         if session.exitstatus == pytest.ExitCode.INTERRUPTED:  # Ctrl-C or SIGTERM: what finished, how on

@@ -139,7 +139,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     sigterm = SigtermGuard()
     sigterm.arm()  # SIGTERM (a CI job cancelled, a timeout) stops the run as Ctrl-C does
     try:
-        run.run_all(poll=progress)
+        result = run.run_all(poll=progress)
     except SweepInterrupted as stop:
         progress.close()
         return _interrupted(args, settings, stop, run.cache_dir)
@@ -151,7 +151,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     finally:
         sigterm.disarm()
         progress.close()
-    return _finish(args, run)
+    return _finish(args, run, result)
 
 
 def _show(value: Any) -> str:
@@ -209,12 +209,12 @@ def _plural(count: int, word: str, plural: str | None = None) -> str:
     return f"{count} {word if count == 1 else plural or word + 's'}"
 
 
-def _finish(args: argparse.Namespace, run: Run) -> int:
+def _finish(args: argparse.Namespace, run: Run, result: RunResult) -> int:
     from ..report.terminal import render_terminal
 
-    done = run.finish()  # the record, every report and each item's outcome, as under pytest
-    assert done is not None  # run_all decided every slice
-    result, errors = done.result, list(done.errors)
+    done = run.finish(result)  # every report and each item's outcome, as under pytest
+    assert done is not None
+    errors = list(done.errors)
     print(render_terminal(done.report, width=terminal_width(), quiet=args.quiet))
     for outcome in done.outcomes:  # the rule pytest applies to each item, on the same decided slices
         if outcome.passed and outcome.warning is not None:

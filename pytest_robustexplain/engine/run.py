@@ -142,8 +142,6 @@ class Run:
         self._context_checked: set[tuple[str, tuple[tuple[str, str], ...]]] = set()  # (model, cases) asked
         self._results: dict[str, Robustness] = {}
         self._sweep: Sweep | None = None
-        self._checked_at_end = False
-        self._pace_saved = False  # the pace of a finished run is recorded once, however often it is read
         self._changed: dict[str, str] = {}  # model → the digest its server listed at the end (re-pulled)
         self._changed_elsewhere: dict[str, str] = {}  # as other processes (xdist workers) found it
 
@@ -221,7 +219,6 @@ class Run:
     def check_models_at_end(self) -> None:
         """Say (once per model) that a model changed during the run — here or in another process — and mark
         the record: its model entry gets ``extra.digest_at_end`` and the settings ``models_changed``."""
-        self._checked_at_end = True
         for model, after in {**self._changed_elsewhere, **self.recheck_models()}.items():
             info = self.model_infos.get(model)
             if model in self._changed or info is None:
@@ -510,8 +507,7 @@ class Run:
         if not self.pairs and not self.gates:
             return None
         result = self._record(partial=partial, pairs=sorted(self.pairs.values(), key=lambda p: p.key))
-        if not partial and not self._pace_saved:
-            self._pace_saved = True
+        if not partial:
             self._remember_pace(result)
         return result
 
@@ -555,16 +551,18 @@ class Run:
             timings={"wall_s": round(time.monotonic() - self.started, 3)},
             started_at=self.started_at, finished_at=_utc_now(), package_version=__version__)
 
-    def finish(self) -> RunOutcome | None:
+    def finish(self, result: RunResult | None = None) -> RunOutcome | None:
         """The end both doors print: a model re-pulled mid-run said and marked, the record, every report
-        written (from one :class:`ReportModel`), each decided item's outcome; None when nothing was gated."""
+        written (from one :class:`ReportModel`), each decided item's outcome; None when nothing was gated.
+        ``result`` is the record :meth:`run_all` already made (its models rechecked before the sweep
+        closed); without it, the models are rechecked and the record made here."""
         from ..report.summary import ReportModel
 
-        if not self._checked_at_end:
-            self.check_models_at_end()
-        result = self.record()
         if result is None:
-            return None
+            self.check_models_at_end()
+            result = self.record()
+            if result is None:
+                return None
         report = ReportModel(result)  # one set of summaries for the files and the terminal
         return RunOutcome(report, tuple(self.outcomes()), tuple(self.write_reports(report)))
 

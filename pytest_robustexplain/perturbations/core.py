@@ -187,22 +187,29 @@ class KindRegistry:
     def _all(self) -> dict[str, Perturbation]:
         return {**(self._base._all() if self._base else {}), **self._entries}
 
-    def _spellings(self) -> dict[str, str]:
-        return {**(self._base._spellings() if self._base else {}), **self._lookup}
+    def _spelling(self, name: str) -> str | None:
+        """The canonical name a spelling stands for, here or in the base (a look-up per perturbation)."""
+        found = self._lookup.get(name)
+        return found if found is not None or self._base is None else self._base._spelling(name)
 
     def names(self) -> tuple[str, ...]:
         """Canonical names of every kind: the built-ins first, then registered ones in order."""
         return tuple(self._all())
 
     def entry(self, canonical: str) -> Perturbation:
-        return self._all()[canonical]
+        found = self._entries.get(canonical)
+        if found is not None:
+            return found
+        if self._base is None:
+            raise KeyError(canonical)
+        return self._base.entry(canonical)
 
     def canonical(self, name: str) -> str:
         """The canonical name of a kind given by name or alias (case and ``-``/``_`` ignored)."""
         if not isinstance(name, str):
             raise ConfigError(f"perturbation kind must be a string, got {name!r}; valid kinds: "
                               f"{self._valid_text()}")
-        canonical = self._spellings().get(_normalise(name))
+        canonical = self._spelling(_normalise(name))
         if canonical is None:
             raise ConfigError(f"unknown perturbation kind {name!r}; valid kinds: {self._valid_text()}")
         return canonical
@@ -248,9 +255,9 @@ class KindRegistry:
                               "and underscores, starting with a letter")
         if value in CONTROL_KINDS:
             raise ConfigError(f"perturbation {role} {value!r} is reserved for control pairs")
-        spellings = self._spellings()
-        if value in spellings or value in taken:
-            owner = spellings.get(value, "this registration")
+        owner = self._spelling(value)
+        if owner is not None or value in taken:
+            owner = owner or "this registration"
             raise ConfigError(f"perturbation {role} {value!r} is already registered (by {owner})")
         return value
 

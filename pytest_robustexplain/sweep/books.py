@@ -111,9 +111,6 @@ class Books:
         return step
 
     # --------------------------------------------------------------------------------- questions
-    def __contains__(self, slice_id: object) -> bool:
-        return slice_id in self._entries
-
     def is_done(self, slice_id: str) -> bool:
         return self._entries[slice_id].done
 

@@ -26,10 +26,6 @@ class LoopThread:
         self._thread: threading.Thread | None = None
         self._context: contextvars.Context | None = None  # the loop thread's, warnings routed
 
-    @property
-    def running(self) -> bool:
-        return self._thread is not None
-
     def start(self, first: Callable[[asyncio.AbstractEventLoop], None],
               last: Callable[[], Coroutine[Any, Any, None]]) -> None:
         """Start the loop (once): ``first(loop)`` runs on it before anything else, ``last()`` after it was
