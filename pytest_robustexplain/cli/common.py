@@ -38,6 +38,8 @@ RUN_OPTION_GROUPS: Mapping[str, tuple[str, ...]] = {
                                    "max-identical-share", "min-relative", "max-copy-rate",
                                    "min-history-reference", "max-unsupported-rate"),
     "security (opt-in kinds prompt_injection, shilling)": ("max-injection-rate", "max-hijack-rate"),
+    "faithfulness (opt-in judge)": ("judge-model", "judge-backend", "judge-host", "judge",
+                                    "min-faithful-rate"),
     "reports": ("json", "html", "markdown", "progress"),
     "settings file": ("config",),
 }

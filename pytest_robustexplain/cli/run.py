@@ -200,8 +200,10 @@ def dry_run_text(settings: Settings, extra: Mapping[str, Any], dataset: Dataset,
         skipped = f" ({plan.trivial} leave the history unchanged and are skipped)" if plan.trivial else ""
         controls = f" · {plan.controls} noise-floor pairs" if plan.controls else ""
         controls += f" · {plan.swaps} cross-user controls (guard)" if plan.swaps else ""
+        judge = (f" · at most {plan.judge_calls} judge calls ({settings.judge_model})" if plan.judge_calls
+                 else "")
         lines.append(f"  {plan.model:<{width}}{plan.planned} pairs planned{skipped}{controls} · at most "
-                     f"{plan.max_calls} model calls (cache hits are free)")
+                     f"{plan.max_calls} model calls (cache hits are free){judge}")
     return "\n".join(lines)
 
 

@@ -13,7 +13,7 @@ from ..results import OVERALL, Robustness
 
 if TYPE_CHECKING:
     from ..perturbations import PerturbationResult
-    from ..results import GuardResult, PairResult, RunResult, Verdict
+    from ..results import FaithfulnessResult, GuardResult, PairResult, RunResult, Verdict
     from ..settings import GateSettings, Settings
     from ..stats import NonInferiorityResult
     from ..sweep import SliceResult
@@ -180,6 +180,28 @@ def with_attacks(verdict: Verdict, gate: GateSettings, sliced: SliceResult) -> V
     reasons = " ".join(f"Security FAIL: {describe_attack(a)}." for a in failed)
     return replace(verdict, outcome=FAIL, attacks=attacks,
                    message=f"{reasons} Stability alone: {verdict.message}")
+
+
+def with_faithfulness(verdict: Verdict, found: FaithfulnessResult | None) -> Verdict:
+    """The verdict with the judge's finding: recorded always; with ``min-faithful-rate`` a rate confidently
+    below it fails the gate, and a passing gate the judge could not decide becomes INCONCLUSIVE (the
+    ``inconclusive`` policy decides) — the gate passes only on evidence."""
+    from dataclasses import replace
+
+    from ..results import FAIL, INCONCLUSIVE, INSENSITIVE, PASS
+
+    if found is None:
+        return verdict
+    if found.outcome not in (FAIL, INCONCLUSIVE):
+        return replace(verdict, faithfulness=found)
+    if found.outcome == FAIL:
+        outcome = verdict.outcome if verdict.outcome == INSENSITIVE else FAIL
+        label = "Faithfulness FAIL"
+    else:
+        outcome = INCONCLUSIVE if verdict.outcome == PASS else verdict.outcome
+        label = "Faithfulness INCONCLUSIVE"
+    return replace(verdict, outcome=outcome, faithfulness=found,
+                   message=f"{label}: {found.message}. Without the judge: {verdict.message}")
 
 
 def with_guard(verdict: Verdict, gate: GateSettings, sliced: SliceResult, kind: str | None) -> Verdict:
@@ -397,6 +419,6 @@ def outcome_of(nodeid: str, result: Robustness, policy: str) -> Outcome:
 
     passed, warn = judge(result.verdict, policy)
     properties = gate_properties(result.model, result.kind, result.verdict.outcome, len(result.pairs),
-                                 result.intervals, result.guard)
+                                 result.intervals, result.guard, result.verdict.faithfulness)
     return Outcome(nodeid, passed, f"{nodeid}: {result.verdict.message}" if warn else None,
                    tuple(properties), result)

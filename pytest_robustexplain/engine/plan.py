@@ -172,6 +172,7 @@ class SlicePlan:
     controls: int  # noise-floor pairs (same history, resampled)
     originals: int  # original explanations (one per user with anything to run)
     swaps: int = 0  # cross-user controls (the item explained for a donor user), one per case
+    judge_calls: int = 0  # the faithfulness judge's calls at most (judge-model), not model calls
 
     @property
     def planned(self) -> int:
@@ -184,11 +185,12 @@ class SlicePlan:
         return self.pairs + self.controls + self.swaps + self.originals
 
 
-def plan_slices(slices: Sequence[GatedSlice], catalog: Catalog, kinds: KindRegistry | None = None
-                ) -> list[SlicePlan]:
+def plan_slices(slices: Sequence[GatedSlice], catalog: Catalog, kinds: KindRegistry | None = None, *,
+                judge: str | None = None) -> list[SlicePlan]:
     """Plan the slices exactly as the sweep will (the same :class:`~pytest_robustexplain.sweep.PairPlanner`),
-    without a sweep, an explainer or a model call."""
+    without a sweep, an explainer or a model call; ``judge`` is the judge's scope when it is on."""
     from ..sweep import PairPlanner
+    from .judging import planned_judge_calls
 
     planner = PairPlanner(catalog, kinds)
     plans = []
@@ -203,6 +205,8 @@ def plan_slices(slices: Sequence[GatedSlice], catalog: Catalog, kinds: KindRegis
         swaps = len(spec.donors)
         if swaps:
             users |= {user for user, _ in spec.donors}
+        judged = 0 if judge is None else planned_judge_calls(len(spec.cases), spec.repeats, judge,
+                                                             len(perturbed) + controls + swaps)
         plans.append(SlicePlan(spec.slice_id, spec.model, len(perturbed), planned.trivial, controls,
-                               len(users), swaps))
+                               len(users), swaps, judged))
     return plans

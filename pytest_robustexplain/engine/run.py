@@ -45,9 +45,11 @@ from .decide import (
     regression,
     relative_pairs,
     robustness,
+    with_faithfulness,
     with_regression,
 )
 from .interrupt import stop_how
+from .judging import RunJudge
 from .plan import (
     GatedSlice,
     ItemPlan,
@@ -76,6 +78,7 @@ if TYPE_CHECKING:
     from ..explainers.base import Explainer
     from ..perturbations import KindRegistry, PerturbationResult
     from ..report.summary import ReportModel
+    from ..results import FaithfulnessResult
     from ..settings import GateSettings, Settings
     from ..sweep import Counters, SliceResult, SliceSpec, Sweep
 
@@ -144,6 +147,7 @@ class Run:
         self._sweep: Sweep | None = None
         self._changed: dict[str, str] = {}  # model → the digest its server listed at the end (re-pulled)
         self._changed_elsewhere: dict[str, str] = {}  # as other processes (xdist workers) found it
+        self.judging = RunJudge(settings, cache_dir=self.cache_dir, cross_process=cross_process)
 
     # ------------------------------------------------------------------------------- inputs
     def say(self, note: str) -> None:
@@ -280,7 +284,8 @@ class Run:
         without an explainer, the cache or a model call: what a dry run prints."""
         from .plan import plan_slices
 
-        return plan_slices(list(self._slices.values()), self.dataset.catalog, self.kinds)
+        judge = self.settings.judge if self.judging.on else None
+        return plan_slices(list(self._slices.values()), self.dataset.catalog, self.kinds, judge=judge)
 
     def dry_run_lines(self) -> list[str]:
         """The plan of every gated item, one line each, and the total (``--dry-run`` under pytest)."""
@@ -293,8 +298,9 @@ class Run:
             planned = self._slices[plan.slice_id]
             extra = f" · {plan.swaps} cross-user controls" if plan.swaps else ""
             extra += f" · {plan.controls} noise-floor pairs" if plan.controls else ""
+            judge = f" · at most {plan.judge_calls} judge calls" if plan.judge_calls else ""
             lines.append(f"  {planned.nodeid} ({plan.model or 'custom explainer'}): {plan.pairs} pairs"
-                         f"{extra} · at most {plan.max_calls} calls")
+                         f"{extra} · at most {plan.max_calls} calls{judge}")
         return lines + [f"  {line}" for line in self.pace_lines()]
 
     @property
@@ -326,6 +332,7 @@ class Run:
             self.explainer_for(model)
         for slice_id in list(self._slices):
             self.ensure_started(slice_id)
+        self.judging.start(self.sweep)  # a dead judge server fails here too, before the calls
 
     def ensure_started(self, slice_id: str) -> None:
         """Start one slice once (its explainer preflighted first), e.g. one planned after :meth:`start`."""
@@ -389,7 +396,8 @@ class Run:
             raise BackendError(f"{planned.spec.model}: {exc}") from None  # one message, not a chain of three
         finally:
             self.flush_warnings()  # the sweep threads' warnings (a full disk…), raised on this thread
-        done = self.decide(planned, sliced)
+        found = self.judging.finding(self.sweep, slice_id, sliced, planned.gate)
+        done = self.decide(planned, sliced, found)
         self._results[slice_id] = done
         return done
 
@@ -407,10 +415,11 @@ class Run:
         """The outcome of every decided slice, in plan order."""
         return [self.outcome(slice_id) for slice_id in self._slices if slice_id in self._results]
 
-    def decide(self, planned: GatedSlice, sliced: SliceResult) -> Robustness:
-        """The slice's verdict (every rule, the baseline too), recorded for the reports."""
+    def decide(self, planned: GatedSlice, sliced: SliceResult,
+               faithfulness: FaithfulnessResult | None = None) -> Robustness:
+        """The slice's verdict (every rule, the judge's and the baseline's too), recorded for the reports."""
         kind = None if planned.slice == OVERALL else planned.slice
-        verdict = decide(planned.gate, sliced, kind)
+        verdict = with_faithfulness(decide(planned.gate, sliced, kind), faithfulness)
         found = None
         baseline = self.baseline
         if baseline is not None:
@@ -486,6 +495,7 @@ class Run:
         for name, value in payload.get("counters", {}).items():
             self.counters[name] = self.counters.get(name, 0) + int(value)
         self._changed_elsewhere.update({str(k): str(v) for k, v in payload.get("models_changed", {}).items()})
+        self.judging.adopt(payload.get("judge", {}))
 
     def payload(self, result: Robustness, nodeid: str) -> dict[str, Any]:
         """What :meth:`merge` reads in another process: JSON-native, decoded by the records' own readers."""
@@ -495,12 +505,15 @@ class Run:
         info = self.model_infos.get(result.model)
         # The run-weighted versions (what the reports show), not the slice's own re-weighting.
         pairs = [self.pairs[p.key] for p in (*result.pairs, *result.controls, *result.swaps)]
+        judge = self.judging.info
         return plain({"pairs": [p.to_dict() for p in pairs], "gate": gate.to_dict(),
-                      "models": {result.model: asdict(info)} if info is not None else {}})
+                      "models": {result.model: asdict(info)} if info is not None else {},
+                      "judge": asdict(judge) if judge is not None else {}})
 
     def call_counters(self) -> dict[str, int]:
         """This process's call counters (what an xdist worker reports at its end)."""
-        return self._sweep.counters.to_dict() if self._sweep is not None else {}
+        return {**(self._sweep.counters.to_dict() if self._sweep is not None else {}),
+                **self.judging.counters()}
 
     def record(self, *, partial: bool = False) -> RunResult | None:
         """The whole run as one record for the reports; None when nothing was decided."""
@@ -535,7 +548,7 @@ class Run:
         counters = dict(self.counters)
         for name, value in self.call_counters().items():
             counters[name] = counters.get(name, 0) + value
-        extra = dict(self.extra_settings)
+        extra = {**self.extra_settings, **self.judging.record()}
         if self._dataset is not None:  # what `robustexplain compare` checks two runs share, from both doors
             extra.setdefault("dataset_name", self._dataset.name)
         if self._changed:

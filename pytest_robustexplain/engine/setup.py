@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     from ..data import Dataset, EvalCase
     from ..donors import DonorPool
     from ..explainers.base import Explainer
+    from ..explainers.judge import Judge
     from ..score_cache import CachedScorer
     from ..settings import Settings
 
@@ -125,6 +126,44 @@ def build_explainer(settings: Settings, model: str, *, cache_dir: Path, custom: 
     if settings.embed_model is None:
         return explainer
     return _with_embeddings(settings, explainer, cache_dir, settings.embed_model)
+
+
+# The judge reasons before its verdict (preferences, reasons, then the JSON): at least this many tokens.
+JUDGE_NUM_PREDICT = 512
+
+
+def judge_backend(settings: Settings) -> str:
+    """The judge's backend: ``judge-backend``, or ('auto') the run's when it is a model server's, else
+    ollama (a template or callable run still needs a language model to judge it)."""
+    if settings.judge_backend != "auto":
+        return settings.judge_backend
+    return settings.backend if BACKENDS[settings.backend].default_host else "ollama"
+
+
+def build_judge(settings: Settings, *, cache_dir: Path, cross_process: bool = False) -> Judge | None:
+    """The faithfulness judge (None without ``judge-model``): its model on its backend and host, asked at
+    temperature 0 with room to reason, behind the response cache like the explanations."""
+    from dataclasses import replace
+
+    from ..explainers import make_explainer
+    from ..explainers.cache import CachedExplainer, ResponseCache
+    from ..explainers.judge import Judge
+
+    if settings.judge_model is None:
+        return None
+    backend = judge_backend(settings)
+    host = settings.judge_host or (settings.hosts[0] if backend == settings.backend and settings.hosts
+                                   else None)
+    options: dict[str, Any] = {"host": host, "options": replace(
+        settings.generation, temperature=0.0, num_predict=max(settings.num_predict, JUDGE_NUM_PREDICT))}
+    if backend == "openai":
+        options["api_key"] = os.environ.get(settings.api_key_env) or None
+    explainer: Any = make_explainer(backend, settings.judge_model, **options)
+    if settings.cache != "off":
+        cache = ResponseCache(cache_dir, settings.cache)
+        cache.check_writable()
+        explainer = CachedExplainer(explainer, cache, cross_process=cross_process)
+    return Judge(explainer, seed=settings.seed)
 
 
 def build_scorer(settings: Settings, *, cache_dir: Path | None = None) -> CachedScorer:

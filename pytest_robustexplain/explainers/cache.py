@@ -27,7 +27,7 @@ import tempfile
 import threading
 import time
 import weakref
-from collections.abc import Iterator, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -331,25 +331,37 @@ class CachedExplainer:
         await self._ensure_preflight()
         identity = self.inner.request_identity(history, item, seed=seed, repeat=repeat)
         key = cache_key(identity)
+        return await self._answer(key, identity, lambda: self.inner.explain(history, item, seed=seed,
+                                                                            repeat=repeat),
+                                  lambda: self._miss(history, item, key, seed, repeat, kind))
+
+    async def complete(self, prompt: str, *, seed: int, purpose: str) -> Explanation:
+        """The inner explainer's reply to ``prompt`` as it is (the judge's calls), cached like an
+        explanation under its :meth:`~.remote.RemoteExplainer.completion_identity`."""
+        await self._ensure_preflight()
+        identity = self.inner.completion_identity(prompt, seed=seed, purpose=purpose)  # type: ignore[attr-defined]
+        key = cache_key(identity)
+
+        def miss() -> CacheMissError:
+            return CacheMissError(
+                f"replay-only cache miss for a {purpose} call of {self.backend} model {self.model!r} (seed "
+                f"{seed}, key {key[:12]}…) in {self.cache.directory}; rerun with "
+                "--robustexplain-cache=read-write and the model server running to record it")
+
+        return await self._answer(key, identity, lambda: self.inner.complete(  # type: ignore[attr-defined]
+            prompt, seed=seed), miss)
+
+    async def _answer(self, key: str, identity: dict[str, Any], make: Callable[[], Awaitable[Explanation]],
+                      miss: Callable[[], CacheMissError]) -> Explanation:
+        """A hit, or ``make()`` stored when it succeeded; a replay-only miss raises ``miss()``."""
         if self.cache.reads:
             hit = await asyncio.to_thread(self.cache.get, key)
             if hit is not None:
                 return hit
         if self.cache.mode == "replay-only":
-            raise self._miss(history, item, key, seed, repeat, kind)
-        if self.cross_process:
-            return await self._generate_locked(history, item, seed, repeat, key, identity)
-        return await self._generate(history, item, seed, repeat, key, identity)
-
-    async def _generate(self, history: UserHistory, item: Item, seed: int, repeat: int, key: str,
-                        identity: dict[str, Any]) -> Explanation:
-        explanation = await self.inner.explain(history, item, seed=seed, repeat=repeat)
-        if self.cache.writes and explanation.ok:
-            await asyncio.to_thread(self.cache.put, key, identity, explanation)
-        return explanation
-
-    async def _generate_locked(self, history: UserHistory, item: Item, seed: int, repeat: int, key: str,
-                               identity: dict[str, Any]) -> Explanation:
+            raise miss()
+        if not self.cross_process:
+            return await self._generate(key, identity, make)
         lock = self.cache.key_lock(key)
         # flock blocks: take it on a worker thread so the event loop keeps serving other pairs.
         await asyncio.to_thread(lock.__enter__)
@@ -357,9 +369,16 @@ class CachedExplainer:
             hit = await asyncio.to_thread(self.cache.get, key)  # another process may have written it
             if hit is not None:
                 return hit
-            return await self._generate(history, item, seed, repeat, key, identity)
+            return await self._generate(key, identity, make)
         finally:
             await asyncio.to_thread(lock.__exit__, None, None, None)
+
+    async def _generate(self, key: str, identity: dict[str, Any], make: Callable[[], Awaitable[Explanation]]
+                        ) -> Explanation:
+        explanation = await make()
+        if self.cache.writes and explanation.ok:
+            await asyncio.to_thread(self.cache.put, key, identity, explanation)
+        return explanation
 
     def request_identity(self, history: UserHistory, item: Item, *, seed: int, repeat: int) -> dict[str, Any]:
         return self.inner.request_identity(history, item, seed=seed, repeat=repeat)

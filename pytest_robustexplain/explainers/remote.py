@@ -242,8 +242,12 @@ class RemoteExplainer(ABC):
 
     async def explain(self, history: UserHistory, item: Item, *, seed: int, repeat: int) -> Explanation:
         """Generate one explanation; transport trouble after every retry becomes failure "error"."""
+        return await self.complete(self.prompt.render(history, item), seed=seed)
+
+    async def complete(self, prompt: str, *, seed: int) -> Explanation:
+        """The model's reply to ``prompt`` as it is (the faithfulness judge's calls; :meth:`explain` renders
+        its prompt and comes here): retried, bounded, read for cut replies and truncated prompts alike."""
         state = self._state()
-        prompt = self.prompt.render(history, item)
         await self._ensure_ready(state, sample=prompt)
         async with state.semaphore:
             if self._fatal is not None:  # found by a request that held the slot before us
@@ -311,6 +315,14 @@ class RemoteExplainer(ABC):
             "seed": seed,
             "repeat": repeat,
         }
+
+    def completion_identity(self, prompt: str, *, seed: int, purpose: str) -> dict[str, Any]:
+        """What determines :meth:`complete`'s reply, for the response cache; ``purpose`` ("judge") keeps
+        such entries apart from explanations."""
+        info = self.info
+        return {"backend": self.backend, "model": info.name if info is not None else self.model,
+                "digest": info.digest if info is not None else None, "prompt": prompt,
+                "options": self.identity_options(), "seed": seed, "purpose": purpose}
 
     async def current_digest(self) -> str | None:
         """The model's digest as the server lists it now — a model re-pulled mid-run shows here — or None

@@ -15,7 +15,16 @@ import xml.etree.ElementTree as ET
 from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
 
-from ..results import OVERALL, GateResult, GuardResult, Interval, PairResult, RunResult, metrics_of
+from ..results import (
+    OVERALL,
+    FaithfulnessResult,
+    GateResult,
+    GuardResult,
+    Interval,
+    PairResult,
+    RunResult,
+    metrics_of,
+)
 from ..sanitize import visible
 
 # What XML 1.0 cannot carry even escaped (``visible`` already shows C0/C1 controls): U+FFFE, U+FFFF.
@@ -28,7 +37,8 @@ def _xml_text(text: str) -> str:
 
 
 def gate_properties(model: str, slice_name: str, outcome: str, n_pairs: int,
-                    intervals: Mapping[str, Interval], guard: GuardResult | None) -> list[tuple[str, str]]:
+                    intervals: Mapping[str, Interval], guard: GuardResult | None,
+                    faithfulness: FaithfulnessResult | None = None) -> list[tuple[str, str]]:
     """Scores as JUnit XML properties, so CI dashboards can chart them per test item."""
     props = [("robustexplain_model", model), ("robustexplain_slice", slice_name),
              ("robustexplain_outcome", outcome), ("robustexplain_pairs", str(n_pairs))]
@@ -39,6 +49,15 @@ def gate_properties(model: str, slice_name: str, outcome: str, n_pairs: int,
         from .summary import guard_properties
 
         props.extend((f"robustexplain_{name}", value) for name, value in guard_properties(guard))
+    if faithfulness is not None:
+        f = faithfulness
+        props += [("robustexplain_faithful_rate", f"{f.rate:.4f}" if f.judged else "nan"),
+                  ("robustexplain_faithful", f"{f.faithful}/{f.judged}"),
+                  ("robustexplain_faithful_interval", f"[{f.low:.4f}, {f.high:.4f}]"),
+                  ("robustexplain_judge_failures", str(f.failures)),
+                  ("robustexplain_judge_agreement", f"{f.agreed}/{f.compared}")]
+        if f.outcome is not None:
+            props.append(("robustexplain_faithfulness", f.outcome))
     return props
 
 
@@ -73,7 +92,8 @@ def _testcase(suite: ET.Element, result: RunResult, gate: GateResult, failed: bo
                          name=_xml_text(name or gate.nodeid))
     pairs = _gate_pairs(result, gate)
     props = gate_properties(gate.model, gate.slice, gate.verdict.outcome, len(pairs),
-                            _intervals(gate, pairs, confidence), gate.verdict.guard)
+                            _intervals(gate, pairs, confidence), gate.verdict.guard,
+                            gate.verdict.faithfulness)
     properties = ET.SubElement(case, "properties")
     for key, value in props:
         ET.SubElement(properties, "property", name=_xml_text(key), value=_xml_text(value))

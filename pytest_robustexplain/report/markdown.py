@@ -24,6 +24,7 @@ from .summary import (
     explanation_text,
     facts,
     failed_gates,
+    faithfulness_rows,
     find_gate,
     fmt_d,
     fmt_interval,
@@ -106,6 +107,10 @@ def _details(run: RunResult, summary: Summary, failed: list[FailedGate]) -> list
         lines += ["", *_kind_severity_table(summary)]
     lines += ["", "**Sensitivity** (cross-user control: the same item explained for another user)", ""]
     lines += table(["Guard", "Value"], [list(row) for row in sensitivity_rows(summary)])
+    faithful = faithfulness_rows(summary)
+    if faithful:
+        lines += ["", "**Faithfulness** (the judge read each explanation beside the history it explains)", ""]
+        lines += table(["Judge", "Value"], [list(row) for row in faithful])
     security = security_rows(summary)
     if security:
         lines += ["", "**Security** (adversarial histories)", ""]

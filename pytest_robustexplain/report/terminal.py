@@ -25,6 +25,7 @@ from .summary import (
     explanation_text,
     facts,
     failed_gates,
+    faithfulness_rows,
     find_gate,
     fmt_d,
     fmt_interval,
@@ -105,9 +106,11 @@ def _model_block(run: RunResult, summary: Summary, width: int, verbose: bool) ->
                              verbose)
     if verbose:
         rest = [_kind_severity_section(summary), _sensitivity_section(summary, width),
-                _security_section(summary, width), _facts_section(summary, width)]
+                _faithfulness_section(summary, width), _security_section(summary, width),
+                _facts_section(summary, width)]
     else:
-        rest = [_security_section(summary, width), _short_facts(summary, width)]
+        rest = [_faithfulness_section(summary, width), _security_section(summary, width),
+                _short_facts(summary, width)]
     return "\n\n".join("\n".join(lines) for lines in [head, *tables, failed, *rest] if lines)
 
 
@@ -185,14 +188,24 @@ def _sensitivity_section(summary: Summary, width: int) -> list[str]:
     return lines
 
 
-def _security_section(summary: Summary, width: int) -> list[str]:
-    rows = security_rows(summary)
+def _rows_section(title: str, rows: list[tuple[str, str]], width: int) -> list[str]:
+    """A titled block of (label, value) rows; nothing when there are no rows."""
     if not rows:
         return []
-    lines = ["Security (adversarial histories: prompt injection, shilling)"]
+    lines = [title]
     for label, value in rows:
         lines += _wrapped(f"  {label}", value, width)
     return lines
+
+
+def _faithfulness_section(summary: Summary, width: int) -> list[str]:
+    return _rows_section("Faithfulness (the judge read each explanation beside the history it explains)",
+                         faithfulness_rows(summary), width)
+
+
+def _security_section(summary: Summary, width: int) -> list[str]:
+    return _rows_section("Security (adversarial histories: prompt injection, shilling)",
+                         security_rows(summary), width)
 
 
 def _facts_section(summary: Summary, width: int) -> list[str]:

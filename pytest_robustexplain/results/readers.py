@@ -20,11 +20,13 @@ from .records import (
     OUTCOMES,
     SEVERITY_RANGE,
     AttackResult,
+    FaithfulnessResult,
     GateCheck,
     GateResult,
     GuardExample,
     GuardResult,
     Interval,
+    JudgedText,
     PairKey,
     PairResult,
     RunResult,
@@ -327,6 +329,50 @@ class _Reader:
             max_copy_rate=g(data, "max_copy_rate", float, record, default=0.1),
             copy_outcome=self.outcome(data, "copy_outcome", record, optional=True))
 
+    def faithfulness(self, value: Any, record: str) -> FaithfulnessResult | None:
+        """The judge's finding (absent: the run had no judge)."""
+        if value is None:
+            return None
+        data = self.obj(value, record)
+        g: Callable[..., Any] = self.get
+        drops = g(data, "drop_by_kind", dict, record, default={})
+        texts = g(data, "texts", list, record, default=[])
+        return FaithfulnessResult(
+            judge=g(data, "judge", str, record), scope=g(data, "scope", str, record),
+            judged=g(data, "judged", int, record), faithful=g(data, "faithful", int, record),
+            failures=g(data, "failures", int, record), low=g(data, "low", float, record),
+            high=g(data, "high", float, record), agreed=g(data, "agreed", int, record, default=0),
+            compared=g(data, "compared", int, record, default=0),
+            agreement_high=g(data, "agreement_high", float, record, default=1.0),
+            min_rate=self.optional(data, "min_rate", float, record),
+            outcome=self.outcome(data, "outcome", record, optional=True),
+            message=g(data, "message", str, record, default=""),
+            by_kind={str(k): self.count_pair(v, f"{record}.by_kind.{k}")
+                     for k, v in g(data, "by_kind", dict, record, default={}).items()},
+            drop_by_kind={str(k): self.interval(v, f"{record}.drop_by_kind.{k}") for k, v in drops.items()},
+            texts=tuple(self.judged_text(t, f"{record}.texts[{i}]") for i, t in enumerate(texts)))
+
+    def count_pair(self, value: Any, record: str) -> list[int]:
+        counts = isinstance(value, list) and len(value) == 2
+        if not (counts and all(type(n) is int and n >= 0 for n in value)):
+            raise self.fail(record, "", f"expected [faithful, judged], got {value!r:.60}")
+        return list(value)
+
+    def judged_text(self, value: Any, record: str) -> JudgedText:
+        data = self.obj(value, record)
+        g: Callable[..., Any] = self.get
+        unsupported = g(data, "unsupported", list, record, default=[])
+        if not all(isinstance(u, str) for u in unsupported):
+            raise self.fail(record, "unsupported", "expected a list of strings")
+        return JudgedText(
+            user_id=g(data, "user_id", str, record), item_id=g(data, "item_id", str, record),
+            kind=g(data, "kind", str, record), severity=g(data, "severity", int, record),
+            repeat=g(data, "repeat", int, record), faithful=self.optional(data, "faithful", bool, record),
+            unsupported=tuple(unsupported), rationale=g(data, "rationale", str, record, default=""),
+            failure=g(data, "failure", str, record, default=""),
+            reordered=self.optional(data, "reordered", bool, record),
+            cached=g(data, "cached", bool, record, default=False))
+
     def gate(self, value: Any, record: str) -> GateResult:
         data = self.obj(value, record)
         verdict = self.obj(data.get("verdict"), f"{record}.verdict")
@@ -343,7 +389,9 @@ class _Reader:
                             users_needed=self.optional(verdict, "users_needed", int, vrec),
                             guard=self.guard(verdict.get("guard"), f"{vrec}.guard"),
                             attacks=tuple(self.attack(a, f"{vrec}.attacks[{i}]") for i, a in
-                                          enumerate(self.get(verdict, "attacks", list, vrec, default=[])))),
+                                          enumerate(self.get(verdict, "attacks", list, vrec, default=[]))),
+                            faithfulness=self.faithfulness(verdict.get("faithfulness"),
+                                                           f"{vrec}.faithfulness")),
             thresholds={k: self._number(v, record, f"thresholds.{k}") for k, v in thresholds.items()},
             scope=self.get(data, "scope", dict, record, default={}),
         )

@@ -311,6 +311,77 @@ class AttackResult:
 
 
 @dataclass(frozen=True)
+class JudgedText:
+    """One explanation the faithfulness judge read (``faithfulness.py``).
+
+    ``kind`` is ``original`` for the user's own explanation, else the pair's kind (a perturbation,
+    ``control``, ``swap``) with its severity and repeat. ``faithful`` is None when the judge's reply was not
+    the fixed shape (``failure`` says why): a judge failure, never a pass. ``reordered`` is the verdict on
+    the same facts with the history lines in reverse order (None: not asked, or that reply failed).
+    """
+
+    user_id: str
+    item_id: str
+    kind: str
+    severity: int
+    repeat: int
+    faithful: bool | None
+    unsupported: tuple[str, ...] = ()
+    rationale: str = ""
+    failure: str = ""
+    reordered: bool | None = None
+    cached: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["unsupported"] = list(self.unsupported)
+        return data
+
+
+ORIGINAL = "original"  # JudgedText.kind of the user's own (unperturbed) explanation
+
+
+@dataclass(frozen=True)
+class FaithfulnessResult:
+    """What the opt-in faithfulness judge found in one gated slice.
+
+    ``faithful`` of ``judged`` original explanations were judged faithful (judge failures are counted in
+    ``failures`` and in neither); ``low``/``high`` are its one-sided exact bounds at alpha (together a
+    (1 − 2·alpha) interval). ``agreed`` of ``compared`` verdicts stayed the same with the history lines in
+    reverse order. With ``scope="all"``, ``by_kind`` maps a kind to ``[faithful, judged]`` of its perturbed
+    (or control) explanations and ``drop_by_kind`` to the mean per-case drop of the faithful share from the
+    original explanation (paired by case, cluster-robust by user). ``outcome`` is the ``min_rate`` gate's
+    (None when it is not gated).
+    """
+
+    judge: str
+    scope: str
+    judged: int
+    faithful: int
+    failures: int
+    low: float
+    high: float
+    agreed: int = 0
+    compared: int = 0
+    agreement_high: float = 1.0  # one-sided exact upper bound of the agreement rate
+    min_rate: float | None = None
+    outcome: str | None = None
+    message: str = ""
+    by_kind: dict[str, list[int]] = field(default_factory=dict)
+    drop_by_kind: dict[str, Interval] = field(default_factory=dict)
+    texts: tuple[JudgedText, ...] = ()
+
+    @property
+    def rate(self) -> float:
+        return self.faithful / self.judged if self.judged else math.nan
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["texts"] = [t.to_dict() for t in self.texts]
+        return data
+
+
+@dataclass(frozen=True)
 class Verdict:
     """The decision for one gated slice (a test item: one perturbation kind, or all of them)."""
 
@@ -321,6 +392,7 @@ class Verdict:
     users_needed: int | None = None  # INCONCLUSIVE: how many more users would likely decide it
     guard: GuardResult | None = None  # the cross-user control, when the run measured it
     attacks: tuple[AttackResult, ...] = ()  # prompt injection / shilling in this slice, when run
+    faithfulness: FaithfulnessResult | None = None  # the opt-in judge's finding (judge-model)
 
     @property
     def failed_checks(self) -> tuple[GateCheck, ...]:

@@ -89,6 +89,13 @@ def parse_per_kind(value: Any, gate: Mapping[str, Any], where: str, canon: Canon
     return MappingProxyType(out)
 
 
+def check_judge(min_faithful_rate: float | None, judge_model: str | None, where: str) -> None:
+    """A faithfulness gate needs a judge: without one it would be silently ungated."""
+    if min_faithful_rate is not None and not judge_model:
+        raise ConfigError(f"{where}: gates the faithful rate, but no judge model is set (judge-model: "
+                          "--robustexplain-judge-model, ROBUSTEXPLAIN_JUDGE_MODEL)")
+
+
 def check_embedding_weight(weights: tuple[float, ...], embed_model: str | None, where: str) -> None:
     from ..metrics import embedding_weighted
 

@@ -20,6 +20,7 @@ from .checks import (
     CanonicalKind,
     canonical_kinds,
     check_embedding_weight,
+    check_judge,
     default_canonical_kind,
     parse_per_kind,
 )
@@ -305,6 +306,11 @@ def _cross_check(values: Mapping[str, Any], wheres: Mapping[str, str]) -> None:
     """Combinations that are each valid alone but contradict each other."""
     check_embedding_weight(values["weights"], values["embed_model"], wheres["weights"])
     check_report_paths({name: (values[name], wheres[name]) for name in REPORT_OUTPUTS})
+    check_judge(values["min_faithful_rate"], values["judge_model"], wheres["min_faithful_rate"])
+    for name in ("judge_backend", "judge_host"):
+        if values["judge_model"] is None and wheres[name] != "default" and values[name] not in (None, "auto"):
+            raise ConfigError(f"{wheres[name]}: configures the faithfulness judge, but no judge-model is "
+                              "set (judge-model=MODEL turns the judge on)")
     if isinstance(values["dataset"], Path):
         for name in ("histories", "catalog", "cases"):
             if values[name] is not None:

@@ -16,6 +16,7 @@ from .checks import (
     CanonicalKind,
     canonical_kinds,
     check_embedding_weight,
+    check_judge,
     default_canonical_kind,
     marker_value,
     parse_min_metric,
@@ -72,6 +73,7 @@ class GateSettings:
     max_unsupported_rate: float
     max_injection_rate: float
     max_hijack_rate: float
+    min_faithful_rate: float | None
     sources: Mapping[str, str] = field(default_factory=dict)
 
     def combined_threshold(self, kind: str | None = None) -> float:
@@ -160,6 +162,8 @@ def apply_marker(settings: Settings, kwargs: Mapping[str, Any], *, nodeid: str, 
             gate[key] = marker_value(option(key), value, where)
         if key == "weights":
             check_embedding_weight(gate[key], settings.embed_model, where)
+        if key == "min_faithful_rate":
+            check_judge(gate[key], settings.judge_model, where)
         sources[key] = f"@pytest.mark.robustness on {nodeid}"
     if "per_kind" in kwargs:
         where = _marker_where(nodeid, "per_kind", kwargs["per_kind"])

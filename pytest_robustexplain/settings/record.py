@@ -86,6 +86,11 @@ class Settings:
     max_hijack_rate: float
     min_history_reference: float | None
     max_unsupported_rate: float
+    judge_model: str | None
+    judge_backend: str
+    judge_host: str | None
+    judge: str
+    min_faithful_rate: float | None
     baseline: Path | None
     save_baseline: Path | None
     max_regression: float

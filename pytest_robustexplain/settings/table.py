@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING, Any
 
 from .. import guard as G
 from ..backends import BACKEND_NAMES, DEFAULT_HOSTS, GENERATION_DEFAULTS
+from ..backends import BACKENDS as BACKEND_RECORDS
+from ..faithfulness import JUDGE_SCOPES
 from ..results import DEFAULT_MIN_COMBINED, DEFAULT_MIN_METRIC, GUARD_POLICIES
 from .parsers import (
     Parser,
@@ -44,6 +46,7 @@ DECISIONS: tuple[str, ...] = ("mean", "confident", "sequential")
 DESIGNS: tuple[str, ...] = ("full", "balanced")
 INCONCLUSIVE_POLICIES: tuple[str, ...] = ("fail", "pass", "warn")
 TRISTATE: tuple[str, ...] = ("auto", "on", "off")
+JUDGE_BACKENDS: tuple[str, ...] = ("auto", *(b.name for b in BACKEND_RECORDS.values() if b.default_host))
 DEFAULT_PERTURBATIONS: tuple[str, ...] = (
     "noise_injection", "temporal_shuffle", "behavior_dilution", "category_drift", "missing_values",
 )
@@ -283,6 +286,22 @@ OPTIONS: tuple[OptionSpec, ...] = (
          "Grounding gate: largest share of original "
          "explanations that name a catalog category or title from neither the history nor the item; the "
          "gate fails when the rate is confidently above it; default 0.5.", metavar="X", marker=True),
+    _opt("judge-model", parse_text, None, "Opt-in faithfulness judge: this model reads each original "
+         "explanation beside the history the explainer saw and the item, and answers faithful or not with "
+         "a one-sentence rationale (and the same facts with the history in reverse order, to check the "
+         "judge itself); reported beside ρ and the guard; default off (the paper's protocol).",
+         metavar="MODEL"),
+    _enum("judge-backend", JUDGE_BACKENDS, "auto", "Backend of the judge model ('auto': the run's backend "
+          "when it is a language model's, else ollama)."),
+    _opt("judge-host", parse_host, None, "Base URL of the judge's server; default the run's first host "
+         "when the judge uses the run's backend, else that backend's default.", metavar="URL"),
+    _enum("judge", JUDGE_SCOPES, "originals", "What the judge reads: the 'originals' (two calls per case), "
+          "or 'all' explanations — perturbed ones and controls too — for the drop in faithful rate under "
+          "each perturbation kind."),
+    _opt("min-faithful-rate", float_parser(0.0, 1.0), None, "Faithfulness gate (with judge-model): share of "
+         "original explanations the judge must find faithful; the gate fails when the rate is confidently "
+         "below it and passes only when confidently at or above it (one-sided exact bounds at alpha); "
+         "default none (reported, not gated).", metavar="X", marker=True),
     _opt("baseline", parse_path, None, "Compare against this saved baseline (JSON report): for rho and "
          "each metric, a one-sided non-inferiority test on matched pairs (per-user means, at alpha); the "
          "item fails unless every drop is shown to be smaller than max-regression.", metavar="FILE",

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..data import Catalog, EvalCase, Item, UserHistory
 from ..errors import BackendError, WarningQueue
-from ..results import PairResult, is_control
+from ..results import PairKey, PairResult, is_control
 from .books import Books, Step
 from .loop import LoopThread
 from .planner import PairPlanner
@@ -133,6 +133,21 @@ class Sweep:
         """The planned perturbations of a slice (trivial ones were filtered), computed when read."""
         pairs = [p for p in self._slice_pairs[slice_id] if not is_control(p.key.kind)]
         return Perturbations(pairs, self._catalog, self._planner.kinds)
+
+    def seen_by(self, slice_id: str) -> dict[PairKey, tuple[UserHistory, Item]]:
+        """What each planned pair's second prompt showed: the perturbed history, the case's own for a
+        noise-floor control, the donor's interactions for a cross-user control (the judge reads it)."""
+        perturbations = Perturbations([], self._catalog, self._planner.kinds)
+        seen = {}
+        for pair in self._slice_pairs[slice_id]:
+            if pair.donor is not None:
+                history = pair.donor.history
+            elif is_control(pair.key.kind):
+                history = pair.case.history
+            else:
+                history = perturbations.of(pair).perturbed
+            seen[pair.key] = (history, pair.case.item)
+        return seen
 
     def add_explainer(self, model: str, explainer: Explainer) -> None:
         """Make ``model`` available to slices added from now on."""

@@ -179,10 +179,11 @@ class Perturbations(Sequence["PerturbationResult"]):
 
     def __getitem__(self, index: int | slice) -> PerturbationResult | list[PerturbationResult]:
         if isinstance(index, slice):
-            return [self._of(p) for p in self._pairs[index]]
-        return self._of(self._pairs[index])
+            return [self.of(p) for p in self._pairs[index]]
+        return self.of(self._pairs[index])
 
-    def _of(self, pair: Pair) -> PerturbationResult:
+    def of(self, pair: Pair) -> PerturbationResult:
+        """``pair``'s perturbation (recomputed unless the pair still holds it)."""
         if pair.perturbation is not None:
             return pair.perturbation
         from ..perturbations import apply_perturbation

@@ -31,6 +31,7 @@ from .calls import (
 from .handler import HTTPServer
 from .models import ModelMeta, go_time, normalize
 from .replies import MODES, REFUSAL_TEXT, compose_reply, thinking_text
+from .verdicts import JUDGE_BEHAVIOURS, is_judge_prompt, judge_reply
 
 ReplyFn = Callable[[str, dict[str, Any]], str]
 
@@ -77,7 +78,7 @@ class FakeOllamaServer:
                  latency: float = 0.0, capacity: int | None = None, think_capable: bool = False,
                  leak_thinking: bool = False, thinks_only: bool = False, version: str = "0.12.6",
                  reply: ReplyFn | None = None, port: int = 0, context_length: int = 8192,
-                 openai_context: int | None = None) -> None:
+                 openai_context: int | None = None, judge: str = "strict") -> None:
         given = (models,) if isinstance(models, str) else tuple(models)
         names = [normalize(m) for m in given if isinstance(m, str)]
         if not names or len(names) != len(given) or not all(n.split(":")[0] for n in names):
@@ -99,6 +100,10 @@ class FakeOllamaServer:
         self._limit_until = 0.0
         self._capacity: int | None = None
         self.mode = mode
+        if judge not in JUDGE_BEHAVIOURS:
+            raise ValueError(f"FakeOllamaServer judge must be one of {', '.join(JUDGE_BEHAVIOURS)}, "
+                             f"got {judge!r}")
+        self.judge = judge  # how judge prompts are answered (verdicts.py), whatever the mode
         self.latency = latency
         self.capacity = capacity
         self.think_capable = bool(think_capable)
@@ -342,6 +347,7 @@ class FakeOllamaServer:
     def _reset_counters(self) -> None:
         self._calls: Counter[str] = Counter()
         self._chat_calls = 0
+        self._judge_calls = 0
         self._truncated = 0
         self._rate_limited = 0
         self._embedded_texts = 0
@@ -370,6 +376,12 @@ class FakeOllamaServer:
         """Chat requests received on ``/api/chat`` and ``/v1/chat/completions``."""
         with self._cond:
             return self._chat_calls
+
+    @property
+    def judge_calls(self) -> int:
+        """Chat requests that were judge prompts (``verdicts.py``), counted in :attr:`chat_calls` too."""
+        with self._cond:
+            return self._judge_calls
 
     @property
     def embedded_texts(self) -> int:
@@ -580,6 +592,10 @@ class FakeOllamaServer:
             content = REFUSAL_TEXT
         elif fault is not None and fault.kind == "bloat":
             content = "lol " * (BLOAT_BYTES // 4)
+        elif is_judge_prompt(prompt):
+            with self._cond:
+                self._judge_calls += 1
+            content = judge_reply(prompt, self.judge)
         elif self.reply is not None:
             content = self._custom_reply(prompt, call.options)
         else:

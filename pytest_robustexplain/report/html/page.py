@@ -19,6 +19,7 @@ from ..summary import (
     describe_changes,
     facts,
     failed_gates,
+    faithfulness_rows,
     find_gate,
     fmt_d,
     fmt_interval,
@@ -100,7 +101,7 @@ def model_section(run: RunResult, summary: Summary, plotter: Plotter | None) -> 
              + (f" · host {e(info.host)}" if info.host else "") + "</p>",
              _gate_table(run, summary), _metric_table(run, summary),
              _heatmap_table(summary, gate_thresholds(run, summary.model)["combined"]),
-             _sensitivity(summary), _security(summary), _facts(summary)]
+             _sensitivity(summary), _faithfulness(summary), _security(summary), _facts(summary)]
     if plotter is not None:
         parts.append(plotter.model_charts(summary, gate_thresholds(run, summary.model)))
     for entry in failed_gates(run, summary.model):
@@ -175,6 +176,12 @@ def _sensitivity(summary: Summary) -> str:
     rows = [[e(label), e(value)] for label, value in sensitivity_rows(summary)]
     return ("<h3>Sensitivity — the same item explained for another user</h3>"
             + _table(["", ""], rows))
+
+
+def _faithfulness(summary: Summary) -> str:
+    rows = [[e(label), e(value)] for label, value in faithfulness_rows(summary)]
+    return ("<h3>Faithfulness — the judge read each explanation beside the history it explains</h3>"
+            + _table(["", ""], rows)) if rows else ""
 
 
 def _security(summary: Summary) -> str:

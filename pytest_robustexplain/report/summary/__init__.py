@@ -42,6 +42,7 @@ from .compute import (
 from .findings import (
     UNFIT_LABEL,
     facts,
+    faithfulness_rows,
     guard_line,
     guard_properties,
     kind_tests_text,
@@ -91,6 +92,7 @@ __all__ = [
     "failed_gates",
     "failed_reason",
     "failing_quantity",
+    "faithfulness_rows",
     "find_gate",
     "finite",
     "finite_dict",

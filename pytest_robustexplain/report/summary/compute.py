@@ -19,6 +19,7 @@ from ...results import (
     DEFAULT_MIN_METRIC,
     METRICS,
     AttackResult,
+    FaithfulnessResult,
     GateResult,
     GuardResult,
     Interval,
@@ -160,6 +161,8 @@ class Summary:
     cost: dict[str, Any] = field(default_factory=dict)
     # How long the model took (:func:`model_time`); empty when no reply was timed.
     time: dict[str, Any] = field(default_factory=dict)
+    # The faithfulness judge over every explanation it read of this model (judge-model); None without one.
+    faithfulness: FaithfulnessResult | None = None
 
     @cached_property
     def kind_tests(self) -> KindDifferences | None:
@@ -220,6 +223,8 @@ class Summary:
             "delta_by_kind": {k: interval_dict(v) for k, v in self.delta_by_kind.items()},
             "relative_by_kind": {k: interval_dict(v) for k, v in self.relative_by_kind.items()},
             "attacks": [plain(a.to_dict()) for a in self.attacks],
+            "faithfulness": plain({k: v for k, v in self.faithfulness.to_dict().items() if k != "texts"})
+            if self.faithfulness else None,
         }
 
 
@@ -305,7 +310,22 @@ def _summarize(run: RunResult, model: str) -> Summary:
         time=model_time(every, [g for g in run.gates if g.model == model]),
         unfit_pairs=len(unfit), unfit_users=tuple(sorted({p.key.user_id for p in unfit})),
         unfit_detail=f"user {unfit[0].key.user_id}'s {unfit[0].overflow_detail}" if unfit else "",
+        faithfulness=model_faithfulness(run, model),
     )
+
+
+def model_faithfulness(run: RunResult, model: str) -> FaithfulnessResult | None:
+    """The judge's verdicts on this model's explanations across its gates (each text once), summarised
+    ungated: what the model's report shows beside ρ and the guard. None when nothing was judged."""
+    from ...faithfulness import summarise
+
+    found = [g.verdict.faithfulness for g in run.gates if g.model == model and g.verdict.faithfulness]
+    if not found:
+        return None
+    texts = {(t.user_id, t.item_id, t.kind, t.severity, t.repeat): t for f in found for t in f.texts}
+    alpha = run.settings.get("alpha", 0.05)
+    return summarise([texts[k] for k in sorted(texts)], judge=found[0].judge, scope=found[0].scope,
+                     min_rate=None, alpha=alpha if isinstance(alpha, float) else 0.05)
 
 
 def token_cost(pairs: Sequence[PairResult]) -> dict[str, Any]:

@@ -10,9 +10,11 @@ import statistics
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from ...faithfulness import MIN_JUDGE_AGREEMENT
 from ...results import (
     CONTROL_KIND,
     MAX_CUT_SHARE,
+    ORIGINAL,
     ORIGINAL_FAILED,
     SWAP_KIND,
     GuardResult,
@@ -180,6 +182,35 @@ def security_rows(summary: Summary) -> list[tuple[str, str]]:
             rows.append((f"{a.kind} example", f"user {example.get('user_id')}, planted "
                                               f"{example.get('planted')}: “{shown}”"))
     return rows
+
+
+def faithfulness_rows(summary: Summary) -> list[tuple[str, str]]:
+    """The faithfulness judge's rows every format shows (label, value); empty without a judge."""
+    f = summary.faithfulness
+    if f is None:
+        return []
+    rows = [("Judge", f.judge),
+            ("Faithful (judge)", f"{f.faithful} of {f.judged} original explanations "
+                                 f"({_percent(f.faithful, f.judged)}; exact bounds "
+                                 f"[{f.low:.2f}, {f.high:.2f}])"),
+            ("Judge failures", f"{f.failures} replies were not the verdict's shape" if f.failures else "0")]
+    if f.compared:
+        trust = "" if f.agreement_high >= MIN_JUDGE_AGREEMENT else " — the judge is not trustworthy"
+        rows.append(("Judge reorder agreement", f"{f.agreed} of {f.compared} "
+                     f"({_percent(f.agreed, f.compared)}) kept their verdict with the history in reverse "
+                     f"order{trust}"))
+    for kind, (k, n) in f.by_kind.items():
+        drop = f.drop_by_kind.get(kind)
+        shown = f" · drop from the originals {fmt_interval(drop)}" if drop is not None else ""
+        rows.append((f"Faithful under {kind}", f"{k} of {n} ({_percent(k, n)}){shown}"))
+    unfaithful = next((t for t in f.texts if t.faithful is False and t.kind == ORIGINAL), None)
+    if unfaithful is not None:
+        rows.append((f"Judged unfaithful: user {unfaithful.user_id}", trim(unfaithful.rationale, 200)))
+    return rows
+
+
+def _percent(k: int, n: int) -> str:
+    return f"{100 * k / n:.0f} %" if n else "—"
 
 
 def sensitivity_rows(summary: Summary) -> list[tuple[str, str]]:

@@ -1,0 +1,80 @@
+"""The fake server's faithfulness judge: deterministic verdicts from the texts a judge prompt holds.
+
+A judge prompt (``explainers/judge.py``) fences the history in ``<history>`` and the explanation in
+``<explanation>``; any chat request holding both is answered here, whatever the server's reply mode, so one
+fake serves the explainer and the judge. The rule (``judge="strict"``, the default):
+
+- the explanation is **faithful** when it names a category of the history (a reason tied to what the user
+  did) and does not list the history back (two or more history lines, or most of its titles named);
+- otherwise it is not, with the reason as the unsupported claim.
+
+So the stable reply ("your history shows a steady interest in Electronics products…") is faithful, the
+copycat reply (the history repeated) and a reply that echoes one title without a reason are not.
+``judge="garbled"`` answers prose without the JSON shape (every verdict a judge failure);
+``judge="fickle"`` flips its verdict when the history lines come newest first, as a judge that reads order
+as evidence would (its reorder agreement is 0).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+
+from .prompts import parse_prompt
+
+JUDGE_BEHAVIOURS: tuple[str, ...] = ("strict", "garbled", "fickle")
+_HISTORY = re.compile(r"<history>\n(.*?)\n</history>", re.DOTALL)
+_EXPLANATION = re.compile(r"<explanation>\n(.*?)\n</explanation>", re.DOTALL)
+_DATE = re.compile(r"date:\s*(\d{4}-\d{2}-\d{2})")
+_LISTED_LINE = re.compile(r"^\s*\d+\.\s|\(id [^)]*\)", re.MULTILINE)
+
+
+def is_judge_prompt(prompt: str) -> bool:
+    """A judge's prompt (not the warm-up, which may start with one)."""
+    from ..explainers.remote import is_warmup_prompt
+
+    return bool(_HISTORY.search(prompt) and _EXPLANATION.search(prompt)) and not is_warmup_prompt(prompt)
+
+
+def _named(word: str, text: str) -> bool:
+    return re.search(rf"(?<!\w){re.escape(word.lower())}(?!\w)", text) is not None
+
+
+def _newest_first(block: str) -> bool:
+    dates = _DATE.findall(block)
+    return len(dates) >= 2 and dates[0] > dates[-1]
+
+
+def judge_reply(prompt: str, behaviour: str = "strict") -> str:
+    """The fake judge's reply to a judge prompt (see the module docs)."""
+    if behaviour not in JUDGE_BEHAVIOURS:
+        raise ValueError(f"FakeOllamaServer judge must be one of {', '.join(JUDGE_BEHAVIOURS)}, "
+                         f"got {behaviour!r}")
+    if behaviour == "garbled":
+        return "The explanation looks reasonable to me and mostly matches the user."
+    history = _HISTORY.search(prompt)
+    explanation = _EXPLANATION.search(prompt)
+    block = history.group(1) if history else ""
+    text = explanation.group(1) if explanation else ""
+    entries = parse_prompt(block).history
+    lowered = text.lower()
+    categories = sorted({e.category for e in entries if e.category})
+    titles = sorted({e.title for e in entries if e.title})
+    named_titles = [t for t in titles if _named(t, lowered)]
+    listed = len(_LISTED_LINE.findall(text)) >= 2 or (len(named_titles) >= 3 and
+                                                       2 * len(named_titles) >= len(titles))
+    cited = [c for c in categories if _named(c, lowered)]
+    if listed:
+        faithful, claim = False, "it lists the history back instead of giving a reason"
+    elif not cited:
+        faithful, claim = False, "no reason ties the user's demonstrated preferences to the item"
+    else:
+        faithful, claim = True, ""
+    if behaviour == "fickle" and _newest_first(block):
+        faithful, claim = not faithful, "the newest items outweigh the rest" if faithful else ""
+    verdict = {"preferences": f"The user engages with {', '.join(categories[:3]) or 'few known categories'}.",
+               "unsupported": [claim] if claim else [],
+               "rationale": (f"It ties the item to the user's interest in {cited[0]}." if faithful and cited
+                             else f"Not faithful: {claim}." if claim else "The reasons are supported."),
+               "faithful": int(faithful)}
+    return f"Checking the reasons against the history.\n{json.dumps(verdict)}"
