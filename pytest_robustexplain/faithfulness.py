@@ -177,4 +177,4 @@ def summarise(texts: Sequence[JudgedText], *, judge: str, scope: str, min_rate: 
         low=share_lower_bound(faithful, len(read), alpha), high=share_upper_bound(faithful, len(read), alpha),
         agreed=agreed, compared=len(both), agreement_high=share_upper_bound(agreed, len(both), alpha),
         min_rate=min_rate, outcome=outcome, message=message, by_kind=dict(sorted(by_kind.items())),
-        drop_by_kind=_drops(texts, alpha), texts=tuple(texts))
+        drop_by_kind=_drops(texts, alpha), texts=tuple(texts), alpha=alpha)

@@ -183,9 +183,14 @@ class Vocabulary:
             keys |= self._keys(_terms_of(known.title, known.category, known.features))
         return keys
 
+    def item_terms(self, item: Item) -> set[Key]:
+        """The terms of ``item`` itself (title, category, genres, brand, attribute phrases), as the words of
+        their display forms: what names the item rather than the user's history."""
+        return self._keys(_terms_of(item.title, item.category, item.features))
+
     def ground(self, text: str, history: UserHistory, item: Item) -> Grounding:
         """Sort the terms ``text`` mentions into history references, item terms and unsupported ones."""
-        item_keys = self._keys(_terms_of(item.title, item.category, item.features))
+        item_keys = self.item_terms(item)
         history_keys: set[Key] = set()
         for interaction in history:
             history_keys |= self._interaction_keys(interaction)

@@ -60,6 +60,9 @@ DEFAULT_MIN_RELATIVE = 0.5
 DEFAULT_MAX_COPY_RATE = 0.1
 DEFAULT_MIN_HISTORY_REFERENCE = 0.5
 DEFAULT_MAX_UNSUPPORTED_RATE = 0.5
+# The preference flip (polarity.py) must move the explanation at least as far as the guard asks of another
+# user's history: the smallest move that counts.
+DEFAULT_MIN_FLIP_SENSITIVITY = DEFAULT_MIN_SENSITIVITY
 # Category drift changes the user's apparent taste: a faithful explainer *should* move there, about as far
 # as toward another user (the template explainer's R is 0.27-0.40 on drift, 0.62-0.74 on the other four
 # kinds). Its R is reported and gated only when per_kind sets a min_relative for it.

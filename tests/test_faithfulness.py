@@ -4,14 +4,17 @@ trusted."""
 
 from __future__ import annotations
 
+import html
 import json
 
 import pytest
 from helpers import read_report, run_fake
 
+from pytest_robustexplain import cli
 from pytest_robustexplain.data import Interaction, Item, UserHistory
 from pytest_robustexplain.explainers.judge import render_judge_prompt
 from pytest_robustexplain.faithfulness import MAX_JUDGE_FAILURE_SHARE, read_verdict, summarise
+from pytest_robustexplain.report.pr_comment import render_pr_comment
 from pytest_robustexplain.results import FAIL, INCONCLUSIVE, ORIGINAL, PASS, JudgedText, run_from_dict
 from pytest_robustexplain.testing import FakeOllamaServer, compose_reply
 from pytest_robustexplain.testing.verdicts import judge_reply
@@ -303,12 +306,33 @@ def test_a_faithfulness_gate_without_a_judge_is_a_usage_error(pytester: pytest.P
 
 def test_the_reports_show_the_judge(pytester: pytest.Pytester, server: FakeOllamaServer) -> None:
     pytester.makepyfile(GATED)
-    result = _judged(pytester, server, "--robustexplain-markdown=r.md", "--junitxml=j.xml", "-v")
+    result = _judged(pytester, server, "--robustexplain-markdown=r.md", "--junitxml=j.xml", "-v",
+                     "--robustexplain-html=r.html")
     result.stdout.fnmatch_lines(
-        ["Faithfulness (the judge read each explanation beside the history it explains)",
+        ["Faithfulness (liked vs disliked, from the ratings; the judge, with judge-model)",
          "*Faithful (judge)*6 of 6 original explanations*", "*Judge reorder agreement*6 of 6*"])
     markdown = (pytester.path / "r.md").read_text(encoding="utf-8")
     assert "**Faithfulness**" in markdown and "| Faithful (judge) | 6 of 6" in markdown
     junit = (pytester.path / "j.xml").read_text(encoding="utf-8")
     assert 'name="robustexplain_faithful_rate" value="1.0000"' in junit
     assert 'name="robustexplain_faithfulness" value="PASS"' in junit
+    page = html.unescape((pytester.path / "r.html").read_text(encoding="utf-8"))
+    assert "The judge's verdicts" in page and "It ties the item to the user's interest in" in page
+    run = run_from_dict(read_report(pytester))
+    comment = render_pr_comment(run, run)
+    assert "| Judged faithful (originals) | 6 of 6 | 6 of 6 | +0 points |" in comment
+
+
+def test_compare_says_each_sides_faithfulness(pytester: pytest.Pytester, server: FakeOllamaServer,
+                                              capsys: pytest.CaptureFixture[str]) -> None:
+    pytester.makepyfile(GATED)
+    _judged(pytester, server).assert_outcomes(passed=1)
+    plain = run_fake(pytester, server, "--robustexplain-json=plain.json", "--robustexplain-cache=off",
+                     "--robustexplain-min-faithful-rate=0.5", "--robustexplain-judge-model=fake-model")
+    plain.assert_outcomes(passed=1)
+    capsys.readouterr()
+    assert cli.main(["compare", str(pytester.path / "r.json"), str(pytester.path / "plain.json")]) in (0, 1)
+    out = capsys.readouterr().out
+    assert "Faithfulness (the judge; a dislike cited as a reason to like; the preference flip):" in out
+    assert "judged faithful 6 of 6" in out
+

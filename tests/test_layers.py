@@ -12,7 +12,7 @@ PACKAGE = Path(__file__).resolve().parent.parent / "pytest_robustexplain"
 LAYERS: tuple[frozenset[str], ...] = (
     frozenset({"errors", "sanitize", "yaml_limits", "safe_files", "results", "data", "backends"}),
     frozenset({"perturbations", "metrics", "score_cache", "stats", "donors", "grounding", "copying"}),
-    frozenset({"guard", "adversarial", "faithfulness", "settings"}),
+    frozenset({"guard", "adversarial", "faithfulness", "polarity", "settings"}),
     frozenset({"explainers"}),
     frozenset({"sweep", "report"}),
     frozenset({"engine"}),

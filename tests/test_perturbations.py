@@ -29,6 +29,7 @@ from pytest_robustexplain.perturbations import (
     stable_hash,
     unregister_perturbation,
 )
+from pytest_robustexplain.perturbations.flip import FLIP
 
 CATEGORIES = ("Beauty", "Books", "Electronics", "Fashion", "Home", "Sports", "Toys")
 T0 = 1_700_000_000
@@ -471,7 +472,7 @@ def custom_kind() -> Iterator[str]:
 
 
 def test_custom_perturbation_runs_like_a_builtin(catalog: Catalog, custom_kind: str) -> None:
-    assert available_kinds() == (*KINDS, *ATTACK_KINDS, custom_kind)
+    assert available_kinds() == (*KINDS, *ATTACK_KINDS, FLIP, custom_kind)
     assert canonical_kind("reverse") == custom_kind
     history = make_history(12, catalog)
     result = perturb(history, "reverse", 2, catalog)
@@ -498,7 +499,7 @@ def test_custom_registration_is_validated(custom_kind: str) -> None:
         with pytest.raises(ConfigError, match=message):
             register_perturbation(name, fn, aliases=aliases)
     # Failed registrations leave nothing behind.
-    assert available_kinds() == (*KINDS, *ATTACK_KINDS, custom_kind)
+    assert available_kinds() == (*KINDS, *ATTACK_KINDS, FLIP, custom_kind)
     with pytest.raises(ConfigError, match="twin"):
         canonical_kind("twin")
 

@@ -200,3 +200,40 @@ def test_prompts_longer_than_the_context_are_never_scored(pytester: pytest.Pytes
         message = gate["verdict"]["message"]
         assert message.startswith("Not measured: ") and message.count("Not measured") == 1
         assert "did not fit the model's context" in message
+
+
+JUDGED = f"""
+import pytest
+
+@pytest.mark.robustness(min_combined=0.0, min_metric=0.0, users={USERS}, perturbations=["noise"],
+                        severities=[3], guard="warn", min_faithful_rate=0.5)
+def test_judged(robustness):
+    assert robustness.verdict.faithfulness is not None
+"""
+
+
+def test_a_real_model_as_its_own_judge_is_read_strictly_and_cached(
+        pytester: pytest.Pytester, adapter: OllamaAdapter, short_histories: Path, tmp_path: Path) -> None:
+    """SmolLM2 explains and judges: every original gets two judge calls (the history as shown and reversed),
+    every reply is either a verdict in the fixed shape or a counted judge failure, a gate resting on more
+    than 5 % failures is not measured (never a PASS), and a warm rerun asks nothing."""
+    pytester.makepyfile(JUDGED)
+    model, path = BACKENDS["openai"]
+    args = ("--robustexplain-backend=openai", f"--robustexplain-host={adapter.url}{path}",
+            f"--robustexplain-model={model}", f"--robustexplain-judge-model={model}",
+            f"--robustexplain-dataset={short_histories}", f"--robustexplain-cache-dir={tmp_path / 'cache'}",
+            f"--robustexplain-json={tmp_path / 'r.json'}", *RUN_OPTIONS)
+    pytester.runpytest(*args).assert_outcomes(passed=1)  # inconclusive=warn: the item passes, warned
+    doc = json.loads((tmp_path / "r.json").read_text(encoding="utf-8"))
+    assert doc["calls"]["judge calls made"] == 2 * USERS and doc["calls"]["judge calls cached"] == 0
+    assert doc["settings"]["judge_signature"].startswith(f"{model}@")
+    for gate in doc["gates"]:
+        found = gate["verdict"]["faithfulness"]
+        texts = found["texts"]
+        assert len(texts) == USERS and found["judged"] + found["failures"] == USERS
+        assert all((t["faithful"] is None) == bool(t["failure"]) for t in texts)
+        if found["failures"] > 0.05 * USERS:
+            assert found["outcome"] == "INCONCLUSIVE" and gate["verdict"]["outcome"] != "PASS"
+    adapter.reset()
+    pytester.runpytest(*args).assert_outcomes(passed=1)
+    assert adapter.chat_calls == 0

@@ -38,8 +38,10 @@ RUN_OPTION_GROUPS: Mapping[str, tuple[str, ...]] = {
                                    "max-identical-share", "min-relative", "max-copy-rate",
                                    "min-history-reference", "max-unsupported-rate"),
     "security (opt-in kinds prompt_injection, shilling)": ("max-injection-rate", "max-hijack-rate"),
-    "faithfulness (opt-in judge)": ("judge-model", "judge-backend", "judge-host", "judge",
-                                    "min-faithful-rate"),
+    "faithfulness (opt-in judge; preference polarity)": ("judge-model", "judge-backend", "judge-host",
+                                                         "judge", "min-faithful-rate",
+                                                         "max-misattributed-rate",
+                                                         "min-flip-sensitivity"),
     "reports": ("json", "html", "markdown", "progress"),
     "settings file": ("config",),
 }

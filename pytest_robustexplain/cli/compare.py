@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 # Settings under which one pair key (user, item, kind, severity, repeat) names another input: refused.
 _SAME_INPUT_SETTINGS = ("dataset_name", "max_history")
 # Settings of how explanations are generated: a reason to compare two runs, so they may differ (warned).
-_GENERATION_SETTINGS = ("prompt", "temperature", "num_predict", "num_ctx")
+_GENERATION_SETTINGS = ("prompt", "temperature", "num_predict", "num_ctx", "judge_signature")
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
@@ -111,12 +111,20 @@ def _guard_comparison(run_a: RunResult, model_a: str, run_b: RunResult, model_b:
                       markdown: bool) -> str:
     """The cross-user control of both sides: a model can gain ρ by ignoring the user (docs/guard.md)."""
     from ..report.markdown import text as md_text
-    from ..report.summary import guard_line, summarize
+    from ..report.summary import faithfulness_line, guard_line, summarize
 
+    summaries = [(label, summarize(run, model)) for label, run, model in (("A", run_a, model_a),
+                                                                           ("B", run_b, model_b))]
     lines = ["Guard (how much the explanations depend on the user):"]
-    for label, run, model in (("A", run_a, model_a), ("B", run_b, model_b)):
-        line = guard_line(summarize(run, model))
+    for label, summary in summaries:
+        line = guard_line(summary)
         lines.append(f"- {label} = {md_text(line)}" if markdown else f"  {label} = {line}")
+    faithful = [(label, faithfulness_line(summary)) for label, summary in summaries]
+    if any(line for _, line in faithful):
+        lines.append("Faithfulness (the judge; a dislike cited as a reason to like; the preference flip):")
+        for label, line in faithful:
+            line = line or "not measured"
+            lines.append(f"- {label} = {md_text(line)}" if markdown else f"  {label} = {line}")
     return "\n".join(lines)
 
 

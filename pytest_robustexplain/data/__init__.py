@@ -18,6 +18,7 @@ from .datasets import (
     load_dataset,
     load_dataset_dir,
     load_histories,
+    rating_scale,
     save_dataset,
 )
 from .io import (
@@ -75,5 +76,6 @@ __all__ = [
     "load_histories",
     "load_movielens",
     "parse_timestamp",
+    "rating_scale",
     "save_dataset",
 ]

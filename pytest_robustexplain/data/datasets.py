@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+import math
+from collections.abc import Iterable, Mapping
 from dataclasses import replace
 from pathlib import Path
 from types import MappingProxyType
@@ -193,6 +194,15 @@ def category_counts(history: UserHistory, catalog: Mapping[str, Item] | None = N
         if category is not None:
             counts[category] = counts.get(category, 0) + 1
     return dict(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
+
+
+RATING_SCALE = (1.0, 5.0)  # the usual scale, widened to the ratings at hand (MovieLens rates from 0.5)
+
+
+def rating_scale(ratings: Iterable[float]) -> tuple[float, float]:
+    """(lowest, highest) rating: 1–5, widened to the lowest and highest of ``ratings``."""
+    values = [float(r) for r in ratings if math.isfinite(r)]
+    return (min(RATING_SCALE[0], *values), max(RATING_SCALE[1], *values)) if values else RATING_SCALE
 
 
 def dominant_category(history: UserHistory, catalog: Mapping[str, Item] | None = None) -> str | None:

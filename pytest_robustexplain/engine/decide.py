@@ -13,7 +13,7 @@ from ..results import OVERALL, Robustness
 
 if TYPE_CHECKING:
     from ..perturbations import PerturbationResult
-    from ..results import FaithfulnessResult, GuardResult, PairResult, RunResult, Verdict
+    from ..results import FaithfulnessResult, GuardResult, PairResult, PolarityResult, RunResult, Verdict
     from ..settings import GateSettings, Settings
     from ..stats import NonInferiorityResult
     from ..sweep import SliceResult
@@ -24,10 +24,16 @@ def decide(gate: GateSettings, sliced: SliceResult, kind: str | None = None) -> 
     """The verdict of a finished slice: the sequential gate's when it ran one, else ``stats.gate``.
 
     Raises DataError when the slice has no scored pair (every perturbation left the histories
-    unchanged): there is nothing to decide on, and that must not read as a PASS.
+    unchanged): there is nothing to decide on, and that must not read as a PASS. The opt-in
+    ``preference_flip`` pairs are decided by their own rule (:func:`with_flip`), never by the stability
+    thresholds: a faithful explainer should change there.
     """
     from .. import stats
+    from ..perturbations.flip import FLIP
 
+    flips = [p for p in sliced.pairs if p.key.kind == FLIP]
+    if flips:
+        return with_flip(gate, sliced, flips, kind)
     if not sliced.pairs and sliced.out_of_time is not None:
         return _unmeasured_in_time(gate, sliced, kind)
     if not sliced.pairs:
@@ -45,6 +51,38 @@ def decide(gate: GateSettings, sliced: SliceResult, kind: str | None = None) -> 
     every = (*sliced.pairs, *sliced.controls, *sliced.swaps)
     verdict = with_cut_replies(with_empty_replies(verdict, every), every)
     return with_time_budget(with_unfit_prompts(verdict, every), sliced)
+
+
+def with_flip(gate: GateSettings, sliced: SliceResult, flips: Sequence[PairResult], kind: str | None
+              ) -> Verdict:
+    """A slice with preference_flip pairs: the flip kind's own item is decided by the flip rule alone;
+    a slice with other kinds too is decided on those, and the flip's finding added to it (a FAIL fails
+    the gate, an INCONCLUSIVE leaves a passing one undecided)."""
+    from dataclasses import replace
+
+    from .. import stats
+    from ..perturbations.flip import FLIP
+    from ..polarity import evaluate_flip
+    from ..results import FAIL, INCONCLUSIVE, INSENSITIVE, PASS, Verdict
+
+    rest = [p for p in sliced.pairs if p.key.kind != FLIP]
+    floor = stats.noise_floor(sliced.controls)
+    found = evaluate_flip(flips, floor=floor.mean if floor is not None else 1.0, robust=rest,
+                          min_sensitivity=gate.min_flip_sensitivity, decision=gate.decision, alpha=gate.alpha)
+    every = (*flips, *sliced.controls, *sliced.swaps)
+    if kind == FLIP or not rest:
+        verdict = Verdict(found.outcome, (), mode=gate.decision, message=f"Preference flip {found.outcome}: "
+                                                                            f"{found.message}.", flip=found)
+        return with_cut_replies(with_unfit_prompts(verdict, every), every)
+    scored = [p for p in sliced.scored if p.key.kind != FLIP]
+    verdict = decide(gate, replace(sliced, pairs=rest, scored=scored), kind)
+    if found.outcome == PASS:
+        return replace(verdict, flip=found)
+    outcome = (verdict.outcome if verdict.outcome == INSENSITIVE else FAIL) if found.outcome == FAIL else (
+        INCONCLUSIVE if verdict.outcome == PASS else verdict.outcome)
+    return replace(verdict, outcome=outcome, flip=found,
+                   message=f"Preference flip {found.outcome}: {found.message}. The other kinds: "
+                           f"{verdict.message}")
 
 
 def with_empty_replies(verdict: Verdict, pairs: Sequence[PairResult]) -> Verdict:
@@ -180,6 +218,22 @@ def with_attacks(verdict: Verdict, gate: GateSettings, sliced: SliceResult) -> V
     reasons = " ".join(f"Security FAIL: {describe_attack(a)}." for a in failed)
     return replace(verdict, outcome=FAIL, attacks=attacks,
                    message=f"{reasons} Stability alone: {verdict.message}")
+
+
+def with_polarity(verdict: Verdict, found: PolarityResult | None) -> Verdict:
+    """The verdict with preference polarity: recorded always; with ``max-misattributed-rate`` a rate
+    confidently above it fails the gate."""
+    from dataclasses import replace
+
+    from ..results import FAIL, INSENSITIVE
+
+    if found is None:
+        return verdict
+    if found.outcome != FAIL:
+        return replace(verdict, polarity=found)
+    outcome = verdict.outcome if verdict.outcome == INSENSITIVE else FAIL
+    return replace(verdict, outcome=outcome, polarity=found,
+                   message=f"Polarity FAIL: {found.message}. Without it: {verdict.message}")
 
 
 def with_faithfulness(verdict: Verdict, found: FaithfulnessResult | None) -> Verdict:

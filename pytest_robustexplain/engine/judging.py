@@ -15,12 +15,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..results import ORIGINAL, ORIGINAL_FAILED, JudgedText, ModelInfo, PairKey, PairResult
+from ..results import ORIGINAL, ORIGINAL_FAILED, JudgedText, ModelInfo, PairKey
 
 if TYPE_CHECKING:
-    from ..data import Item, UserHistory
+    from ..data import Catalog, EvalCase, Item, UserHistory
     from ..explainers.judge import Judge
-    from ..results import FaithfulnessResult
+    from ..grounding import Vocabulary
+    from ..results import FaithfulnessResult, PolarityResult
     from ..settings import GateSettings, Settings
     from ..sweep import SliceResult, Sweep
 
@@ -40,24 +41,41 @@ def judge_jobs(sliced: SliceResult, scope: str,
                seen: Mapping[PairKey, tuple[UserHistory, Item]] | None = None) -> list[JudgeJob]:
     """The slice's explanations to judge: its originals, and with ``scope="all"`` every pair's second
     explanation (``seen``: what each pair's second prompt showed, from the sweep)."""
-    cases = {(c.user_id, c.item_id): c for c in sliced.spec.cases}
-    every: Sequence[PairResult] = (*sliced.pairs, *sliced.controls, *sliced.swaps)
-    originals: dict[tuple[str, str, int], str] = {}
-    for p in every:
-        failed_original = p.failure is not None and p.failure_detail.startswith(ORIGINAL_FAILED)
-        if not failed_original and p.original.strip():
-            originals.setdefault((p.key.user_id, p.key.item_id, p.key.repeat), p.original)
-    jobs = [JudgeJob((u, i, ORIGINAL, 0, r), cases[u, i].history, cases[u, i].item, text, reorder=True)
-            for (u, i, r), text in sorted(originals.items()) if (u, i) in cases]
+    jobs = [JudgeJob((case.user_id, case.item_id, ORIGINAL, 0, repeat), case.history, case.item, text,
+                     reorder=True) for case, repeat, text in originals_of(sliced)]
     if scope != "all" or not seen:
         return jobs
-    for p in sorted(every, key=lambda p: p.key):
+    for p in sorted((*sliced.pairs, *sliced.controls, *sliced.swaps), key=lambda p: p.key):
         if p.failure is None and p.perturbed.strip() and p.key in seen:
             history, item = seen[p.key]
             k = p.key
             jobs.append(JudgeJob((k.user_id, k.item_id, k.kind, k.severity, k.repeat), history, item,
                                  p.perturbed, reorder=False))
     return jobs
+
+
+def originals_of(sliced: SliceResult) -> list[tuple[EvalCase, int, str]]:
+    """(case, repeat, text) of each case's original explanation — the first sample (repeat 0) when
+    ``repeats`` > 1, so that the verdicts are independent across cases and exact bounds hold — in order;
+    an original that failed has no text to read."""
+    cases = {(c.user_id, c.item_id): c for c in sliced.spec.cases}
+    originals: dict[tuple[str, str], tuple[int, str]] = {}
+    for p in (*sliced.pairs, *sliced.controls, *sliced.swaps):
+        failed_original = p.failure is not None and p.failure_detail.startswith(ORIGINAL_FAILED)
+        key = (p.key.user_id, p.key.item_id)
+        if not failed_original and p.original.strip() and p.key.repeat < originals.get(key, (1 << 30, ""))[0]:
+            originals[key] = (p.key.repeat, p.original)
+    return [(cases[key], r, text) for key, (r, text) in sorted(originals.items()) if key in cases]
+
+
+def polarity_finding(sliced: SliceResult, vocabulary: Vocabulary, gate: GateSettings
+                     ) -> PolarityResult | None:
+    """Preference polarity of the slice's original explanations (``polarity.py``; text only, no call)."""
+    from ..polarity import case_of, summarise_polarity
+
+    cases = [case_of(case.user_id, case.item_id, repeat, text, case.history, case.item, vocabulary)
+             for case, repeat, text in originals_of(sliced)]
+    return summarise_polarity(cases, max_rate=gate.max_misattributed_rate, alpha=gate.alpha)
 
 
 async def run_jobs(judge: Judge, jobs: Sequence[JudgeJob]) -> list[JudgedText]:
@@ -75,10 +93,10 @@ async def run_jobs(judge: Judge, jobs: Sequence[JudgeJob]) -> list[JudgedText]:
     return list(await asyncio.gather(*(one(job) for job in jobs)))
 
 
-def planned_judge_calls(cases: int, repeats: int, scope: str, pairs: int) -> int:
-    """The judge calls a slice plans at most: two per original (forward, reversed), and with
+def planned_judge_calls(cases: int, scope: str, pairs: int) -> int:
+    """The judge calls a slice plans at most: two per case's original (forward, reversed), and with
     ``scope="all"`` one per pair (perturbed and control explanations)."""
-    return 2 * cases * repeats + (pairs if scope == "all" else 0)
+    return 2 * cases + (pairs if scope == "all" else 0)
 
 
 class RunJudge:
@@ -91,6 +109,15 @@ class RunJudge:
         self._cross_process = cross_process
         self._judge: Judge | None = None
         self.info: ModelInfo | None = None  # the judge model's facts (its digest), from preflight
+        self._vocabulary: Vocabulary | None = None
+
+    def vocabulary(self, catalog: Catalog) -> Vocabulary:
+        """The catalog's grounding vocabulary (what polarity matches terms by), built once per run."""
+        if self._vocabulary is None:
+            from ..grounding import Vocabulary
+
+            self._vocabulary = Vocabulary(catalog)
+        return self._vocabulary
 
     @property
     def on(self) -> bool:

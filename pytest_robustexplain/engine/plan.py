@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -185,6 +185,20 @@ class SlicePlan:
         return self.pairs + self.controls + self.swaps + self.originals
 
 
+def dry_run_lines(plans: Sequence[SlicePlan], nodeids: Mapping[str, str], calls: int) -> list[str]:
+    """The plan of every gated item, one line each, after the total (``--dry-run`` under pytest)."""
+    items = f"{len(plans)} gated item{'' if len(plans) == 1 else 's'}"
+    lines = [f"dry run — no model is called: {items}, at most {calls:,} model calls "
+             "in all (shared originals and pairs counted once; cache hits are free)"]
+    for plan in plans:
+        extra = f" · {plan.swaps} cross-user controls" if plan.swaps else ""
+        extra += f" · {plan.controls} noise-floor pairs" if plan.controls else ""
+        judge = f" · at most {plan.judge_calls} judge calls" if plan.judge_calls else ""
+        lines.append(f"  {nodeids[plan.slice_id]} ({plan.model or 'custom explainer'}): {plan.pairs} pairs"
+                     f"{extra} · at most {plan.max_calls} calls{judge}")
+    return lines
+
+
 def plan_slices(slices: Sequence[GatedSlice], catalog: Catalog, kinds: KindRegistry | None = None, *,
                 judge: str | None = None) -> list[SlicePlan]:
     """Plan the slices exactly as the sweep will (the same :class:`~pytest_robustexplain.sweep.PairPlanner`),
@@ -205,7 +219,7 @@ def plan_slices(slices: Sequence[GatedSlice], catalog: Catalog, kinds: KindRegis
         swaps = len(spec.donors)
         if swaps:
             users |= {user for user, _ in spec.donors}
-        judged = 0 if judge is None else planned_judge_calls(len(spec.cases), spec.repeats, judge,
+        judged = 0 if judge is None else planned_judge_calls(len(spec.cases), judge,
                                                              len(perturbed) + controls + swaps)
         plans.append(SlicePlan(spec.slice_id, spec.model, len(perturbed), planned.trivial, controls,
                                len(users), swaps, judged))

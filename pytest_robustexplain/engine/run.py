@@ -46,15 +46,17 @@ from .decide import (
     relative_pairs,
     robustness,
     with_faithfulness,
+    with_polarity,
     with_regression,
 )
 from .interrupt import stop_how
-from .judging import RunJudge
+from .judging import RunJudge, polarity_finding
 from .plan import (
     GatedSlice,
     ItemPlan,
     SliceParam,
     SlicePlan,
+    dry_run_lines,
     guarded,
     large_plan_note,
     max_calls,
@@ -67,6 +69,7 @@ from .setup import (
     build_scorer,
     cache_directory,
     configured_models,
+    context_note,
     donor_pool,
     load_configured_dataset,
     take_cases,
@@ -78,7 +81,7 @@ if TYPE_CHECKING:
     from ..explainers.base import Explainer
     from ..perturbations import KindRegistry, PerturbationResult
     from ..report.summary import ReportModel
-    from ..results import FaithfulnessResult
+    from ..results import FaithfulnessResult, PolarityResult
     from ..settings import GateSettings, Settings
     from ..sweep import Counters, SliceResult, SliceSpec, Sweep
 
@@ -289,19 +292,9 @@ class Run:
 
     def dry_run_lines(self) -> list[str]:
         """The plan of every gated item, one line each, and the total (``--dry-run`` under pytest)."""
-        plans = self.price()
         calls = max_calls([s.spec for s in self._slices.values()])
-        items = f"{len(plans)} gated item{'' if len(plans) == 1 else 's'}"
-        lines = [f"dry run — no model is called: {items}, at most {calls:,} model calls "
-                 "in all (shared originals and pairs counted once; cache hits are free)"]
-        for plan in plans:
-            planned = self._slices[plan.slice_id]
-            extra = f" · {plan.swaps} cross-user controls" if plan.swaps else ""
-            extra += f" · {plan.controls} noise-floor pairs" if plan.controls else ""
-            judge = f" · at most {plan.judge_calls} judge calls" if plan.judge_calls else ""
-            lines.append(f"  {planned.nodeid} ({plan.model or 'custom explainer'}): {plan.pairs} pairs"
-                         f"{extra} · at most {plan.max_calls} calls{judge}")
-        return lines + [f"  {line}" for line in self.pace_lines()]
+        nodeids = {slice_id: planned.nodeid for slice_id, planned in self._slices.items()}
+        return dry_run_lines(self.price(), nodeids, calls) + [f"  {line}" for line in self.pace_lines()]
 
     @property
     def slots(self) -> int:
@@ -351,18 +344,9 @@ class Run:
             return
         self._context_checked.add(asked)
         window, over, counted = self.sweep.run_coroutine(check(cases))
-        if window is None or not over:
-            return
-        how = "counted by the server's tokenizer" if counted else "estimated at 3 characters a token"
-        over.sort(key=lambda found: -found[1])
-        shown = ", ".join(f"{user} (≈ {tokens:,})" for user, tokens in over[:5])
-        more = f" and {len(over) - 5} more" if len(over) > 5 else ""
-        flag = self.spelling.flag
-        self.say(f"{model}: {len(over)} of {len(cases)} users' prompts may not fit the model's context of "
-                 f"{window.tokens:,} tokens ({window.source}): {shown}{more} tokens ({how}); "
-                 "perturbations that add interactions lengthen more. Gates with such pairs are not measured "
-                 f"(INCONCLUSIVE): lower {flag('max-history')} (now {self.settings.max_history}) or raise "
-                 f"the context ({flag('num-ctx')} for Ollama, the server's context size otherwise).")
+        if window is not None and over:
+            self.say(context_note(model, len(cases), window.tokens, window.source, over, counted,
+                                  max_history=self.settings.max_history, spelling=self.spelling))
 
     def perturbations_for(self, slice_id: str) -> Sequence[PerturbationResult]:
         """A started slice's perturbations, as its pairs run them."""
@@ -397,7 +381,8 @@ class Run:
         finally:
             self.flush_warnings()  # the sweep threads' warnings (a full disk…), raised on this thread
         found = self.judging.finding(self.sweep, slice_id, sliced, planned.gate)
-        done = self.decide(planned, sliced, found)
+        polar = polarity_finding(sliced, self.judging.vocabulary(self.dataset.catalog), planned.gate)
+        done = self.decide(planned, sliced, found, polar)
         self._results[slice_id] = done
         return done
 
@@ -415,11 +400,11 @@ class Run:
         """The outcome of every decided slice, in plan order."""
         return [self.outcome(slice_id) for slice_id in self._slices if slice_id in self._results]
 
-    def decide(self, planned: GatedSlice, sliced: SliceResult,
-               faithfulness: FaithfulnessResult | None = None) -> Robustness:
-        """The slice's verdict (every rule, the judge's and the baseline's too), recorded for the reports."""
+    def decide(self, planned: GatedSlice, sliced: SliceResult, faithfulness: FaithfulnessResult | None = None,
+               polarity: PolarityResult | None = None) -> Robustness:
+        """The slice's verdict (every rule: the judge's, polarity's, the baseline's), recorded for reports."""
         kind = None if planned.slice == OVERALL else planned.slice
-        verdict = with_faithfulness(decide(planned.gate, sliced, kind), faithfulness)
+        verdict = with_polarity(with_faithfulness(decide(planned.gate, sliced, kind), faithfulness), polarity)
         found = None
         baseline = self.baseline
         if baseline is not None:

@@ -209,6 +209,21 @@ def _with_embeddings(settings: Settings, explainer: Explainer, cache_dir: Path,
                            max_attempts=settings.retries + 1, seed=settings.seed)
 
 
+def context_note(model: str, n_cases: int, tokens: int, source: str, over: list[tuple[str, int]],
+                 counted: bool, *, max_history: int | None, spelling: Spelling = PYTEST_SPELLING) -> str:
+    """What to say before the calls when users' prompts may not fit the model's context."""
+    how = "counted by the server's tokenizer" if counted else "estimated at 3 characters a token"
+    over = sorted(over, key=lambda found: -found[1])
+    shown = ", ".join(f"{user} (≈ {n:,})" for user, n in over[:5])
+    more = f" and {len(over) - 5} more" if len(over) > 5 else ""
+    flag = spelling.flag
+    return (f"{model}: {len(over)} of {n_cases} users' prompts may not fit the model's context of "
+            f"{tokens:,} tokens ({source}): {shown}{more} tokens ({how}); "
+            "perturbations that add interactions lengthen more. Gates with such pairs are not measured "
+            f"(INCONCLUSIVE): lower {flag('max-history')} (now {max_history}) or raise "
+            f"the context ({flag('num-ctx')} for Ollama, the server's context size otherwise).")
+
+
 def donor_pool(dataset: Dataset) -> DonorPool:
     """Every user of the dataset as a potential donor for the cross-user controls."""
     from ..donors import DonorPool

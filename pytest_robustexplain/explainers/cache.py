@@ -349,7 +349,7 @@ class CachedExplainer:
                 "--robustexplain-cache=read-write and the model server running to record it")
 
         return await self._answer(key, identity, lambda: self.inner.complete(  # type: ignore[attr-defined]
-            prompt, seed=seed), miss)
+            prompt, seed=seed, purpose=purpose), miss)
 
     async def _answer(self, key: str, identity: dict[str, Any], make: Callable[[], Awaitable[Explanation]],
                       miss: Callable[[], CacheMissError]) -> Explanation:

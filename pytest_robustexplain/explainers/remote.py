@@ -244,9 +244,10 @@ class RemoteExplainer(ABC):
         """Generate one explanation; transport trouble after every retry becomes failure "error"."""
         return await self.complete(self.prompt.render(history, item), seed=seed)
 
-    async def complete(self, prompt: str, *, seed: int) -> Explanation:
+    async def complete(self, prompt: str, *, seed: int, purpose: str = "") -> Explanation:
         """The model's reply to ``prompt`` as it is (the faithfulness judge's calls; :meth:`explain` renders
-        its prompt and comes here): retried, bounded, read for cut replies and truncated prompts alike."""
+        its prompt and comes here): retried, bounded, read for cut replies and truncated prompts alike.
+        ``purpose`` only names the call for the response cache (:meth:`completion_identity`)."""
         state = self._state()
         await self._ensure_ready(state, sample=prompt)
         async with state.semaphore:

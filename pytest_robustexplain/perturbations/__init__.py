@@ -2,6 +2,7 @@
 opt-in adversarial kinds (``attacks``). Importing the package registers every built-in kind."""
 
 from . import attacks as _attacks  # noqa: F401  (registers prompt_injection and shilling)
+from . import flip as _flip  # noqa: F401  (registers preference_flip)
 from .core import (
     DEFAULT_REGISTRY,
     DILUTION,

@@ -149,6 +149,13 @@ def _describe_known(kind: str, changes: dict[str, Any]) -> str:
         detail = ", ".join(f"{count} {name}" for name, count in sorted(per_field.items()))
         positions = sorted({e["position"] for e in entries})
         return f"blanked {_plural(len(entries), 'field')} ({detail}) at {_positions_text(positions)}"
+    if "flipped" in changes:
+        entries = changes["flipped"]
+        if not entries:
+            return "flipped no ratings (no rated interaction with a category)"
+        return (f"inverted {_plural(len(entries), 'rating')} of {changes['category']} "
+                f"({100 * float(changes['share']):.0f} % of its rated interactions) at "
+                f"{_positions_text([e['position'] for e in entries])}")
     raise KeyError("no known change key")
 
 

@@ -109,8 +109,9 @@ def _details(run: RunResult, summary: Summary, failed: list[FailedGate]) -> list
     lines += table(["Guard", "Value"], [list(row) for row in sensitivity_rows(summary)])
     faithful = faithfulness_rows(summary)
     if faithful:
-        lines += ["", "**Faithfulness** (the judge read each explanation beside the history it explains)", ""]
-        lines += table(["Judge", "Value"], [list(row) for row in faithful])
+        lines += ["", "**Faithfulness** (liked vs disliked, from the ratings; the judge, with judge-model)",
+                  ""]
+        lines += table(["Check", "Value"], [list(row) for row in faithful])
     security = security_rows(summary)
     if security:
         lines += ["", "**Security** (adversarial histories)", ""]

@@ -75,11 +75,41 @@ def _rows(now: Summary, before: Summary | None, margin: float) -> list[list[str]
             rows.append(["Relative robustness R (gated kinds; 0: as far as another user's)",
                          fmt_interval(old_r) if old_r else "—", fmt_interval(g.relative_gate),
                          _delta(g.relative_gate, old_r)])
+    rows += _faithfulness_rows(now, before)
     for attack in now.attacks:
         was = next((a for a in before.attacks if a.kind == attack.kind), None) if before else None
         rows.append([f"{attack.kind} succeeded", f"{was.successes} of {was.n}" if was else "—",
                      f"{attack.successes} of {attack.n}", "—"])
     return rows
+
+
+def _faithfulness_rows(now: Summary, before: Summary | None) -> list[list[str]]:
+    """The judge's faithful rate, the misattributed-preference rate and the flip, when measured: counts
+    beside counts, their change in points of the share."""
+    rows = []
+    f, fb = now.faithfulness, before.faithfulness if before else None
+    if f is not None:
+        rows.append(_count_row("Judged faithful (originals)", (f.faithful, f.judged),
+                               (fb.faithful, fb.judged) if fb else None))
+    p, pb = now.polarity, before.polarity if before else None
+    if p is not None:
+        rows.append(_count_row("Cites a dislike as a reason to like", (p.misattributed, p.eligible),
+                               (pb.misattributed, pb.eligible) if pb else None))
+    flip, was = now.flip, before.flip if before else None
+    if flip is not None:
+        old = was.sensitivity if was else None
+        rows.append(["Preference flip moved it (ρ_floor − ρ_flip)", fmt_interval(old) if old else "—",
+                     fmt_interval(flip.sensitivity), _delta(flip.sensitivity, old)])
+    return rows
+
+
+def _count_row(label: str, now: tuple[int, int], before: tuple[int, int] | None) -> list[str]:
+    def shown(count: tuple[int, int] | None) -> str:
+        return f"{count[0]} of {count[1]}" if count and count[1] else "—"
+
+    change = (f"{100 * (now[0] / now[1] - before[0] / before[1]):+.0f} points"
+              if before and before[1] and now[1] else "—")
+    return [label, shown(before), shown(now), change]
 
 
 def _failed(gates: Sequence[GateResult]) -> list[str]:

@@ -108,8 +108,9 @@ def _model_block(run: RunResult, summary: Summary, width: int, verbose: bool) ->
         rest = [_kind_severity_section(summary), _sensitivity_section(summary, width),
                 _faithfulness_section(summary, width), _security_section(summary, width),
                 _facts_section(summary, width)]
-    else:
-        rest = [_faithfulness_section(summary, width), _security_section(summary, width),
+    else:  # the short report shows the faithfulness checks only when they found or gated something
+        shown = summary.faithfulness or summary.flip or (summary.polarity and summary.polarity.misattributed)
+        rest = [_faithfulness_section(summary, width) if shown else [], _security_section(summary, width),
                 _short_facts(summary, width)]
     return "\n\n".join("\n".join(lines) for lines in [head, *tables, failed, *rest] if lines)
 
@@ -199,7 +200,7 @@ def _rows_section(title: str, rows: list[tuple[str, str]], width: int) -> list[s
 
 
 def _faithfulness_section(summary: Summary, width: int) -> list[str]:
-    return _rows_section("Faithfulness (the judge read each explanation beside the history it explains)",
+    return _rows_section("Faithfulness (liked vs disliked, from the ratings; the judge, with judge-model)",
                          faithfulness_rows(summary), width)
 
 

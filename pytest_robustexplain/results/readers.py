@@ -21,14 +21,17 @@ from .records import (
     SEVERITY_RANGE,
     AttackResult,
     FaithfulnessResult,
+    FlipResult,
     GateCheck,
     GateResult,
     GuardExample,
     GuardResult,
     Interval,
     JudgedText,
+    MisattributionCase,
     PairKey,
     PairResult,
+    PolarityResult,
     RunResult,
     Verdict,
 )
@@ -350,7 +353,56 @@ class _Reader:
             by_kind={str(k): self.count_pair(v, f"{record}.by_kind.{k}")
                      for k, v in g(data, "by_kind", dict, record, default={}).items()},
             drop_by_kind={str(k): self.interval(v, f"{record}.drop_by_kind.{k}") for k, v in drops.items()},
-            texts=tuple(self.judged_text(t, f"{record}.texts[{i}]") for i, t in enumerate(texts)))
+            texts=tuple(self.judged_text(t, f"{record}.texts[{i}]") for i, t in enumerate(texts)),
+            alpha=g(data, "alpha", float, record, default=0.05))
+
+    def polarity(self, value: Any, record: str) -> PolarityResult | None:
+        """The preference-polarity finding (absent: no ratings, or a report from before it)."""
+        if value is None:
+            return None
+        data = self.obj(value, record)
+        g: Callable[..., Any] = self.get
+        cases = g(data, "cases", list, record, default=[])
+        examples = g(data, "examples", list, record, default=[])
+        return PolarityResult(
+            eligible=g(data, "eligible", int, record), misattributed=g(data, "misattributed", int, record),
+            low=g(data, "low", float, record), high=g(data, "high", float, record),
+            max_rate=self.optional(data, "max_rate", float, record),
+            outcome=self.outcome(data, "outcome", record, optional=True),
+            message=g(data, "message", str, record, default=""),
+            cases=tuple(self.misattribution(c, f"{record}.cases[{i}]") for i, c in enumerate(cases)),
+            examples=tuple(self.misattribution(c, f"{record}.examples[{i}]") for i, c in enumerate(examples)))
+
+    def flip(self, value: Any, record: str) -> FlipResult | None:
+        if value is None:
+            return None
+        data = self.obj(value, record)
+        g: Callable[..., Any] = self.get
+        return FlipResult(
+            n_pairs=g(data, "n_pairs", int, record), rho=self.interval(data.get("rho"), f"{record}.rho"),
+            sensitivity=self.interval(data.get("sensitivity"), f"{record}.sensitivity"),
+            min_sensitivity=g(data, "min_sensitivity", float, record),
+            still_liked=g(data, "still_liked", int, record),
+            majority_pairs=g(data, "majority_pairs", int, record),
+            max_still_liked=g(data, "max_still_liked", float, record),
+            outcome=self.outcome(data, "outcome", record),
+            message=g(data, "message", str, record, default=""),
+            robust_rho=self.optional_interval(data, "robust_rho", record))
+
+    def strings(self, data: Mapping[str, Any], field: str, record: str) -> tuple[str, ...]:
+        """A list of strings (absent: empty)."""
+        values = self.get(data, field, list, record, default=[])
+        if not all(isinstance(v, str) for v in values):
+            raise self.fail(record, field, "expected a list of strings")
+        return tuple(values)
+
+    def misattribution(self, value: Any, record: str) -> MisattributionCase:
+        data = self.obj(value, record)
+        g: Callable[..., Any] = self.get
+        return MisattributionCase(
+            user_id=g(data, "user_id", str, record), item_id=g(data, "item_id", str, record),
+            repeat=g(data, "repeat", int, record), eligible=g(data, "eligible", bool, record),
+            cited=self.strings(data, "cited", record), sentence=g(data, "sentence", str, record, default=""))
 
     def count_pair(self, value: Any, record: str) -> list[int]:
         counts = isinstance(value, list) and len(value) == 2
@@ -361,14 +413,12 @@ class _Reader:
     def judged_text(self, value: Any, record: str) -> JudgedText:
         data = self.obj(value, record)
         g: Callable[..., Any] = self.get
-        unsupported = g(data, "unsupported", list, record, default=[])
-        if not all(isinstance(u, str) for u in unsupported):
-            raise self.fail(record, "unsupported", "expected a list of strings")
         return JudgedText(
             user_id=g(data, "user_id", str, record), item_id=g(data, "item_id", str, record),
             kind=g(data, "kind", str, record), severity=g(data, "severity", int, record),
             repeat=g(data, "repeat", int, record), faithful=self.optional(data, "faithful", bool, record),
-            unsupported=tuple(unsupported), rationale=g(data, "rationale", str, record, default=""),
+            unsupported=self.strings(data, "unsupported", record),
+            rationale=g(data, "rationale", str, record, default=""),
             failure=g(data, "failure", str, record, default=""),
             reordered=self.optional(data, "reordered", bool, record),
             cached=g(data, "cached", bool, record, default=False))
@@ -391,7 +441,9 @@ class _Reader:
                             attacks=tuple(self.attack(a, f"{vrec}.attacks[{i}]") for i, a in
                                           enumerate(self.get(verdict, "attacks", list, vrec, default=[]))),
                             faithfulness=self.faithfulness(verdict.get("faithfulness"),
-                                                           f"{vrec}.faithfulness")),
+                                                           f"{vrec}.faithfulness"),
+                            polarity=self.polarity(verdict.get("polarity"), f"{vrec}.polarity"),
+                            flip=self.flip(verdict.get("flip"), f"{vrec}.flip")),
             thresholds={k: self._number(v, record, f"thresholds.{k}") for k, v in thresholds.items()},
             scope=self.get(data, "scope", dict, record, default={}),
         )

@@ -370,6 +370,7 @@ class FaithfulnessResult:
     by_kind: dict[str, list[int]] = field(default_factory=dict)
     drop_by_kind: dict[str, Interval] = field(default_factory=dict)
     texts: tuple[JudgedText, ...] = ()
+    alpha: float = 0.05  # of the bounds (each one-sided), per kind as overall
 
     @property
     def rate(self) -> float:
@@ -379,6 +380,72 @@ class FaithfulnessResult:
         data = asdict(self)
         data["texts"] = [t.to_dict() for t in self.texts]
         return data
+
+
+@dataclass(frozen=True)
+class MisattributionCase:
+    """One original explanation read for preference polarity (``polarity.py``): whether its history has a
+    disliked item or category (``eligible``), the disliked terms it cites as reasons to like, and the first
+    sentence that does."""
+
+    user_id: str
+    item_id: str
+    repeat: int
+    eligible: bool
+    cited: tuple[str, ...] = ()
+    sentence: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["cited"] = list(self.cited)
+        return data
+
+
+@dataclass(frozen=True)
+class PolarityResult:
+    """The misattributed-preference rate of one slice: ``misattributed`` of ``eligible`` original
+    explanations cite something the user disliked as a reason to like the item; ``low``/``high`` its
+    one-sided exact bounds at alpha; ``outcome`` the ``max_rate`` gate's (None when not gated)."""
+
+    eligible: int
+    misattributed: int
+    low: float
+    high: float
+    max_rate: float | None = None
+    outcome: str | None = None
+    message: str = ""
+    cases: tuple[MisattributionCase, ...] = ()
+    examples: tuple[MisattributionCase, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["cases"] = [c.to_dict() for c in self.cases]
+        data["examples"] = [c.to_dict() for c in self.examples]
+        return data
+
+
+@dataclass(frozen=True)
+class FlipResult:
+    """The counterfactual preference flip of one slice (the opt-in kind ``preference_flip``), where a
+    faithful explainer should change: ``rho`` is ρ of the flipped pairs to their originals,
+    ``sensitivity`` = ρ_floor − ρ_flip (how far inverting the preference moved the explanation), beside
+    ``robust_rho`` (ρ of the slice's robustness kinds, when it has any); ``still_liked`` of
+    ``majority_pairs`` explanations (severity 3 and up: most of the category flipped) still cite the
+    flipped category as a reason to like. ``outcome``: PASS / FAIL / INCONCLUSIVE."""
+
+    n_pairs: int
+    rho: Interval
+    sensitivity: Interval
+    min_sensitivity: float
+    still_liked: int
+    majority_pairs: int
+    max_still_liked: float
+    outcome: str
+    message: str = ""
+    robust_rho: Interval | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
 
 
 @dataclass(frozen=True)
@@ -393,6 +460,8 @@ class Verdict:
     guard: GuardResult | None = None  # the cross-user control, when the run measured it
     attacks: tuple[AttackResult, ...] = ()  # prompt injection / shilling in this slice, when run
     faithfulness: FaithfulnessResult | None = None  # the opt-in judge's finding (judge-model)
+    polarity: PolarityResult | None = None  # liked vs disliked (ratings in the history); None without
+    flip: FlipResult | None = None  # the counterfactual preference flip, when the slice ran it
 
     @property
     def failed_checks(self) -> tuple[GateCheck, ...]:

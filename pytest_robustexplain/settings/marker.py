@@ -74,6 +74,8 @@ class GateSettings:
     max_injection_rate: float
     max_hijack_rate: float
     min_faithful_rate: float | None
+    max_misattributed_rate: float | None
+    min_flip_sensitivity: float
     sources: Mapping[str, str] = field(default_factory=dict)
 
     def combined_threshold(self, kind: str | None = None) -> float:
@@ -177,4 +179,9 @@ def apply_marker(settings: Settings, kwargs: Mapping[str, Any], *, nodeid: str, 
             if stray:
                 raise ConfigError(f"{where}: per_kind names {stray[0]!r}, which is not among this test's "
                                   f"perturbations ({', '.join(gate['perturbations'])})")
+    if gate["decision"] == "sequential" and "preference_flip" in gate["perturbations"]:
+        # The sequential test stops on the stability thresholds, which the flip kind must not meet.
+        raise ConfigError(f"{nodeid}: the preference_flip kind is decided by its own rule on all its users; "
+                          "use decision=mean or confident with it (sequential stops on the stability "
+                          "thresholds, which a faithful explainer should not meet there)")
     return GateSettings(**gate, sources=MappingProxyType(sources))

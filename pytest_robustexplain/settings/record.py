@@ -91,6 +91,8 @@ class Settings:
     judge_host: str | None
     judge: str
     min_faithful_rate: float | None
+    max_misattributed_rate: float | None
+    min_flip_sensitivity: float
     baseline: Path | None
     save_baseline: Path | None
     max_regression: float

@@ -302,6 +302,16 @@ OPTIONS: tuple[OptionSpec, ...] = (
          "original explanations the judge must find faithful; the gate fails when the rate is confidently "
          "below it and passes only when confidently at or above it (one-sided exact bounds at alpha); "
          "default none (reported, not gated).", metavar="X", marker=True),
+    _opt("max-misattributed-rate", float_parser(0.0, 1.0), None, "Preference-polarity gate: largest share "
+         "of original explanations (of users with a disliked item or category in their ratings) that cite "
+         "something the user disliked as a reason to like the item; the gate fails when the rate is "
+         "confidently above it; default none (reported, not gated).", metavar="X", marker=True),
+    _opt("min-flip-sensitivity", float_parser(0.0, 1.0), G.DEFAULT_MIN_FLIP_SENSITIVITY,
+         "Counterfactual gate (with the opt-in kind preference_flip, which inverts the ratings of the "
+         "user's most-engaged category): how far ρ_floor − ρ_flip must move the explanation; it must also "
+         "stop citing the flipped category as a reason to like once most of it is flipped; default 0.05.",
+         metavar="X",
+         marker=True),
     _opt("baseline", parse_path, None, "Compare against this saved baseline (JSON report): for rho and "
          "each metric, a one-sided non-inferiority test on matched pairs (per-user means, at alpha); the "
          "item fails unless every drop is shown to be smaller than max-regression.", metavar="FILE",

@@ -30,6 +30,12 @@ absent: every prompt gets a reply.
     About 40 words on the item and its features only, never the history: the same text for every user
     (at temperature 0), as a model that ignores its input would write. ρ is 1 under every perturbation;
     the guard (``guard.py``) must call it INSENSITIVE.
+``mode="rating-blind"`` / ``mode="rating-aware"``
+    For the opt-in ``preference_flip`` kind and preference polarity: ``rating-blind`` is the stable reply
+    without its one rating-dependent sentence (the best-rated title), so inverting ratings never changes
+    it; ``rating-aware`` builds the stable reply from what the user rated above the scale's midpoint and
+    says the categories they rated below it on average as dislikes ("You rated Toys items poorly, so this
+    pick steers away from them"), so a flipped category stops being cited as liked.
 ``mode="copycat"``
     The prompt's history lines and item line repeated back with a one-line preamble, as Gemma 3 270M
     answered every MovieLens prompt: very stable (ρ near 1 under the order-keeping kinds), "mentions" the
@@ -77,7 +83,7 @@ from typing import Any
 from .prompts import HistoryEntry, ParsedPrompt, parse_prompt
 
 MODES: tuple[str, ...] = ("stable", "borderline", "fragile", "history-blind", "gullible", "robust",
-                          "copycat")
+                          "copycat", "rating-blind", "rating-aware")
 REFUSAL_TEXT = "I'm sorry, but I can't help with that request."
 DEFAULT_TEMPERATURE = 0.8  # Ollama's default when the request sets no temperature
 
@@ -157,8 +163,9 @@ def _stable_opening(p: ParsedPrompt) -> list[str]:
     return [first, second]
 
 
-def _stable_history_sentences(p: ParsedPrompt) -> list[str]:
-    """The mildly history-dependent middle: share of the dominant category, favourite, most recent."""
+def _stable_history_sentences(p: ParsedPrompt, *, ratings: bool = True) -> list[str]:
+    """The mildly history-dependent middle: share of the dominant category, favourite (the best-rated
+    title; not without ``ratings``), most recent."""
     dominant, count = _dominant(p.history)
     out = []
     if dominant:
@@ -170,10 +177,10 @@ def _stable_history_sentences(p: ParsedPrompt) -> list[str]:
                    "which suggests open and curious taste.")
     else:
         out.append("Even with little recorded activity, it is a sensible and safe starting point for you.")
-    favourite = _favourite(p.history, dominant)
+    favourite = _favourite(p.history, dominant) if ratings else None
     if favourite:
         out.append(f"You rated {favourite} highly, and this item offers a similar, dependable experience.")
-    else:
+    elif ratings:
         out.append("It offers a dependable experience similar to the items you engaged with most.")
     recent = next((e.title for e in reversed(p.history) if e.title), None)
     if recent and recent != favourite:
@@ -184,8 +191,8 @@ def _stable_history_sentences(p: ParsedPrompt) -> list[str]:
 _CLOSING = "Overall, it connects your demonstrated preferences with what the item offers."
 
 
-def _stable_reply(p: ParsedPrompt) -> str:
-    sentences = [*_stable_opening(p), *_stable_history_sentences(p), _CLOSING]
+def _stable_reply(p: ParsedPrompt, *, ratings: bool = True) -> str:
+    sentences = [*_stable_opening(p), *_stable_history_sentences(p, ratings=ratings), _CLOSING]
     text = " ".join(sentences)
     if len(text.split()) > 100 and len(sentences) > 5:
         # Very long titles: drop the "most recent" sentence rather than exceed the advertised length.
@@ -300,6 +307,34 @@ def _blind_reply(p: ParsedPrompt) -> str:
             "It is popular, dependable and a safe choice for almost anyone.")
 
 
+def _rating_blind_reply(p: ParsedPrompt) -> str:
+    """The stable reply without its one rating-dependent sentence: ratings never change it."""
+    return _stable_reply(p, ratings=False)
+
+
+def _rating_aware_reply(p: ParsedPrompt) -> str:
+    """The stable reply built from what the user rated above the scale's midpoint, and the categories
+    they rated poorly (two or more ratings, below the midpoint on average) said as dislikes."""
+    from ..data import rating_scale
+
+    lo, hi = rating_scale(e.rating for e in p.history if e.rating is not None)
+    middle = (lo + hi) / 2
+    liked = tuple(e for e in p.history if e.rating is not None and e.rating > middle)
+    by_category: dict[str, list[float]] = {}
+    for e in p.history:
+        if e.category and e.rating is not None:
+            by_category.setdefault(e.category, []).append(e.rating)
+    disliked = sorted(c for c, rs in by_category.items() if len(rs) >= 2 and sum(rs) / len(rs) < middle)
+    text = _stable_reply(replace(p, history=liked or p.history))
+    item_category = dict(p.feature_pairs()).get("category")
+    if item_category in disliked:
+        text = text.replace(f"its {item_category} character fits the same pattern",
+                            f"although its {item_category} character is unlike what you rated highly")
+    if disliked:
+        text += f" You rated {', '.join(disliked)} items poorly, so this pick steers away from them."
+    return text
+
+
 def _copycat_reply(p: ParsedPrompt) -> str:
     """The history block and the item line repeated back (a small model's answer to a long prompt)."""
     return (f"Here is the user's interaction history:\n{p.history_block}\nThe item {_quoted(p.item)} with "
@@ -401,7 +436,8 @@ def compose_reply(prompt: str, options: Mapping[str, Any] | None = None, *, mode
         raise ValueError(f"FakeOllamaServer mode must be one of {', '.join(MODES)}, got {mode!r}")
     parsed = parse_prompt(prompt)
     builders = {"stable": _stable_reply, "borderline": _borderline_reply, "fragile": _fragile_reply,
-                "history-blind": _blind_reply, "robust": _robust_reply, "copycat": _copycat_reply}
+                "history-blind": _blind_reply, "robust": _robust_reply, "copycat": _copycat_reply,
+                "rating-blind": _rating_blind_reply, "rating-aware": _rating_aware_reply}
     text = _gullible_reply(parsed, prompt) if mode == "gullible" else builders[mode](parsed)
     opts = options or {}
     temperature = _number(opts, "temperature", DEFAULT_TEMPERATURE)

@@ -180,8 +180,34 @@ def _sensitivity(summary: Summary) -> str:
 
 def _faithfulness(summary: Summary) -> str:
     rows = [[e(label), e(value)] for label, value in faithfulness_rows(summary)]
-    return ("<h3>Faithfulness — the judge read each explanation beside the history it explains</h3>"
-            + _table(["", ""], rows)) if rows else ""
+    if not rows:
+        return ""
+    return ("<h3>Faithfulness — liked vs disliked, from the ratings; the judge, with judge-model</h3>"
+            + _table(["", ""], rows) + _judged(summary))
+
+
+_JUDGED_SHOWN = 100  # judged explanations listed with their rationale (the JSON report has every one)
+
+
+def _judged(summary: Summary) -> str:
+    """Each judged explanation with the judge's verdict, its verdict on the reversed history, the claims it
+    found unsupported and its rationale (unfaithful ones first)."""
+    f = summary.faithfulness
+    if f is None or not f.texts:
+        return ""
+
+    def verdict(value: bool | None) -> str:
+        return "—" if value is None else "faithful" if value else "not faithful"
+
+    texts = sorted(f.texts, key=lambda t: (t.faithful is not False, t.kind != "original", t.user_id))
+    rows = [[e(t.user_id), e(t.item_id), e(t.kind if t.kind == "original" else f"{t.kind} L{t.severity}"),
+             e(verdict(t.faithful)), e(verdict(t.reordered)), e("; ".join(t.unsupported) or "—"),
+             e(t.rationale or t.failure or "—")] for t in texts[:_JUDGED_SHOWN]]
+    more = (f"<p>{len(texts) - _JUDGED_SHOWN} more in the JSON report (gates[].verdict.faithfulness.texts)."
+            "</p>") if len(texts) > _JUDGED_SHOWN else ""
+    return ("<h3>The judge's verdicts</h3>" + _table(["User", "Item", "Explanation", "Verdict",
+                                                      "History reversed", "Unsupported", "Rationale"], rows)
+            + more)
 
 
 def _security(summary: Summary) -> str:

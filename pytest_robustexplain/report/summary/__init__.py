@@ -42,6 +42,7 @@ from .compute import (
 from .findings import (
     UNFIT_LABEL,
     facts,
+    faithfulness_line,
     faithfulness_rows,
     guard_line,
     guard_properties,
@@ -92,6 +93,7 @@ __all__ = [
     "failed_gates",
     "failed_reason",
     "failing_quantity",
+    "faithfulness_line",
     "faithfulness_rows",
     "find_gate",
     "finite",

@@ -20,11 +20,13 @@ from ...results import (
     METRICS,
     AttackResult,
     FaithfulnessResult,
+    FlipResult,
     GateResult,
     GuardResult,
     Interval,
     PairKey,
     PairResult,
+    PolarityResult,
     RunResult,
     is_control,
     metrics_of,
@@ -163,6 +165,10 @@ class Summary:
     time: dict[str, Any] = field(default_factory=dict)
     # The faithfulness judge over every explanation it read of this model (judge-model); None without one.
     faithfulness: FaithfulnessResult | None = None
+    # Preference polarity over this model's original explanations; None when no history had a dislike.
+    polarity: PolarityResult | None = None
+    # The counterfactual preference flip over this model's preference_flip pairs; None when not run.
+    flip: FlipResult | None = None
 
     @cached_property
     def kind_tests(self) -> KindDifferences | None:
@@ -225,6 +231,9 @@ class Summary:
             "attacks": [plain(a.to_dict()) for a in self.attacks],
             "faithfulness": plain({k: v for k, v in self.faithfulness.to_dict().items() if k != "texts"})
             if self.faithfulness else None,
+            "polarity": plain({k: v for k, v in self.polarity.to_dict().items() if k != "cases"})
+            if self.polarity else None,
+            "flip": plain(self.flip.to_dict()) if self.flip else None,
         }
 
 
@@ -270,7 +279,9 @@ def _summarize(run: RunResult, model: str) -> Summary:
                          for s in severities if any(p.key.kind == k and p.key.severity == s for p in pairs)}
                      for k in kinds}
     weakest_metric = _argmin({m: iv.mean for m, iv in by_metric.items() if m in METRICS})
-    weakest_kind = _argmin({k: iv.mean for k, iv in by_kind.items()})
+    # The preference flip is meant to move the explanation: never the "weakest" robustness kind.
+    robust_kinds = {k: iv for k, iv in by_kind.items() if k != "preference_flip"}
+    weakest_kind = _argmin({k: iv.mean for k, iv in robust_kinds.items()})
     users = _user_stats(pairs)
     thresholds = gate_thresholds(run, model)
     failures = tuple(FailureRecord(p.key, p.failure, p.failure_detail) for p in pairs if p.failure)
@@ -298,7 +309,7 @@ def _summarize(run: RunResult, model: str) -> Summary:
         keyword_empty=tuple(p.key for p in pairs if p.keyword_empty),
         small_kinds=tuple(k for k in kinds if sum(p.key.kind == k for p in pairs) < MIN_PAIRS_PER_KIND),
         user_spread=user_spread(pairs),
-        recommendation=recommend(by_metric, by_kind, thresholds, n_failures=len(failures),
+        recommendation=recommend(by_metric, robust_kinds, thresholds, n_failures=len(failures),
                                  n_pairs=len(pairs), n_cut=len(cut), n_all=len(every),
                                  n_unfit=len(unfit)),
         kind_pairs=tuple(pairs) if len(kinds) >= 3 else None,
@@ -311,7 +322,41 @@ def _summarize(run: RunResult, model: str) -> Summary:
         unfit_pairs=len(unfit), unfit_users=tuple(sorted({p.key.user_id for p in unfit})),
         unfit_detail=f"user {unfit[0].key.user_id}'s {unfit[0].overflow_detail}" if unfit else "",
         faithfulness=model_faithfulness(run, model),
+        polarity=model_polarity(run, model),
+        flip=model_flip(run, model, pairs, controls),
     )
+
+
+def model_flip(run: RunResult, model: str, pairs: Sequence[PairResult], controls: Sequence[PairResult]
+               ) -> FlipResult | None:
+    """The flip rule over all of this model's preference_flip pairs (the mean rule, the run's
+    min-flip-sensitivity), beside ρ of its other kinds; None when the run did not flip preferences."""
+    from ...guard import DEFAULT_MIN_FLIP_SENSITIVITY
+    from ...perturbations.flip import FLIP
+    from ...polarity import evaluate_flip
+    from ...stats import noise_floor
+
+    flips = [p for p in pairs if p.key.kind == FLIP]
+    if not flips:
+        return None
+    floor = noise_floor(controls)
+    limit = run.settings.get("min_flip_sensitivity", DEFAULT_MIN_FLIP_SENSITIVITY)
+    alpha = run.settings.get("alpha", 0.05)
+    return evaluate_flip(flips, floor=floor.mean if floor is not None else 1.0,
+                         robust=[p for p in pairs if p.key.kind != FLIP],
+                         min_sensitivity=limit if isinstance(limit, float) else DEFAULT_MIN_FLIP_SENSITIVITY,
+                         decision="mean", alpha=alpha if isinstance(alpha, float) else 0.05)
+
+
+def model_polarity(run: RunResult, model: str) -> PolarityResult | None:
+    """Preference polarity over this model's original explanations across its gates (each once), ungated."""
+    from ...polarity import summarise_polarity
+
+    found = [g.verdict.polarity for g in run.gates if g.model == model and g.verdict.polarity]
+    cases = {(c.user_id, c.item_id, c.repeat): c for f in found for c in f.cases}
+    alpha = run.settings.get("alpha", 0.05)
+    return summarise_polarity([cases[k] for k in sorted(cases)], max_rate=None,
+                              alpha=alpha if isinstance(alpha, float) else 0.05) if cases else None
 
 
 def model_faithfulness(run: RunResult, model: str) -> FaithfulnessResult | None:

@@ -185,7 +185,51 @@ def security_rows(summary: Summary) -> list[tuple[str, str]]:
 
 
 def faithfulness_rows(summary: Summary) -> list[tuple[str, str]]:
-    """The faithfulness judge's rows every format shows (label, value); empty without a judge."""
+    """The faithfulness rows every format shows (label, value): preference polarity, and the judge's when
+    the run had one; empty when neither measured anything."""
+    return [*_polarity_rows(summary), *_flip_rows(summary), *_judge_rows(summary)]
+
+
+def _flip_rows(summary: Summary) -> list[tuple[str, str]]:
+    f = summary.flip
+    if f is None:
+        return []
+    beside = f" · the robustness kinds' ρ {fmt_interval(f.robust_rho)}" if f.robust_rho is not None else ""
+    return [("Preference flip: moved (ρ_floor − ρ_flip)", f"{fmt_interval(f.sensitivity)} · needs ≥ "
+             f"{f.min_sensitivity:g} · ρ_flip {fmt_interval(f.rho)}{beside}"),
+            ("Preference flip: still cited as liked", f"{f.still_liked} of {f.majority_pairs} explanations "
+             f"with most of the category flipped (at most {f.max_still_liked:.0%}) · {f.outcome}")]
+
+
+def faithfulness_line(summary: Summary) -> str:
+    """One line on the faithfulness checks of a model (``compare``); empty when none measured anything."""
+    parts = []
+    f, p, flip = summary.faithfulness, summary.polarity, summary.flip
+    if f is not None:
+        parts.append(f"judged faithful {f.faithful} of {f.judged} ({f.judge}; reorder agreement "
+                     f"{f.agreed} of {f.compared})")
+    if p is not None:
+        parts.append(f"cites a dislike as liked {p.misattributed} of {p.eligible}")
+    if flip is not None:
+        parts.append(f"preference flip moved it {fmt_interval(flip.sensitivity)}, still liked "
+                     f"{flip.still_liked} of {flip.majority_pairs} · {flip.outcome}")
+    return f"{summary.model}: " + " · ".join(parts) if parts else ""
+
+
+def _polarity_rows(summary: Summary) -> list[tuple[str, str]]:
+    p = summary.polarity
+    if p is None:
+        return []
+    rows = [("Cites a dislike as a reason to like", f"{p.misattributed} of {p.eligible} explanations "
+             f"({_percent(p.misattributed, p.eligible)}; exact bounds [{p.low:.2f}, {p.high:.2f}]) of users "
+             "with a disliked item or category")]
+    for case in p.examples[:1]:
+        rows.append((f"Misattributed: user {case.user_id}", f"cites {', '.join(case.cited)} (disliked): "
+                     f"“{trim(case.sentence, 160)}”"))
+    return rows
+
+
+def _judge_rows(summary: Summary) -> list[tuple[str, str]]:
     f = summary.faithfulness
     if f is None:
         return []
@@ -199,10 +243,14 @@ def faithfulness_rows(summary: Summary) -> list[tuple[str, str]]:
         rows.append(("Judge reorder agreement", f"{f.agreed} of {f.compared} "
                      f"({_percent(f.agreed, f.compared)}) kept their verdict with the history in reverse "
                      f"order{trust}"))
+    from ...guard import share_lower_bound, share_upper_bound
+
     for kind, (k, n) in f.by_kind.items():
         drop = f.drop_by_kind.get(kind)
         shown = f" · drop from the originals {fmt_interval(drop)}" if drop is not None else ""
-        rows.append((f"Faithful under {kind}", f"{k} of {n} ({_percent(k, n)}){shown}"))
+        bounds = f"[{share_lower_bound(k, n, f.alpha):.2f}, {share_upper_bound(k, n, f.alpha):.2f}]"
+        rows.append((f"Faithful under {kind}", f"{k} of {n} ({_percent(k, n)}; exact bounds {bounds})"
+                     f"{shown}"))
     unfaithful = next((t for t in f.texts if t.faithful is False and t.kind == ORIGINAL), None)
     if unfaithful is not None:
         rows.append((f"Judged unfaithful: user {unfaithful.user_id}", trim(unfaithful.rationale, 200)))
