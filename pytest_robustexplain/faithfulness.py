@@ -28,9 +28,17 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from .guard import share_lower_bound, share_upper_bound
-from .results import FAIL, INCONCLUSIVE, ORIGINAL, PASS, FaithfulnessResult, Interval, JudgedText
+from .results import (  # noqa: F401  (JUDGE_SCOPES: what the judge reads, named here too)
+    FAIL,
+    INCONCLUSIVE,
+    JUDGE_SCOPES,
+    ORIGINAL,
+    PASS,
+    FaithfulnessResult,
+    Interval,
+    JudgedText,
+)
 
-JUDGE_SCOPES: tuple[str, ...] = ("originals", "all")  # what the judge reads: the originals, or every text
 # More judge failures than this share of the judged explanations leave the gate unmeasured (as cut replies
 # do the stability gate): the rate would rest on the replies a weak judge happened to finish.
 MAX_JUDGE_FAILURE_SHARE = 0.05

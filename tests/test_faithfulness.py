@@ -263,6 +263,9 @@ def test_judge_calls_are_cached_and_everything_else_is_as_without_the_judge(
         server.reset_stats()
         _judged(pytester, server).assert_outcomes(passed=1)  # warm: every reply from the cache
         assert server.chat_calls == 0
+        server.reset_stats()
+        _judged(pytester, server, "--robustexplain-cache=replay-only").assert_outcomes(passed=1)
+        assert server.chat_calls == 0 and server.calls["/api/show"] == 0  # replayed: no server asked
     plain, judged = read_report(pytester, "plain.json"), read_report(pytester)
     assert judged["calls"]["judge calls cached"] == 12 and "judge calls made" in judged["calls"]
     assert "judge calls made" not in plain["calls"] and "judge_signature" not in plain["settings"]

@@ -4,6 +4,8 @@
 ``readers`` turns their JSON form back into them. Nothing here imports a module above it.
 """
 
+from typing import TYPE_CHECKING
+
 from .readers import SCHEMA, SCHEMA_VERSION, gate_from_dict, pair_from_dict, plain, read_json, run_from_dict
 from .records import (
     ALL_METRICS,
@@ -18,6 +20,7 @@ from .records import (
     GUARD_POLICIES,
     INCONCLUSIVE,
     INSENSITIVE,
+    JUDGE_SCOPES,
     KIND_NAME,
     MAX_CUT_SHARE,
     METRICS,
@@ -30,22 +33,17 @@ from .records import (
     SEVERITY_RANGE,
     SWAP_KIND,
     AttackResult,
-    FaithfulnessResult,
-    FlipResult,
     GateCheck,
     GateResult,
     GuardExample,
     GuardResult,
     Interval,
-    JudgedText,
-    MisattributionCase,
     ModelInfo,
     NonInferiorityResult,
     NonInferiorityRow,
     PairKey,
     PairResult,
     PerturbationResult,
-    PolarityResult,
     Robustness,
     RunResult,
     Verdict,
@@ -69,6 +67,7 @@ __all__ = [
     "GUARD_POLICIES",
     "INCONCLUSIVE",
     "INSENSITIVE",
+    "JUDGE_SCOPES",
     "KIND_NAME",
     "MAX_CUT_SHARE",
     "METRICS",
@@ -113,3 +112,17 @@ __all__ = [
     "run_from_dict",
     "too_many_cut",
 ]
+
+# The records of the checks beyond stability, built when first asked for (faithful.py says why).
+if TYPE_CHECKING:
+    from .faithful import FaithfulnessResult, FlipResult, JudgedText, MisattributionCase, PolarityResult
+
+_FAITHFUL = ("FaithfulnessResult", "FlipResult", "JudgedText", "MisattributionCase", "PolarityResult")
+
+
+def __getattr__(name: str) -> object:
+    if name in _FAITHFUL:
+        from . import faithful
+
+        return getattr(faithful, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

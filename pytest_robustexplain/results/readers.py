@@ -11,7 +11,7 @@ import math
 import os
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..errors import DataError
 from .records import (
@@ -20,21 +20,19 @@ from .records import (
     OUTCOMES,
     SEVERITY_RANGE,
     AttackResult,
-    FaithfulnessResult,
-    FlipResult,
     GateCheck,
     GateResult,
     GuardExample,
     GuardResult,
     Interval,
-    JudgedText,
-    MisattributionCase,
     PairKey,
     PairResult,
-    PolarityResult,
     RunResult,
     Verdict,
 )
+
+if TYPE_CHECKING:  # built only when a report carries them (faithful.py: not at the plugin's start-up)
+    from .faithful import FaithfulnessResult, FlipResult, JudgedText, MisattributionCase, PolarityResult
 
 SCHEMA = "pytest-robustexplain/report"
 SCHEMA_VERSION = 2
@@ -336,6 +334,7 @@ class _Reader:
         """The judge's finding (absent: the run had no judge)."""
         if value is None:
             return None
+        from .faithful import FaithfulnessResult
         data = self.obj(value, record)
         g: Callable[..., Any] = self.get
         drops = g(data, "drop_by_kind", dict, record, default={})
@@ -360,6 +359,7 @@ class _Reader:
         """The preference-polarity finding (absent: no ratings, or a report from before it)."""
         if value is None:
             return None
+        from .faithful import PolarityResult
         data = self.obj(value, record)
         g: Callable[..., Any] = self.get
         cases = g(data, "cases", list, record, default=[])
@@ -376,6 +376,7 @@ class _Reader:
     def flip(self, value: Any, record: str) -> FlipResult | None:
         if value is None:
             return None
+        from .faithful import FlipResult
         data = self.obj(value, record)
         g: Callable[..., Any] = self.get
         return FlipResult(
@@ -397,6 +398,8 @@ class _Reader:
         return tuple(values)
 
     def misattribution(self, value: Any, record: str) -> MisattributionCase:
+        from .faithful import MisattributionCase
+
         data = self.obj(value, record)
         g: Callable[..., Any] = self.get
         return MisattributionCase(
@@ -411,6 +414,8 @@ class _Reader:
         return list(value)
 
     def judged_text(self, value: Any, record: str) -> JudgedText:
+        from .faithful import JudgedText
+
         data = self.obj(value, record)
         g: Callable[..., Any] = self.get
         return JudgedText(

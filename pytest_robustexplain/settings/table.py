@@ -16,8 +16,7 @@ from typing import TYPE_CHECKING, Any
 from .. import guard as G
 from ..backends import BACKEND_NAMES, DEFAULT_HOSTS, GENERATION_DEFAULTS
 from ..backends import BACKENDS as BACKEND_RECORDS
-from ..faithfulness import JUDGE_SCOPES
-from ..results import DEFAULT_MIN_COMBINED, DEFAULT_MIN_METRIC, GUARD_POLICIES
+from ..results import DEFAULT_MIN_COMBINED, DEFAULT_MIN_METRIC, GUARD_POLICIES, JUDGE_SCOPES
 from .parsers import (
     Parser,
     choice_parser,
