@@ -1,10 +1,11 @@
 """The faithfulness judge in a run: which explanations of a finished slice it reads, and its finding.
 
-Every original explanation (one per case and repeat) is judged twice — the history as the explainer saw it,
-and the same lines in reverse order — and, with ``judge=all``, each perturbed explanation and each control
-once, against the history *its* prompt showed (the perturbed one, or the donor's for a cross-user control).
-The calls run concurrently on the sweep's loop through :class:`~pytest_robustexplain.explainers.judge.Judge`,
-which asks a prompt once per run; the rules are ``faithfulness.py``'s.
+Each case's original explanation (the first sample when ``repeats`` > 1) is judged twice — the history as
+the explainer saw it, and the same lines in reverse order — and, with ``judge=all``, each perturbed
+explanation and each control once, against the history *its* prompt showed (the perturbed one, or the
+donor's for a cross-user control). The calls run concurrently on the sweep's loop through
+:class:`~pytest_robustexplain.explainers.judge.Judge`, which asks a prompt once per run; the rules are
+``faithfulness.py``'s.
 """
 
 from __future__ import annotations
