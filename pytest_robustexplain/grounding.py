@@ -81,7 +81,8 @@ def _without_year(title: str) -> str:
     return end[:opening].rstrip()
 
 
-def _category_forms(category: str) -> list[str]:
+def category_forms(category: str) -> list[str]:
+    """The category as matched in text: with and without a final "s" when it is one word of 4+ letters."""
     forms = [category]
     if len(words(category)) == 1 and len(category) > 3:
         forms.append(category[:-1] if category.lower().endswith("s") else category + "s")
@@ -102,7 +103,7 @@ def _terms_of(title: str | None, category: str | None, features: Mapping[str, ob
     the display form names the term in reports ("Crime" for "crimes", "The Matrix" for "Matrix, The")."""
     for name in [category or "", *_as_strings(features.get("genres"))]:
         if name.strip():
-            for form in _category_forms(name.strip()):
+            for form in category_forms(name.strip()):
                 yield form, name.strip(), CATEGORY
     if title:
         forms = [form for form in _title_forms(title) if len(words(form)) >= 2]

@@ -31,7 +31,7 @@ import re
 from collections.abc import Iterable, Sequence
 
 from .data import Item, UserHistory, rating_scale
-from .grounding import Key, Vocabulary
+from .grounding import Key, Vocabulary, category_forms, words
 from .results import FAIL, PASS, FlipResult, MisattributionCase, PairResult, PolarityResult
 
 DISLIKED_SHARE = 0.25  # the lowest quarter of the scale
@@ -134,22 +134,9 @@ def summarise_polarity(cases: Sequence[MisattributionCase], *, max_rate: float |
 MAX_STILL_LIKED = 0.5  # share of majority-flipped explanations that may still cite the category as liked
 
 
-def _forms(name: str) -> set[Key]:
-    """The category's words, with and without a final "s" (the grounding vocabulary's rule)."""
-    from .grounding import words
-
-    key = words(name)
-    forms = {key}
-    if len(key) == 1 and len(name) > 3:
-        forms.add(words(name[:-1] if name.lower().endswith("s") else name + "s"))
-    return forms
-
-
 def cites_as_liked(text: str, category: str) -> bool:
     """Whether a sentence of ``text`` names ``category`` without a dislike cue (:data:`DISLIKE_CUES`)."""
-    from .grounding import words
-
-    forms = _forms(category)
+    forms = {words(form) for form in category_forms(category)}  # the grounding vocabulary's forms
     for sentence in _SENTENCE.split(text):
         tokens = words(sentence)
         named = any(tokens[i:i + len(f)] == f for f in forms for i in range(len(tokens) - len(f) + 1))
