@@ -161,7 +161,7 @@ class RobustnessRun:
         """Register every expanded marked item; start the sweep unless this is an xdist worker."""
         marked = [(item, marker, param) for item in items
                   if (marker := item.get_closest_marker(MARKER)) is not None
-                  and (param := _slice_param(item)) is not None]
+                  and (param := _slice_param(item)) is not None and not _skipped_by_mark(item)]
         if not marked:
             return  # a session without marked tests never imports the engine
         for item, marker, param in marked:
@@ -172,6 +172,8 @@ class RobustnessRun:
         # One usage error before anything runs, instead of the same error (and traceback) per item.
         check_callable(self.settings, [p.ref for p in self.plans.values() if not p.own_explainer])
         self.load_baseline()  # a bad baseline is a usage error before any call
+        if self.config.option.collectonly or self.config.option.setupplan:
+            return  # pytest runs no test body and no fixture: nothing to start, no model to call
         if self.settings.dry_run:
             self._dry_run(items)
             return
@@ -428,6 +430,20 @@ def _slice_param(item: pytest.Item) -> SliceParam | None:
         return None
     value = callspec.params.get(SLICE_PARAM)
     return value if isinstance(value, SliceParam) else None
+
+
+def _skipped_by_mark(item: pytest.Item) -> bool:
+    """Whether pytest will skip the item before its fixtures run: ``skip``, ``skipif`` with a true boolean
+    condition (the usual ``skipif(not HAVE_GPU, ...)``), ``xfail(run=False)``. Such an item is not planned,
+    so a session whose gated tests are all skipped calls no model (and needs no server). A string
+    condition is evaluated only by pytest, at set-up: that item is planned and, if skipped, costs calls."""
+    if item.get_closest_marker("skip") is not None:
+        return True
+    for mark in item.iter_markers("skipif"):
+        conditions = mark.args or ((mark.kwargs["condition"],) if "condition" in mark.kwargs else ())
+        if any(isinstance(c, bool) and c for c in conditions):
+            return True
+    return any(mark.kwargs.get("run") is False for mark in item.iter_markers("xfail"))
 
 
 def _overrides_explainer(item: pytest.Item) -> bool:

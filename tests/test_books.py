@@ -8,7 +8,7 @@ from dataclasses import replace
 
 from pytest_robustexplain.data import default_dataset
 from pytest_robustexplain.perturbations import NOISE, SHUFFLE
-from pytest_robustexplain.results import PairResult
+from pytest_robustexplain.results import CONTROL_KIND, PairResult
 from pytest_robustexplain.stats import SequentialGate
 from pytest_robustexplain.sweep import PairPlanner, SequentialConfig, SliceResult, SliceSpec
 from pytest_robustexplain.sweep.books import Books
@@ -119,3 +119,26 @@ def test_a_user_whose_perturbations_were_all_trivial_is_passed_over_by_the_gate(
         _finish(books, pair)
     assert seq.users_fed == 3 and books.is_done("seq")
     assert {p.key.user_id for p in seq.scored} == {c.user_id for c in CASES[1:3]}
+
+
+def test_a_user_whose_control_finishes_last_is_still_fed_to_the_sequential_gate() -> None:
+    # A user counts as finished only once its controls are in; when a control is the user's last pair,
+    # its arrival must feed the gate too — else the slice finished with the user never seen, and how many
+    # users a sequential verdict spoke for depended on which of a user's calls happened to finish last.
+    planner, books = PairPlanner(DATA.catalog), Books()
+    rule = SequentialConfig({"combined": 0.5}, alpha=0.05, max_users=len(ORDER))
+    spec = SliceSpec("seq", "m", CASES, (NOISE,), (1, 5), 1, seed=7, noise_floor=True, sequential=rule)
+    seq = SliceResult(spec=spec, users_order=list(ORDER))
+    seq.gate = SequentialGate(rule.thresholds, alpha=rule.alpha, max_users=rule.max_users)
+    books.add(seq, planner.plan(spec, seq.users_order).pairs)
+    pairs = _pairs(planner, "seq")
+    controls = [p for p in pairs if p.key.kind == CONTROL_KIND]
+    assert controls and len(controls) < len(pairs)
+    for pair in [p for p in pairs if p.key.kind != CONTROL_KIND]:
+        _finish(books, pair, combined=0.52)  # close to the threshold: the gate stays undecided
+    assert seq.users_fed == 0  # every user still waits for its control
+    finished: list[str] = []
+    for pair in controls:
+        finished += _finish(books, pair)
+    assert finished == ["seq"] and seq.users_fed == len(ORDER)
+    assert {p.key.user_id for p in seq.scored} == set(ORDER)

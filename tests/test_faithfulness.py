@@ -207,17 +207,17 @@ def _faithfulness(pytester: pytest.Pytester) -> dict[str, object]:
 
 
 def test_a_category_aware_explainer_passes_the_judge_and_a_history_dump_fails_it(
-        pytester: pytest.Pytester, xdist_args: tuple[str, ...]) -> None:
+        pytester: pytest.Pytester) -> None:
     pytester.makepyfile(GATED)
     with FakeOllamaServer(mode="stable") as server:
-        result = _judged(pytester, server, *xdist_args)
+        result = _judged(pytester, server)
         result.assert_outcomes(passed=1)
         assert server.judge_calls == 12  # 6 originals, each also with the history reversed
     found = _faithfulness(pytester)
     assert (found["faithful"], found["judged"], found["outcome"]) == (6, 6, PASS)
     assert (found["agreed"], found["compared"]) == (6, 6)
     with FakeOllamaServer(mode="copycat") as server:
-        result = _judged(pytester, server, *xdist_args)
+        result = _judged(pytester, server)
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(["*Faithfulness FAIL: 0 of 6 (0%) original explanations were judged*"])
     assert _faithfulness(pytester)["outcome"] == FAIL

@@ -334,25 +334,6 @@ def test_per_kind_thresholds_gate_each_slice(pytester: pytest.Pytester, server: 
     result.stdout.fnmatch_lines(["*test_gate?category_drift? FAILED*"])
 
 
-def test_xdist_gives_the_same_verdicts_as_a_serial_run(pytester: pytest.Pytester,
-                                                       server: FakeOllamaServer) -> None:
-    server.mode = "borderline"
-    pytester.makepyfile(_marked(min_combined=0.5, min_metric=0.2))
-    args = ("--robustexplain-model=fake-model", f"--robustexplain-host={server.url}", "-rA", "-p",
-            "no:randomly")
-    serial = pytester.runpytest_subprocess(*args, "--robustexplain-cache=off")
-    parallel = pytester.runpytest_subprocess(*args, "-n", "2", "--robustexplain-cache=off")
-
-    def verdicts(result: pytest.RunResult) -> dict[str, str]:
-        # the short summary (-rA) has the same layout with and without xdist
-        found = re.findall(r"^(PASSED|FAILED) \S+::(test_gate\[\w+\])", result.stdout.str(), re.M)
-        return {name: outcome for outcome, name in found}
-
-    assert len(verdicts(serial)) == 6
-    assert verdicts(serial) == verdicts(parallel)
-    assert parallel.stdout.str().count("robustness report") == 1
-
-
 def test_xdist_workers_share_originals_and_pairs_through_the_cache(
         pytester: pytest.Pytester, server: FakeOllamaServer, tmp_path: Path) -> None:
     pytester.makepyfile(_marked())
@@ -379,21 +360,6 @@ def test_marker_weights_reweight_the_slice(pytester: pytest.Pytester) -> None:
             assert all(p.combined == pytest.approx(p.semantic) for p in robustness.pairs)
     """)
     pytester.runpytest("--robustexplain-backend=template").assert_outcomes(passed=1)
-
-
-def test_sequential_slices_under_xdist_finish(pytester: pytest.Pytester) -> None:
-    # A per-kind slice decides early and releases pairs that the overall slice, planned later on the
-    # worker, still needs: they must be queued again, not left cancelled (which used to hang).
-    pytester.makepyfile("""
-        import pytest
-
-        @pytest.mark.robustness(decision="sequential", min_combined=0.6, min_metric=0.3,
-                                per_kind={"noise": {"min_combined": 0.1}}, perturbations=["noise", "shuffle"])
-        def test_gate(robustness):
-            pass
-    """)
-    result = pytester.runpytest_subprocess("--robustexplain-backend=template", "-n", "1", timeout=120)
-    result.assert_outcomes(passed=3)
 
 
 def test_a_slice_with_only_unchanged_histories_is_one_clear_error(pytester: pytest.Pytester) -> None:

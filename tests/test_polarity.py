@@ -136,12 +136,11 @@ def test_gate(robustness):
 @pytest.mark.parametrize("conftest, misattributed, outcome", [(PRAISES_DISLIKES, True, FAIL),
                                                               (PRAISES_FAVOURITES, False, PASS)])
 def test_praising_what_the_user_disliked_is_measured_and_gated(pytester: pytest.Pytester, conftest: str,
-                                                               misattributed: bool, outcome: str,
-                                                               xdist_args: tuple[str, ...]) -> None:
+                                                               misattributed: bool, outcome: str) -> None:
     pytester.makeconftest(conftest)
     pytester.makepyfile(POLARITY_TEST)
     result = pytester.runpytest("-s", "-p", "no:randomly", "--robustexplain-backend=callable",
-                                "--robustexplain-json=r.json", *xdist_args)
+                                "--robustexplain-json=r.json")
     found = read_report(pytester)["gates"][0]["verdict"]["polarity"]
     assert found["eligible"] > 0 and (found["misattributed"] > 0) == misattributed
     assert found["outcome"] == outcome
@@ -183,13 +182,12 @@ def test_only_a_rating_aware_explainer_passes_the_preference_flip(pytester: pyte
         assert flip["sensitivity"]["mean"] > 0.05 and flip["still_liked"] <= 12
 
 
-def test_the_flip_beside_robustness_kinds_decides_apart_and_agrees_under_xdist(
-        pytester: pytest.Pytester, xdist_args: tuple[str, ...]) -> None:
+def test_the_flip_beside_robustness_kinds_is_decided_apart(pytester: pytest.Pytester) -> None:
     kinds = '["noise", "preference_flip"], severities=[1, 3]'
     pytester.makepyfile(FLIP_TEST.replace('["preference_flip"]', kinds).replace(
         "    f = robustness.verdict.flip\n", "    return\n"))
     with FakeOllamaServer(mode="rating-aware") as server:
-        result = run_fake(pytester, server, "-p", "no:randomly", "--robustexplain-json=r.json", *xdist_args)
+        result = run_fake(pytester, server, "-p", "no:randomly", "--robustexplain-json=r.json")
     result.assert_outcomes(passed=3)  # noise (stability), preference_flip (its own rule), overall (both)
     gates = {g["slice"]: g["verdict"] for g in read_report(pytester)["gates"]}
     assert gates["preference_flip"]["checks"] == [] and gates["preference_flip"]["flip"]["outcome"] == PASS

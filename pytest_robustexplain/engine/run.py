@@ -138,6 +138,7 @@ class Run:
         self._make_explainer = make_explainer or (lambda model: None)
         self._notes: set[str] = set()
         self._dataset: Dataset | None = None
+        self._dataset_elsewhere: str | None = None  # the name an xdist worker loaded it under
         self._donor_pool: DonorPool | None = None
         self._baseline: RunResult | None = None
         self._baseline_loaded = False
@@ -481,6 +482,8 @@ class Run:
             self.counters[name] = self.counters.get(name, 0) + int(value)
         self._changed_elsewhere.update({str(k): str(v) for k, v in payload.get("models_changed", {}).items()})
         self.judging.adopt(payload.get("judge", {}))
+        if isinstance(payload.get("dataset"), str):  # an xdist controller never loads the dataset itself
+            self._dataset_elsewhere = payload["dataset"]
 
     def payload(self, result: Robustness, nodeid: str) -> dict[str, Any]:
         """What :meth:`merge` reads in another process: JSON-native, decoded by the records' own readers."""
@@ -493,7 +496,8 @@ class Run:
         judge = self.judging.info
         return plain({"pairs": [p.to_dict() for p in pairs], "gate": gate.to_dict(),
                       "models": {result.model: asdict(info)} if info is not None else {},
-                      "judge": asdict(judge) if judge is not None else {}})
+                      "judge": asdict(judge) if judge is not None else {},
+                      **({"dataset": self._dataset.name} if self._dataset is not None else {})})
 
     def call_counters(self) -> dict[str, int]:
         """This process's call counters (what an xdist worker reports at its end)."""
@@ -534,8 +538,10 @@ class Run:
         for name, value in self.call_counters().items():
             counters[name] = counters.get(name, 0) + value
         extra = {**self.extra_settings, **self.judging.record()}
-        if self._dataset is not None:  # what `robustexplain compare` checks two runs share, from both doors
-            extra.setdefault("dataset_name", self._dataset.name)
+        # What `robustexplain compare` checks two runs share, from both doors and from xdist workers.
+        dataset_name = self._dataset.name if self._dataset is not None else self._dataset_elsewhere
+        if dataset_name is not None:
+            extra.setdefault("dataset_name", dataset_name)
         if self._changed:
             extra["models_changed"] = sorted(self._changed)
         if partial:
@@ -543,11 +549,17 @@ class Run:
         return RunResult(
             signature=metric_signature(weights=self.settings.weights, embedding=self.settings.embed_model),
             seed=self.settings.seed,
-            models=[model_record(name, info) for name, info in self.model_infos.items()],
+            models=[model_record(name, self.model_infos[name]) for name in self._models_in_order()],
             settings={**self.settings.to_dict(), **extra}, pairs=list(pairs),
             gates=_unique_gates(self.gates), calls=counters,
             timings={"wall_s": round(time.monotonic() - self.started, 3)},
             started_at=self.started_at, finished_at=_utc_now(), package_version=__version__)
+
+    def _models_in_order(self) -> list[str]:
+        """The models as the settings list them (an xdist controller learns of them in the order its workers
+        report, and the comparison's direction follows this order), then any other, as first seen."""
+        named = [m for m in self.settings.model if m in self.model_infos]
+        return named + [m for m in self.model_infos if m not in named]
 
     def finish(self, result: RunResult | None = None) -> RunOutcome | None:
         """The end both doors print: a model re-pulled mid-run said and marked, the record, every report

@@ -121,7 +121,8 @@ class Books:
     def _look(self, pair: Pair) -> Step:
         step = Step()
         for slice_id in list(pair.slices):
-            if self._entries[slice_id].result.gate is not None and not is_control(pair.key.kind):
+            # A control too: it may be the user's last pair in, and a user is fed only once all are.
+            if self._entries[slice_id].result.gate is not None:
                 step.extend(self._feed_gate(slice_id))
             step.extend(self._check_done(slice_id))
         return step

@@ -1,0 +1,120 @@
+"""Serial and ``-n 2`` give the same verdicts: one session that uses every gate, run both ways.
+
+The end-to-end tests of each gate run serially; the route a verdict takes from a worker to the controller
+(execnet's serialisation of every record, the controller's report, baselines, comparisons, the judge, the
+guard's donors, the flip) is proved here once, on one file whose tests between them use every verdict mode,
+every gate and two models. The reports must agree on everything but the clock and the number of calls
+(without the cache each worker generates the originals it needs for itself).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from helpers import read_report
+
+from pytest_robustexplain.testing import FakeOllamaServer
+
+pytest_plugins = ["pytester"]
+
+SESSION = """
+import pytest
+
+@pytest.mark.robustness(perturbations=["noise", "shuffle"], severities=[1, 5], users=6, min_combined=0.3,
+                        min_metric=0.1, max_misattributed_rate=0.5, min_faithful_rate=0.5)
+def test_fixed(robustness):
+    pass
+
+@pytest.mark.robustness(perturbations=["noise"], severities=[3], users=6, min_combined=0.9, min_metric=0.1)
+def test_strict(robustness):
+    pass
+
+# A per-kind slice decides early and releases pairs the overall slice, planned later on the worker, still
+# needs: they are queued again, not left cancelled (which once hung a worker).
+@pytest.mark.robustness(perturbations=["noise", "shuffle"], decision="sequential", min_combined=0.5,
+                        min_metric=0.3, per_kind={"noise": {"min_combined": 0.1}})
+def test_sequential(robustness):
+    pass
+
+@pytest.mark.robustness(perturbations=["dilution"], severities=[3], users=6, decision="confident",
+                        min_combined=0.62, min_metric=0.0, inconclusive="warn")
+def test_confident(robustness):
+    pass
+
+@pytest.mark.robustness(perturbations=["noise", "preference_flip"], severities=[1, 3], users=8)
+def test_flip(robustness):
+    pass
+
+@pytest.mark.robustness(perturbations=["prompt_injection", "shilling"], users=5, severities=[3])
+def test_security(robustness):
+    pass
+
+def test_unmarked():
+    pass
+"""
+
+VOLATILE = {"started_at", "finished_at", "timings", "calls", "latency_s", "original_latency_s", "time"}
+
+
+@pytest.fixture
+def server() -> Iterator[FakeOllamaServer]:
+    with FakeOllamaServer(models=("fake-model:latest", "other-model:latest"), mode="rating-aware") as fake:
+        yield fake
+
+
+def _run(pytester: pytest.Pytester, server: FakeOllamaServer, *args: str) -> pytest.RunResult:
+    return pytester.runpytest("--robustexplain-model=fake-model,other-model",
+                              f"--robustexplain-host={server.url}", "--robustexplain-cache=off",
+                              "--robustexplain-judge-model=fake-model", "--robustexplain-guard=fail", "-p",
+                              "no:randomly", *args)
+
+
+def _stable(value: Any) -> Any:
+    """The report without what depends on the clock, the worker count or the report's own name; the
+    gates in one order (under xdist they are recorded as they finish)."""
+    if isinstance(value, dict) and "schema" in value:
+        gates = sorted(value["gates"], key=lambda g: (g["nodeid"], g["model"], g["slice"]))
+        value = {**value, "schema": None, "gates": gates, "settings": dict(value["settings"], json=None)}
+    if isinstance(value, dict):
+        return {k: _stable(v) for k, v in value.items() if k not in VOLATILE}
+    if isinstance(value, list):
+        return [_stable(v) for v in value]
+    return value
+
+
+def _outcomes(result: pytest.RunResult) -> dict[str, int]:
+    return {k: v for k, v in result.parseoutcomes().items() if k in ("passed", "failed")}
+
+
+@pytest.mark.parametrize("mode", ["rating-aware", "fragile"])
+def test_every_gate_gives_the_same_report_serial_and_under_xdist(
+        pytester: pytest.Pytester, server: FakeOllamaServer, tmp_path: Path, mode: str) -> None:
+    pytester.makepyfile(SESSION)
+    baseline = tmp_path / "baseline.json"
+    _run(pytester, server, f"--robustexplain-save-baseline={baseline}")  # the release before
+    server.mode = mode
+    against = f"--robustexplain-baseline={baseline}"
+    serial = _run(pytester, server, against, "--robustexplain-json=serial.json")
+    xdist = _run(pytester, server, against, "--robustexplain-json=xdist.json", "-n", "2")
+    one, two = read_report(pytester, "serial.json"), read_report(pytester, "xdist.json")
+    assert _stable(one) == _stable(two)
+    assert _outcomes(serial) == _outcomes(xdist)
+    # 6 marked tests × 2 models: 3+1+3+1+3+3 items each; and the unmarked test.
+    assert sum(_outcomes(serial).values()) == 2 * 14 + 1
+    outcomes = {g["verdict"]["outcome"] for g in one["gates"]}
+    modes = {g["verdict"]["mode"] for g in one["gates"]}
+    assert {"mean", "sequential", "confident"} <= modes
+    assert len(one["comparisons"]) == 1 and one["pairs"]
+    gates = {(g["nodeid"].split("::")[-1], g["slice"]): g["verdict"] for g in one["gates"]
+             if g["model"] == "fake-model"}
+    assert gates[("test_fixed[fake-model-overall]", "overall")]["faithfulness"]["judged"] > 0
+    assert gates[("test_fixed[fake-model-overall]", "overall")]["polarity"] is not None
+    assert gates[("test_flip[fake-model-preference_flip]", "preference_flip")]["flip"] is not None
+    assert gates[("test_security[fake-model-prompt_injection]", "prompt_injection")]["attacks"]
+    if mode == "rating-aware":  # the release before, again: every gate passes
+        assert outcomes == {"PASS"} and _outcomes(serial) == {"passed": 29}
+    else:  # a regression against the baseline and fragile explanations
+        assert "FAIL" in outcomes and "passed" in _outcomes(serial)
