@@ -172,21 +172,24 @@ class RobustnessRun:
         # One usage error before anything runs, instead of the same error (and traceback) per item.
         check_callable(self.settings, [p.ref for p in self.plans.values() if not p.own_explainer])
         self.load_baseline()  # a bad baseline is a usage error before any call
-        if self.config.option.collectonly or self.config.option.setupplan:
-            return  # pytest runs no test body and no fixture: nothing to start, no model to call
         if self.settings.dry_run:
             self._dry_run(items)
             return
         if not configured_models(self.settings):
             self._no_model(items)
             return
-        self.stop_on_sigterm()
+        # --collect-only, --setup-plan: pytest runs no test body and no fixture; the plan's size is said,
+        # nothing is started and no model is called.
+        listing = self.config.option.collectonly or self.config.option.setupplan
+        if not listing:
+            self.stop_on_sigterm()
         if not self.lazy:
             for plan in self.plans.values():
                 if not plan.own_explainer and plan.param.model:
                     self.engine.plan_item(plan.ref)
             self.engine.announce_size()
-            self.engine.start()
+            if not listing:
+                self.engine.start()
 
     def _dry_run(self, items: Sequence[pytest.Item]) -> None:
         """Print what each marked item would cost and skip them all: no model is called. (Under xdist
@@ -443,6 +446,8 @@ def _skipped_by_mark(item: pytest.Item) -> bool:
         conditions = mark.args or ((mark.kwargs["condition"],) if "condition" in mark.kwargs else ())
         if any(isinstance(c, bool) and c for c in conditions):
             return True
+    if item.config.option.runxfail:  # which runs even an xfail(run=False) test
+        return False
     return any(mark.kwargs.get("run") is False for mark in item.iter_markers("xfail"))
 
 

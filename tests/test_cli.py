@@ -203,7 +203,7 @@ def test_protocol_paper_plans_500_pairs_per_model(server: FakeOllamaServer,
     assert "20 users × 5 kinds × 5 severities × 1 repeat = 500 pairs per model" in out
     for model in MODELS:
         # 500 pairs, 20 originals and one cross-user control per user: +20 calls (3.8 %) for the guard.
-        assert re.search(rf"^  {re.escape(model)}\s+500 pairs planned · 20 cross-user controls \(guard\) · "
+        assert re.search(rf"^  {re.escape(model)}:\s+500 pairs planned · 20 cross-user controls \(guard\) · "
                          "at most 540 model calls", out, re.M)
     assert server.chat_calls == 0  # a dry run calls no model
 

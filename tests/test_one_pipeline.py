@@ -118,15 +118,19 @@ def test_a_dry_run_prices_every_item_calls_no_model_and_skips_the_tests(
     result.assert_outcomes(skipped=3)
     result.stdout.fnmatch_lines([
         "robustexplain: dry run — no model is called: 3 gated items, at most 36 model calls in all*",
-        "robustexplain:   *test_default[[]noise_injection[]] (fake-model): 15 pairs · 3 cross-user controls*",
-        "robustexplain:   *test_default[[]overall[]] (fake-model): 30 pairs · 3 cross-user controls · "
-        "at most 36 calls"])
+        "robustexplain:   *test_default[[]noise_injection[]] (fake-model):*15 pairs planned · 3 cross-user "
+        "controls (guard)*",
+        "robustexplain:   *test_default[[]overall[]] (fake-model):*30 pairs planned · 3 cross-user "
+        "controls (guard) · at most 36 model calls"])
     assert server.chat_calls == 0 and not (pytester.path / ".robustexplain-cache").exists()
     # The same setting from the environment, through the command.
     monkeypatch.chdir(pytester.path)
     monkeypatch.setenv("ROBUSTEXPLAIN_DRY_RUN", "1")
     assert cli.main(["run", "--backend", "template", "--users", "3", "--perturbations", "noise,drift"]) == 0
-    assert "plan (dry run: no model is called)" in capsys.readouterr().out
+    out = capsys.readouterr().out  # the same lines, by model
+    assert "dry run — no model is called: 1 model, at most 36 model calls in all" in out
+    assert re.search(r"^  template: +30 pairs planned · 3 cross-user controls \(guard\) · "
+                     r"at most 36 model calls", out, re.M)
 
 
 def _movielens(root: Path, users: int) -> Path:

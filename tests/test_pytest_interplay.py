@@ -548,3 +548,9 @@ def test_gated_tests_skipped_by_a_mark_need_no_server(pytester: pytest.Pytester)
     result.assert_outcomes(passed=1, skipped=1, xfailed=1)
     result.stdout.fnmatch_lines(["*no GPU here*"])
     assert "cannot reach" not in result.stdout.str() + result.stderr.str()
+
+
+def test_runxfail_runs_and_gates_an_xfail_run_false_test(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(_under("xfail(run=False, reason='tracked')"))
+    _template(pytester).assert_outcomes(xfailed=3)
+    _template(pytester, "--runxfail").assert_outcomes(passed=3)

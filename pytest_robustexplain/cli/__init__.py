@@ -47,7 +47,7 @@ from .entry import main
 from .parser import build_parser
 from .parser import cmd_fake_server as cmd_fake_server
 from .report import cmd_report as cmd_report
-from .run import ProgressBar, dry_run_text, resolve_run_settings, resume_hint, run_models, verdict_line
+from .run import ProgressBar, resolve_run_settings, resume_hint, run_models, verdict_line
 from .run import cmd_run as cmd_run
 
 __all__ = [
@@ -56,7 +56,6 @@ __all__ = [
     "build_parser",
     "check_comparable",
     "comparison_names",
-    "dry_run_text",
     "import_columns",
     "main",
     "parse_columns",

@@ -40,7 +40,7 @@ from .common import (
 
 if TYPE_CHECKING:
     from ..data import Dataset
-    from ..engine import GatedSlice, Run, SlicePlan, SweepInterrupted
+    from ..engine import GatedSlice, Run, SweepInterrupted
     from ..results import RunResult
     from ..sweep import Counters
 
@@ -170,41 +170,22 @@ def _plan(run: Run, models: Sequence[str]) -> list[GatedSlice]:
 
 
 def _dry_run(run: Run, slices: Sequence[GatedSlice]) -> int:
-    # Per model, the largest slice (the overall one: every kind) holds every pair its kind slices share.
-    largest: dict[str, SlicePlan] = {}
-    for plan in run.price():
-        if plan.model not in largest or plan.planned > largest[plan.model].planned:
-            largest[plan.model] = plan
-    print(dry_run_text(run.settings, run.extra_settings, run.dataset, list(largest.values()),
-                       n_cases=len(slices[0].spec.cases)))
-    for line in run.pace_lines():
-        print(f"  {line}")
+    design = design_lines(run.settings, run.extra_settings, run.dataset, len(slices[0].spec.cases))
+    print("\n".join(run.dry_run_lines(by_model=True, design=design)))
     return EXIT_OK
 
 
-def dry_run_text(settings: Settings, extra: Mapping[str, Any], dataset: Dataset, plans: Sequence[SlicePlan],
-                 *, n_cases: int) -> str:
-    """The plan of a run, model by model, as printed by ``run --dry-run``."""
-    protocol = f" · protocol {extra['protocol']}" if extra.get("protocol") else ""
+def design_lines(settings: Settings, extra: Mapping[str, Any], dataset: Dataset, n_cases: int) -> list[str]:
+    """What every model of a ``robustexplain run`` shares (one settings for all): protocol and grid."""
+    protocol = f"protocol {extra['protocol']}: " if extra.get("protocol") else ""
     balanced = settings.design == "balanced"
     severities = 1 if balanced else len(settings.severities)
     per_model = n_cases * len(settings.perturbations) * severities * settings.repeats
     levels = (f"one of {len(settings.severities)} severities (balanced design)" if balanced
               else _plural(len(settings.severities), "severity", "severities"))
-    lines = [f"{PROG} run — plan (dry run: no model is called){protocol}",
-             f"dataset {dataset.name}: {_plural(n_cases, 'user')} × "
-             f"{_plural(len(settings.perturbations), 'kind')} × {levels} × "
-             f"{_plural(settings.repeats, 'repeat')} = {per_model} pairs per model"]
-    width = max(len(p.model) for p in plans) + 2
-    for plan in plans:
-        skipped = f" ({plan.trivial} leave the history unchanged and are skipped)" if plan.trivial else ""
-        controls = f" · {plan.controls} noise-floor pairs" if plan.controls else ""
-        controls += f" · {plan.swaps} cross-user controls (guard)" if plan.swaps else ""
-        judge = (f" · at most {plan.judge_calls} judge calls ({settings.judge_model})" if plan.judge_calls
-                 else "")
-        lines.append(f"  {plan.model:<{width}}{plan.planned} pairs planned{skipped}{controls} · at most "
-                     f"{plan.max_calls} model calls (cache hits are free){judge}")
-    return "\n".join(lines)
+    return [f"{protocol}dataset {dataset.name}: {_plural(n_cases, 'user')} × "
+            f"{_plural(len(settings.perturbations), 'kind')} × {levels} × "
+            f"{_plural(settings.repeats, 'repeat')} = {per_model} pairs per model"]
 
 
 def _plural(count: int, word: str, plural: str | None = None) -> str:

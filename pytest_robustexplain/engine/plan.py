@@ -185,17 +185,25 @@ class SlicePlan:
         return self.pairs + self.controls + self.swaps + self.originals
 
 
-def dry_run_lines(plans: Sequence[SlicePlan], nodeids: Mapping[str, str], calls: int) -> list[str]:
-    """The plan of every gated item, one line each, after the total (``--dry-run`` under pytest)."""
-    items = f"{len(plans)} gated item{'' if len(plans) == 1 else 's'}"
-    lines = [f"dry run — no model is called: {items}, at most {calls:,} model calls "
-             "in all (shared originals and pairs counted once; cache hits are free)"]
+def dry_run_lines(plans: Sequence[SlicePlan], labels: Mapping[str, str], calls: int, *,
+                  noun: str = "gated item", design: Sequence[str] = (), judge_model: str | None = None
+                  ) -> list[str]:
+    """The one rendering of ``--dry-run``, for both doors: the total, the design lines the door adds (the
+    CLI's protocol and grid), then each plan on one line under the door's label for it (pytest: the node
+    id and model of each gated item; ``robustexplain run``: each model's largest slice, by model)."""
+    count = f"{len(plans)} {noun}{'' if len(plans) == 1 else 's'}"
+    lines = [f"dry run — no model is called: {count}, at most {calls:,} model calls in all (shared originals "
+             "and pairs counted once; cache hits are free)", *design]
+    width = max((len(labels[p.slice_id]) for p in plans), default=0) + 1
     for plan in plans:
-        extra = f" · {plan.swaps} cross-user controls" if plan.swaps else ""
+        skipped = f" ({plan.trivial} leave the history unchanged and are skipped)" if plan.trivial else ""
+        extra = f" · {plan.swaps} cross-user controls (guard)" if plan.swaps else ""
         extra += f" · {plan.controls} noise-floor pairs" if plan.controls else ""
         judge = f" · at most {plan.judge_calls} judge calls" if plan.judge_calls else ""
-        lines.append(f"  {nodeids[plan.slice_id]} ({plan.model or 'custom explainer'}): {plan.pairs} pairs"
-                     f"{extra} · at most {plan.max_calls} calls{judge}")
+        judge += f" ({judge_model})" if judge and judge_model else ""
+        label = f"{labels[plan.slice_id]}:"
+        lines.append(f"  {label:<{width}} {plan.planned} pairs planned{skipped}{extra} · at most "
+                     f"{plan.max_calls} model calls{judge}")
     return lines
 
 

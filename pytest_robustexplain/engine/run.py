@@ -291,11 +291,25 @@ class Run:
         judge = self.settings.judge if self.judging.on else None
         return plan_slices(list(self._slices.values()), self.dataset.catalog, self.kinds, judge=judge)
 
-    def dry_run_lines(self) -> list[str]:
-        """The plan of every gated item, one line each, and the total (``--dry-run`` under pytest)."""
+    def dry_run_lines(self, *, by_model: bool = False, design: Sequence[str] = ()) -> list[str]:
+        """What ``--dry-run`` prints, both doors (:func:`~.plan.dry_run_lines`): every gated item under its
+        node id (pytest), or ``by_model`` each model's largest slice — the overall one, which holds every
+        pair its kind slices share (``robustexplain run``); then the pace a previous run recorded."""
+        plans = self.price()
+        labels = {slice_id: f"{planned.nodeid} ({planned.spec.model or 'custom explainer'})"
+                  for slice_id, planned in self._slices.items()}
+        if by_model:
+            largest: dict[str, SlicePlan] = {}
+            for plan in plans:
+                if plan.model not in largest or plan.planned > largest[plan.model].planned:
+                    largest[plan.model] = plan
+            plans = list(largest.values())
+            labels = {plan.slice_id: plan.model for plan in plans}
         calls = max_calls([s.spec for s in self._slices.values()])
-        nodeids = {slice_id: planned.nodeid for slice_id, planned in self._slices.items()}
-        return dry_run_lines(self.price(), nodeids, calls) + [f"  {line}" for line in self.pace_lines()]
+        judge_model = self.settings.judge_model if self.judging.on else None
+        lines = dry_run_lines(plans, labels, calls, noun="model" if by_model else "gated item", design=design,
+                              judge_model=judge_model)
+        return lines + [f"  {line}" for line in self.pace_lines()]
 
     @property
     def slots(self) -> int:
