@@ -41,6 +41,16 @@ def default_sigterm() -> Iterator[None]:
         signal.signal(signal.SIGTERM, previous)
 
 
+# A shell that starts the suite in the background (``cmd &`` without job control) leaves SIGINT ignored, and
+# a child Python keeps an inherited SIG_IGN: Ctrl-C would never reach it. The child takes it back first.
+_PYTEST_WITH_SIGINT = """
+import signal, sys
+signal.signal(signal.SIGINT, signal.default_int_handler)
+import pytest
+raise SystemExit(pytest.main(sys.argv[1:]))
+"""
+
+
 def _wait_for(condition: object, what: str, seconds: float = 60.0) -> None:
     deadline = time.monotonic() + seconds
     while not condition() and time.monotonic() < deadline:  # type: ignore[operator]
@@ -62,9 +72,9 @@ def test_a_signal_stops_a_pytest_session_with_a_partial_report(
         server.script(["ok"] * 6)
         server.hang_next(50, seconds=60)
         proc = subprocess.Popen(
-            [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", f"--robustexplain-host={server.url}",
-             "--robustexplain-model=fake-model", "--robustexplain-json=r.json",
-             "--robustexplain-concurrency=1", *xdist_args],
+            [sys.executable, "-c", _PYTEST_WITH_SIGINT, "-p", "no:cacheprovider",
+             f"--robustexplain-host={server.url}", "--robustexplain-model=fake-model",
+             "--robustexplain-json=r.json", "--robustexplain-concurrency=1", *xdist_args],
             cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         try:
             _wait_for(lambda: server.chat_calls >= 6 + workers and server.in_flight >= workers,
