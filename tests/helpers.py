@@ -25,3 +25,14 @@ def read_report(path: Path | pytest.Pytester, name: str = "r.json") -> dict[str,
     file = path.path / name if isinstance(path, pytest.Pytester) else path
     doc: dict[str, Any] = json.loads(file.read_text(encoding="utf-8"))
     return doc
+
+
+def marked(keywords: str, body: str = "pass") -> str:
+    """A test file with one test, ``test_gate``, marked ``@pytest.mark.robustness(<keywords>)``."""
+    return f"""
+import pytest
+
+@pytest.mark.robustness({keywords})
+def test_gate(robustness):
+    {body}
+"""

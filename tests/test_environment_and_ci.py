@@ -8,23 +8,14 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from helpers import read_report, run_fake
+from helpers import marked, read_report, run_fake
 
 from pytest_robustexplain.testing import FakeOllamaServer
 
 pytest_plugins = ["pytester"]
 
-GATE = """
-import pytest
-
-@pytest.mark.robustness(perturbations=["noise"], severities=[1, 5]{extra})
-def test_gate(robustness):
-    pass
-"""
-
-
 def _gate(extra: str = ", users=6") -> str:
-    return GATE.format(extra=extra)
+    return marked(f'perturbations=["noise"], severities=[1, 5]{extra}')
 
 
 def _users(pytester: pytest.Pytester, name: str = "r.json") -> int:

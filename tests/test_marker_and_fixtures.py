@@ -6,19 +6,9 @@ each through an inner pytest run, as the author would meet it.
 from __future__ import annotations
 
 import pytest
-from helpers import read_report
+from helpers import marked, read_report
 
 pytest_plugins = ["pytester"]
-
-
-def _marked(keywords: str, body: str = "pass") -> str:
-    return f"""
-import pytest
-
-@pytest.mark.robustness({keywords})
-def test_gate(robustness):
-    {body}
-"""
 
 
 def _template(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
@@ -27,7 +17,7 @@ def _template(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
 
 def _marker_error(pytester: pytest.Pytester, keywords: str) -> str:
     """The text of the collection error a marker with these keywords gives (its item never runs)."""
-    pytester.makepyfile(_marked(keywords))
+    pytester.makepyfile(marked(keywords))
     result = _template(pytester)
     assert result.ret != 0
     out = result.stdout.str()
@@ -93,8 +83,8 @@ def test_a_rate_above_one_is_refused(pytester: pytest.Pytester) -> None:
 
 
 def test_a_broken_marker_is_a_collection_error_of_its_file(pytester: pytest.Pytester) -> None:
-    pytester.makepyfile(test_good=_marked('perturbations=["noise"], severities=[1], users=6'))
-    pytester.makepyfile(test_bad=_marked('users="many"'))
+    pytester.makepyfile(test_good=marked('perturbations=["noise"], severities=[1], users=6'))
+    pytester.makepyfile(test_bad=marked('users="many"'))
     stopped = _template(pytester)  # pytest's rule: a collection error interrupts the session
     stopped.assert_outcomes(errors=1)
     stopped.stdout.fnmatch_lines(["ERROR test_bad.py - *test_bad.py::test_gate*"])
@@ -104,7 +94,7 @@ def test_a_broken_marker_is_a_collection_error_of_its_file(pytester: pytest.Pyte
 
 # --------------------------------------------------------------------------------- the robustness result
 def test_the_result_carries_the_marker_thresholds_and_every_interval(pytester: pytest.Pytester) -> None:
-    pytester.makepyfile(_marked(
+    pytester.makepyfile(marked(
         'perturbations=["noise", "shuffle"], severities=[1, 5], users=6, min_combined=0.4, min_metric=0.2',
         body="""r = robustness
     assert r.model == "template" and r.kind in ("noise_injection", "temporal_shuffle", "overall")
@@ -122,7 +112,7 @@ def test_the_result_carries_the_marker_thresholds_and_every_interval(pytester: p
 def test_the_body_sees_the_verdict_before_the_gate_is_enforced(pytester: pytest.Pytester) -> None:
     # An author may assert more than the gate (here: a stricter ρ on one kind); the body runs first and
     # its failure is the item's, with the author's message.
-    pytester.makepyfile(_marked(
+    pytester.makepyfile(marked(
         'perturbations=["noise"], severities=[1, 5], users=6',
         body='assert robustness.intervals["combined"].mean > 0.999, "stricter than the gate"'))
     result = _template(pytester)
@@ -135,7 +125,7 @@ def test_the_worst_pairs_are_the_lowest_scored(pytester: pytest.Pytester) -> Non
     rest = [p for p in robustness.pairs if p not in worst]
     assert worst and all(w.combined <= p.combined for w in worst for p in rest)
     assert all(w.original and w.perturbed for w in worst)"""
-    pytester.makepyfile(_marked('perturbations=["noise"], severities=[1, 5], users=6', body=body))
+    pytester.makepyfile(marked('perturbations=["noise"], severities=[1, 5], users=6', body=body))
     _template(pytester).assert_outcomes(passed=1)
 
 
@@ -186,7 +176,7 @@ def test_an_agents_bound_method_is_gated_and_a_bare_object_is_told_the_protocol(
             return agent if request.config.getoption("--robustexplain-seed") == "1" else agent.explain
     """)
     body = "from conftest import Agent\n    assert Agent.calls >= 6 + 12"
-    pytester.makepyfile(_marked('perturbations=["noise"], severities=[1, 5], users=6', body=body))
+    pytester.makepyfile(marked('perturbations=["noise"], severities=[1, 5], users=6', body=body))
     pytester.runpytest("--robustexplain-backend=callable", "-p", "no:randomly").assert_outcomes(passed=1)
     bare = pytester.runpytest("--robustexplain-backend=callable", "--robustexplain-seed=1")
     bare.assert_outcomes(errors=1)
@@ -205,7 +195,7 @@ def test_an_async_explainer_is_awaited(pytester: pytest.Pytester) -> None:
         def explainer():
             return explain
     """)
-    pytester.makepyfile(_marked('perturbations=["noise"], severities=[1, 5], users=6'))
+    pytester.makepyfile(marked('perturbations=["noise"], severities=[1, 5], users=6'))
     pytester.runpytest("--robustexplain-backend=callable").assert_outcomes(passed=1)
 
 
@@ -219,7 +209,7 @@ def test_an_explainer_that_raises_on_every_call_is_an_error_not_a_verdict(pytest
                 raise ConnectionError("agent service down")
             return explain
     """)
-    pytester.makepyfile(_marked('perturbations=["noise"], severities=[1], users=6'))
+    pytester.makepyfile(marked('perturbations=["noise"], severities=[1], users=6'))
     result = pytester.runpytest("--robustexplain-backend=callable")
     result.assert_outcomes(errors=1)
     out = result.stdout.str()
@@ -234,7 +224,7 @@ def test_an_explainer_returning_no_text_is_named(pytester: pytest.Pytester) -> N
         def explainer():
             return lambda history, item: None
     """)
-    pytester.makepyfile(_marked('perturbations=["noise"], severities=[1], users=6'))
+    pytester.makepyfile(marked('perturbations=["noise"], severities=[1], users=6'))
     result = pytester.runpytest("--robustexplain-backend=callable")
     result.assert_outcomes(errors=1)
     result.stdout.fnmatch_lines(["*every model call failed*returned NoneType, expected str*"])
@@ -245,10 +235,10 @@ def test_an_explainer_fixture_in_one_directory_gates_only_that_directory(pyteste
     (agent / "conftest.py").write_text(
         "import pytest\n\n@pytest.fixture\ndef explainer():\n"
         "    return lambda history, item: 'Because you liked ' + item.title + '.'\n", encoding="utf-8")
-    (agent / "test_agent.py").write_text(_marked('perturbations=["noise"], severities=[1], users=6',
+    (agent / "test_agent.py").write_text(marked('perturbations=["noise"], severities=[1], users=6',
                                                  body='assert robustness.model != "template"'),
                                          encoding="utf-8")
-    pytester.makepyfile(test_builtin=_marked('perturbations=["noise"], severities=[1], users=6',
+    pytester.makepyfile(test_builtin=marked('perturbations=["noise"], severities=[1], users=6',
                                              body='assert robustness.model == "template"'))
     result = _template(pytester, "--robustexplain-json=r.json")
     outcomes = result.parseoutcomes()
@@ -261,7 +251,7 @@ def test_an_explainer_fixture_in_one_directory_gates_only_that_directory(pyteste
 def test_report_paths_are_relative_to_the_rootdir_and_a_missing_directory_is_made(
         pytester: pytest.Pytester) -> None:
     pytester.makeini("[pytest]\n")
-    pytester.makepyfile(_marked('perturbations=["noise"], severities=[1], users=6'))
+    pytester.makepyfile(marked('perturbations=["noise"], severities=[1], users=6'))
     sub = pytester.mkdir("sub")
     with pytest.MonkeyPatch.context() as mp:
         mp.chdir(sub)
@@ -273,7 +263,7 @@ def test_report_paths_are_relative_to_the_rootdir_and_a_missing_directory_is_mad
 
 
 def test_a_report_that_cannot_be_written_is_said_and_the_verdict_stands(pytester: pytest.Pytester) -> None:
-    pytester.makepyfile(_marked('perturbations=["noise"], severities=[1], users=6'))
+    pytester.makepyfile(marked('perturbations=["noise"], severities=[1], users=6'))
     (pytester.path / "blocked").write_text("a file, not a directory", encoding="utf-8")
     result = _template(pytester, "--robustexplain-json=blocked/r.json")
     result.assert_outcomes(passed=1)
@@ -281,7 +271,7 @@ def test_a_report_that_cannot_be_written_is_said_and_the_verdict_stands(pytester
     assert "INTERNALERROR" not in result.stdout.str()
 
 
-def test_no_report_file_when_no_test_is_marked(pytester: pytest.Pytester) -> None:
+def test_no_report_file_when_no_test_ismarked(pytester: pytest.Pytester) -> None:
     pytester.makepyfile("def test_plain():\n    pass\n")
     result = _template(pytester, "--robustexplain-json=r.json", "--robustexplain-html=r.html")
     result.assert_outcomes(passed=1)
@@ -290,7 +280,7 @@ def test_no_report_file_when_no_test_is_marked(pytester: pytest.Pytester) -> Non
 
 def test_junit_properties_survive_xunit1_and_a_prefix(pytester: pytest.Pytester) -> None:
     pytester.makeini("[pytest]\njunit_family = xunit1\n")
-    pytester.makepyfile(_marked('perturbations=["noise"], severities=[1], users=6'))
+    pytester.makepyfile(marked('perturbations=["noise"], severities=[1], users=6'))
     _template(pytester, "--junitxml=j.xml", "--junit-prefix=robust").assert_outcomes(passed=1)
     xml = (pytester.path / "j.xml").read_text(encoding="utf-8")
     assert 'classname="robust.' in xml and 'name="robustexplain_outcome" value="PASS"' in xml

@@ -1,0 +1,216 @@
+"""Each command-line option does under pytest what its help says: what reaches the server, which pairs are
+planned, which data are read, which files are written — observed through the fake server's request log
+and the JSON report of an inner run.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+from helpers import marked, read_report, run_fake
+
+from pytest_robustexplain.testing import FakeOllamaServer
+
+pytest_plugins = ["pytester"]
+
+SAMPLES = Path(__file__).resolve().parent / "data_samples"
+
+def _gate(extra: str = ", users=6") -> str:
+    return marked(f'perturbations=["noise"], severities=[1, 5]{extra}')
+
+
+def _pairs(pytester: pytest.Pytester) -> list[dict[str, Any]]:
+    pairs: list[dict[str, Any]] = read_report(pytester)["pairs"]
+    return pairs
+
+
+def _fake(pytester: pytest.Pytester, server: FakeOllamaServer, *args: str) -> pytest.RunResult:
+    return run_fake(pytester, server, "--robustexplain-json=r.json", "--robustexplain-cache=off", *args)
+
+
+def _template(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
+    return pytester.runpytest("--robustexplain-backend=template", "--robustexplain-json=r.json", *args)
+
+
+# --------------------------------------------------------------------------------- what reaches the server
+def test_generation_options_reach_every_request(pytester: pytest.Pytester, server: FakeOllamaServer) -> None:
+    pytester.makepyfile(_gate())
+    _fake(pytester, server, "--robustexplain-temperature=0.3", "--robustexplain-num-predict=200",
+          "--robustexplain-seed=7").assert_outcomes(passed=1)
+    options = [r["options"] for r in server.requests]
+    assert all(o["temperature"] == 0.3 for o in options)
+    explanations = [o for o in options if o["num_predict"] == 200]
+    assert len(explanations) == len(options) - 1  # and one short warm-up that loads the model
+    assert sum(o["seed"] == 7 for o in explanations) >= 6 + 12  # the originals and perturbed histories
+
+
+def test_the_model_named_is_the_model_asked(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(_gate())
+    with FakeOllamaServer(models=("small:1b", "big:70b")) as server:
+        run_fake(pytester, server, model="small:1b").assert_outcomes(passed=1)
+        assert {r["model"] for r in server.requests} == {"small:1b"}
+
+
+def test_a_prompt_template_file_shapes_every_prompt(pytester: pytest.Pytester,
+                                                    server: FakeOllamaServer) -> None:
+    (pytester.path / "prompt.txt").write_text(
+        "HOUSE STYLE. The user did: {history}\nWhy would they like {item}? ({features})\n", encoding="utf-8")
+    pytester.makepyfile(_gate())
+    _fake(pytester, server, "--robustexplain-prompt=prompt.txt").assert_outcomes(passed=1)
+    prompts = [r["prompt"] for r in server.requests if r["prompt"]]
+    assert prompts and all(p.startswith("HOUSE STYLE. The user did: ") for p in prompts)
+
+
+def test_concurrency_bounds_the_calls_in_flight(pytester: pytest.Pytester, server: FakeOllamaServer) -> None:
+    server.latency = 0.02  # calls overlap, so the bound is what holds them back
+    pytester.makepyfile(_gate())
+    _fake(pytester, server, "--robustexplain-concurrency=2").assert_outcomes(passed=1)
+    assert 1 <= server.peak_in_flight <= 2
+
+
+def test_retries_carry_a_run_through_transient_errors(pytester: pytest.Pytester,
+                                                      server: FakeOllamaServer) -> None:
+    server.fail_next(3, status=503)
+    pytester.makepyfile(_gate())
+    result = _fake(pytester, server, "--robustexplain-retries=4")
+    result.assert_outcomes(passed=1)
+    assert read_report(pytester)["calls"]["failed"] == 0
+
+
+# --------------------------------------------------------------------------------- which pairs are planned
+def test_the_seed_draws_the_perturbations_and_the_same_seed_the_same_ones(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(_gate(extra=", users=4, inconclusive='pass'"))
+
+    def perturbations(seed: str) -> list[Any]:
+        result = _template(pytester, f"--robustexplain-seed={seed}", "--robustexplain-cache=off")
+        result.assert_outcomes(passed=1)
+        return [(p["key"]["user_id"], p["key"]["severity"], p["changes"]) for p in _pairs(pytester)]
+
+    first, again, other = perturbations("1"), perturbations("1"), perturbations("2")
+    assert first == again and first != other
+
+
+def test_repeats_multiply_the_pairs(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(_gate())
+    _template(pytester, "--robustexplain-repeats=2").assert_outcomes(passed=1)
+    keys = [p["key"] for p in _pairs(pytester) if p["key"]["kind"] == "noise_injection"]
+    assert {k["repeat"] for k in keys} == {0, 1} and len(keys) == 6 * 2 * 2
+
+
+def test_the_balanced_design_runs_one_severity_per_case(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(_gate(extra=", users=6, severities=[1, 2, 3, 4, 5], inconclusive='pass'")
+                        .replace("severities=[1, 5], ", ""))
+    _template(pytester, "--robustexplain-design=balanced").assert_outcomes(passed=1)
+    keys = [p["key"] for p in _pairs(pytester) if p["key"]["kind"] == "noise_injection"]
+    assert len(keys) == 6 and len({k["user_id"] for k in keys}) == 6
+    assert len({k["severity"] for k in keys}) == 5  # rotated over the cases
+
+
+def test_the_command_line_decision_applies_where_the_marker_is_silent(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile("""
+        import pytest
+
+        @pytest.mark.robustness(perturbations=["noise"], severities=[1], users=6)
+        def test_silent(robustness):
+            assert robustness.verdict.mode == "confident"
+
+        @pytest.mark.robustness(perturbations=["noise"], severities=[1], users=6, decision="mean")
+        def test_own(robustness):
+            assert robustness.verdict.mode == "mean"
+    """)
+    result = _template(pytester, "--robustexplain-decision=confident", "--robustexplain-inconclusive=pass")
+    result.assert_outcomes(passed=2)
+
+
+def test_the_noise_floor_option_adds_its_controls(pytester: pytest.Pytester,
+                                                  server: FakeOllamaServer) -> None:
+    pytester.makepyfile(_gate())
+    _fake(pytester, server, "--robustexplain-noise-floor=on", "--robustexplain-temperature=0.7"
+          ).assert_outcomes(passed=1)
+    assert sum(p["key"]["kind"] == "control" for p in _pairs(pytester)) == 6
+
+
+def test_zero_users_is_a_usage_error(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(_gate(extra=""))
+    result = _template(pytester, "--robustexplain-users=0")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert "--robustexplain-users=0" in result.stderr.str()
+
+
+# --------------------------------------------------------------------------------- which data are read
+@pytest.mark.parametrize("ext", ["json", "jsonl", "yaml"])
+def test_histories_and_catalog_files_in_every_format(pytester: pytest.Pytester, ext: str) -> None:
+    for name in ("histories", "catalog"):
+        shutil.copy(SAMPLES / f"{name}.{ext}", pytester.path / f"{name}.{ext}")
+    pytester.makepyfile(_gate(extra=", users=2, inconclusive='pass'"))
+    result = _template(pytester, f"--robustexplain-histories=histories.{ext}",
+                       f"--robustexplain-catalog=catalog.{ext}")
+    result.assert_outcomes(passed=1)
+    users = {p["key"]["user_id"] for p in _pairs(pytester)}
+    assert users and users <= {"alice", "bob", "carol", "dave", "erin"}
+
+
+def test_a_cases_file_fixes_who_is_asked_about_what(pytester: pytest.Pytester) -> None:
+    for name in ("histories.json", "catalog.json", "cases.json"):
+        shutil.copy(SAMPLES / name, pytester.path / name)
+    pytester.makepyfile(_gate(extra=", inconclusive='pass'"))
+    _template(pytester, "--robustexplain-histories=histories.json", "--robustexplain-catalog=catalog.json",
+              "--robustexplain-cases=cases.json").assert_outcomes(passed=1)
+    asked = {(p["key"]["user_id"], p["key"]["item_id"]) for p in _pairs(pytester)}
+    assert ("alice", "E4") in asked and ("bob", "B3") in asked
+
+
+def test_a_histories_file_without_a_catalog_says_so(pytester: pytest.Pytester) -> None:
+    shutil.copy(SAMPLES / "histories.json", pytester.path / "histories.json")
+    pytester.makepyfile(_gate())
+    result = _template(pytester, "--robustexplain-histories=histories.json")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert "needs a catalog file too" in result.stderr.str()
+
+
+def test_max_history_cuts_what_the_model_is_shown(pytester: pytest.Pytester,
+                                                  server: FakeOllamaServer) -> None:
+    pytester.makepyfile(_gate())
+    _fake(pytester, server).assert_outcomes(passed=1)
+    full = max(len(r["prompt"]) for r in server.requests if r["prompt"])
+    server.reset_stats()
+    _fake(pytester, server, "--robustexplain-max-history=5").assert_outcomes(passed=1)
+    cut = max(len(r["prompt"]) for r in server.requests if r["prompt"])
+    assert cut < full / 2
+
+
+# --------------------------------------------------------------------------------- which files are written
+def test_save_baseline_then_compare_under_pytest(pytester: pytest.Pytester, server: FakeOllamaServer) -> None:
+    pytester.makepyfile(_gate())
+    _fake(pytester, server, "--robustexplain-save-baseline=base.json").assert_outcomes(passed=1)
+    assert (pytester.path / "base.json").is_file()
+    _fake(pytester, server, "--robustexplain-baseline=base.json").assert_outcomes(passed=1)
+    server.mode = "fragile"
+    worse = _fake(pytester, server, "--robustexplain-baseline=base.json", "--robustexplain-min-combined=0.0",
+                  "--robustexplain-min-metric=0.0", "--robustexplain-guard=off")
+    worse.assert_outcomes(failed=1)
+    worse.stdout.fnmatch_lines(["*Regression against baseline*"])
+
+
+def test_a_missing_baseline_file_is_a_usage_error(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(_gate())
+    result = _template(pytester, "--robustexplain-baseline=nowhere.json")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert "nowhere.json" in result.stderr.str()
+
+
+def test_html_and_markdown_reports_name_every_gated_item(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_gate=_gate().replace('["noise"]', '["noise", "shuffle"]'))
+    result = _template(pytester, "--robustexplain-html=r.html", "--robustexplain-markdown=r.md")
+    result.assert_outcomes(passed=3)
+    page = (pytester.path / "r.html").read_text(encoding="utf-8")
+    markdown = (pytester.path / "r.md").read_text(encoding="utf-8")
+    for kind, escaped in (("noise_injection", r"noise\\_injection"),
+                          ("temporal_shuffle", r"temporal\\_shuffle")):
+        assert kind in page
+        assert re.search(rf"^\| {escaped} \| .* \| PASS \|$", markdown, re.M), kind  # Markdown escapes "_"
+    assert page.lstrip().lower().startswith("<!doctype html>")
