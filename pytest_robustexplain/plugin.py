@@ -20,6 +20,7 @@ from .runner import (  # cheap: the adapter imports heavy parts lazily
     STOP_INPUT,
     engine_errors,
     is_xdist_worker,
+    ungated_reason,
 )
 from .settings import MARKER_DOC, register_options, settings_from_pytest
 
@@ -111,6 +112,9 @@ class RobustExplainPlugin:
     # ----------------------------------------------------------------------------------- running
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_call(self, item: pytest.Item) -> Generator[None, None, None]:
+        reason = ungated_reason(item) if not self.marked(item) else None
+        if reason is not None:  # marked, but not in a form pytest expands: never a silent pass
+            pytest.fail(reason, pytrace=False)
         yield  # the test body ran (and passed: a failure raises out of the yield)
         if self.marked(item):
             with Progress.for_config(self.config, self.run) as progress:

@@ -435,6 +435,28 @@ def _slice_param(item: pytest.Item) -> SliceParam | None:
     return value if isinstance(value, SliceParam) else None
 
 
+def ungated_reason(item: pytest.Item) -> str | None:
+    """Why an item carrying the robustness marker was not made a gate, or None (not marked, or a gate).
+
+    pytest expands a marked test into one item per kind while it collects the test function
+    (``pytest_generate_tests``); a marker that reaches the item any other way — a unittest method,
+    ``pytest.param(..., marks=...)``, ``add_marker`` after collection — gates nothing, and the test would
+    pass with no model called: the item fails instead, saying so."""
+    if item.get_closest_marker(MARKER) is None or _slice_param(item) is not None:
+        return None
+    import unittest
+
+    cls = getattr(item, "cls", None)
+    if isinstance(cls, type) and issubclass(cls, unittest.TestCase):
+        how = ("pytest does not parametrize unittest.TestCase methods, so a marked one cannot be expanded: "
+               "write the gate as a plain test function (or a method of a plain class)")
+    else:
+        how = ("the marker reached it after its test function was collected (pytest.param(..., marks=...) "
+               "or add_marker in a hook): put @pytest.mark.robustness on the test function, its class or "
+               "its module (pytestmark)")
+    return f"{item.nodeid}: @pytest.mark.robustness is on this test but nothing was gated: {how}"
+
+
 def _skipped_by_mark(item: pytest.Item) -> bool:
     """Whether pytest will skip the item before its fixtures run: ``skip``, ``skipif`` with a true boolean
     condition (the usual ``skipif(not HAVE_GPU, ...)``), ``xfail(run=False)``. Such an item is not planned,

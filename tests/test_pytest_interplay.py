@@ -554,3 +554,51 @@ def test_runxfail_runs_and_gates_an_xfail_run_false_test(pytester: pytest.Pytest
     pytester.makepyfile(_under("xfail(run=False, reason='tracked')"))
     _template(pytester).assert_outcomes(xfailed=3)
     _template(pytester, "--runxfail").assert_outcomes(passed=3)
+
+
+# ----------------------------------------------------------------------------- markers pytest cannot expand
+def test_a_marker_on_a_unittest_method_fails_the_test_instead_of_passing_ungated(
+        pytester: pytest.Pytester) -> None:
+    pytester.makepyfile("""
+        import unittest
+        import pytest
+
+        class TestExplanations(unittest.TestCase):
+            @pytest.mark.robustness(perturbations=["noise"], severities=[1], users=6)
+            def test_gate(self):
+                pass
+    """)
+    result = _template(pytester)
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*nothing was gated: pytest does not parametrize unittest.TestCase*"])
+
+
+def test_a_marker_given_through_pytest_param_fails_the_test(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile("""
+        import pytest
+
+        GATE = pytest.mark.robustness(perturbations=["noise"], severities=[1], users=6)
+
+        @pytest.mark.parametrize("tone", ["short", pytest.param("long", marks=GATE)])
+        def test_tone(tone):
+            pass
+    """)
+    result = _template(pytester, "-v")
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(["*test_tone?long? FAILED*"])
+    result.stdout.fnmatch_lines(["*nothing was gated: the marker reached it after its test function was "
+                                 "collected (pytest.param*"])
+
+
+def test_a_marker_added_by_a_collection_hook_fails_the_test(pytester: pytest.Pytester) -> None:
+    pytester.makeconftest("""
+        import pytest
+
+        def pytest_collection_modifyitems(items):
+            for item in items:
+                item.add_marker(pytest.mark.robustness(perturbations=["noise"], severities=[1], users=6))
+    """)
+    pytester.makepyfile("def test_late():\n    pass\n")
+    result = _template(pytester)
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*test_late: @pytest.mark.robustness is on this test but nothing was gat*"])
