@@ -284,3 +284,80 @@ def test_junit_properties_survive_xunit1_and_a_prefix(pytester: pytest.Pytester)
     _template(pytester, "--junitxml=j.xml", "--junit-prefix=robust").assert_outcomes(passed=1)
     xml = (pytester.path / "j.xml").read_text(encoding="utf-8")
     assert 'classname="robust.' in xml and 'name="robustexplain_outcome" value="PASS"' in xml
+
+
+# --------------------------------------------------------------------------------- the explainer fixture
+def test_an_unmarked_test_calls_the_configured_explainer_directly(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile("""
+        from pytest_robustexplain.data import default_dataset
+
+        def test_explain_one(explainer):
+            case = default_dataset().cases[0]
+            text = explainer(case.history, case.item)
+            assert isinstance(text, str) and case.item.title in text
+    """)
+    pytester.runpytest("--robustexplain-backend=template").assert_outcomes(passed=1)
+
+
+def test_the_explainer_fixture_without_a_model_skips_with_how_to_configure(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile("def test_explain(explainer):\n    pass\n")
+    result = pytester.runpytest("-rs")
+    result.assert_outcomes(skipped=1)
+    result.stdout.fnmatch_lines(["*no model configured*"])
+
+
+def test_the_explainer_fixture_under_require_model_is_a_usage_error(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile("def test_explain(explainer):\n    pass\n")
+    result = pytester.runpytest("--robustexplain-require-model")
+    assert result.ret != pytest.ExitCode.OK
+    assert "no model configured" in result.stdout.str() + result.stderr.str()
+
+
+def test_a_users_fixture_may_build_on_robustness(pytester: pytest.Pytester) -> None:
+    pytester.makeconftest("""
+        import pytest
+
+        @pytest.fixture
+        def rho(robustness):
+            return robustness.intervals["combined"].mean
+    """)
+    pytester.makepyfile("""
+        import pytest
+
+        @pytest.mark.robustness(perturbations=["noise"], severities=[1, 5], users=6)
+        def test_gate(rho):
+            assert 0.0 < rho <= 1.0
+    """)
+    pytester.runpytest("--robustexplain-backend=template").assert_outcomes(passed=1)
+
+
+# --------------------------------------------------------------------------------- models and warnings
+def test_keyword_selection_by_model_calls_only_that_model(pytester: pytest.Pytester) -> None:
+    from pytest_robustexplain.testing import FakeOllamaServer
+
+    pytester.makepyfile(marked('perturbations=["noise"], severities=[1, 5], users=6'))
+    with FakeOllamaServer(models=("a-model:latest", "b-model:latest")) as server:
+        result = pytester.runpytest("--robustexplain-model=a-model,b-model",
+                                    f"--robustexplain-host={server.url}", "-k", "b-model",
+                                    "--robustexplain-cache=off")
+        result.assert_outcomes(passed=1, deselected=1)
+        assert {r["model"] for r in server.requests if r["prompt"]} == {"b-model:latest"}
+
+
+def test_an_inconclusive_gate_under_warn_passes_with_a_warning_that_w_error_turns_into_a_failure(
+        pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(marked('perturbations=["noise"], severities=[1], users=2, inconclusive="warn"'))
+    warned = pytester.runpytest("--robustexplain-backend=template", "-rw")
+    warned.assert_outcomes(passed=1, warnings=1)
+    warned.stdout.fnmatch_lines(["*RobustExplainWarning*INCONCLUSIVE*"])
+    strict = pytester.runpytest("--robustexplain-backend=template",
+                                "-W", "error::pytest_robustexplain.errors.RobustExplainWarning")
+    strict.assert_outcomes(failed=1)
+
+
+def test_one_user_is_inconclusive_and_says_how_many_would_decide(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(marked('perturbations=["noise"], severities=[1, 5], users=1'))
+    result = pytester.runpytest("--robustexplain-backend=template", "--robustexplain-json=r.json")
+    result.assert_outcomes(failed=1)  # the default policy: an undecided gate fails
+    verdict = read_report(pytester)["gates"][0]["verdict"]
+    assert verdict["outcome"] == "INCONCLUSIVE" and verdict["users_needed"] > 1

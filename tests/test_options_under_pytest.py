@@ -214,3 +214,116 @@ def test_html_and_markdown_reports_name_every_gated_item(pytester: pytest.Pytest
         assert kind in page
         assert re.search(rf"^\| {escaped} \| .* \| PASS \|$", markdown, re.M), kind  # Markdown escapes "_"
     assert page.lstrip().lower().startswith("<!doctype html>")
+
+
+# ------------------------------------------------------------------------- the run's defaults, a bare marker
+BARE = "import pytest\n\n@pytest.mark.robustness\ndef test_gate(robustness):\n    pass\n"
+
+
+def test_a_bare_marker_takes_kinds_severities_and_users_from_the_command_line(
+        pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_gate=BARE)
+    result = _template(pytester, "--robustexplain-perturbations=noise,drift",
+                       "--robustexplain-severities=3", "--robustexplain-users=6", "-v")
+    result.assert_outcomes(passed=3)
+    result.stdout.fnmatch_lines(["*test_gate?noise_injection? PASSED*", "*test_gate?category_drift? PASSED*",
+                                 "*test_gate?overall? PASSED*"])
+    keys = [p["key"] for p in _pairs(pytester) if p["key"]["kind"] in ("noise_injection", "category_drift")]
+    assert {k["severity"] for k in keys} == {3} and len({k["user_id"] for k in keys}) == 6
+
+
+def test_a_command_line_threshold_gates_a_bare_marker_and_the_marker_beats_it(
+        pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_bare=marked('perturbations=["noise"], users=6'),
+                        test_own=marked('perturbations=["noise"], users=6, min_combined=0.3'))
+    result = _template(pytester, "--robustexplain-min-combined=0.99", "-v")
+    result.stdout.fnmatch_lines(["*test_bare.py::test_gate?noise_injection? FAILED*"])
+    result.stdout.fnmatch_lines(["*test_own.py::test_gate?noise_injection? PASSED*"])
+
+
+def test_per_kind_thresholds_from_the_command_line(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_gate=marked('perturbations=["noise", "shuffle"], severities=[1, 5], users=6'))
+    result = _template(pytester, "--robustexplain-per-kind=shuffle.min_combined=0.999", "-v")
+    result.stdout.fnmatch_lines(["*test_gate?noise_injection? PASSED*",
+                                 "*test_gate?temporal_shuffle? FAILED*"])
+
+
+def test_weights_from_the_command_line_make_rho_the_semantic_score(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(_gate())
+    _template(pytester, "--robustexplain-weights=1,0,0,0").assert_outcomes(passed=1)
+    assert all(p["combined"] == pytest.approx(p["semantic"]) for p in _pairs(pytester))
+
+
+def test_alpha_sets_the_intervals_the_verdict_speaks_of(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(_gate())
+    _template(pytester, "--robustexplain-alpha=0.01").assert_outcomes(passed=1)
+    assert "99 % intervals" in read_report(pytester)["gates"][0]["verdict"]["message"]
+
+
+def test_num_ctx_reaches_the_server(pytester: pytest.Pytester, server: FakeOllamaServer) -> None:
+    pytester.makepyfile(_gate())
+    _fake(pytester, server, "--robustexplain-num-ctx=8192").assert_outcomes(passed=1)
+    assert {r["options"]["num_ctx"] for r in server.requests} == {8192}
+
+
+def test_an_embedding_model_adds_the_fifth_metric(pytester: pytest.Pytester,
+                                                  server: FakeOllamaServer) -> None:
+    pytester.makepyfile(_gate())
+    _fake(pytester, server, "--robustexplain-embed-model=fake-model").assert_outcomes(passed=1)
+    assert server.embedded_texts > 0
+    assert all(p.get("embedding") is not None for p in _pairs(pytester))
+
+
+def test_the_openai_backend_sends_the_key_from_the_variable_it_is_told(
+        pytester: pytest.Pytester, server: FakeOllamaServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TEAM_LLM_KEY", "sk-test-123")
+    pytester.makepyfile(_gate())
+    result = pytester.runpytest("--robustexplain-backend=openai", f"--robustexplain-host={server.url}/v1",
+                                "--robustexplain-model=fake-model",
+                                "--robustexplain-api-key-env=TEAM_LLM_KEY")
+    result.assert_outcomes(passed=1)
+    chats = [r for r in server.requests if r["prompt"]]
+    assert chats and all(r["path"].startswith("/v1/") for r in chats)
+    assert {r["authorization"] for r in chats} == {"Bearer sk-test-123"}
+
+
+def test_a_call_that_hangs_past_the_timeout_is_retried(pytester: pytest.Pytester,
+                                                       server: FakeOllamaServer) -> None:
+    server.hang_next(1, seconds=30)
+    pytester.makepyfile(_gate())
+    result = _fake(pytester, server, "--robustexplain-timeout=1", "--robustexplain-retries=2")
+    result.assert_outcomes(passed=1)
+    assert read_report(pytester)["calls"]["failed"] == 0
+
+
+def test_the_cache_dir_option_moves_the_cache(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(_gate())
+    pytester.runpytest("--robustexplain-backend=template", "--robustexplain-cache-dir=shared/cache"
+                       ).assert_outcomes(passed=1)
+    assert (pytester.path / "shared" / "cache").is_dir()
+    assert not (pytester.path / ".robustexplain-cache").exists()
+
+
+def test_max_users_bounds_a_sequential_decision(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(_gate(extra=", users=12, decision='sequential', inconclusive='pass'"))
+    _template(pytester, "--robustexplain-max-users=4").assert_outcomes(passed=1)
+    assert len({p["key"]["user_id"] for p in _pairs(pytester)}) <= 4
+
+
+def test_a_copying_model_fails_the_copy_gate_set_on_the_command_line(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(_gate())
+    with FakeOllamaServer(mode="copycat") as server:
+        result = _fake(pytester, server, "--robustexplain-max-copy-rate=0.1")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*Copy FAIL*"])
+
+
+def test_judge_all_judges_the_perturbed_explanations_too(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(_gate())
+    with FakeOllamaServer(mode="stable") as server:
+        _fake(pytester, server, "--robustexplain-judge-model=fake-model").assert_outcomes(passed=1)
+        originals_only = server.judge_calls
+        server.reset_stats()
+        _fake(pytester, server, "--robustexplain-judge-model=fake-model", "--robustexplain-judge=all"
+              ).assert_outcomes(passed=1)
+        assert server.judge_calls > originals_only == 12  # 6 originals, each also with the history reversed
