@@ -361,3 +361,62 @@ def test_one_user_is_inconclusive_and_says_how_many_would_decide(pytester: pytes
     result.assert_outcomes(failed=1)  # the default policy: an undecided gate fails
     verdict = read_report(pytester)["gates"][0]["verdict"]
     assert verdict["outcome"] == "INCONCLUSIVE" and verdict["users_needed"] > 1
+
+
+# --------------------------------------------------------------------------------- the forms a keyword takes
+def _kinds_and_severities(pytester: pytest.Pytester) -> tuple[set[str], set[int]]:
+    pairs = [p for p in read_report(pytester)["pairs"] if p["key"]["kind"] != "swap"]  # not the guard's
+    return {p["key"]["kind"] for p in pairs}, {p["key"]["severity"] for p in pairs}
+
+
+def test_aliases_and_a_single_kind_as_a_string_are_accepted(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(marked('perturbations="drift", severities=[2], users=6, inconclusive="pass"'))
+    _template(pytester, "--robustexplain-json=r.json").assert_outcomes(passed=1)
+    assert _kinds_and_severities(pytester) == ({"category_drift"}, {2})
+
+
+def test_per_kind_accepts_an_alias_and_min_metric_a_dict_per_metric(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(marked('perturbations=["noise", "shuffle"], severities=[1, 5], users=6, '
+                               'min_metric={"keyword": 0.999}, per_kind={"noise": {"min_metric": 0.0}}'))
+    result = _template(pytester, "-v")
+    result.stdout.fnmatch_lines(["*test_gate?noise_injection? PASSED*",
+                                 "*test_gate?temporal_shuffle? FAILED*"])
+
+
+def test_users_all_runs_every_case(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(marked('perturbations=["noise"], severities=[1], users="all"'))
+    _template(pytester, "--robustexplain-json=r.json").assert_outcomes(passed=1)
+    assert len({p["key"]["user_id"] for p in read_report(pytester)["pairs"]}) == 20  # the bundled cases
+
+
+def test_the_items_follow_the_markers_kind_order(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(marked('perturbations=["missing", "noise", "drift"], severities=[1], users=6'))
+    result = _template(pytester, "--collect-only", "-q")
+    ids = [line.split("[", 1)[1].rstrip("]") for line in result.stdout.lines if "::test_gate[" in line]
+    assert ids == ["missing_values", "noise_injection", "category_drift", "overall"]
+
+
+def test_the_dry_run_under_pytest_prices_each_item_and_skips_it_saying_so(
+        pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_gate=marked('perturbations=["noise", "shuffle"], severities=[1, 5], users=6'))
+    result = _template(pytester, "--robustexplain-dry-run", "-rs")
+    result.assert_outcomes(skipped=3)
+    result.stdout.fnmatch_lines(["robustexplain: dry run — no model is called: 3 gated items, at most * "
+                                 "model calls in all*",
+                                 "robustexplain:   test_gate.py::test_gate[[]overall[]] (template):*24 "
+                                 "pairs "
+                                 "planned*"])
+
+
+def test_the_dry_run_says_a_custom_explainer_is_planned_when_it_runs(pytester: pytest.Pytester) -> None:
+    pytester.makeconftest("""
+        import pytest
+
+        @pytest.fixture
+        def explainer():
+            return lambda history, item: "Because."
+    """)
+    pytester.makepyfile(marked('perturbations=["noise"], severities=[1], users=6'))
+    result = pytester.runpytest("--robustexplain-backend=callable", "--robustexplain-dry-run")
+    result.assert_outcomes(skipped=1)
+    result.stdout.fnmatch_lines(["*own `explainer` fixture*planned when each runs*"])

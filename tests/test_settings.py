@@ -7,7 +7,6 @@ import json
 import re
 from collections.abc import Mapping
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -28,6 +27,8 @@ from pytest_robustexplain.settings import (
     resolve_settings,
     settings_from_pytest,
 )
+
+pytest_plugins = ["pytester"]
 
 _ALIASES = {"noise": "noise_injection", "shuffle": "temporal_shuffle", "dilution": "behavior_dilution",
             "dilute": "behavior_dilution", "drift": "category_drift", "missing": "missing_values"}
@@ -83,35 +84,18 @@ def test_every_option_has_a_help_sentence_and_only_require_model_and_dry_run_are
         assert spec.flag == (spec.name in ("require-model", "dry-run"))
 
 
-class _RecordingParser:
-    def __init__(self) -> None:
-        self.options: dict[str, dict[str, Any]] = {}
-        self.inis: dict[str, dict[str, Any]] = {}
-        self.group_name = ""
-
-    def getgroup(self, name: str, description: str = "") -> _RecordingParser:
-        self.group_name = name
-        return self
-
-    def addoption(self, *names: str, **kwargs: Any) -> None:
-        (name,) = names
-        self.options[name] = kwargs
-
-    def addini(self, name: str, help: str, type: str | None = None, default: Any = "") -> None:
-        self.inis[name] = {"help": help, "type": type, "default": default}
-
-
-def test_register_options_adds_every_option_and_ini_key_with_one_help() -> None:
-    parser = _RecordingParser()
-    register_options(parser)  # type: ignore[arg-type]
-    assert parser.group_name == "robustexplain"
-    assert len(parser.options) == len(parser.inis) == len(OPTIONS)
+def test_every_option_and_ini_key_is_registered_with_pytest_with_one_help(
+        pytester: pytest.Pytester) -> None:
+    config = pytester.parseconfig()
+    for spec in OPTIONS:  # registered (pytest refuses an unknown ini key), and "not given" stays detectable
+        assert config.getoption(spec.dest) is None and config.getini(spec.ini) is None, spec.name
+    out = " ".join(pytester.runpytest("--help").stdout.str().split())  # help lines unwrapped
+    assert "robustness of LLM recommendation explanations:" in out  # the option group
     for spec in OPTIONS:
-        opt, ini = parser.options[spec.cli], parser.inis[spec.ini]
-        assert opt["dest"] == spec.dest and opt["default"] is None
-        assert opt["help"] == ini["help"] == spec.help
-        assert opt["action"] == ("store_true" if spec.flag else "store")
-        assert ini["type"] == "string" and ini["default"] is None
+        assert spec.cli in out and spec.ini in out, spec.name
+        assert " ".join(spec.help.split()[:6]) in out, spec.name  # one help text, for flag and ini key
+    flags = pytester.parseconfig("--robustexplain-require-model", "--robustexplain-dry-run")
+    assert flags.getoption("robustexplain_require_model") is True and flags.getoption("robustexplain_dry_run")
 
 
 def test_registered_options_parse_with_a_real_pytest_parser() -> None:
@@ -464,19 +448,13 @@ def test_users_all_and_models_deduplicated(tmp_path: Path) -> None:
     assert resolve(tmp_path, cli={"robustexplain_model": "a, b,a"}).model == ("a", "b")
 
 
-def test_settings_from_pytest_reads_options_and_ini(tmp_path: Path) -> None:
-    options = {"robustexplain_seed": "11"}
-    inis = {"robustexplain_repeats": "2"}
-    config = SimpleNamespace(
-        getoption=lambda name, default=None: options.get(name, default),
-        getini=lambda name: inis.get(name),
-        rootpath=tmp_path, inipath=tmp_path / "tox.ini",
-        invocation_params=SimpleNamespace(dir=tmp_path),
-    )
-    settings = settings_from_pytest(config, env={"ROBUSTEXPLAIN_USERS": "3"},  # type: ignore[arg-type]
-                                    canonical_kind=canon)
+def test_settings_from_pytest_reads_options_and_ini(pytester: pytest.Pytester) -> None:
+    (pytester.path / "tox.ini").write_text("[pytest]\nrobustexplain_repeats = 2\n", encoding="utf-8")
+    config = pytester.parseconfig("--robustexplain-seed=11")
+    settings = settings_from_pytest(config, env={"ROBUSTEXPLAIN_USERS": "3"}, canonical_kind=canon)
     assert (settings.seed, settings.repeats, settings.users) == (11, 2, 3)
     assert settings.sources["repeats"] == "ini robustexplain_repeats in tox.ini"
+    assert settings.sources["users"] == "ROBUSTEXPLAIN_USERS"
 
 
 # --- the marker -------------------------------------------------------------------------------------
