@@ -11,9 +11,10 @@ built-ins but **not** in the default five (the paper's protocol is unchanged); a
     **title** — the one metadata field every prompt shows the model. Payloads come from
     :data:`PAYLOADS`, one family after another from a random start so every family is used: the families
     ``ignore_previous``, ``role_play``, ``fake_system``, ``delimiter_escape``, ``encoded`` (base64) and
-    ``other_language`` (French). Each payload carries a unique canary token (``CANARY-`` and 8 hex
-    digits) that it tells the model to write. Changes: ``{"injected": [{"position", "item_id",
-    "family", "canary"}]}``.
+    ``other_language`` (French), then the run's own (registered through the hook's ``register_payload``,
+    or for the whole process with :func:`register_payload`). Each payload carries a unique canary token
+    (``CANARY-`` and 8 hex digits) that it tells the model to write. Changes: ``{"injected":
+    [{"position", "item_id", "family", "canary"}]}``.
 ``shilling`` (alias ``shill``)
     ``max(1, round(0.1·s·n))`` interactions with items of one **target** — a brand (``features["brand"]``)
     the user never engaged with, else a category they never engaged with — appended after the user's
@@ -55,9 +56,9 @@ from .perturbations.attacks import (  # noqa: F401  (the kinds' names and payloa
     SHILLING,
     payload,
     prompt_injection,
-    register_payload,
     shilling,
 )
+from .perturbations.registry import register_payload  # noqa: F401  (the process-wide Python API)
 
 
 def _mentions(text: str, value: str) -> bool:

@@ -84,24 +84,40 @@ def engine_errors(*, usage: bool) -> Iterator[None]:
 
 
 def registered_kinds(config: pytest.Config) -> KindRegistry | None:
-    """The run's perturbation kinds: the process's, plus what this config's conftests register through
-    ``pytest_robustexplain_register_perturbations`` — owned by this run, so they never leak into another
-    session in the process (pytester). None when nothing is registered (nothing imported either)."""
+    """The run's perturbation kinds and payload families: the process's, plus what this config's conftests
+    register through ``pytest_robustexplain_register_perturbations`` — owned by this run, so they never
+    leak into another session in the process (pytester). None when nothing is registered (nothing imported
+    either)."""
     kinds: KindRegistry | None = None
 
-    def register(name: str, fn: Any, aliases: tuple[str, ...] = ()) -> None:
+    def registry() -> KindRegistry:
         nonlocal kinds
         if kinds is None:
             from .perturbations import DEFAULT_REGISTRY, KindRegistry
 
             kinds = KindRegistry(base=DEFAULT_REGISTRY)
-        try:
-            kinds.register(name, fn, aliases=aliases)
-        except ConfigError as exc:
-            raise pytest.UsageError(f"pytest_robustexplain_register_perturbations: {exc}") from None
+        return kinds
 
-    config.hook.pytest_robustexplain_register_perturbations(register=register)
+    def register(name: str, fn: Any, aliases: tuple[str, ...] = ()) -> None:
+        with _hook_errors():
+            registry().register(name, fn, aliases=aliases)
+
+    def register_payload(family: str, template: str) -> None:
+        with _hook_errors():
+            registry().register_payload(family, template)
+
+    config.hook.pytest_robustexplain_register_perturbations(register=register,
+                                                            register_payload=register_payload)
     return kinds
+
+
+@contextmanager
+def _hook_errors() -> Iterator[None]:
+    """A registration the hook refuses is the session's usage error, named after the hook."""
+    try:
+        yield
+    except ConfigError as exc:
+        raise pytest.UsageError(f"pytest_robustexplain_register_perturbations: {exc}") from None
 
 
 def is_xdist_worker(config: pytest.Config) -> bool:

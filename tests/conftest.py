@@ -1,23 +1,20 @@
 """Shared test set-up.
 
-pytester's in-process runs drop every module first imported during the inner run when it ends; numpy
-(and so scipy) cannot be imported twice in one process, and a second copy of httpx or httpcore beside the
-first breaks httpx's mapping of httpcore errors (a refused connection surfaced as a bare
-``httpcore.ConnectError`` in whichever test ran after an inner run that first imported them — a flaky,
-order-dependent failure under xdist). The plugin's own modules likewise: an inner run that first imported
-``errors`` and ``explainers.cache`` left the next test with two copies of each — two warning classes, two
-routes for a thread's warnings (before each run owned its queue, the full-disk warning vanished after a
-template run). Importing the heavy modules and every module of the package here, once, keeps them loaded
-across inner runs.
+pytester's in-process runs drop every module first imported during the inner run when it ends. For the
+plugin's own modules that is harmless: a run keeps its state (warning queue, registered kinds, report
+model) on the run object, so a second copy of a module has nothing to disagree with the first about, and
+nothing here imports the package's modules up front. Third-party libraries are another matter: numpy (and
+so scipy) cannot be imported twice in one process, matplotlib keeps its font cache and rc state in its
+modules, and a second copy of httpx or httpcore beside the first breaks httpx's mapping of httpcore errors
+(a refused connection surfaced as a bare ``httpcore.ConnectError`` in whichever test ran after an inner run
+that first imported them — a flaky, order-dependent failure under xdist). So those are imported here, once.
 """
 
 from __future__ import annotations
 
 import html
-import importlib
 import json
 import os
-import pkgutil
 import re
 import shutil
 import subprocess
@@ -28,23 +25,19 @@ from typing import Any
 import anyio  # noqa: F401
 import httpcore  # noqa: F401
 import httpx  # noqa: F401
+import matplotlib.backends.backend_agg
+import matplotlib.figure  # noqa: F401
 import numpy  # noqa: F401
 import ollama  # noqa: F401
 import pytest
 import scipy.stats  # noqa: F401
+import yaml  # noqa: F401
 
-import pytest_robustexplain.explainers.ollama
-import pytest_robustexplain.metrics
-import pytest_robustexplain.perturbations
-import pytest_robustexplain.report.html
-import pytest_robustexplain.stats
+from pytest_robustexplain.metrics import Scorer
 from pytest_robustexplain.testing import FakeOllamaServer
 
 # Building a Scorer imports nltk, textblob and sacrebleu lazily; build one now for the same reason.
-pytest_robustexplain.metrics.Scorer()
-for _module in pkgutil.walk_packages(pytest_robustexplain.__path__, "pytest_robustexplain."):
-    if not _module.name.endswith("__main__"):  # those run a command when imported
-        importlib.import_module(_module.name)
+Scorer()
 
 
 @pytest.fixture

@@ -1,4 +1,4 @@
-"""The five history perturbations of RobustExplain, a registry for custom ones, and their results.
+"""The five history perturbations of RobustExplain and their results (the registry: ``registry``).
 
 Every perturbation takes a user's history (oldest first) and a severity ``s`` in 1–5 and returns a new
 history plus a JSON-serialisable ``changes`` dict saying exactly what changed. With ``n`` the history
@@ -67,21 +67,17 @@ import itertools
 import json
 import math
 import operator
-import threading
 from collections import Counter
-from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
 
 from ..data import Catalog, Interaction, Item, UserHistory
 from ..errors import ConfigError, DataError
-from ..results import CONTROL_KINDS, KIND_NAME, PerturbationResult
-
-PerturbationFn = Callable[[UserHistory, int, Catalog, np.random.Generator],
-                          tuple[UserHistory, dict[str, Any]]]
-"""A perturbation: ``(history, severity, catalog, rng) -> (new_history, changes)``."""
+from ..results import PerturbationResult
+from .registry import DEFAULT_REGISTRY, KindRegistry, register_builtin
 
 NOISE = "noise_injection"
 SHUFFLE = "temporal_shuffle"
@@ -157,150 +153,6 @@ def _describe_known(kind: str, changes: dict[str, Any]) -> str:
                 f"({100 * float(changes['share']):.0f} % of its rated interactions) at "
                 f"{_positions_text([e['position'] for e in entries])}")
     raise KeyError("no known change key")
-
-
-# -------------------------------------------------------------------------------------------- registry
-
-
-@dataclass(frozen=True)
-class Perturbation:
-    """A registered perturbation kind."""
-
-    name: str
-    fn: PerturbationFn
-    aliases: tuple[str, ...]
-    builtin: bool
-
-
-def _normalise(name: str) -> str:
-    return name.strip().lower().replace("-", "_")
-
-
-class KindRegistry:
-    """A registry of perturbation kinds: names, aliases and functions.
-
-    :data:`DEFAULT_REGISTRY` holds the built-ins and what the Python API registers
-    (:func:`register_perturbation`: a process's own choice, as ``warnings.filterwarnings`` is). A pytest run
-    owns a ``KindRegistry(base=DEFAULT_REGISTRY)`` that adds the kinds its conftests register through the
-    hook: they live and die with that run, so two sessions in one process (pytester's inline runs) never
-    see each other's kinds."""
-
-    def __init__(self, base: KindRegistry | None = None) -> None:
-        self._base = base
-        self._entries: dict[str, Perturbation] = {}
-        self._lookup: dict[str, str] = {}  # every accepted spelling (names and aliases) -> canonical name
-        self._lock = threading.Lock()
-
-    def _all(self) -> dict[str, Perturbation]:
-        return {**(self._base._all() if self._base else {}), **self._entries}
-
-    def _spelling(self, name: str) -> str | None:
-        """The canonical name a spelling stands for, here or in the base (a look-up per perturbation)."""
-        found = self._lookup.get(name)
-        return found if found is not None or self._base is None else self._base._spelling(name)
-
-    def names(self) -> tuple[str, ...]:
-        """Canonical names of every kind: the built-ins first, then registered ones in order."""
-        return tuple(self._all())
-
-    def entry(self, canonical: str) -> Perturbation:
-        found = self._entries.get(canonical)
-        if found is not None:
-            return found
-        if self._base is None:
-            raise KeyError(canonical)
-        return self._base.entry(canonical)
-
-    def canonical(self, name: str) -> str:
-        """The canonical name of a kind given by name or alias (case and ``-``/``_`` ignored)."""
-        if not isinstance(name, str):
-            raise ConfigError(f"perturbation kind must be a string, got {name!r}; valid kinds: "
-                              f"{self._valid_text()}")
-        canonical = self._spelling(_normalise(name))
-        if canonical is None:
-            raise ConfigError(f"unknown perturbation kind {name!r}; valid kinds: {self._valid_text()}")
-        return canonical
-
-    def _valid_text(self) -> str:
-        return ", ".join(f"{e.name} ({', '.join(e.aliases)})" if e.aliases else e.name
-                         for e in self._all().values())
-
-    def register(self, name: str, fn: PerturbationFn, *, aliases: Iterable[str] = (),
-                 builtin: bool = False) -> None:
-        """Add a kind (see :func:`register_perturbation`); a clash with a known spelling is a ConfigError."""
-        if isinstance(aliases, str):
-            raise ConfigError(f"aliases of perturbation {name!r} must be a list of names, not the string "
-                              f"{aliases!r}")
-        if not callable(fn):
-            raise ConfigError(f"perturbation {name!r} must be registered with a callable, got {fn!r}")
-        with self._lock:
-            canonical = self._check_new_name(name, "name", ())
-            accepted: list[str] = []
-            for alias in aliases:
-                accepted.append(self._check_new_name(alias, "alias", [canonical, *accepted]))
-            self._entries[canonical] = Perturbation(canonical, fn, tuple(accepted), builtin=builtin)
-            for spelling in (canonical, *accepted):
-                self._lookup[spelling] = canonical
-
-    def unregister(self, name: str) -> None:
-        """Remove a kind registered here; built-ins, and kinds of the base registry, stay."""
-        with self._lock:
-            canonical = self.canonical(name)
-            entry = self._entries.get(canonical)
-            if self.entry(canonical).builtin:
-                raise ConfigError(f"perturbation {canonical!r} is built in and cannot be unregistered")
-            if entry is None:
-                raise ConfigError(f"perturbation {canonical!r} was not registered here (but for the "
-                                  "whole process: unregister it there)")
-            del self._entries[canonical]
-            for spelling in (canonical, *entry.aliases):
-                del self._lookup[spelling]
-
-    def _check_new_name(self, value: object, role: str, taken: Iterable[str]) -> str:
-        if not isinstance(value, str) or not KIND_NAME.match(value):
-            raise ConfigError(f"perturbation {role} {value!r} is not valid: use lowercase letters, digits "
-                              "and underscores, starting with a letter")
-        if value in CONTROL_KINDS:
-            raise ConfigError(f"perturbation {role} {value!r} is reserved for control pairs")
-        owner = self._spelling(value)
-        if owner is not None or value in taken:
-            owner = owner or "this registration"
-            raise ConfigError(f"perturbation {role} {value!r} is already registered (by {owner})")
-        return value
-
-
-DEFAULT_REGISTRY = KindRegistry()  # the built-ins and the Python API's registrations
-
-
-def canonical_kind(name: str) -> str:
-    """The canonical name of a perturbation kind given by name or alias (case and ``-``/``_`` ignored)."""
-    return DEFAULT_REGISTRY.canonical(name)
-
-
-def available_kinds() -> tuple[str, ...]:
-    """Canonical names of every perturbation kind: the built-ins first, then registered ones in order."""
-    return DEFAULT_REGISTRY.names()
-
-
-def register_perturbation(name: str, fn: PerturbationFn, *, aliases: Iterable[str] = ()) -> None:
-    """Register a custom perturbation kind for this process (the Python API; a conftest registers through
-    the ``pytest_robustexplain_register_perturbations`` hook, for its session only).
-
-    ``fn(history, severity, catalog, rng)`` must return ``(new_history, changes)`` like the built-ins:
-    a new :class:`UserHistory` (never mutate the input) and a JSON-serialisable dict; it must draw all its
-    randomness from ``rng``. Names and aliases are lowercase identifiers and may not clash with any
-    registered name or alias (``ConfigError``).
-    """
-    DEFAULT_REGISTRY.register(name, fn, aliases=aliases)
-
-
-def unregister_perturbation(name: str) -> None:
-    """Remove a custom perturbation kind registered with :func:`register_perturbation`; built-ins stay."""
-    DEFAULT_REGISTRY.unregister(name)
-
-
-def register_builtin(name: str, fn: PerturbationFn, aliases: tuple[str, ...]) -> None:
-    DEFAULT_REGISTRY.register(name, fn, aliases=aliases, builtin=True)
 
 
 # ---------------------------------------------------------------------------------- seeds and checks
@@ -639,7 +491,9 @@ def apply_perturbation(history: UserHistory, kind: str, severity: int, *, catalo
                         record=f"user {history.user_id!r}")
     rng = perturbation_rng(seed_value, history.user_id, item_id, canonical, level, repeat_value)
     entry = registry.entry(canonical)
-    output = entry.fn(history, level, _without_item(catalog, item_id), rng)
+    # The injection kind plants the run's payload families: the built-ins and what its conftests added.
+    extra = {"payloads": registry.payloads()} if entry.takes_payloads else {}
+    output = entry.fn(history, level, _without_item(catalog, item_id), rng, **extra)
     perturbed, changes = _checked_output(canonical, history, output)
     return PerturbationResult(kind=canonical, severity=level, repeat=repeat_value, original=history,
                               perturbed=perturbed, changes=changes,

@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from ..data import Catalog, Interaction, UserHistory, rating_scale
-from .core import register_builtin
+from .registry import register_builtin
 
 FLIP = "preference_flip"
 FLIP_SHARE_PER_LEVEL = 0.2  # of the category's rated interactions, per severity level
