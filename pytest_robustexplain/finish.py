@@ -71,7 +71,8 @@ def finish_stopped(run: RobustnessRun) -> list[str]:
                                 spelling=run.engine.spelling)]
 
 
-def print_summary(result: ReportModel, terminalreporter: Any, config: pytest.Config) -> None:
+def print_summary(result: ReportModel, terminalreporter: Any, config: pytest.Config,
+                  line_of: dict[str, int] | None = None) -> None:
     """The "Robustness report" section (one line in quiet mode) and GitHub annotations."""
     from .report.terminal import render_terminal
 
@@ -83,5 +84,5 @@ def print_summary(result: ReportModel, terminalreporter: Any, config: pytest.Con
         terminalreporter.write_sep("=", "robustness report")
     terminalreporter.write_line(text)
     if on_github_actions():
-        for line in github_annotations(result.run):
+        for line in github_annotations(result.run, line_of=line_of):
             terminalreporter.write_line(line)

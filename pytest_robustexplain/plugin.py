@@ -132,9 +132,8 @@ class RobustExplainPlugin:
         return report
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        payload = getattr(report, "robustexplain", None)
-        if payload is not None and not is_xdist_worker(self.config):
-            self.run.record_remote(payload)
+        if self._run is not None:
+            self._run.note_report(report)
 
     # ----------------------------------------------------------------------------------- xdist and stopping
     @pytest.hookimpl(optionalhook=True)
@@ -169,7 +168,7 @@ class RobustExplainPlugin:
         if self.report is not None:
             from .finish import print_summary
 
-            print_summary(self.report, terminalreporter, config)
+            print_summary(self.report, terminalreporter, config, self.run.lines)
         for line, red in self.notes:
             terminalreporter.write_line(f"robustexplain: {line}", red=red, bold=red, yellow=not red)
 

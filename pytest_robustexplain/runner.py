@@ -137,6 +137,7 @@ class RobustnessRun:
         self.lazy = is_xdist_worker(config)  # xdist workers plan only the items they run
         self._engine: Run | None = None
         self._stopper: Stopper | None = None  # SIGTERM and the xdist stop file, once a model will be called
+        self.lines: dict[str, int] = {}  # nodeid -> the test's line (1-based), for GitHub annotations
 
     @property
     def engine(self) -> Run:
@@ -409,6 +410,16 @@ class RobustnessRun:
         return self.engine.partial()  # a controller stopped before any worker's result: nothing yet
 
     # ------------------------------------------------------------------------------- xdist and the end
+    def note_report(self, report: pytest.TestReport) -> None:
+        """Keep a gated item's line from its call report (serial or from an xdist worker: the controller
+        has no items) and merge the pairs a worker's report carries."""
+        payload = getattr(report, "robustexplain", None)
+        gated = payload is not None or self.marked(report.nodeid)
+        if report.when == "call" and gated and report.location[1] is not None:
+            self.lines[report.nodeid] = report.location[1] + 1
+        if payload is not None and not is_xdist_worker(self.config):
+            self.record_remote(payload)
+
     def record_remote(self, payload: Mapping[str, Any]) -> None:
         """Merge what an xdist worker's item report carried (decoded as the JSON report is)."""
         self.engine.merge(payload, source="xdist worker report")

@@ -46,6 +46,16 @@ def test_a_bad_environment_value_is_a_usage_error_naming_the_variable(
     assert "ROBUSTEXPLAIN_USERS=lots" in result.stderr.str()
 
 
+def test_a_misspelt_environment_variable_is_a_usage_error_not_a_default(
+        pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ROBUSTEXPLAIN_MIN_COMBIND", "0.9")  # ignored, the gate would run at 0.5
+    pytester.makepyfile(_gate())
+    result = pytester.runpytest("--robustexplain-backend=template")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*ROBUSTEXPLAIN_MIN_COMBIND: not a robustexplain setting; did you mean "
+                                 "ROBUSTEXPLAIN_MIN_COMBINED?*"])
+
+
 def test_require_model_from_the_environment(pytester: pytest.Pytester,
                                             monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("ROBUSTEXPLAIN_REQUIRE_MODEL", "1")
@@ -115,16 +125,20 @@ def test_a_passing_run_on_actions_writes_a_pass_summary_and_no_error_annotation(
     assert "**Status: PASS**" in summary.read_text(encoding="utf-8")
 
 
-def test_a_failing_run_on_actions_annotates_the_test_file(pytester: pytest.Pytester, server: FakeOllamaServer,
-                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_failing_run_on_actions_annotates_the_test_on_its_line(
+        pytester: pytest.Pytester, server: FakeOllamaServer, monkeypatch: pytest.MonkeyPatch,
+        xdist_args: tuple[str, ...]) -> None:
     summary = pytester.path / "summary.md"
     _on_actions(monkeypatch, summary)
     server.mode = "fragile"
-    pytester.makepyfile(test_gate=_gate())
-    result = run_fake(pytester, server)
-    result.assert_outcomes(failed=1)
-    result.stdout.fnmatch_lines(["::error file=test_gate.py,title=robustness gate FAIL (noise_injection)::"
-                                 "test_gate.py::test_gate[[]noise_injection[]]: *"])
+    pytester.makepyfile(test_gate="import pytest\n\n\ndef test_plain():\n    pass\n\n\n" + _gate())
+    source = (pytester.path / "test_gate.py").read_text(encoding="utf-8").splitlines()
+    line = 1 + next(i for i, text in enumerate(source) if "robustness(" in text)  # pytest's: the decorator
+    # Under -n 2 the controller has no items: the line comes with each worker's report.
+    result = run_fake(pytester, server, *xdist_args)
+    result.assert_outcomes(failed=1, passed=1)
+    result.stdout.fnmatch_lines([f"::error file=test_gate.py,line={line},title=robustness gate FAIL "
+                                 "(noise_injection)::test_gate.py::test_gate[[]noise_injection[]]: *"])
     assert "**Status: FAIL**" in summary.read_text(encoding="utf-8")
 
 

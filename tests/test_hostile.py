@@ -565,6 +565,42 @@ def test_credentials_in_the_host_url_are_sent_and_never_written(
     assert secret not in err and bare in err
 
 
+def test_credentials_in_the_judge_host_are_never_written(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    from pytest_robustexplain.testing import FakeOllamaServer
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("OLLAMA_HOST", raising=False)
+    secret = "s3cr3t-Judge"
+    with FakeOllamaServer() as fake:
+        judge_host = fake.url.replace("http://", f"http://alice:{secret}@")
+        assert cli.main(["run", "--model", "fake-model:latest", "--host", fake.url, "--users", "2",
+                         "--perturbations", "noise", "--severities", "1", "--progress", "off",
+                         "--inconclusive", "warn", "--guard", "warn", "--judge-model", "fake-model:latest",
+                         "--judge-host", judge_host, "--min-faithful-rate", "0", "--cache-dir", "cache",
+                         "--json", "r.json", "--markdown", "r.md", "--html", "r.html"]) == 0
+        judged = [r for r in fake.requests if r["authorization"]]
+        bare = fake.url.removeprefix("http://")
+    assert judged  # the judge's calls carried the credentials
+    out, err = capsys.readouterr()
+    written = [p for p in tmp_path.rglob("*") if p.is_file()]
+    assert written and not [p for p in written if secret in p.read_text(encoding="utf-8", errors="replace")]
+    assert secret not in out + err
+    doc = json.loads((tmp_path / "r.json").read_text(encoding="utf-8"))
+    assert doc["settings"]["judge_host"] == f"http://alice:***@{bare}"
+
+
+@pytest.mark.parametrize("given", [["--host", "http://alice:s3cr3t@127.0.0.1:99999"],  # malformed
+                                   ["--judge-host", "http://alice:s3cr3t@127.0.0.1:8080"]])  # no judge model
+def test_an_error_about_a_host_never_repeats_its_password(given: list[str], tmp_path: Path,
+                                                          monkeypatch: pytest.MonkeyPatch,
+                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.chdir(tmp_path)
+    assert cli.main(["run", "--model", "m", *given, "--dry-run", "--progress", "off"]) == 2
+    err = capsys.readouterr().err
+    assert "s3cr3t" not in err and f"{given[0]}=http://alice:***@127.0.0.1:" in err
+
+
 @pytest.mark.parametrize("host", ["http://[::1", "http://127.0.0.1:abc/v1", "http://127.0.0.1:99999",
                                   "http://127.0.0.1:0"])
 def test_a_malformed_host_is_one_usage_error_from_both_doors(host: str, pytester: pytest.Pytester,

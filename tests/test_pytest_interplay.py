@@ -647,7 +647,7 @@ def test_a_pyproject_list_value_is_read_as_the_list(pytester: pytest.Pytester) -
     pytester.makepyfile(test_gate="import pytest\n\n@pytest.mark.robustness\ndef test_gate(robustness):\n"
                                   "    pass\n")
     # pytest 9 warns that a TOML list for a "string"-typed ini key will be refused by pytest 10: the keys
-    # are registered as strings, so the README's list form works today but is on notice.
+    # are registered as strings, so a list works today but is on notice (the README says so).
     removed_in_10 = getattr(pytest, "PytestRemovedIn10Warning", None)
     with pytest.warns(removed_in_10, match="not a string") if removed_in_10 else contextlib.nullcontext():
         result = _template(pytester, "--collect-only", "-q")

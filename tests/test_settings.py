@@ -397,6 +397,28 @@ def test_api_key_env_error_never_repeats_the_value(tmp_path: Path) -> None:
     assert resolve(tmp_path, cli={"robustexplain_api_key_env": "GROQ_KEY"}).api_key_env == "GROQ_KEY"
 
 
+@pytest.mark.parametrize(("name", "meant"), [
+    ("ROBUSTEXPLAIN_MIN_COMBIND", "ROBUSTEXPLAIN_MIN_COMBINED"),  # a typo would leave the gate at 0.5
+    ("ROBUSTEXPLAIN_MODELS", "ROBUSTEXPLAIN_MODEL"),
+    ("ROBUSTEXPLAIN_SEVERITY", "ROBUSTEXPLAIN_SEVERITIES"),
+    ("ROBUSTEXPLAIN_REQUIRE_MODELS", "ROBUSTEXPLAIN_REQUIRE_MODEL"),
+])
+def test_a_near_miss_of_a_setting_in_the_environment_is_an_error_with_the_name_meant(
+        tmp_path: Path, name: str, meant: str) -> None:
+    message = config_error(tmp_path, env={name: "sk-secret-0123"})
+    assert message == f"{name}: not a robustexplain setting; did you mean {meant}?"  # never the value
+
+
+def test_other_variables_under_the_prefix_stay_ignored(tmp_path: Path) -> None:
+    env = {"ROBUSTEXPLAIN_REAL_LLM_URL": "http://127.0.0.1:8088",  # a test suite's own variable
+           "ROBUSTEXPLAIN_MODELS": "",  # blank: CI exports empty variables for missing secrets
+           "ROBUSTEXPLAIN_API_KEY": "sk-0123",  # the variable api-key-env names is the user's to choose
+           "ROBUSTEXPLAIN_USERS": "3"}
+    settings = resolve(tmp_path, env=env, cli={"robustexplain_api_key_env": "ROBUSTEXPLAIN_API_KEY"})
+    assert settings.users == 3 and settings.api_key_env == "ROBUSTEXPLAIN_API_KEY"
+    assert "ROBUSTEXPLAIN_API_KEY" in config_error(tmp_path, env=env)  # without the exemption: a near miss
+
+
 # --- value forms ------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize(("raw", "levels"), [

@@ -18,6 +18,7 @@ from .decide import (
     with_guard,
     with_regression,
 )
+from .interrupt import SweepFailed, SweepInterrupted
 from .plan import (
     LARGE_PLAN_CALLS,
     GatedSlice,
@@ -33,7 +34,7 @@ from .plan import (
     slice_spec,
 )
 from .reports import RunOutcome, close_explainers, model_record, write_reports
-from .run import Run, SweepFailed, SweepInterrupted
+from .run import Run
 from .setup import (
     DEFAULT_CACHE_DIR,
     backend_options,

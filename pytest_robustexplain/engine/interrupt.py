@@ -1,4 +1,5 @@
-"""Stopping a run from outside: SIGTERM as Ctrl-C, a stop file for xdist workers, and how to resume.
+"""Stopping a run from outside: SIGTERM as Ctrl-C, a stop file for xdist workers, how to resume, and what a
+stopped :meth:`~.run.Run.run_all` raises (:class:`SweepInterrupted`, :class:`SweepFailed`: the partial run).
 
 CI runners and process managers stop a job with SIGTERM (GitHub Actions sends SIGINT, then SIGTERM, on
 cancel; ``timeout`` and systemd send SIGTERM alone). Python's default is to die at once: no partial report,
@@ -21,10 +22,34 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..errors import BackendError, RobustExplainError
 from ..settings import PYTEST_SPELLING, Spelling
 
 if TYPE_CHECKING:
     from ..results import RunResult
+
+
+class SweepInterrupted(KeyboardInterrupt):
+    """Ctrl-C during :meth:`Run.run_all`: ``partial`` is the run up to that moment.
+
+    A KeyboardInterrupt subclass, so code that does not know about it still stops as on Ctrl-C. The
+    finished pairs' explanations are already in the response cache; rerunning resumes from them.
+    """
+
+    def __init__(self, partial: RunResult, how: str = "interrupted") -> None:
+        super().__init__(how)
+        self.partial = partial
+        self.how = how  # "interrupted" (Ctrl-C) or "terminated (SIGTERM)"
+
+
+class SweepFailed(BackendError):
+    """The backend broke off during :meth:`Run.run_all` (a server killed mid-run, every call failing):
+    the error, and in ``partial`` the run up to that moment, as for Ctrl-C (finished pairs are cached)."""
+
+    def __init__(self, error: RobustExplainError, partial: RunResult) -> None:
+        super().__init__(str(error))
+        self.error = error
+        self.partial = partial
 
 
 class Terminated(KeyboardInterrupt):

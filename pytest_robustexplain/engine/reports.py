@@ -1,15 +1,18 @@
-"""The run's report files: every writer the settings ask for, the GitHub step summary, and the model
-facts as the record keeps them. A report that cannot be written is one message, never a changed verdict."""
+"""The run's record and report files: the record assembled from what the run gathered, every writer the
+settings ask for, the GitHub step summary, and the model facts as the record keeps them. A report that
+cannot be written is one message, never a changed verdict."""
 
 from __future__ import annotations
 
+import datetime as _dt
 import os
-from collections.abc import Callable, Mapping
+import time
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..results import GateResult, ModelInfo, RunResult
+from ..results import GateResult, ModelInfo, PairResult, RunResult
 from ..settings import PYTEST_SPELLING, Spelling
 
 if TYPE_CHECKING:
@@ -93,3 +96,28 @@ def model_record(name: str, info: ModelInfo) -> dict[str, Any]:
         data["extra"] = {**data.get("extra", {}), "resolved_name": info.name}
         data["name"] = name
     return data
+
+
+def run_record(settings: Settings, *, models: Sequence[dict[str, Any]], pairs: Sequence[PairResult],
+               gates: Sequence[GateResult], calls: Mapping[str, int], extra: Mapping[str, Any],
+               started: float, started_at: str) -> RunResult:
+    """The run as one record: its settings with ``extra`` (judge, dataset name, partial-run facts), each
+    item's last gate (a re-decided item replaces its earlier gate), the wall time since ``started``
+    (``time.monotonic``)."""
+    from .. import __version__
+    from ..metrics import metric_signature
+
+    last: dict[str, GateResult] = {}
+    for gate in gates:
+        last[gate.nodeid] = gate
+    return RunResult(
+        signature=metric_signature(weights=settings.weights, embedding=settings.embed_model),
+        seed=settings.seed, models=list(models), settings={**settings.to_dict(), **extra}, pairs=list(pairs),
+        gates=list(last.values()), calls=dict(calls),
+        timings={"wall_s": round(time.monotonic() - started, 3)},
+        started_at=started_at, finished_at=utc_now(), package_version=__version__)
+
+
+def utc_now() -> str:
+    """Now, as the record writes its start and end (UTC, to the second)."""
+    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")

@@ -10,7 +10,6 @@ gated slices and errors into pytest outcomes; the CLI calls :meth:`Run.run_all`.
 
 from __future__ import annotations
 
-import datetime as _dt
 import time
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import asdict, replace
@@ -49,7 +48,7 @@ from .decide import (
     with_polarity,
     with_regression,
 )
-from .interrupt import stop_how
+from .interrupt import SweepFailed, SweepInterrupted, stop_how
 from .judging import RunJudge, polarity_finding
 from .plan import (
     GatedSlice,
@@ -63,7 +62,7 @@ from .plan import (
     slice_spec,
     users_within,
 )
-from .reports import RunOutcome, model_record, write_reports
+from .reports import RunOutcome, model_record, run_record, utc_now, write_reports
 from .setup import (
     build_explainer,
     build_scorer,
@@ -84,29 +83,6 @@ if TYPE_CHECKING:
     from ..results import FaithfulnessResult, PolarityResult
     from ..settings import GateSettings, Settings
     from ..sweep import Counters, SliceResult, SliceSpec, Sweep
-
-
-class SweepInterrupted(KeyboardInterrupt):
-    """Ctrl-C during :meth:`Run.run_all`: ``partial`` is the run up to that moment.
-
-    A KeyboardInterrupt subclass, so code that does not know about it still stops as on Ctrl-C. The
-    finished pairs' explanations are already in the response cache; rerunning resumes from them.
-    """
-
-    def __init__(self, partial: RunResult, how: str = "interrupted") -> None:
-        super().__init__(how)
-        self.partial = partial
-        self.how = how  # "interrupted" (Ctrl-C) or "terminated (SIGTERM)"
-
-
-class SweepFailed(BackendError):
-    """The backend broke off during :meth:`Run.run_all` (a server killed mid-run, every call failing):
-    the error, and in ``partial`` the run up to that moment, as for Ctrl-C (finished pairs are cached)."""
-
-    def __init__(self, error: RobustExplainError, partial: RunResult) -> None:
-        super().__init__(str(error))
-        self.error = error
-        self.partial = partial
 
 
 class Run:
@@ -132,7 +108,7 @@ class Run:
         self.gates: list[GateResult] = []
         self.pairs: dict[PairKey, PairResult] = {}  # pairs of decided slices (this process or reported)
         self.counters: dict[str, int] = {}  # call counters reported by other processes (xdist workers)
-        self.started, self.started_at = time.monotonic(), _utc_now()
+        self.started, self.started_at = time.monotonic(), utc_now()
         self.warnings = WarningQueue()  # this run's warnings from other threads, said at each wait
         self._say = say or (lambda note: None)
         self._make_explainer = make_explainer or (lambda model: None)
@@ -545,9 +521,6 @@ class Run:
         return pace_lines(self.cache_dir, self.settings.backend, by_model, self.settings.max_minutes)
 
     def _record(self, *, partial: bool, pairs: Sequence[PairResult] = ()) -> RunResult:
-        from .. import __version__
-        from ..metrics import metric_signature
-
         counters = dict(self.counters)
         for name, value in self.call_counters().items():
             counters[name] = counters.get(name, 0) + value
@@ -560,14 +533,10 @@ class Run:
             extra["models_changed"] = sorted(self._changed)
         if partial:
             extra.update(partial=True, pairs_planned=self._sweep.counters.pairs_total if self._sweep else 0)
-        return RunResult(
-            signature=metric_signature(weights=self.settings.weights, embedding=self.settings.embed_model),
-            seed=self.settings.seed,
-            models=[model_record(name, self.model_infos[name]) for name in self._models_in_order()],
-            settings={**self.settings.to_dict(), **extra}, pairs=list(pairs),
-            gates=_unique_gates(self.gates), calls=counters,
-            timings={"wall_s": round(time.monotonic() - self.started, 3)},
-            started_at=self.started_at, finished_at=_utc_now(), package_version=__version__)
+        return run_record(self.settings, models=[model_record(name, self.model_infos[name])
+                                                 for name in self._models_in_order()],
+                          pairs=pairs, gates=self.gates, calls=counters, extra=extra,
+                          started=self.started, started_at=self.started_at)
 
     def _models_in_order(self) -> list[str]:
         """The models as the settings list them (an xdist controller learns of them in the order its workers
@@ -603,14 +572,3 @@ class Run:
         if self._sweep is not None:
             self._sweep.close()
         self.flush_warnings()  # anything the sweep's threads warned of after the last wait
-
-
-def _unique_gates(gates: Sequence[GateResult]) -> list[GateResult]:
-    seen: dict[str, GateResult] = {}
-    for gate in gates:
-        seen[gate.nodeid] = gate
-    return list(seen.values())
-
-
-def _utc_now() -> str:
-    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")

@@ -36,7 +36,8 @@ def load_configured_dataset(settings: Settings) -> Dataset:
 
     Every user's history is loaded (donors for the cross-user controls come from all of them). Cases that
     are drawn rather than listed in a cases file come in a seeded order, so the first ``users`` of them
-    (20 by default, on every dataset) are a seeded sample; a cases file keeps its own order.
+    (20 by default) are a seeded sample; a cases file keeps its own order, and so does the bundled set
+    (its 20 cases are listed: the seed changes its perturbations, not which users are asked).
     """
     from .. import data
 

@@ -8,6 +8,7 @@ commands, so nothing in a model reply or an id can end the command or start anot
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from ..results import FAIL, INCONCLUSIVE, INSENSITIVE, RunResult
@@ -32,10 +33,11 @@ def github_step_summary(result: RunResult | ReportModel) -> None:
         handle.write(render_markdown(result) + "\n")
 
 
-def github_annotations(result: RunResult) -> list[str]:
+def github_annotations(result: RunResult, *, line_of: Mapping[str, int] | None = None) -> list[str]:
     """Workflow commands, one per gate that did not pass, so it shows on the pull request: ``::error`` for
     FAIL, INSENSITIVE and an INCONCLUSIVE that the run's ``inconclusive`` policy fails, ``::warning`` for
-    an INCONCLUSIVE it passes; ``file=`` when the gate is a pytest item."""
+    an INCONCLUSIVE it passes; ``file=`` when the gate is a pytest item, and ``line=`` when ``line_of`` (node
+    id -> the test's 1-based line, which pytest's reports give) knows it."""
     lines = []
     inconclusive_fails = str(result.settings.get("inconclusive", "fail")) == "fail"
     for gate in result.gates:
@@ -44,7 +46,8 @@ def github_annotations(result: RunResult) -> list[str]:
             continue
         level = "warning" if outcome == INCONCLUSIVE and not inconclusive_fails else "error"
         path, sep, _ = gate.nodeid.partition("::")
-        where = f"file={_escape_property(path)}," if sep else ""
+        line = (line_of or {}).get(gate.nodeid)
+        where = f"file={_escape_property(path)},{f'line={line},' if line else ''}" if sep else ""
         message = gate.verdict.message or f"robustness gate failed for {gate.slice}"
         lines.append(f"::{level} {where}title=robustness gate {gate.verdict.outcome} "
                      f"({_escape_property(gate.slice)})::{_escape(gate.nodeid + ': ' + message)}")

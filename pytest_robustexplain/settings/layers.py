@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..errors import ConfigError
+from ..sanitize import redact_url
 from .checks import (
     CanonicalKind,
     canonical_kinds,
@@ -24,7 +25,7 @@ from .checks import (
     default_canonical_kind,
     parse_per_kind,
 )
-from .parsers import Invalid, hint
+from .parsers import Invalid, hint, parse_host
 from .record import Settings
 from .table import DOORS, OPTIONS, YAML_NAME, OptionSpec, option
 
@@ -44,6 +45,15 @@ class _Given:
 
 def _show(raw: Any) -> str:
     return raw if isinstance(raw, str) else repr(raw)
+
+
+def _shown(spec: OptionSpec, raw: Any) -> str:
+    """A raw value as a message may repeat it: a host URL without the password of its ``user:password@``
+    (the message goes to a CI log; the value, unparsed, may be a list or malformed)."""
+    if spec.parse is not parse_host:
+        return _show(raw)
+    hosts = raw if isinstance(raw, (list, tuple)) else str(raw).split(",")
+    return ",".join(redact_url(str(h)) for h in hosts)
 
 
 def _blank(raw: Any) -> bool:
@@ -148,23 +158,23 @@ def _find(spec: OptionSpec, layers: _Layers, *, fallbacks: bool = True) -> _Give
     # Only dest names: other plugins' dests (pytest-timeout's "timeout") must never be mistaken for ours.
     raw = layers.cli.get(spec.dest)
     if not _blank(raw) and raw is not False:  # store_true flags are None or True; False is "not given"
-        where = spec.cli if raw is True else f"{spec.cli}={_show(raw)}"
+        where = spec.cli if raw is True else f"{spec.cli}={_shown(spec, raw)}"
         return _Given(raw, spec.cli, where, layers.invocation_dir)
     raw = layers.env.get(spec.env)
     if not _blank(raw):
-        return _Given(raw, spec.env, f"{spec.env}={raw}", layers.invocation_dir)
+        return _Given(raw, spec.env, f"{spec.env}={_shown(spec, raw)}", layers.invocation_dir)
     raw = layers.ini.get(spec.ini)
     if not _blank(raw):
         label = f"ini {spec.ini}{layers.ini_label}"
-        return _Given(raw, label, f"ini {spec.ini}={_show(raw)}{layers.ini_label}", layers.ini_base)
+        return _Given(raw, label, f"ini {spec.ini}={_shown(spec, raw)}{layers.ini_label}", layers.ini_base)
     entry = layers.yaml.get(spec.field)
     if entry is not None and entry.value is not None:
         label = f"{layers.yaml_label}:{entry.line} key {entry.key}"
-        return _Given(entry.value, label, f"{label}={_show(entry.value)}", layers.yaml_base)
+        return _Given(entry.value, label, f"{label}={_shown(spec, entry.value)}", layers.yaml_base)
     for name in spec.env_fallbacks if fallbacks else ():
         raw = layers.env.get(name)
         if not _blank(raw):
-            return _Given(raw, name, f"{name}={raw}", layers.invocation_dir)
+            return _Given(raw, name, f"{name}={_shown(spec, raw)}", layers.invocation_dir)
     return None
 
 
@@ -248,7 +258,33 @@ def resolve_settings(*, cli: Mapping[str, Any], env: Mapping[str, str], ini: Map
         values["per_kind"] = parse_per_kind(values["per_kind"], values, wheres["per_kind"],
                                              canonical_kind or default_canonical_kind)
     _cross_check(values, wheres)
+    check_env_names(env, exempt=values["api_key_env"])
     return Settings(**values, sources=sources)
+
+
+ENV_PREFIX = "ROBUSTEXPLAIN_"
+
+
+def check_env_names(env: Mapping[str, str], *, exempt: str | None = None) -> None:
+    """ConfigError for a ``ROBUSTEXPLAIN_*`` variable that is a near miss of a setting's
+    (``ROBUSTEXPLAIN_MIN_COMBIND``): ignored, it would leave the gate at its default and the build green
+    on a threshold nobody chose. Other names under the prefix may be the project's own (a test suite's
+    ``ROBUSTEXPLAIN_REAL_LLM_URL``, the variable ``api-key-env`` names) and stay ignored, as do blank
+    ones (CI exports empty variables for missing secrets)."""
+    import difflib
+
+    known = {spec.env[len(ENV_PREFIX):] for spec in OPTIONS}
+    for name in sorted(env):
+        if not name.startswith(ENV_PREFIX) or name == exempt or _blank(env[name]):
+            continue
+        suffix = name[len(ENV_PREFIX):]
+        if suffix in known:
+            continue
+        # A stricter cut-off than the did-you-mean of a value: this one turns a variable into an error.
+        close = difflib.get_close_matches(suffix, sorted(known), n=1, cutoff=0.75)
+        if close:
+            raise ConfigError(f"{name}: not a robustexplain "
+                              f"setting; did you mean {ENV_PREFIX}{close[0]}?")
 
 
 def _resolve_values(layers: _Layers, door: str) -> tuple[dict[str, Any], dict[str, str], dict[str, str]]:

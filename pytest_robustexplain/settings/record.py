@@ -150,8 +150,9 @@ class Settings:
         """JSON-ready: paths as strings, tuples as lists, plus ``sources``."""
         out = {f.name: jsonable(getattr(self, f.name)) for f in fields(self) if f.name != "sources"}
         out["sources"] = dict(self.sources)
-        if self.host is not None:  # credentials in a host URL never reach a report
-            out["host"] = ",".join(redact_url(h) for h in self.hosts)
+        for name in ("host", "judge_host"):  # credentials in a host URL never reach a report
+            if getattr(self, name) is not None:
+                out[name] = ",".join(redact_url(h) for h in getattr(self, name).split(","))
         backend = backend_named(self.backend)
         if backend is not None and "num_ctx" not in backend.takes:
             # Recorded only where it was applied: an OpenAI-compatible server keeps its own context, which
