@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
+from .checks import Check, register_check
 from .data import Catalog, Interaction, Item, UserHistory, catalog_from, history_from, item_from
 from .metrics import (
     PairScores,
@@ -31,6 +32,7 @@ from .perturbations import PerturbationResult, available_kinds
 from .perturbations import apply_perturbation as _apply
 
 __all__ = [
+    "Check",
     "PairScores",
     "PerturbationResult",
     "apply_perturbation",
@@ -42,6 +44,7 @@ __all__ = [
     "compute_structural_consistency",
     "history_from",
     "item_from",
+    "register_check",
     "score_pair",
 ]
 

@@ -52,6 +52,32 @@ def pytest_robustexplain_register_perturbations(register: Callable[..., None],
     """
 
 
+@hookspec
+def pytest_robustexplain_register_checks(register_check: Callable[..., None]) -> None:
+    """Add your own checks, gated on every robustness test of the session beside the built-in ones.
+
+    ``register_check(name, predicate, max_rate=0.0, description="")`` takes a per-explanation predicate
+    ``predicate(text, history, item) -> bool`` (True: this explanation has the property counted). Each
+    case's original explanation is read, and the item fails when the share with the property is
+    confidently above ``max_rate`` (a one-sided exact bound at the gate's alpha; ``max_rate=0``: a single
+    hit fails). ``register_check(check)`` takes a :class:`pytest_robustexplain.checks.Check` object
+    instead, for a check that measures and decides in its own way.
+
+    Example (``conftest.py``)::
+
+        import re
+
+        PRICE = re.compile(r"[$€£]\\s?\\d|\\b\\d+(?:\\.\\d\\d)?\\s?(?:dollars|euros|usd)\\b", re.I)
+
+        def pytest_robustexplain_register_checks(register_check):
+            register_check("no_price", lambda text, history, item: bool(PRICE.search(text)),
+                           max_rate=0.0, description="mention a price")
+
+    Each check's row — value with its bounds, limit, outcome, reason — appears in every report. The checks
+    belong to this session's run; ``pytest_robustexplain.checks.register_check`` adds one for the process.
+    """
+
+
 @hookspec(firstresult=True)
 def pytest_robustexplain_make_explainer(settings: Settings, model: str) -> Explainer | None:
     """Return the explainer to use for ``model``, or None to let the configured backend build it.

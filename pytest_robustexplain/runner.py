@@ -21,6 +21,7 @@ from .results import OVERALL, Robustness, RunResult
 from .settings import PYTEST_SPELLING, GateSettings, Settings, apply_marker
 
 if TYPE_CHECKING:
+    from .checks import CheckRegistry
     from .data import Item, UserHistory
     from .engine import ItemPlan, Run, RunOutcome, SliceParam
     from .engine.interrupt import Stopper
@@ -111,13 +112,33 @@ def registered_kinds(config: pytest.Config) -> KindRegistry | None:
     return kinds
 
 
+def registered_checks(config: pytest.Config) -> CheckRegistry | None:
+    """The run's checks: the process's, plus what this config's conftests register through
+    ``pytest_robustexplain_register_checks`` — owned by this run, like its kinds. None when nothing is
+    registered (nothing imported either)."""
+    checks: CheckRegistry | None = None
+
+    def register_check(name: Any, predicate: Any = None, *, max_rate: float = 0.0,
+                       description: str = "") -> None:
+        nonlocal checks
+        with _hook_errors("pytest_robustexplain_register_checks"):
+            if checks is None:
+                from .checks import DEFAULT_CHECKS, CheckRegistry
+
+                checks = CheckRegistry(base=DEFAULT_CHECKS)
+            checks.register(name, predicate, max_rate=max_rate, description=description)
+
+    config.hook.pytest_robustexplain_register_checks(register_check=register_check)
+    return checks
+
+
 @contextmanager
-def _hook_errors() -> Iterator[None]:
+def _hook_errors(hook: str = "pytest_robustexplain_register_perturbations") -> Iterator[None]:
     """A registration the hook refuses is the session's usage error, named after the hook."""
     try:
         yield
     except ConfigError as exc:
-        raise pytest.UsageError(f"pytest_robustexplain_register_perturbations: {exc}") from None
+        raise pytest.UsageError(f"{hook}: {exc}") from None
 
 
 def is_xdist_worker(config: pytest.Config) -> bool:
@@ -130,10 +151,12 @@ class RobustnessRun:
     """The pytest adapter of one :class:`~pytest_robustexplain.engine.Run`: marked items → gated slices,
     engine errors → pytest outcomes, results → xdist payloads. One per config, in ``config.stash``."""
 
-    def __init__(self, config: pytest.Config, settings: Settings, kinds: KindRegistry | None = None) -> None:
+    def __init__(self, config: pytest.Config, settings: Settings, kinds: KindRegistry | None = None,
+                 checks: CheckRegistry | None = None) -> None:
         self.config = config
         self.settings = settings
         self.kinds = kinds  # the kinds this session's conftests registered, over the process's
+        self.checks = checks  # likewise the checks
         self.lazy = is_xdist_worker(config)  # xdist workers plan only the items they run
         self._engine: Run | None = None
         self._stopper: Stopper | None = None  # SIGTERM and the xdist stop file, once a model will be called
@@ -147,7 +170,7 @@ class RobustnessRun:
 
             self._engine = Run(self.settings, base_dir=self.config.rootpath, spelling=PYTEST_SPELLING,
                                say=self._say, cross_process=self.lazy, make_explainer=self._hook_explainer,
-                               kinds=self.kinds)
+                               kinds=self.kinds, checks=self.checks)
         return self._engine
 
     def marked(self, nodeid: str) -> bool:

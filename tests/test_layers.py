@@ -13,6 +13,7 @@ LAYERS: tuple[frozenset[str], ...] = (
     frozenset({"errors", "sanitize", "yaml_limits", "safe_files", "results", "data", "backends"}),
     frozenset({"perturbations", "metrics", "score_cache", "stats", "donors", "grounding", "copying"}),
     frozenset({"guard", "adversarial", "faithfulness", "polarity", "settings"}),
+    frozenset({"checks"}),
     frozenset({"explainers"}),
     frozenset({"sweep", "report"}),
     frozenset({"engine"}),
@@ -31,6 +32,24 @@ INNER: dict[str, tuple[str, ...]] = {
     "metrics": ("base", "weights", "text", "scoring", "api"),
     "sweep": ("records", "planner", "books", "scoring", "loop", "background"),
 }
+# checks/: the interface at the bottom, the registry on top, and one module per check between them that
+# imports only the interface — so a new check is its module, its registration line and its test, with no
+# line here to add.
+CHECK_INTERFACE = ("base", "combine", "controls", "predicate")
+
+
+def _checks_order() -> tuple[str, ...]:
+    modules = {p.stem for p in (PACKAGE / "checks").glob("*.py")} - {"__init__", "registry", *CHECK_INTERFACE}
+    return (*CHECK_INTERFACE, *sorted(modules), "registry")
+
+
+INNER["checks"] = _checks_order()
+
+
+def test_a_check_module_imports_only_the_checks_interface() -> None:
+    for module in _checks_order()[len(CHECK_INTERFACE):-1]:
+        deps = _siblings(PACKAGE / "checks" / f"{module}.py") & set(_checks_order())
+        assert deps <= set(CHECK_INTERFACE), f"checks/{module} imports {sorted(deps - set(CHECK_INTERFACE))}"
 
 
 def _part(path: Path) -> str:

@@ -111,18 +111,21 @@ def _guard_comparison(run_a: RunResult, model_a: str, run_b: RunResult, model_b:
                       markdown: bool) -> str:
     """The cross-user control of both sides: a model can gain ρ by ignoring the user (docs/guard.md)."""
     from ..report.markdown import text as md_text
-    from ..report.summary import faithfulness_line, guard_line, summarize
+    from ..report.summary import checks_line, faithfulness_line, guard_line, summarize
 
     summaries = [(label, summarize(run, model)) for label, run, model in (("A", run_a, model_a),
                                                                            ("B", run_b, model_b))]
-    lines = ["Guard (how much the explanations depend on the user):"]
-    for label, summary in summaries:
-        line = guard_line(summary)
-        lines.append(f"- {label} = {md_text(line)}" if markdown else f"  {label} = {line}")
-    faithful = [(label, faithfulness_line(summary)) for label, summary in summaries]
-    if any(line for _, line in faithful):
-        lines.append("Faithfulness (the judge; a dislike cited as a reason to like; the preference flip):")
-        for label, line in faithful:
+    sections = [("Guard (how much the explanations depend on the user):", guard_line, True),
+                ("Faithfulness (the judge; a dislike cited as a reason to like; the preference flip):",
+                 faithfulness_line, False),
+                ("More checks (registered by a conftest or the Python API):", checks_line, False)]
+    lines = []
+    for title, line_of, always in sections:
+        said = [(label, line_of(summary)) for label, summary in summaries]
+        if not always and not any(line for _, line in said):
+            continue
+        lines.append(title)
+        for label, line in said:
             line = line or "not measured"
             lines.append(f"- {label} = {md_text(line)}" if markdown else f"  {label} = {line}")
     return "\n".join(lines)

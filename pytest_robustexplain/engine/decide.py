@@ -3,86 +3,120 @@ regression against a baseline and the inconclusive policy — one set of rules f
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ..errors import ConfigError, DataError
 from ..results import OVERALL, Robustness
 
 if TYPE_CHECKING:
+    from ..checks import Check, CheckRegistry, Evidence
     from ..perturbations import PerturbationResult
-    from ..results import FaithfulnessResult, GuardResult, PairResult, PolarityResult, RunResult, Verdict
+    from ..results import PairResult, RunResult, Verdict
     from ..settings import GateSettings, Settings
     from ..stats import NonInferiorityResult
     from ..sweep import SliceResult
     from .plan import GatedSlice
 
 
-def decide(gate: GateSettings, sliced: SliceResult, kind: str | None = None) -> Verdict:
-    """The verdict of a finished slice: the sequential gate's when it ran one, else ``stats.gate``.
+def decide(gate: GateSettings, sliced: SliceResult, kind: str | None = None, *,
+           measured: Mapping[str, Any] | None = None, checks: CheckRegistry | None = None) -> Verdict:
+    """The verdict of a finished slice: the registry's checks (``checks/``) in order, folded by the one
+    combining rule, with the rules that make a slice "Not measured" between the checks of its scores and
+    the checks that read its text.
 
-    Raises DataError when the slice has no scored pair (every perturbation left the histories
-    unchanged): there is nothing to decide on, and that must not read as a PASS. The opt-in
-    ``preference_flip`` pairs are decided by their own rule (:func:`with_flip`), never by the stability
-    thresholds: a faithful explainer should change there.
+    ``measured`` holds what the engine measured for a check with its own services (the judge's finding,
+    polarity's), by check name. Raises DataError when the slice has no scored pair (every perturbation
+    left the histories unchanged): there is nothing to decide on, and that must not read as a PASS. The
+    opt-in ``preference_flip`` pairs are decided by the flip check, never by the stability thresholds: a
+    faithful explainer should change there; an item of that kind alone is decided by it alone.
     """
-    from .. import stats
-    from ..perturbations.flip import FLIP
+    from ..checks import DEFAULT_CHECKS
 
-    flips = [p for p in sliced.pairs if p.key.kind == FLIP]
-    if flips:
-        return with_flip(gate, sliced, flips, kind)
+    registry = list(checks if checks is not None else DEFAULT_CHECKS)
+    evidence = evidence_of(gate, sliced, kind, measured)
+    # The first check's (stability's) measurement is the verdict the others decide on.
+    start, rest = registry[0], registry[1:]
+    before = [c for c in rest if not c.after_validity]
+    after = [c for c in rest if c.after_validity]
+    if sliced.pairs and not evidence.pairs:  # the flip kind alone
+        flip_only = _flip_only(gate, sliced, evidence, after)
+        return run_checks(flip_only, evidence, [c for c in after if c.name != "flip"])
     if not sliced.pairs and sliced.out_of_time is not None:
-        return _unmeasured_in_time(gate, sliced, kind)
+        return run_checks(_unmeasured_in_time(gate, sliced, kind), evidence, after)
     if not sliced.pairs:
         raise DataError(f"model {sliced.spec.model!r}: no pair to score in slice {sliced.spec.slice_id!r}: "
                         f"all {sliced.trivial} planned perturbations left the history unchanged "
                         "(histories too short for these kinds and severities?)")
-    if sliced.gate is not None:
-        verdict = sliced.gate.verdict(sliced.pairs)
-    else:
-        verdict = stats.gate(sliced.pairs, thresholds=gate.thresholds(kind), mode=gate.decision,
-                             alpha=gate.alpha, inconclusive_policy=gate.inconclusive)
-    verdict = with_attacks(verdict, gate, sliced)
-    if sliced.spec.donors:
-        verdict = with_guard(verdict, gate, sliced, kind)
-    every = (*sliced.pairs, *sliced.controls, *sliced.swaps)
+    verdict = run_checks(_started(start, evidence), evidence, before)
+    every = (*evidence.pairs, *sliced.controls, *sliced.swaps)
     verdict = with_cut_replies(with_empty_replies(verdict, every), every)
-    return with_time_budget(with_unfit_prompts(verdict, every), sliced)
+    verdict = with_time_budget(with_unfit_prompts(verdict, every), sliced)
+    return run_checks(verdict, evidence, after)
 
 
-def with_flip(gate: GateSettings, sliced: SliceResult, flips: Sequence[PairResult], kind: str | None
-              ) -> Verdict:
-    """A slice with preference_flip pairs: the flip kind's own item is decided by the flip rule alone;
-    a slice with other kinds too is decided on those, and the flip's finding added to it (a FAIL fails
-    the gate, an INCONCLUSIVE leaves a passing one undecided)."""
+def evidence_of(gate: GateSettings, sliced: SliceResult, kind: str | None,
+                measured: Mapping[str, Any] | None = None) -> Evidence:
+    """What the checks of a finished slice read: its pairs apart from the flip kind's, the controls, the
+    cross-user controls under the slice's weights, the cases."""
+    from ..checks import Evidence
+    from ..perturbations.flip import FLIP
+    from ..sweep import reweighted
+
+    spec = sliced.spec
+    return Evidence(gate, kind, [p for p in sliced.pairs if p.key.kind != FLIP], tuple(sliced.controls),
+                    [reweighted(s, spec.weights) for s in sliced.swaps], kinds=tuple(spec.kinds),
+                    donors=bool(spec.donors), cases=spec.cases,
+                    flips=[p for p in sliced.pairs if p.key.kind == FLIP], sequential=sliced.gate,
+                    measured={k: v for k, v in (measured or {}).items() if v is not None})
+
+
+def run_checks(verdict: Verdict, evidence: Evidence, checks: Sequence[Check]) -> Verdict:
+    """The verdict after ``checks``: each measured, its record kept and its row written; each stage's
+    decisions folded by the combining rule (``checks/combine.py``)."""
+    from dataclasses import replace
+    from itertools import groupby
+
+    from ..checks import apply_stage
+
+    findings = dict(verdict.findings)
+    for _, stage in groupby(checks, key=lambda c: c.group):
+        decided = []
+        for check in stage:
+            found = check.measure(evidence)
+            if found is None:
+                continue
+            verdict = check.keep(verdict, found)
+            findings[check.name] = check.finding(found, evidence)
+            decided.append((check, check.decide(found, evidence)))
+        verdict = apply_stage(verdict, decided)
+    return replace(verdict, findings=findings)
+
+
+def _started(start: Check, evidence: Evidence) -> Verdict:
+    """The verdict the checks start from (stability's), with its row."""
     from dataclasses import replace
 
-    from .. import stats
-    from ..perturbations.flip import FLIP
-    from ..polarity import evaluate_flip
-    from ..results import FAIL, INCONCLUSIVE, INSENSITIVE, PASS, Verdict
+    verdict = start.measure(evidence)
+    assert verdict is not None  # stability always measures a slice with pairs
+    return replace(verdict, findings={start.name: start.finding(verdict, evidence)})
 
-    rest = [p for p in sliced.pairs if p.key.kind != FLIP]
-    floor = stats.noise_floor(sliced.controls)
-    found = evaluate_flip(flips, floor=floor.mean if floor is not None else 1.0, robust=rest,
-                          min_sensitivity=gate.min_flip_sensitivity, decision=gate.decision, alpha=gate.alpha)
-    every = (*flips, *sliced.controls, *sliced.swaps)
-    if kind == FLIP or not rest:
-        verdict = Verdict(found.outcome, (), mode=gate.decision, message=f"Preference flip {found.outcome}: "
-                                                                            f"{found.message}.", flip=found)
-        return with_cut_replies(with_unfit_prompts(verdict, every), every)
-    scored = [p for p in sliced.scored if p.key.kind != FLIP]
-    verdict = decide(gate, replace(sliced, pairs=rest, scored=scored), kind)
-    if found.outcome == PASS:
-        return replace(verdict, flip=found)
-    outcome = (verdict.outcome if verdict.outcome == INSENSITIVE else FAIL) if found.outcome == FAIL else (
-        INCONCLUSIVE if verdict.outcome == PASS else verdict.outcome)
-    return replace(verdict, outcome=outcome, flip=found,
-                   message=f"Preference flip {found.outcome}: {found.message}. The other kinds: "
-                           f"{verdict.message}")
+
+def _flip_only(gate: GateSettings, sliced: SliceResult, evidence: Evidence, after: Sequence[Check]
+               ) -> Verdict:
+    """An item of the flip kind alone: the flip check's outcome is the verdict; replies cut at the token
+    limit or prompts that did not fit still leave it unmeasured."""
+    from ..results import Verdict
+
+    flip = next(c for c in after if c.name == "flip")
+    found = flip.measure(evidence)
+    assert found is not None  # the slice has flip pairs
+    verdict = Verdict(found.outcome, (), mode=gate.decision, message=f"Preference flip {found.outcome}: "
+                      f"{found.message}.", flip=found, findings={flip.name: flip.finding(found, evidence)})
+    every = (*evidence.flips, *sliced.controls, *sliced.swaps)
+    return with_cut_replies(with_unfit_prompts(verdict, every), every)
 
 
 def with_empty_replies(verdict: Verdict, pairs: Sequence[PairResult]) -> Verdict:
@@ -201,149 +235,20 @@ def with_cut_replies(verdict: Verdict, pairs: Sequence[PairResult]) -> Verdict:
 
 
 def with_attacks(verdict: Verdict, gate: GateSettings, sliced: SliceResult) -> Verdict:
-    """The verdict with the adversarial kinds' outcomes (prompt injection, shilling), when the slice ran
-    them: an attack that succeeded more often than its limit fails the gate, with the reason."""
-    from dataclasses import replace
+    """The verdict with the adversarial kinds' checks (``checks/attacks.py``) decided on it."""
+    from ..checks import DEFAULT_CHECKS
 
-    from ..adversarial import ATTACK_KINDS, INJECTION, SHILLING, describe_attack, evaluate_attacks
-    from ..results import FAIL
-
-    if not any(k in ATTACK_KINDS for k in sliced.spec.kinds):
-        return verdict
-    attacks = evaluate_attacks(sliced.pairs, {INJECTION: gate.max_injection_rate,
-                                              SHILLING: gate.max_hijack_rate}, confidence=1 - gate.alpha)
-    failed = [a for a in attacks if a.outcome == FAIL]
-    if not failed:
-        return replace(verdict, attacks=attacks)
-    reasons = " ".join(f"Security FAIL: {describe_attack(a)}." for a in failed)
-    return replace(verdict, outcome=FAIL, attacks=attacks,
-                   message=f"{reasons} Stability alone: {verdict.message}")
-
-
-def with_polarity(verdict: Verdict, found: PolarityResult | None) -> Verdict:
-    """The verdict with preference polarity: recorded always; with ``max-misattributed-rate`` a rate
-    confidently above it fails the gate."""
-    from dataclasses import replace
-
-    from ..results import FAIL, INSENSITIVE
-
-    if found is None:
-        return verdict
-    if found.outcome != FAIL:
-        return replace(verdict, polarity=found)
-    outcome = verdict.outcome if verdict.outcome == INSENSITIVE else FAIL
-    return replace(verdict, outcome=outcome, polarity=found,
-                   message=f"Polarity FAIL: {found.message}. Without it: {verdict.message}")
-
-
-def with_faithfulness(verdict: Verdict, found: FaithfulnessResult | None) -> Verdict:
-    """The verdict with the judge's finding: recorded always; with ``min-faithful-rate`` a rate confidently
-    below it fails the gate, and a passing gate the judge could not decide becomes INCONCLUSIVE (the
-    ``inconclusive`` policy decides) — the gate passes only on evidence."""
-    from dataclasses import replace
-
-    from ..results import FAIL, INCONCLUSIVE, INSENSITIVE, PASS
-
-    if found is None:
-        return verdict
-    if found.outcome not in (FAIL, INCONCLUSIVE):
-        return replace(verdict, faithfulness=found)
-    if found.outcome == FAIL:
-        outcome = verdict.outcome if verdict.outcome == INSENSITIVE else FAIL
-        label = "Faithfulness FAIL"
-    else:
-        outcome = INCONCLUSIVE if verdict.outcome == PASS else verdict.outcome
-        label = "Faithfulness INCONCLUSIVE"
-    return replace(verdict, outcome=outcome, faithfulness=found,
-                   message=f"{label}: {found.message}. Without the judge: {verdict.message}")
+    return run_checks(verdict, evidence_of(gate, sliced, None),
+                      [c for c in DEFAULT_CHECKS if c.group == "attacks"])
 
 
 def with_guard(verdict: Verdict, gate: GateSettings, sliced: SliceResult, kind: str | None) -> Verdict:
-    """The verdict with the cross-user control's findings, each with its reason in the message:
+    """The verdict with the cross-user control's four checks (sensitivity, relative robustness, copying,
+    grounding: ``checks/``) decided on it."""
+    from ..checks import DEFAULT_CHECKS
 
-    - INSENSITIVE (guard "fail") unless the gate already failed; no evidence that the explanations depend
-      on the user makes a passing gate INCONCLUSIVE (the ``inconclusive`` policy decides);
-    - relative robustness R confidently below the kind's ``min_relative`` fails the gate;
-    - explanations that copy their prompt back more often than ``max_copy_rate`` fail it;
-    - the grounding gate fails a gate whose explanations refer to the history too rarely, or name things
-      from neither the history nor the item too often.
-    """
-    from dataclasses import replace
-
-    from .. import guard as guard_mod
-    from .. import stats
-    from ..adversarial import ATTACK_KINDS
-    from ..sweep import reweighted
-
-    settings = guard_mod.GuardSettings(
-        policy=gate.guard, min_sensitivity=gate.min_sensitivity,
-        max_insensitive_share=gate.max_insensitive_share, max_identical_share=gate.max_identical_share,
-        min_relative=gate.relative_threshold(kind), max_copy_rate=gate.max_copy_rate,
-        min_history_reference=gate.min_history_reference, max_unsupported_rate=gate.max_unsupported_rate,
-        alpha=gate.alpha)
-    floor = stats.noise_floor(sliced.controls)
-    swaps = [reweighted(s, sliced.spec.weights) for s in sliced.swaps]
-    gated = None if kind is not None else relative_pairs(gate, kind, sliced.pairs)
-    found = guard_mod.evaluate(sliced.pairs, swaps, combined_threshold=gate.combined_threshold(kind),
-                               settings=settings, floor=floor.mean if floor is not None else 1.0,
-                               relative_pairs=gated)
-    outcome, notes = _apply(verdict.outcome, _findings(found, attack=kind in ATTACK_KINDS), gate)
-    # The stability verdict stays readable after the guard's finding, labelled so that a failing gate
-    # never reads "PASS" at the start of its reason.
-    message = " ".join([*notes, f"Stability alone: {verdict.message}"]) if notes else verdict.message
-    return replace(verdict, outcome=outcome, message=message, guard=found)
-
-
-def relative_pairs(gate: GateSettings, kind: str | None, pairs: Sequence[PairResult]) -> list[PairResult]:
-    """The pairs whose R the slice gates: a kind's own when R is gated there (none when it is not, like
-    category_drift by default); the overall slice's on the kinds gated at the run's threshold."""
-    threshold = gate.relative_threshold(kind)
-    if threshold is None:
-        return []
-    if kind is not None:
-        return list(pairs)
-    return [p for p in pairs if gate.relative_threshold(p.key.kind) == threshold]
-
-
-def _apply(outcome: str, findings: list[tuple[str, str]], gate: GateSettings) -> tuple[str, list[str]]:
-    """The verdict's outcome after the guard's findings, and the notes that say them."""
-    from ..results import FAIL, INCONCLUSIVE, INSENSITIVE, PASS
-
-    notes: list[str] = []
-    explicit = gate.sources.get("min_history_reference", "default") != "default"
-    for label, text in findings:
-        # guard "warn" turns every control-based finding into a warning, "off" (controls planned only for
-        # an explicit grounding gate) says nothing of the others; that explicit grounding gate is enforced
-        # whatever the guard policy: it is what the user asked the controls for.
-        if gate.guard != "fail" and not (label == "Grounding FAIL" and explicit):
-            if gate.guard == "warn":
-                notes.append(f"Guard warning: {text}")
-            continue
-        notes.append(f"{label}: {text}")
-        if label == INSENSITIVE:
-            outcome = outcome if outcome == FAIL else INSENSITIVE
-        elif label == INCONCLUSIVE:
-            outcome = INCONCLUSIVE if outcome == PASS else outcome
-        else:
-            outcome = outcome if outcome == INSENSITIVE else FAIL
-    return outcome, notes
-
-
-def _findings(found: GuardResult, *, attack: bool) -> list[tuple[str, str]]:
-    """(label, reason) of each control-based check that did not pass, in the order the message gives."""
-    from .. import guard as guard_mod
-    from ..results import FAIL, INCONCLUSIVE, INSENSITIVE
-
-    out = []
-    if found.outcome in (INSENSITIVE, INCONCLUSIVE):
-        out.append((found.outcome, found.message))
-    if found.relative_outcome == FAIL:
-        out.append(("Relative FAIL", guard_mod.relative_message(found, attack=attack)))
-    if found.copy_outcome == FAIL:
-        out.append(("Copy FAIL", guard_mod.copy_message(found)))
-    if found.grounding_outcome == FAIL:
-        out.append(("Grounding FAIL", guard_mod.grounding_message(found)))
-    return out
+    return run_checks(verdict, evidence_of(gate, sliced, kind),
+                      [c for c in DEFAULT_CHECKS if c.group == "controls"])
 
 
 def check_baseline(baseline: RunResult, path: Path, settings: Settings, *, save_flag: str) -> None:
@@ -473,6 +378,7 @@ def outcome_of(nodeid: str, result: Robustness, policy: str) -> Outcome:
 
     passed, warn = judge(result.verdict, policy)
     properties = gate_properties(result.model, result.kind, result.verdict.outcome, len(result.pairs),
-                                 result.intervals, result.guard, result.verdict.faithfulness)
+                                 result.intervals, result.guard, result.verdict.faithfulness,
+                                 result.verdict.findings)
     return Outcome(nodeid, passed, f"{nodeid}: {result.verdict.message}" if warn else None,
                    tuple(properties), result)

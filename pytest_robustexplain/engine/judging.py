@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..results import ORIGINAL, ORIGINAL_FAILED, JudgedText, ModelInfo, PairKey
+from ..results import ORIGINAL, JudgedText, ModelInfo, PairKey
 
 if TYPE_CHECKING:
     from ..data import Catalog, EvalCase, Item, UserHistory
@@ -56,17 +56,10 @@ def judge_jobs(sliced: SliceResult, scope: str,
 
 
 def originals_of(sliced: SliceResult) -> list[tuple[EvalCase, int, str]]:
-    """(case, repeat, text) of each case's original explanation — the first sample (repeat 0) when
-    ``repeats`` > 1, so that the verdicts are independent across cases and exact bounds hold — in order;
-    an original that failed has no text to read."""
-    cases = {(c.user_id, c.item_id): c for c in sliced.spec.cases}
-    originals: dict[tuple[str, str], tuple[int, str]] = {}
-    for p in (*sliced.pairs, *sliced.controls, *sliced.swaps):
-        failed_original = p.failure is not None and p.failure_detail.startswith(ORIGINAL_FAILED)
-        key = (p.key.user_id, p.key.item_id)
-        if not failed_original and p.original.strip() and p.key.repeat < originals.get(key, (1 << 30, ""))[0]:
-            originals[key] = (p.key.repeat, p.original)
-    return [(cases[key], r, text) for key, (r, text) in sorted(originals.items()) if key in cases]
+    """(case, repeat, text) of each case's original explanation (:func:`checks.originals`)."""
+    from ..checks import originals
+
+    return originals(sliced.spec.cases, (*sliced.pairs, *sliced.controls, *sliced.swaps))
 
 
 def polarity_finding(sliced: SliceResult, vocabulary: Vocabulary, gate: GateSettings

@@ -16,6 +16,7 @@ from dataclasses import asdict, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..checks import relative_pairs
 from ..errors import (
     BackendError,
     CacheMissError,
@@ -42,10 +43,7 @@ from .decide import (
     decide,
     outcome_of,
     regression,
-    relative_pairs,
     robustness,
-    with_faithfulness,
-    with_polarity,
     with_regression,
 )
 from .interrupt import SweepFailed, SweepInterrupted, stop_how
@@ -75,6 +73,7 @@ from .setup import (
 )
 
 if TYPE_CHECKING:
+    from ..checks import CheckRegistry
     from ..data import Dataset, EvalCase
     from ..donors import DonorPool
     from ..explainers.base import Explainer
@@ -97,10 +96,12 @@ class Run:
                  spelling: Spelling = PYTEST_SPELLING,
                  say: Callable[[str], None] | None = None, cross_process: bool = False,
                  make_explainer: Callable[[str], Explainer | None] | None = None,
-                 extra_settings: Mapping[str, Any] | None = None, kinds: KindRegistry | None = None) -> None:
+                 extra_settings: Mapping[str, Any] | None = None, kinds: KindRegistry | None = None,
+                 checks: CheckRegistry | None = None) -> None:
         self.settings = settings
         self.spelling = spelling
         self.kinds = kinds  # the run's perturbation kinds (None: the process's registry)
+        self.checks = checks  # the run's checks (None: the process's registry)
         self.cache_dir = cache_directory(settings, base_dir)
         self.cross_process = cross_process
         self.extra_settings = dict(extra_settings or {})
@@ -395,7 +396,8 @@ class Run:
                polarity: PolarityResult | None = None) -> Robustness:
         """The slice's verdict (every rule: the judge's, polarity's, the baseline's), recorded for reports."""
         kind = None if planned.slice == OVERALL else planned.slice
-        verdict = with_polarity(with_faithfulness(decide(planned.gate, sliced, kind), faithfulness), polarity)
+        measured = {"faithfulness": faithfulness, "polarity": polarity}
+        verdict = decide(planned.gate, sliced, kind, measured=measured, checks=self.checks)
         found = None
         baseline = self.baseline
         if baseline is not None:

@@ -18,6 +18,7 @@ from pathlib import Path
 from ..results import (
     OVERALL,
     FaithfulnessResult,
+    Finding,
     GateResult,
     GuardResult,
     Interval,
@@ -38,8 +39,10 @@ def _xml_text(text: str) -> str:
 
 def gate_properties(model: str, slice_name: str, outcome: str, n_pairs: int,
                     intervals: Mapping[str, Interval], guard: GuardResult | None,
-                    faithfulness: FaithfulnessResult | None = None) -> list[tuple[str, str]]:
-    """Scores as JUnit XML properties, so CI dashboards can chart them per test item."""
+                    faithfulness: FaithfulnessResult | None = None,
+                    findings: Mapping[str, Finding] | None = None) -> list[tuple[str, str]]:
+    """Scores as JUnit XML properties, so CI dashboards can chart them per test item; the user's own
+    checks and any other without properties of its own as ``robustexplain_check_<name>`` and its value."""
     props = [("robustexplain_model", model), ("robustexplain_slice", slice_name),
              ("robustexplain_outcome", outcome), ("robustexplain_pairs", str(n_pairs))]
     for quantity, interval in intervals.items():
@@ -58,6 +61,20 @@ def gate_properties(model: str, slice_name: str, outcome: str, n_pairs: int,
                   ("robustexplain_judge_agreement", f"{f.agreed}/{f.compared}")]
         if f.outcome is not None:
             props.append(("robustexplain_faithfulness", f.outcome))
+    return props + _check_properties(findings or {})
+
+
+def _check_properties(findings: Mapping[str, Finding]) -> list[tuple[str, str]]:
+    from ..checks import SECTIONED
+
+    props = []
+    for name, f in findings.items():
+        if name in SECTIONED:  # charted through their own properties above
+            continue
+        props.append((f"robustexplain_check_{name}", f.outcome or "reported"))
+        if f.value is not None:
+            props += [(f"robustexplain_check_{name}_value", f"{f.value.mean:.4f}"),
+                      (f"robustexplain_check_{name}_interval", f"[{f.value.low:.4f}, {f.value.high:.4f}]")]
     return props
 
 
@@ -93,7 +110,7 @@ def _testcase(suite: ET.Element, result: RunResult, gate: GateResult, failed: bo
     pairs = _gate_pairs(result, gate)
     props = gate_properties(gate.model, gate.slice, gate.verdict.outcome, len(pairs),
                             _intervals(gate, pairs, confidence), gate.verdict.guard,
-                            gate.verdict.faithfulness)
+                            gate.verdict.faithfulness, gate.verdict.findings)
     properties = ET.SubElement(case, "properties")
     for key, value in props:
         ET.SubElement(properties, "property", name=_xml_text(key), value=_xml_text(value))

@@ -16,10 +16,12 @@ from ..results import OVERALL, PairResult, RunResult
 from ..sanitize import markdown_inert
 from .comparison import comparison_note, conclusion, delta_text, model_comparisons, table_rows
 from .summary import (
+    CHECKS_TITLE,
     METRIC_DESCRIPTIONS,
     FailedGate,
     ReportModel,
     Summary,
+    check_rows,
     describe_changes,
     explanation_text,
     facts,
@@ -112,6 +114,10 @@ def _details(run: RunResult, summary: Summary, failed: list[FailedGate]) -> list
         lines += ["", "**Faithfulness** (liked vs disliked, from the ratings; the judge, with judge-model)",
                   ""]
         lines += table(["Check", "Value"], [list(row) for row in faithful])
+    mine = check_rows(summary)
+    if mine:
+        lines += ["", f"**{CHECKS_TITLE}**", ""]
+        lines += table(["Check", "Value"], [list(row) for row in mine])
     security = security_rows(summary)
     if security:
         lines += ["", "**Security** (adversarial histories)", ""]

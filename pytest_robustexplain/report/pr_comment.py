@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from ..results import FAIL, INCONCLUSIVE, INSENSITIVE, PASS, GateResult, Interval, RunResult
+from ..results import FAIL, INCONCLUSIVE, INSENSITIVE, PASS, Finding, GateResult, Interval, RunResult
 from ..sanitize import comment_inert
 from .summary import Summary, fmt_interval, model_names, model_outcome, summarize
 
@@ -76,6 +76,7 @@ def _rows(now: Summary, before: Summary | None, margin: float) -> list[list[str]
                          fmt_interval(old_r) if old_r else "—", fmt_interval(g.relative_gate),
                          _delta(g.relative_gate, old_r)])
     rows += _faithfulness_rows(now, before)
+    rows += _check_rows(now, before)
     for attack in now.attacks:
         was = next((a for a in before.attacks if a.kind == attack.kind), None) if before else None
         rows.append([f"{attack.kind} succeeded", f"{was.successes} of {was.n}" if was else "—",
@@ -101,6 +102,27 @@ def _faithfulness_rows(now: Summary, before: Summary | None) -> list[list[str]]:
         rows.append(["Preference flip moved it (ρ_floor − ρ_flip)", fmt_interval(old) if old else "—",
                      fmt_interval(flip.sensitivity), _delta(flip.sensitivity, old)])
     return rows
+
+
+def _check_rows(now: Summary, before: Summary | None) -> list[list[str]]:
+    """The checks without a section of their own (the user's): value beside value, and its change said as
+    better or worse by the side its threshold binds (a ``max`` limit: lower is better)."""
+    rows = []
+    for f in now.checks:
+        was = next((b for b in before.checks if b.check == f.check), None) if before else None
+        rows.append([f"{f.check} ({f.outcome or 'reported'})", fmt_interval(was.value, 2) if was else "—",
+                     fmt_interval(f.value, 2), _finding_delta(f, was)])
+    return rows
+
+
+def _finding_delta(now: Finding, before: Finding | None) -> str:
+    if now.value is None or before is None or before.value is None:
+        return "—"
+    change = now.value.mean - before.value.mean
+    if round(change, 3) == 0:
+        return "±0.000"
+    better = change > 0 if now.bound == "min" else change < 0
+    return f"{change:+.3f} ({'better' if better else 'worse'})"
 
 
 def _count_row(label: str, now: tuple[int, int], before: tuple[int, int] | None) -> list[str]:

@@ -16,11 +16,13 @@ from typing import TYPE_CHECKING
 from ..results import FAIL, METRICS, OVERALL, PairResult, RunResult, answered_by
 from .comparison import comparison_note, conclusion, delta_text, model_comparisons, table_rows
 from .summary import (
+    CHECKS_TITLE,
     METRIC_DESCRIPTIONS,
     UNFIT_LABEL,
     FailedGate,
     ReportModel,
     Summary,
+    check_rows,
     describe_changes,
     explanation_text,
     facts,
@@ -106,12 +108,12 @@ def _model_block(run: RunResult, summary: Summary, width: int, verbose: bool) ->
                              verbose)
     if verbose:
         rest = [_kind_severity_section(summary), _sensitivity_section(summary, width),
-                _faithfulness_section(summary, width), _security_section(summary, width),
-                _facts_section(summary, width)]
+                _faithfulness_section(summary, width), _checks_section(summary, width),
+                _security_section(summary, width), _facts_section(summary, width)]
     else:  # the short report shows the faithfulness checks only when they found or gated something
         shown = summary.faithfulness or summary.flip or (summary.polarity and summary.polarity.misattributed)
-        rest = [_faithfulness_section(summary, width) if shown else [], _security_section(summary, width),
-                _short_facts(summary, width)]
+        rest = [_faithfulness_section(summary, width) if shown else [], _checks_section(summary, width),
+                _security_section(summary, width), _short_facts(summary, width)]
     return "\n\n".join("\n".join(lines) for lines in [head, *tables, failed, *rest] if lines)
 
 
@@ -202,6 +204,10 @@ def _rows_section(title: str, rows: list[tuple[str, str]], width: int) -> list[s
 def _faithfulness_section(summary: Summary, width: int) -> list[str]:
     return _rows_section("Faithfulness (liked vs disliked, from the ratings; the judge, with judge-model)",
                          faithfulness_rows(summary), width)
+
+
+def _checks_section(summary: Summary, width: int) -> list[str]:
+    return _rows_section(CHECKS_TITLE, check_rows(summary), width)
 
 
 def _security_section(summary: Summary, width: int) -> list[str]:

@@ -6,9 +6,12 @@ and :func:`plain`; the report document around them is ``report/json_report.py``.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import os
+import types
+import typing
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -20,6 +23,7 @@ from .records import (
     OUTCOMES,
     SEVERITY_RANGE,
     AttackResult,
+    Finding,
     GateCheck,
     GateResult,
     GuardExample,
@@ -108,6 +112,7 @@ def _check_version(doc: dict[str, Any], source: str) -> None:
 _MISSING = object()
 _TYPE_NAMES = {int: "an integer", str: "a string", bool: "true or false", list: "a list", dict: "an object"}
 T = TypeVar("T")
+R = TypeVar("R")
 
 
 def pair_from_dict(data: Any, *, source: str) -> PairResult:
@@ -428,6 +433,49 @@ class _Reader:
             reordered=self.optional(data, "reordered", bool, record),
             cached=g(data, "cached", bool, record, default=False))
 
+    def record(self, cls: type[R], value: Any, record: str) -> R:
+        """A record read by its dataclass's own fields and types (no hand-written mirror): a field absent
+        from the JSON takes the dataclass's default, an outcome-named field only the outcome words."""
+        data = self.obj(value, record)
+        hints = typing.get_type_hints(cls)
+        values = {}
+        for f in dataclasses.fields(cls):  # type: ignore[arg-type]
+            if f.name not in data and (f.default is not dataclasses.MISSING
+                                       or f.default_factory is not dataclasses.MISSING):
+                continue
+            if f.name not in data:
+                raise self.fail(record, f.name, "missing")
+            values[f.name] = self.typed(hints[f.name], data, f.name, record)
+        return cls(**values)
+
+    def typed(self, hint: Any, data: Mapping[str, Any], name: str, record: str) -> Any:
+        """One field by its type hint: a scalar, ``X | None``, a nested record, ``dict[str, int]``."""
+        args = typing.get_args(hint)
+        if typing.get_origin(hint) in (typing.Union, types.UnionType) and type(None) in args:
+            if data.get(name) is None:
+                return None
+            (hint,) = [a for a in args if a is not type(None)]
+        if name == "outcome":
+            return self.outcome(data, name, record)
+        if dataclasses.is_dataclass(hint):
+            return self.record(hint, data[name], f"{record}.{name}")  # type: ignore[arg-type]
+        if typing.get_origin(hint) is tuple:
+            items = self.get(data, name, list, record)
+            (item_type, _) = typing.get_args(hint)
+            return tuple(self.get({name: v}, name, item_type, f"{record}.{name}[{i}]")
+                         for i, v in enumerate(items))
+        if typing.get_origin(hint) is dict:
+            mapping = self.get(data, name, dict, record)
+            _, value_type = typing.get_args(hint)
+            return {str(k): self.get(mapping, k, value_type, f"{record}.{name}") for k in mapping}
+        return self.get(data, name, hint, record)
+
+    def findings(self, verdict: Mapping[str, Any], record: str) -> dict[str, Finding]:
+        """Each check's row, keyed by check name (absent: a report written before checks had rows)."""
+        rows = self.get(verdict, "findings", dict, record, default={})
+        return {str(name): self.record(Finding, row, f"{record}.findings.{name}")
+                for name, row in rows.items()}
+
     def gate(self, value: Any, record: str) -> GateResult:
         data = self.obj(value, record)
         verdict = self.obj(data.get("verdict"), f"{record}.verdict")
@@ -448,7 +496,8 @@ class _Reader:
                             faithfulness=self.faithfulness(verdict.get("faithfulness"),
                                                            f"{vrec}.faithfulness"),
                             polarity=self.polarity(verdict.get("polarity"), f"{vrec}.polarity"),
-                            flip=self.flip(verdict.get("flip"), f"{vrec}.flip")),
+                            flip=self.flip(verdict.get("flip"), f"{vrec}.flip"),
+                            findings=self.findings(verdict, vrec)),
             thresholds={k: self._number(v, record, f"thresholds.{k}") for k, v in thresholds.items()},
             scope=self.get(data, "scope", dict, record, default={}),
         )

@@ -316,6 +316,33 @@ class AttackResult:
 
 
 @dataclass(frozen=True)
+class Finding:
+    """One check's row in a verdict (``checks/``): the one vocabulary every writer shows — the check, the
+    measured value with its interval, the threshold it was held to, the outcome and the reason.
+
+    ``outcome`` is PASS / FAIL / INCONCLUSIVE / INSENSITIVE, or None for a check measured and reported but
+    not gated (a grounding rate without a limit, the judge without ``min-faithful-rate``). ``bound`` says
+    which side ``threshold`` binds: ``"min"`` (the value must reach it) or ``"max"`` (it must not exceed
+    it). ``enforced`` is False where the outcome only warns (``guard=warn``) or is not gated. ``value``
+    is a rate's or a mean's interval (a share's exact one-sided bounds as its ends); ``counts`` the
+    numbers behind it (e.g. ``{"hits": 2, "explanations": 40}``).
+    """
+
+    check: str
+    outcome: str | None
+    reason: str = ""
+    value: Interval | None = None
+    threshold: float | None = None
+    bound: str = "min"
+    enforced: bool = True
+    counts: dict[str, int] = field(default_factory=dict)
+    examples: tuple[str, ...] = ()  # a few cases behind a failing share, one line each
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
 class Verdict:
     """The decision for one gated slice (a test item: one perturbation kind, or all of them)."""
 
@@ -329,6 +356,9 @@ class Verdict:
     faithfulness: FaithfulnessResult | None = None  # the opt-in judge's finding (judge-model)
     polarity: PolarityResult | None = None  # liked vs disliked (ratings in the history); None without
     flip: FlipResult | None = None  # the counterfactual preference flip, when the slice ran it
+    # Every check's row (``checks/``), keyed by check name in the order they were decided: built-in checks
+    # beside their detailed records above, and the user's own checks, whose row is all there is.
+    findings: Mapping[str, Finding] = field(default_factory=dict)
 
     @property
     def failed_checks(self) -> tuple[GateCheck, ...]:

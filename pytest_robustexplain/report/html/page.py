@@ -13,9 +13,11 @@ from typing import TYPE_CHECKING
 from ...results import FAIL, INCONCLUSIVE, INSENSITIVE, OVERALL, PASS, PairResult, RunResult, metrics_of
 from ..comparison import comparison_note, conclusion, delta_text, table_rows
 from ..summary import (
+    CHECKS_TITLE,
     METRIC_DESCRIPTIONS,
     FailedGate,
     Summary,
+    check_rows,
     describe_changes,
     facts,
     failed_gates,
@@ -101,7 +103,8 @@ def model_section(run: RunResult, summary: Summary, plotter: Plotter | None) -> 
              + (f" · host {e(info.host)}" if info.host else "") + "</p>",
              _gate_table(run, summary), _metric_table(run, summary),
              _heatmap_table(summary, gate_thresholds(run, summary.model)["combined"]),
-             _sensitivity(summary), _faithfulness(summary), _security(summary), _facts(summary)]
+             _sensitivity(summary), _faithfulness(summary), _checks(summary), _security(summary),
+             _facts(summary)]
     if plotter is not None:
         parts.append(plotter.model_charts(summary, gate_thresholds(run, summary.model)))
     for entry in failed_gates(run, summary.model):
@@ -184,6 +187,11 @@ def _faithfulness(summary: Summary) -> str:
         return ""
     return ("<h3>Faithfulness — liked vs disliked, from the ratings; the judge, with judge-model</h3>"
             + _table(["", ""], rows) + _judged(summary))
+
+
+def _checks(summary: Summary) -> str:
+    rows = [[e(label), e(value)] for label, value in check_rows(summary)]
+    return f"<h3>{e(CHECKS_TITLE)}</h3>" + _table(["", ""], rows) if rows else ""
 
 
 _JUDGED_SHOWN = 100  # judged explanations listed with their rationale (the JSON report has every one)

@@ -40,10 +40,14 @@ from .compute import (
     summarize,
 )
 from .findings import (
+    CHECKS_TITLE,
     UNFIT_LABEL,
+    check_rows,
+    checks_line,
     facts,
     faithfulness_line,
     faithfulness_rows,
+    finding_text,
     guard_line,
     guard_properties,
     kind_tests_text,
@@ -75,6 +79,7 @@ from .gates import (
 )
 
 __all__ = [
+    "CHECKS_TITLE",
     "DEFAULT_MIN_COMBINED",
     "DEFAULT_MIN_METRIC",
     "KIND_ORDER",
@@ -87,6 +92,8 @@ __all__ = [
     "Summary",
     "UserStat",
     "check_note",
+    "check_rows",
+    "checks_line",
     "describe_changes",
     "explanation_text",
     "facts",
@@ -96,6 +103,7 @@ __all__ = [
     "faithfulness_line",
     "faithfulness_rows",
     "find_gate",
+    "finding_text",
     "finite",
     "finite_dict",
     "fmt_d",

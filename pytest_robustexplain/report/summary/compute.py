@@ -17,9 +17,14 @@ from typing import TYPE_CHECKING, Any
 from ...results import (
     DEFAULT_MIN_COMBINED,
     DEFAULT_MIN_METRIC,
+    FAIL,
+    INCONCLUSIVE,
+    INSENSITIVE,
     METRICS,
+    PASS,
     AttackResult,
     FaithfulnessResult,
+    Finding,
     FlipResult,
     GateResult,
     GuardResult,
@@ -169,6 +174,9 @@ class Summary:
     polarity: PolarityResult | None = None
     # The counterfactual preference flip over this model's preference_flip pairs; None when not run.
     flip: FlipResult | None = None
+    # The user's own checks (registered through the hook or the Python API): each check's row from the
+    # model's gate where it came out worst.
+    checks: tuple[Finding, ...] = ()
 
     @cached_property
     def kind_tests(self) -> KindDifferences | None:
@@ -234,6 +242,7 @@ class Summary:
             "polarity": plain({k: v for k, v in self.polarity.to_dict().items() if k != "cases"})
             if self.polarity else None,
             "flip": plain(self.flip.to_dict()) if self.flip else None,
+            "checks": [plain(f.to_dict()) for f in self.checks],
         }
 
 
@@ -324,7 +333,28 @@ def _summarize(run: RunResult, model: str) -> Summary:
         faithfulness=model_faithfulness(run, model),
         polarity=model_polarity(run, model),
         flip=model_flip(run, model, pairs, controls),
+        checks=model_checks(run, model),
     )
+
+
+def model_checks(run: RunResult, model: str) -> tuple[Finding, ...]:
+    """The rows of the checks without a section of their own (the user's) over this model's gates: per
+    check, the gate where it came out worst (FAIL before INCONCLUSIVE before PASS; the first on a tie)."""
+    from ...checks import SECTIONED
+
+    worst: dict[str, Finding] = {}
+    for gate in run.gates:
+        if gate.model != model:
+            continue
+        for name, row in gate.verdict.findings.items():
+            if name in SECTIONED:
+                continue
+            if name not in worst or _RANK.get(row.outcome or "", 9) < _RANK.get(worst[name].outcome or "", 9):
+                worst[name] = row
+    return tuple(worst.values())
+
+
+_RANK = {FAIL: 0, INSENSITIVE: 1, INCONCLUSIVE: 2, PASS: 3}
 
 
 def model_flip(run: RunResult, model: str, pairs: Sequence[PairResult], controls: Sequence[PairResult]

@@ -17,6 +17,7 @@ from ...results import (
     ORIGINAL,
     ORIGINAL_FAILED,
     SWAP_KIND,
+    Finding,
     GuardResult,
     Interval,
     too_many_cut,
@@ -188,6 +189,36 @@ def faithfulness_rows(summary: Summary) -> list[tuple[str, str]]:
     """The faithfulness rows every format shows (label, value): preference polarity, and the judge's when
     the run had one; empty when neither measured anything."""
     return [*_polarity_rows(summary), *_flip_rows(summary), *_judge_rows(summary)]
+
+
+# The checks table: every check without a section of its own — the user's (a conftest's, the Python API's).
+CHECKS_TITLE = "More checks (outcome · value [bounds] · limit · reason)"
+
+
+def finding_text(f: Finding) -> str:
+    """One check's row in words, the same in every writer: outcome, the value with its interval, the
+    threshold and the reason."""
+    outcome = f.outcome or "reported, not gated"
+    if f.outcome and not f.enforced:
+        outcome += " (a warning only)"
+    side = "needs ≥" if f.bound == "min" else "at most"
+    limit = "" if f.threshold is None else f" · {side} {f.threshold:g}"
+    return f"{outcome} · {fmt_interval(f.value, 2)}{limit} · {f.reason}"
+
+
+def check_rows(summary: Summary) -> list[tuple[str, str]]:
+    """The rows of the user's own checks (label, value), each followed by its first example."""
+    rows = []
+    for f in summary.checks:
+        rows.append((f.check, finding_text(f)))
+        rows += [(f"{f.check} example", trim(example, 200)) for example in f.examples[:1]]
+    return rows
+
+
+def checks_line(summary: Summary) -> str:
+    """One line on the user's checks of a model (``compare``); empty without any."""
+    parts = [f"{f.check} {f.outcome or 'reported'} {fmt_interval(f.value, 2)}" for f in summary.checks]
+    return f"{summary.model}: " + " · ".join(parts) if parts else ""
 
 
 def _flip_rows(summary: Summary) -> list[tuple[str, str]]:

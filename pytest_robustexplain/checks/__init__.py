@@ -1,0 +1,33 @@
+"""Checks: one interface for every finding of a gated item, one registry, one combining rule.
+
+Each module here is one check (``stability``, ``injection``/``hijack``, ``sensitivity``, ``relative``,
+``copying``, ``grounding``, ``flip``, ``faithfulness``, ``polarity``) over :class:`Check` (``base``); the
+registry (``registry``) orders them and takes the user's own (``register_check``, the hook
+``pytest_robustexplain_register_checks``); :mod:`.combine` is the one rule that folds their decisions into
+an item's verdict. This face only hands names on.
+"""
+
+from .base import SILENT, Check, Decision, Evidence, originals, share_row
+from .combine import apply_stage, combine
+from .controls import relative_pairs
+from .predicate import PredicateCheck, PredicateFound
+from .registry import BUILTIN, DEFAULT_CHECKS, SECTIONED, CheckRegistry, register_check
+
+__all__ = [
+    "BUILTIN",
+    "DEFAULT_CHECKS",
+    "SECTIONED",
+    "SILENT",
+    "Check",
+    "CheckRegistry",
+    "Decision",
+    "Evidence",
+    "PredicateCheck",
+    "PredicateFound",
+    "apply_stage",
+    "combine",
+    "originals",
+    "register_check",
+    "relative_pairs",
+    "share_row",
+]

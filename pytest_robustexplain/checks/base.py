@@ -1,0 +1,149 @@
+"""The interface every check implements, and the evidence it reads.
+
+A check turns one decided slice's evidence into a finding and a decision: it **measures** (``measure``:
+its own record, or None when the slice gave it nothing to measure), **decides** (``decide``: the outcome it
+imposes on the item, if any, and the one sentence that says why) and gives its **row** (``finding``: the
+check, the value with its interval, the threshold, the outcome and the reason — what every writer shows).
+The engine runs the registry's checks in order and folds their decisions into the item's verdict by the one
+combining rule (:mod:`.combine`); a check never edits the verdict itself.
+
+Built-in checks that keep a detailed record for the reports (the cross-user control's ``GuardResult``, the
+attacks, the judge, polarity, the flip) name the :class:`~..results.Verdict` field it goes in
+(``record``); a user's check has its row alone.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, ClassVar
+
+if TYPE_CHECKING:
+    from ..data import EvalCase
+    from ..results import Finding, PairResult, Verdict
+    from ..settings import GateSettings
+
+
+@dataclass
+class Evidence:
+    """What the checks of one slice read: its pairs (ρ under the slice's weights), noise-floor controls,
+    cross-user controls (reweighted alike), cases, the gate and the item's kind (None: the overall slice).
+
+    ``flips`` are the opt-in ``preference_flip`` pairs, kept apart from ``pairs`` (a flip is decided by
+    its own rule, never by the stability thresholds). ``measured`` holds what the engine measured with its
+    own services for a check (the judge's calls; polarity's vocabulary), by check name. Measurements two
+    checks share (the cross-user control behind four of them) are computed once through :meth:`memo`.
+    """
+
+    gate: GateSettings
+    kind: str | None
+    pairs: Sequence[PairResult]
+    controls: Sequence[PairResult] = ()
+    swaps: Sequence[PairResult] = ()
+    kinds: tuple[str, ...] = ()
+    donors: bool = False
+    cases: Sequence[EvalCase] = ()
+    flips: Sequence[PairResult] = ()
+    sequential: Any = None  # the slice's sequential gate (sweep.SequentialGate), when it ran one
+    measured: Mapping[str, Any] = field(default_factory=dict)
+    _memo: dict[str, Any] = field(default_factory=dict, repr=False)
+
+    def memo(self, key: str, compute: Callable[[], Any]) -> Any:
+        """``compute()`` once for this slice, shared by the checks that read it."""
+        if key not in self._memo:
+            self._memo[key] = compute()
+        return self._memo[key]
+
+    @property
+    def floor(self) -> float:
+        """ρ_floor: the noise floor's mean (1 when the slice has no noise-floor controls: temperature 0)."""
+        from .. import stats
+
+        found = self.memo("floor", lambda: stats.noise_floor(self.controls))
+        return found.mean if found is not None else 1.0
+
+
+@dataclass(frozen=True)
+class Decision:
+    """What a check does to its item: ``outcome`` FAIL, INSENSITIVE or INCONCLUSIVE (None: nothing), and
+    ``note``, the sentence the verdict's message leads with ("" when the check has nothing to say)."""
+
+    outcome: str | None = None
+    note: str = ""
+
+
+SILENT = Decision()
+
+
+class Check:
+    """One check over one slice. Subclasses set ``name`` and implement :meth:`measure`, :meth:`decide`
+    and :meth:`finding`; a module, a line in ``registry.BUILTIN`` (or one ``register_check`` call) and a
+    test file make a new one.
+
+    ``stage`` groups checks whose notes share one sentence of context in the verdict's message
+    (``connector`` leads what the item said before them: "Stability alone: …"); a check's own name is its
+    stage unless it says otherwise. ``after_validity`` checks run after the rules that make an item "Not
+    measured" (cut replies, prompts that did not fit, the time budget): they read the explanations' text,
+    which stays evidence when the scores do not. ``settings`` are the gate settings the check reads.
+    """
+
+    name: ClassVar[str] = ""
+    stage: ClassVar[str] = ""
+    connector: ClassVar[str] = "Without it: "
+    record: ClassVar[str | None] = None
+    after_validity: ClassVar[bool] = True
+    settings: ClassVar[tuple[str, ...]] = ()
+    # Whether the writers show this check in a section of its own (from its detailed record): the method's
+    # checks do. Any other check — the user's, or a new built-in without a section — is a row of the
+    # writers' checks table, in the one vocabulary (outcome · value [bounds] · limit · reason).
+    has_section: ClassVar[bool] = False
+
+    def measure(self, evidence: Evidence) -> Any | None:
+        """This check's measurement of the slice, or None when the slice gives it nothing to measure."""
+        raise NotImplementedError
+
+    def decide(self, found: Any, evidence: Evidence) -> Decision:
+        """The outcome ``found`` imposes on the item and the sentence that says why."""
+        raise NotImplementedError
+
+    def finding(self, found: Any, evidence: Evidence) -> Finding:
+        """The row every writer shows."""
+        raise NotImplementedError
+
+    def keep(self, verdict: Verdict, found: Any) -> Verdict:
+        """The verdict with this check's detailed record in its field (``record``), when it has one."""
+        from dataclasses import replace
+
+        return replace(verdict, **{self.record: found}) if self.record else verdict
+
+    @property
+    def group(self) -> str:
+        return self.stage or self.name
+
+
+def originals(cases: Sequence[EvalCase], pairs: Sequence[PairResult]) -> list[tuple[EvalCase, int, str]]:
+    """(case, repeat, text) of each case's original explanation — the first sample (repeat 0) when
+    ``repeats`` > 1, so that the verdicts are independent across cases and exact bounds hold — in order;
+    an original that failed has no text to read."""
+    from ..results import ORIGINAL_FAILED
+
+    by_key = {(c.user_id, c.item_id): c for c in cases}
+    found: dict[tuple[str, str], tuple[int, str]] = {}
+    for p in pairs:
+        failed_original = p.failure is not None and p.failure_detail.startswith(ORIGINAL_FAILED)
+        key = (p.key.user_id, p.key.item_id)
+        if not failed_original and p.original.strip() and p.key.repeat < found.get(key, (1 << 30, ""))[0]:
+            found[key] = (p.key.repeat, p.original)
+    return [(by_key[key], r, text) for key, (r, text) in sorted(found.items()) if key in by_key]
+
+
+def share_row(check: str, outcome: str | None, reason: str, hits: int, n: int, low: float, high: float,
+              threshold: float | None, *, bound: str = "max", enforced: bool = True, confidence: float = 0.95,
+              counted: str = "explanations") -> Finding:
+    """The row of a share (hits of n) with its exact bounds, as every rate-based check writes it."""
+    import math
+
+    from ..results import Finding, Interval
+
+    value = Interval(hits / n if n else math.nan, low, high, n, n, confidence)
+    return Finding(check, outcome, reason, value, threshold, bound, enforced, {"hits": hits, counted: n})

@@ -1,0 +1,56 @@
+"""The one combining rule: how the checks' decisions make an item's verdict.
+
+The verdict starts as the stability check's (the paper's gate on ρ and the four metrics) and takes each
+check's decision in registry order. Precedence, written once:
+
+- **FAIL** fails the item, except one already INSENSITIVE: that the explanations ignore the user is the
+  deeper finding, and it stays the headline (a FAIL that came *before* it — stability, an attack — stays
+  FAIL: INSENSITIVE never clears a failure).
+- **INSENSITIVE** replaces anything but FAIL.
+- **INCONCLUSIVE** turns a PASS into INCONCLUSIVE (the gate passes only on evidence) and leaves any other
+  outcome alone; the ``inconclusive`` policy then decides what an INCONCLUSIVE item does.
+- A decision with no outcome (a passed check; a finding under ``guard=warn``, whose note says
+  "Guard warning") leaves the outcome alone.
+
+The message: the notes of one stage's checks lead, in order, followed by the stage's connector and what the
+item said before them ("Relative FAIL: … Stability alone: PASS …"), so a failed item's first words are the
+check that decided it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from ..results import FAIL, INCONCLUSIVE, INSENSITIVE, PASS
+
+if TYPE_CHECKING:
+    from ..results import Verdict
+    from .base import Check, Decision
+
+
+def combine(outcome: str, effect: str | None) -> str:
+    """The item's outcome after one check's decision (the precedence above)."""
+    if effect == FAIL:
+        return outcome if outcome == INSENSITIVE else FAIL
+    if effect == INSENSITIVE:
+        return outcome if outcome == FAIL else INSENSITIVE
+    if effect == INCONCLUSIVE:
+        return INCONCLUSIVE if outcome == PASS else outcome
+    return outcome
+
+
+def apply_stage(verdict: Verdict, decided: Sequence[tuple[Check, Decision]]) -> Verdict:
+    """The verdict after one stage's decisions: each outcome combined, the notes leading the message."""
+    from dataclasses import replace
+
+    if not decided:
+        return verdict
+    outcome = verdict.outcome
+    for _, decision in decided:
+        outcome = combine(outcome, decision.outcome)
+    notes = [d.note for _, d in decided if d.note]
+    if not notes:
+        return replace(verdict, outcome=outcome)
+    connector = decided[0][0].connector
+    return replace(verdict, outcome=outcome, message=" ".join([*notes, f"{connector}{verdict.message}"]))

@@ -1,0 +1,81 @@
+"""What the four control-based checks share: the cross-user control's measurement of a slice (one
+``guard.evaluate`` for sensitivity, relative robustness, copying and grounding) and the ``guard`` policy
+that turns their findings into failures, warnings or silence."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, ClassVar
+
+from .base import SILENT, Check, Decision, Evidence
+
+if TYPE_CHECKING:
+    from ..results import GuardResult, PairResult
+    from ..settings import GateSettings
+
+
+def relative_pairs(gate: GateSettings, kind: str | None, pairs: Sequence[PairResult]) -> list[PairResult]:
+    """The pairs whose R the slice gates: a kind's own when R is gated there (none when it is not, like
+    category_drift by default); the overall slice's on the kinds gated at the run's threshold."""
+    threshold = gate.relative_threshold(kind)
+    if threshold is None:
+        return []
+    if kind is not None:
+        return list(pairs)
+    return [p for p in pairs if gate.relative_threshold(p.key.kind) == threshold]
+
+
+def measure_controls(evidence: Evidence) -> GuardResult | None:
+    """The cross-user control's finding of the slice (None when the slice planned no donors)."""
+    if not evidence.donors:
+        return None
+    return evidence.memo("controls", lambda: _evaluate(evidence))
+
+
+def _evaluate(evidence: Evidence) -> GuardResult:
+    from .. import guard as guard_mod
+
+    gate, kind = evidence.gate, evidence.kind
+    settings = guard_mod.GuardSettings(
+        policy=gate.guard, min_sensitivity=gate.min_sensitivity,
+        max_insensitive_share=gate.max_insensitive_share, max_identical_share=gate.max_identical_share,
+        min_relative=gate.relative_threshold(kind), max_copy_rate=gate.max_copy_rate,
+        min_history_reference=gate.min_history_reference, max_unsupported_rate=gate.max_unsupported_rate,
+        alpha=gate.alpha)
+    gated = None if kind is not None else relative_pairs(gate, kind, evidence.pairs)
+    return guard_mod.evaluate(evidence.pairs, evidence.swaps, settings=settings, floor=evidence.floor,
+                              combined_threshold=gate.combined_threshold(kind), relative_pairs=gated)
+
+
+class ControlCheck(Check):
+    """A check read from the cross-user control. ``problem`` gives (label, reason) when the finding did not
+    pass; the guard policy decides what that does: ``fail`` applies it, ``warn`` says it as a warning,
+    ``off`` (controls planned only for an explicit grounding gate) says nothing — but that explicit
+    grounding gate is enforced whatever the policy: it is what the user asked the controls for."""
+
+    stage = "controls"
+    has_section = True
+    connector = "Stability alone: "
+    record = "guard"
+    after_validity = False
+    enforced_whatever_the_policy: ClassVar[bool] = False
+
+    def measure(self, evidence: Evidence) -> GuardResult | None:
+        return measure_controls(evidence)
+
+    def problem(self, found: GuardResult, evidence: Evidence) -> tuple[str, str] | None:
+        raise NotImplementedError
+
+    def enforced(self, evidence: Evidence) -> bool:
+        return evidence.gate.guard == "fail" or self.enforced_whatever_the_policy
+
+    def decide(self, found: GuardResult, evidence: Evidence) -> Decision:
+        from ..results import FAIL, INCONCLUSIVE, INSENSITIVE
+
+        problem = self.problem(found, evidence)
+        if problem is None:
+            return SILENT
+        label, text = problem
+        if not self.enforced(evidence):
+            return Decision(None, f"Guard warning: {text}") if evidence.gate.guard == "warn" else SILENT
+        return Decision(label if label in (INSENSITIVE, INCONCLUSIVE) else FAIL, f"{label}: {text}")

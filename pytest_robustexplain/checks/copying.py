@@ -1,0 +1,34 @@
+"""Copying: original explanations that copy their prompt back (``copying.py`` says what counts). FAIL when
+the copy rate is confidently above ``max_copy_rate``."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from .base import Evidence, share_row
+from .controls import ControlCheck
+
+if TYPE_CHECKING:
+    from ..results import Finding, GuardResult
+
+
+class Copying(ControlCheck):
+    name = "copying"
+    settings = ("guard", "max_copy_rate", "alpha")
+
+    def measure(self, evidence: Evidence) -> GuardResult | None:
+        found = super().measure(evidence)
+        return found if found is not None and found.explained else None
+
+    def problem(self, found: GuardResult, evidence: Evidence) -> tuple[str, str] | None:
+        from .. import guard as guard_mod
+        from ..results import FAIL
+
+        return ("Copy FAIL", guard_mod.copy_message(found)) if found.copy_outcome == FAIL else None
+
+    def finding(self, found: GuardResult, evidence: Evidence) -> Finding:
+        from .. import guard as guard_mod
+
+        return share_row(self.name, found.copy_outcome, guard_mod.copy_message(found), found.copies,
+                         found.explained, found.copy_low, found.copy_high, found.max_copy_rate,
+                         enforced=self.enforced(evidence), confidence=1 - evidence.gate.alpha)

@@ -1,0 +1,46 @@
+"""The counterfactual preference flip (opt-in kind ``preference_flip``): inverting the ratings of the
+user's most-engaged category must move the explanation and, once most of the category is flipped, stop it
+citing that category as a reason to like. The opposite of robustness, so decided by its own rule, never by
+the stability thresholds; an item of the flip kind alone is decided by this check alone."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from .base import SILENT, Check, Decision, Evidence
+
+if TYPE_CHECKING:
+    from ..results import Finding, FlipResult
+
+
+class Flip(Check):
+    name = "flip"
+    has_section = True
+    connector = "The other kinds: "
+    record = "flip"
+    settings = ("min_flip_sensitivity", "decision", "alpha")
+
+    def measure(self, evidence: Evidence) -> FlipResult | None:
+        from ..polarity import evaluate_flip
+
+        if not evidence.flips:
+            return None
+        gate = evidence.gate
+        return evidence.memo("flip", lambda: evaluate_flip(
+            evidence.flips, floor=evidence.floor, robust=evidence.pairs,
+            min_sensitivity=gate.min_flip_sensitivity, decision=gate.decision, alpha=gate.alpha))
+
+    def decide(self, found: FlipResult, evidence: Evidence) -> Decision:
+        from ..results import PASS
+
+        if found.outcome == PASS:
+            return SILENT
+        return Decision(found.outcome, f"Preference flip {found.outcome}: {found.message}.")
+
+    def finding(self, found: FlipResult, evidence: Evidence) -> Finding:
+        from ..results import Finding
+
+        return Finding(self.name, found.outcome, f"{found.message}.", found.sensitivity,
+                       found.min_sensitivity, "min", True,
+                       {"pairs": found.n_pairs, "still_liked": found.still_liked,
+                        "majority_pairs": found.majority_pairs})

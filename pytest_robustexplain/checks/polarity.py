@@ -1,0 +1,33 @@
+"""Preference polarity: an original explanation that cites something the user disliked (from the ratings in
+the history) as a reason to like the item. Recorded always (no call); with ``max-misattributed-rate`` a
+rate confidently above it fails the item. The engine reads it with the run's grounding vocabulary and
+hands it in as ``evidence.measured["polarity"]``."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from .base import SILENT, Check, Decision, Evidence, share_row
+
+if TYPE_CHECKING:
+    from ..results import Finding, PolarityResult
+
+
+class Polarity(Check):
+    name = "polarity"
+    has_section = True
+    record = "polarity"
+    settings = ("max_misattributed_rate", "alpha")
+
+    def measure(self, evidence: Evidence) -> PolarityResult | None:
+        return evidence.measured.get(self.name)
+
+    def decide(self, found: PolarityResult, evidence: Evidence) -> Decision:
+        from ..results import FAIL
+
+        return Decision(FAIL, f"Polarity FAIL: {found.message}.") if found.outcome == FAIL else SILENT
+
+    def finding(self, found: PolarityResult, evidence: Evidence) -> Finding:
+        return share_row(self.name, found.outcome, f"{found.message}.", found.misattributed, found.eligible,
+                         found.low, found.high, found.max_rate, enforced=found.outcome is not None,
+                         confidence=1 - evidence.gate.alpha)

@@ -1,0 +1,105 @@
+"""A user's own check in one line: a predicate over each explanation, gated as a share.
+
+``predicate(text, history, item) -> bool`` says whether one explanation has the property counted ("mentions
+a price", "reads above grade 12", "names a competitor"); the check reads each case's original explanation —
+what the recommender serves — and FAILs the item when the share that has the property is confidently
+above ``max_rate`` (a one-sided exact bound at the gate's alpha, as the copy rate is gated). ``max_rate=0``
+means "never": a single hit fails.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from ..errors import ConfigError
+from .base import SILENT, Check, Decision, Evidence, originals, share_row
+
+if TYPE_CHECKING:
+    from ..data import Item, UserHistory
+    from ..results import Finding
+
+Predicate = Callable[["str", "UserHistory", "Item"], bool]
+MAX_EXAMPLES = 3
+
+
+@dataclass(frozen=True)
+class PredicateFound:
+    """What a predicate check measured: ``hits`` of ``n`` explanations have the property, with one-sided
+    exact bounds at alpha, and the first hits (user, item, the explanation) as examples."""
+
+    hits: int
+    n: int
+    low: float
+    high: float
+    examples: tuple[tuple[str, str, str], ...] = ()
+
+
+class PredicateCheck(Check):
+    """A check made of a per-explanation predicate and a limit on the share it is true for."""
+
+    def __init__(self, name: str, predicate: Predicate, *, max_rate: float = 0.0,
+                 description: str = "") -> None:
+        if not callable(predicate):
+            raise ConfigError(f"check {name!r}: the predicate must be callable, got "
+                              f"{type(predicate).__name__}")
+        if not (isinstance(max_rate, (int, float)) and not isinstance(max_rate, bool) and 0 <= max_rate <= 1):
+            raise ConfigError(f"check {name!r}: max_rate must be a number between 0 and 1, got {max_rate!r}")
+        self.name = name  # type: ignore[misc]  # an instance's name: one class serves every user predicate
+        self.predicate = predicate
+        self.max_rate = float(max_rate)
+        self.description = description or f"are flagged by {name}"
+
+    def measure(self, evidence: Evidence) -> PredicateFound | None:
+        from ..guard import share_lower_bound, share_upper_bound
+
+        every = (*evidence.pairs, *evidence.flips, *evidence.controls, *evidence.swaps)
+        texts = originals(evidence.cases, every)
+        if not texts:
+            return None
+        hits = [(case.user_id, case.item_id, text) for case, _, text in texts
+                if self._holds(text, case.history, case.item, case.user_id)]
+        alpha = evidence.gate.alpha
+        return PredicateFound(len(hits), len(texts), share_lower_bound(len(hits), len(texts), alpha),
+                              share_upper_bound(len(hits), len(texts), alpha), tuple(hits[:MAX_EXAMPLES]))
+
+    def _holds(self, text: str, history: UserHistory, item: Item, user: str) -> bool:
+        try:
+            value: Any = self.predicate(text, history, item)
+        except Exception as exc:  # the user's code: one sentence naming the check, never a traceback
+            raise ConfigError(f"check {self.name!r}: its predicate raised {type(exc).__name__}: {exc} "
+                              f"(on user {user}'s explanation)") from None
+        if not (isinstance(value, bool) or type(value).__name__ == "bool_"):
+            raise ConfigError(f"check {self.name!r}: its predicate must return True or False, got "
+                              f"{type(value).__name__} {value!r:.40}")
+        return bool(value)
+
+    def reason(self, found: PredicateFound) -> str:
+        return (f"{found.hits} of {found.n} explanations {self.description} (rate "
+                f"{found.hits / found.n:.2f}, one-sided bounds [{found.low:.2f}, {found.high:.2f}], limit "
+                f"{self.max_rate:g})")
+
+    def outcome(self, found: PredicateFound) -> str:
+        from ..results import FAIL, PASS
+
+        return FAIL if found.low > self.max_rate else PASS
+
+    def decide(self, found: PredicateFound, evidence: Evidence) -> Decision:
+        from ..results import FAIL
+
+        if self.outcome(found) != FAIL:
+            return SILENT
+        return Decision(FAIL, f"Check {self.name} FAIL: {self.reason(found)}.")
+
+    def finding(self, found: PredicateFound, evidence: Evidence) -> Finding:
+        from dataclasses import replace
+
+        from ..sanitize import visible
+
+        # The row shows the value, bounds and limit beside the reason: the reason is the sentence alone.
+        said = f"{found.hits} of {found.n} explanations {self.description}."
+        row = share_row(self.name, self.outcome(found), said, found.hits, found.n,
+                        found.low, found.high, self.max_rate, confidence=1 - evidence.gate.alpha)
+        shown = tuple(visible(f"user {u} · item {i}: {text[:160]}") for u, i, text in found.examples)
+        return replace(row, examples=shown)

@@ -1,0 +1,97 @@
+"""The checks a run decides with, in order: the built-ins, then what the Python API added for the process
+(:func:`register_check`), then what this session's conftests registered (the hook
+``pytest_robustexplain_register_checks``) — the last two layered like perturbation kinds, so a conftest's
+check never leaks into another session in the same process."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from ..errors import ConfigError
+from ..results import KIND_NAME
+from .attacks import Hijack, Injection
+from .base import Check
+from .copying import Copying
+from .faithfulness import Faithfulness
+from .flip import Flip
+from .grounding import Grounding
+from .polarity import Polarity
+from .predicate import PredicateCheck
+from .relative import Relative
+from .sensitivity import Sensitivity
+from .stability import Stability
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+
+    from .predicate import Predicate
+
+# The order in which an item's checks are decided (the combining rule reads them in this order): the
+# paper's stability first, the attacks, the cross-user control's four, then what reads the text after the
+# "not measured" rules — the flip, the judge, polarity — and the user's own checks last.
+BUILTIN: tuple[Check, ...] = (Stability(), Injection(), Hijack(), Sensitivity(), Relative(), Copying(),
+                              Grounding(), Flip(), Faithfulness(), Polarity())
+
+
+# The checks the writers show in sections of their own; every other check's row is in their checks table.
+SECTIONED: frozenset[str] = frozenset(c.name for c in BUILTIN if c.has_section)
+
+
+class CheckRegistry:
+    """Checks by name, over a base registry (the process's) whose checks come first."""
+
+    def __init__(self, checks: tuple[Check, ...] = (), *, base: CheckRegistry | None = None) -> None:
+        self.base = base
+        self._own: dict[str, Check] = {}
+        for check in checks:
+            self.add(check)
+
+    def __iter__(self) -> Iterator[Check]:
+        if self.base is not None:
+            yield from self.base
+        yield from self._own.values()
+
+    def __contains__(self, name: object) -> bool:
+        return any(check.name == name for check in self)
+
+    def names(self) -> tuple[str, ...]:
+        return tuple(check.name for check in self)
+
+    def add(self, check: Check) -> None:
+        """Register a check object (a :class:`Check` subclass instance)."""
+        name = getattr(check, "name", "")
+        if not isinstance(check, Check):
+            raise ConfigError("a check must be a pytest_robustexplain.checks.Check, got "
+                              f"{type(check).__name__}")
+        if not isinstance(name, str) or not KIND_NAME.match(name):
+            raise _bad_name(name)
+        if name in self:
+            raise ConfigError(f"check {name!r} is registered already (checks: {', '.join(self.names())})")
+        self._own[name] = check
+
+    def register(self, name: Any, predicate: Predicate | None = None, *, max_rate: float = 0.0,
+                 description: str = "") -> None:
+        """``register(name, predicate, max_rate=…, description=…)`` for a per-explanation predicate;
+        ``register(check)`` for a :class:`Check` object."""
+        if isinstance(name, Check):
+            self.add(name)
+            return
+        if not isinstance(name, str) or not KIND_NAME.match(name):
+            raise _bad_name(name)
+        if predicate is None:
+            raise ConfigError(f"check {name!r}: give a predicate (text, history, item) -> bool, or a Check")
+        self.add(PredicateCheck(name, predicate, max_rate=max_rate, description=description))
+
+
+def _bad_name(name: object) -> ConfigError:
+    return ConfigError(f"check name {name!r}: use lower-case letters, digits and underscores, starting with "
+                       "a letter")
+
+
+DEFAULT_CHECKS = CheckRegistry(base=CheckRegistry(BUILTIN))
+
+
+def register_check(name: Any, predicate: Predicate | None = None, *, max_rate: float = 0.0,
+                   description: str = "") -> None:
+    """Add a check for every run in this process (a conftest uses the hook instead: its session only)."""
+    DEFAULT_CHECKS.register(name, predicate, max_rate=max_rate, description=description)

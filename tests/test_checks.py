@@ -1,0 +1,230 @@
+"""Checks as units (``checks/``): the one combining rule, the registry, every check's row in the verdict, and
+the user's own check registered by a conftest — computed, gated, shown by every writer, read back from the
+JSON, identical serially and under ``-n 2``; and explainers written to slip past a price check."""
+
+from __future__ import annotations
+
+import json
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+from helpers import read_report
+
+from pytest_robustexplain.checks import BUILTIN, DEFAULT_CHECKS, CheckRegistry, PredicateCheck, combine
+from pytest_robustexplain.errors import ConfigError
+from pytest_robustexplain.results import FAIL, INCONCLUSIVE, INSENSITIVE, PASS, run_from_dict
+
+pytest_plugins = ["pytester"]
+
+EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "custom_check"
+
+
+# ------------------------------------------------------------------------------ the combining rule
+@pytest.mark.parametrize(("start", "effect", "expected"), [
+    (PASS, FAIL, FAIL), (INCONCLUSIVE, FAIL, FAIL), (INSENSITIVE, FAIL, INSENSITIVE), (FAIL, FAIL, FAIL),
+    (PASS, INSENSITIVE, INSENSITIVE), (INCONCLUSIVE, INSENSITIVE, INSENSITIVE), (FAIL, INSENSITIVE, FAIL),
+    (PASS, INCONCLUSIVE, INCONCLUSIVE), (FAIL, INCONCLUSIVE, FAIL), (INSENSITIVE, INCONCLUSIVE, INSENSITIVE),
+    (PASS, None, PASS), (FAIL, None, FAIL), (INCONCLUSIVE, None, INCONCLUSIVE),
+])
+def test_one_rule_combines_every_checks_decision(start: str, effect: str | None, expected: str) -> None:
+    assert combine(start, effect) == expected
+
+
+def test_a_failure_before_insensitive_stays_and_insensitive_before_a_failure_stays() -> None:
+    # The order is the registry's: stability and the attacks come before the cross-user control.
+    outcome = PASS
+    for effect in (FAIL, INSENSITIVE):  # a stability FAIL, then the control finds the user ignored
+        outcome = combine(outcome, effect)
+    assert outcome == FAIL
+    outcome = PASS
+    for effect in (INSENSITIVE, FAIL):  # ignored users, then relative robustness fails too
+        outcome = combine(outcome, effect)
+    assert outcome == INSENSITIVE
+
+
+# ------------------------------------------------------------------------------ the registry
+def test_every_finding_of_the_method_is_a_registered_check_in_decision_order() -> None:
+    assert [c.name for c in BUILTIN] == ["stability", "injection", "hijack", "sensitivity", "relative",
+                                         "copying", "grounding", "flip", "faithfulness", "polarity"]
+    assert DEFAULT_CHECKS.names()[:len(BUILTIN)] == tuple(c.name for c in BUILTIN)
+
+
+def test_a_registration_is_refused_in_one_sentence() -> None:
+    registry = CheckRegistry(base=DEFAULT_CHECKS)
+    with pytest.raises(ConfigError, match="registered already"):
+        registry.register("copying", lambda text, history, item: False)
+    with pytest.raises(ConfigError, match="lower-case letters"):
+        registry.register("No Price", lambda text, history, item: False)
+    with pytest.raises(ConfigError, match="give a predicate"):
+        registry.register("no_price")
+    with pytest.raises(ConfigError, match="max_rate must be a number between 0 and 1"):
+        registry.register("no_price", lambda text, history, item: False, max_rate=2)
+    with pytest.raises(ConfigError, match="must be callable"):
+        PredicateCheck("no_price", "not a function")  # type: ignore[arg-type]
+    registry.register("no_price", lambda text, history, item: False)
+    assert "no_price" in registry and "no_price" not in DEFAULT_CHECKS
+
+
+# ------------------------------------------------------------------------------ end to end
+PRICE_SELLER = '''
+import pytest
+
+def seller(history, item):
+    top = history.interactions[-1].title or "your last pick"
+    text = f"We recommend {item.title} because you watched {top} and enjoy {item.category}."
+    # Half the users (by a stable property of their id) get a sales pitch appended.
+    if sum(map(ord, history.user_id)) % 2:
+        text += " {pitch}"
+    return text
+
+@pytest.fixture
+def explainer():
+    return seller
+'''
+
+GATED = """
+import pytest
+
+@pytest.mark.robustness(min_combined=0.3, min_metric=0.0, perturbations=["noise_injection"], severities=[1],
+                        guard="off")
+def test_gate(robustness):
+    assert "stability" in robustness.verdict.findings
+"""
+
+ARGS = ("--robustexplain-backend=template", "--robustexplain-users=8", "--robustexplain-json=r.json",
+        "--robustexplain-html=r.html", "--robustexplain-markdown=r.md", "--junitxml=j.xml", "-p",
+        "no:cacheprovider")
+
+
+def _project(pytester: pytest.Pytester, pitch: str) -> None:
+    """The example's conftest (its check) with an explainer that sometimes adds ``pitch``."""
+    example = (EXAMPLE / "conftest.py").read_text(encoding="utf-8")
+    pytester.makeconftest(example + PRICE_SELLER.replace("{pitch}", pitch))
+    pytester.makepyfile(test_gate=GATED)
+
+
+def test_a_price_in_one_explanation_fails_the_item_in_every_writer(pytester: pytest.Pytester) -> None:
+    _project(pytester, "Only $4.99 this week!")
+    result = pytester.runpytest(*ARGS)
+    result.assert_outcomes(failed=1)
+    out = result.stdout.str()
+    # The headline names the check that decided the item.
+    assert "Check no_price FAIL: " in out and "explanations mention a price" in out
+    assert "More checks (outcome · value [bounds] · limit · reason)" in out
+    doc = read_report(pytester)
+    (gate,) = doc["gates"]
+    row = gate["verdict"]["findings"]["no_price"]
+    assert row["outcome"] == FAIL and row["threshold"] == 0.0 and row["bound"] == "max"
+    assert 0 < row["counts"]["hits"] < row["counts"]["explanations"] == 8
+    assert gate["verdict"]["message"].startswith("Check no_price FAIL: ")
+    assert next(iter(gate["verdict"]["findings"])) == "stability"  # every check's row, in decision order
+    assert row["examples"] and "$4.99" in row["examples"][0]
+    assert [f["check"] for f in doc["aggregates"]["seller"]["checks"]] == ["no_price"]
+    for name, check in (("r.md", "no\\_price"), ("r.html", "no_price")):  # Markdown escapes the underscore
+        text = (pytester.path / name).read_text(encoding="utf-8")
+        assert check in text and "More checks" in text and "mention a price" in text, name
+    props = {p.get("name"): p.get("value") for p in ET.parse(pytester.path / "j.xml").iter("property")}
+    assert props["robustexplain_check_no_price"] == FAIL
+    assert float(props["robustexplain_check_no_price_value"]) == row["value"]["mean"]
+    # The report reads back with the row, through the one reader driven by the record's fields.
+    back = run_from_dict(doc)
+    assert back.gates[0].verdict.findings["no_price"].counts == row["counts"]
+
+
+@pytest.mark.parametrize("disguise", [
+    "Only 4.99 dollars this week!",  # a currency word instead of a sign
+    "Now just € 9,99.",  # another sign, a space, a decimal comma
+    "Grab it for USD 15 today.",  # a currency code
+])
+def test_a_price_written_another_way_is_still_a_price(pytester: pytest.Pytester, disguise: str) -> None:
+    _project(pytester, disguise)
+    result = pytester.runpytest(*ARGS)
+    result.assert_outcomes(failed=1)
+    assert read_report(pytester)["gates"][0]["verdict"]["findings"]["no_price"]["outcome"] == FAIL
+
+
+def test_numbers_that_are_not_prices_pass_and_the_row_says_so(pytester: pytest.Pytester) -> None:
+    _project(pytester, "You rated 4 of its 5 predecessors highly since 1994.")
+    result = pytester.runpytest(*ARGS)
+    result.assert_outcomes(passed=1)
+    row = read_report(pytester)["gates"][0]["verdict"]["findings"]["no_price"]
+    assert row["outcome"] == PASS and row["counts"]["hits"] == 0
+    assert "PASS · 0.00 [0.00," in result.stdout.str()
+
+
+def test_a_conftests_check_belongs_to_its_session(pytester: pytest.Pytester) -> None:
+    _project(pytester, "Only $4.99!")
+    pytester.runpytest(*ARGS).assert_outcomes(failed=1)
+    (pytester.path / "conftest.py").unlink()  # the same process, a session without the check
+    pytester.makepyfile(test_gate=GATED.replace('"stability" in', '"no_price" not in'))
+    pytester.runpytest(*ARGS).assert_outcomes(passed=1)
+    assert "no_price" not in DEFAULT_CHECKS
+
+
+def test_a_predicate_that_raises_or_answers_no_bool_is_one_clear_error(pytester: pytest.Pytester) -> None:
+    pytester.makeconftest("""
+def pytest_robustexplain_register_checks(register_check):
+    register_check("broken", lambda text, history, item: text.nonexistent())
+""")
+    pytester.makepyfile(test_gate=GATED)
+    result = pytester.runpytest(*ARGS)
+    result.assert_outcomes(errors=1)  # at the robustness fixture's set-up, like every error deciding a gate
+    result.stdout.fnmatch_lines(["*check 'broken': its predicate raised AttributeError*"])
+    assert "Traceback" not in result.stdout.str()
+    pytester.makeconftest("""
+def pytest_robustexplain_register_checks(register_check):
+    register_check("broken", lambda text, history, item: len(text))
+""")
+    result = pytester.runpytest(*ARGS)
+    result.stdout.fnmatch_lines(["*check 'broken': its predicate must return True or False, got int*"])
+
+
+def test_a_refused_registration_is_a_usage_error_naming_the_hook(pytester: pytest.Pytester) -> None:
+    pytester.makeconftest("""
+def pytest_robustexplain_register_checks(register_check):
+    register_check("copying", lambda text, history, item: False)
+""")
+    pytester.makepyfile(test_gate=GATED)
+    result = pytester.runpytest(*ARGS)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(
+        ["*pytest_robustexplain_register_checks: check 'copying' is registered already*"])
+
+
+def test_the_users_check_is_the_same_serially_and_under_xdist(pytester: pytest.Pytester) -> None:
+    _project(pytester, "Only $4.99 this week!")
+    rows = []
+    for extra in ((), ("-n", "2")):
+        result = pytester.runpytest_subprocess(*ARGS, *extra)
+        result.assert_outcomes(failed=1)
+        rows.append(json.loads((pytester.path / "r.json").read_text())["gates"][0]["verdict"]["findings"])
+    assert rows[0] == rows[1]
+
+
+def test_a_report_written_before_checks_had_rows_still_reads() -> None:
+    fixture = Path(__file__).resolve().parent / "data_samples" / "report_v2_before_checks.json"
+    run = run_from_dict(json.loads(fixture.read_text(encoding="utf-8")), source=str(fixture))
+    assert run.gates and all(g.verdict.findings == {} for g in run.gates)
+
+
+def test_the_pr_comment_and_compare_set_the_check_beside_the_baseline(pytester: pytest.Pytester,
+                                                                       capsys: pytest.CaptureFixture[str]
+                                                                       ) -> None:
+    from pytest_robustexplain import cli
+    from pytest_robustexplain.report.pr_comment import render_pr_comment
+
+    _project(pytester, "You rated it 5 stars.")
+    pytester.runpytest(*ARGS).assert_outcomes(passed=1)
+    (pytester.path / "r.json").rename(pytester.path / "before.json")
+    _project(pytester, "Only $4.99 this week!")
+    pytester.runpytest(*ARGS).assert_outcomes(failed=1)
+    before, now = (run_from_dict(read_report(pytester, n)) for n in ("before.json", "r.json"))
+    comment = render_pr_comment(now, before)
+    row = next(line for line in comment.splitlines() if line.startswith("| no\\_price"))
+    assert "(FAIL)" in row and row.endswith("(worse) |"), row  # a rate under a max limit: up is worse
+    capsys.readouterr()
+    cli.main(["compare", str(pytester.path / "before.json"), str(pytester.path / "r.json")])
+    out = capsys.readouterr().out
+    assert "More checks (registered by a conftest or the Python API):" in out
+    assert "A = seller: no_price PASS 0.00" in out and "B = seller: no_price FAIL 0.38" in out
