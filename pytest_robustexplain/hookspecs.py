@@ -73,8 +73,9 @@ def pytest_robustexplain_register_checks(register_check: Callable[..., None]) ->
             register_check("no_price", lambda text, history, item: bool(PRICE.search(text)),
                            max_rate=0.0, description="mention a price")
 
-    Each check's row — value with its bounds, limit, outcome, reason — appears in every report. The checks
-    belong to this session's run; ``pytest_robustexplain.checks.register_check`` adds one for the process.
+    Each check's row — value with its bounds, limit, outcome, reason — appears in every report. A
+    conftest's checks gate the robustness tests of its directory and below, as its fixtures serve them,
+    and belong to this session's run; ``pytest_robustexplain.register_check`` adds one for the process.
     """
 
 

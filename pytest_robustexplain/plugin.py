@@ -71,13 +71,13 @@ class RobustExplainPlugin:
     @property
     def run(self) -> RobustnessRun:
         if self._run is None:
-            from .runner import RobustnessRun, registered_checks, registered_kinds
+            from .runner import RobustnessRun, registered_kinds
 
             kinds = registered_kinds(self.config)
             canonical = kinds.canonical if kinds is not None else None
             with engine_errors(usage=True):
                 settings = settings_from_pytest(self.config, canonical_kind=canonical)
-                self._run = RobustnessRun(self.config, settings, kinds, registered_checks(self.config))
+                self._run = RobustnessRun(self.config, settings, kinds)
         return self._run
 
     def marked(self, item: pytest.Item) -> bool:

@@ -112,10 +112,11 @@ def registered_kinds(config: pytest.Config) -> KindRegistry | None:
     return kinds
 
 
-def registered_checks(config: pytest.Config) -> CheckRegistry | None:
-    """The run's checks: the process's, plus what this config's conftests register through
-    ``pytest_robustexplain_register_checks`` — owned by this run, like its kinds. None when nothing is
-    registered (nothing imported either)."""
+def registered_checks(hook: Any) -> CheckRegistry | None:
+    """The checks of the items a hook caller serves: the process's, plus what the conftests it calls
+    register through ``pytest_robustexplain_register_checks`` — owned by this run, like its kinds. Called
+    with an item's ``ihook``, it is the conftests of the item's directory and the ones above it, as for a
+    fixture. None when nothing is registered (nothing imported either)."""
     checks: CheckRegistry | None = None
 
     def register_check(name: Any, predicate: Any = None, *, max_rate: float = 0.0,
@@ -128,7 +129,7 @@ def registered_checks(config: pytest.Config) -> CheckRegistry | None:
                 checks = CheckRegistry(base=DEFAULT_CHECKS)
             checks.register(name, predicate, max_rate=max_rate, description=description)
 
-    config.hook.pytest_robustexplain_register_checks(register_check=register_check)
+    hook.pytest_robustexplain_register_checks(register_check=register_check)
     return checks
 
 
@@ -151,12 +152,13 @@ class RobustnessRun:
     """The pytest adapter of one :class:`~pytest_robustexplain.engine.Run`: marked items → gated slices,
     engine errors → pytest outcomes, results → xdist payloads. One per config, in ``config.stash``."""
 
-    def __init__(self, config: pytest.Config, settings: Settings, kinds: KindRegistry | None = None,
-                 checks: CheckRegistry | None = None) -> None:
+    def __init__(self, config: pytest.Config, settings: Settings, kinds: KindRegistry | None = None) -> None:
         self.config = config
         self.settings = settings
         self.kinds = kinds  # the kinds this session's conftests registered, over the process's
-        self.checks = checks  # likewise the checks
+        # The checks the conftests of each test directory registered (over the process's), found once a
+        # directory; collection has loaded every conftest by the time the items are planned.
+        self._checks: dict[Path, CheckRegistry | None] = {}
         self.lazy = is_xdist_worker(config)  # xdist workers plan only the items they run
         self._engine: Run | None = None
         self._stopper: Stopper | None = None  # SIGTERM and the xdist stop file, once a model will be called
@@ -170,7 +172,7 @@ class RobustnessRun:
 
             self._engine = Run(self.settings, base_dir=self.config.rootpath, spelling=PYTEST_SPELLING,
                                say=self._say, cross_process=self.lazy, make_explainer=self._hook_explainer,
-                               kinds=self.kinds, checks=self.checks)
+                               kinds=self.kinds)
         return self._engine
 
     def marked(self, nodeid: str) -> bool:
@@ -197,6 +199,13 @@ class RobustnessRun:
 
         return expand(configured_models(self.settings), gate)
 
+    def checks_for(self, item: pytest.Item) -> CheckRegistry | None:
+        """The checks gating ``item``: the process's and its directory's conftests' (None: the process's)."""
+        folder = item.path.parent
+        if folder not in self._checks:
+            self._checks[folder] = registered_checks(item.ihook)
+        return self._checks[folder]
+
     def plan_items(self, items: Sequence[pytest.Item]) -> None:
         """Register every expanded marked item; start the sweep unless this is an xdist worker."""
         marked = [(item, marker, param) for item in items
@@ -206,7 +215,7 @@ class RobustnessRun:
             return  # a session without marked tests never imports the engine
         for item, marker, param in marked:
             self.engine.expect(item.nodeid, self.gate_for(item.nodeid, marker), param,
-                               own_explainer=_overrides_explainer(item))
+                               own_explainer=_overrides_explainer(item), checks=self.checks_for(item))
         from .engine import check_callable, configured_models
 
         # One usage error before anything runs, instead of the same error (and traceback) per item.

@@ -192,14 +192,23 @@ def pytest_robustexplain_register_checks(register_check):
         ["*pytest_robustexplain_register_checks: check 'copying' is registered already*"])
 
 
-def test_the_users_check_is_the_same_serially_and_under_xdist(pytester: pytest.Pytester) -> None:
-    _project(pytester, "Only $4.99 this week!")
-    rows = []
-    for extra in ((), ("-n", "2")):
-        result = pytester.runpytest_subprocess(*ARGS, *extra)
-        result.assert_outcomes(failed=1)
-        rows.append(json.loads((pytester.path / "r.json").read_text())["gates"][0]["verdict"]["findings"])
-    assert rows[0] == rows[1]
+def test_a_conftests_check_gates_its_directory_serially_and_under_xdist(pytester: pytest.Pytester,
+                                                                         xdist_args: tuple[str, ...]) -> None:
+    # The root's test is collected before shop/conftest.py is loaded: the check must still reach shop's
+    # test, and only it, as the conftest's fixtures would.
+    pytester.makeconftest(PRICE_SELLER.replace("{pitch}", "Only $4.99 this week!"))
+    pytester.makepyfile(test_a_root=GATED)
+    shop = pytester.mkpydir("shop")
+    (shop / "conftest.py").write_text((EXAMPLE / "conftest.py").read_text(encoding="utf-8"))
+    (shop / "test_shop.py").write_text(GATED)
+    result = pytester.runpytest_subprocess(*ARGS, *xdist_args)
+    result.assert_outcomes(passed=1, failed=1)
+    gates = {g["nodeid"]: g["verdict"] for g in read_report(pytester)["gates"]}
+    assert "no_price" not in gates["test_a_root.py::test_gate[noise_injection]"]["findings"]
+    row = gates["shop/test_shop.py::test_gate[noise_injection]"]["findings"]["no_price"]
+    # The same numbers whichever process decided it.
+    assert (row["outcome"], row["counts"], row["value"]["low"]) == (FAIL, {"hits": 3, "explanations": 8},
+                                                                    pytest.approx(0.1111, abs=1e-4))
 
 
 def test_a_report_written_before_checks_had_rows_still_reads() -> None:

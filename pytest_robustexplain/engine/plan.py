@@ -10,6 +10,7 @@ from ..results import CONTROL_KIND, OVERALL, SWAP_KIND, is_control
 from ..settings import PYTEST_SPELLING, Spelling
 
 if TYPE_CHECKING:
+    from ..checks import CheckRegistry
     from ..data import Catalog, EvalCase
     from ..donors import DonorPool
     from ..perturbations import KindRegistry
@@ -68,6 +69,7 @@ class ItemPlan:
     param: SliceParam
     own_explainer: bool = False
     slice_id: str = ""  # set once the slice is planned
+    checks: CheckRegistry | None = None  # the checks gating it (None: the run's)
 
 
 def guarded(gate: GateSettings) -> bool:

@@ -217,12 +217,13 @@ class Run:
                 "the run: settings.models_changed)"))
 
     # ------------------------------------------------------------------------------- planning
-    def expect(self, ref: str, gate: GateSettings, param: SliceParam, *, own_explainer: bool = False
-               ) -> ItemPlan:
-        """Register an item the door will ask about; its slice is planned by :meth:`plan_item`."""
+    def expect(self, ref: str, gate: GateSettings, param: SliceParam, *, own_explainer: bool = False,
+               checks: CheckRegistry | None = None) -> ItemPlan:
+        """Register an item the door will ask about; its slice is planned by :meth:`plan_item`. ``checks``
+        are the item's own (its directory's conftests'), when they are not the run's."""
         item = self.items.get(ref)
         if item is None:
-            item = self.items[ref] = ItemPlan(ref, gate, param, own_explainer)
+            item = self.items[ref] = ItemPlan(ref, gate, param, own_explainer, checks=checks)
         return item
 
     def forget(self, refs: Collection[str]) -> None:
@@ -397,7 +398,9 @@ class Run:
         """The slice's verdict (every rule: the judge's, polarity's, the baseline's), recorded for reports."""
         kind = None if planned.slice == OVERALL else planned.slice
         measured = {"faithfulness": faithfulness, "polarity": polarity}
-        verdict = decide(planned.gate, sliced, kind, measured=measured, checks=self.checks)
+        item = self.items.get(planned.nodeid)
+        checks = item.checks if item is not None and item.checks is not None else self.checks
+        verdict = decide(planned.gate, sliced, kind, measured=measured, checks=checks)
         found = None
         baseline = self.baseline
         if baseline is not None:
