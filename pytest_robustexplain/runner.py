@@ -219,7 +219,8 @@ class RobustnessRun:
         from .engine import check_callable, configured_models
 
         # One usage error before anything runs, instead of the same error (and traceback) per item.
-        check_callable(self.settings, [p.ref for p in self.plans.values() if not p.own_explainer])
+        check_callable(self.settings, [p.ref for p in self.plans.values() if not p.own_explainer],
+                       PYTEST_SPELLING)
         self.load_baseline()  # a bad baseline is a usage error before any call
         if self.settings.dry_run:
             self._dry_run(items)
@@ -255,7 +256,8 @@ class RobustnessRun:
             lines = self.engine.dry_run_lines()
         elif not models and len(self.plans) > custom:
             n = len(self.plans) - custom
-            lines = [f"dry run: nothing to price for {n} marked item{'s' * (n != 1)}: {no_model_reason()}"]
+            lines = [f"dry run: nothing to price for {n} marked item{'s' * (n != 1)}: "
+                     f"{no_model_reason(PYTEST_SPELLING)}"]
         if custom and lines:  # their explainer is a fixture: known only when each item runs
             lines.append(f"  (+{custom} items with their own `explainer` fixture: planned when they run)")
         elif custom:
@@ -288,7 +290,7 @@ class RobustnessRun:
         unserved = {nodeid for nodeid, plan in self.plans.items() if not plan.own_explainer}
         if not unserved:
             return
-        reason, error = without_model(self.settings)
+        reason, error = without_model(self.settings, PYTEST_SPELLING)
         if error:
             raise ConfigError(reason)
         skip = pytest.mark.skip(reason=reason)
@@ -326,7 +328,7 @@ class RobustnessRun:
         models = configured_models(self.settings)
         model = plan.param.model if plan is not None and plan.param.model else (models[0] if models else "")
         if not model:
-            reason, error = without_model(self.settings)
+            reason, error = without_model(self.settings, PYTEST_SPELLING)
             if error:
                 raise pytest.UsageError(f"robustexplain: {reason}")
             pytest.skip(reason)
@@ -358,7 +360,7 @@ class RobustnessRun:
         else:
             from .engine import check_callable
 
-            check_callable(self.settings, [item.nodeid])
+            check_callable(self.settings, [item.nodeid], PYTEST_SPELLING)
         self.engine.plan_item(plan.ref, model)
         self.engine.ensure_started(plan.slice_id)
 

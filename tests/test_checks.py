@@ -9,11 +9,12 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
-from helpers import read_report
+from helpers import read_report, run_fake
 
 from pytest_robustexplain.checks import BUILTIN, DEFAULT_CHECKS, CheckRegistry, PredicateCheck, combine
 from pytest_robustexplain.errors import ConfigError
 from pytest_robustexplain.results import FAIL, INCONCLUSIVE, INSENSITIVE, PASS, run_from_dict
+from pytest_robustexplain.testing import FakeOllamaServer
 
 pytest_plugins = ["pytester"]
 
@@ -237,3 +238,61 @@ def test_the_pr_comment_and_compare_set_the_check_beside_the_baseline(pytester: 
     out = capsys.readouterr().out
     assert "More checks (registered by a conftest or the Python API):" in out
     assert "A = seller: no_price PASS 0.00" in out and "B = seller: no_price FAIL 0.38" in out
+
+
+MIXED = """
+import pytest
+
+@pytest.mark.robustness(guard="warn", decision="confident", severities=[1, 5],
+                        perturbations=["noise_injection", "category_drift", "temporal_shuffle"],
+                        per_kind={"category_drift": {"min_combined": 0.3, "min_metric": 0.0}})
+def test_mixed(robustness):
+    pass
+"""
+
+
+def test_one_mixed_run_reads_the_same_in_every_writer(pytester: pytest.Pytester,
+                                                       server: FakeOllamaServer) -> None:
+    """ρ failures, warn-mode findings, an INCONCLUSIVE kind and a user's check in one run: every writer
+    gives each item the outcome the JSON records and the headline of the check that decided it — never a
+    guard warning for an item stability failed (the HTML banner once did)."""
+    from pytest_robustexplain.report.pr_comment import render_pr_comment
+    from pytest_robustexplain.report.summary import failed_reason, headline
+
+    server.mode = "fragile"
+    pytester.makeconftest((EXAMPLE / "conftest.py").read_text(encoding="utf-8"))
+    pytester.makepyfile(test_mixed=MIXED)
+    result = run_fake(pytester, server, "--robustexplain-users=6", *ARGS[2:])
+    doc = read_report(pytester)
+    run = run_from_dict(doc)
+    outcomes = {g.slice: g.verdict.outcome for g in run.gates}
+    assert outcomes == {"noise_injection": FAIL, "temporal_shuffle": FAIL, "category_drift": INCONCLUSIVE,
+                        "overall": FAIL}
+    warned = {name for g in run.gates for name, f in g.verdict.findings.items()
+              if f.outcome and not f.enforced}
+    assert warned >= {"relative", "grounding"}  # guard=warn: findings said, never deciding
+    assert all(g.verdict.message.startswith("Guard warning") for g in run.gates)
+    # The first sentence that decided each item: stability's, never the warnings that lead the message.
+    headlines = {g.slice: headline(g.verdict) for g in run.gates}
+    assert all(h.startswith("FAIL (confident rule): ") for s, h in headlines.items() if s != "category_drift")
+    assert headlines["category_drift"].startswith("INCONCLUSIVE (confident rule): ")
+    out = result.stdout.str()
+    html = (pytester.path / "r.html").read_text(encoding="utf-8")
+    banner = html[html.index('class="banner'):html.index("</div></div>") if "</div></div>" in html else None]
+    markdown = (pytester.path / "r.md").read_text(encoding="utf-8")
+    comment = render_pr_comment(run)
+    junit = {case.get("name"): {p.get("name"): p.get("value") for p in case.iter("property")}
+             for case in ET.parse(pytester.path / "j.xml").iter("testcase")}
+    for gate in run.gates:
+        case = f"test_mixed[{gate.slice}]"
+        assert junit[case]["robustexplain_outcome"] == gate.verdict.outcome, case
+        assert junit[case]["robustexplain_check_no_price"] == PASS, case
+        assert headlines[gate.slice].replace("<", "&lt;") in comment, gate.slice  # every item not passed
+        if gate.verdict.outcome == FAIL:  # the failed items, with their thresholds
+            assert failed_reason(gate).replace("<", "&lt;") in markdown, gate.slice
+            assert failed_reason(gate).startswith("ρ "), gate.slice
+    first = run.gates[0]
+    assert f"{first.slice}: {headlines[first.slice]}".replace("<", "&lt;") in banner
+    assert "Guard warning" not in banner
+    for text in (" ".join(out.split()), markdown, html):  # the user's check: the same row everywhere
+        assert "PASS · 0.00 [0.00, " in text and "0 of 6 explanations mention a price." in text

@@ -9,14 +9,14 @@ import pytest
 
 from pytest_robustexplain.engine import Run, gate_slices, outcome_of
 from pytest_robustexplain.results import FAIL, INCONCLUSIVE, PASS
-from pytest_robustexplain.settings import Settings, apply_marker
+from pytest_robustexplain.settings import PYTEST_SPELLING, Settings, apply_marker
 
 
 def _run(tmp_path: Path, **settings: object) -> Run:
     chosen: dict[str, object] = {"backend": "template", "users": 6, "severities": (1, 4), "cache": "off",
                                  **settings}
     base = replace(Settings.defaults(), **chosen)  # type: ignore[arg-type]
-    return Run(base, base_dir=tmp_path)
+    return Run(base, base_dir=tmp_path, spelling=PYTEST_SPELLING)
 
 
 def _plan_bare(run: Run, **marker: object) -> list[str]:

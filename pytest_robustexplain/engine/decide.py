@@ -89,8 +89,9 @@ def run_checks(verdict: Verdict, evidence: Evidence, checks: Sequence[Check]) ->
             if found is None:
                 continue
             verdict = check.keep(verdict, found)
-            findings[check.name] = check.finding(found, evidence)
-            decided.append((check, check.decide(found, evidence)))
+            decision = check.decide(found, evidence)
+            findings[check.name] = replace(check.finding(found, evidence), note=decision.note)
+            decided.append((check, decision))
         verdict = apply_stage(verdict, decided)
     return replace(verdict, findings=findings)
 

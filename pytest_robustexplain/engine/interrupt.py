@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..errors import BackendError, RobustExplainError
-from ..settings import PYTEST_SPELLING, Spelling
+from ..settings import Spelling
 
 if TYPE_CHECKING:
     from ..results import RunResult
@@ -115,7 +115,7 @@ def stop_how(exc: BaseException | None) -> str:
 
 
 def resume_hint(*, backend: str, cache: str, cache_dir: Path, command: Sequence[str] = (),
-                spelling: Spelling = PYTEST_SPELLING) -> str:
+                spelling: Spelling) -> str:
     """How to pick up an interrupted run, given what the response cache kept (``command``: the rerun's
     words, already redacted; none under pytest, whose command line the user has)."""
     import shlex

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..results import CONTROL_KIND, OVERALL, SWAP_KIND, is_control
-from ..settings import PYTEST_SPELLING, Spelling
+from ..settings import Spelling
 
 if TYPE_CHECKING:
     from ..checks import CheckRegistry
@@ -152,7 +152,7 @@ def max_calls(specs: Sequence[SliceSpec]) -> int:
     return len(pairs) + len(originals)
 
 
-def large_plan_note(calls: int, *, spelling: Spelling = PYTEST_SPELLING) -> str | None:
+def large_plan_note(calls: int, *, spelling: Spelling) -> str | None:
     """What a run above :data:`LARGE_PLAN_CALLS` model calls says before it starts, or None."""
     if calls <= LARGE_PLAN_CALLS:
         return None

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..results import GateResult, ModelInfo, PairResult, RunResult
-from ..settings import PYTEST_SPELLING, Spelling
+from ..settings import Spelling
 
 if TYPE_CHECKING:
     from ..explainers.base import Explainer
@@ -54,7 +54,7 @@ def close_explainers(explainers: Mapping[str, Explainer]) -> None:
 
 
 def write_reports(settings: Settings, result: RunResult | ReportModel, *,
-                  spelling: Spelling = PYTEST_SPELLING) -> list[str]:
+                  spelling: Spelling) -> list[str]:
     """The JSON, baseline, HTML and Markdown reports the settings ask for, and the GitHub step summary."""
     from ..report.github import github_step_summary
     from ..report.json_report import write_json, write_report

@@ -36,7 +36,7 @@ from ..results import (
     RunResult,
     gate_scope,
 )
-from ..settings import PYTEST_SPELLING, Spelling
+from ..settings import Spelling
 from .decide import (
     Outcome,
     check_baseline,
@@ -92,8 +92,7 @@ class Run:
     built; ``cross_process`` shares cache locks between processes (xdist workers).
     """
 
-    def __init__(self, settings: Settings, *, base_dir: Path | None = None,
-                 spelling: Spelling = PYTEST_SPELLING,
+    def __init__(self, settings: Settings, *, spelling: Spelling, base_dir: Path | None = None,
                  say: Callable[[str], None] | None = None, cross_process: bool = False,
                  make_explainer: Callable[[str], Explainer | None] | None = None,
                  extra_settings: Mapping[str, Any] | None = None, kinds: KindRegistry | None = None,

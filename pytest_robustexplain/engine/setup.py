@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..backends import BACKENDS
 from ..errors import ConfigError
-from ..settings import PYTEST_SPELLING, Spelling
+from ..settings import Spelling
 
 if TYPE_CHECKING:
     from ..data import Dataset, EvalCase
@@ -211,7 +211,7 @@ def _with_embeddings(settings: Settings, explainer: Explainer, cache_dir: Path,
 
 
 def context_note(model: str, n_cases: int, tokens: int, source: str, over: list[tuple[str, int]],
-                 counted: bool, *, max_history: int | None, spelling: Spelling = PYTEST_SPELLING) -> str:
+                 counted: bool, *, max_history: int | None, spelling: Spelling) -> str:
     """What to say before the calls when users' prompts may not fit the model's context."""
     how = "counted by the server's tokenizer" if counted else "estimated at 3 characters a token"
     over = sorted(over, key=lambda found: -found[1])
@@ -237,14 +237,14 @@ def configured_models(settings: Settings) -> tuple[str, ...]:
     return settings.models_to_test
 
 
-def no_model_reason(spelling: Spelling = PYTEST_SPELLING, env: str = "ROBUSTEXPLAIN_MODEL") -> str:
+def no_model_reason(spelling: Spelling, env: str = "ROBUSTEXPLAIN_MODEL") -> str:
     """Why nothing can run without a model, and the ways to name one."""
     return (f"no model configured for robustness tests: pass {spelling.flag('model')}=NAME (e.g. "
             f"llama3.1:8b served by Ollama), set {env}, or use {spelling.flag('backend')}=template for the "
             "built-in non-LLM explainer")
 
 
-def without_model(settings: Settings, spelling: Spelling = PYTEST_SPELLING) -> tuple[str, bool]:
+def without_model(settings: Settings, spelling: Spelling) -> tuple[str, bool]:
     """A test that needs the configured model, when none is: why, and whether that is an error (the
     ``require-model`` setting) rather than a skip."""
     reason = no_model_reason(spelling)
@@ -255,7 +255,7 @@ def without_model(settings: Settings, spelling: Spelling = PYTEST_SPELLING) -> t
 
 
 def check_callable(settings: Settings, without_explainer: Sequence[str],
-                   spelling: Spelling = PYTEST_SPELLING) -> None:
+                   spelling: Spelling) -> None:
     """The ``callable`` backend is the user's ``explainer`` fixture: tests without one cannot run
     (one ConfigError before anything runs, naming the first)."""
     if BACKENDS[settings.backend].needs_conftest and without_explainer:

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 
 from ..results import FAIL, INCONCLUSIVE, INSENSITIVE, PASS, Finding, GateResult, Interval, RunResult
 from ..sanitize import comment_inert
-from .summary import Summary, fmt_interval, model_names, model_outcome, summarize
+from .summary import Summary, fmt_interval, headline, model_names, model_outcome, summarize
 
 MARKER = "<!-- robustexplain:pr-comment -->"
 
@@ -139,7 +139,7 @@ def _failed(gates: Sequence[GateResult]) -> list[str]:
     for gate in gates:
         if gate.verdict.outcome == PASS:
             continue
-        reason = gate.verdict.message.split(". ")[0]
+        reason = headline(gate.verdict) or gate.verdict.outcome
         lines.append(f"- {_cell(gate.nodeid)} — **{_cell(gate.verdict.outcome)}**: {_cell(reason)}")
     return lines
 

@@ -337,6 +337,9 @@ class Finding:
     enforced: bool = True
     counts: dict[str, int] = field(default_factory=dict)
     examples: tuple[str, ...] = ()  # a few cases behind a failing share, one line each
+    # What the verdict's message said for it when it decided something ("Relative FAIL: …"); "" when it
+    # said nothing (it passed, or it is the stability verdict the message starts from).
+    note: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

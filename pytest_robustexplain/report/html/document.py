@@ -12,7 +12,7 @@ from ...results import FAIL, INCONCLUSIVE, INSENSITIVE, PASS, RunResult
 from ...sanitize import clean
 from ..comparison import model_comparisons
 from ..json_report import atomic_write_text
-from ..summary import ReportModel, Summary, failed_reason, fmt_interval, model_names, model_outcome
+from ..summary import ReportModel, Summary, failed_reason, fmt_interval, headline, model_names, model_outcome
 from .charts import Plotter
 from .common import e
 from .page import comparison_section, meta_table, model_section, status, status_list
@@ -105,9 +105,9 @@ def _banner(run: RunResult, summaries: list[Summary]) -> str:
     for s, outcome in zip(summaries, outcomes, strict=True):
         not_passed = [g for g in run.gates if g.model == s.model and g.verdict.outcome != PASS]
         failed = not_passed[0] if not_passed else None
-        # The verdict's first sentence, as the other writers say it; never empty (a verdict without a message
-        # gives its failed checks, with their thresholds).
-        why = (failed.verdict.message.split(". ")[0].strip() or failed_reason(failed)) if failed else ""
+        # The verdict's first sentence that decided it, as the other writers say it (a warning under
+        # guard=warn decides nothing); never empty (a verdict without a message gives its failed checks).
+        why = (headline(failed.verdict) or failed_reason(failed)) if failed else ""
         reason = f" — {e(failed.slice)}: {e(why)}" if failed else ""
         if len(not_passed) > 1:  # the first item's reason, and that it is not the only one
             others = ", ".join(dict.fromkeys(g.slice for g in not_passed[1:]))

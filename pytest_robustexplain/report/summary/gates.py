@@ -23,6 +23,7 @@ from ...results import (
     PairKey,
     PairResult,
     RunResult,
+    Verdict,
     is_control,
 )
 from ..formatting import fmt_interval, fmt_mean, trim
@@ -223,12 +224,29 @@ def _plural_of(count: int, word: str) -> str:
 
 
 def failed_reason(gate: GateResult) -> str:
-    """Why a gate failed, with its own thresholds: each failed check, else its message's first sentence."""
+    """Why a gate failed, with its own thresholds: each failed check, else its :func:`headline`."""
     checks = gate.verdict.failed_checks
     if checks:
         return "; ".join(f"{'ρ' if c.quantity == 'combined' else c.quantity} {fmt_interval(c.interval)} < "
                          f"{c.threshold:g}" for c in checks)
-    return trim(gate.verdict.message.split(". ")[0], 160) or gate.verdict.outcome
+    return trim(headline(gate.verdict), 160) or gate.verdict.outcome
+
+
+def headline(verdict: Verdict) -> str:
+    """The first sentence of a verdict's message that says why it came out as it did: warnings (a check
+    under ``guard=warn``, which decides nothing) lead the message when nothing after them decided, and are
+    passed over, with the connector that follows them ("Stability alone: ")."""
+    from ...checks import BUILTIN
+
+    connectors = {c.name: c.connector for c in BUILTIN}
+    message = verdict.message
+    for name, f in verdict.findings.items():
+        if not f.enforced and f.note and message.startswith(f.note):
+            message = message[len(f.note):].lstrip()
+            connector = connectors.get(name, "")
+            if connector and message.startswith(connector):
+                message = message[len(connector):]
+    return message.split(". ")[0].strip()
 
 
 def failed_gates(run: RunResult, model: str, n: int = 3, *, repeat: bool = False) -> list[FailedGate]:
