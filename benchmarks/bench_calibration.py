@@ -1,9 +1,9 @@
 """Calibration of every interval and verdict rule on skewed, clipped, heavy-tailed per-user means.
 
 Every statistical figure in README "Verdicts" and docs/statistics.md comes from this script. Each cell
-draws ``--runs`` simulated gated runs from :mod:`pytest_robustexplain.stats.calibration` (user levels from
-a Beta distribution with sd 0.10, 25 pairs per user with normal or t₃ noise, 5 % generation failures
-scored 0, clipped to [0, 1]; ``none`` = the Beta draws are the user means) and applies the rules
+draws ``--runs`` simulated gated runs from the calibration generator, ``benchmarks/simulation.py`` (user
+levels from a Beta distribution with sd 0.10, 25 pairs per user with normal or t₃ noise, 5 % generation
+failures scored 0, clipped to [0, 1]; ``none`` = the Beta draws are the user means) and applies the rules
 themselves, vectorised: the interval ``cluster_interval`` reports, ``gate(mode="confident")`` and the
 sequential test (``SequentialGate``) with its fallback, alpha 0.05. Columns:
 
@@ -32,17 +32,17 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 import numpy as np
+import simulation as calibration
+from simulation import Cell, bet_floor, simulate_interval, true_mean, user_means
 
 from pytest_robustexplain.stats import (
     DEFAULT_FALLBACK_SHARE,
-    calibration,
     confident,
     intervals,
     sequential,
     simulate_confident,
     simulate_sequential,
 )
-from pytest_robustexplain.stats.calibration import Cell, bet_floor, simulate_interval, true_mean, user_means
 
 ALPHA = 0.05
 # Pairs a user has in the generator's gates (``Cell.pairs``): the confident rule sizes its allowance for

@@ -2,7 +2,7 @@
 
 Every figure about ``design=balanced`` in README and docs/statistics.md comes from this script. One kind's
 gate under the confident rule (alpha 0.05), on runs drawn like the calibration benchmark's
-(:mod:`pytest_robustexplain.stats.calibration`): user levels from a Beta distribution with sd 0.10, pair
+(``benchmarks/simulation.py``): user levels from a Beta distribution with sd 0.10, pair
 noise normal or Student t₃ (sd 0.15), 5 % generation failures scored 0, scores clipped to [0, 1] — plus a
 severity effect: a pair at severity s scores δ·(3 − s) above its user's level (severity degradation 4δ from
 L1 to L5).
@@ -28,9 +28,9 @@ import argparse
 import math
 
 import numpy as np
+from simulation import Cell
 
 from pytest_robustexplain.stats import intervals, simulate_confident
-from pytest_robustexplain.stats.calibration import Cell
 
 ALPHA = 0.05
 GAP = 0.1

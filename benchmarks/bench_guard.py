@@ -3,7 +3,8 @@
 Every number about the guard's error rates in docs/guard.md comes from this script. It draws simulated
 runs user by user from distributions shaped like measured scores (clipped to [0, 1], right-skewed,
 heavy-tailed; see ``population`` and ``relative_population``) and applies the guard's own rules
-(``guard.simulate`` and ``guard.simulate_relative``, which the tests check against ``guard.evaluate``)
+(``simulation.simulate`` and ``simulation.simulate_relative``, which the tests check against
+``guard.evaluate``)
 with the default settings: min_sensitivity 0.05, max_insensitive_share 0.2, max_identical_share 0.05,
 min_relative 0.5, alpha 0.05, combined threshold 0.5.
 
@@ -32,8 +33,9 @@ import argparse
 from collections.abc import Callable
 
 import numpy as np
+from simulation import simulate, simulate_relative
 
-from pytest_robustexplain.guard import GuardSettings, simulate, simulate_relative
+from pytest_robustexplain.guard import GuardSettings
 from pytest_robustexplain.results import INCONCLUSIVE, INSENSITIVE, PASS
 
 Rng = np.random.Generator

@@ -5,13 +5,30 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
+import sys
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import pytest
 
 from pytest_robustexplain.testing import FakeOllamaServer
+
+
+def simulation() -> ModuleType:
+    """``benchmarks/simulation.py``, the calibration generator and the guard's vectorised rules (not
+    shipped with the package; the benchmarks import it by name, tests by its path)."""
+    name = "robustexplain_benchmark_simulation"
+    if name not in sys.modules:
+        path = Path(__file__).resolve().parent.parent / "benchmarks" / "simulation.py"
+        spec = importlib.util.spec_from_file_location(name, path)
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module  # dataclasses look their module up while the class is made
+        spec.loader.exec_module(module)
+    return sys.modules[name]
 
 
 def run_fake(pytester: pytest.Pytester, server: FakeOllamaServer, *args: str,

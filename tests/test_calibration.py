@@ -12,10 +12,13 @@ import math
 
 import numpy as np
 import pytest
+from helpers import simulation
 from scipy import stats as sps
 
 from pytest_robustexplain import stats as st
-from pytest_robustexplain.stats.calibration import Cell, bet_floor, simulate_interval, true_mean, user_means
+
+Cell, bet_floor, simulate_interval = simulation().Cell, simulation().bet_floor, simulation().simulate_interval
+true_mean, user_means = simulation().true_mean, simulation().user_means
 
 RUNS = 20_000
 ALPHA = 0.05

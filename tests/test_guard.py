@@ -8,6 +8,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from helpers import simulation
 
 from pytest_robustexplain import guard
 from pytest_robustexplain.data import Catalog, EvalCase, Interaction, Item, UserHistory, default_dataset
@@ -327,7 +328,7 @@ def test_share_lower_bound_is_the_exact_clopper_pearson_bound() -> None:
 
 
 def test_the_vectorised_rule_is_the_rule_evaluate_applies() -> None:
-    """bench_guard.py measures error rates with ``guard.simulate``: it must decide as ``evaluate`` does."""
+    """bench_guard.py measures error rates with ``simulation.simulate``: it decides as ``evaluate`` does."""
     import numpy as np
 
     rng = np.random.default_rng(3)
@@ -337,7 +338,7 @@ def test_the_vectorised_rule_is_the_rule_evaluate_applies() -> None:
         s = np.clip(s, 0, 1)
         p = np.clip(rng.uniform(0.3, 1.0, size=(40, n)), 0, 1)
         s[:, : max(1, n // 4)] = np.where(rng.random((40, max(1, n // 4))) < 0.5, 0.0, s[:, : max(1, n // 4)])
-        fast = guard.simulate(s, p, combined_threshold=0.5, settings=settings)
+        fast = simulation().simulate(s, p, combined_threshold=0.5, settings=settings)
         for row in range(40):
             users = [f"u{i:02d}" for i in range(n)]
             pairs = [_pair(u, float(p[row, i])) for i, u in enumerate(users)]
@@ -349,7 +350,7 @@ def test_the_vectorised_rule_is_the_rule_evaluate_applies() -> None:
 
 
 def test_the_vectorised_relative_rule_is_the_rule_evaluate_applies() -> None:
-    """bench_guard.py measures false relative FAILs with ``guard.simulate_relative``."""
+    """bench_guard.py measures false relative FAILs with ``simulation.simulate_relative``."""
     import numpy as np
 
     rng = np.random.default_rng(5)
@@ -358,7 +359,7 @@ def test_the_vectorised_relative_rule_is_the_rule_evaluate_applies() -> None:
     for n in (2, 3, 8, 20):
         s = np.clip(rng.lognormal(np.log(0.3), 0.5, (30, n)), 0.02, 1.0)
         d = np.clip(rng.choice([0.05, 0.5, 0.8], (30, 1)) * s + rng.normal(0, 0.05, (30, n)), -(1 - s), s)
-        fast = guard.simulate_relative(d, s, settings=settings)
+        fast = simulation().simulate_relative(d, s, settings=settings)
         for row in range(30):
             users = [f"u{i:02d}" for i in range(n)]
             # ρ_swap = 1 − S and ρ_pert = ρ_swap + Δ, one case per user, at temperature 0.

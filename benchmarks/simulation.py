@@ -1,27 +1,37 @@
-"""A generator of realistic per-user means for calibrating the rules (tests and benchmarks only).
+"""Simulation for calibrating the package's rules (benchmarks and tests only; not shipped).
 
-Each simulated user has a true level drawn from a Beta distribution (skewed near either end of the scale,
-as good models' users are), and answers ``pairs`` perturbation pairs: a pair is a generation failure
-scored 0 with probability ``fail_rate``, otherwise the level plus noise (normal, or Student t on 3 degrees
-of freedom scaled to the same sd: heavy tails), clipped to [0, 1]. What the rules see is each user's mean
-over their pairs; with equally many pairs per user the cluster-robust SE of the pair mean equals the plain
-SE of these user means, so simulating user means is simulating the rules exactly.
+Two parts. **The calibration generator**: realistic per-user means. Each simulated user has a true level
+drawn from a Beta distribution (skewed near either end of the scale, as good models' users are), and
+answers ``pairs`` perturbation pairs: a pair is a generation failure scored 0 with probability
+``fail_rate``, otherwise the level plus noise (normal, or Student t on 3 degrees of freedom scaled to the
+same sd: heavy tails), clipped to [0, 1]. What the rules see is each user's mean over their pairs; with
+equally many pairs per user the cluster-robust SE of the pair mean equals the plain SE of these user means,
+so simulating user means is simulating the rules exactly.
 
 The quantity every rule tests is the expected pair score, which clipping and failures pull away from the
 Beta mean: :func:`true_mean` computes it by quadrature (to about 1e-6), so coverage and error rates are
 judged against the real target. ``noise="none"`` skips pairs: the user means are the Beta draws themselves
 (the most skewed case, and the one whose true mean is exactly the Beta mean).
+
+**The guard's rules vectorised** (:func:`simulate`, :func:`simulate_relative`): ``guard.evaluate``'s outcome
+for many simulated runs at once; ``tests/test_guard.py`` checks that the two agree.
+
+Benchmarks import it as ``simulation`` (they run as ``python benchmarks/bench_x.py``); tests load it by
+path (``tests/helpers.py``).
 """
 
 from __future__ import annotations
 
 import functools
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
-from .intervals import FloatArray, IntArray, mean_bounds, skewness
+from pytest_robustexplain.guard import SHARE_RULES, GuardSettings
+from pytest_robustexplain.results import INCONCLUSIVE, INSENSITIVE, PASS
+from pytest_robustexplain.stats.intervals import FloatArray, IntArray, mean_bounds, skewness
 
 NOISES: tuple[str, ...] = ("none", "normal", "t3")
 # Draw the pair matrix in blocks of this many runs, so a 24,000-run cell never holds 24,000×40×25 floats.
@@ -135,3 +145,59 @@ def bet_floor(user_means_: FloatArray, threshold: float, alpha: float) -> IntArr
     reached = log_wealth >= math.log(1 / alpha)
     first = np.argmax(reached, axis=-1) + 1
     return np.asarray(np.where(reached.any(axis=-1), first, x.shape[-1] + 1), dtype=np.int64)
+
+
+def simulate(sensitivity: Sequence[Sequence[float]], perturbed: Sequence[Sequence[float]], *,
+             combined_threshold: float, settings: GuardSettings) -> list[str]:
+    """``guard.evaluate``'s outcome (INSENSITIVE, INCONCLUSIVE or PASS) for many simulated runs at once
+    (benchmarks, tests).
+
+    Row ``r`` of ``sensitivity`` / ``perturbed`` holds one run's per-user S = ρ_floor − ρ_swap and ρ_pert
+    (one case per user; S exactly 0 stands for a word-for-word identical text). The same rule as
+    ``guard.evaluate``, vectorised (tests check that the two agree).
+    """
+    from scipy import stats as sps
+
+    s = np.asarray(sensitivity, dtype=float)
+    p = np.asarray(perturbed, dtype=float)
+    _, n = s.shape
+
+    def lower(k: np.ndarray) -> np.ndarray:
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return np.where(k > 0, sps.beta.ppf(settings.alpha / SHARE_RULES, np.maximum(k, 1), n - k + 1),
+                            0.0)
+
+    k = ((s < settings.min_sensitivity) & (p >= combined_threshold)).sum(axis=1)
+    insensitive = ((lower(k) > settings.max_insensitive_share)
+                   | (lower((s == 0).sum(axis=1)) > settings.max_identical_share))  # each at alpha / 2
+    if n < 2:
+        low = np.full(len(s), -1.0)
+    else:
+        mean = s.mean(axis=1)
+        se = np.sqrt(n / (n - 1) * ((s - mean[:, None]) ** 2).sum(axis=1)) / n  # CR1, one case per user
+        low = np.maximum(-1.0, mean - float(sps.t.ppf(1 - settings.alpha, df=n - 1)) * se)
+    unshown = low <= settings.min_sensitivity
+    return [INSENSITIVE if i else INCONCLUSIVE if u else PASS
+            for i, u in zip(insensitive, unshown, strict=True)]
+
+
+def simulate_relative(delta: Sequence[Sequence[float]], sensitivity: Sequence[Sequence[float]], *,
+                      settings: GuardSettings) -> list[bool]:
+    """The relative-robustness FAIL of ``guard.evaluate`` for many simulated runs at once: row ``r`` holds
+    one run's per-user Δ = ρ_pert − ρ_swap and S = ρ_floor − ρ_swap (one case per user). True where R's
+    one-sided (1 − alpha) upper bound is below ``settings.min_relative`` (tests check it against
+    ``guard.evaluate``)."""
+    from scipy import stats as sps
+
+    d = np.asarray(delta, dtype=float)
+    s = np.asarray(sensitivity, dtype=float)
+    _, g = d.shape
+    if g < 2 or settings.min_relative is None:
+        return [False] * len(d)
+    total = s.sum(axis=1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratio = d.sum(axis=1) / total
+        z = d - ratio[:, None] * s
+        se = np.sqrt(g / (g - 1) * (z * z).sum(axis=1)) / total
+    high = ratio + float(sps.t.ppf(1 - settings.alpha, g - 1)) * se
+    return [bool(v) for v in (total > 1e-12) & (high < settings.min_relative)]
