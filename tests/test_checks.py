@@ -296,3 +296,121 @@ def test_one_mixed_run_reads_the_same_in_every_writer(pytester: pytest.Pytester,
     assert "Guard warning" not in banner
     for text in (" ".join(out.split()), markdown, html):  # the user's check: the same row everywhere
         assert "PASS · 0.00 [0.00, " in text and "0 of 6 explanations mention a price." in text
+
+
+def test_a_tests_own_limit_for_a_check_comes_from_the_marker_or_the_command_line(pytester: pytest.Pytester
+                                                                                ) -> None:
+    _project(pytester, "Only $4.99 this week!")  # 3 of 8: confidently above 0, not above 0.5
+    marked = GATED.replace('guard="off")', 'guard="off", check_limits={"no_price": 0.5})')
+    pytester.makepyfile(test_gate=marked)
+    pytester.runpytest(*ARGS).assert_outcomes(passed=1)
+    row = read_report(pytester)["gates"][0]["verdict"]["findings"]["no_price"]
+    assert (row["outcome"], row["threshold"]) == (PASS, 0.5)
+    pytester.makepyfile(test_gate=GATED)
+    pytester.runpytest(*ARGS, "--robustexplain-check-limits=no_price=0.5").assert_outcomes(passed=1)
+    pytester.runpytest(*ARGS, "--robustexplain-check-limits=no_price=0.1").assert_outcomes(failed=1)
+
+
+@pytest.mark.parametrize(("limits", "said"), [
+    ("no_prise=0.5", "check-limits names 'no_prise', which is not a registered check; did you mean "
+                     "'no_price'?"),
+    ("copying=0.5", "check-limits names 'copying', whose limits are settings of their own"),
+    ("no_price=2", "no_price: "),
+])
+def test_a_limit_for_no_such_check_is_one_usage_error(pytester: pytest.Pytester, limits: str, said: str
+                                                      ) -> None:
+    _project(pytester, "Only $4.99!")
+    result = pytester.runpytest(*ARGS, f"--robustexplain-check-limits={limits}")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR, result.stdout.str()
+    assert said in result.stderr.str()
+    assert "Traceback" not in result.stderr.str()
+
+
+def test_a_check_object_that_breaks_is_one_sentence_naming_it(pytester: pytest.Pytester) -> None:
+    pytester.makeconftest("""
+from pytest_robustexplain import Check
+
+class Fragile(Check):
+    name = "fragile_check"
+
+    def measure(self, evidence):
+        return {}["missing"]
+
+def pytest_robustexplain_register_checks(register_check):
+    register_check(Fragile())
+""")
+    pytester.makepyfile(test_gate=GATED)
+    result = pytester.runpytest(*ARGS)
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines(["*check 'fragile_check' (Fragile) raised KeyError: 'missing'*"])
+    assert "in measure" not in result.stdout.str()  # no traceback through the engine
+
+
+def test_a_check_written_on_the_interface_measures_decides_and_reports(pytester: pytest.Pytester) -> None:
+    pytester.makeconftest('''
+from pytest_robustexplain import Check
+from pytest_robustexplain.checks import SILENT, Decision, originals
+from pytest_robustexplain.results import FAIL, PASS, Finding
+
+class Wordy(Check):
+    """The original explanations average at least 100 words."""
+    name = "wordy"
+
+    def measure(self, evidence):
+        texts = [text for _, _, text in originals(evidence.cases, evidence.pairs)]
+        return sum(len(t.split()) for t in texts) / len(texts) if texts else None
+
+    def decide(self, found, evidence):
+        return Decision(FAIL, f"Wordy FAIL: {found:.1f} words on average.") if found < 100 else SILENT
+
+    def finding(self, found, evidence):
+        return Finding(self.name, FAIL if found < 100 else PASS, f"{found:.1f} words on average.",
+                       threshold=100.0, counts={"words": round(found)})
+
+def pytest_robustexplain_register_checks(register_check):
+    register_check(Wordy())
+''')
+    pytester.makepyfile(test_gate=GATED)
+    result = pytester.runpytest(*ARGS)
+    result.assert_outcomes(failed=1)  # the template explainer writes about 70 words
+    gate = read_report(pytester)["gates"][0]
+    assert gate["verdict"]["message"].startswith("Wordy FAIL: ")
+    assert gate["verdict"]["findings"]["wordy"]["outcome"] == FAIL
+    assert "wordy" in result.stdout.str() and "More checks" in result.stdout.str()
+
+
+THREE_TESTS = """
+import pytest
+
+@pytest.mark.robustness(min_combined=0.2, perturbations=["noise_injection"], severities=[1], guard="off")
+def test_lenient(robustness):
+    pass
+
+@pytest.mark.robustness(min_combined=0.99, perturbations=["noise_injection"], severities=[1], guard="off")
+def test_strict(robustness):
+    pass
+
+@pytest.mark.robustness(min_combined=0.5, min_metric=0.1, perturbations=["noise_injection", "category_drift"],
+                        per_kind={"category_drift": {"min_combined": 0.4}}, severities=[1], guard="off")
+def test_per_kind(robustness):
+    pass
+"""
+
+
+def test_the_html_and_markdown_group_items_by_test_with_its_own_thresholds(pytester: pytest.Pytester
+                                                                           ) -> None:
+    pytester.makepyfile(test_three=THREE_TESTS)
+    pytester.runpytest(*ARGS).assert_outcomes(passed=4, failed=1)
+    html = (pytester.path / "r.html").read_text(encoding="utf-8")
+    markdown = (pytester.path / "r.md").read_text(encoding="utf-8")
+    by_test = html[html.index('<section id="tests">'):]
+    by_test = by_test[:by_test.index("</section>")]
+    for test, gated in (("test_three.py::test_lenient", "ρ ≥ 0.2 · each metric ≥ 0.35"),
+                        ("test_three.py::test_strict", "ρ ≥ 0.99 · each metric ≥ 0.35"),
+                        ("test_three.py::test_per_kind",
+                         "ρ ≥ 0.5 · each metric ≥ 0.1; category_drift: ρ ≥ 0.4 · each metric ≥ 0.1")):
+        assert f"<h3>{test}</h3>" in by_test and f"gated at {gated}" in by_test, test
+        escaped = test.replace("_", "\\_"), gated.replace("_", "\\_")  # Markdown escapes underscores
+        assert f"**{escaped[0]}** — gated at {escaped[1]}" in markdown, test
+    strict = by_test[by_test.index("test_strict"):by_test.index("test_per_kind")]
+    assert "FAIL" in strict and "&lt; 0.99" in strict  # the item's own threshold beside its outcome

@@ -11,7 +11,7 @@ from .base import SILENT, Check, Decision, Evidence, originals, share_row
 from .combine import apply_stage, combine
 from .controls import relative_pairs
 from .predicate import PredicateCheck, PredicateFound
-from .registry import BUILTIN, DEFAULT_CHECKS, SECTIONED, CheckRegistry, register_check
+from .registry import BUILTIN, DEFAULT_CHECKS, SECTIONED, CheckRegistry, check_limits_known, register_check
 
 __all__ = [
     "BUILTIN",
@@ -25,6 +25,7 @@ __all__ = [
     "PredicateCheck",
     "PredicateFound",
     "apply_stage",
+    "check_limits_known",
     "combine",
     "originals",
     "register_check",

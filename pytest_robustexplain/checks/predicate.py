@@ -75,22 +75,27 @@ class PredicateCheck(Check):
                               f"{type(value).__name__} {value!r:.40}")
         return bool(value)
 
-    def reason(self, found: PredicateFound) -> str:
+    def limit(self, evidence: Evidence) -> float:
+        """The test's limit (``check-limits``), else the one the check was registered with."""
+        return float(evidence.gate.check_limits.get(self.name, self.max_rate))
+
+    def reason(self, found: PredicateFound, limit: float) -> str:
         return (f"{found.hits} of {found.n} explanations {self.description} (rate "
                 f"{found.hits / found.n:.2f}, one-sided bounds [{found.low:.2f}, {found.high:.2f}], limit "
-                f"{self.max_rate:g})")
+                f"{limit:g})")
 
-    def outcome(self, found: PredicateFound) -> str:
+    def outcome(self, found: PredicateFound, limit: float) -> str:
         from ..results import FAIL, PASS
 
-        return FAIL if found.low > self.max_rate else PASS
+        return FAIL if found.low > limit else PASS
 
     def decide(self, found: PredicateFound, evidence: Evidence) -> Decision:
         from ..results import FAIL
 
-        if self.outcome(found) != FAIL:
+        limit = self.limit(evidence)
+        if self.outcome(found, limit) != FAIL:
             return SILENT
-        return Decision(FAIL, f"Check {self.name} FAIL: {self.reason(found)}.")
+        return Decision(FAIL, f"Check {self.name} FAIL: {self.reason(found, limit)}.")
 
     def finding(self, found: PredicateFound, evidence: Evidence) -> Finding:
         from dataclasses import replace
@@ -99,7 +104,8 @@ class PredicateCheck(Check):
 
         # The row shows the value, bounds and limit beside the reason: the reason is the sentence alone.
         said = f"{found.hits} of {found.n} explanations {self.description}."
-        row = share_row(self.name, self.outcome(found), said, found.hits, found.n,
-                        found.low, found.high, self.max_rate, confidence=1 - evidence.gate.alpha)
+        limit = self.limit(evidence)
+        row = share_row(self.name, self.outcome(found, limit), said, found.hits, found.n,
+                        found.low, found.high, limit, confidence=1 - evidence.gate.alpha)
         shown = tuple(visible(f"user {u} · item {i}: {text[:160]}") for u, i, text in found.examples)
         return replace(row, examples=shown)

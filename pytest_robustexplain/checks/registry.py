@@ -22,7 +22,7 @@ from .sensitivity import Sensitivity
 from .stability import Stability
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator
+    from collections.abc import Iterable, Iterator, Mapping
 
     from .predicate import Predicate
 
@@ -81,6 +81,23 @@ class CheckRegistry:
         if predicate is None:
             raise ConfigError(f"check {name!r}: give a predicate (text, history, item) -> bool, or a Check")
         self.add(PredicateCheck(name, predicate, max_rate=max_rate, description=description))
+
+
+def check_limits_known(limits: Mapping[str, float], registry: Iterable[Check], where: str) -> None:
+    """Refuse a ``check-limits`` entry for a check the test does not have, or one that is not a predicate
+    check (the built-in checks have settings of their own), naming the one meant."""
+    from ..settings.parsers import hint
+
+    checks = list(registry)
+    predicates = tuple(c.name for c in checks if isinstance(c, PredicateCheck))
+    for name in limits:
+        if name in predicates:
+            continue
+        if any(c.name == name for c in checks):
+            raise ConfigError(f"{where}: check-limits names {name!r}, whose limits are settings of their own "
+                              "(check-limits is for the checks you register)")
+        said = hint(name, predicates) if predicates else " (this test has no check of your own)"
+        raise ConfigError(f"{where}: check-limits names {name!r}, which is not a registered check{said}")
 
 
 def _bad_name(name: object) -> ConfigError:

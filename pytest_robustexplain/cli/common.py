@@ -33,7 +33,7 @@ RUN_OPTION_GROUPS: Mapping[str, tuple[str, ...]] = {
                        "max-minutes"),
     "response cache": ("cache", "cache-dir"),
     "gate": ("min-combined", "min-metric", "per-kind", "weights", "decision", "alpha", "inconclusive",
-             "max-users"),
+             "max-users", "check-limits"),
     "guard (cross-user control)": ("guard", "min-sensitivity", "max-insensitive-share",
                                    "max-identical-share", "min-relative", "max-copy-rate",
                                    "min-history-reference", "max-unsupported-rate"),

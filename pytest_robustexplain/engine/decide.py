@@ -3,7 +3,8 @@ regression against a baseline and the inconclusive policy — one set of rules f
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -85,15 +86,34 @@ def run_checks(verdict: Verdict, evidence: Evidence, checks: Sequence[Check]) ->
     for _, stage in groupby(checks, key=lambda c: c.group):
         decided = []
         for check in stage:
-            found = check.measure(evidence)
-            if found is None:
-                continue
-            verdict = check.keep(verdict, found)
-            decision = check.decide(found, evidence)
-            findings[check.name] = replace(check.finding(found, evidence), note=decision.note)
+            with _users_code(check):
+                found = check.measure(evidence)
+                if found is None:
+                    continue
+                verdict = check.keep(verdict, found)
+                decision = check.decide(found, evidence)
+                findings[check.name] = replace(check.finding(found, evidence), note=decision.note)
             decided.append((check, decision))
         verdict = apply_stage(verdict, decided)
     return replace(verdict, findings=findings)
+
+
+@contextmanager
+def _users_code(check: Check) -> Iterator[None]:
+    """A check the user wrote that breaks is one sentence naming it, never a traceback through the engine
+    (a built-in check that breaks is a bug of ours: its traceback stands)."""
+    from ..checks import BUILTIN
+    from ..errors import RobustExplainError
+
+    try:
+        yield
+    except RobustExplainError:
+        raise
+    except Exception as exc:
+        if any(check is c for c in BUILTIN):
+            raise
+        raise ConfigError(f"check {check.name!r} ({type(check).__name__}) raised {type(exc).__name__}: "
+                          f"{exc}") from None
 
 
 def _started(start: Check, evidence: Evidence) -> Verdict:

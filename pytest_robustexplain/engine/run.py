@@ -223,6 +223,7 @@ class Run:
         item = self.items.get(ref)
         if item is None:
             item = self.items[ref] = ItemPlan(ref, gate, param, own_explainer, checks=checks)
+            self._limits_known(gate, ref)  # at collection, whenever the item will be planned
         return item
 
     def forget(self, refs: Collection[str]) -> None:
@@ -245,6 +246,8 @@ class Run:
         planned = self._slices.get(slice_id)
         if planned is not None:
             return planned
+        if nodeid not in self.items:  # robustexplain run: slices planned without a door's item
+            self._limits_known(gate, nodeid)
         if self._donor_pool is None and guarded(gate):
             self._donor_pool = donor_pool(self.dataset)
         spec = slice_spec(self.settings, gate, slice_id=slice_id, model=model, cases=self.cases_for(gate),
@@ -252,6 +255,23 @@ class Run:
         planned = GatedSlice(spec, nodeid, slice_name, gate)
         self._slices[slice_id] = planned
         return planned
+
+    def _limits_known(self, gate: GateSettings, ref: str) -> None:
+        if gate.check_limits:
+            from ..checks import check_limits_known
+
+            check_limits_known(gate.check_limits, self.checks_for(ref),
+                               f"{ref}: {gate.sources.get('check_limits', 'check-limits')}")
+
+    def checks_for(self, ref: str) -> CheckRegistry:
+        """The checks gating an item: its own (its directory's conftests') when it has them, else the run's,
+        else the process's."""
+        from ..checks import DEFAULT_CHECKS
+
+        item = self.items.get(ref)
+        if item is not None and item.checks is not None:
+            return item.checks
+        return self.checks if self.checks is not None else DEFAULT_CHECKS
 
     def announce_size(self, hint: str = "") -> None:
         """Before a large run starts: how many calls it plans at most and how to shrink it."""
@@ -397,8 +417,7 @@ class Run:
         """The slice's verdict (every rule: the judge's, polarity's, the baseline's), recorded for reports."""
         kind = None if planned.slice == OVERALL else planned.slice
         measured = {"faithfulness": faithfulness, "polarity": polarity}
-        item = self.items.get(planned.nodeid)
-        checks = item.checks if item is not None and item.checks is not None else self.checks
+        checks = self.checks_for(planned.nodeid)
         verdict = decide(planned.gate, sliced, kind, measured=measured, checks=checks)
         found = None
         baseline = self.baseline

@@ -17,6 +17,7 @@ from ..sanitize import markdown_inert
 from .comparison import comparison_note, conclusion, delta_text, model_comparisons, table_rows
 from .summary import (
     CHECKS_TITLE,
+    ITEM_HEADER,
     METRIC_DESCRIPTIONS,
     FailedGate,
     ReportModel,
@@ -32,6 +33,8 @@ from .summary import (
     fmt_interval,
     fmt_mean,
     gate_check,
+    item_row,
+    items_by_test,
     model_info,
     model_names,
     model_outcome,
@@ -72,10 +75,24 @@ def render_markdown(run: RunResult | ReportModel) -> str:
     names = model_names(run)
     if not names:
         return "## robustexplain\n\nNo pairs were scored.\n"
-    blocks = [_model_section(run, report.summary(name)) for name in names]
+    blocks = [_tests_section(run), *(_model_section(run, report.summary(name)) for name in names)]
     blocks.extend(_comparison_section(c) for c in model_comparisons(run))
     blocks.append(_footer(run))
     return "\n\n".join(b for b in blocks if b) + "\n"
+
+
+def _tests_section(run: RunResult) -> str:
+    """Every gated item by its test (with the test's own thresholds), then by model — when the run gated
+    more than one test: with one, the model's section below says the same, and a step summary stays
+    short."""
+    groups = items_by_test(run)
+    if len(groups) < 2:
+        return ""
+    lines = ["## robustexplain — by test"]
+    for group in groups:
+        lines += ["", f"**{text(group.test)}** — gated at {text(group.thresholds)}", ""]
+        lines += table(ITEM_HEADER, [item_row(g) for g in group.items])
+    return "\n".join(lines)
 
 
 def _model_section(run: RunResult, summary: Summary) -> str:

@@ -76,6 +76,7 @@ class GateSettings:
     min_faithful_rate: float | None
     max_misattributed_rate: float | None
     min_flip_sensitivity: float
+    check_limits: Mapping[str, float]
     sources: Mapping[str, str] = field(default_factory=dict)
 
     def combined_threshold(self, kind: str | None = None) -> float:

@@ -16,7 +16,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-from ..results import ALL_METRICS, DEFAULT_MIN_METRIC, METRICS, SEVERITY_RANGE
+from ..results import ALL_METRICS, DEFAULT_MIN_METRIC, KIND_NAME, METRICS, SEVERITY_RANGE
 
 PER_KIND_KEYS: tuple[str, ...] = ("min_combined", "min_metric", "min_relative")
 
@@ -264,6 +264,26 @@ def parse_min_metric_setting(raw: Any) -> float | Mapping[str, float]:
         except Invalid as exc:
             raise Invalid(f"{metric}: {exc}") from None
     return MappingProxyType(full)
+
+
+def parse_check_limits(raw: Any) -> Mapping[str, float]:
+    """The limits of the user's own checks by name, ``no_price=0.05`` (a mapping in YAML, pyproject.toml
+    and the marker): the share of explanations each may flag. Which names exist is known only once the
+    checks are registered; the engine says so when a test's gate names one that is not."""
+    if raw is None or (isinstance(raw, str) and not raw.strip()):
+        return MappingProxyType({})
+    named = name_values(raw, "check limits")
+    if named is None:
+        raise Invalid(f"expected CHECK=LIMIT pairs (e.g. no_price=0.05), got {raw!r:.60}")
+    limits = {}
+    for name, value in named.items():
+        if not isinstance(name, str) or not KIND_NAME.match(name):
+            raise Invalid(f"{name!r} is not a check name (lower-case letters, digits and underscores)")
+        try:
+            limits[name] = THRESHOLD(value)
+        except Invalid as exc:
+            raise Invalid(f"{name}: {exc}") from None
+    return MappingProxyType(limits)
 
 
 def parse_per_kind_setting(raw: Any) -> Mapping[str, Mapping[str, Any]]:

@@ -93,6 +93,7 @@ class Settings:
     min_faithful_rate: float | None
     max_misattributed_rate: float | None
     min_flip_sensitivity: float
+    check_limits: Mapping[str, float]
     baseline: Path | None
     save_baseline: Path | None
     max_regression: float

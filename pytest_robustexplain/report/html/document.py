@@ -15,7 +15,7 @@ from ..json_report import atomic_write_text
 from ..summary import ReportModel, Summary, failed_reason, fmt_interval, headline, model_names, model_outcome
 from .charts import Plotter
 from .common import e
-from .page import comparison_section, meta_table, model_section, status, status_list
+from .page import comparison_section, meta_table, model_section, status, status_list, tests_section
 from .pairs import CSP, pairs_section
 
 PLOTS_NOTE = "charts need the plots extra: pip install 'pytest-robustexplain[plots]'"
@@ -75,7 +75,7 @@ def render_html(run: RunResult | ReportModel) -> str:
     summaries = [report.summary(name) for name in names]
     plotter = Plotter.load()
     body = ["<h1>robustexplain report</h1>", _banner(run, summaries), meta_table(run),
-            status_list(run, summaries)]
+            status_list(run, summaries), tests_section(run)]
     if plotter is None:
         body.append(f'<p class="note">{PLOTS_NOTE}</p>')
     if not names:

@@ -14,6 +14,7 @@ from ...results import FAIL, INCONCLUSIVE, INSENSITIVE, OVERALL, PASS, PairResul
 from ..comparison import comparison_note, conclusion, delta_text, table_rows
 from ..summary import (
     CHECKS_TITLE,
+    ITEM_HEADER,
     METRIC_DESCRIPTIONS,
     FailedGate,
     Summary,
@@ -28,6 +29,8 @@ from ..summary import (
     fmt_mean,
     gate_check,
     gate_thresholds,
+    item_row,
+    items_by_test,
     model_info,
     model_outcome,
     overall_verdict_note,
@@ -81,6 +84,20 @@ def meta_table(run: RunResult) -> str:
         settings = e(json.dumps(run.settings, indent=1, sort_keys=True, default=str))
         rows.append(["settings", f"<details><summary>show</summary><pre>{settings}</pre></details>"])
     return _table(["", ""], rows, "meta")
+
+
+def tests_section(run: RunResult) -> str:
+    """Every gated item by its test (with the test's own thresholds), then by model: three tests with
+    different thresholds are three groups, each named."""
+    groups = items_by_test(run)
+    if not groups:
+        return ""
+    parts = ['<section id="tests"><h2>By test</h2>']
+    for group in groups:
+        rows = [[e(c) if i != 2 else status(c) for i, c in enumerate(item_row(g))] for g in group.items]
+        parts += [f"<h3>{e(group.test)}</h3>", f'<p class="note">gated at {e(group.thresholds)}</p>',
+                  _table(ITEM_HEADER, rows)]
+    return "".join(parts) + "</section>"
 
 
 def status_list(run: RunResult, summaries: list[Summary]) -> str:

@@ -175,6 +175,61 @@ def gate_check(gate: GateResult | None, quantity: str) -> GateCheck | None:
 
 
 @dataclass(frozen=True)
+class TestItems:
+    """One gated test and its items, in the order the reports group them: by test (node id, with the
+    thresholds its own marker gave it), then by model."""
+
+    test: str
+    thresholds: str
+    items: tuple[GateResult, ...]
+
+
+def items_by_test(run: RunResult) -> list[TestItems]:
+    """Every gated item grouped by its test, in the order the tests were decided; within a test by model,
+    then overall first and the kinds in the method's order."""
+    groups: dict[str, list[GateResult]] = {}
+    for gate in run.gates:
+        groups.setdefault(gate.nodeid.split("[", 1)[0] or gate.slice, []).append(gate)
+    order = {k: i for i, k in enumerate([OVERALL, *ordered_kinds(g.slice for g in run.gates)])}
+    out = []
+    for test, gates in groups.items():
+        gates.sort(key=lambda g: (g.model, order.get(g.slice, len(order)), g.nodeid))
+        out.append(TestItems(test, thresholds_text(gates), tuple(gates)))
+    return out
+
+
+def thresholds_text(gates: Sequence[GateResult]) -> str:
+    """A test's own thresholds in words: ``ρ ≥ 0.5 · each metric ≥ 0.35``, with a kind's own where it has
+    one (``category_drift: ρ ≥ 0.4``)."""
+    def said(thresholds: dict[str, float]) -> str:
+        combined = thresholds.get("combined")
+        metrics = {q: t for q, t in thresholds.items() if q != "combined"}
+        parts = [f"ρ ≥ {combined:g}"] if combined is not None else []
+        if metrics and len(set(metrics.values())) == 1:
+            parts.append(f"each metric ≥ {next(iter(metrics.values())):g}")
+        else:
+            parts += [f"{q} ≥ {t:g}" for q, t in metrics.items()]
+        return " · ".join(parts)
+
+    base = next((g for g in gates if g.slice == OVERALL), gates[0])
+    text = said(base.thresholds)
+    own = [f"{g.slice}: {said(g.thresholds)}" for g in gates if g is not base and g.slice != base.slice
+           and said(g.thresholds) != text]
+    return "; ".join([text, *dict.fromkeys(own)]) if text else ""
+
+
+def item_row(gate: GateResult) -> list[str]:
+    """One item's row under its test: the kind, the model, the outcome, ρ with its interval, and why."""
+    check = gate_check(gate, "combined")
+    reason = "" if gate.verdict.outcome == PASS else failed_reason(gate)
+    rho = fmt_interval(check.interval) if check else "—"
+    return [gate.slice, gate.model, gate.verdict.outcome, rho, reason]
+
+
+ITEM_HEADER = ["item", "model", "outcome", "ρ [95 % CI]", "why"]
+
+
+@dataclass(frozen=True)
 class FailedGate:
     """A failed test item with the pairs to look at first, from its own slice.
 
