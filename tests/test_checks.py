@@ -414,3 +414,23 @@ def test_the_html_and_markdown_group_items_by_test_with_its_own_thresholds(pytes
         assert f"**{escaped[0]}** — gated at {escaped[1]}" in markdown, test
     strict = by_test[by_test.index("test_strict"):by_test.index("test_per_kind")]
     assert "FAIL" in strict and "&lt; 0.99" in strict  # the item's own threshold beside its outcome
+
+
+@pytest.mark.parametrize(("edit", "said"), [
+    (lambda f: f.update({"<b>x</b>": f.pop("stability")}), "is not a check name"),
+    (lambda f: f["stability"].update(outcome="**PWNED**"), "expected one of PASS, FAIL"),
+    (lambda f: f["stability"].update(counts={"pairs": "many"}), "expected an integer"),
+    (lambda f: f["stability"].pop("check"), "missing"),
+])
+def test_a_hand_edited_row_is_refused_naming_the_field(edit: object, said: str) -> None:
+    from pytest_robustexplain.errors import DataError
+
+    fixture = Path(__file__).resolve().parent / "data_samples" / "report_v2_before_checks.json"
+    doc = json.loads(fixture.read_text(encoding="utf-8"))
+    doc["gates"][0]["verdict"]["findings"] = {"stability": {"check": "stability", "outcome": "PASS",
+                                                            "counts": {"pairs": 3}}}
+    assert run_from_dict(json.loads(json.dumps(doc))).gates[0].verdict.findings["stability"].counts == {
+        "pairs": 3}
+    edit(doc["gates"][0]["verdict"]["findings"])  # type: ignore[operator]
+    with pytest.raises(DataError, match=said):
+        run_from_dict(doc, source="hand-edited.json")

@@ -473,8 +473,10 @@ class _Reader:
     def findings(self, verdict: Mapping[str, Any], record: str) -> dict[str, Finding]:
         """Each check's row, keyed by check name (absent: a report written before checks had rows)."""
         rows = self.get(verdict, "findings", dict, record, default={})
-        return {str(name): self.record(Finding, row, f"{record}.findings.{name}")
-                for name, row in rows.items()}
+        for name in rows:  # names reach every writer and JUnit property names: a check's name or nothing
+            if not KIND_NAME.match(name):
+                raise self.fail(record, "findings", f"{name!r:.60} is not a check name")
+        return {name: self.record(Finding, row, f"{record}.findings.{name}") for name, row in rows.items()}
 
     def gate(self, value: Any, record: str) -> GateResult:
         data = self.obj(value, record)
