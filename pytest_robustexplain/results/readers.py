@@ -36,7 +36,7 @@ from .records import (
 )
 
 if TYPE_CHECKING:  # built only when a report carries them (faithful.py: not at the plugin's start-up)
-    from .faithful import FaithfulnessResult, FlipResult, JudgedText, MisattributionCase, PolarityResult
+    from .faithful import FaithfulnessResult, FlipResult, JudgedText, PolarityResult
 
 SCHEMA = "pytest-robustexplain/report"
 SCHEMA_VERSION = 2
@@ -249,39 +249,17 @@ class _Reader:
         return tuple(sides)
 
     def interval(self, value: Any, record: str) -> Interval:
-        data = self.obj(value, record)
-        g = self.get
-        return Interval(mean=g(data, "mean", float, record), low=g(data, "low", float, record),
-                        high=g(data, "high", float, record), n=g(data, "n", int, record),
-                        n_clusters=g(data, "n_clusters", int, record),
-                        confidence=g(data, "confidence", float, record, default=0.95))
+        return self.record(Interval, value, record)
 
     def check(self, value: Any, record: str) -> GateCheck:
-        data = self.obj(value, record)
-        g = self.get
-        return GateCheck(quantity=g(data, "quantity", str, record),
-                         threshold=g(data, "threshold", float, record),
-                         interval=self.interval(data.get("interval"), f"{record}.interval"),
-                         outcome=self.outcome(data, "outcome", record),
-                         fragile=g(data, "fragile", bool, record, default=False),
-                         flip_probability=self.optional(data, "flip_probability", float, record))
+        return self.record(GateCheck, value, record)
 
     def optional_interval(self, data: Mapping[str, Any], field: str, record: str) -> Interval | None:
         value = data.get(field)
         return None if value is None else self.interval(value, f"{record}.{field}")
 
     def attack(self, value: Any, record: str) -> AttackResult:
-        data = self.obj(value, record)
-        g: Callable[..., Any] = self.get
-        examples = g(data, "examples", list, record, default=[])
-        return AttackResult(
-            kind=g(data, "kind", str, record), successes=g(data, "successes", int, record),
-            n=g(data, "n", int, record), low=g(data, "low", float, record),
-            high=g(data, "high", float, record),
-            limit=g(data, "limit", float, record), outcome=self.outcome(data, "outcome", record),
-            by_family=g(data, "by_family", dict, record, default={}),
-            by_severity=g(data, "by_severity", dict, record, default={}),
-            examples=tuple(self.obj(e, f"{record}.examples[{i}]") for i, e in enumerate(examples)))
+        return self.record(AttackResult, value, record)
 
     def guard(self, value: Any, record: str) -> GuardResult | None:
         if value is None:
@@ -290,14 +268,7 @@ class _Reader:
         g: Callable[..., Any] = self.get
         example = data.get("example")
         if example is not None:
-            ex = self.obj(example, f"{record}.example")
-            erec = f"{record}.example"
-            example = GuardExample(user_id=g(ex, "user_id", str, erec),
-                                   donor_id=g(ex, "donor_id", str, erec),
-                                   item_id=g(ex, "item_id", str, erec),
-                                   user_text=g(ex, "user_text", str, erec),
-                                   donor_text=g(ex, "donor_text", str, erec),
-                                   combined=g(ex, "combined", float, erec))
+            example = self.record(GuardExample, example, f"{record}.example")
         users = g(data, "insensitive_users", list, record, default=[])
         if not all(isinstance(u, str) for u in users):
             raise self.fail(record, "insensitive_users", "expected a list of user ids (strings)")
@@ -365,52 +336,15 @@ class _Reader:
         if value is None:
             return None
         from .faithful import PolarityResult
-        data = self.obj(value, record)
-        g: Callable[..., Any] = self.get
-        cases = g(data, "cases", list, record, default=[])
-        examples = g(data, "examples", list, record, default=[])
-        return PolarityResult(
-            eligible=g(data, "eligible", int, record), misattributed=g(data, "misattributed", int, record),
-            low=g(data, "low", float, record), high=g(data, "high", float, record),
-            max_rate=self.optional(data, "max_rate", float, record),
-            outcome=self.outcome(data, "outcome", record, optional=True),
-            message=g(data, "message", str, record, default=""),
-            cases=tuple(self.misattribution(c, f"{record}.cases[{i}]") for i, c in enumerate(cases)),
-            examples=tuple(self.misattribution(c, f"{record}.examples[{i}]") for i, c in enumerate(examples)))
+
+        return self.record(PolarityResult, value, record)
 
     def flip(self, value: Any, record: str) -> FlipResult | None:
         if value is None:
             return None
         from .faithful import FlipResult
-        data = self.obj(value, record)
-        g: Callable[..., Any] = self.get
-        return FlipResult(
-            n_pairs=g(data, "n_pairs", int, record), rho=self.interval(data.get("rho"), f"{record}.rho"),
-            sensitivity=self.interval(data.get("sensitivity"), f"{record}.sensitivity"),
-            min_sensitivity=g(data, "min_sensitivity", float, record),
-            still_liked=g(data, "still_liked", int, record),
-            majority_pairs=g(data, "majority_pairs", int, record),
-            max_still_liked=g(data, "max_still_liked", float, record),
-            outcome=self.outcome(data, "outcome", record),
-            message=g(data, "message", str, record, default=""),
-            robust_rho=self.optional_interval(data, "robust_rho", record))
 
-    def strings(self, data: Mapping[str, Any], field: str, record: str) -> tuple[str, ...]:
-        """A list of strings (absent: empty)."""
-        values = self.get(data, field, list, record, default=[])
-        if not all(isinstance(v, str) for v in values):
-            raise self.fail(record, field, "expected a list of strings")
-        return tuple(values)
-
-    def misattribution(self, value: Any, record: str) -> MisattributionCase:
-        from .faithful import MisattributionCase
-
-        data = self.obj(value, record)
-        g: Callable[..., Any] = self.get
-        return MisattributionCase(
-            user_id=g(data, "user_id", str, record), item_id=g(data, "item_id", str, record),
-            repeat=g(data, "repeat", int, record), eligible=g(data, "eligible", bool, record),
-            cited=self.strings(data, "cited", record), sentence=g(data, "sentence", str, record, default=""))
+        return self.record(FlipResult, value, record)
 
     def count_pair(self, value: Any, record: str) -> list[int]:
         counts = isinstance(value, list) and len(value) == 2
@@ -421,17 +355,7 @@ class _Reader:
     def judged_text(self, value: Any, record: str) -> JudgedText:
         from .faithful import JudgedText
 
-        data = self.obj(value, record)
-        g: Callable[..., Any] = self.get
-        return JudgedText(
-            user_id=g(data, "user_id", str, record), item_id=g(data, "item_id", str, record),
-            kind=g(data, "kind", str, record), severity=g(data, "severity", int, record),
-            repeat=g(data, "repeat", int, record), faithful=self.optional(data, "faithful", bool, record),
-            unsupported=self.strings(data, "unsupported", record),
-            rationale=g(data, "rationale", str, record, default=""),
-            failure=g(data, "failure", str, record, default=""),
-            reordered=self.optional(data, "reordered", bool, record),
-            cached=g(data, "cached", bool, record, default=False))
+        return self.record(JudgedText, value, record)
 
     def record(self, cls: type[R], value: Any, record: str) -> R:
         """A record read by its dataclass's own fields and types (no hand-written mirror): a field absent
@@ -449,26 +373,33 @@ class _Reader:
         return cls(**values)
 
     def typed(self, hint: Any, data: Mapping[str, Any], name: str, record: str) -> Any:
-        """One field by its type hint: a scalar, ``X | None``, a nested record, ``dict[str, int]``."""
+        """One field by its type hint: ``X | None``, an outcome (a field named ``outcome`` or ending in
+        ``_outcome`` takes only the outcome words), else :meth:`value`."""
         args = typing.get_args(hint)
         if typing.get_origin(hint) in (typing.Union, types.UnionType) and type(None) in args:
             if data.get(name) is None:
                 return None
             (hint,) = [a for a in args if a is not type(None)]
-        if name == "outcome":
+        if name == "outcome" or name.endswith("_outcome"):
             return self.outcome(data, name, record)
+        return self.value(hint, data[name], record, name)
+
+    def value(self, hint: Any, raw: Any, record: str, name: str) -> Any:
+        """A value by its type hint: a nested record, ``tuple[X, ...]``, ``list[X]``, ``dict[str, X]``, a
+        scalar (a float also from an integer or null), or anything (``Any``)."""
+        origin, args = typing.get_origin(hint), typing.get_args(hint)
+        if hint is Any:
+            return raw
         if dataclasses.is_dataclass(hint):
-            return self.record(hint, data[name], f"{record}.{name}")  # type: ignore[arg-type]
-        if typing.get_origin(hint) is tuple:
-            items = self.get(data, name, list, record)
-            (item_type, _) = typing.get_args(hint)
-            return tuple(self.get({name: v}, name, item_type, f"{record}.{name}[{i}]")
-                         for i, v in enumerate(items))
-        if typing.get_origin(hint) is dict:
-            mapping = self.get(data, name, dict, record)
-            _, value_type = typing.get_args(hint)
-            return {str(k): self.get(mapping, k, value_type, f"{record}.{name}") for k in mapping}
-        return self.get(data, name, hint, record)
+            return self.record(hint, raw, f"{record}.{name}")  # type: ignore[arg-type]
+        if origin in (tuple, list):
+            items = self.get({name: raw}, name, list, record)
+            converted = [self.value(args[0], v, record, f"{name}[{i}]") for i, v in enumerate(items)]
+            return tuple(converted) if origin is tuple else converted
+        if origin is dict:
+            mapping = self.get({name: raw}, name, dict, record)
+            return {str(k): self.value(args[1], v, record, f"{name}.{k}") for k, v in mapping.items()}
+        return self.get({name: raw}, name, hint, record)
 
     def findings(self, verdict: Mapping[str, Any], record: str) -> dict[str, Finding]:
         """Each check's row, keyed by check name (absent: a report written before checks had rows)."""
