@@ -434,3 +434,23 @@ def test_a_hand_edited_row_is_refused_naming_the_field(edit: object, said: str) 
     edit(doc["gates"][0]["verdict"]["findings"])  # type: ignore[operator]
     with pytest.raises(DataError, match=said):
         run_from_dict(doc, source="hand-edited.json")
+
+
+def test_an_item_not_measured_says_why_in_its_rows(pytester: pytest.Pytester,
+                                                   server: FakeOllamaServer) -> None:
+    """Replies cut at the token limit make an item INCONCLUSIVE whatever its scores said: the rows say so
+    beside stability's own (which measured unfinished text), and the headline is that reason."""
+    from pytest_robustexplain.report.summary import headline
+
+    server.mode = "copycat"  # long replies, cut at the token limit
+    pytester.makepyfile(test_gate=GATED)
+    result = run_fake(pytester, server, *ARGS[1:])
+    result.assert_outcomes(failed=1)
+    (gate,) = run_from_dict(read_report(pytester)).gates
+    row = gate.verdict.findings["measurement"]
+    assert gate.verdict.outcome == row.outcome == INCONCLUSIVE
+    assert "compare a reply the server cut at the token limit" in row.reason
+    assert headline(gate.verdict).startswith("Not measured: ") and row.note.startswith("Not measured: ")
+    # Not a check of the user's: no row of the checks table, no JUnit property of its own.
+    assert "More checks" not in result.stdout.str()
+    assert "robustexplain_check_measurement" not in (pytester.path / "j.xml").read_text(encoding="utf-8")

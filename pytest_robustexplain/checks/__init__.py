@@ -7,7 +7,7 @@ registry (``registry``) orders them and takes the user's own (``register_check``
 an item's verdict. This face only hands names on.
 """
 
-from .base import SILENT, Check, Decision, Evidence, originals, share_row
+from .base import MEASUREMENT, SILENT, Check, Decision, Evidence, originals, share_row
 from .combine import apply_stage, combine
 from .controls import relative_pairs
 from .predicate import PredicateCheck, PredicateFound
@@ -16,6 +16,7 @@ from .registry import BUILTIN, DEFAULT_CHECKS, SECTIONED, CheckRegistry, check_l
 __all__ = [
     "BUILTIN",
     "DEFAULT_CHECKS",
+    "MEASUREMENT",
     "SECTIONED",
     "SILENT",
     "Check",

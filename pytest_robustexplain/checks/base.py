@@ -74,6 +74,10 @@ class Decision:
 
 SILENT = Decision()
 
+# The row of the rules that make an item "Not measured" (replies cut at the token limit, prompts that did not
+# fit, the time budget): not a check, but the reason an item's scores are not a measurement, beside the rows.
+MEASUREMENT = "measurement"
+
 
 class Check:
     """One check over one slice. Subclasses set ``name`` and implement :meth:`measure`, :meth:`decide`

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 from ..errors import ConfigError
 from ..results import KIND_NAME
 from .attacks import Hijack, Injection
-from .base import Check
+from .base import MEASUREMENT, Check
 from .copying import Copying
 from .faithfulness import Faithfulness
 from .flip import Flip
@@ -34,7 +34,7 @@ BUILTIN: tuple[Check, ...] = (Stability(), Injection(), Hijack(), Sensitivity(),
 
 
 # The checks the writers show in sections of their own; every other check's row is in their checks table.
-SECTIONED: frozenset[str] = frozenset(c.name for c in BUILTIN if c.has_section)
+SECTIONED: frozenset[str] = frozenset({*(c.name for c in BUILTIN if c.has_section), MEASUREMENT})
 
 
 class CheckRegistry:
@@ -65,7 +65,7 @@ class CheckRegistry:
                               f"{type(check).__name__}")
         if not isinstance(name, str) or not KIND_NAME.match(name):
             raise _bad_name(name)
-        if name in self:
+        if name in self or name == MEASUREMENT:
             raise ConfigError(f"check {name!r} is registered already (checks: {', '.join(self.names())})")
         self._own[name] = check
 

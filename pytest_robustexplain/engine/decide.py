@@ -15,7 +15,7 @@ from ..results import OVERALL, Robustness
 if TYPE_CHECKING:
     from ..checks import Check, CheckRegistry, Evidence
     from ..perturbations import PerturbationResult
-    from ..results import PairResult, RunResult, Verdict
+    from ..results import Finding, PairResult, RunResult, Verdict
     from ..settings import GateSettings, Settings
     from ..stats import NonInferiorityResult
     from ..sweep import SliceResult
@@ -175,17 +175,19 @@ def with_time_budget(verdict: Verdict, sliced: SliceResult) -> Verdict:
 def _unmeasured_in_time(gate: GateSettings, sliced: SliceResult, kind: str | None) -> Verdict:
     """INCONCLUSIVE for a slice none of whose users finished within the time budget."""
     import math
+    from dataclasses import replace
 
     from ..results import INCONCLUSIVE, GateCheck, Interval, Verdict
 
     planned = sliced.out_of_time[1] if sliced.out_of_time else 0
     checks = tuple(GateCheck(q, t, Interval(math.nan, 0.0, 1.0, 0, 0, 1 - gate.alpha), INCONCLUSIVE)
                    for q, t in gate.thresholds(kind).items())
-    return Verdict(INCONCLUSIVE, checks, mode=gate.decision,
-                   message=f"{NOT_MEASURED}the time budget (max-minutes) ran out before any of the {planned} "
-                           "users of this test had all its pairs in. Raise max-minutes, or plan fewer calls "
-                           "a user (design=balanced, fewer severities); the response cache keeps what was "
-                           "answered, so a rerun continues where this one stopped.")
+    note = (f"the time budget (max-minutes) ran out before any of the {planned} users of this test had all "
+            "its pairs in. Raise max-minutes, or plan fewer calls a user (design=balanced, fewer "
+            "severities); the response cache keeps what was answered, so a rerun continues where this one "
+            "stopped.")
+    unmeasured = Verdict(INCONCLUSIVE, checks, mode=gate.decision, message=f"{NOT_MEASURED}{note}")
+    return replace(unmeasured, findings=_measurement(unmeasured, INCONCLUSIVE, note))
 
 
 NOT_MEASURED = "Not measured: "
@@ -210,11 +212,28 @@ def _not_measured(verdict: Verdict, note: str) -> Verdict:
     from ..results import INCONCLUSIVE
 
     if _found_already(verdict):
-        return replace(verdict, message=f"{verdict.message} Also: {note}")
+        return replace(verdict, message=f"{verdict.message} Also: {note}",
+                       findings=_measurement(verdict, None, note))
     if verdict.message.startswith(NOT_MEASURED):  # unmeasured for a second reason: one "Not measured"
-        return replace(verdict, message=f"{NOT_MEASURED}{note} Also: {verdict.message[len(NOT_MEASURED):]}")
+        return replace(verdict, message=f"{NOT_MEASURED}{note} Also: {verdict.message[len(NOT_MEASURED):]}",
+                       findings=_measurement(verdict, INCONCLUSIVE, note))
     return replace(verdict, outcome=INCONCLUSIVE, users_needed=None,
-                   message=f"{NOT_MEASURED}{note} The scores said: {verdict.message}")
+                   message=f"{NOT_MEASURED}{note} The scores said: {verdict.message}",
+                   findings=_measurement(verdict, INCONCLUSIVE, note))
+
+
+def _measurement(verdict: Verdict, outcome: str | None, note: str) -> dict[str, Finding]:
+    """The verdict's rows with the ``measurement`` row: why the scores are not a measurement (replies cut at
+    the token limit, prompts that did not fit, the time budget), so the rows explain the item's outcome
+    too. ``outcome`` None: said beside a verdict that rests on other evidence, deciding nothing."""
+    from ..checks import MEASUREMENT
+    from ..results import Finding
+
+    earlier = verdict.findings.get(MEASUREMENT)
+    reason = f"{note} Also: {earlier.reason}" if earlier is not None else note
+    row = Finding(MEASUREMENT, outcome, reason, enforced=outcome is not None,
+                  note=f"{NOT_MEASURED}{note}" if outcome is not None else "")
+    return {**verdict.findings, MEASUREMENT: row}
 
 
 def with_unfit_prompts(verdict: Verdict, pairs: Sequence[PairResult]) -> Verdict:
