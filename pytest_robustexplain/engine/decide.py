@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..checks import relative_pairs as relative_pairs  # engine.decide's public name before checks/ held it
 from ..errors import ConfigError, DataError
 from ..results import OVERALL, Robustness
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from ..results import FAIL, INCONCLUSIVE, INSENSITIVE, PASS, Finding, GateResult, Interval, RunResult
+from ..results import FAIL, INCONCLUSIVE, INSENSITIVE, PASS, GateResult, Interval, RunResult
 from ..sanitize import comment_inert
 from .summary import Summary, fmt_interval, headline, model_names, model_outcome, summarize
 
@@ -29,14 +29,14 @@ def _cell(text: object) -> str:
     return comment_inert(str(text))
 
 
-def _delta(now: Interval | None, before: Interval | None) -> str:
-    """The change, in words as well as a sign: every row of the table is higher-is-better."""
+def _delta(now: Interval | None, before: Interval | None, *, higher_is_better: bool = True) -> str:
+    """The change, in words as well as a sign (a rate under a ``max`` limit: lower is better)."""
     if now is None or before is None:
         return "—"
     change = now.mean - before.mean
     if round(change, 3) == 0:
         return "±0.000"
-    return f"{change:+.3f} ({'better' if change > 0 else 'worse'})"
+    return f"{change:+.3f} ({'better' if (change > 0) == higher_is_better else 'worse'})"
 
 
 def _sensitivity_delta(now: Summary, before: Summary | None, margin: float) -> str:
@@ -111,18 +111,9 @@ def _check_rows(now: Summary, before: Summary | None) -> list[list[str]]:
     for f in now.checks:
         was = next((b for b in before.checks if b.check == f.check), None) if before else None
         rows.append([f"{f.check} ({f.outcome or 'reported'})", fmt_interval(was.value, 2) if was else "—",
-                     fmt_interval(f.value, 2), _finding_delta(f, was)])
+                     fmt_interval(f.value, 2),
+                     _delta(f.value, was.value if was else None, higher_is_better=f.bound == "min")])
     return rows
-
-
-def _finding_delta(now: Finding, before: Finding | None) -> str:
-    if now.value is None or before is None or before.value is None:
-        return "—"
-    change = now.value.mean - before.value.mean
-    if round(change, 3) == 0:
-        return "±0.000"
-    better = change > 0 if now.bound == "min" else change < 0
-    return f"{change:+.3f} ({'better' if better else 'worse'})"
 
 
 def _count_row(label: str, now: tuple[int, int], before: tuple[int, int] | None) -> list[str]:

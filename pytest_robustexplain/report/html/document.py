@@ -8,11 +8,20 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from ...results import FAIL, INCONCLUSIVE, INSENSITIVE, PASS, RunResult
+from ...results import PASS, RunResult
 from ...sanitize import clean
 from ..comparison import model_comparisons
 from ..json_report import atomic_write_text
-from ..summary import ReportModel, Summary, failed_reason, fmt_interval, headline, model_names, model_outcome
+from ..summary import (
+    OUTCOME_RANK,
+    ReportModel,
+    Summary,
+    failed_reason,
+    fmt_interval,
+    headline,
+    model_names,
+    model_outcome,
+)
 from .charts import Plotter
 from .common import e
 from .page import comparison_section, meta_table, model_section, status, status_list, tests_section
@@ -99,9 +108,8 @@ def _banner(run: RunResult, summaries: list[Summary]) -> str:
     if not summaries:
         return ""
     lines = []
-    rank = {FAIL: 0, INSENSITIVE: 1, INCONCLUSIVE: 2, PASS: 3}
     outcomes = [model_outcome(run, s.model) or PASS for s in summaries]
-    worst = min(outcomes, key=lambda o: rank.get(o, 3))
+    worst = min(outcomes, key=lambda o: OUTCOME_RANK.get(o, len(OUTCOME_RANK)))
     for s, outcome in zip(summaries, outcomes, strict=True):
         not_passed = [g for g in run.gates if g.model == s.model and g.verdict.outcome != PASS]
         failed = not_passed[0] if not_passed else None

@@ -17,11 +17,7 @@ from typing import TYPE_CHECKING, Any
 from ...results import (
     DEFAULT_MIN_COMBINED,
     DEFAULT_MIN_METRIC,
-    FAIL,
-    INCONCLUSIVE,
-    INSENSITIVE,
     METRICS,
-    PASS,
     AttackResult,
     FaithfulnessResult,
     Finding,
@@ -39,7 +35,7 @@ from ...results import (
     too_many_cut,
 )
 from ..formatting import finite, finite_dict, interval_dict
-from .gates import gate_thresholds, is_number, ordered_kinds
+from .gates import OUTCOME_RANK, gate_thresholds, is_number, ordered_kinds
 
 if TYPE_CHECKING:
     from ...guard import GuardSettings
@@ -349,12 +345,13 @@ def model_checks(run: RunResult, model: str) -> tuple[Finding, ...]:
         for name, row in gate.verdict.findings.items():
             if name in SECTIONED:
                 continue
-            if name not in worst or _RANK.get(row.outcome or "", 9) < _RANK.get(worst[name].outcome or "", 9):
+            if name not in worst or _rank(row) < _rank(worst[name]):
                 worst[name] = row
     return tuple(worst.values())
 
 
-_RANK = {FAIL: 0, INSENSITIVE: 1, INCONCLUSIVE: 2, PASS: 3}
+def _rank(row: Finding) -> int:
+    return OUTCOME_RANK.get(row.outcome or "", len(OUTCOME_RANK))
 
 
 def model_flip(run: RunResult, model: str, pairs: Sequence[PairResult], controls: Sequence[PairResult]

@@ -72,17 +72,21 @@ def model_info(run: RunResult, name: str) -> ModelInfo:
 def find_gate(run: RunResult, model: str, slice_: str) -> GateResult | None:
     """The gate of ``model`` on ``slice_`` (a kind or ``OVERALL``); the worst when several tests gate it."""
     matches = [g for g in run.gates if g.model == model and g.slice == slice_]
-    return min(matches, key=lambda g: _OUTCOME_RANK.get(g.verdict.outcome, 4)) if matches else None
+    if not matches:
+        return None
+    return min(matches, key=lambda g: OUTCOME_RANK.get(g.verdict.outcome, len(OUTCOME_RANK)))
 
 
-_OUTCOME_RANK = {FAIL: 0, INSENSITIVE: 1, INCONCLUSIVE: 2, PASS: 3}
+# Worst first: what "the worst gate" and "the worst row" mean wherever outcomes are ranked (an unranked
+# outcome — a report-only row's None — sorts after PASS with ``OUTCOME_RANK.get(o, len(OUTCOME_RANK))``).
+OUTCOME_RANK = {FAIL: 0, INSENSITIVE: 1, INCONCLUSIVE: 2, PASS: 3}
 
 
 def model_outcome(run: RunResult, model: str) -> str | None:
     """The model's outcome: the worst of its gates (a failed kind fails the job even when the overall
     gate passed, so the headline must not say PASS), None when ungated."""
     outcomes = [g.verdict.outcome for g in run.gates if g.model == model]
-    return min(outcomes, key=lambda o: _OUTCOME_RANK.get(o, 4)) if outcomes else None
+    return min(outcomes, key=lambda o: OUTCOME_RANK.get(o, len(OUTCOME_RANK))) if outcomes else None
 
 
 def gate_thresholds(run: RunResult, model: str) -> dict[str, float]:
