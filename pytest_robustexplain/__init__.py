@@ -14,8 +14,8 @@ __version__ = "0.1.0"
 _API = (
     "apply_perturbation", "available_kinds", "catalog_from", "compute_keyword_stability",
     "compute_length_stability", "compute_semantic_sim", "compute_structural_consistency", "history_from",
-    "item_from", "plain_data_explainer", "register_check", "score_pair", "Check", "PairScores",
-    "PerturbationResult",
+    "item_from", "plain_data_explainer", "register_check", "register_metric", "score_pair", "Check",
+    "PairScores", "PerturbationResult",
 )
 
 __all__ = ["__version__", *_API]

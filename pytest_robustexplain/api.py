@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from .checks import Check, register_check
+from .checks import Check, register_check, register_metric
 from .data import Catalog, Interaction, Item, UserHistory, catalog_from, history_from, item_from
 from .metrics import (
     PairScores,
@@ -45,6 +45,7 @@ __all__ = [
     "history_from",
     "item_from",
     "register_check",
+    "register_metric",
     "score_pair",
 ]
 

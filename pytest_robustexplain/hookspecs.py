@@ -53,8 +53,9 @@ def pytest_robustexplain_register_perturbations(register: Callable[..., None],
 
 
 @hookspec
-def pytest_robustexplain_register_checks(register_check: Callable[..., None]) -> None:
-    """Add your own checks, gated on every robustness test of the session beside the built-in ones.
+def pytest_robustexplain_register_checks(register_check: Callable[..., None],
+                                          register_metric: Callable[..., None]) -> None:
+    """Add your own checks and metrics, for the robustness tests of the session beside the built-in ones.
 
     ``register_check(name, predicate, max_rate=0.0, description="")`` takes a per-explanation predicate
     ``predicate(text, history, item) -> bool`` (True: this explanation has the property counted). Each
@@ -76,6 +77,19 @@ def pytest_robustexplain_register_checks(register_check: Callable[..., None]) ->
     Each check's row — value with its bounds, limit, outcome, reason — appears in every report. A
     conftest's checks gate the robustness tests of its directory and below, as its fixtures serve them,
     and belong to this session's run; ``pytest_robustexplain.register_check`` adds one for the process.
+
+    ``register_metric(name, fn, version="1", batch=None, description="")`` adds a similarity of the two
+    explanations of a pair, ``fn(e, e_prime) -> float`` in [0, 1] (1: they agree), or ``batch(pairs) ->
+    values`` over a list of ``(e, e_prime)`` for a metric that is faster in bulk. ``version`` enters the
+    run's signature and the score cache's key: change it when the function changes. Every test of the
+    directory reports it beside the paper's four; a test gates it by naming it in ``min_metric``
+    (``min_metric={"chars3": 0.6}``) and puts it into ρ only with a weight of its own in its marker's
+    ``weights``::
+
+        def pytest_robustexplain_register_checks(register_metric):
+            register_metric("chars3", char_trigram_jaccard, version="1")
+
+    ``pytest_robustexplain.register_metric`` adds one for the process.
     """
 
 

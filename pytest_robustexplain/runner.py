@@ -121,15 +121,23 @@ def registered_checks(hook: Any) -> CheckRegistry | None:
 
     def register_check(name: Any, predicate: Any = None, *, max_rate: float = 0.0,
                        description: str = "") -> None:
-        nonlocal checks
         with _hook_errors("pytest_robustexplain_register_checks"):
-            if checks is None:
-                from .checks import DEFAULT_CHECKS, CheckRegistry
+            own().register(name, predicate, max_rate=max_rate, description=description)
 
-                checks = CheckRegistry(base=DEFAULT_CHECKS)
-            checks.register(name, predicate, max_rate=max_rate, description=description)
+    def register_metric(name: Any, fn: Any = None, *, version: Any = None, batch: Any = None,
+                        description: str = "") -> None:
+        with _hook_errors("pytest_robustexplain_register_checks"):
+            own().register_metric(name, fn, version=version, batch=batch, description=description)
 
-    hook.pytest_robustexplain_register_checks(register_check=register_check)
+    def own() -> CheckRegistry:
+        nonlocal checks
+        if checks is None:
+            from .checks import DEFAULT_CHECKS, CheckRegistry
+
+            checks = CheckRegistry(base=DEFAULT_CHECKS)
+        return checks
+
+    hook.pytest_robustexplain_register_checks(register_check=register_check, register_metric=register_metric)
     return checks
 
 

@@ -40,7 +40,7 @@ from dataclasses import asdict, dataclass
 from functools import lru_cache
 from importlib import metadata
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .errors import ConfigError, RobustExplainWarning, warn
 from .metrics import (
@@ -58,9 +58,13 @@ from .metrics import (
 )
 from .safe_files import check_inside, open_inside
 
-__all__ = ["SCORES_DIR", "CachedScorer", "ScoreCache", "ScoreCacheStats"]
+if TYPE_CHECKING:
+    from .metrics.user import Metric
+
+__all__ = ["SCORES_DIR", "CachedScorer", "MetricValueCache", "ScoreCache", "ScoreCacheStats"]
 
 SCORES_DIR = "scores"  # under the response cache's directory
+USER_DIR = "user"  # under SCORES_DIR: the user's own metrics' values
 _MODES = ("off", "read", "write", "read-write", "replay-only")
 _READS = ("read", "read-write", "replay-only")
 _WRITES = ("write", "read-write")
@@ -110,7 +114,7 @@ class ScoreCache:
         self.directory = Path(directory)
         self.mode = mode
         self.signature = signature if signature is not None else text_signature()
-        self._salt = f"{self.signature}|nltk@{_nltk_version()}"
+        self._salt = self._salt_of(self.signature)
         self.stats = ScoreCacheStats()
         self._files: dict[str, _File] = {}  # by original text: ~26 pairs each, looked up once per pair
         self._lock = threading.Lock()
@@ -121,6 +125,20 @@ class ScoreCache:
 
     def __repr__(self) -> str:
         return f"ScoreCache({str(self.directory)!r}, mode={self.mode!r})"
+
+    @staticmethod
+    def _salt_of(signature: str) -> str:
+        return f"{signature}|nltk@{_nltk_version()}"
+
+    @staticmethod
+    def _encode(scores: Any) -> dict[str, Any]:
+        """A stored entry's JSON fields besides its key."""
+        return {"metrics": [scores.semantic, scores.keyword, scores.structural, scores.length],
+                "keyword_empty": scores.keyword_empty, "failed": scores.failed}
+
+    @staticmethod
+    def _decode(entry: dict[str, Any]) -> Any:
+        return _parse(entry)
 
     @property
     def reads(self) -> bool:
@@ -169,10 +187,7 @@ class ScoreCache:
         if not self.writes:
             return False
         key = self.key(e, e_prime)
-        record = json.dumps({"key": key, "metrics": [scores.semantic, scores.keyword, scores.structural,
-                                                     scores.length],
-                             "keyword_empty": scores.keyword_empty, "failed": scores.failed},
-                            separators=(",", ":"), allow_nan=False)
+        record = json.dumps({"key": key, **self._encode(scores)}, separators=(",", ":"), allow_nan=False)
         with self._lock:
             entry = self._file(e)
             data = ("\n" if entry.torn_tail else "") + record + "\n"
@@ -215,7 +230,11 @@ class ScoreCache:
             if not line.strip():
                 continue
             try:
-                key, scores = _parse(line)
+                entry = json.loads(line)
+                key = entry["key"]
+                if not isinstance(key, str) or len(key) != 64:
+                    raise ValueError(f"bad key {key!r}")
+                scores = self._decode(entry)
             except (ValueError, KeyError, TypeError) as exc:
                 problems.append(f"{type(exc).__name__}: {exc}")
                 continue
@@ -256,11 +275,7 @@ class ScoreCache:
                 "goes on without caching scores"))
 
 
-def _parse(line: bytes) -> tuple[str, TextScores]:
-    entry = json.loads(line)
-    key = entry["key"]
-    if not isinstance(key, str) or len(key) != 64:
-        raise ValueError(f"bad key {key!r}")
+def _parse(entry: dict[str, Any]) -> TextScores:
     metrics = entry["metrics"]
     if not isinstance(metrics, list) or len(metrics) != 4:
         raise ValueError(f"expected 4 metrics, got {metrics!r}")
@@ -272,7 +287,54 @@ def _parse(line: bytes) -> tuple[str, TextScores]:
     if not all(isinstance(flag, bool) for flag in flags):
         raise ValueError(f"flags must be true or false, got {flags!r}")
     semantic, keyword, structural, length = (float(v) for v in metrics)
-    return key, TextScores(semantic, keyword, structural, length, keyword_empty=flags[0], failed=flags[1])
+    return TextScores(semantic, keyword, structural, length, keyword_empty=flags[0], failed=flags[1])
+
+
+class _ValueStore(ScoreCache):
+    """One user metric's values, laid out as the four's (a file per original, a line per e′), keyed by the
+    metric's ``name@version``: a new version misses and is measured again."""
+
+    @staticmethod
+    def _salt_of(signature: str) -> str:
+        return signature  # the user's function, not nltk, decides the value
+
+    @staticmethod
+    def _encode(scores: Any) -> dict[str, Any]:
+        return {"value": scores}
+
+    @staticmethod
+    def _decode(entry: dict[str, Any]) -> Any:
+        value = entry["value"]
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 <= value <= 1.0 \
+                or not math.isfinite(value):
+            raise ValueError(f"value {value!r} is not a number in [0, 1]")
+        return float(value)
+
+
+class MetricValueCache:
+    """The user's metrics' values on disk, beside the four's (``scores/user``), one store per metric
+    version, in the score cache's mode: a warm rerun measures nothing again."""
+
+    def __init__(self, directory: str | os.PathLike[str], mode: str = "read-write") -> None:
+        if mode not in _MODES:
+            raise ConfigError(f"unknown cache mode {mode!r}; valid modes: {', '.join(_MODES)}")
+        self.directory = Path(directory) / USER_DIR
+        self.mode = mode
+        self._stores: dict[str, _ValueStore] = {}
+
+    def _store(self, metric: Metric) -> _ValueStore:
+        store = self._stores.get(metric.tag)
+        if store is None:
+            store = self._stores[metric.tag] = _ValueStore(self.directory, self.mode,
+                                                           signature=f"user:{metric.tag}")
+        return store
+
+    def get(self, metric: Metric, e: str, e_prime: str) -> float | None:
+        found: Any = self._store(metric).get(e, e_prime)  # a value: _ValueStore decodes floats
+        return None if found is None else float(found)
+
+    def put(self, metric: Metric, e: str, e_prime: str, value: float) -> bool:
+        return self._store(metric).put(e, e_prime, value)  # type: ignore[arg-type]
 
 
 class CachedScorer:
@@ -290,9 +352,14 @@ class CachedScorer:
 
     def __init__(self, *, weights: Mapping[str, Any] | Sequence[Any] | None = None,
                  cache: ScoreCache | None = None, tagger: str = DEFAULT_TAGGER,
-                 make_scorer: Callable[[], Scorer] | None = None) -> None:
+                 make_scorer: Callable[[], Scorer] | None = None,
+                 user_cache: MetricValueCache | None = None) -> None:
+        from .metrics.user import MetricMeasure
+
         self._weights: Weights = validate_weights(weights)
         self.cache = cache
+        # The user's own metrics, measured per test (the sweep's books ask), behind their own cache.
+        self.user = MetricMeasure(user_cache)
         self._make = make_scorer or (lambda: Scorer(weights=self._weights, tagger=tagger))
         self._scorer: Scorer | None = None
         self._requested: Future[Scorer] | None = None

@@ -29,7 +29,7 @@ INNER: dict[str, tuple[str, ...]] = {
     "cli": ("common", "run", "report", "compare", "dataset", "parser", "entry"),
     "report/summary": ("gates", "compute", "findings"),
     "report/html": ("common", "charts", "pairs", "page", "document"),
-    "metrics": ("base", "weights", "text", "scoring", "api"),
+    "metrics": ("base", "weights", "user", "text", "scoring", "api"),
     "sweep": ("records", "planner", "books", "scoring", "loop", "background"),
 }
 # checks/: the interface at the bottom, the registry on top, and one module per check between them that

@@ -11,7 +11,16 @@ from .base import MEASUREMENT, SILENT, Check, Decision, Evidence, originals, sha
 from .combine import apply_stage, combine
 from .controls import relative_pairs
 from .predicate import PredicateCheck, PredicateFound
-from .registry import BUILTIN, DEFAULT_CHECKS, SECTIONED, CheckRegistry, check_limits_known, register_check
+from .registry import (
+    BUILTIN,
+    DEFAULT_CHECKS,
+    SECTIONED,
+    CheckRegistry,
+    check_limits_known,
+    metric_names_known,
+    register_check,
+    register_metric,
+)
 
 __all__ = [
     "BUILTIN",
@@ -28,8 +37,10 @@ __all__ = [
     "apply_stage",
     "check_limits_known",
     "combine",
+    "metric_names_known",
     "originals",
     "register_check",
+    "register_metric",
     "relative_pairs",
     "share_row",
 ]

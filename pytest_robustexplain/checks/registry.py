@@ -5,10 +5,11 @@ check never leaks into another session in the same process."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from ..errors import ConfigError
-from ..results import KIND_NAME
+from ..results import ALL_METRICS, KIND_NAME, METRICS
 from .attacks import Hijack, Injection
 from .base import MEASUREMENT, Check
 from .copying import Copying
@@ -22,8 +23,10 @@ from .sensitivity import Sensitivity
 from .stability import Stability
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable, Iterator, Mapping
+    from collections.abc import Iterable, Iterator
 
+    from ..metrics.user import Metric
+    from ..settings import GateSettings
     from .predicate import Predicate
 
 # The order in which an item's checks are decided (the combining rule reads them in this order): the
@@ -38,13 +41,30 @@ SECTIONED: frozenset[str] = frozenset({*(c.name for c in BUILTIN if c.has_sectio
 
 
 class CheckRegistry:
-    """Checks by name, over a base registry (the process's) whose checks come first."""
+    """Checks by name, over a base registry (the process's) whose checks come first; and the user's own
+    metrics (``metrics.user``), registered the same way and layered the same way."""
 
     def __init__(self, checks: tuple[Check, ...] = (), *, base: CheckRegistry | None = None) -> None:
         self.base = base
         self._own: dict[str, Check] = {}
+        self._metrics: dict[str, Metric] = {}
         for check in checks:
             self.add(check)
+
+    def metrics(self) -> tuple[Metric, ...]:
+        """The user's metrics the tests this registry serves measure, the process's first."""
+        return (*(self.base.metrics() if self.base is not None else ()), *self._metrics.values())
+
+    def register_metric(self, name: Any, fn: Any = None, *, version: Any = None, batch: Any = None,
+                        description: str = "") -> None:
+        """Add a metric ``fn(e, e_prime) -> float in [0, 1]`` (or ``batch=``) under ``name@version``."""
+        from ..metrics.user import make_metric
+
+        metric = make_metric(name, fn, version=version, batch=batch, description=description)
+        known = tuple(m.name for m in self.metrics())
+        if metric.name in known:
+            raise ConfigError(f"metric {metric.name!r} is registered already (metrics: {', '.join(known)})")
+        self._metrics[metric.name] = metric
 
     def __iter__(self) -> Iterator[Check]:
         if self.base is not None:
@@ -100,6 +120,22 @@ def check_limits_known(limits: Mapping[str, float], registry: Iterable[Check], w
         raise ConfigError(f"{where}: check-limits names {name!r}, which is not a registered check{said}")
 
 
+def metric_names_known(gate: GateSettings, registry: CheckRegistry, ref: str) -> None:
+    """Refuse a user metric that a test's ``min_metric`` (per kind too) or ``weights`` names but its
+    conftests did not register, naming the one meant."""
+    from ..settings.parsers import hint
+
+    known = tuple(m.name for m in registry.metrics())
+    gated = {m for kind in (None, *gate.per_kind) for m in gate.gated_metrics(kind)} - set(METRICS)
+    weighted = set(gate.weights) - set(ALL_METRICS) if isinstance(gate.weights, Mapping) else set()
+    for setting, names in (("min_metric", gated), ("weights", weighted)):
+        for name in sorted(names - set(known)):
+            said = hint(name, known) if known else " (this test has no metric of your own)"
+            where = gate.sources.get(setting, setting)
+            raise ConfigError(f"{ref}: {where}: {setting} names {name!r}, which is not a registered "
+                              f"metric{said}")
+
+
 def _bad_name(name: object) -> ConfigError:
     return ConfigError(f"check name {name!r}: use lower-case letters, digits and underscores, starting with "
                        "a letter")
@@ -112,3 +148,9 @@ def register_check(name: Any, predicate: Predicate | None = None, *, max_rate: f
                    description: str = "") -> None:
     """Add a check for every run in this process (a conftest uses the hook instead: its session only)."""
     DEFAULT_CHECKS.register(name, predicate, max_rate=max_rate, description=description)
+
+
+def register_metric(name: Any, fn: Any = None, *, version: Any = None, batch: Any = None,
+                    description: str = "") -> None:
+    """Add a metric for every run in this process (a conftest uses the hook's ``register_metric``)."""
+    DEFAULT_CHECKS.register_metric(name, fn, version=version, batch=batch, description=description)

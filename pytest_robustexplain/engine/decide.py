@@ -295,9 +295,11 @@ def with_guard(verdict: Verdict, gate: GateSettings, sliced: SliceResult, kind: 
 def check_baseline(baseline: RunResult, path: Path, settings: Settings, *, save_flag: str) -> None:
     """Refuse a baseline whose numbers are not comparable with this run's (another metric signature)."""
     from ..metrics import metric_signature
+    from ..metrics.user import split_signature
 
+    # The user's own metrics belong to the tests that measure them: each test checks its own (regression).
     current = metric_signature(weights=settings.weights, embedding=settings.embed_model)
-    if baseline.signature != current:
+    if split_signature(baseline.signature)[0] != current:
         raise ConfigError(
             f"baseline {path} was scored with a different metric signature, so its numbers are not "
             f"comparable with this run's.\n  baseline: {baseline.signature}\n  this run: {current}\n"
@@ -310,6 +312,7 @@ def regression(baseline: RunResult, model: str, sliced: SliceResult, *, margin: 
     slice's R-gated pairs, adds R's change, measured against each run's own cross-user controls."""
     from ..stats import non_inferiority
 
+    _user_metrics_match(baseline, sliced, source, save_flag)
     pairs = sliced.pairs
     models = {p.key.model for p in baseline.pairs}
     # Same model name when the baseline has it; a single-model baseline is compared whatever its name
@@ -327,6 +330,18 @@ def regression(baseline: RunResult, model: str, sliced: SliceResult, *, margin: 
         raise DataError(f"no pair matches this slice ({len(base)} baseline pairs of these kinds, "
                         f"{len(pairs)} here): {exc}; save a new baseline with {save_flag}",
                         source=source) from None
+
+
+def _user_metrics_match(baseline: RunResult, sliced: SliceResult, source: str, save_flag: str) -> None:
+    """Refuse a baseline that measured one of this test's own metrics at another version."""
+    from ..metrics.user import split_signature
+
+    versions = split_signature(baseline.signature)[1]
+    for metric in sliced.spec.metrics:
+        if versions.get(metric.name, metric.version) != metric.version:
+            raise ConfigError(f"baseline {source} measured metric {metric.name!r} at version "
+                              f"{versions[metric.name]!r}, this run at {metric.version!r}: its numbers are "
+                              f"not comparable; save a new baseline with {save_flag}")
 
 
 def _relative_terms(baseline: RunResult, model: str, sliced: SliceResult, relative: Sequence[PairResult]

@@ -13,6 +13,7 @@ if TYPE_CHECKING:
     from ..checks import CheckRegistry
     from ..data import Catalog, EvalCase
     from ..donors import DonorPool
+    from ..metrics.user import Metric
     from ..perturbations import KindRegistry
     from ..settings import GateSettings, Settings
     from ..sweep import SliceSpec
@@ -109,10 +110,11 @@ def users_within(settings: Settings, gate: GateSettings, users: int) -> tuple[in
 
 def slice_spec(settings: Settings, gate: GateSettings, *, slice_id: str, model: str,
                cases: Sequence[EvalCase], kind: str | None = None,
-               donor_pool: DonorPool | None = None) -> SliceSpec:
+               donor_pool: DonorPool | None = None, metrics: tuple[Metric, ...] = ()) -> SliceSpec:
     """The sweep slice of one gate: its cases × kinds (``kind`` alone, or all the gate's kinds when
     None) × severities × repeats, with the noise floor, the cross-user controls (donors drawn from
-    ``donor_pool``) and the sequential gate the settings ask for."""
+    ``donor_pool``), the sequential gate the settings ask for and the user's own ``metrics`` its test
+    measures."""
     from ..sweep import SequentialConfig, SliceSpec
 
     sequential = None
@@ -125,7 +127,8 @@ def slice_spec(settings: Settings, gate: GateSettings, *, slice_id: str, model: 
     return SliceSpec(slice_id=slice_id, model=model, cases=tuple(cases),
                      kinds=gate.perturbations if kind is None else (kind,), severities=gate.severities,
                      repeats=gate.repeats, seed=settings.seed, noise_floor=noise_floor,
-                     sequential=sequential, weights=weights, donors=donors, design=gate.design)
+                     sequential=sequential, weights=weights, donors=donors, design=gate.design,
+                     metrics=tuple(metrics))
 
 
 LARGE_PLAN_CALLS = 2000  # above this, a run says how big it is and how to shrink it before it starts

@@ -7,7 +7,7 @@ from __future__ import annotations
 import datetime as _dt
 import os
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -100,18 +100,21 @@ def model_record(name: str, info: ModelInfo) -> dict[str, Any]:
 
 def run_record(settings: Settings, *, models: Sequence[dict[str, Any]], pairs: Sequence[PairResult],
                gates: Sequence[GateResult], calls: Mapping[str, int], extra: Mapping[str, Any],
-               started: float, started_at: str) -> RunResult:
+               started: float, started_at: str, metric_tags: Collection[str] = ()) -> RunResult:
     """The run as one record: its settings with ``extra`` (judge, dataset name, partial-run facts), each
     item's last gate (a re-decided item replaces its earlier gate), the wall time since ``started``
-    (``time.monotonic``)."""
+    (``time.monotonic``); ``metric_tags`` (``name@version``) the user metrics its tests measured, which the
+    signature lists."""
     from .. import __version__
     from ..metrics import metric_signature
+    from ..metrics.user import tags_signature
 
     last: dict[str, GateResult] = {}
     for gate in gates:
         last[gate.nodeid] = gate
     return RunResult(
-        signature=metric_signature(weights=settings.weights, embedding=settings.embed_model),
+        signature=metric_signature(weights=settings.weights, embedding=settings.embed_model)
+        + tags_signature(metric_tags),
         seed=settings.seed, models=list(models), settings={**settings.to_dict(), **extra}, pairs=list(pairs),
         gates=list(last.values()), calls=dict(calls),
         timings={"wall_s": round(time.monotonic() - started, 3)},

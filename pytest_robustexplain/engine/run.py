@@ -107,6 +107,7 @@ class Run:
         self.model_infos: dict[str, ModelInfo] = {}
         self.gates: list[GateResult] = []
         self.pairs: dict[PairKey, PairResult] = {}  # pairs of decided slices (this process or reported)
+        self.metric_tags: set[str] = set()  # the user metrics (name@version) its tests measure: the signature
         self.counters: dict[str, int] = {}  # call counters reported by other processes (xdist workers)
         self.started, self.started_at = time.monotonic(), utc_now()
         self.warnings = WarningQueue()  # this run's warnings from other threads, said at each wait
@@ -250,18 +251,24 @@ class Run:
             self._limits_known(gate, nodeid)
         if self._donor_pool is None and guarded(gate):
             self._donor_pool = donor_pool(self.dataset)
+        metrics = self.checks_for(nodeid).metrics()
+        self.metric_tags.update(m.tag for m in metrics)
         spec = slice_spec(self.settings, gate, slice_id=slice_id, model=model, cases=self.cases_for(gate),
-                          kind=None if slice_name == OVERALL else slice_name, donor_pool=self._donor_pool)
+                          kind=None if slice_name == OVERALL else slice_name, donor_pool=self._donor_pool,
+                          metrics=metrics)
         planned = GatedSlice(spec, nodeid, slice_name, gate)
         self._slices[slice_id] = planned
         return planned
 
     def _limits_known(self, gate: GateSettings, ref: str) -> None:
-        if gate.check_limits:
-            from ..checks import check_limits_known
+        """The user's own checks and metrics a gate names exist for its test (known once its conftests
+        registered them): a usage error at collection naming the one meant."""
+        from ..checks import check_limits_known, metric_names_known
 
+        if gate.check_limits:
             check_limits_known(gate.check_limits, self.checks_for(ref),
                                f"{ref}: {gate.sources.get('check_limits', 'check-limits')}")
+        metric_names_known(gate, self.checks_for(ref), ref)
 
     def checks_for(self, ref: str) -> CheckRegistry:
         """The checks gating an item: its own (its directory's conftests') when it has them, else the run's,
@@ -431,7 +438,7 @@ class Run:
         self.gates.append(GateResult(planned.nodeid, planned.slice, planned.spec.model, verdict,
                                      planned.gate.thresholds(kind), gate_scope(sliced.pairs)))
         for pair in (*sliced.scored, *sliced.controls, *sliced.swaps):  # under the run's weights
-            self.pairs[pair.key] = pair
+            self.keep(pair)
         return robustness(planned, sliced, verdict, found,
                           self.sweep.perturbations_for(planned.spec.slice_id))
 
@@ -485,8 +492,8 @@ class Run:
         from ..results import gate_from_dict, pair_from_dict
 
         for data in payload.get("pairs", []):
-            pair = pair_from_dict(data, source=source)
-            self.pairs[pair.key] = pair
+            self.keep(pair_from_dict(data, source=source))
+        self.metric_tags.update(str(tag) for tag in payload.get("metric_tags", []))
         if "gate" in payload:
             self.gates.append(gate_from_dict(payload["gate"], source=source))
         for name, info in payload.get("models", {}).items():
@@ -507,10 +514,18 @@ class Run:
         # The run-weighted versions (what the reports show), not the slice's own re-weighting.
         pairs = [self.pairs[p.key] for p in (*result.pairs, *result.controls, *result.swaps)]
         judge = self.judging.info
-        return plain({"pairs": [p.to_dict() for p in pairs], "gate": gate.to_dict(),
+        tags = sorted(m.tag for m in self._slices[f"{nodeid}::{result.model}"].spec.metrics) \
+            if f"{nodeid}::{result.model}" in self._slices else []
+        return plain({"pairs": [p.to_dict() for p in pairs], "gate": gate.to_dict(), "metric_tags": tags,
                       "models": {result.model: asdict(info)} if info is not None else {},
                       "judge": asdict(judge) if judge is not None else {},
                       **({"dataset": self._dataset.name} if self._dataset is not None else {})})
+
+    def keep(self, pair: PairResult) -> None:
+        """Record a decided pair for the reports; a pair two tests share keeps the user metrics of both."""
+        from ..results import merge_pairs
+
+        self.pairs[pair.key] = merge_pairs(self.pairs.get(pair.key), pair)
 
     def call_counters(self) -> dict[str, int]:
         """This process's call counters (what an xdist worker reports at its end)."""
@@ -559,7 +574,7 @@ class Run:
         return run_record(self.settings, models=[model_record(name, self.model_infos[name])
                                                  for name in self._models_in_order()],
                           pairs=pairs, gates=self.gates, calls=counters, extra=extra,
-                          started=self.started, started_at=self.started_at)
+                          started=self.started, started_at=self.started_at, metric_tags=self.metric_tags)
 
     def _models_in_order(self) -> list[str]:
         """The models as the settings list them (an xdist controller learns of them in the order its workers

@@ -172,13 +172,14 @@ def build_scorer(settings: Settings, *, cache_dir: Path | None = None) -> Cached
     response cache's directory and mode) when the response cache is on, so a rerun on cached explanations
     never builds the metrics' Scorer (nltk, TextBlob, sacrebleu). Like the response cache, none for the
     template backend (its runs are throwaway) or with ``cache=off``; the Scorer is then built on the first
-    pair, not here."""
-    from ..score_cache import SCORES_DIR, CachedScorer, ScoreCache
+    pair, not here. The user's own metrics' values are cached beside the four's, in the same mode."""
+    from ..score_cache import SCORES_DIR, CachedScorer, MetricValueCache, ScoreCache
 
-    cache = None
+    cache = user_cache = None
     if cache_dir is not None and settings.cache != "off" and settings.backend != "template":
         cache = ScoreCache(cache_dir / SCORES_DIR, settings.cache)
-    return CachedScorer(weights=settings.weights, cache=cache)
+        user_cache = MetricValueCache(cache_dir / SCORES_DIR, settings.cache)
+    return CachedScorer(weights=settings.weights, cache=cache, user_cache=user_cache)
 
 
 def _backend_explainer(settings: Settings, model: str) -> Explainer:

@@ -89,12 +89,14 @@ from .text import pattern_tag as pattern_tag
 from .text import word_tokens
 from .weights import (
     check_embedding,
+    check_user_weights,
     check_weights,
     combine,
     embedding_weighted,
     metric_signature,
     text_signature,
     validate_weights,
+    weight_items,
 )
 
 # ``METRICS`` and the underscored names are handed on too (``X as X``): tests reach the tokeniser and
@@ -115,6 +117,7 @@ __all__ = [
     "Scorer",
     "TextScores",
     "check_embedding",
+    "check_user_weights",
     "check_weights",
     "combine",
     "compute_keyword_stability",
@@ -128,5 +131,6 @@ __all__ = [
     "score_pair",
     "text_signature",
     "validate_weights",
+    "weight_items",
     "word_tokens",
 ]

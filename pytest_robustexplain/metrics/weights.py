@@ -7,6 +7,7 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from importlib import metadata
+from types import MappingProxyType
 from typing import Any
 
 from .. import __version__
@@ -97,8 +98,40 @@ def _weight_value(name: str, value: Any) -> float:
     return number
 
 
-def embedding_weighted(weights: Weights) -> bool:
+def check_user_weights(weights: Mapping[str, Any]) -> Mapping[str, float] | Weights:
+    """A test's weights that name the user's own metrics (already known to be user-metric names): the four
+    given as always, the embedding optional, the user's each a weight, all summing to 1. Returned as a
+    mapping by name (the built-ins in their order, then the user's sorted), or as the plain weights when
+    no user metric has a share."""
+    user = {name: _weight_value(name, value) for name, value in weights.items() if name not in ALL_METRICS}
+    builtin = {name: value for name, value in weights.items() if name in ALL_METRICS}
+    missing = [name for name in METRICS if name not in builtin]
+    if missing:
+        raise ValueError(f"missing weight(s) for {', '.join(missing)}; give all of "
+                         f"{', '.join(METRICS)} (use 0 to leave a metric out)")
+    values = {name: _weight_value(name, builtin[name]) for name in ALL_METRICS if name in builtin}
+    total = math.fsum([*values.values(), *user.values()])
+    if abs(total - 1.0) > WEIGHT_TOLERANCE:
+        listed = ", ".join(f"{name}={value:g}" for name, value in {**values, **user}.items())
+        raise ValueError(f"weights must sum to 1 (within {WEIGHT_TOLERANCE:g}), got {total:.9g} ({listed})")
+    if not any(user.values()):
+        return check_weights(builtin)
+    if values.get(EMBEDDING) == 0:
+        del values[EMBEDDING]
+    return MappingProxyType({**values, **{name: user[name] for name in sorted(user) if user[name] > 0}})
+
+
+def weight_items(weights: Mapping[str, float] | Weights) -> tuple[tuple[str, float], ...]:
+    """(metric, weight) of validated weights, whichever form they take."""
+    if isinstance(weights, Mapping):
+        return tuple(weights.items())
+    return tuple(zip(ALL_METRICS, weights, strict=False))
+
+
+def embedding_weighted(weights: Mapping[str, float] | Weights) -> bool:
     """Whether these (validated) weights give the embedding metric a share of ρ."""
+    if isinstance(weights, Mapping):
+        return weights.get(EMBEDDING, 0.0) > 0
     return len(weights) == len(ALL_METRICS)
 
 

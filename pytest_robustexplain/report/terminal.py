@@ -13,7 +13,7 @@ from __future__ import annotations
 import textwrap
 from typing import TYPE_CHECKING
 
-from ..results import FAIL, METRICS, OVERALL, PairResult, RunResult, answered_by
+from ..results import FAIL, OVERALL, PairResult, RunResult, answered_by
 from .comparison import comparison_note, conclusion, delta_text, model_comparisons, table_rows
 from .summary import (
     CHECKS_TITLE,
@@ -155,11 +155,11 @@ def _kind_section(run: RunResult, summary: Summary, width: int, verbose: bool) -
 
 def _metric_section(run: RunResult, summary: Summary) -> list[str]:
     gate = find_gate(run, summary.model, OVERALL)
-    checks = [c for c in (gate_check(gate, m) for m in METRICS) if c is not None]
+    checks = [c for c in (gate_check(gate, m) for m in summary.by_metric) if c is not None]
     thresholds = {c.threshold for c in checks}
     head = f"gate ≥ {thresholds.pop():.2f}" if len(thresholds) == 1 else ""
     lines = [f"{'By metric':<{LABEL_WIDTH + VALUE_WIDTH}}{head}".rstrip()]
-    for metric in summary.by_metric:  # the four, and the opt-in embedding when the run measured it
+    for metric in summary.by_metric:  # the four, the opt-in embedding and the user's own when measured
         check = gate_check(gate, metric)
         description = METRIC_DESCRIPTIONS.get(metric)
         label = f"  {metric:<10} ({description})" if description else f"  {metric}"

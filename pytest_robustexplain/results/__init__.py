@@ -32,6 +32,7 @@ from .records import (
     RELATIVE,
     SEVERITY_RANGE,
     SWAP_KIND,
+    TYPO_CUTOFF,
     AttackResult,
     Finding,
     GateCheck,
@@ -51,8 +52,10 @@ from .records import (
     answered_by,
     gate_scope,
     is_control,
+    merge_pairs,
     metrics_of,
     too_many_cut,
+    user_metric_name,
 )
 
 __all__ = [
@@ -82,6 +85,7 @@ __all__ = [
     "SCHEMA_VERSION",
     "SEVERITY_RANGE",
     "SWAP_KIND",
+    "TYPO_CUTOFF",
     "AttackResult",
     "FaithfulnessResult",
     "Finding",
@@ -107,12 +111,14 @@ __all__ = [
     "gate_from_dict",
     "gate_scope",
     "is_control",
+    "merge_pairs",
     "metrics_of",
     "pair_from_dict",
     "plain",
     "read_json",
     "run_from_dict",
     "too_many_cut",
+    "user_metric_name",
 ]
 
 # The records of the checks beyond stability, built when first asked for (faithful.py says why).

@@ -214,7 +214,16 @@ class _Reader:
             overflow_detail=g(data, "overflow_detail", str, record, default=""),
             tokens=self.tokens(data, record),
             original_latency_s=g(data, "original_latency_s", float, record, default=0.0),
+            user_metrics=self.user_metrics(data, record),
         )
+
+    def user_metrics(self, data: Mapping[str, Any], record: str) -> dict[str, float]:
+        """The user's own metrics by name (absent: none), each a score as the four are."""
+        values = self.get(data, "user_metrics", dict, record, default={})
+        for name in values:
+            if not isinstance(name, str) or not KIND_NAME.match(name):
+                raise self.fail(record, "user_metrics", f"expected metric names, got {name!r:.60}")
+        return {name: self.score(values, name, f"{record}.user_metrics") for name in values}
 
     def kind(self, key: Mapping[str, Any], record: str) -> str:
         kind: str = self.get(key, "kind", str, record)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from ..sanitize import visible
@@ -29,6 +29,21 @@ RELATIVE = "relative"
 # protocol, reports and signature are unchanged without it.
 EMBEDDING = "embedding"
 ALL_METRICS: tuple[str, ...] = (*METRICS, EMBEDDING)
+
+
+def user_metric_name(name: object) -> bool:
+    """Whether ``name`` can name a user's own metric (``metrics.user``): a lower-case identifier that is not
+    a built-in quantity and not one typo away from a built-in metric — such a name in ``min_metric`` or
+    ``weights`` is taken for the typo (``semantc``), so a metric cannot be registered under it either."""
+    import difflib
+
+    if not isinstance(name, str) or not KIND_NAME.match(name) or name in (*ALL_METRICS, "combined", RELATIVE):
+        return False
+    return not difflib.get_close_matches(name, ALL_METRICS, n=1, cutoff=TYPO_CUTOFF)
+
+
+# How close (difflib's ratio) an unknown name must be to a known one to be called its typo ("did you mean").
+TYPO_CUTOFF = 0.6
 # RunResult.calls key prefix of the calls each host answered, when the run spread them over several hosts:
 # "answered by http://box-a:11434" -> 120 (every report lists the calls, so each names the hosts).
 ANSWERED_BY = "answered by "
@@ -104,9 +119,24 @@ class PairResult:
     # The original reply's generation time (shared by the user's pairs; a cached reply keeps the time of the
     # call that made it); 0 in reports written before it was recorded.
     original_latency_s: float = 0.0
+    # The user's own metrics (``metrics.user``) measured for the test that holds the pair, by name; empty
+    # when it has none (and then not written, as before they existed).
+    user_metrics: dict[str, float] = field(default_factory=dict)
+
+    def carries(self, name: str) -> bool:
+        """Whether the pair has this metric: a user metric only its test measured, the embedding only when
+        the run measured it."""
+        if name in self.user_metrics:
+            return True
+        return name in (*ALL_METRICS, "combined") and getattr(self, name) is not None
 
     def metric(self, name: str) -> float:
-        """A metric by name; ``combined`` (ρ) included."""
+        """A metric by name; ``combined`` (ρ) and the user's own metrics included."""
+        if name in self.user_metrics:
+            return float(self.user_metrics[name])
+        if name not in (*ALL_METRICS, "combined"):
+            raise KeyError(f"pair {self.key.label()} has no metric {name!r} (its user metrics: "
+                           f"{', '.join(self.user_metrics) or 'none'})")
         return float(getattr(self, name))
 
     def to_dict(self) -> dict[str, Any]:
@@ -120,7 +150,17 @@ class PairResult:
                 del data[name]
         if not self.overflow_detail:
             del data["overflow_detail"]
+        if not self.user_metrics:
+            del data["user_metrics"]
         return data
+
+
+def merge_pairs(known: PairResult | None, pair: PairResult) -> PairResult:
+    """One pair two tests share, recorded once: with the user metrics of both (each test measures its own
+    directory's), names sorted so every door and process writes it alike."""
+    if known is None or not known.user_metrics:
+        return pair
+    return replace(pair, user_metrics=dict(sorted({**known.user_metrics, **pair.user_metrics}.items())))
 
 
 def answered_by(calls: dict[str, int]) -> dict[str, int]:
@@ -130,8 +170,11 @@ def answered_by(calls: dict[str, int]) -> dict[str, int]:
 
 
 def metrics_of(pairs: Iterable[PairResult]) -> tuple[str, ...]:
-    """The metrics these pairs carry: the four, and ``embedding`` when the run measured it."""
-    return ALL_METRICS if any(p.embedding is not None for p in pairs) else METRICS
+    """The metrics these pairs carry: the four, ``embedding`` when the run measured it, then the user's own
+    (sorted by name, so every door and every process lists them alike)."""
+    pairs = list(pairs)
+    builtin = ALL_METRICS if any(p.embedding is not None for p in pairs) else METRICS
+    return (*builtin, *sorted({name for p in pairs for name in p.user_metrics}))
 
 
 # Cut replies: the replies a pair can have cut, and the share of a gate's pairs with a cut reply above which

@@ -11,7 +11,7 @@ from types import MappingProxyType
 from typing import Any
 
 from ..errors import ConfigError
-from ..results import EMBEDDING, METRICS
+from ..results import ALL_METRICS, EMBEDDING, METRICS
 from .parsers import PER_KIND_KEYS, THRESHOLD, Invalid, hint, metric_names, name_values, unique
 from .table import OptionSpec, option
 
@@ -51,10 +51,12 @@ def parse_min_metric(value: Any, base: float | Mapping[str, float], where: str
         named = name_values(value, "metric thresholds")
         if named is None:
             return THRESHOLD(value)
-        metric_names(named)
+        metric_names(named, user=True)
     except Invalid as exc:
         raise ConfigError(f"{where}: {exc}") from None
     full = {m: float(base[m] if isinstance(base, Mapping) else base) for m in METRICS}
+    if isinstance(base, Mapping):  # the user's metrics the run gates stay gated
+        full.update({m: float(v) for m, v in base.items() if m not in METRICS})
     for metric, threshold in named.items():
         full[metric] = marker_value(option("min-combined"), threshold, f"{where}: {metric}")
     return MappingProxyType(full)
@@ -96,7 +98,26 @@ def check_judge(min_faithful_rate: float | None, judge_model: str | None, where:
                           "--robustexplain-judge-model, ROBUSTEXPLAIN_JUDGE_MODEL)")
 
 
-def check_embedding_weight(weights: tuple[float, ...], embed_model: str | None, where: str) -> None:
+def parse_gate_weights(value: Any, where: str) -> Any:
+    """A test's weights: any form the run's take, or a mapping that also gives the user's own metrics a share
+    of ρ (which metrics the test has is checked once its conftests registered them)."""
+    from ..metrics import check_user_weights
+
+    try:
+        named = name_values(value, "weights")
+    except Invalid as exc:
+        raise ConfigError(f"{where}: {exc}") from None
+    raw = named if named is not None else value
+    if isinstance(raw, Mapping) and any(name not in ALL_METRICS for name in raw):
+        try:
+            metric_names(raw, ALL_METRICS, user=True)
+            return check_user_weights(raw)
+        except (Invalid, ValueError) as exc:
+            raise ConfigError(f"{where}: {exc}") from None
+    return marker_value(option("weights"), value, where)
+
+
+def check_embedding_weight(weights: Any, embed_model: str | None, where: str) -> None:
     from ..metrics import embedding_weighted
 
     if embedding_weighted(weights) and not embed_model:

@@ -19,6 +19,7 @@ from .checks import (
     check_judge,
     default_canonical_kind,
     marker_value,
+    parse_gate_weights,
     parse_min_metric,
     parse_per_kind,
 )
@@ -56,7 +57,7 @@ class GateSettings:
     severities: tuple[int, ...]
     users: int | None
     repeats: int
-    weights: tuple[float, ...]
+    weights: tuple[float, ...] | Mapping[str, float]  # by name when a user metric has a share of ρ
     design: str
     decision: str
     alpha: float
@@ -101,16 +102,26 @@ class GateSettings:
 
     def metric_threshold(self, metric: str, kind: str | None = None) -> float:
         """The threshold of ``metric`` for ``kind``'s slice (or for all kinds when ``kind`` is None)."""
-        if metric not in METRICS:
+        if metric not in self.gated_metrics(kind):
             raise KeyError(f"unknown metric {metric!r}")
-        override = self.per_kind.get(kind, {}) if kind is not None else {}
-        chosen = override.get("min_metric", self.min_metric)
+        chosen = self._min_metric(kind)
         return float(chosen[metric] if isinstance(chosen, Mapping) else chosen)
+
+    def gated_metrics(self, kind: str | None = None) -> tuple[str, ...]:
+        """The metrics ``kind``'s slice gates: the paper's four, then the user's own that ``min_metric``
+        names (a user metric is gated only when named)."""
+        chosen = self._min_metric(kind)
+        user = sorted(m for m in chosen if m not in METRICS) if isinstance(chosen, Mapping) else []
+        return (*METRICS, *user)
+
+    def _min_metric(self, kind: str | None) -> float | Mapping[str, float]:
+        override = self.per_kind.get(kind, {}) if kind is not None else {}
+        return override.get("min_metric", self.min_metric)
 
     def thresholds(self, kind: str | None = None) -> dict[str, float]:
         """``{"combined": …, metric: …}`` for one slice: what a GateResult records."""
         return {"combined": self.combined_threshold(kind),
-                **{m: self.metric_threshold(m, kind) for m in METRICS}}
+                **{m: self.metric_threshold(m, kind) for m in self.gated_metrics(kind)}}
 
     def to_dict(self) -> dict[str, Any]:
         return {f.name: jsonable(getattr(self, f.name)) for f in fields(self)}
@@ -161,6 +172,8 @@ def apply_marker(settings: Settings, kwargs: Mapping[str, Any], *, nodeid: str, 
             gate[key] = parse_min_metric(value, settings.min_metric, where)
         elif key == "perturbations":
             gate[key] = canonical_kinds(marker_value(option(key), value, where), canon, where)
+        elif key == "weights":
+            gate[key] = parse_gate_weights(value, where)
         else:
             gate[key] = marker_value(option(key), value, where)
         if key == "weights":

@@ -16,7 +16,15 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-from ..results import ALL_METRICS, DEFAULT_MIN_METRIC, KIND_NAME, METRICS, SEVERITY_RANGE
+from ..results import (
+    ALL_METRICS,
+    DEFAULT_MIN_METRIC,
+    KIND_NAME,
+    METRICS,
+    SEVERITY_RANGE,
+    TYPO_CUTOFF,
+    user_metric_name,
+)
 
 PER_KIND_KEYS: tuple[str, ...] = ("min_combined", "min_metric", "min_relative")
 
@@ -30,7 +38,7 @@ Parser = Callable[[Any], Any]
 
 def _suggest(word: str, choices: Iterable[str]) -> str:
     """``; did you mean 'x'?`` when a close match exists, else an empty string."""
-    close = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6)
+    close = difflib.get_close_matches(word, list(choices), n=1, cutoff=TYPO_CUTOFF)
     return f"; did you mean {close[0]!r}?" if close else ""
 
 
@@ -222,8 +230,10 @@ def name_values(raw: Any, what: str) -> Mapping[str, Any] | None:
     return pairs
 
 
-def metric_names(raw: Mapping[str, Any], names: tuple[str, ...] = METRICS) -> None:
-    unknown = [k for k in raw if k not in names]
+def metric_names(raw: Mapping[str, Any], names: tuple[str, ...] = METRICS, *, user: bool = False) -> None:
+    """Refuse a name that is not a metric's. ``user``: a name that can be a user metric's passes here (which
+    metrics a test has is known once its conftests registered them: the engine checks it then)."""
+    unknown = [k for k in raw if k not in names and not (user and user_metric_name(k))]
     if unknown:
         raise Invalid(f"unknown metric {unknown[0]!r}{_suggest(str(unknown[0]), names)} "
                        f"(metrics: {', '.join(names)})")
@@ -256,7 +266,7 @@ def parse_min_metric_setting(raw: Any) -> float | Mapping[str, float]:
     named = name_values(raw, "metric thresholds")
     if named is None:
         return THRESHOLD(raw)
-    metric_names(named)
+    metric_names(named, user=True)
     full = dict.fromkeys(METRICS, DEFAULT_MIN_METRIC)
     for metric, value in named.items():
         try:

@@ -73,6 +73,12 @@ def _match(left: Sequence[PairResult], right: Sequence[PairResult], names: tuple
                     tuple(sorted(a.keys() - b.keys())), tuple(sorted(b.keys() - a.keys())))
 
 
+def shared_user_metrics(left: Sequence[PairResult], right: Sequence[PairResult]) -> tuple[str, ...]:
+    """The user's own metrics every matched pair carries on both sides (sorted): compared beside the four."""
+    names = [set(p.user_metrics) for p in (*left, *right)]
+    return tuple(sorted(set.intersection(*names))) if names else ()
+
+
 def _paired_user_means(m: _Matched, quantity: str) -> tuple[list[str], FloatArray, FloatArray]:
     ua, ub = per_user_means(m.left, quantity), per_user_means(m.right, quantity)
     users = list(ua)
@@ -140,7 +146,7 @@ def _one_sided_greater(values: FloatArray) -> float | None:
 
 
 def non_inferiority(baseline: Sequence[PairResult], current: Sequence[PairResult], *, margin: float,
-                    alpha: float = 0.05, quantities: Sequence[str] = GATED,
+                    alpha: float = 0.05, quantities: Sequence[str] | None = None,
                     relative: tuple[RelativeTerms, RelativeTerms] | None = None) -> NonInferiorityResult:
     """Test, per quantity, H0: mean(current − baseline) ≤ −margin against "no worse than margin".
 
@@ -154,8 +160,10 @@ def non_inferiority(baseline: Sequence[PairResult], current: Sequence[PairResult
     if not (isinstance(margin, (int, float)) and math.isfinite(margin) and margin >= 0):
         raise ConfigError(f"margin={margin!r}: must be a non-negative number")
     alpha = check_alpha(alpha)
-    names = check_quantities(quantities)
     matched = _match(baseline, current, ("baseline", "current"))
+    # Default: ρ, the four, and the user's own metrics both runs measured.
+    shared = shared_user_metrics(matched.left, matched.right)
+    names = check_quantities(quantities if quantities is not None else (*GATED, *shared), user=shared)
     rows = []
     for q in names:
         users, base, cur = _paired_user_means(matched, q)
@@ -313,7 +321,7 @@ def compare_models(pairs_a: Sequence[PairResult], pairs_b: Sequence[PairResult],
     matched = _match(pairs_a, pairs_b, (str(names[0]), str(names[1])))
     users = pair_users(matched.left)
     raw = []
-    for q in GATED:
+    for q in (*GATED, *shared_user_metrics(matched.left, matched.right)):
         va, vb = pair_values(matched.left, q), pair_values(matched.right, q)
         if unit == "user":
             _, ua, ub = _paired_user_means(matched, q)
@@ -326,7 +334,8 @@ def compare_models(pairs_a: Sequence[PairResult], pairs_b: Sequence[PairResult],
         delta = (ib.mean - ia.mean) / ia.mean * 100 if ia.mean != 0 else None
         raw.append((q, ia, ib, delta, p, d_z, n_units))
     adjusted = holm([r[4] for r in raw])
-    rows = tuple(ComparisonRow(q, LABELS[q], ia, ib, delta, p, adj, d_z, adj is not None and adj < alpha, n)
+    rows = tuple(ComparisonRow(q, LABELS.get(q, q), ia, ib, delta, p, adj, d_z,
+                               adj is not None and adj < alpha, n)
                  for (q, ia, ib, delta, p, d_z, n), adj in zip(raw, adjusted, strict=True))
     return Comparison((str(names[0]), str(names[1])), rows, alpha, unit, len(matched.left),
                       matched.only_left, matched.only_right,

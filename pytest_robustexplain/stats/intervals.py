@@ -232,13 +232,15 @@ def failable(thr: FloatArray) -> int:
 # Input checks and small helpers
 
 
-def check_thresholds(thresholds: Mapping[str, float]) -> dict[str, float]:
+def check_thresholds(thresholds: Mapping[str, float], user: Iterable[str] = ()) -> dict[str, float]:
+    """The thresholds by quantity, checked: ρ, the four and the ``user`` metrics the pairs carry."""
     if not thresholds:
         raise ConfigError("thresholds: at least one gated quantity is needed (combined or a metric)")
+    known = (*GATED, *user)
     out: dict[str, float] = {}
     for name, value in thresholds.items():
-        if name not in GATED:
-            raise ConfigError(f"thresholds[{name!r}]: unknown quantity; expected one of {', '.join(GATED)}")
+        if name not in known:
+            raise ConfigError(f"thresholds[{name!r}]: unknown quantity; expected one of {', '.join(known)}")
         try:
             threshold = float(value)
         except (TypeError, ValueError):
@@ -255,13 +257,16 @@ def check_alpha(alpha: float, name: str = "alpha") -> float:
     return float(alpha)
 
 
-def check_quantities(quantities: Iterable[str], option: str = "quantities") -> tuple[str, ...]:
+def check_quantities(quantities: Iterable[str], option: str = "quantities", user: Iterable[str] = ()
+                     ) -> tuple[str, ...]:
+    """The quantities, checked: ρ, the four and the ``user`` metrics the pairs carry."""
     out = tuple(quantities)
     if not out:
         raise ConfigError(f"{option}: at least one quantity is needed")
+    known = (*GATED, *user)
     for q in out:
-        if q not in GATED:
-            raise ConfigError(f"{option}: unknown quantity {q!r}; expected one of {', '.join(GATED)}")
+        if q not in known:
+            raise ConfigError(f"{option}: unknown quantity {q!r}; expected one of {', '.join(known)}")
     return out
 
 

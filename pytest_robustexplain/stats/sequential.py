@@ -180,8 +180,8 @@ class SequentialGate:
     """
 
     def __init__(self, thresholds: Mapping[str, float], *, alpha: float = 0.05, max_users: int | None = None,
-                 fallback_share: float = DEFAULT_FALLBACK_SHARE) -> None:
-        self.thresholds = check_thresholds(thresholds)
+                 fallback_share: float = DEFAULT_FALLBACK_SHARE, user: Iterable[str] = ()) -> None:
+        self.thresholds = check_thresholds(thresholds, user)  # user: the user metrics its pairs carry
         self.alpha = check_alpha(alpha)
         if max_users is not None and (isinstance(max_users, bool) or not isinstance(max_users, int)
                                       or max_users < 1):

@@ -56,7 +56,7 @@ def gate(pairs: Sequence[PairResult], *, thresholds: Mapping[str, float], mode: 
     would settle it. ``inconclusive_policy`` ("fail", "pass", "warn") is recorded in the message; the
     caller applies it with :func:`apply_policy`.
     """
-    thr = check_thresholds(thresholds)
+    thr = check_thresholds(thresholds, {name for p in pairs for name in p.user_metrics})
     alpha = check_alpha(alpha)
     if mode not in GATE_MODES:
         raise ConfigError(f"mode={mode!r}: expected one of {', '.join(GATE_MODES)} "

@@ -62,7 +62,8 @@ class Sweep:
         self._catalog = catalog
         self._scorer = scorer if isinstance(scorer, PairScorer) else PairScorer(scorer, catalog)
         self._planner = PairPlanner(catalog, kinds)  # which pairs each slice has (pure; shared pairs once)
-        self._books = Books()  # what finished pairs complete or orphan (pure; the loop thread's)
+        # What finished pairs complete or orphan (pure but for measuring the user's metrics of a slice).
+        self._books = Books(self._scorer.scorer.user)
         self.warnings = warnings if warnings is not None else WarningQueue()
         self._thread = LoopThread(self.warnings)
         # Read by the main thread (wait, perturbations_for) as soon as add_slice returns:
@@ -102,7 +103,8 @@ class Sweep:
         result.users_order = user_order(users, spec.seed) if spec.sequential else users
         if spec.sequential:
             result.gate = SequentialGate(spec.sequential.thresholds, alpha=spec.sequential.alpha,
-                                         max_users=spec.sequential.max_users)
+                                         max_users=spec.sequential.max_users,
+                                         user=[m.name for m in spec.metrics])
         planned = self._planner.plan(spec, result.users_order)
         pairs = planned.pairs
         result.trivial += planned.trivial
@@ -125,7 +127,7 @@ class Sweep:
             # run again, so its waiter must not wait for them.
             self._slice_done[slice_id].set()
         elif self._expired:
-            self._apply(self._books.cut_short(slice_id))
+            self._book(self._books.cut_short, slice_id)
         elif self._thread.loop is not None:
             self._schedule(slice_id)
 
@@ -199,7 +201,7 @@ class Sweep:
                 if pair.result is None and (pair.task is None or pair.task.cancelled()) \
                         and id(pair) not in self._queued and pair.slices:
                     self._enqueue(pair)
-            self._apply(self._books.settle(slice_id))
+            self._book(self._books.settle, slice_id)
         self._pump()
 
     def _enqueue(self, pair: Pair) -> None:
@@ -217,6 +219,17 @@ class Sweep:
             self._planned_originals.add(original)
             self.counters.planned_calls += 1
             heapq.heappush(self._ahead, (rank, self._sequence, pair))
+
+    def _book(self, event: Callable[..., Step], *args: Any) -> None:
+        """Tell the books of an event and apply what it changed. The books measure the user's own metrics
+        when a slice's users are in: a metric that fails ends the run with its error in the waiting tests,
+        as a failed scorer does, rather than leaving them waiting on this thread."""
+        try:
+            step = event(*args)
+        except Exception as exc:
+            self._set_fatal(exc)
+            return
+        self._apply(step)
 
     def _apply(self, step: Step) -> None:
         """Do what the books decided: cancel the orphaned pairs (counted here, once, before the slice
@@ -288,7 +301,7 @@ class Sweep:
         pair.result = result
         pair.perturbation = None  # scored: what changed is in the result; the histories are recomputable
         self.counters.pairs_done += 1
-        self._apply(self._books.finished_pair(pair))
+        self._book(self._books.finished_pair, pair)
 
     async def _scorer_ready(self, e: str, e_prime: str) -> None:
         """Wait, without blocking the loop, until the scorer can score (e, e′): the first pair that needs
@@ -320,7 +333,7 @@ class Sweep:
         """The time budget ran out: cut every unfinished slice short, in the order they were planned."""
         self._expired = True
         before = self.counters.cancelled
-        self._apply(self._books.out_of_time())
+        self._book(self._books.out_of_time)
         self.counters.out_of_time += self.counters.cancelled - before
 
     def _set_fatal(self, exc: BaseException) -> None:

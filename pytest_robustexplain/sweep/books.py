@@ -11,9 +11,13 @@ in seeded order, a cancellation counted once) are unit-tested without a loop (``
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
-from ..results import CONTROL_KIND, SWAP_KIND, is_control
+from ..results import CONTROL_KIND, SWAP_KIND, PairResult, is_control
 from .records import Pair, SliceResult, reweighted
+
+if TYPE_CHECKING:
+    from ..metrics.user import MetricMeasure
 
 
 @dataclass
@@ -44,8 +48,11 @@ class Books:
     """Per-slice counts and decisions of one sweep. Each pair's ``slices`` names the undecided slices
     that still need it; a pair whose set empties before it has a result is an orphan."""
 
-    def __init__(self) -> None:
+    def __init__(self, measure: MetricMeasure | None = None) -> None:
         self._entries: dict[str, _Entry] = {}
+        # The user's own metrics of a slice are measured when its users are fed or it finishes: a pair two
+        # slices share may be measured by one of them only (each test has its directory's metrics).
+        self._measure = measure
         self.rank: dict[str, int] = {}  # user → position in the seeded order (the first slice to say wins)
 
     # --------------------------------------------------------------------------------- events
@@ -143,8 +150,8 @@ class Books:
             if any(p.result is None for p in mine):
                 return Step()
             result.users_fed += 1
-            done = [reweighted(p.result, result.spec.weights) for p in mine
-                    if p.result is not None and not is_control(p.key.kind)]
+            done = [reweighted(r, result.spec.weights) for r in self._measured(
+                [p.result for p in mine if p.result is not None and not is_control(p.key.kind)], result)]
             if done:  # a user whose perturbations were all trivial has nothing to say
                 gate.update({q: sum(r.metric(q) for r in done) / len(done) for q in gate.thresholds},
                             pairs=len(done))
@@ -164,6 +171,12 @@ class Books:
                     orphans.append(pair)
         return Step(orphans=orphans).extend(self._finish(slice_id))
 
+    def _measured(self, results: list[PairResult], result: SliceResult) -> list[PairResult]:
+        """``results`` with the slice's user metrics (none: as they are)."""
+        if not result.spec.metrics or self._measure is None:
+            return results
+        return self._measure.measure(results, result.spec.metrics)
+
     def _check_done(self, slice_id: str) -> Step:
         entry = self._entries[slice_id]
         if not entry.done and entry.unfinished == 0:
@@ -182,7 +195,7 @@ class Books:
             kept = result.users_fed if result.out_of_time is None else result.out_of_time[0]
             seen = set(result.users_order[:kept])
             planned = [p for p in planned if p.key.user_id in seen]
-        done = [p.result for p in planned if p.result is not None]
+        done = self._measured([p.result for p in planned if p.result is not None], result)
         result.scored = [r for r in done if not is_control(r.key.kind)]
         result.pairs = [reweighted(r, result.spec.weights) for r in result.scored]
         result.controls = [r for r in done if r.key.kind == CONTROL_KIND]

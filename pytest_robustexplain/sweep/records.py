@@ -13,15 +13,19 @@ from typing import TYPE_CHECKING, overload
 
 from ..data import Catalog, EvalCase
 from ..results import (
-    ALL_METRICS,
     ANSWERED_BY,
     PairKey,
     PairResult,
 )
 
+# A slice's weights: the metrics' (four, or five with the embedding), or by name when a user metric has a
+# share of ρ (``metrics.check_user_weights``).
+Weights = tuple[float, ...] | Mapping[str, float]
+
 if TYPE_CHECKING:
     from ..donors import Control
     from ..explainers.base import Explanation
+    from ..metrics.user import Metric
     from ..perturbations import KindRegistry, PerturbationResult
     from ..stats import SequentialGate
 
@@ -46,7 +50,9 @@ class SliceSpec:
     seed: int
     noise_floor: bool = False
     sequential: SequentialConfig | None = None
-    weights: tuple[float, ...] | None = None  # None: the sweep scorer's weights
+    weights: Weights | None = None  # None: the sweep scorer's weights
+    # The user's own metrics this slice's test measures (its directory's conftests'): pair.user_metrics.
+    metrics: tuple[Metric, ...] = ()
     # (user, item) -> the case's content-only cross-user control (a donor's interactions under the user's
     # identity, ``donors.py``); empty: no controls (guard off).
     donors: Mapping[tuple[str, str], Control] = field(default_factory=dict)
@@ -194,9 +200,12 @@ class Perturbations(Sequence["PerturbationResult"]):
                                   kinds=self._kinds)
 
 
-def reweighted(pair: PairResult, weights: tuple[float, ...] | None) -> PairResult:
-    """``pair`` with ρ under ``weights`` (None: unchanged; the metrics do not depend on the weights)."""
+def reweighted(pair: PairResult, weights: Weights | None) -> PairResult:
+    """``pair`` with ρ under ``weights`` (None: unchanged; the metrics do not depend on the weights). Weights
+    that give a user metric a share read its value from the pair (measured for the slice first)."""
     if weights is None or pair.failure is not None:
         return pair
-    combined = math.fsum(w * pair.metric(m) for w, m in zip(weights, ALL_METRICS, strict=False))
+    from ..metrics.weights import weight_items
+
+    combined = math.fsum(w * pair.metric(m) for m, w in weight_items(weights))
     return replace(pair, combined=min(1.0, max(0.0, combined)))

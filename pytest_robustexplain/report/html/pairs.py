@@ -245,7 +245,7 @@ def pairs_data(run: RunResult) -> dict[str, Any]:
         original = originals.setdefault(p.original[:EXPLANATION_LIMIT], len(originals))
         rows.append([models[p.key.model], kinds[p.key.kind], p.key.severity, p.key.user_id, p.key.item_id,
                      p.failure or "", describe_changes(p.changes), original, p.perturbed[:EXPLANATION_LIMIT],
-                     _score(p.combined), *(_score(getattr(p, m)) for m in metrics)])
+                     _score(p.combined), *(_score(p.metric(m) if p.carries(m) else None) for m in metrics)])
     return {"fields": [*_PAIR_FIELDS, "combined", *metrics], "models": list(models), "kinds": list(kinds),
             "originals": list(originals), "rows": rows}
 

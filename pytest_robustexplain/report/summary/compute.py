@@ -556,9 +556,11 @@ def relative_terms_of(run: RunResult, model: str) -> dict[str, tuple[float, floa
 
 
 def interval_of(pairs: Sequence[PairResult], quantity: str = "combined") -> Interval:
-    """Mean of ``quantity`` over ``pairs`` with its user-clustered interval."""
+    """Mean of ``quantity`` over ``pairs`` with its user-clustered interval (a user metric: over the pairs
+    of the tests that measured it)."""
     from ...stats import cluster_interval
 
+    pairs = [p for p in pairs if p.carries(quantity)]
     return cluster_interval([p.metric(quantity) for p in pairs], [p.key.user_id for p in pairs])
 
 

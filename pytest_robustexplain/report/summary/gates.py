@@ -25,6 +25,7 @@ from ...results import (
     RunResult,
     Verdict,
     is_control,
+    user_metric_name,
 )
 from ..formatting import fmt_interval, fmt_mean, trim
 
@@ -118,8 +119,8 @@ def failing_quantity(gate: GateResult) -> str:
     failed = [c.quantity for c in gate.verdict.failed_checks]
     if "combined" in failed:
         return "combined"
-    # A check on a quantity the pairs do not carry (a custom gate) is ranked by ρ.
-    return failed[0] if failed and failed[0] in METRICS else "combined"
+    # The paper's metrics and the user's own are on every gated pair; anything else is ranked by ρ.
+    return failed[0] if failed and (failed[0] in METRICS or user_metric_name(failed[0])) else "combined"
 
 
 def gate_pairs(run: RunResult, gate: GateResult) -> list[PairResult]:
