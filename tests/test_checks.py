@@ -417,7 +417,7 @@ def test_the_html_and_markdown_group_items_by_test_with_its_own_thresholds(pytes
 
 
 @pytest.mark.parametrize(("edit", "said"), [
-    (lambda f: f.update({"<b>x</b>": f.pop("stability")}), "is not a check name"),
+    (lambda f: f.update({"<b>x</b>": f.pop("stability")}), "expected check names as keys"),
     (lambda f: f["stability"].update(outcome="**PWNED**"), "expected one of PASS, FAIL"),
     (lambda f: f["stability"].update(counts={"pairs": "many"}), "expected an integer"),
     (lambda f: f["stability"].pop("check"), "missing"),

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Annotated, Any
 
-from .records import Interval
+from .records import Interval, Rule
 
 
 @dataclass(frozen=True)
@@ -43,6 +43,11 @@ class JudgedText:
         return data
 
 
+# [faithful, judged] per kind, as the judge counted them.
+Counts = Annotated[dict[str, list[int]], Rule(lambda v: all(len(c) == 2 and min(c) >= 0 for c in v.values()),
+                                              "[faithful, judged] counts per kind")]
+
+
 @dataclass(frozen=True)
 class FaithfulnessResult:
     """What the opt-in faithfulness judge found in one gated slice.
@@ -69,7 +74,7 @@ class FaithfulnessResult:
     min_rate: float | None = None
     outcome: str | None = None
     message: str = ""
-    by_kind: dict[str, list[int]] = field(default_factory=dict)
+    by_kind: Counts = field(default_factory=dict)
     drop_by_kind: dict[str, Interval] = field(default_factory=dict)
     texts: tuple[JudgedText, ...] = ()
     alpha: float = 0.05  # of the bounds (each one-sided), per kind as overall

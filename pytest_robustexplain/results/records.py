@@ -12,15 +12,50 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 from ..sanitize import visible
 
 if TYPE_CHECKING:  # types only: the records below refer to them, no module above is imported
     from ..data import UserHistory
     from .faithful import FaithfulnessResult, FlipResult, PolarityResult
+
+NO_LEGACY = object()
+
+
+@dataclass(frozen=True)
+class Rule:
+    """What the report reader (``results.readers``) checks of a field beyond its type — ``test`` on the
+    value read, refused as "expected <expected>" — and what a report written before the field was recorded
+    reads as (``legacy``), attached to a record's field with ``Annotated``: each rule said once, beside its
+    field, and read by the one reader that rebuilds every record from its dataclass."""
+
+    test: Callable[[Any], bool] | None = None
+    expected: str = ""
+    legacy: Any = NO_LEGACY
+
+
+def _score(value: Any) -> bool:
+    return math.isfinite(value) and 0.0 <= value <= 1.0
+
+
+# A pair's score: NaN, null or out of range would break every aggregate.
+Score = Annotated[float, Rule(_score, "a score between 0 and 1")]
+# Names a writer renders and JUnit properties are built from: a kind's or a metric's shape, nothing else.
+KindName = Annotated[str, Rule(lambda v: bool(KIND_NAME.match(v)), "a perturbation kind's name (lowercase "
+                                                                   "letters, digits, underscores)")]
+Severity = Annotated[int, Rule(lambda v: v == 0 or SEVERITY_RANGE[0] <= v <= SEVERITY_RANGE[1],
+                               "0 (a control) or 1–5")]
+# Which of a pair's replies were cut, or prompts did not fit: each side once.
+Sides = Annotated[tuple[str, ...], Rule(lambda v: all(c in CUT_REPLIES for c in v) and len(set(v)) == len(v),
+                                        "a list of original / perturbed")]
+Tokens = Annotated[tuple[int, ...], Rule(lambda v: not v or (len(v) == 4 and all(n >= 0 for n in v)),
+                                         "four token counts >= 0")]
+UserScores = Annotated[dict[str, float], Rule(
+    lambda v: all(KIND_NAME.match(k) and _score(x) for k, x in v.items()),
+    "metric names with scores between 0 and 1")]
 
 METRICS: tuple[str, ...] = ("semantic", "keyword", "structural", "length")  # the paper's four
 # Relative robustness R (guard.relative_terms) where a comparison or a baseline sets it beside the scores.
@@ -63,8 +98,8 @@ class PairKey:
     model: str
     user_id: str
     item_id: str
-    kind: str
-    severity: int
+    kind: KindName
+    severity: Severity
     repeat: int
 
     def match_key(self) -> tuple[str, str, str, int, int]:
@@ -88,11 +123,11 @@ class PairResult:
     """
 
     key: PairKey
-    semantic: float
-    keyword: float
-    structural: float
-    length: float
-    combined: float
+    semantic: Score
+    keyword: Score
+    structural: Score
+    length: Score
+    combined: Score
     original: str
     perturbed: str
     changes: dict[str, Any] = field(default_factory=dict)
@@ -103,25 +138,25 @@ class PairResult:
     cached_perturbed: bool = False
     latency_s: float = 0.0  # the perturbed (or control) reply's generation time
     history_length: int = 0
-    embedding: float | None = None  # the opt-in fifth metric; None when the run has no embedding model
+    embedding: Score | None = None  # the opt-in fifth metric; None when the run has no embedding model
     # Which of the pair's replies ("original", "perturbed") the server cut at the token limit (num_predict):
     # scores of unfinished text, which a gate must not take as a measurement (MAX_CUT_SHARE).
-    cut: tuple[str, ...] = ()
+    cut: Sides = ()
     # Which of the pair's prompts did not fit the model's context — refused by the server (failure
     # "context") or truncated by it (Ollama drops the start silently) — and how far the first overran it:
     # the model did not see the history whole, so no gate takes the pair as a measurement.
-    overflow: tuple[str, ...] = ()
+    overflow: Sides = ()
     overflow_detail: str = ""
     # What the pair's two replies took as the server counted them: (original prompt, original completion,
     # perturbed prompt, perturbed completion) tokens, 0 where it did not say; empty when neither did
     # (template explainer, older reports). Cached replies keep the count of the call that made them.
-    tokens: tuple[int, ...] = ()
+    tokens: Tokens = ()
     # The original reply's generation time (shared by the user's pairs; a cached reply keeps the time of the
     # call that made it); 0 in reports written before it was recorded.
     original_latency_s: float = 0.0
     # The user's own metrics (``metrics.user``) measured for the test that holds the pair, by name; empty
     # when it has none (and then not written, as before they existed).
-    user_metrics: dict[str, float] = field(default_factory=dict)
+    user_metrics: UserScores = field(default_factory=dict)
 
     def carries(self, name: str) -> bool:
         """Whether the pair has this metric: a user metric only its test measured, the embedding only when
@@ -281,18 +316,21 @@ class GuardResult:
     """
 
     outcome: str
-    policy: str  # fail / warn / off (off: recorded, never changes the verdict)
+    # fail / warn / off (off: recorded, never changes the verdict); reports before it was recorded: fail
+    policy: Annotated[str, Rule(lambda v: v in GUARD_POLICIES, "one of fail, warn, off", legacy="fail")]
     swap: Interval
     perturbed: Interval
     delta: Interval
     sensitivity: Interval  # ρ_floor − ρ_swap: how far another user's history moves the explanation
     relative: Interval | None
-    floor: float
+    floor: Annotated[float, Rule(legacy=1.0)]
     n_cases: int
-    identical: int  # cases whose explanation for the user and for the donor are the same text
+    # cases whose explanation for the user and for the donor are the same text
+    identical: Annotated[int, Rule(legacy=0)]
     n_users: int  # users the guard could measure
-    insensitive_users: tuple[str, ...]
-    share_low: float  # one-sided lower confidence bound of the share of insensitive users
+    insensitive_users: Annotated[tuple[str, ...], Rule(legacy=())]
+    # one-sided lower confidence bound of the share of insensitive users
+    share_low: Annotated[float, Rule(legacy=0.0)]
     min_sensitivity: float
     max_insensitive_share: float
     message: str = ""
@@ -404,7 +442,8 @@ class Verdict:
     flip: FlipResult | None = None  # the counterfactual preference flip, when the slice ran it
     # Every check's row (``checks/``), keyed by check name in the order they were decided: built-in checks
     # beside their detailed records above, and the user's own checks, whose row is all there is.
-    findings: Mapping[str, Finding] = field(default_factory=dict)
+    findings: Annotated[Mapping[str, Finding], Rule(lambda v: all(KIND_NAME.match(k) for k in v),
+                                                    "check names as keys")] = field(default_factory=dict)
 
     @property
     def failed_checks(self) -> tuple[GateCheck, ...]:
