@@ -41,6 +41,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from .results import (
     FAIL,
@@ -91,6 +92,14 @@ class GuardSettings:
     min_history_reference: float | None = DEFAULT_MIN_HISTORY_REFERENCE
     max_unsupported_rate: float | None = DEFAULT_MAX_UNSUPPORTED_RATE
     alpha: float = 0.05
+    # Checks whose anytime-valid test (decision=sequential) spent this share of their alpha: their fixed
+    # rules below keep the rest, so each check's false FAIL stays at most alpha over both routes.
+    split: frozenset[str] = frozenset()
+    split_share: float = 0.5
+
+    def alpha_of(self, check: str) -> float:
+        """The alpha the fixed rule of ``check`` (copying, grounding, relative) decides at."""
+        return self.alpha * (1 - self.split_share) if check in self.split else self.alpha
 
 
 @dataclass(frozen=True)
@@ -155,15 +164,24 @@ def _user_means(cases: Sequence[_Case]) -> dict[str, tuple[float, float]]:
                 math.fsum(c.swap.combined for c in cs) / len(cs)) for u, cs in grouped.items()}
 
 
-def _grounding(swaps: Sequence[PairResult], alpha: float) -> tuple[Interval | None, Interval | None]:
-    rows = [(s.key.user_id, s.changes["grounding"], s) for s in swaps
+def _grounded(swaps: Sequence[PairResult]) -> list[tuple[str, Mapping[str, Any], PairResult]]:
+    """(user, grounding, swap) of the cases whose original explanation was read for grounding."""
+    return [(s.key.user_id, s.changes["grounding"], s) for s in swaps
             if isinstance(s.changes.get("grounding"), Mapping) and s.original.strip()]
+
+
+def _refers(grounding: Mapping[str, Any], swap: PairResult) -> float:
+    # A hedge, a list of the history or a copy of the prompt mentions the history without referring to it.
+    return 1.0 if grounding.get("history") and not grounding.get("hedging") and not grounding.get("listed") \
+        and not _copies(swap) else 0.0
+
+
+def _grounding(swaps: Sequence[PairResult], alpha: float) -> tuple[Interval | None, Interval | None]:
+    rows = _grounded(swaps)
     if not rows:
         return None, None
     users = [u for u, _, _ in rows]
-    # A hedge, a list of the history or a copy of the prompt mentions the history without referring to it.
-    history = [1.0 if g.get("history") and not g.get("hedging") and not g.get("listed")
-               and not _copies(s) else 0.0 for _, g, s in rows]
+    history = [_refers(g, s) for _, g, s in rows]
     unsupported = [1.0 if g.get("unsupported") else 0.0 for _, g, _ in rows]
     return _interval(history, users, alpha), _interval(unsupported, users, alpha)
 
@@ -176,10 +194,12 @@ def _grounding_outcome(history_ref: Interval | None, unsupported: Interval | Non
     checks = []
     if settings.min_history_reference is not None and history_ref is not None:
         k = round(history_ref.mean * history_ref.n)
-        checks.append(share_upper_bound(k, history_ref.n, settings.alpha) < settings.min_history_reference)
+        checks.append(share_upper_bound(k, history_ref.n, settings.alpha_of("grounding"))
+                      < settings.min_history_reference)
     if settings.max_unsupported_rate is not None and unsupported is not None:
         k = round(unsupported.mean * unsupported.n)
-        checks.append(share_lower_bound(k, unsupported.n, settings.alpha) > settings.max_unsupported_rate)
+        checks.append(share_lower_bound(k, unsupported.n, settings.alpha_of("grounding"))
+                      > settings.max_unsupported_rate)
     return None if not checks else FAIL if any(checks) else PASS
 
 
@@ -210,6 +230,39 @@ def _user_means_of(values: Sequence[float], users: Sequence[str]) -> list[float]
     for v, u in zip(values, users, strict=True):
         grouped.setdefault(u, []).append(v)
     return [math.fsum(vs) / len(vs) for vs in grouped.values()]
+
+
+# One user's value for a check's anytime-valid test (``stats.OneSidedTest``), from that user's perturbation
+# pairs and cross-user controls: the same quantities the fixed rules below bound, taken user by user.
+
+
+def user_copy_share(swaps: Sequence[PairResult]) -> float | None:
+    """The share of the user's original explanations that copy their prompt back (None: none measured)."""
+    rows = [s for s in swaps if s.failure is None and isinstance(s.changes.get("copied"), (int, float))]
+    return math.fsum(_copies(s) for s in rows) / len(rows) if rows else None
+
+
+def user_history_reference(swaps: Sequence[PairResult]) -> float | None:
+    """The share of the user's original explanations that refer to their history (None: none read)."""
+    rows = _grounded(swaps)
+    return math.fsum(_refers(g, s) for _, g, s in rows) / len(rows) if rows else None
+
+
+def user_relative_excess(pairs: Sequence[PairResult], swaps: Sequence[PairResult], threshold: float
+                         ) -> float | None:
+    """The user's num − threshold·den of R (floor 1: temperature 0), rescaled from [−1, 1 − threshold] to
+    [0, 1]: R = Σnum/Σden is below the threshold exactly when the users' mean excess is below
+    :func:`relative_excess_limit`. None when the user has no measured case."""
+    terms = relative_terms(pairs, swaps)
+    if not terms:
+        return None
+    ((num, den),) = terms.values()
+    return min(1.0, max(0.0, (num - threshold * den + 1.0) / (2.0 - threshold)))
+
+
+def relative_excess_limit(threshold: float) -> float:
+    """Where :func:`user_relative_excess`'s mean sits when R equals ``threshold`` (an excess of 0)."""
+    return 1.0 / (2.0 - threshold)
 
 
 def relative_terms(pairs: Sequence[PairResult], swaps: Sequence[PairResult], floor: float = 1.0
@@ -246,7 +299,7 @@ def evaluate(pairs: Sequence[PairResult], swaps: Sequence[PairResult], *, combin
     alpha = settings.alpha
     cases = _cases(pairs, swaps)
     users = [c.user_id for c in cases]
-    history_ref, unsupported = _grounding(swaps, alpha)
+    history_ref, unsupported = _grounding(swaps, settings.alpha_of("grounding"))
     grounding_outcome = _grounding_outcome(history_ref, unsupported, settings)
     sensitivity = [floor - c.swap.combined for c in cases]
     means = _user_means(cases)
@@ -259,7 +312,7 @@ def evaluate(pairs: Sequence[PairResult], swaps: Sequence[PairResult], *, combin
     outcome = _outcome(bool(cases), share_low, identical_low, sens_low, settings)
     relative_gate, relative_outcome = _relative_gate(relative_pairs if relative_pairs is not None else pairs,
                                                      swaps, floor, settings)
-    copies, explained, copy_low, copy_high = _copy_rate(swaps, alpha)
+    copies, explained, copy_low, copy_high = _copy_rate(swaps, settings.alpha_of("copying"))
     result = GuardResult(
         outcome=outcome, policy=settings.policy,
         swap=_interval([c.swap.combined for c in cases], users, alpha),
@@ -303,7 +356,7 @@ def _relative_gate(pairs: Sequence[PairResult], swaps: Sequence[PairResult], flo
     if settings.min_relative is None:
         return None, None
     cases = _cases(pairs, swaps)
-    interval = _relative(cases, floor, 2 * settings.alpha) if cases else None
+    interval = _relative(cases, floor, 2 * settings.alpha_of("relative")) if cases else None
     if interval is None:
         return None, None
     return interval, FAIL if interval.high < settings.min_relative else PASS
@@ -369,10 +422,10 @@ def relative_message(g: GuardResult, *, attack: bool = False) -> str:
         what = ("the injected titles moved the explanation further than another user's history does"
                 if attack else "perturbing the history moved the explanation further than another user's "
                 "history does")
-        return f"{what} ({numbers})."
+        return f"{what} ({numbers}).{_stopped(g, 'relative')}"
     share = 100 * (1 - r.mean)
     return (f"perturbing the history moved the explanation {share:.0f} % of the way to another user's "
-            f"explanation ({numbers}).")
+            f"explanation ({numbers}).{_stopped(g, 'relative')}")
 
 
 def copy_message(g: GuardResult) -> str:
@@ -384,7 +437,7 @@ def copy_message(g: GuardResult) -> str:
     return (f"{g.copies} of {g.explained} explanations copy their prompt back (at least "
             f"{100 * COPY_SHARE:g} % of their words in runs of {COPY_NGRAM} or more words from the prompt; "
             f"rate {g.copies / g.explained:.2f}, one-sided bounds [{g.copy_low:.2f}, {g.copy_high:.2f}], "
-            f"limit {g.max_copy_rate:g}).")
+            f"limit {g.max_copy_rate:g}).{_stopped(g, 'copying')}")
 
 
 def grounding_message(g: GuardResult) -> str:
@@ -403,7 +456,12 @@ def grounding_message(g: GuardResult) -> str:
         if g.max_unsupported_rate is not None:
             limits.append(f"unsupported mentions at most {g.max_unsupported_rate:g}")
         text += f" — confidently outside the limits ({', '.join(limits)})"
-    return text + "."
+    return text + "." + _stopped(g, "grounding")
+
+
+def _stopped(g: GuardResult, check: str) -> str:
+    """The sentence of an early stop, on the check that made it."""
+    return f" {g.stop_note}" if g.stopped_by == check and g.stop_note else ""
 
 
 def by_kind(pairs: Sequence[PairResult], swaps: Sequence[PairResult], *, alpha: float = 0.05,

@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from ..data import EvalCase
     from ..results import Finding, PairResult, Verdict
     from ..settings import GateSettings
+    from ..stats import StopRule
 
 
 @dataclass
@@ -45,6 +46,10 @@ class Evidence:
     cases: Sequence[EvalCase] = ()
     flips: Sequence[PairResult] = ()
     sequential: Any = None  # the slice's sequential gate (sweep.SequentialGate), when it ran one
+    # The checks that ran an anytime-valid test of their own on the slice (their fixed rules keep the rest
+    # of their alpha), and the one that ended it early, if one did (``stats.Stopped``).
+    stops: frozenset[str] = frozenset()
+    stopped: Any = None
     measured: Mapping[str, Any] = field(default_factory=dict)
     _memo: dict[str, Any] = field(default_factory=dict, repr=False)
 
@@ -105,6 +110,12 @@ class Check:
     def measure(self, evidence: Evidence) -> Any | None:
         """This check's measurement of the slice, or None when the slice gives it nothing to measure."""
         raise NotImplementedError
+
+    def stop_rule(self, gate: GateSettings, kind: str | None, *, floor_is_one: bool) -> StopRule | None:
+        """Under ``decision=sequential``, the check's own anytime-valid FAIL test, fed user by user, that
+        may end the slice early (None: the check decides on every user measured). ``floor_is_one``: the
+        slice measures no noise floor (temperature 0), so ρ_floor is 1 from the first user on."""
+        return None
 
     def decide(self, found: Any, evidence: Evidence) -> Decision:
         """The outcome ``found`` imposes on the item and the sentence that says why."""

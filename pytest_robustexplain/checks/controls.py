@@ -5,8 +5,10 @@ that turns their findings into failures, warnings or silence."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, ClassVar
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any, ClassVar
 
+from ..results import FAIL
 from .base import SILENT, Check, Decision, Evidence
 
 if TYPE_CHECKING:
@@ -41,10 +43,26 @@ def _evaluate(evidence: Evidence) -> GuardResult:
         max_insensitive_share=gate.max_insensitive_share, max_identical_share=gate.max_identical_share,
         min_relative=gate.relative_threshold(kind), max_copy_rate=gate.max_copy_rate,
         min_history_reference=gate.min_history_reference, max_unsupported_rate=gate.max_unsupported_rate,
-        alpha=gate.alpha)
+        alpha=gate.alpha, split=evidence.stops)
     gated = None if kind is not None else relative_pairs(gate, kind, evidence.pairs)
-    return guard_mod.evaluate(evidence.pairs, evidence.swaps, settings=settings, floor=evidence.floor,
-                              combined_threshold=gate.combined_threshold(kind), relative_pairs=gated)
+    found = guard_mod.evaluate(evidence.pairs, evidence.swaps, settings=settings, floor=evidence.floor,
+                               combined_threshold=gate.combined_threshold(kind), relative_pairs=gated)
+    stopped = evidence.stopped
+    if stopped is None or stopped.check not in STOP_OUTCOME:
+        return found
+    # The check's own test failed the item early: its FAIL stands whatever its fixed rule reads on the few
+    # users measured, and every writer says when it was decided.
+    outcome: dict[str, Any] = {STOP_OUTCOME[stopped.check]: FAIL}
+    return replace(found, **outcome, stopped_by=stopped.check, stop_note=stopped.note())
+
+
+# The GuardResult field that holds each control-based check's outcome (the ones that can stop early).
+STOP_OUTCOME = {"copying": "copy_outcome", "grounding": "grounding_outcome", "relative": "relative_outcome"}
+
+
+def enforced_by_guard(gate: GateSettings) -> bool:
+    """Whether the guard policy makes the control-based checks' findings failures (``fail``)."""
+    return gate.guard == "fail"
 
 
 class ControlCheck(Check):

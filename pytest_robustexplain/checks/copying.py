@@ -6,10 +6,12 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from .base import Evidence, share_row
-from .controls import ControlCheck
+from .controls import ControlCheck, enforced_by_guard
 
 if TYPE_CHECKING:
     from ..results import Finding, GuardResult
+    from ..settings import GateSettings
+    from ..stats import StopRule
 
 
 class Copying(ControlCheck):
@@ -19,6 +21,17 @@ class Copying(ControlCheck):
     def measure(self, evidence: Evidence) -> GuardResult | None:
         found = super().measure(evidence)
         return found if found is not None and found.explained else None
+
+    def stop_rule(self, gate: GateSettings, kind: str | None, *, floor_is_one: bool) -> StopRule | None:
+        """Each user's share of copied explanations, against ``max_copy_rate``: a model that copies its
+        prompt fails after a few users."""
+        from .. import guard as guard_mod
+        from ..stats import ABOVE, DEFAULT_FALLBACK_SHARE, StopRule
+
+        if not enforced_by_guard(gate):
+            return None  # a warning never ends a slice
+        return StopRule(self.name, gate.max_copy_rate, ABOVE, gate.alpha * (1 - DEFAULT_FALLBACK_SHARE),
+                        lambda pairs, swaps: guard_mod.user_copy_share(swaps))
 
     def problem(self, found: GuardResult, evidence: Evidence) -> tuple[str, str] | None:
         from .. import guard as guard_mod

@@ -7,10 +7,14 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from .base import Evidence
-from .controls import ControlCheck
+from .controls import ControlCheck, enforced_by_guard
 
 if TYPE_CHECKING:
-    from ..results import Finding, GuardResult
+    from collections.abc import Sequence
+
+    from ..results import Finding, GuardResult, PairResult
+    from ..settings import GateSettings
+    from ..stats import StopRule
 
 
 class Relative(ControlCheck):
@@ -20,6 +24,26 @@ class Relative(ControlCheck):
     def measure(self, evidence: Evidence) -> GuardResult | None:
         found = super().measure(evidence)
         return found if found is not None and found.relative_gate is not None else None
+
+    def stop_rule(self, gate: GateSettings, kind: str | None, *, floor_is_one: bool) -> StopRule | None:
+        """Each user's excess num − threshold·den of R over the kinds R gates here: R is below the threshold
+        exactly when the users' mean excess is below zero. Only at ρ_floor = 1 (no noise floor to wait
+        for: temperature 0)."""
+        from .. import guard as guard_mod
+        from ..stats import BELOW, DEFAULT_FALLBACK_SHARE, StopRule
+
+        threshold = gate.relative_threshold(kind)
+        if threshold is None or not floor_is_one or not enforced_by_guard(gate):
+            return None
+        kinds = None if kind is not None else frozenset(k for k in gate.perturbations
+                                                         if gate.relative_threshold(k) == threshold)
+
+        def value(pairs: Sequence[PairResult], swaps: Sequence[PairResult]) -> float | None:
+            gated = [p for p in pairs if kinds is None or p.key.kind in kinds]
+            return guard_mod.user_relative_excess(gated, swaps, threshold)
+
+        return StopRule(self.name, guard_mod.relative_excess_limit(threshold), BELOW,
+                        gate.alpha * (1 - DEFAULT_FALLBACK_SHARE), value)
 
     def problem(self, found: GuardResult, evidence: Evidence) -> tuple[str, str] | None:
         from .. import guard as guard_mod

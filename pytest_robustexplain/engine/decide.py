@@ -72,7 +72,8 @@ def evidence_of(gate: GateSettings, sliced: SliceResult, kind: str | None,
                     [reweighted(s, spec.weights) for s in sliced.swaps], kinds=tuple(spec.kinds),
                     donors=bool(spec.donors), cases=spec.cases,
                     flips=[p for p in sliced.pairs if p.key.kind == FLIP], sequential=sliced.gate,
-                    measured={k: v for k, v in (measured or {}).items() if v is not None})
+                    measured={k: v for k, v in (measured or {}).items() if v is not None},
+                    stops=frozenset(sliced.stops), stopped=sliced.stopped)
 
 
 def run_checks(verdict: Verdict, evidence: Evidence, checks: Sequence[Check]) -> Verdict:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -10,7 +10,7 @@ from ..results import CONTROL_KIND, OVERALL, SWAP_KIND, is_control
 from ..settings import Spelling
 
 if TYPE_CHECKING:
-    from ..checks import CheckRegistry
+    from ..checks import Check, CheckRegistry
     from ..data import Catalog, EvalCase
     from ..donors import DonorPool
     from ..metrics.user import Metric
@@ -110,17 +110,22 @@ def users_within(settings: Settings, gate: GateSettings, users: int) -> tuple[in
 
 def slice_spec(settings: Settings, gate: GateSettings, *, slice_id: str, model: str,
                cases: Sequence[EvalCase], kind: str | None = None,
-               donor_pool: DonorPool | None = None, metrics: tuple[Metric, ...] = ()) -> SliceSpec:
+               donor_pool: DonorPool | None = None, metrics: tuple[Metric, ...] = (),
+               checks: Iterable[Check] = ()) -> SliceSpec:
     """The sweep slice of one gate: its cases × kinds (``kind`` alone, or all the gate's kinds when
     None) × severities × repeats, with the noise floor, the cross-user controls (donors drawn from
-    ``donor_pool``), the sequential gate the settings ask for and the user's own ``metrics`` its test
-    measures."""
+    ``donor_pool``), the sequential gate the settings ask for (with the stop rules of its ``checks``) and
+    the user's own ``metrics`` its test measures."""
     from ..sweep import SequentialConfig, SliceSpec
 
     sequential = None
-    if gate.decision == "sequential":
-        sequential = SequentialConfig(gate.thresholds(kind), alpha=gate.alpha, max_users=gate.max_users)
     noise_floor = noise_floor_on(settings, gate)
+    if gate.decision == "sequential":
+        # The checks read from the cross-user control may end the slice early too, on their own tests.
+        stops = tuple(rule for check in checks if guarded(gate)
+                      and (rule := check.stop_rule(gate, kind, floor_is_one=not noise_floor)) is not None)
+        sequential = SequentialConfig(gate.thresholds(kind), alpha=gate.alpha, max_users=gate.max_users,
+                                      stops=stops)
     # A test's own weights only re-weight ρ of its slice; the run's weights stay the reports' ρ.
     weights = gate.weights if gate.weights != settings.weights else None
     donors = donor_pool.donors(cases, settings.seed) if donor_pool is not None and guarded(gate) else {}

@@ -251,11 +251,12 @@ class Run:
             self._limits_known(gate, nodeid)
         if self._donor_pool is None and guarded(gate):
             self._donor_pool = donor_pool(self.dataset)
-        metrics = self.checks_for(nodeid).metrics()
+        checks = self.checks_for(nodeid)
+        metrics = checks.metrics()
         self.metric_tags.update(m.tag for m in metrics)
         spec = slice_spec(self.settings, gate, slice_id=slice_id, model=model, cases=self.cases_for(gate),
                           kind=None if slice_name == OVERALL else slice_name, donor_pool=self._donor_pool,
-                          metrics=metrics)
+                          metrics=metrics, checks=checks)
         planned = GatedSlice(spec, nodeid, slice_name, gate)
         self._slices[slice_id] = planned
         return planned

@@ -355,6 +355,10 @@ class GuardResult:
     copy_high: float = 1.0  # one-sided exact upper bound
     max_copy_rate: float = 0.1
     copy_outcome: str | None = None  # FAIL: the copy rate is confidently above max_copy_rate
+    # Under decision=sequential, the check whose own anytime-valid test failed the item early (copying,
+    # grounding or relative) and the sentence that says when; its fixed rule then read only those users.
+    stopped_by: str | None = None
+    stop_note: str = ""
 
     @property
     def flagged(self) -> bool:

@@ -52,15 +52,29 @@ from .intervals import (
     ratio_interval,
     t_quantile,
 )
-from .sequential import DEFAULT_FALLBACK_SHARE, SequentialGate, simulate_sequential, user_order
+from .sequential import (
+    ABOVE,
+    BELOW,
+    DEFAULT_FALLBACK_SHARE,
+    OneSidedTest,
+    SequentialGate,
+    Stopped,
+    StopRule,
+    simulate_one_sided,
+    simulate_sequential,
+    user_order,
+)
 from .verdicts import apply_policy, gate
 
 __all__ = [
-    "DEFAULT_FALLBACK_SHARE", "GATED", "GATE_MODES", "LABELS", "POLICIES", "AnovaResult", "Comparison",
+    "ABOVE", "BELOW", "DEFAULT_FALLBACK_SHARE", "GATED", "GATE_MODES", "LABELS", "POLICIES", "AnovaResult",
+    "Comparison",
     "ComparisonRow", "FloatArray", "IntArray", "KindDifferences", "MatchKey", "MetricCorrelations",
-    "NonInferiorityResult", "NonInferiorityRow", "SequentialGate", "Stratum", "TukeyRow", "UserSpread",
+    "NonInferiorityResult", "NonInferiorityRow", "OneSidedTest", "SequentialGate", "StopRule", "Stopped",
+    "Stratum", "TukeyRow",
+    "UserSpread",
     "apply_policy", "cluster_interval", "compare_models", "gate", "holm", "kind_differences",
     "metric_correlations", "noise_floor", "non_inferiority", "ratio_interval", "severity_degradation",
-    "simulate_confident",
+    "simulate_confident", "simulate_one_sided",
     "simulate_sequential", "t_quantile", "user_order", "user_spread",
 ]

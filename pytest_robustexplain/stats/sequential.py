@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -142,6 +142,108 @@ def simulate_sequential(user_means: FloatArray, thresholds: Mapping[str, float],
     outcome = np.where(has, codes, fallback).astype(np.int64)
     used = np.where(has, first + 1, x.shape[1]).astype(np.int64)
     return outcome, used
+
+
+# A check's own anytime-valid test (``OneSidedTest``): the side of its limit on which the check fails.
+ABOVE, BELOW = "above", "below"
+
+
+def _check_side(side: str) -> int:
+    if side not in (ABOVE, BELOW):
+        raise ConfigError(f"side={side!r}: expected {ABOVE!r} (FAIL when the mean is above the limit) or "
+                          f"{BELOW!r}")
+    return +1 if side == ABOVE else -1
+
+
+def simulate_one_sided(user_values: FloatArray, limit: float, side: str, *, alpha: float
+                       ) -> tuple[npt.NDArray[np.bool_], IntArray]:
+    """Vectorised :class:`OneSidedTest` over many runs: ``(rejected, users used)`` per run, ``user_values``
+    of shape (runs, users). The benchmarks and tests call this; the gate runs the same wealth."""
+    x = np.asarray(user_values, dtype=float)
+    if x.ndim != 2 or not np.all((x >= 0) & (x <= 1)):
+        raise ValueError("user_values: shape (runs, users), every value in [0, 1]")
+    log_wealth = _log_wealth(x[..., None], np.array([float(limit)]), _check_side(side))[..., 0]
+    crossed = log_wealth >= math.log(1 / check_alpha(alpha))
+    rejected = np.asarray(crossed.any(axis=1), dtype=bool)
+    used = np.where(rejected, np.argmax(crossed, axis=1) + 1, x.shape[1]).astype(np.int64)
+    return rejected, used
+
+
+@dataclass(frozen=True)
+class StopRule:
+    """How one check may end a sequential slice early: its anytime-valid FAIL test (``limit``, ``side``,
+    ``alpha``) and ``value(pairs, swaps)``, the one user's value it is fed (None: the user gave it nothing)
+    from that user's perturbation pairs and cross-user controls, ρ under the slice's weights."""
+
+    check: str
+    limit: float
+    side: str
+    alpha: float
+    value: Callable[[Sequence[PairResult], Sequence[PairResult]], float | None]
+
+    def test(self) -> OneSidedTest:
+        return OneSidedTest(self.limit, self.side, alpha=self.alpha)
+
+
+@dataclass(frozen=True)
+class Stopped:
+    """A slice ended by a check's own test: which, after how many users, and the wealth it reached."""
+
+    check: str
+    users: int
+    wealth: float
+    level: float
+
+    def note(self) -> str:
+        return (f"The sequential test decided it after {self.users} users (wealth {self.wealth:.3g} ≥ "
+                f"{self.level:.3g}); the rest of the slice was not run.")
+
+
+class OneSidedTest:
+    """A check's anytime-valid FAIL test, fed one value in [0, 1] per user in the seeded order.
+
+    ``side="above"``: H0 mean ≤ ``limit`` (a share that may not exceed its limit, like the copy rate);
+    ``"below"``: H0 mean ≥ ``limit`` (a rate that must reach it). Betting as :class:`SequentialGate`'s
+    (Waudby-Smith & Ramdas 2023): under H0 the wealth is a non-negative supermartingale, so by Ville's
+    inequality it ever reaches 1/alpha with probability at most alpha — the test may be looked at after
+    every user, and a rejection is the check's FAIL, whenever it comes. It only ever fails an item: a PASS
+    is the check's fixed rule's, on every user measured.
+    """
+
+    def __init__(self, limit: float, side: str, *, alpha: float) -> None:
+        if not (isinstance(limit, (int, float)) and 0.0 <= float(limit) <= 1.0):
+            raise ConfigError(f"limit={limit!r}: must lie in [0, 1]")
+        self.limit = float(limit)
+        self.side = side
+        self._sign = _check_side(side)
+        self.alpha = check_alpha(alpha)
+        self._values: list[float] = []
+        self._log_wealth = 0.0
+        self.rejected = False
+
+    def update(self, value: float) -> bool:
+        """Add one user's value; True once the test has rejected (it stays rejected)."""
+        if not (math.isfinite(value) and 0.0 <= value <= 1.0):
+            raise ValueError(f"value={value!r}: must be a finite number in [0, 1]")
+        self._values.append(float(value))
+        path = _log_wealth(np.asarray(self._values, dtype=float)[None, :, None], np.array([self.limit]),
+                           self._sign)
+        self._log_wealth = float(path[0, -1, 0])
+        self.rejected = self.rejected or self._log_wealth >= math.log(self.level)
+        return self.rejected
+
+    @property
+    def n_users(self) -> int:
+        return len(self._values)
+
+    @property
+    def wealth(self) -> float:
+        return math.exp(self._log_wealth)
+
+    @property
+    def level(self) -> float:
+        """The wealth that rejects: 1/alpha."""
+        return 1 / self.alpha
 
 
 def user_order(user_ids: Iterable[str], seed: int) -> list[str]:

@@ -145,17 +145,32 @@ class Books:
         assert gate is not None
         if entry.done:
             return Step()
-        while not gate.decided and result.users_fed < len(result.users_order):
+        while not gate.decided and result.stopped is None and result.users_fed < len(result.users_order):
             mine = entry.by_user.get(result.users_order[result.users_fed], [])
             if any(p.result is None for p in mine):
                 return Step()
             result.users_fed += 1
-            done = [reweighted(r, result.spec.weights) for r in self._measured(
-                [p.result for p in mine if p.result is not None and not is_control(p.key.kind)], result)]
+            user = [reweighted(r, result.spec.weights)
+                    for r in self._measured([p.result for p in mine if p.result is not None], result)]
+            done = [r for r in user if not is_control(r.key.kind)]
             if done:  # a user whose perturbations were all trivial has nothing to say
                 gate.update({q: sum(r.metric(q) for r in done) / len(done) for q in gate.thresholds},
                             pairs=len(done))
-        return self._release(slice_id) if gate.decided else Step()
+            self._feed_stops(result, done, [r for r in user if r.key.kind == SWAP_KIND])
+        return self._release(slice_id) if gate.decided or result.stopped is not None else Step()
+
+    @staticmethod
+    def _feed_stops(result: SliceResult, done: list[PairResult], swaps: list[PairResult]) -> None:
+        """The user's value to each check's own test (same user, same order as the gate); the first test
+        to reject ends the slice (``result.stopped``)."""
+        from ..stats import Stopped
+
+        assert result.spec.sequential is not None
+        for rule in result.spec.sequential.stops:
+            value = rule.value(done, swaps)
+            test = result.stops[rule.check]
+            if value is not None and test.update(value) and result.stopped is None:
+                result.stopped = Stopped(rule.check, result.users_fed, test.wealth, test.level)
 
     def _release(self, slice_id: str) -> Step:
         """A decided slice no longer needs its outstanding pairs: those no other slice needs are orphans.

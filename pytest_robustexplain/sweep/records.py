@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from ..explainers.base import Explanation
     from ..metrics.user import Metric
     from ..perturbations import KindRegistry, PerturbationResult
-    from ..stats import SequentialGate
+    from ..stats import OneSidedTest, SequentialGate, Stopped, StopRule
 
 
 # Control pairs explain the same history again with a different sampling seed; this offset keeps their
@@ -68,6 +68,9 @@ class SequentialConfig:
     thresholds: Mapping[str, float]
     alpha: float = 0.05
     max_users: int | None = None
+    # The checks' own anytime-valid FAIL tests (``Check.stop_rule``), fed the same users in the same order:
+    # any one that rejects ends the slice, as the gate's FAIL does.
+    stops: tuple[StopRule, ...] = ()
 
 
 @dataclass
@@ -83,6 +86,8 @@ class SliceResult:
     cancelled: int = 0  # pairs never run because a sequential gate had decided
     users_order: list[str] = field(default_factory=list)
     gate: SequentialGate | None = None
+    stops: dict[str, OneSidedTest] = field(default_factory=dict)  # the checks' own tests, by check name
+    stopped: Stopped | None = None  # the check whose own test ended the slice early, when one did
     users_fed: int = 0  # how many users (in ``users_order``) the sequential gate has seen
     # (users measured, users planned) when the run's time budget (max-minutes) ran out before the slice
     # finished: it is decided on the first users of ``users_order`` whose pairs were all in; None otherwise.

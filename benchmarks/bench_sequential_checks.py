@@ -1,0 +1,114 @@
+"""How often the checks' own sequential tests fail an item falsely, and how soon they stop a clear case.
+
+Under ``decision=sequential`` three checks read from the cross-user control run an anytime-valid FAIL test
+(``stats.OneSidedTest``) on the users in the gate's seeded order, each at alpha/2 = 0.025 (their fixed
+rules keep the other half): the copy rate (each user's share of original explanations that copy the
+prompt, against max_copy_rate 0.1), history references (each user's share that refer to their history,
+against min_history_reference 0.5) and relative robustness R (each user's excess Δ − 0.5·S rescaled to
+[0, 1], against the excess of R = 0.5, at ρ_floor = 1). A stop at any user is the check's FAIL, so the
+false FAIL rate is the chance of *ever* stopping when the population sits exactly at the limit, counted
+at or before each number of users.
+
+Populations at the limit: shares as Bernoulli draws (one case a user) and as users whose four cases copy
+or refer together (clustered); R from ``bench_guard.relative_population`` (per-user S log-normal with t3
+tails, Δ = r·S with heavy-tailed r, clipped so ρ stays in [0, 1]) bisected to R = 0.5 exactly, with
+spreads 0.25, 0.5 and 1.0 and weak readers (median S 0.1). Then clear cases: users until the stop (median
+and 90th percentile) and the calls that saves at 27 calls a user (the full design) and 7 (balanced).
+
+    .venv/bin/python benchmarks/bench_sequential_checks.py [--runs 20000] [--seed 1]
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+
+import numpy as np
+from bench_guard import at_limit, relative_population
+
+from pytest_robustexplain.guard import relative_excess_limit
+from pytest_robustexplain.stats import ABOVE, BELOW, simulate_one_sided
+
+ALPHA = 0.025
+SIZES = (5, 10, 20, 50, 100)
+Rng = np.random.Generator
+Draw = Callable[[Rng, tuple[int, int]], np.ndarray]
+
+
+def shares(p: float, cases: int = 1) -> Draw:
+    """Each user's share over ``cases`` cases that all go the same way (cases = 1: Bernoulli)."""
+    return lambda rng, shape: np.repeat((rng.random((*shape, 1)) < p).astype(float), cases, axis=2).mean(2)
+
+
+def excess(center: float | None, noise: float, median: float = 0.3, threshold: float = 0.5) -> Draw:
+    """Each user's rescaled excess of R from ``relative_population`` (None: bisected to R = threshold)."""
+    def draw(rng: Rng, shape: tuple[int, int]) -> np.ndarray:
+        c = at_limit(noise, median, rng) if center is None else center
+        delta, s = relative_population(c, noise, median)(rng, shape)
+        return np.clip((delta - threshold * s + 1.0) / (2.0 - threshold), 0.0, 1.0)
+    return draw
+
+
+CHECKS = {"copy rate ≤ 0.1": (0.1, ABOVE), "history references ≥ 0.5": (0.5, BELOW),
+          "R ≥ 0.5": (relative_excess_limit(0.5), BELOW)}
+
+
+def false_fail_table(runs: int, rng: Rng) -> float:
+    print(f"1. P(false FAIL): a stop at or before G users, population exactly at the limit (alpha {ALPHA})")
+    print(f"{'check':<28}{'population':<34}" + "".join(f"{f'G={n}':>8}" for n in SIZES))
+    rows = [("copy rate ≤ 0.1", "one case a user", shares(0.1)),
+            ("copy rate ≤ 0.1", "four cases a user, together", shares(0.1, 4)),
+            ("history references ≥ 0.5", "one case a user", shares(0.5)),
+            ("history references ≥ 0.5", "four cases a user, together", shares(0.5, 4)),
+            ("R ≥ 0.5", "spread 0.25", excess(None, 0.25)),
+            ("R ≥ 0.5", "spread 0.5", excess(None, 0.5)),
+            ("R ≥ 0.5", "spread 1.0 (heavy)", excess(None, 1.0)),
+            ("R ≥ 0.5", "spread 0.5, weak readers (S 0.1)", excess(None, 0.5, median=0.1))]
+    worst = 0.0
+    for check, label, draw in rows:
+        limit, side = CHECKS[check]
+        values = draw(rng, (runs, max(SIZES)))
+        rejected, used = simulate_one_sided(values, limit, side, alpha=ALPHA)
+        rates = [float(np.mean(rejected & (used <= n))) for n in SIZES]
+        worst = max(worst, *rates)
+        print(f"{check:<28}{label:<34}" + "".join(f"{100 * r:>7.2f}%" for r in rates))
+    print(f"worst: {100 * worst:.2f} % (± {100 * 2 * np.sqrt(ALPHA * (1 - ALPHA) / runs):.2f}, two standard "
+          f"errors) against {100 * ALPHA:g} %\n")
+    return worst
+
+
+def stop_table(runs: int, rng: Rng) -> None:
+    print("2. Clear cases: users until the check's test stops the item (of 20), and the calls it saves")
+    print(f"{'check':<28}{'population':<30}{'stopped by 20':>14}{'median':>8}{'p90':>6}"
+          f"{'calls, full':>13}{'balanced':>10}")
+    rows = [("copy rate ≤ 0.1", "copies every time", shares(1.0)),
+            ("copy rate ≤ 0.1", "copies half the time", shares(0.5)),
+            ("history references ≥ 0.5", "never refers to the history", shares(0.0)),
+            ("history references ≥ 0.5", "refers 20 % of the time", shares(0.2)),
+            ("R ≥ 0.5", "rewords on any change, R 0.05", excess(0.05, 0.25)),
+            ("R ≥ 0.5", "half-way, R 0.30", excess(0.30, 0.25))]
+    for check, label, draw in rows:
+        limit, side = CHECKS[check]
+        rejected, used = simulate_one_sided(draw(rng, (runs, 20)), limit, side, alpha=ALPHA)
+        users = np.where(rejected, used, 20)
+        median, p90 = np.percentile(users, 50), np.percentile(users, 90)
+        full, balanced = 27 * median, 7 * median
+        print(f"{check:<28}{label:<30}{100 * rejected.mean():>13.1f}%{median:>8.0f}{p90:>6.0f}"
+              f"{f'{full:.0f} of 540':>13}{f'{balanced:.0f}/140':>10}")
+    print()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--runs", type=int, default=20_000)
+    parser.add_argument("--seed", type=int, default=1)
+    args = parser.parse_args()
+    rng = np.random.default_rng(args.seed)
+    worst = false_fail_table(args.runs, rng)
+    stop_table(args.runs, rng)
+    if worst > ALPHA + 2 * np.sqrt(ALPHA * (1 - ALPHA) / args.runs):
+        raise SystemExit(f"a false FAIL rate of {100 * worst:.2f} % is above alpha {100 * ALPHA:g} %")
+
+
+if __name__ == "__main__":
+    main()

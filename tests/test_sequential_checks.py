@@ -1,0 +1,159 @@
+"""Every check read from the cross-user control can end a sequential gate early (issue 44): the copy rate,
+history references and relative robustness R each run an anytime-valid FAIL test on the same users in the
+same seeded order as ρ's; the first that rejects fails the item and the rest of its calls are cancelled.
+Simulated at the boundary (false FAIL ≤ alpha at every number of users), and end to end on explainers
+that copy, that reword on every change, and honest ones that must still pass."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from helpers import read_report
+
+from pytest_robustexplain.guard import relative_excess_limit, user_relative_excess
+from pytest_robustexplain.results import FAIL, PASS, PairKey, PairResult
+from pytest_robustexplain.stats import ABOVE, BELOW, OneSidedTest, simulate_one_sided
+from pytest_robustexplain.testing import FakeOllamaServer
+
+pytest_plugins = ["pytester"]
+
+ALPHA = 0.025  # what each check's test spends under decision=sequential (half of the gate's 0.05)
+
+
+# ------------------------------------------------------------------------------ the test itself
+def _at_the_limit(rng: np.random.Generator, runs: int, users: int, limit: float, shape: str) -> np.ndarray:
+    """Per-user values whose population mean is exactly ``limit``: Bernoulli shares (one case a user),
+    shares of four cases that copy together, or a skewed, clipped continuous value."""
+    if shape == "bernoulli":
+        return (rng.random((runs, users)) < limit).astype(float)
+    if shape == "clustered":  # four cases a user, all alike: a user copies on all or none
+        return np.repeat((rng.random((runs, users, 1)) < limit).astype(float), 4, axis=2).mean(axis=2)
+    beta = rng.beta(0.5, 0.5 * (1 - limit) / limit, size=(runs, users))  # skewed, piles against 0
+    return np.clip(beta * limit / beta.mean(), 0.0, 1.0)
+
+
+@pytest.mark.parametrize("shape", ["bernoulli", "clustered", "skewed"])
+@pytest.mark.parametrize(("limit", "side"), [(0.1, ABOVE), (0.5, BELOW), (relative_excess_limit(0.5), BELOW)])
+def test_no_more_false_fails_than_alpha_at_the_limit_at_any_number_of_users(limit: float, side: str,
+                                                                            shape: str) -> None:
+    rng = np.random.default_rng(20261202)
+    values = _at_the_limit(rng, 4000, 100, limit, shape)
+    if shape == "skewed":  # clip to the exact limit again (the clip moved the mean a little)
+        values = np.clip(values + (limit - values.mean()), 0.0, 1.0)
+    rejected, used = simulate_one_sided(values, limit, side, alpha=ALPHA)
+    for users in (5, 10, 20, 50, 100):  # anytime: a stop at or before each user count
+        rate = float(np.mean(rejected & (used <= users)))
+        assert rate <= ALPHA + 3 * np.sqrt(ALPHA * (1 - ALPHA) / len(rejected)), (users, rate)
+
+
+def test_a_clear_copier_is_stopped_after_four_users_and_a_clear_rate_after_a_few() -> None:
+    copies = OneSidedTest(0.1, ABOVE, alpha=ALPHA)
+    assert [copies.update(1.0) for _ in range(4)] == [False, False, False, True] and copies.n_users == 4
+    assert copies.wealth >= copies.level == pytest.approx(1 / ALPHA)
+    copies.update(0.0)
+    assert copies.rejected  # a rejection is for good: Ville bounds the chance of ever crossing
+    refers = OneSidedTest(0.5, BELOW, alpha=ALPHA)
+    stops = next(n for n in range(1, 30) if refers.update(0.0))
+    assert stops <= 7
+    with pytest.raises(ValueError, match="must be a finite number in"):
+        refers.update(1.5)
+
+
+def _pair(kind: str, combined: float, *, user: str = "u1", item: str = "i1") -> PairResult:
+    severity = 0 if kind == "swap" else 1
+    return PairResult(PairKey("m", user, item, kind, severity, 0), combined, combined, combined, combined,
+                      combined, "a", "b")
+
+
+@pytest.mark.parametrize("threshold", [0.0, 0.3, 0.5, 0.8])
+def test_the_excess_is_below_its_limit_exactly_when_r_is_below_the_threshold(threshold: float) -> None:
+    rng = np.random.default_rng(7)
+    for _ in range(200):
+        users = [f"u{i}" for i in range(int(rng.integers(2, 8)))]
+        pert = {u: float(rng.random()) for u in users}
+        swap = {u: float(rng.random()) * 0.9 for u in users}
+        r = sum(pert[u] - swap[u] for u in users) / sum(1 - swap[u] for u in users)
+        excess = [user_relative_excess([_pair("noise_injection", pert[u], user=u)],
+                                       [_pair("swap", swap[u], user=u)], threshold) for u in users]
+        mean = sum(e for e in excess if e is not None) / len(users)
+        assert min(excess) >= 0 and max(excess) <= 1  # type: ignore[type-var]
+        assert (mean < relative_excess_limit(threshold)) == (r < threshold)
+
+
+# ------------------------------------------------------------------------------ end to end
+GAMING = '''
+import sys
+sys.path.insert(0, {tests!r})
+import pytest
+import gaming
+from pytest_robustexplain.explainers.template import compose_explanation
+
+@pytest.fixture
+def explainer():
+    return {explainer}
+'''
+
+SEQUENTIAL = """
+import pytest
+
+@pytest.mark.robustness(decision="sequential"{extra})
+def test_gate(robustness):
+    pass
+"""
+
+
+def _overall(doc: dict) -> dict:  # type: ignore[type-arg]
+    return next(g for g in doc["gates"] if g["slice"] == "overall")
+
+
+def _gaming(pytester: pytest.Pytester, explainer: str, extra: str = "") -> dict:  # type: ignore[type-arg]
+    from pathlib import Path
+
+    tests = str(Path(__file__).resolve().parent)
+    pytester.makeconftest(GAMING.format(tests=tests, explainer=explainer))
+    pytester.makepyfile(test_gate=SEQUENTIAL.format(extra=extra))
+    pytester.runpytest("-k", "overall", "--robustexplain-json=r.json", "-p", "no:cacheprovider")
+    return read_report(pytester)
+
+
+def test_an_explainer_that_rewords_on_every_change_fails_on_a_third_of_the_calls(
+        pytester: pytest.Pytester) -> None:
+    doc = _gaming(pytester, "gaming.reword_by_hash")
+    gate = _overall(doc)
+    assert gate["verdict"]["outcome"] == FAIL
+    assert "The sequential test decided it after" in gate["verdict"]["message"]
+    assert doc["calls"]["made"] <= 0.35 * 540  # the full design: 20 users × 27 calls
+    stopped = gate["verdict"]["guard"]["stopped_by"]
+    assert gate["verdict"]["findings"][stopped]["outcome"] == FAIL
+
+
+@pytest.mark.parametrize("explainer", ["compose_explanation", "gaming.category_aware"])
+def test_honest_explainers_still_pass_under_the_checks_own_tests(pytester: pytest.Pytester,
+                                                                 explainer: str) -> None:
+    gate = _overall(_gaming(pytester, explainer))
+    assert gate["verdict"]["outcome"] == PASS
+    assert gate["verdict"]["guard"]["stopped_by"] is None
+
+
+def test_a_warning_never_ends_a_slice(pytester: pytest.Pytester) -> None:
+    # guard=warn: relative robustness and copying are warnings; grounding is gated only when set.
+    doc = _gaming(pytester, "gaming.reword_by_hash", ', guard="warn", min_history_reference=None')
+    assert _overall(doc)["verdict"]["guard"]["stopped_by"] is None
+
+
+def test_a_model_that_copies_its_prompt_fails_on_a_third_of_the_calls(pytester: pytest.Pytester,
+                                                                      xdist_args: tuple[str, ...]) -> None:
+    pytester.makepyfile(test_gate=SEQUENTIAL.format(extra=', perturbations=["noise_injection"]'))
+    with FakeOllamaServer(mode="copycat") as server:
+        result = pytester.runpytest_subprocess(
+            "--robustexplain-model=fake-model", f"--robustexplain-host={server.url}",
+            "--robustexplain-json=r.json", "-p", "no:cacheprovider", *xdist_args)
+        result.assert_outcomes(failed=1)
+    doc = read_report(pytester)
+    (gate,) = doc["gates"]
+    verdict = gate["verdict"]
+    assert verdict["guard"]["stopped_by"] == "copying" and verdict["findings"]["copying"]["outcome"] == FAIL
+    # The same users, the same stop, whichever process ran it: 20 users × 7 calls in the full design.
+    users = verdict["findings"]["copying"]["counts"]["explanations"]
+    assert users <= 4 and doc["calls"]["made"] <= 0.35 * 140
+    assert f"decided it after {users} users" in verdict["message"]
