@@ -105,6 +105,29 @@ def whole_run(latency: float, capacity: int) -> None:
           f"slots: {run.wall_s:.2f} s wall; the model busy from first call to last {span:.2f} s against "
           f"the ideal {ideal:.2f} s: ratio {ratio:.3f} (target <= 1.05) {verdict(ratio <= 1.05)}; "
           f"mean slot use {len(ends) * latency / span:.2f} of {capacity}")
+    default_gate(latency, capacity)
+
+
+def default_gate(latency: float, capacity: int, runs: int = 3) -> None:
+    """The default gate (guard on: 541 calls) end to end against the budget 1.05 × ideal + 2.5 s — the
+    slots kept busy and a fixed overhead (start-up, planning, the scorer's build, reports) of 2.5 s."""
+    from bench_overhead import check, pytest_command, run_pytest, verdict, write_project
+
+    walls, calls = [], 0
+    for _ in range(runs):
+        with tempfile.TemporaryDirectory(prefix="bench-concurrency-") as tmp, \
+                FakeOllamaServer(latency=latency, capacity=capacity) as server:
+            project = Path(tmp) / "paper"
+            write_project(project, timing=False)
+            run = run_pytest(pytest_command(server.url), project)
+            check(run, f"default gate at latency {latency}")
+            walls.append(run.wall_s)
+            calls = server.chat_calls
+    budget = 1.05 * calls * latency / capacity + 2.5
+    wall = statistics.median(walls)
+    print(f"whole pytest run, default gate (guard on), {calls} calls at {latency:g} s, {capacity} slots: "
+          f"median {wall:.2f} s wall of {runs} (ideal {calls * latency / capacity:.2f} s) against the budget "
+          f"{budget:.2f} s (1.05 × ideal + 2.5 s): {verdict(wall <= budget)}")
 
 
 def main() -> None:

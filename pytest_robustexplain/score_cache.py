@@ -364,6 +364,7 @@ class CachedScorer:
         self._scorer: Scorer | None = None
         self._requested: Future[Scorer] | None = None
         self._lock = threading.Lock()
+        self._build_lock = threading.Lock()
 
     def __repr__(self) -> str:
         return f"CachedScorer(cache={self.cache!r}, built={self.built})"
@@ -413,10 +414,13 @@ class CachedScorer:
             return
         try:
             scorer = self.scorer
-        except BaseException as exc:
+        except Exception as exc:
             future.set_exception(exc)
-            if not isinstance(exc, Exception):
-                raise
+        except BaseException:
+            # Ctrl-C or SIGTERM during the build: the waiting pairs are cancelled (the loop goes on with the
+            # stop), never handed a KeyboardInterrupt of another thread to raise in the loop's.
+            future.cancel()
+            raise
         else:
             future.set_result(scorer)
 
@@ -431,11 +435,17 @@ class CachedScorer:
 
     @property
     def scorer(self) -> Scorer:
-        """The Scorer, built on first use."""
-        with self._lock:
-            if self._scorer is None:
-                self._scorer = self._make()
+        """The Scorer, built on first use — under a lock of its own: the sweep's loop thread takes
+        ``_lock`` for every finished pair (:meth:`request`), and held through the build (about a second of
+        imports) it stopped every model call of the run meanwhile."""
+        if self._scorer is not None:
             return self._scorer
+        with self._build_lock:
+            if self._scorer is None:
+                built = self._make()
+                with self._lock:
+                    self._scorer = built
+        return self._scorer
 
     def score(self, e: str, e_prime: str, *, vectors: tuple[Vector, Vector] | None = None) -> PairScores:
         """All four metrics and ρ (with these weights); with ``vectors`` the embedding metric too."""

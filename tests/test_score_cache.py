@@ -254,3 +254,30 @@ def test_a_warm_rerun_imports_no_scorer_and_gives_the_same_scores(pytester: pyte
     result.assert_outcomes(passed=3)
     assert json.loads(seen.read_text(encoding="utf-8")) == []
     assert warm == cold and server.chat_calls == calls
+
+
+def test_the_loop_can_ask_for_the_scorer_while_it_is_being_built() -> None:
+    # The sweep's loop thread asks (request / readiness) for every finished pair; the waiting thread builds
+    # the Scorer (a second of imports). Asking must never wait for the build: under the old single lock every
+    # model call of the run stopped until the build was done (issue 44: the overhead benchmark).
+    started, release = threading.Event(), threading.Event()
+
+    def slow() -> Scorer:
+        started.set()
+        release.wait()
+        return Scorer()
+
+    scorer = CachedScorer(make_scorer=slow)
+    future = scorer.request()
+    builder = threading.Thread(target=scorer.build_requested)
+    builder.start()
+    assert started.wait(30)
+    asker = threading.Thread(target=lambda: (scorer.request(), scorer.readiness(*PAIRS[0])))
+    asker.start()
+    asker.join(30)  # a bound for the failure only: without the fix it waits for ``release``, set below
+    stuck = asker.is_alive()
+    release.set()
+    builder.join()
+    asker.join()
+    assert not stuck, "asking for the scorer waited for its build"
+    assert future.result() is scorer.scorer
