@@ -43,6 +43,8 @@ def _pair(original: str, perturbed: str, *, user: str = "u1", failure: str | Non
     ({"name": "chars3", "fn": len}, "give version="),
     ({"name": "chars3", "fn": len, "version": "1|2"}, "give version="),
     ({"name": "chars3", "fn": len, "version": "1\n::error::x"}, "give version="),
+    ({"name": "chars3", "fn": len, "version": "1,2"}, "give version="),
+    ({"name": "chars3", "fn": len, "version": "v@2"}, "give version="),
 ])
 def test_a_metric_registration_is_refused_in_one_sentence(kwargs: dict[str, object], said: str) -> None:
     name = kwargs.pop("name")

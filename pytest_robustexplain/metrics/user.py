@@ -97,8 +97,10 @@ def make_metric(name: Any, fn: Any = None, *, version: Any = None, batch: Any = 
     for label, given in (("function", fn), ("batch", batch)):
         if given is not None and not callable(given):
             raise ConfigError(f"metric {name!r}: the {label} must be callable, got {type(given).__name__}")
-    if not isinstance(version, str) or not version.strip() or not version.isprintable() or "|" in version:
-        raise ConfigError(f"metric {name!r}: give version='…' (printable text without '|'), got {version!r}; "
+    if not isinstance(version, str) or not version.strip() or not version.isprintable() \
+            or any(c in version for c in "|,@"):
+        # The signature lists name@version tags between "|user:" and the next "|", joined by commas.
+        raise ConfigError(f"metric {name!r}: give version='…' (printable, without | , @), got {version!r}; "
                           "it enters the signature and the score cache, so change it when the function "
                           "changes")
     return Metric(name, version.strip(), fn, batch, str(description))

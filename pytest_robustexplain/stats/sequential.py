@@ -193,10 +193,13 @@ class Stopped:
     users: int
     wealth: float
     level: float
+    planned: int = 0  # the slice's users
 
     def note(self) -> str:
+        left = self.planned - self.users
+        rest = f"; the other {left} users were not run" if left > 0 else ""
         return (f"The sequential test decided it after {self.users} users (wealth {self.wealth:.3g} ≥ "
-                f"{self.level:.3g}); the rest of the slice was not run.")
+                f"{self.level:.3g}){rest}.")
 
 
 class OneSidedTest:

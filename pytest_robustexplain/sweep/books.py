@@ -170,7 +170,8 @@ class Books:
             value = rule.value(done, swaps)
             test = result.stops[rule.check]
             if value is not None and test.update(value) and result.stopped is None:
-                result.stopped = Stopped(rule.check, result.users_fed, test.wealth, test.level)
+                result.stopped = Stopped(rule.check, result.users_fed, test.wealth, test.level,
+                                         len(result.users_order))
 
     def _release(self, slice_id: str) -> Step:
         """A decided slice no longer needs its outstanding pairs: those no other slice needs are orphans.
