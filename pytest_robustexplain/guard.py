@@ -92,14 +92,15 @@ class GuardSettings:
     min_history_reference: float | None = DEFAULT_MIN_HISTORY_REFERENCE
     max_unsupported_rate: float | None = DEFAULT_MAX_UNSUPPORTED_RATE
     alpha: float = 0.05
-    # Checks whose anytime-valid test (decision=sequential) spent this share of their alpha: their fixed
-    # rules below keep the rest, so each check's false FAIL stays at most alpha over both routes.
+    # Checks that ran an anytime-valid test of their own (decision=sequential): their fixed rules below keep
+    # the fallback's share of alpha, the test the rest, so each check's false FAIL stays at most alpha.
     split: frozenset[str] = frozenset()
-    split_share: float = 0.5
 
     def alpha_of(self, check: str) -> float:
         """The alpha the fixed rule of ``check`` (copying, grounding, relative) decides at."""
-        return self.alpha * (1 - self.split_share) if check in self.split else self.alpha
+        from .stats import DEFAULT_FALLBACK_SHARE
+
+        return self.alpha * DEFAULT_FALLBACK_SHARE if check in self.split else self.alpha
 
 
 @dataclass(frozen=True)
@@ -203,6 +204,11 @@ def _grounding_outcome(history_ref: Interval | None, unsupported: Interval | Non
     return None if not checks else FAIL if any(checks) else PASS
 
 
+def _copy_read(swaps: Sequence[PairResult]) -> list[PairResult]:
+    """The cross-user controls whose original explanation was read for copying."""
+    return [s for s in swaps if s.failure is None and isinstance(s.changes.get("copied"), (int, float))]
+
+
 def _copies(swap: PairResult) -> bool:
     from .copying import is_copy
 
@@ -238,7 +244,7 @@ def _user_means_of(values: Sequence[float], users: Sequence[str]) -> list[float]
 
 def user_copy_share(swaps: Sequence[PairResult]) -> float | None:
     """The share of the user's original explanations that copy their prompt back (None: none measured)."""
-    rows = [s for s in swaps if s.failure is None and isinstance(s.changes.get("copied"), (int, float))]
+    rows = _copy_read(swaps)
     return math.fsum(_copies(s) for s in rows) / len(rows) if rows else None
 
 
@@ -282,7 +288,7 @@ def _relative(cases: Sequence[_Case], floor: float, alpha: float) -> Interval | 
 
 def _copy_rate(swaps: Sequence[PairResult], alpha: float) -> tuple[int, int, float, float]:
     """(copies, explanations, one-sided lower bound, one-sided upper bound) of the copy rate."""
-    rows = [s for s in swaps if s.failure is None and isinstance(s.changes.get("copied"), (int, float))]
+    rows = _copy_read(swaps)
     k, n = sum(_copies(s) for s in rows), len(rows)
     return k, n, share_lower_bound(k, n, alpha), share_upper_bound(k, n, alpha)
 

@@ -30,7 +30,6 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
-import math
 import os
 import tempfile
 import threading
@@ -56,6 +55,7 @@ from .metrics import (
     text_signature,
     validate_weights,
 )
+from .results import is_score
 from .safe_files import check_inside, open_inside
 
 if TYPE_CHECKING:
@@ -280,8 +280,7 @@ def _parse(entry: dict[str, Any]) -> TextScores:
     if not isinstance(metrics, list) or len(metrics) != 4:
         raise ValueError(f"expected 4 metrics, got {metrics!r}")
     for value in metrics:
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 <= value <= 1.0 \
-                or not math.isfinite(value):
+        if not is_score(value):
             raise ValueError(f"metric {value!r} is not a number in [0, 1]")
     flags = entry["keyword_empty"], entry["failed"]
     if not all(isinstance(flag, bool) for flag in flags):
@@ -305,8 +304,7 @@ class _ValueStore(ScoreCache):
     @staticmethod
     def _decode(entry: dict[str, Any]) -> Any:
         value = entry["value"]
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 <= value <= 1.0 \
-                or not math.isfinite(value):
+        if not is_score(value):
             raise ValueError(f"value {value!r} is not a number in [0, 1]")
         return float(value)
 

@@ -65,6 +65,14 @@ def enforced_by_guard(gate: GateSettings) -> bool:
     return gate.guard == "fail"
 
 
+def stop_alpha(gate: GateSettings) -> float:
+    """The alpha a check's own sequential test spends: what the fixed rule's fallback share leaves
+    (``guard.GuardSettings.alpha_of`` is the other side)."""
+    from ..stats import DEFAULT_FALLBACK_SHARE
+
+    return gate.alpha * (1 - DEFAULT_FALLBACK_SHARE)
+
+
 class ControlCheck(Check):
     """A check read from the cross-user control. ``problem`` gives (label, reason) when the finding did not
     pass; the guard policy decides what that does: ``fail`` applies it, ``warn`` says it as a warning,
@@ -85,7 +93,7 @@ class ControlCheck(Check):
         raise NotImplementedError
 
     def enforced(self, evidence: Evidence) -> bool:
-        return evidence.gate.guard == "fail" or self.enforced_whatever_the_policy
+        return enforced_by_guard(evidence.gate) or self.enforced_whatever_the_policy
 
     def decide(self, found: GuardResult, evidence: Evidence) -> Decision:
         from ..results import FAIL, INCONCLUSIVE, INSENSITIVE

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from .base import Evidence, share_row
-from .controls import ControlCheck, enforced_by_guard
+from .controls import ControlCheck, enforced_by_guard, stop_alpha
 
 if TYPE_CHECKING:
     from ..results import Finding, GuardResult
@@ -26,11 +26,11 @@ class Copying(ControlCheck):
         """Each user's share of copied explanations, against ``max_copy_rate``: a model that copies its
         prompt fails after a few users."""
         from .. import guard as guard_mod
-        from ..stats import ABOVE, DEFAULT_FALLBACK_SHARE, StopRule
+        from ..stats import ABOVE, StopRule
 
         if not enforced_by_guard(gate):
             return None  # a warning never ends a slice
-        return StopRule(self.name, gate.max_copy_rate, ABOVE, gate.alpha * (1 - DEFAULT_FALLBACK_SHARE),
+        return StopRule(self.name, gate.max_copy_rate, ABOVE, stop_alpha(gate),
                         lambda pairs, swaps: guard_mod.user_copy_share(swaps))
 
     def problem(self, found: GuardResult, evidence: Evidence) -> tuple[str, str] | None:

@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from .base import Evidence
-from .controls import ControlCheck, enforced_by_guard
+from .controls import ControlCheck, enforced_by_guard, stop_alpha
 
 if TYPE_CHECKING:
     from ..results import Finding, GuardResult
@@ -24,20 +24,19 @@ class Grounding(ControlCheck):
         return found if found is not None and found.history_reference is not None else None
 
     def enforced(self, evidence: Evidence) -> bool:
-        explicit = evidence.gate.sources.get("min_history_reference", "default") != "default"
-        return super().enforced(evidence) or explicit
+        return super().enforced(evidence) or evidence.gate.explicit("min_history_reference")
 
     def stop_rule(self, gate: GateSettings, kind: str | None, *, floor_is_one: bool) -> StopRule | None:
         """Each user's share of explanations that refer to their history, against
         ``min_history_reference`` (when that is gated and enforced)."""
         from .. import guard as guard_mod
-        from ..stats import BELOW, DEFAULT_FALLBACK_SHARE, StopRule
+        from ..stats import BELOW, StopRule
 
-        explicit = gate.sources.get("min_history_reference", "default") != "default"
+        explicit = gate.explicit("min_history_reference")
         if gate.min_history_reference is None or not (enforced_by_guard(gate) or explicit):
             return None
         return StopRule(self.name, gate.min_history_reference, BELOW,
-                        gate.alpha * (1 - DEFAULT_FALLBACK_SHARE),
+                        stop_alpha(gate),
                         lambda pairs, swaps: guard_mod.user_history_reference(swaps))
 
     def problem(self, found: GuardResult, evidence: Evidence) -> tuple[str, str] | None:

@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from .base import Evidence
-from .controls import ControlCheck, enforced_by_guard
+from .controls import ControlCheck, enforced_by_guard, stop_alpha
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -30,7 +30,7 @@ class Relative(ControlCheck):
         exactly when the users' mean excess is below zero. Only at ρ_floor = 1 (no noise floor to wait
         for: temperature 0)."""
         from .. import guard as guard_mod
-        from ..stats import BELOW, DEFAULT_FALLBACK_SHARE, StopRule
+        from ..stats import BELOW, StopRule
 
         threshold = gate.relative_threshold(kind)
         if threshold is None or not floor_is_one or not enforced_by_guard(gate):
@@ -43,7 +43,7 @@ class Relative(ControlCheck):
             return guard_mod.user_relative_excess(gated, swaps, threshold)
 
         return StopRule(self.name, guard_mod.relative_excess_limit(threshold), BELOW,
-                        gate.alpha * (1 - DEFAULT_FALLBACK_SHARE), value)
+                        stop_alpha(gate), value)
 
     def problem(self, found: GuardResult, evidence: Evidence) -> tuple[str, str] | None:
         from .. import guard as guard_mod

@@ -77,7 +77,7 @@ def guarded(gate: GateSettings) -> bool:
     """Whether a gate needs the cross-user controls (the guard, or the grounding gate that reads them)."""
     # The grounding gate is on by default and rides on the guard's controls; set on its own (guard off), it
     # still needs them.
-    return gate.guard != "off" or gate.sources.get("min_history_reference", "default") != "default"
+    return gate.guard != "off" or gate.explicit("min_history_reference")
 
 
 def noise_floor_on(settings: Settings, gate: GateSettings) -> bool:

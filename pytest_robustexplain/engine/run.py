@@ -515,8 +515,8 @@ class Run:
         # The run-weighted versions (what the reports show), not the slice's own re-weighting.
         pairs = [self.pairs[p.key] for p in (*result.pairs, *result.controls, *result.swaps)]
         judge = self.judging.info
-        tags = sorted(m.tag for m in self._slices[f"{nodeid}::{result.model}"].spec.metrics) \
-            if f"{nodeid}::{result.model}" in self._slices else []
+        planned = self._slices.get(f"{nodeid}::{result.model}")
+        tags = sorted(m.tag for m in planned.spec.metrics) if planned is not None else []
         return plain({"pairs": [p.to_dict() for p in pairs], "gate": gate.to_dict(), "metric_tags": tags,
                       "models": {result.model: asdict(info)} if info is not None else {},
                       "judge": asdict(judge) if judge is not None else {},

@@ -21,7 +21,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Protocol
 
 from ..errors import ConfigError
-from ..results import ALL_METRICS, KIND_NAME, RELATIVE, user_metric_name
+from ..results import ALL_METRICS, KIND_NAME, RELATIVE, is_score, user_metric_name
 
 if TYPE_CHECKING:
     from ..results import PairResult
@@ -72,8 +72,7 @@ class Metric:
             raise ConfigError(f"metric {self.name!r} raised {type(exc).__name__}: {exc}") from exc
 
     def _checked(self, value: Any) -> float:
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
-                or not 0.0 <= value <= 1.0:
+        if not is_score(value):
             raise ConfigError(f"metric {self.name!r} returned {value!r}; a metric's value must be a number "
                               "in [0, 1] (1 = the two explanations agree)")
         return float(value)

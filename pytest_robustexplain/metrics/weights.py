@@ -64,10 +64,7 @@ def check_weights(weights: Mapping[str, Any] | Sequence[Any] | None) -> Weights:
     else:
         raise ValueError(f"expected a mapping of metric name to weight or a sequence of "
                          f"{len(METRICS)} numbers, got {type(weights).__name__}: {weights!r}")
-    total = math.fsum(values)
-    if abs(total - 1.0) > WEIGHT_TOLERANCE:
-        listed = ", ".join(f"{name}={value:g}" for name, value in zip(ALL_METRICS, values, strict=False))
-        raise ValueError(f"weights must sum to 1 (within {WEIGHT_TOLERANCE:g}), got {total:.9g} ({listed})")
+    _sum_to_one(dict(zip(ALL_METRICS, values, strict=False)))
     # An embedding weight of 0 is no embedding weight: such weights are the paper's four, signature and all.
     return tuple(values[:len(METRICS)] if len(values) > len(METRICS) and values[-1] == 0 else values)
 
@@ -77,12 +74,23 @@ def _weights_from_mapping(weights: Mapping[str, Any]) -> list[float]:
     if unknown:
         raise ValueError(f"unknown metric name(s) {', '.join(map(repr, unknown))}; "
                          f"expected {', '.join(METRICS)} (and optionally {EMBEDDING})")
+    _all_four(weights)
+    names = ALL_METRICS if EMBEDDING in weights else METRICS
+    return [_weight_value(name, weights[name]) for name in names]
+
+
+def _all_four(weights: Mapping[str, Any]) -> None:
     missing = [name for name in METRICS if name not in weights]
     if missing:
         raise ValueError(f"missing weight(s) for {', '.join(missing)}; give all of "
                          f"{', '.join(METRICS)} (use 0 to leave a metric out)")
-    names = ALL_METRICS if EMBEDDING in weights else METRICS
-    return [_weight_value(name, weights[name]) for name in names]
+
+
+def _sum_to_one(weights: Mapping[str, float]) -> None:
+    total = math.fsum(weights.values())
+    if abs(total - 1.0) > WEIGHT_TOLERANCE:
+        listed = ", ".join(f"{name}={value:g}" for name, value in weights.items())
+        raise ValueError(f"weights must sum to 1 (within {WEIGHT_TOLERANCE:g}), got {total:.9g} ({listed})")
 
 
 def _weight_value(name: str, value: Any) -> float:
@@ -105,15 +113,9 @@ def check_user_weights(weights: Mapping[str, Any]) -> Mapping[str, float] | Weig
     no user metric has a share."""
     user = {name: _weight_value(name, value) for name, value in weights.items() if name not in ALL_METRICS}
     builtin = {name: value for name, value in weights.items() if name in ALL_METRICS}
-    missing = [name for name in METRICS if name not in builtin]
-    if missing:
-        raise ValueError(f"missing weight(s) for {', '.join(missing)}; give all of "
-                         f"{', '.join(METRICS)} (use 0 to leave a metric out)")
+    _all_four(builtin)
     values = {name: _weight_value(name, builtin[name]) for name in ALL_METRICS if name in builtin}
-    total = math.fsum([*values.values(), *user.values()])
-    if abs(total - 1.0) > WEIGHT_TOLERANCE:
-        listed = ", ".join(f"{name}={value:g}" for name, value in {**values, **user}.items())
-        raise ValueError(f"weights must sum to 1 (within {WEIGHT_TOLERANCE:g}), got {total:.9g} ({listed})")
+    _sum_to_one({**values, **user})
     if not any(user.values()):
         return check_weights(builtin)
     if values.get(EMBEDDING) == 0:

@@ -37,12 +37,15 @@ class Rule:
     legacy: Any = NO_LEGACY
 
 
-def _score(value: Any) -> bool:
-    return math.isfinite(value) and 0.0 <= value <= 1.0
+def is_score(value: Any) -> bool:
+    """Whether ``value`` is a score: a finite number in [0, 1], not a bool (every score the package reads —
+    a report's, a score cache's line, a user metric's answer — is checked by this one rule)."""
+    return not isinstance(value, bool) and isinstance(value, (int, float)) and math.isfinite(value) \
+        and 0.0 <= value <= 1.0
 
 
 # A pair's score: NaN, null or out of range would break every aggregate.
-Score = Annotated[float, Rule(_score, "a score between 0 and 1")]
+Score = Annotated[float, Rule(is_score, "a score between 0 and 1")]
 # Names a writer renders and JUnit properties are built from: a kind's or a metric's shape, nothing else.
 KindName = Annotated[str, Rule(lambda v: bool(KIND_NAME.match(v)), "a perturbation kind's name (lowercase "
                                                                    "letters, digits, underscores)")]
@@ -54,7 +57,7 @@ Sides = Annotated[tuple[str, ...], Rule(lambda v: all(c in CUT_REPLIES for c in 
 Tokens = Annotated[tuple[int, ...], Rule(lambda v: not v or (len(v) == 4 and all(n >= 0 for n in v)),
                                          "four token counts >= 0")]
 UserScores = Annotated[dict[str, float], Rule(
-    lambda v: all(KIND_NAME.match(k) and _score(x) for k, x in v.items()),
+    lambda v: all(KIND_NAME.match(k) and is_score(x) for k, x in v.items()),
     "metric names with scores between 0 and 1")]
 
 METRICS: tuple[str, ...] = ("semantic", "keyword", "structural", "length")  # the paper's four

@@ -80,6 +80,10 @@ class GateSettings:
     check_limits: Mapping[str, float]
     sources: Mapping[str, str] = field(default_factory=dict)
 
+    def explicit(self, name: str) -> bool:
+        """Whether the setting was given (flag, ini, env, YAML, marker), not left at its default."""
+        return self.sources.get(name, "default") != "default"
+
     def combined_threshold(self, kind: str | None = None) -> float:
         """The ρ threshold for ``kind``'s slice (or for all kinds together when ``kind`` is None)."""
         override = self.per_kind.get(kind, {}) if kind is not None else {}
