@@ -134,66 +134,111 @@ def evidence_table(runs: int, rng: Rng) -> None:
     cells = [("every user reads (template-like)", population(0.0, 0.35), INCONCLUSIVE),
              ("every user reads (fake stable model)", population(0.0, 0.18), INCONCLUSIVE),
              ("weak readers only (median S 0.10)", population(0.0, 0.10), INCONCLUSIVE),
+             ("readers (S 0.3) + 15 % ignored", population(0.15, 0.3, 0.0), INCONCLUSIVE),
              ("mean S at 0.05 (median 0.037, wide)", population(0.0, 0.037, spread=0.6), PASS),
              ("mean S at 0.05, a few words apart", population(0.0, 0.045, spread=0.12), PASS),
-             ("half ignored, half weak readers", population(0.5, 0.08, 0.0), PASS)]
+             ("half ignored, half weak readers", population(0.5, 0.08, 0.0), PASS),
+             # issue 44's cells: a share ignored, the readers bunched so that the mean S is exactly 0.05
+             ("15 % ignored, readers bunched, mean S 0.05", at_mean(0.15, rng), PASS),
+             ("25 % ignored, readers bunched, mean S 0.05", at_mean(0.25, rng), PASS),
+             ("ignored share 0.28 > 0.2, readers S 0.3", population(0.28, 0.3, 0.0), PASS),
+             ("ignored share 0.35 > 0.2, readers S 0.3", population(0.35, 0.3, 0.0), PASS)]
+    above = 0.0
     for label, draw, outcome in cells:
-        _, _, mean_s = truth(draw, rng)
+        q, _, mean_s = truth(draw, rng)
         rates = outcome_rates(draw, outcome, runs, rng)
         if outcome == PASS and mean_s <= SETTINGS.min_sensitivity + 1e-3:
             worst = max(worst, *rates)
+        if outcome == PASS and q > SETTINGS.max_insensitive_share:
+            above = max(above, *rates[SIZES.index(20):])
         print(f"{label + f' → {outcome}':<52}{mean_s:>7.3f}" + "".join(f"{100 * r:>7.1f}%" for r in rates),
               flush=True)
-    print(f"largest false PASS where mean S ≤ 0.05: {100 * worst:.1f} % — target ≤ "
-          f"{100 * SETTINGS.alpha:g} % {'OK' if worst <= SETTINGS.alpha + 0.005 else 'MISSED'}\n")
+    print(f"largest false PASS where mean S ≤ 0.05, G = 3–100: {100 * worst:.1f} % — target ≤ "
+          f"{100 * SETTINGS.alpha:g} % {'OK' if worst <= SETTINGS.alpha + 0.005 else 'MISSED'}")
+    print(f"largest PASS where the ignored share is above its limit, G = 20–100: {100 * above:.1f} % "
+          "(a point rule: see docs/guard.md)\n")
 
 
-def relative_population(center: float, noise: float = 0.25, median: float = 0.3) -> Draw:
-    """Per user S (log-normal, t3) and Δ = r·S, r = center + noise·t3, clipped so that ρ_pert ∈ [0, 1]."""
+def at_mean(q: float, rng: Rng, target: float = 0.05) -> Draw:
+    """A share ``q`` ignored (a few words apart) and readers bunched (spread 0.12) with the median that
+    puts the population's mean S at ``target``, by bisection."""
+    low, high = 0.01, 0.3
+    for _ in range(30):
+        mid = (low + high) / 2
+        _, _, mean_s = truth(population(q, mid, 0.0, 0.12), rng)
+        low, high = (mid, high) if mean_s < target else (low, mid)
+    return population(q, high, 0.0, 0.12)
+
+
+def relative_population(center: float, noise: float = 0.25, median: float = 0.3, niche: float = 0.0
+                        ) -> Draw:
+    """Per user S (log-normal, t3) and Δ = r·S, r = center + noise·t3, clipped so that ρ_pert ∈ [0, 1]; a
+    share ``niche`` of users whose control is far away (S uniform in [0.6, 0.95]: no one shares their
+    taste)."""
     def draw(rng: Rng, shape: tuple[int, int]) -> tuple[np.ndarray, np.ndarray]:
         s = np.clip(_sensitive_s(rng, shape, median), 0.02, 1.0)
+        s = np.where(rng.random(shape) < niche, rng.uniform(0.6, 0.95, shape), s)
         r = center + noise * rng.standard_t(3, size=shape)
         delta = np.clip(r * s, -(1.0 - s), s)  # ρ_pert = ρ_swap + Δ stays within [0, 1]
         return delta, s
     return draw
 
 
-def at_limit(noise: float, median: float, rng: Rng) -> float:
+def at_limit(noise: float, median: float, niche: float, rng: Rng) -> float:
     """Bisect the per-user centre r so that the population R = E[Δ]/E[S] is min_relative (+0.002)."""
     low, high = 0.0, 3.0
     for _ in range(30):
         mid = (low + high) / 2
-        d, s = relative_population(mid, noise, median)(rng, (1, 200_000))
+        d, s = relative_population(mid, noise, median, niche)(rng, (1, 200_000))
         low, high = (mid, high) if d.sum() / s.sum() < SETTINGS.min_relative + 0.002 else (low, mid)
     return high
 
 
+def delta_method_fail(d: np.ndarray, s: np.ndarray) -> np.ndarray:
+    """The relative FAIL before issue 44: the linearised (delta-method) upper bound of R below the limit."""
+    from scipy import stats as sps
+
+    g = d.shape[1]
+    total = s.sum(axis=1)
+    ratio = d.sum(axis=1) / total
+    z = d - ratio[:, None] * s
+    se = np.sqrt(g / (g - 1) * (z * z).sum(axis=1)) / total
+    return np.asarray(ratio + float(sps.t.ppf(1 - SETTINGS.alpha, g - 1)) * se < SETTINGS.min_relative)
+
+
 def relative_table(runs: int, rng: Rng) -> None:
-    print("3. P(relative FAIL: R's one-sided upper bound < 0.5)")
-    print(f"{'population':<52}{'true R':>7}" + "".join(f"{f'G={n}':>8}" for n in SIZES))
-    worst = 0.0
-    for label, center, noise in (("honest-like, R 0.70, spread 0.25", 0.70, 0.25),
-                                 ("at the limit, spread 0.25", None, 0.25),
-                                 ("at the limit, spread 0.5", None, 0.5),
-                                 ("at the limit, spread 1.0 (heavy)", None, 1.0),
-                                 ("at the limit, spread 0.5, weak readers (S 0.1)", None, 0.5),
-                                 ("reworded by hash, R 0.05", 0.05, 0.25),
-                                 ("half-way, R 0.30", 0.30, 0.25)):
+    print("3. P(relative FAIL: R's one-sided upper bound < 0.5): delta method (before) | Fieller (shipped)")
+    print(f"{'population':<56}{'true R':>7}" + "".join(f"{f'G={n}':>12}" for n in SIZES))
+    worst = [0.0, 0.0]
+    for label, center, noise, niche in (
+            ("honest-like, R 0.70, spread 0.25", 0.70, 0.25, 0.0),
+            ("at the limit, spread 0.25", None, 0.25, 0.0),
+            ("at the limit, spread 0.5", None, 0.5, 0.0),
+            ("at the limit, spread 1.0 (heavy)", None, 1.0, 0.0),
+            ("at the limit, spread 0.5, weak readers (S 0.1)", None, 0.5, 0.0),
+            ("at the limit, spread 0.25, 8 % niche users", None, 0.25, 0.08),
+            ("at the limit, spread 0.1, 8 % niche users", None, 0.1, 0.08),
+            ("at the limit, spread 0.25, weak readers, 8 % niche", None, 0.25, 0.08),
+            ("reworded by hash, R 0.05", 0.05, 0.25, 0.0),
+            ("half-way, R 0.30", 0.30, 0.25, 0.0)):
         median = 0.1 if "weak" in label else 0.3
         if center is None:  # the per-user centre whose population R (after clipping) is the limit
-            center = at_limit(noise, median, rng)
-        draw = relative_population(center, noise, median)
+            center = at_limit(noise, median, niche, rng)
+        draw = relative_population(center, noise, median, niche)
         d, s = draw(rng, (1, 400_000))
         true_r = float(d.sum() / s.sum())
-        rates = []
+        cells = []
         for n in SIZES:
             d, s = draw(rng, (runs, n))
-            rates.append(float(np.mean(simulate_relative(d, s, settings=SETTINGS))))
-        if true_r >= SETTINGS.min_relative:
-            worst = max(worst, *rates)
-        print(f"{label:<52}{true_r:>7.3f}" + "".join(f"{100 * r:>7.1f}%" for r in rates), flush=True)
-    print(f"largest false relative FAIL (true R ≥ 0.5), G = 3–100: {100 * worst:.1f} % — target ≤ "
-          f"{100 * SETTINGS.alpha:g} % {'OK' if worst <= SETTINGS.alpha + 0.005 else 'MISSED'}")
+            rates = [float(delta_method_fail(d, s).mean()),
+                     float(np.mean(simulate_relative(d, s, settings=SETTINGS)))]
+            if true_r >= SETTINGS.min_relative:
+                worst = [max(w, r) for w, r in zip(worst, rates, strict=True)]
+            cells.append("|".join(f"{100 * r:.1f}" for r in rates))
+        print(f"{label:<56}{true_r:>7.3f}" + "".join(f"{c:>12}" for c in cells), flush=True)
+    print(f"largest false relative FAIL (true R ≥ 0.5), G = 3–100: before {100 * worst[0]:.1f} %, shipped "
+          f"{100 * worst[1]:.1f} % — target ≤ {100 * SETTINGS.alpha:g} % "
+          f"{'OK' if worst[1] <= SETTINGS.alpha + 0.005 else 'MISSED'}")
 
 
 def _share_low(k: np.ndarray, n: np.ndarray | int, alpha: float) -> np.ndarray:
@@ -261,6 +306,67 @@ def second_rule_table(runs: int, rng: Rng) -> None:
           f"{100 * SETTINGS.alpha:g} % {'OK' if worst[1] <= SETTINGS.alpha + 0.005 else 'MISSED'}")
 
 
+def _cp(k: np.ndarray, n: np.ndarray, alpha: float, upper: bool) -> np.ndarray:
+    """The guard's exact bounds (share_lower_bound / share_upper_bound), vectorised; ``k`` may be a sum
+    of users' shares."""
+    from scipy.special import betaincinv
+
+    with np.errstate(divide="ignore", invalid="ignore"):
+        if upper:
+            return np.where(k < n, betaincinv(k + 1, np.maximum(n - k, 1e-12), 1 - alpha), 1.0)
+        return np.where(k > 0, betaincinv(np.maximum(k, 1e-12), n - k + 1, alpha), 0.0)
+
+
+def _user_flags(rng: Rng, shape: tuple[int, int], share: float, together: bool
+                ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(flagged cases, cases, Σ users' shares) per run: each user has 1–4 cases; ``together``: a user's
+    cases are all flagged or none (a model that copies one of a user's prompts copies them all)."""
+    cases = rng.integers(1, 5, size=shape)
+    if together:
+        user = rng.random(shape) < share
+        return (cases * user).sum(axis=1), cases.sum(axis=1), user.sum(axis=1).astype(float)
+    hits = rng.binomial(cases, share)
+    return hits.sum(axis=1), cases.sum(axis=1), (hits / cases).sum(axis=1)
+
+
+def share_table(runs: int, rng: Rng) -> None:
+    """5. The shares at their limits with 1–4 cases a user: bounded over cases (before) or over users."""
+    print("5. P(false FAIL / INSENSITIVE) at each share's limit, 1–4 cases a user: over cases (before) | "
+          "users as the unit (shipped)")
+    print(f"{'rule at its limit':<56}" + "".join(f"{f'G={n}':>12}" for n in SIZES))
+    alpha = SETTINGS.alpha
+    worst = [0.0, 0.0]
+    rules = (("copy rate 0.10 (alpha)", SETTINGS.max_copy_rate, False, alpha, alpha),
+             ("identical share 0.05 (alpha / 2)", SETTINGS.max_identical_share, False, alpha / 2, alpha / 2))
+    for together in (True, False):
+        how = "a user's cases together" if together else "cases independent"
+        for name, limit, _, before, shipped in rules:
+            cells = []
+            for n in SIZES:
+                k, m, users = _user_flags(rng, (runs, n), limit, together)
+                rates = [float((_cp(k, m, before, False) > limit).mean()),
+                         float((_cp(users, np.full(runs, n), shipped, False) > limit).mean())]
+                worst = [max(w, r) for w, r in zip(worst, rates, strict=True)]
+                cells.append("|".join(f"{100 * r:.1f}" for r in rates))
+            print(f"{f'{name}, {how}':<56}" + "".join(f"{c:>12}" for c in cells), flush=True)
+        # grounding: history references at 0.5 (FAIL below) and unsupported at 0.5 (FAIL above), both at
+        # their limits; before: each at alpha over cases, shipped: each at alpha / 2 over users.
+        cells = []
+        for n in SIZES:
+            k1, m1, u1 = _user_flags(rng, (runs, n), SETTINGS.min_history_reference or 0.5, together)
+            k2, m2, u2 = _user_flags(rng, (runs, n), SETTINGS.max_unsupported_rate or 0.5, together)
+            before = ((_cp(k1, m1, alpha, True) < 0.5) | (_cp(k2, m2, alpha, False) > 0.5)).mean()
+            g = np.full(runs, n)
+            shipped = ((_cp(u1, g, alpha / 2, True) < 0.5) | (_cp(u2, g, alpha / 2, False) > 0.5)).mean()
+            worst = [max(worst[0], float(before)), max(worst[1], float(shipped))]
+            cells.append(f"{100 * before:.1f}|{100 * shipped:.1f}")
+        label = f"grounding, both rates at 0.5, {how}"
+        print(f"{label:<56}" + "".join(f"{c:>12}" for c in cells), flush=True)
+    print(f"largest false FAIL or INSENSITIVE of a share rule, G = 3–100: before {100 * worst[0]:.1f} %, "
+          f"shipped {100 * worst[1]:.1f} % — target ≤ {100 * alpha:g} % "
+          f"{'OK' if worst[1] <= alpha + 0.005 else 'MISSED'}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=20_000, help="simulated runs per cell")
@@ -272,6 +378,8 @@ def main() -> None:
     relative_table(args.runs, rng)
     print()
     second_rule_table(args.runs, rng)
+    print()
+    share_table(args.runs, rng)
 
 
 if __name__ == "__main__":

@@ -31,7 +31,13 @@ import numpy as np
 
 from pytest_robustexplain.guard import SHARE_RULES, GuardSettings
 from pytest_robustexplain.results import INCONCLUSIVE, INSENSITIVE, PASS
-from pytest_robustexplain.stats.intervals import FloatArray, IntArray, mean_bounds, skewness
+from pytest_robustexplain.stats.intervals import (
+    FloatArray,
+    IntArray,
+    free_lower_bounds,
+    mean_bounds,
+    skewness,
+)
 
 NOISES: tuple[str, ...] = ("none", "normal", "t3")
 # Draw the pair matrix in blocks of this many runs, so a 24,000-run cell never holds 24,000×40×25 floats.
@@ -170,13 +176,9 @@ def simulate(sensitivity: Sequence[Sequence[float]], perturbed: Sequence[Sequenc
     k = ((s < settings.min_sensitivity) & (p >= combined_threshold)).sum(axis=1)
     insensitive = ((lower(k) > settings.max_insensitive_share)
                    | (lower((s == 0).sum(axis=1)) > settings.max_identical_share))  # each at alpha / 2
-    if n < 2:
-        low = np.full(len(s), -1.0)
-    else:
-        mean = s.mean(axis=1)
-        se = np.sqrt(n / (n - 1) * ((s - mean[:, None]) ** 2).sum(axis=1)) / n  # CR1, one case per user
-        low = np.maximum(-1.0, mean - float(sps.t.ppf(1 - settings.alpha, df=n - 1)) * se)
-    unshown = low <= settings.min_sensitivity
+    # PASS: the distribution-free bound of the mean S (floor 1, so S ≥ 0) and the share not above its limit
+    low = free_lower_bounds(s, settings.alpha, 0.0)
+    unshown = (low <= settings.min_sensitivity) | (k / n > settings.max_insensitive_share)
     return [INSENSITIVE if i else INCONCLUSIVE if u else PASS
             for i, u in zip(insensitive, unshown, strict=True)]
 
@@ -195,9 +197,13 @@ def simulate_relative(delta: Sequence[Sequence[float]], sensitivity: Sequence[Se
     if g < 2 or settings.min_relative is None:
         return [False] * len(d)
     total = s.sum(axis=1)
+    # Fieller's upper bound (stats.fieller_interval at 1 − 2·alpha two-sided): the larger root of
+    # (d̄ − r·s̄)² = c·(v_dd − 2r·v_ds + r²·v_ss); unbounded when s̄² ≤ c·v_ss.
+    c = float(sps.t.ppf(1 - settings.alpha, g - 1)) ** 2 / g
+    dm, sm = d.mean(axis=1), s.mean(axis=1)
+    v_dd, v_ss = d.var(axis=1, ddof=1), s.var(axis=1, ddof=1)
+    v_ds = ((d - dm[:, None]) * (s - sm[:, None])).sum(axis=1) / (g - 1)
+    a, b, e = sm * sm - c * v_ss, dm * sm - c * v_ds, dm * dm - c * v_dd
     with np.errstate(divide="ignore", invalid="ignore"):
-        ratio = d.sum(axis=1) / total
-        z = d - ratio[:, None] * s
-        se = np.sqrt(g / (g - 1) * (z * z).sum(axis=1)) / total
-    high = ratio + float(sps.t.ppf(1 - settings.alpha, g - 1)) * se
+        high = np.where(a > 0, (b + np.sqrt(np.maximum(0.0, b * b - a * e))) / a, np.inf)
     return [bool(v) for v in (total > 1e-12) & (high < settings.min_relative)]

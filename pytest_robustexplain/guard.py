@@ -19,13 +19,18 @@ The decisions, each one-sided at ``alpha`` (:func:`evaluate`):
    the control's is confidently above ``max_identical_share`` — exact Clopper–Pearson bounds, each at
    alpha / 2 (``SHARE_RULES``), so the false INSENSITIVE rate stays at or below alpha whatever the number of
    users, even with both shares at their limits;
-2. otherwise PASS only when S is confidently above ``min_sensitivity``; without that evidence the guard is
-   INCONCLUSIVE (a run that shows neither dependence nor its absence is undecided, never a PASS);
-3. ``relative_outcome`` FAIL when R's upper bound is below the slice's ``min_relative``;
+2. otherwise PASS only when the users' mean S is confidently above ``min_sensitivity`` by a bound that
+   assumes nothing of their shape (``stats.free_lower_bound``) and no more users are insensitive than
+   ``max_insensitive_share`` allows; without that evidence the guard is INCONCLUSIVE (a run that shows
+   neither dependence nor its absence is undecided, never a PASS);
+3. ``relative_outcome`` FAIL when R's upper bound (Fieller's) is below the slice's ``min_relative``;
 4. ``copy_outcome`` FAIL when the share of explanations copying their prompt back is confidently above
    ``max_copy_rate`` (``copying.py``);
 5. ``grounding_outcome`` FAIL when history references are confidently below ``min_history_reference`` or
-   unsupported mentions confidently above ``max_unsupported_rate`` (``grounding.py``).
+   unsupported mentions confidently above ``max_unsupported_rate`` (``grounding.py``), each at alpha / 2.
+
+Every share is bounded with users as the unit (:func:`user_share`): a user's cases are not independent.
+A failed reply, perturbed or control, leaves its case: it measures neither side of Δ and R.
 
 Why S and not Δ per user: for an explainer that ignores the history the perturbed explanation sits at the
 noise floor (ρ_pert = ρ_floor), so S = Δ exactly; for one that reads it Δ depends on the kind (category drift
@@ -72,7 +77,6 @@ RELATIVE_UNGATED: tuple[str, ...] = ("category_drift",)
 # alpha / SHARE_RULES so that their union holds alpha with both shares at their limits (Bonferroni; at alpha
 # each it reached 5.9 % at 50 users: bench_guard.py section 4).
 SHARE_RULES = 2
-POWER_Z = 0.8416  # z of 80 % power, for "about N users would show it"
 
 
 @dataclass(frozen=True)
@@ -118,8 +122,11 @@ def same_text(a: str, b: str) -> bool:
 
 def _cases(pairs: Sequence[PairResult], swaps: Sequence[PairResult]) -> list[_Case]:
     by_case: dict[tuple[str, str], list[float]] = {}
+    # A failed perturbed reply measures nothing either: it leaves the case as a failed control does (scored
+    # 0 it pulled ρ_pert, hence Δ and R, down — 3 % failing pairs took a weak reader's R from 0.70 to 0.61).
     for p in pairs:
-        by_case.setdefault((p.key.user_id, p.key.item_id), []).append(p.combined)
+        if p.failure is None:
+            by_case.setdefault((p.key.user_id, p.key.item_id), []).append(p.combined)
     out = []
     for swap in sorted(swaps, key=lambda s: s.key):
         scores = by_case.get((swap.key.user_id, swap.key.item_id))
@@ -127,6 +134,14 @@ def _cases(pairs: Sequence[PairResult], swaps: Sequence[PairResult]) -> list[_Ca
         if scores and swap.failure is None:
             out.append(_Case(swap.key.user_id, swap.key.item_id, math.fsum(scores) / len(scores), swap))
     return out
+
+
+def failed_left_out(pairs: Sequence[PairResult], swaps: Sequence[PairResult]) -> int:
+    """Replies the guard's cases leave out: failed perturbed replies of cases with a control, and failed
+    cross-user controls."""
+    with_control = {(s.key.user_id, s.key.item_id) for s in swaps}
+    return (sum(p.failure is not None and (p.key.user_id, p.key.item_id) in with_control for p in pairs)
+            + sum(s.failure is not None for s in swaps))
 
 
 def _interval(values: Sequence[float], users: Sequence[str], alpha: float,
@@ -138,8 +153,9 @@ def _interval(values: Sequence[float], users: Sequence[str], alpha: float,
                             skew_corrected=False)
 
 
-def share_lower_bound(k: int, n: int, alpha: float) -> float:
-    """One-sided exact (Clopper–Pearson) lower (1 − alpha) bound of a proportion k/n."""
+def share_lower_bound(k: float, n: int, alpha: float) -> float:
+    """One-sided exact (Clopper–Pearson) lower (1 − alpha) bound of a proportion k/n (``k`` may be a sum of
+    users' shares: :func:`user_share`)."""
     if n <= 0 or k <= 0:
         return 0.0
     from scipy.special import betaincinv  # the Beta quantile, without importing scipy.stats
@@ -147,13 +163,27 @@ def share_lower_bound(k: int, n: int, alpha: float) -> float:
     return float(betaincinv(k, n - k + 1, alpha))
 
 
-def share_upper_bound(k: int, n: int, alpha: float) -> float:
+def share_upper_bound(k: float, n: int, alpha: float) -> float:
     """One-sided exact (Clopper–Pearson) upper (1 − alpha) bound of a proportion k/n."""
     if n <= 0 or k >= n:
         return 1.0
     from scipy.special import betaincinv
 
     return float(betaincinv(k + 1, n - k, 1 - alpha))
+
+
+def user_share(rows: Sequence[tuple[str, bool | float]]) -> tuple[float, int]:
+    """(Σ over users of the user's share of flagged rows, users): a share with users as the unit.
+
+    A user's cases are not independent — a model that copies for one user's prompt copies for all of
+    them — so a share over cases claimed more certainty than it had (the copy rate at its limit was
+    exceeded in 6–10 % of runs at alpha 5 %). The exact bounds take users as the trials and each user's
+    share as their success; with one case a user this is the exact binomial bound it always was.
+    """
+    grouped: dict[str, list[float]] = {}
+    for user, flag in rows:
+        grouped.setdefault(user, []).append(float(flag))
+    return math.fsum(math.fsum(v) / len(v) for v in grouped.values()), len(grouped)
 
 
 def _user_means(cases: Sequence[_Case]) -> dict[str, tuple[float, float]]:
@@ -187,21 +217,25 @@ def _grounding(swaps: Sequence[PairResult], alpha: float) -> tuple[Interval | No
     return _interval(history, users, alpha), _interval(unsupported, users, alpha)
 
 
-def _grounding_outcome(history_ref: Interval | None, unsupported: Interval | None,
-                       settings: GuardSettings) -> str | None:
+def _grounding_outcome(swaps: Sequence[PairResult], settings: GuardSettings) -> str | None:
     """FAIL when the history-reference rate is confidently below ``min_history_reference`` or the
-    unsupported-mention rate confidently above ``max_unsupported_rate`` (one-sided exact bounds at alpha,
-    one explanation per case); None when neither is gated or nothing was measured."""
+    unsupported-mention rate confidently above ``max_unsupported_rate`` (one-sided exact bounds with users
+    as the unit, :func:`user_share`; with both gated each rule takes half the check's alpha, so that
+    their union holds it — at alpha each they reached 7.5–11 % with both rates at their limits); None when
+    neither is gated or nothing was measured."""
+    rows = _grounded(swaps)
+    gated = [r for r in (settings.min_history_reference, settings.max_unsupported_rate) if r is not None]
+    if not rows or not gated:
+        return None
+    alpha = settings.alpha_of("grounding") / len(gated)
     checks = []
-    if settings.min_history_reference is not None and history_ref is not None:
-        k = round(history_ref.mean * history_ref.n)
-        checks.append(share_upper_bound(k, history_ref.n, settings.alpha_of("grounding"))
-                      < settings.min_history_reference)
-    if settings.max_unsupported_rate is not None and unsupported is not None:
-        k = round(unsupported.mean * unsupported.n)
-        checks.append(share_lower_bound(k, unsupported.n, settings.alpha_of("grounding"))
-                      > settings.max_unsupported_rate)
-    return None if not checks else FAIL if any(checks) else PASS
+    if settings.min_history_reference is not None:
+        k, g = user_share([(u, _refers(gr, s)) for u, gr, s in rows])
+        checks.append(share_upper_bound(k, g, alpha) < settings.min_history_reference)
+    if settings.max_unsupported_rate is not None:
+        k, g = user_share([(u, bool(gr.get("unsupported"))) for u, gr, _ in rows])
+        checks.append(share_lower_bound(k, g, alpha) > settings.max_unsupported_rate)
+    return FAIL if any(checks) else PASS
 
 
 def _copy_read(swaps: Sequence[PairResult]) -> list[PairResult]:
@@ -216,26 +250,12 @@ def _copies(swap: PairResult) -> bool:
     return isinstance(share, (int, float)) and is_copy(float(share))
 
 
-def _users_needed(values: Sequence[float], users: Sequence[str], target: float, alpha: float) -> int | None:
-    """Users for a one-sided bound of the mean above ``target`` with 80 % power, if the mean and the
-    spread of the user means hold; None when the mean is not above the target."""
-    means = _user_means_of(values, users)
-    g = len(means)
-    mean = math.fsum(means) / g if g else 0.0
-    if g < 2 or mean <= target:
-        return None
-    sd = math.sqrt(math.fsum((m - mean) ** 2 for m in means) / (g - 1))
-    from .stats import t_quantile
+def _users_needed(user_s: Sequence[float], floor: float, target: float, alpha: float) -> int | None:
+    """Users for :func:`_sensitivity_low` to clear ``target`` if the users' S keep their spread; None when
+    their mean is not above the target."""
+    from .stats import free_users_needed
 
-    needed = ((float(t_quantile(1 - alpha, max(g - 1, 1))) + POWER_Z) * sd / (mean - target)) ** 2
-    return max(g + 1, math.ceil(needed))
-
-
-def _user_means_of(values: Sequence[float], users: Sequence[str]) -> list[float]:
-    grouped: dict[str, list[float]] = {}
-    for v, u in zip(values, users, strict=True):
-        grouped.setdefault(u, []).append(v)
-    return [math.fsum(vs) / len(vs) for vs in grouped.values()]
+    return free_users_needed(user_s, alpha, floor - 1.0, target)
 
 
 # One user's value for a check's anytime-valid test (``stats.OneSidedTest``), from that user's perturbation
@@ -279,18 +299,21 @@ def relative_terms(pairs: Sequence[PairResult], swaps: Sequence[PairResult], flo
 
 
 def _relative(cases: Sequence[_Case], floor: float, alpha: float) -> Interval | None:
-    from .stats import ratio_interval
+    # Fieller's interval, not the delta method's: stats.fieller_interval says why.
+    from .stats import fieller_interval
 
     means = _user_means(cases)
-    return ratio_interval({u: (p - s) for u, (p, s) in means.items()},
+    return fieller_interval({u: (p - s) for u, (p, s) in means.items()},
                           {u: (floor - s) for u, (p, s) in means.items()}, len(cases), alpha)
 
 
 def _copy_rate(swaps: Sequence[PairResult], alpha: float) -> tuple[int, int, float, float]:
-    """(copies, explanations, one-sided lower bound, one-sided upper bound) of the copy rate."""
+    """(copies, explanations, one-sided lower bound, one-sided upper bound) of the copy rate; the bounds
+    take users as the unit (:func:`user_share`)."""
     rows = _copy_read(swaps)
-    k, n = sum(_copies(s) for s in rows), len(rows)
-    return k, n, share_lower_bound(k, n, alpha), share_upper_bound(k, n, alpha)
+    k, g = user_share([(s.key.user_id, _copies(s)) for s in rows])
+    low, high = share_lower_bound(k, g, alpha), share_upper_bound(k, g, alpha)
+    return sum(_copies(s) for s in rows), len(rows), low, high
 
 
 def evaluate(pairs: Sequence[PairResult], swaps: Sequence[PairResult], *, combined_threshold: float,
@@ -306,16 +329,19 @@ def evaluate(pairs: Sequence[PairResult], swaps: Sequence[PairResult], *, combin
     cases = _cases(pairs, swaps)
     users = [c.user_id for c in cases]
     history_ref, unsupported = _grounding(swaps, settings.alpha_of("grounding"))
-    grounding_outcome = _grounding_outcome(history_ref, unsupported, settings)
+    grounding_outcome = _grounding_outcome(swaps, settings)
     sensitivity = [floor - c.swap.combined for c in cases]
     means = _user_means(cases)
     insensitive = tuple(sorted(u for u, (p, s) in means.items()
                                if floor - s < settings.min_sensitivity and p >= combined_threshold))
     share_low = share_lower_bound(len(insensitive), len(means), alpha / SHARE_RULES)
     identical = sum(same_text(c.swap.original, c.swap.perturbed) for c in cases)
-    identical_low = share_lower_bound(identical, len(cases), alpha / SHARE_RULES)
-    sens_low = _interval(sensitivity, users, 2 * alpha, bounds=(-1.0, 1.0)).low if cases else None
-    outcome = _outcome(bool(cases), share_low, identical_low, sens_low, settings)
+    identical_low = share_lower_bound(*user_share([(c.user_id, same_text(c.swap.original, c.swap.perturbed))
+                                                   for c in cases]), alpha / SHARE_RULES)
+    user_s = [floor - s for _, s in means.values()]
+    sens_low = _sensitivity_low(user_s, floor, alpha) if cases else None
+    outcome = _outcome(bool(cases), share_low, identical_low, sens_low, settings,
+                       len(insensitive) / len(means) if means else 0.0)
     relative_gate, relative_outcome = _relative_gate(relative_pairs if relative_pairs is not None else pairs,
                                                      swaps, floor, settings)
     copies, explained, copy_low, copy_high = _copy_rate(swaps, settings.alpha_of("copying"))
@@ -334,25 +360,38 @@ def evaluate(pairs: Sequence[PairResult], swaps: Sequence[PairResult], *, combin
         max_unsupported_rate=settings.max_unsupported_rate,
         identical_low=identical_low, max_identical_share=settings.max_identical_share,
         sensitivity_low=sens_low,
-        users_needed=_users_needed(sensitivity, users, settings.min_sensitivity, alpha)
+        users_needed=_users_needed(user_s, floor, settings.min_sensitivity, alpha)
         if outcome == INCONCLUSIVE and cases else None,
         relative_gate=relative_gate, min_relative=settings.min_relative, relative_outcome=relative_outcome,
         copies=copies, explained=explained, copy_low=copy_low, copy_high=copy_high,
         max_copy_rate=settings.max_copy_rate,
-        copy_outcome=None if not explained else FAIL if copy_low > settings.max_copy_rate else PASS)
+        copy_outcome=None if not explained else FAIL if copy_low > settings.max_copy_rate else PASS,
+        failed=failed_left_out(pairs, swaps))
     return _with_message(result, n_swaps=len(swaps))
 
 
 def _outcome(measured: bool, share_low: float, identical_low: float, sens_low: float | None,
-             settings: GuardSettings) -> str:
-    """INSENSITIVE on either exact share rule; else PASS only with S confidently above min_sensitivity."""
+             settings: GuardSettings, insensitive_share: float) -> str:
+    """INSENSITIVE on either exact share rule; else PASS only with S confidently above min_sensitivity
+    *and* no more users ignored than the share allows: a mean carried by readers never passes a population
+    whose ignored share shows above its limit (the share rule alone needs that share confidently above)."""
     if not measured:
         return INCONCLUSIVE
     if share_low > settings.max_insensitive_share or identical_low > settings.max_identical_share:
         return INSENSITIVE
     if sens_low is None or sens_low <= settings.min_sensitivity:
         return INCONCLUSIVE  # no evidence that the explanations depend on the user: never a PASS
+    if insensitive_share > settings.max_insensitive_share:
+        return INCONCLUSIVE
     return PASS
+
+
+def _sensitivity_low(user_s: Sequence[float], floor: float, alpha: float) -> float:
+    """The one-sided (1 − alpha) lower bound of the users' mean S whatever its shape (S ≥ floor − 1:
+    ρ_swap ≤ 1); ``stats.free_lower_bound`` says why not Student t."""
+    from .stats import free_lower_bound
+
+    return free_lower_bound(user_s, alpha, floor - 1.0)
 
 
 def _relative_gate(pairs: Sequence[PairResult], swaps: Sequence[PairResult], floor: float,
@@ -406,6 +445,10 @@ def describe(g: GuardResult, *, n_swaps: int | None = None) -> str:
     tail = f"; {tail}" if tail else ""
     if g.outcome == INSENSITIVE:
         return f"the explanations barely depend on the user's history: {numbers}{tail}."
+    if g.outcome == INCONCLUSIVE and g.sensitivity_low is not None and g.sensitivity_low > g.min_sensitivity:
+        return (f"no evidence that the explanations depend on enough users' histories: {numbers}; {users} — "
+                f"above the limit, though not confidently, so the guard cannot pass it; more users would "
+                f"decide{'; ' + identical if identical else ''}.")
     if g.outcome == INCONCLUSIVE:
         low = "unknown" if g.sensitivity_low is None else f"{g.sensitivity_low:.3f}"
         more = (f"about {g.users_needed} users in total (now {g.n_users}) would likely show it"
@@ -428,10 +471,15 @@ def relative_message(g: GuardResult, *, attack: bool = False) -> str:
         what = ("the injected titles moved the explanation further than another user's history does"
                 if attack else "perturbing the history moved the explanation further than another user's "
                 "history does")
-        return f"{what} ({numbers}).{_stopped(g, 'relative')}"
+        return f"{what} ({numbers}).{_failed(g)}{_stopped(g, 'relative')}"
     share = 100 * (1 - r.mean)
     return (f"perturbing the history moved the explanation {share:.0f} % of the way to another user's "
-            f"explanation ({numbers}).{_stopped(g, 'relative')}")
+            f"explanation ({numbers}).{_failed(g)}{_stopped(g, 'relative')}")
+
+
+def _failed(g: GuardResult) -> str:
+    return (f" {g.failed} failed {'reply was' if g.failed == 1 else 'replies were'} left out of both sides."
+            if g.failed else "")
 
 
 def copy_message(g: GuardResult) -> str:

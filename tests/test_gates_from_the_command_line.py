@@ -146,9 +146,11 @@ def test_a_generous_regression_allowance_tolerates_a_worse_release(
 
 
 def test_inconclusive_pass_from_the_command_line_passes_an_undecided_gate(pytester: pytest.Pytester) -> None:
-    failed, verdict = _run(pytester, "borderline", keywords='perturbations=["noise"], users=2')
+    # Two users under the confident rule: ρ's interval straddles its threshold (under the mean rule its
+    # mean decides). The guard is off: its checks decide this explainer at two users (Fieller's bound on R).
+    keywords = 'perturbations=["noise"], users=2, decision="confident", guard="off"'
+    failed, verdict = _run(pytester, "borderline", keywords=keywords)
     assert verdict["outcome"] == "INCONCLUSIVE"
     failed.assert_outcomes(failed=1)
-    passed, _ = _run(pytester, "borderline", "--robustexplain-inconclusive=pass",
-                     keywords='perturbations=["noise"], users=2')
+    passed, _ = _run(pytester, "borderline", "--robustexplain-inconclusive=pass", keywords=keywords)
     passed.assert_outcomes(passed=1)

@@ -176,14 +176,19 @@ def test_a_constant_explainer_is_insensitive_on_every_user() -> None:
 
 
 def test_two_of_eight_users_ignored_is_reported_but_not_insensitive() -> None:
-    """The SmolLM2 calibration: mean Δ 0.21, but 2 of 8 users got the identical text whatever the history."""
+    """The SmolLM2 calibration: mean Δ 0.21, but 2 of 8 users got the identical text whatever the history.
+    Not confidently above the share's limit (not INSENSITIVE), but above it: the readers' mean S does not
+    rescue a PASS (issue 44 — it used to PASS here), one ignored user of eight does not stop one."""
     pert = {f"u{n}": 0.85 for n in range(8)}
     swap = {f"u{n}": (1.0 if n < 2 else 0.55) for n in range(8)}
     g = _evaluate(pert, swap)
-    assert g.outcome == PASS  # type: ignore[attr-defined]
+    assert g.outcome == INCONCLUSIVE  # type: ignore[attr-defined]
     assert g.insensitive_users == ("u0", "u1") and g.identical == 2  # type: ignore[attr-defined]
     assert g.delta.mean == pytest.approx(0.85 - (2 + 6 * 0.55) / 8)  # type: ignore[attr-defined]
     assert "2 of 8 users get an explanation that barely depends" in g.message  # type: ignore[attr-defined]
+    assert "above the limit, though not confidently" in g.message  # type: ignore[attr-defined]
+    one = _evaluate(pert, {**swap, "u1": 0.55})
+    assert one.outcome == PASS and one.insensitive_users == ("u0",)  # type: ignore[attr-defined]
 
 
 def test_half_of_twenty_users_ignored_is_insensitive() -> None:
@@ -250,12 +255,19 @@ def test_no_scored_control_is_inconclusive_and_failed_donor_calls_are_left_out()
 
 
 def test_grounding_rates_and_the_gate_on_exact_bounds() -> None:
-    pairs = [_pair(u, 0.9) for u in "abcdefgh"]
-    swaps = [_swap("a", 0.5, history=["Crime"]), *(_swap(u, 0.5) for u in "bcdefgh")]
+    """Both grounding rules are gated by default, so each decides at alpha / 2."""
+    pairs = [_pair(u, 0.9) for u in "abcdefghij"]
+    swaps = [_swap("a", 0.5, history=["Crime"]), *(_swap(u, 0.5) for u in "bcdefghij")]
     g = guard.evaluate(pairs, swaps, combined_threshold=0.5, settings=guard.GuardSettings())
-    assert g.history_reference is not None and g.history_reference.mean == 0.125
-    assert g.grounding_outcome == FAIL  # 1 of 8: exact upper bound 0.47 < 0.5
-    assert "12 % of explanations refer to something from the user's history" in guard.grounding_message(g)
+    assert g.history_reference is not None and g.history_reference.mean == 0.1
+    assert g.grounding_outcome == FAIL  # 1 of 10: exact upper bound at alpha / 2 0.45 < 0.5
+    assert "10 % of explanations refer to something from the user's history" in guard.grounding_message(g)
+    # 1 of 8 was a FAIL when each rule took the whole alpha (upper bound 0.47); at alpha / 2 it is 0.53.
+    eight = guard.evaluate(pairs[:8], swaps[:8], combined_threshold=0.5, settings=guard.GuardSettings())
+    assert eight.grounding_outcome == PASS
+    alone = guard.GuardSettings(max_unsupported_rate=None)  # one rule gated: the whole alpha again
+    one_rule = guard.evaluate(pairs[:8], swaps[:8], combined_threshold=0.5, settings=alone)
+    assert one_rule.grounding_outcome == FAIL
     # 1 of 4 is not confidently below 0.5 (upper bound 0.75): not enough evidence to fail.
     four = guard.evaluate(pairs[:4], swaps[:4], combined_threshold=0.5, settings=guard.GuardSettings())
     assert four.grounding_outcome == PASS
@@ -334,7 +346,10 @@ def test_the_vectorised_rule_is_the_rule_evaluate_applies() -> None:
     rng = np.random.default_rng(3)
     settings = guard.GuardSettings()
     for n in (1, 2, 3, 8, 20):
-        s = rng.choice([0.0, 0.01, 0.04, 0.2, 0.5], size=(40, n)) + rng.normal(0, 0.01, (40, n))
+        # Rows from mostly ignored to mostly read, so that every outcome occurs at every size.
+        readers = np.linspace(0.3, 1.0, 40)[:, None]  # each row's share of readers
+        s = np.where(rng.random((40, n)) < readers, rng.choice([0.2, 0.5], size=(40, n)),
+                     rng.choice([0.0, 0.01, 0.04], size=(40, n))) + rng.normal(0, 0.01, (40, n))
         s = np.clip(s, 0, 1)
         p = np.clip(rng.uniform(0.3, 1.0, size=(40, n)), 0, 1)
         s[:, : max(1, n // 4)] = np.where(rng.random((40, max(1, n // 4))) < 0.5, 0.0, s[:, : max(1, n // 4)])

@@ -246,9 +246,10 @@ def _long_history_blind(prompt: str, options: Mapping[str, Any]) -> str:
 def test_calibration_a_minority_of_ignored_users_is_listed_not_failed(pytester: pytest.Pytester) -> None:
     """The issue's calibration, reproduced: a model that ignores the history of some users has a positive
     mean Δ; the guard names those users (and their identical texts) without failing the gate while they
-    are few, and fails it when they are most."""
+    are few, and fails it when they are most. Two of eight is above the default share (0.2), which no mean
+    S rescues since issue 44 (INCONCLUSIVE, test_guard.py): this team allows 0.3."""
     with FakeOllamaServer(reply=_long_history_blind) as server:
-        pytester.makepyfile(_test_file(users=8, severities=[1, 3, 5]))
+        pytester.makepyfile(_test_file(users=8, severities=[1, 3, 5], max_insensitive_share=0.3))
         result = _fake(pytester, server, "--robustexplain-cache=off", "--robustexplain-json=r.json")
         result.assert_outcomes(passed=6)
     doc = read_report(pytester)
@@ -259,7 +260,8 @@ def test_calibration_a_minority_of_ignored_users_is_listed_not_failed(pytester: 
                    if p["history_length"] > 40 and p["changes"]["donor_history_length"] > 40)
     assert 1 <= len(blind) <= 2  # the bundled set: 2 of its first 8 users have over 40 interactions
     assert sens["insensitive_users"] == blind and sens["identical"] == len(blind)
-    assert sens["delta"]["mean"] > 0.05 and sens["outcome"] == "PASS"
+    # The model's summary reads the run's settings (the default share 0.2), not this test's marker.
+    assert sens["delta"]["mean"] > 0.05 and sens["outcome"] == "INCONCLUSIVE"
 
 
 def _movielens(root: Path, users: int = 24) -> Path:

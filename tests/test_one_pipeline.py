@@ -82,13 +82,13 @@ def test_one_cache_directory_serves_both_entry_points(pytester: pytest.Pytester,
     """`robustexplain run` then `pytest` in the same directory: the second asks the model nothing."""
     monkeypatch.chdir(pytester.path)
     pytester.makepyfile(BARE)
-    options = ("--users", "3", "--severities", "2", "--perturbations", "noise,drift")
+    options = ("--users", "4", "--severities", "2", "--perturbations", "noise,drift")
     assert cli.main(["run", "--model", "fake-model", "--host", server.url, "--progress", "off", "-q",
                      *options]) == 0
     assert (pytester.path / cli.DEFAULT_CACHE_DIR).is_dir()
     before = server.chat_calls
     result = pytester.runpytest("--robustexplain-model=fake-model", f"--robustexplain-host={server.url}",
-                                "--robustexplain-users=3", "--robustexplain-severities=2",
+                                "--robustexplain-users=4", "--robustexplain-severities=2",
                                 "--robustexplain-perturbations=noise,drift")
     result.assert_outcomes(passed=3)
     assert server.chat_calls == before  # every answer came from the command's cache

@@ -38,7 +38,9 @@ def _template(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
 
 # --------------------------------------------------------------------------------- what reaches the server
 def test_generation_options_reach_every_request(pytester: pytest.Pytester, server: FakeOllamaServer) -> None:
-    pytester.makepyfile(_gate())
+    # Eight users: at temperature 0.3 the fake's S (0.17 above a noise floor of 0.94) needs seven for the
+    # guard's distribution-free bound to show that the explanations depend on the user.
+    pytester.makepyfile(_gate(", users=8"))
     _fake(pytester, server, "--robustexplain-temperature=0.3", "--robustexplain-num-predict=200",
           "--robustexplain-seed=7").assert_outcomes(passed=1)
     options = [r["options"] for r in server.requests]

@@ -212,7 +212,7 @@ def test_concurrent_processes_append_without_losing_or_tearing_records(tmp_path:
 MARKED = """
 import pytest
 
-@pytest.mark.robustness(perturbations=["noise", "drift"], severities=[1, 5], users=3, min_combined=0.0,
+@pytest.mark.robustness(perturbations=["noise", "drift"], severities=[1, 5], users=4, min_combined=0.0,
                         min_metric=0.0)
 def test_gate(robustness):
     assert robustness.pairs

@@ -58,10 +58,12 @@ Top level (object):
   ``max_insensitive_share``, ``message``, ``example`` (``user_id``, ``donor_id``, ``item_id``,
   ``user_text``, ``donor_text``, ``combined``) or null, ``history_reference`` / ``unsupported``
   (intervals of the grounding rates, or null), ``min_history_reference``, ``max_unsupported_rate``,
-  ``grounding_outcome``, ``identical_low``, ``max_identical_share``, ``sensitivity_low`` (one-sided lower
-  bound of S), ``users_needed``, ``relative_gate`` (R over the gated kinds, a 1 − 2·alpha interval whose
-  upper end is the one-sided bound the gate reads, or null), ``min_relative``, ``relative_outcome``,
-  ``copies``, ``explained``, ``copy_low``, ``copy_high``, ``max_copy_rate``, ``copy_outcome``),
+  ``grounding_outcome``, ``identical_low``, ``max_identical_share``, ``sensitivity_low`` (one-sided
+  distribution-free lower bound of the users' mean S), ``users_needed``, ``relative_gate`` (R over the gated
+  kinds, Fieller's 1 − 2·alpha interval whose upper end is the one-sided bound the gate reads, or null),
+  ``min_relative``, ``relative_outcome``, ``copies``, ``explained``, ``copy_low``, ``copy_high`` (bounds
+  with users as the unit), ``max_copy_rate``, ``copy_outcome``, ``stopped_by``, ``stop_note``, ``failed``
+  (failed replies left out of the cases)),
   ``attacks`` (list, one per opt-in adversarial kind the slice ran: ``kind`` ``prompt_injection`` or
   ``shilling``, ``successes``, ``n``, ``low``/``high`` (exact interval of the success rate), ``limit``,
   ``outcome``, ``by_family`` and ``by_severity`` (name → [successes, pairs]), ``examples``),

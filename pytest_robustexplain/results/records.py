@@ -362,6 +362,9 @@ class GuardResult:
     # grounding or relative) and the sentence that says when; its fixed rule then read only those users.
     stopped_by: str | None = None
     stop_note: str = ""
+    # failed replies left out of the cases (a failed perturbed reply, like a failed control, measures
+    # nothing: neither side of Δ and R counts it)
+    failed: int = 0
 
     @property
     def flagged(self) -> bool:
