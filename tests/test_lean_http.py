@@ -277,3 +277,110 @@ def test_version_and_error_statuses() -> None:
             plain_version(status, payload)
     with pytest.raises(NotPlain):
         plain_tags(503, _tags())
+
+
+# ----------------------------------------------------------------- a reply belongs to the request that asked
+def _ask_in_turn(server: FakeOllamaServer, prompts: list[str]) -> tuple[list[str | None], int]:
+    """Each prompt in turn through one lean client (so its connections are reused): the replies' texts
+    and how many unasked replies it saw."""
+    from pytest_robustexplain.explainers.lean_http import chat_body
+
+    async def go() -> tuple[list[str | None], int]:
+        client = LeanOllamaHttp(server.url, connect_timeout=2.0, read_timeout=5.0)
+        try:
+            texts = []
+            for prompt in prompts:
+                status, body, retry = await client.post_reply("/api/chat", chat_body("fake-model", prompt, {},
+                                                                                     None))
+                texts.append(parse_chat_reply(status, body, retry)[0])
+            return texts, client.unsolicited
+        finally:
+            await client.aclose()
+
+    return run(go())
+
+
+def test_a_reply_nobody_asked_for_is_never_taken_for_the_next_requests() -> None:
+    """Issue 41: a server that sends one reply twice made 29 of 60 replies answer other prompts, silently.
+    Every reply must be its own prompt's; the connection that carried the extra one is closed, and from
+    then on no connection is reused (HTTP/1.1 cannot tell whose the next bytes are)."""
+    prompts = [f"prompt number {n}" for n in range(30)]
+    with FakeOllamaServer(reply=lambda prompt, _options: f"answer to {prompt}") as server:
+        server.script(["ok", "extra"] * 3)
+        texts, unsolicited = _ask_in_turn(server, prompts)
+        opened = server.connections_opened
+    assert texts == [f"answer to {p}" for p in prompts]
+    assert unsolicited == 3  # each extra reply seen, with the connection it came on
+    assert opened == 30 - 1  # requests 1-2 shared one connection; every later one had its own
+
+
+def test_a_clean_server_keeps_one_connection() -> None:
+    prompts = [f"prompt number {n}" for n in range(10)]
+    with FakeOllamaServer(reply=lambda prompt, _options: f"answer to {prompt}") as server:
+        texts, unsolicited = _ask_in_turn(server, prompts)
+        assert server.connections_opened == 1
+    assert texts == [f"answer to {p}" for p in prompts] and unsolicited == 0
+
+
+def test_chunked_trailers_are_read_to_their_end() -> None:
+    """A chunked reply with a trailer section: the trailers were left on the connection and the next
+    request failed ("did not answer in HTTP … 'Checksum: abc123'": 17 of 36 calls)."""
+    prompts = [f"prompt number {n}" for n in range(12)]
+    with FakeOllamaServer(reply=lambda prompt, _options: f"answer to {prompt}") as server:
+        server.script(["trailers", "ok"] * 6)
+        texts, unsolicited = _ask_in_turn(server, prompts)
+        assert server.connections_opened == 1  # the connection stays good after each trailer section
+    assert texts == [f"answer to {p}" for p in prompts] and unsolicited == 0
+
+
+def test_an_idle_connection_the_server_closed_is_replaced_not_distrusted() -> None:
+    """A server may close an idle keep-alive connection (its idle timeout): the next request opens a new
+    one, and pooling goes on."""
+    prompts = [f"prompt number {n}" for n in range(4)]
+    with FakeOllamaServer(reply=lambda prompt, _options: f"answer to {prompt}") as server:
+        from pytest_robustexplain.explainers.lean_http import chat_body
+
+        async def go() -> int:
+            client = LeanOllamaHttp(server.url, connect_timeout=2.0, read_timeout=5.0)
+            try:
+                for n, prompt in enumerate(prompts):
+                    status, body, retry = await client.post_reply(
+                        "/api/chat", chat_body("fake-model", prompt, {}, None))
+                    assert parse_chat_reply(status, body, retry)[0] == f"answer to {prompt}"
+                    if n == 1:
+                        server.close_idle_connections()  # returns once the server's side is gone
+                return client.unsolicited
+            finally:
+                await client.aclose()
+
+        assert run(go()) == 0
+        assert server.connections_opened == 2
+
+
+def test_the_openai_backend_never_takes_an_unasked_reply_either() -> None:
+    """Through httpx (the OpenAI-compatible backend) the same server had 17 of 20 replies answer other
+    prompts: httpx keeps the extra bytes in its parser, out of sight. A plain-http server now gets a
+    connection per request."""
+    from pytest_robustexplain.explainers.openai_compat import OpenAICompatExplainer
+
+    def history(user: str) -> UserHistory:
+        return UserHistory(user, tuple(Interaction(f"I{k}", "Books", 1_700_000_000 + k, 4.0,
+                                                   f"Book {k} {user}") for k in range(4)))
+
+    def echo(prompt: str, _options: object) -> str:
+        import hashlib
+
+        return f"answer to {hashlib.sha256(prompt.encode()).hexdigest()[:16]}"
+
+    with FakeOllamaServer(reply=echo) as server:
+        async def texts(extra: bool) -> list[str]:
+            explainer = OpenAICompatExplainer("fake-model:latest", base_url=server.url + "/v1")
+            if extra:
+                server.script(["ok", "extra"] * 6)
+            out = [(await explainer.explain(history(f"u{n}"), ITEM, seed=1, repeat=0)).text
+                   for n in range(12)]
+            await explainer.aclose()
+            return out
+
+        clean = run(texts(False))
+        assert run(texts(True)) == clean and len(set(clean)) == 12

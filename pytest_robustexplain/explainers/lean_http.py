@@ -128,6 +128,25 @@ class _Connection(asyncio.Protocol):
             self.transport.close()
 
 
+def _unread(transport: asyncio.Transport) -> bytes | None:
+    """A peek at what the socket holds that the event loop has not delivered yet: b"" for nothing, None
+    for the server's close (or a socket that cannot be read), else the first bytes waiting."""
+    import select
+    import socket
+
+    sock = transport.get_extra_info("socket")
+    if sock is None:
+        return b""
+    try:
+        if not select.select([sock.fileno()], [], [], 0)[0]:
+            return b""
+        # A duplicate of the descriptor: peeking leaves the bytes where the loop will read them.
+        with socket.fromfd(sock.fileno(), sock.family, sock.type) as dup:
+            return dup.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT) or None
+    except (OSError, ValueError):
+        return None
+
+
 def _expire(waiter: asyncio.Future[None]) -> None:
     if not waiter.done():
         import httpx
@@ -154,6 +173,10 @@ class LeanOllamaHttp:
         self._head = "".join(f"{k}: {v}\r\n" for k, v in official_headers().items())
         self._host_header = f"Host: {authority}:{self.port}\r\n" if parts.port else f"Host: {authority}\r\n"
         self._idle: list[_Connection] = []
+        # Bytes a connection received that no request of ours asked for (a second reply, junk after one):
+        # HTTP/1.1 cannot tell whose they are, so such a connection is closed, never reused, and once a
+        # server has done it every later request gets a connection of its own.
+        self.unsolicited = 0
 
     async def post(self, path: str, body: bytes) -> tuple[int, bytes]:
         """``POST prefix+path``; raises like the official client for transport trouble."""
@@ -182,11 +205,20 @@ class LeanOllamaHttp:
         except BaseException:
             conn.close()  # a cancelled or failed exchange leaves the connection in an unknown state
             raise
-        if keep and not conn.closed:
+        if conn.buffer:  # more than the reply: not ours, and the next reply on it could be anyone's
+            self._distrust(conn)
+        elif keep and not conn.closed and not self.unsolicited:
             self._idle.append(conn)
         else:
             conn.close()
         return status, payload, retry_after
+
+    def _distrust(self, conn: _Connection) -> None:
+        self.unsolicited += 1
+        conn.close()
+        idle, self._idle = self._idle, []
+        for other in idle:
+            other.close()
 
     async def aclose(self) -> None:
         idle, self._idle = self._idle, []
@@ -196,7 +228,14 @@ class LeanOllamaHttp:
     async def _acquire(self) -> _Connection:
         while self._idle:
             conn = self._idle.pop()
-            if not conn.closed and conn.transport is not None and not conn.transport.is_closing():
+            if conn.closed or conn.transport is None or conn.transport.is_closing():
+                continue
+            waiting = b"" if conn.buffer else _unread(conn.transport)
+            if conn.buffer or waiting:  # data while no request was out: a reply nobody asked for
+                self._distrust(conn)
+            elif waiting is None:  # the server closed it while it was idle, as servers may
+                conn.close()
+            else:
                 return conn
         loop = asyncio.get_running_loop()
         try:
@@ -287,10 +326,27 @@ class LeanOllamaHttp:
             if len(body) + size > self.max_body:
                 raise ReplyTooLarge
             del conn.buffer[:end + 2]
-            chunk = await self._exactly(conn, size + 2)  # the chunk and its CRLF
             if size == 0:
+                await self._trailers(conn)
                 return bytes(body)
+            chunk = await self._exactly(conn, size + 2)  # the chunk and its CRLF
             body += chunk[:-2]
+
+    async def _trailers(self, conn: _Connection) -> None:
+        """Consume the trailer section after the last chunk, up to its empty line: left on the connection,
+        it was read as the next request's status line."""
+        read = 0
+        while True:
+            while (end := conn.buffer.find(b"\r\n")) < 0:
+                if len(conn.buffer) > self.max_body:
+                    raise ReplyTooLarge
+                await self._more(conn, True)
+            del conn.buffer[:end + 2]
+            read += end + 2
+            if end == 0:
+                return
+            if read > self.max_body:
+                raise ReplyTooLarge
 
 
 # The fields of a chat reply and their plain JSON types: a reply made only of these is read directly.

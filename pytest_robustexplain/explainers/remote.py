@@ -65,9 +65,19 @@ def http_options(url: str) -> dict[str, Any]:
     """httpx client options for ``url``, the same for every client a backend builds: redirects refused
     (:class:`~.retry.Redirected`: the hook sees every 3xx before httpx could follow it), and no certificate
     store for a plain-http server — building one cost ~30 ms per client (an SSL context and the system's
-    certificates), for nothing, since a plain-http server is never left for another."""
+    certificates), for nothing, since a plain-http server is never left for another.
+
+    A plain-http server gets a connection per request, never a pooled one: httpx keeps whatever a server
+    sent past a reply in its parser and hands it to the next request on that connection as *its* reply
+    (a server that sent one reply twice had 17 of 20 answers belong to other prompts), and nothing public
+    shows those bytes. A local connection costs a fraction of a millisecond; over https the handshake
+    would cost more, so pooled connections stay there (issue 41 names what is left)."""
     options: dict[str, Any] = {"follow_redirects": False, "event_hooks": {"response": [_refuse_redirect]}}
-    return {**options, "verify": False} if url.startswith("http://") else options
+    if not url.startswith("http://"):
+        return options
+    import httpx
+
+    return {**options, "verify": False, "limits": httpx.Limits(max_keepalive_connections=0)}
 
 
 async def _refuse_redirect(response: Any) -> None:

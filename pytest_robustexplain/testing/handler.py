@@ -330,9 +330,24 @@ class _Handler(BaseHTTPRequestHandler):
             return
         if call.stream:
             self._stream_answer(call, answer, ticket)
-        else:
-            fake._answered(ticket)
-            self._send_json(200, self._final_body(call, answer))
+            return
+        fake._answered(ticket)
+        body = self._final_body(call, answer)
+        if ticket.fault is not None and ticket.fault.kind == "trailers":
+            self._send_with_trailers(body)
+            return
+        self._send_json(200, body)
+        if ticket.fault is not None and ticket.fault.kind == "extra":
+            self._send_json(200, body)  # unasked; flushed with the first, so it arrives with it
+
+    def _send_with_trailers(self, obj: Any) -> None:
+        data = json.dumps(obj).encode("utf-8")
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json; charset=utf-8")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.send_header("Trailer", "Checksum")
+        self.end_headers()
+        self.wfile.write(b"%x\r\n%s\r\n0\r\nChecksum: abc123\r\n\r\n" % (len(data), data))
 
     def _apply_transport_fault(self, ticket: Ticket) -> None:
         fake = self.server.fake

@@ -311,11 +311,23 @@ class FakeOllamaServer:
         or gateway that ignores every limit)."""
         self._queue(Fault("bloat"), _non_negative_count(n, "bloat_next"))
 
+    def extra_next(self, n: int = 1) -> None:
+        """The next ``n`` chat requests are answered twice on their connection: the reply, then the same
+        reply again, unasked (a broken proxy or server). A client that reads it as the next request's
+        reply answers that request with this one's text."""
+        self._queue(Fault("extra"), _non_negative_count(n, "extra_next"))
+
+    def trailers_next(self, n: int = 1) -> None:
+        """The next ``n`` chat requests get their (non-streamed) reply chunked, with a trailer section
+        after the last chunk (``Checksum: abc123``), as HTTP/1.1 allows."""
+        self._queue(Fault("trailers"), _non_negative_count(n, "trailers_next"))
+
     def script(self, faults: Iterable[str]) -> None:
         """Queue faults by name, one per coming chat request, in order.
 
         Names: ``ok`` (normal answer), ``fail`` (503), ``fail500`` (500), ``hang`` (default seconds),
-        ``drop``, ``empty``, ``refuse``, ``bloat``. All fault methods append to the same queue.
+        ``drop``, ``empty``, ``refuse``, ``bloat``, ``extra``, ``trailers``. All fault methods append to
+        the same queue.
         """
         if isinstance(faults, str):
             raise ValueError("FakeOllamaServer.script takes a list of fault names, not a single string")
@@ -447,6 +459,19 @@ class FakeOllamaServer:
     def _unregister_connection(self, conn: socket.socket) -> None:
         with self._cond:
             self._connections.pop(conn, None)
+            self._cond.notify_all()
+
+    def close_idle_connections(self, timeout: float = 10.0) -> None:
+        """Close every client connection from the server's side, as a server's keep-alive idle timeout
+        does, and return once their handlers have ended (a ``TimeoutError`` after ``timeout`` seconds)."""
+        with self._cond:
+            open_now = list(self._connections)
+        for conn in open_now:
+            with contextlib.suppress(OSError):
+                conn.shutdown(socket.SHUT_RDWR)
+        with self._cond:
+            if not self._cond.wait_for(lambda: not any(c in self._connections for c in open_now), timeout):
+                raise TimeoutError("FakeOllamaServer.close_idle_connections: a handler did not end")
 
     def _model_metas(self) -> list[ModelMeta]:
         return [self._answering(meta) for meta in self._metas.values()]
