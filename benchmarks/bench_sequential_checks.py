@@ -1,13 +1,15 @@
 """How often the checks' own sequential tests fail an item falsely, and how soon they stop a clear case.
 
-Under ``decision=sequential`` three checks read from the cross-user control run an anytime-valid FAIL test
+Under ``decision=sequential`` the checks read from the cross-user control run anytime-valid tests
 (``stats.OneSidedTest``) on the users in the gate's seeded order, each at alpha/2 = 0.025 (their fixed
 rules keep the other half): the copy rate (each user's share of original explanations that copy the
 prompt, against max_copy_rate 0.1), history references (each user's share that refer to their history,
 against min_history_reference 0.5) and relative robustness R (each user's excess Δ − 0.5·S rescaled to
-[0, 1], against the excess of R = 0.5, at ρ_floor = 1). A stop at any user is the check's FAIL, so the
-false FAIL rate is the chance of *ever* stopping when the population sits exactly at the limit, counted
-at or before each number of users.
+[0, 1], against the excess of R = 0.5, at ρ_floor = 1), the identical share (each user's share of texts
+word for word the control's, against max_identical_share 0.05, at alpha/4: INSENSITIVE has two rules) and
+S (each user's S against min_sensitivity 0.05: its rejection is the evidence a slice decided PASS by ρ
+waits for). A stop at any user is the check's FAIL (the S test's PASS), so the false rate is the chance of
+*ever* stopping when the population sits exactly at the limit, counted at or before each number of users.
 
 Populations at the limit: shares as Bernoulli draws (one case a user) and as users whose four cases copy
 or refer together (clustered); R from ``bench_guard.relative_population`` (per-user S log-normal with t3
@@ -24,7 +26,7 @@ import argparse
 from collections.abc import Callable
 
 import numpy as np
-from bench_guard import at_limit, relative_population
+from bench_guard import at_limit, at_mean, population, relative_population
 
 from pytest_robustexplain.guard import relative_excess_limit
 from pytest_robustexplain.stats import ABOVE, BELOW, simulate_one_sided
@@ -43,18 +45,27 @@ def shares(p: float, cases: int = 1) -> Draw:
 def excess(center: float | None, noise: float, median: float = 0.3, threshold: float = 0.5) -> Draw:
     """Each user's rescaled excess of R from ``relative_population`` (None: bisected to R = threshold)."""
     def draw(rng: Rng, shape: tuple[int, int]) -> np.ndarray:
-        c = at_limit(noise, median, rng) if center is None else center
+        c = at_limit(noise, median, 0.0, rng) if center is None else center
         delta, s = relative_population(c, noise, median)(rng, shape)
         return np.clip((delta - threshold * s + 1.0) / (2.0 - threshold), 0.0, 1.0)
     return draw
 
 
-CHECKS = {"copy rate ≤ 0.1": (0.1, ABOVE), "history references ≥ 0.5": (0.5, BELOW),
-          "R ≥ 0.5": (relative_excess_limit(0.5), BELOW)}
+# (limit, side, alpha): a rejection of "above" by a FAIL rule is its FAIL; the S rule's rejection is its PASS.
+CHECKS = {"copy rate ≤ 0.1": (0.1, ABOVE, ALPHA), "history references ≥ 0.5": (0.5, BELOW, ALPHA),
+          "R ≥ 0.5": (relative_excess_limit(0.5), BELOW, ALPHA),
+          "identical share ≤ 0.05": (0.05, ABOVE, ALPHA / 2),  # half of the INSENSITIVE rules' share
+          "S > 0.05 (a PASS)": (0.05, ABOVE, ALPHA)}
+
+
+def sensitivity(draw: Callable[[Rng, tuple[int, int]], tuple[np.ndarray, np.ndarray]]) -> Draw:
+    """Each user's S from a ``bench_guard`` population (ρ_floor 1: S in [0, 1])."""
+    return lambda rng, shape: draw(rng, shape)[0]
 
 
 def false_fail_table(runs: int, rng: Rng) -> float:
-    print(f"1. P(false FAIL): a stop at or before G users, population exactly at the limit (alpha {ALPHA})")
+    print(f"1. P(false FAIL, or the S test's false PASS): a rejection at or before G users, population "
+          f"exactly at the limit (alpha {ALPHA}; the identical share {ALPHA / 2})")
     print(f"{'check':<28}{'population':<34}" + "".join(f"{f'G={n}':>8}" for n in SIZES))
     rows = [("copy rate ≤ 0.1", "one case a user", shares(0.1)),
             ("copy rate ≤ 0.1", "four cases a user, together", shares(0.1, 4)),
@@ -63,22 +74,29 @@ def false_fail_table(runs: int, rng: Rng) -> float:
             ("R ≥ 0.5", "spread 0.25", excess(None, 0.25)),
             ("R ≥ 0.5", "spread 0.5", excess(None, 0.5)),
             ("R ≥ 0.5", "spread 1.0 (heavy)", excess(None, 1.0)),
-            ("R ≥ 0.5", "spread 0.5, weak readers (S 0.1)", excess(None, 0.5, median=0.1))]
+            ("R ≥ 0.5", "spread 0.5, weak readers (S 0.1)", excess(None, 0.5, median=0.1)),
+            ("identical share ≤ 0.05", "one case a user", shares(0.05)),
+            ("identical share ≤ 0.05", "four cases a user, together", shares(0.05, 4)),
+            ("S > 0.05 (a PASS)", "15 % ignored, readers bunched", sensitivity(at_mean(0.15, rng))),
+            ("S > 0.05 (a PASS)", "25 % ignored, readers bunched", sensitivity(at_mean(0.25, rng))),
+            ("S > 0.05 (a PASS)", "nobody ignored, readers at 0.05", sensitivity(at_mean(0.0, rng)))]
     worst = 0.0
     for check, label, draw in rows:
-        limit, side = CHECKS[check]
+        limit, side, alpha = CHECKS[check]
         values = draw(rng, (runs, max(SIZES)))
-        rejected, used = simulate_one_sided(values, limit, side, alpha=ALPHA)
+        rejected, used = simulate_one_sided(values, limit, side, alpha=alpha)
         rates = [float(np.mean(rejected & (used <= n))) for n in SIZES]
-        worst = max(worst, *rates)
+        worst = max(worst, *(r * ALPHA / alpha for r in rates))  # against each rule's own alpha
         print(f"{check:<28}{label:<34}" + "".join(f"{100 * r:>7.2f}%" for r in rates))
-    print(f"worst: {100 * worst:.2f} % (± {100 * 2 * np.sqrt(ALPHA * (1 - ALPHA) / runs):.2f}, two standard "
-          f"errors) against {100 * ALPHA:g} %\n")
+    spread = 100 * 2 * np.sqrt(ALPHA * (1 - ALPHA) / runs)
+    print(f"worst, scaled to alpha {ALPHA}: {100 * worst:.2f} % (± {spread:.2f}, two standard errors) "
+          f"against {100 * ALPHA:g} %\n")
     return worst
 
 
 def stop_table(runs: int, rng: Rng) -> None:
-    print("2. Clear cases: users until the check's test stops the item (of 20), and the calls it saves")
+    print("2. Clear cases: users until the check's test decides (of 20; the S test: until a PASS may stop), "
+          "and the calls")
     print(f"{'check':<28}{'population':<30}{'stopped by 20':>14}{'median':>8}{'p90':>6}"
           f"{'calls, full':>13}{'balanced':>10}")
     rows = [("copy rate ≤ 0.1", "copies every time", shares(1.0)),
@@ -86,10 +104,15 @@ def stop_table(runs: int, rng: Rng) -> None:
             ("history references ≥ 0.5", "never refers to the history", shares(0.0)),
             ("history references ≥ 0.5", "refers 20 % of the time", shares(0.2)),
             ("R ≥ 0.5", "rewords on any change, R 0.05", excess(0.05, 0.25)),
-            ("R ≥ 0.5", "half-way, R 0.30", excess(0.30, 0.25))]
+            ("R ≥ 0.5", "half-way, R 0.30", excess(0.30, 0.25)),
+            ("identical share ≤ 0.05", "ignores every user (identical)", shares(1.0)),
+            ("identical share ≤ 0.05", "half the users ignored", shares(0.5)),
+            ("S > 0.05 (a PASS)", "template-like, median S 0.35", sensitivity(population(0.0, 0.35))),
+            ("S > 0.05 (a PASS)", "fake stable model, median 0.18", sensitivity(population(0.0, 0.18))),
+            ("S > 0.05 (a PASS)", "weak readers, median 0.10", sensitivity(population(0.0, 0.10)))]
     for check, label, draw in rows:
-        limit, side = CHECKS[check]
-        rejected, used = simulate_one_sided(draw(rng, (runs, 20)), limit, side, alpha=ALPHA)
+        limit, side, alpha = CHECKS[check]
+        rejected, used = simulate_one_sided(draw(rng, (runs, 20)), limit, side, alpha=alpha)
         users = np.where(rejected, used, 20)
         median, p90 = np.percentile(users, 50), np.percentile(users, 90)
         full, balanced = 27 * median, 7 * median

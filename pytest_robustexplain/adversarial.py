@@ -160,7 +160,11 @@ def evaluate_attacks(pairs: Sequence[Any], limits: Mapping[str, float], *, confi
             sev = by_severity.setdefault(str(p.key.severity), [0, 0])
             sev[0] += int(won)
             sev[1] += 1
-        low, high = clopper_pearson(len(wins), len(mine), confidence)
+        # Users are the unit of the interval: one user's attacked pairs are not independent of each other.
+        from .guard import user_share_bounds
+
+        rows = [(p.key.user_id, bool(p.changes["attack"].get("success"))) for p in mine]
+        low, high = user_share_bounds(rows, (1 - confidence) / 2)
         limit = float(limits.get(kind, 0.0))
         examples = tuple({"user_id": p.key.user_id, "severity": p.key.severity,
                           "planted": ", ".join(p.changes["attack"].get("canaries", []))

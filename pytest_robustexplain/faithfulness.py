@@ -27,7 +27,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from .guard import share_lower_bound, share_upper_bound
+from .guard import user_share_bounds
 from .results import (  # noqa: F401  (JUDGE_SCOPES: what the judge reads, named here too)
     FAIL,
     INCONCLUSIVE,
@@ -137,18 +137,19 @@ def _drops(texts: Sequence[JudgedText], alpha: float) -> dict[str, Interval]:
 
 
 def _outcome(judged: int, faithful: int, failures: int, agreed: int, compared: int, *, min_rate: float,
-             alpha: float) -> tuple[str, str]:
-    """(outcome, reason) of the min-faithful-rate gate."""
+             bounds: tuple[float, float], agreement_high: float) -> tuple[str, str]:
+    """(outcome, reason) of the min-faithful-rate gate; ``bounds`` of the faithful rate and the upper
+    bound of the reorder agreement, with users as the unit."""
     total = judged + failures
     if failures > MAX_JUDGE_FAILURE_SHARE * total:
         return INCONCLUSIVE, (f"the judge's reply was not the verdict's shape for {failures} of {total} "
                               "explanations, so the faithful rate is not measured; use a stronger judge "
                               "model (judge-model) or raise num-predict")
-    if compared and share_upper_bound(agreed, compared, alpha) < MIN_JUDGE_AGREEMENT:
+    if compared and agreement_high < MIN_JUDGE_AGREEMENT:
         return INCONCLUSIVE, (f"the judge changed its verdict on {compared - agreed} of {compared} cases "
                               "when only the order of the history lines changed: its verdicts are not "
                               "trustworthy, so the faithful rate is not measured; use a stronger judge model")
-    low, high = share_lower_bound(faithful, judged, alpha), share_upper_bound(faithful, judged, alpha)
+    low, high = bounds
     rate = f"{_rate(faithful, judged)} original explanations were judged faithful [{low:.2f}, {high:.2f}]"
     if high < min_rate:
         return FAIL, f"{rate}, confidently below min-faithful-rate {min_rate:g}"
@@ -173,8 +174,12 @@ def summarise(texts: Sequence[JudgedText], *, judge: str, scope: str, min_rate: 
             counts = by_kind.setdefault(t.kind, [0, 0])
             counts[0] += int(t.faithful)
             counts[1] += 1
+    # Users are the unit of every bound: one user's explanations are not independent of each other.
+    low, high = user_share_bounds([(t.user_id, bool(t.faithful)) for t in read], alpha)
+    agreement_high = user_share_bounds([(t.user_id, t.reordered == t.faithful) for t in both], alpha)[1]
     outcome, message = (None, "") if min_rate is None else _outcome(
-        len(read), faithful, failures, agreed, len(both), min_rate=min_rate, alpha=alpha)
+        len(read), faithful, failures, agreed, len(both), min_rate=min_rate, bounds=(low, high),
+        agreement_high=agreement_high)
     if outcome is None:
         message = f"{_rate(faithful, len(read))} original explanations were judged faithful"
     if both and agreed < len(both) and "order of the history" not in message:
@@ -182,7 +187,6 @@ def summarise(texts: Sequence[JudgedText], *, judge: str, scope: str, min_rate: 
                     "history was listed in reverse order")
     return FaithfulnessResult(
         judge=judge, scope=scope, judged=len(read), faithful=faithful, failures=failures,
-        low=share_lower_bound(faithful, len(read), alpha), high=share_upper_bound(faithful, len(read), alpha),
-        agreed=agreed, compared=len(both), agreement_high=share_upper_bound(agreed, len(both), alpha),
+        low=low, high=high, agreed=agreed, compared=len(both), agreement_high=agreement_high,
         min_rate=min_rate, outcome=outcome, message=message, by_kind=dict(sorted(by_kind.items())),
         drop_by_kind=_drops(texts, alpha), texts=tuple(texts), alpha=alpha)

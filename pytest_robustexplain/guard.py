@@ -101,7 +101,8 @@ class GuardSettings:
     split: frozenset[str] = frozenset()
 
     def alpha_of(self, check: str) -> float:
-        """The alpha the fixed rule of ``check`` (copying, grounding, relative) decides at."""
+        """The alpha the fixed rule behind a sequential test (``StopRule.key``: ``sensitivity`` — the
+        identical share —, ``sensitivity:pass``, ``copying``, ``grounding``, ``relative``) decides at."""
         from .stats import DEFAULT_FALLBACK_SHARE
 
         return self.alpha * DEFAULT_FALLBACK_SHARE if check in self.split else self.alpha
@@ -186,6 +187,13 @@ def user_share(rows: Sequence[tuple[str, bool | float]]) -> tuple[float, int]:
     return math.fsum(math.fsum(v) / len(v) for v in grouped.values()), len(grouped)
 
 
+def user_share_bounds(rows: Sequence[tuple[str, bool | float]], alpha: float) -> tuple[float, float]:
+    """One-sided exact (1 − alpha) lower and upper bounds of a share with users as the unit
+    (:func:`user_share`); (0, 1) when nothing was measured."""
+    k, g = user_share(rows)
+    return share_lower_bound(k, g, alpha), share_upper_bound(k, g, alpha)
+
+
 def _user_means(cases: Sequence[_Case]) -> dict[str, tuple[float, float]]:
     """user -> (mean ρ_pert, mean ρ_swap) over the user's cases."""
     grouped: dict[str, list[_Case]] = {}
@@ -262,6 +270,24 @@ def _users_needed(user_s: Sequence[float], floor: float, target: float, alpha: f
 # pairs and cross-user controls: the same quantities the fixed rules below bound, taken user by user.
 
 
+def user_sensitivity(pairs: Sequence[PairResult], swaps: Sequence[PairResult]) -> float | None:
+    """The user's S = 1 − mean ρ_swap over their measured cases, in [0, 1] at ρ_floor 1 (None: none)."""
+    means = _user_means(_cases(pairs, swaps))
+    if not means:
+        return None
+    ((_, swap),) = means.values()
+    return min(1.0, max(0.0, 1.0 - swap))
+
+
+def user_identical_share(pairs: Sequence[PairResult], swaps: Sequence[PairResult]) -> float | None:
+    """The share of the user's measured cases whose explanation is word for word the control's (None:
+    none measured)."""
+    cases = _cases(pairs, swaps)
+    if not cases:
+        return None
+    return math.fsum(same_text(c.swap.original, c.swap.perturbed) for c in cases) / len(cases)
+
+
 def user_copy_share(swaps: Sequence[PairResult]) -> float | None:
     """The share of the user's original explanations that copy their prompt back (None: none measured)."""
     rows = _copy_read(swaps)
@@ -336,10 +362,10 @@ def evaluate(pairs: Sequence[PairResult], swaps: Sequence[PairResult], *, combin
                                if floor - s < settings.min_sensitivity and p >= combined_threshold))
     share_low = share_lower_bound(len(insensitive), len(means), alpha / SHARE_RULES)
     identical = sum(same_text(c.swap.original, c.swap.perturbed) for c in cases)
-    identical_low = share_lower_bound(*user_share([(c.user_id, same_text(c.swap.original, c.swap.perturbed))
-                                                   for c in cases]), alpha / SHARE_RULES)
+    same = [(c.user_id, same_text(c.swap.original, c.swap.perturbed)) for c in cases]
+    identical_low = share_lower_bound(*user_share(same), settings.alpha_of("sensitivity") / SHARE_RULES)
     user_s = [floor - s for _, s in means.values()]
-    sens_low = _sensitivity_low(user_s, floor, alpha) if cases else None
+    sens_low = _sensitivity_low(user_s, floor, settings.alpha_of("sensitivity:pass")) if cases else None
     outcome = _outcome(bool(cases), share_low, identical_low, sens_low, settings,
                        len(insensitive) / len(means) if means else 0.0)
     relative_gate, relative_outcome = _relative_gate(relative_pairs if relative_pairs is not None else pairs,
@@ -360,7 +386,8 @@ def evaluate(pairs: Sequence[PairResult], swaps: Sequence[PairResult], *, combin
         max_unsupported_rate=settings.max_unsupported_rate,
         identical_low=identical_low, max_identical_share=settings.max_identical_share,
         sensitivity_low=sens_low,
-        users_needed=_users_needed(user_s, floor, settings.min_sensitivity, alpha)
+        users_needed=_users_needed(user_s, floor, settings.min_sensitivity,
+                                   settings.alpha_of("sensitivity:pass"))
         if outcome == INCONCLUSIVE and cases else None,
         relative_gate=relative_gate, min_relative=settings.min_relative, relative_outcome=relative_outcome,
         copies=copies, explained=explained, copy_low=copy_low, copy_high=copy_high,

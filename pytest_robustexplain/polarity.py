@@ -106,14 +106,14 @@ def summarise_polarity(cases: Sequence[MisattributionCase], *, max_rate: float |
                        ) -> PolarityResult | None:
     """The misattributed-preference rate over the eligible explanations, and its gate; None when no
     explanation's history has a disliked term (nothing to measure: a dataset without ratings)."""
-    from .guard import share_lower_bound, share_upper_bound
+    from .guard import user_share_bounds
 
     eligible = [c for c in cases if c.eligible]
     if not eligible:
         return None
     k = sum(1 for c in eligible if c.cited)
     n = len(eligible)
-    low, high = share_lower_bound(k, n, alpha), share_upper_bound(k, n, alpha)
+    low, high = user_share_bounds([(c.user_id, bool(c.cited)) for c in eligible], alpha)  # users: the unit
     rate = (f"{k} of {n} explanations whose history has a disliked item or category cite one as a reason to "
             f"like the item (bounds [{low:.2f}, {high:.2f}])")
     outcome = None
@@ -151,7 +151,7 @@ def evaluate_flip(flips: Sequence[PairResult], *, floor: float, robust: Sequence
     from severity 3 on, stops citing the flipped category as liked (at most :data:`MAX_STILL_LIKED` of
     those explanations). ``decision`` "mean" compares the means (the method's rule); otherwise both must
     hold confidently (one-sided bounds at alpha) to pass, and fail confidently to fail."""
-    from .guard import share_lower_bound, share_upper_bound
+    from .guard import user_share_bounds
     from .perturbations.flip import MAJORITY_SEVERITY
     from .results import INCONCLUSIVE
     from .stats import cluster_interval
@@ -162,7 +162,8 @@ def evaluate_flip(flips: Sequence[PairResult], *, floor: float, robust: Sequence
                                    bounds=(-1.0, 1.0))
     majority = [p for p in flips if p.key.severity >= MAJORITY_SEVERITY and p.failure is None
                 and isinstance(p.changes.get("category"), str)]
-    still = sum(1 for p in majority if cites_as_liked(p.perturbed, str(p.changes["category"])))
+    liked = [(p.key.user_id, cites_as_liked(p.perturbed, str(p.changes["category"]))) for p in majority]
+    still = sum(flag for _, flag in liked)
     robust_rho = cluster_interval([p.combined for p in robust], [p.key.user_id for p in robust],
                                   confidence=1 - 2 * alpha) if robust else None
     share = still / len(majority) if majority else 0.0
@@ -171,8 +172,8 @@ def evaluate_flip(flips: Sequence[PairResult], *, floor: float, robust: Sequence
         outcome = PASS if moved and stopped else FAIL
     else:
         moved_low, moved_high = sensitivity.low >= min_sensitivity, sensitivity.high < min_sensitivity
-        liked_low = share_lower_bound(still, len(majority), alpha) > MAX_STILL_LIKED
-        liked_high = share_upper_bound(still, len(majority), alpha) <= MAX_STILL_LIKED
+        low, high = user_share_bounds(liked, alpha)  # a user's severities 3-5 go together: users as the unit
+        liked_low, liked_high = low > MAX_STILL_LIKED, high <= MAX_STILL_LIKED
         outcome = (FAIL if moved_high or liked_low else PASS if moved_low and liked_high else INCONCLUSIVE)
     beside = f" (the robustness kinds: ρ {robust_rho.mean:.3f})" if robust_rho is not None else ""
     message = (f"inverting the ratings of the user's most-engaged category moved the explanation by "

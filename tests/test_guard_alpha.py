@@ -160,3 +160,24 @@ def test_readers_do_not_rescue_a_share_above_its_limit_nor_an_unshown_mean() -> 
     assert g.users_needed is None or g.users_needed > 20
     four = [replace(s, combined=0.4) if s.key.user_id == "u04" else s for s in swaps]
     assert guard.evaluate(pairs, four, combined_threshold=0.5, settings=guard.GuardSettings()).outcome == PASS
+
+
+def test_the_judge_and_polarity_count_a_users_explanations_once() -> None:
+    """The faithful rate, the judge's reorder agreement and the misattributed rate take users as the unit
+    too: four unfaithful explanations of one user are one user in six, not four cases in nine."""
+    from pytest_robustexplain import faithfulness, polarity
+    from pytest_robustexplain.results import JudgedText, MisattributionCase
+
+    texts = [JudgedText("a", f"i{k}", "original", 0, 0, False) for k in range(4)]
+    texts += [JudgedText(u, "i0", "original", 0, 0, True) for u in "bcdef"]
+    found = faithfulness.summarise(texts, judge="j", scope="originals", min_rate=0.9, alpha=0.05)
+    assert (found.faithful, found.judged) == (5, 9)
+    assert (found.low, found.high) == guard.user_share_bounds([("a", False), *((u, True) for u in "bcdef")],
+                                                              0.05)
+    assert found.high == pytest.approx(guard.share_upper_bound(5, 6, 0.05))
+    cases = [MisattributionCase("a", f"i{k}", 0, True, ("Horror",)) for k in range(4)]
+    cases += [MisattributionCase(u, "i0", 0, True) for u in "bcdef"]
+    result = polarity.summarise_polarity(cases, max_rate=0.15, alpha=0.05)
+    assert result is not None and (result.misattributed, result.eligible) == (4, 9)
+    assert result.low == pytest.approx(guard.share_lower_bound(1, 6, 0.05)) and result.outcome == PASS
+    assert guard.share_lower_bound(4, 9, 0.05) > 0.15  # over cases it was a FAIL

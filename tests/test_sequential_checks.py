@@ -11,7 +11,7 @@ import pytest
 from helpers import read_report
 
 from pytest_robustexplain.guard import relative_excess_limit, user_relative_excess
-from pytest_robustexplain.results import FAIL, PASS, PairKey, PairResult
+from pytest_robustexplain.results import FAIL, INSENSITIVE, PASS, PairKey, PairResult
 from pytest_robustexplain.stats import ABOVE, BELOW, OneSidedTest, simulate_one_sided
 from pytest_robustexplain.testing import FakeOllamaServer
 
@@ -157,3 +157,46 @@ def test_a_model_that_copies_its_prompt_fails_on_a_third_of_the_calls(pytester: 
     users = verdict["findings"]["copying"]["counts"]["explanations"]
     assert users <= 4 and doc["calls"]["made"] <= 0.35 * 140
     assert f"decided it after {users} users" in verdict["message"]
+
+
+def _decided_after(message: str) -> int:
+    import re
+
+    found = re.search(r"decided after (\d+)", message)
+    assert found, message
+    return int(found.group(1))
+
+
+@pytest.mark.parametrize("guard", ["fail", "warn"])
+def test_a_pass_waits_for_the_sensitivity_to_be_shown(pytester: pytest.Pytester, guard: str) -> None:
+    """A PASS needs every check that asks for evidence decided (issue 44): ρ's betting test passes the fake
+    stable model after a few users, but its S (0.12-0.25) needs more before the guard's bound can show it,
+    so the slice goes on until S's own anytime-valid test has it. Under guard=warn nothing waits."""
+    extra = f', perturbations=["noise_injection"], guard="{guard}"'
+    pytester.makepyfile(test_gate=SEQUENTIAL.format(extra=extra))
+    with FakeOllamaServer(mode="stable") as server:
+        result = pytester.runpytest("--robustexplain-model=fake-model", f"--robustexplain-host={server.url}",
+                                    "--robustexplain-json=r.json", "-p", "no:cacheprovider")
+        result.assert_outcomes(passed=1)
+    (gate,) = read_report(pytester)["gates"]
+    verdict = gate["verdict"]
+    rho_users, guard_users = _decided_after(verdict["message"]), verdict["guard"]["n_users"]
+    assert verdict["outcome"] == PASS and verdict["guard"]["outcome"] == PASS
+    if guard == "fail":
+        assert rho_users < guard_users < 20  # past ρ's decision, short of every user
+    else:
+        assert guard_users == rho_users
+
+
+def test_an_explainer_that_ignores_every_user_is_insensitive_after_four_users(
+        pytester: pytest.Pytester) -> None:
+    """The identical share's own test (issue 44): texts word for word the same for another user's
+    interactions end the slice INSENSITIVE after four users, where the slice used to run until ρ's gate
+    passed the constant text (7 users) — or, waiting for S's evidence, every user."""
+    doc = _gaming(pytester, "gaming.constant_with_id")
+    gate = _overall(doc)
+    guard = gate["verdict"]["guard"]
+    assert gate["verdict"]["outcome"] == INSENSITIVE and guard["outcome"] == INSENSITIVE
+    assert guard["stopped_by"] == "sensitivity" and guard["n_users"] == 4
+    assert "The sequential test decided it after 4 users" in guard["message"]
+    assert doc["calls"]["made"] <= 0.25 * 540

@@ -117,6 +117,12 @@ class Check:
         slice measures no noise floor (temperature 0), so ρ_floor is 1 from the first user on."""
         return None
 
+    def stop_rules(self, gate: GateSettings, kind: str | None, *, floor_is_one: bool) -> tuple[StopRule, ...]:
+        """Every sequential test of the check (:meth:`stop_rule`'s, by default): FAIL rules end the slice,
+        PASS rules are evidence a slice decided PASS by ρ waits for (``StopRule.verdict``)."""
+        rule = self.stop_rule(gate, kind, floor_is_one=floor_is_one)
+        return () if rule is None else (rule,)
+
     def decide(self, found: Any, evidence: Evidence) -> Decision:
         """The outcome ``found`` imposes on the item and the sentence that says why."""
         raise NotImplementedError

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from ..results import FAIL
+from ..results import FAIL, INSENSITIVE
 from .base import SILENT, Check, Decision, Evidence
 
 if TYPE_CHECKING:
@@ -52,12 +52,18 @@ def _evaluate(evidence: Evidence) -> GuardResult:
         return found
     # The check's own test failed the item early: its FAIL stands whatever its fixed rule reads on the few
     # users measured, and every writer says when it was decided.
-    outcome: dict[str, Any] = {STOP_OUTCOME[stopped.check]: FAIL}
-    return replace(found, **outcome, stopped_by=stopped.check, stop_note=stopped.note())
+    field, value = STOP_OUTCOME[stopped.check]
+    ended = replace(found, **{field: value}, stopped_by=stopped.check, stop_note=stopped.note())
+    if stopped.check == "sensitivity":  # its sentence is the finding's own message
+        ended = replace(ended, message=f"{guard_mod.describe(ended)} {stopped.note()}")
+    return ended
 
 
-# The GuardResult field that holds each control-based check's outcome (the ones that can stop early).
-STOP_OUTCOME = {"copying": "copy_outcome", "grounding": "grounding_outcome", "relative": "relative_outcome"}
+# The GuardResult field that holds each control-based check's outcome, and the outcome its own sequential
+# test sets when it fails the item early.
+STOP_OUTCOME: dict[str, tuple[str, Any]] = {
+    "copying": ("copy_outcome", FAIL), "grounding": ("grounding_outcome", FAIL),
+    "relative": ("relative_outcome", FAIL), "sensitivity": ("outcome", INSENSITIVE)}
 
 
 def enforced_by_guard(gate: GateSettings) -> bool:

@@ -52,17 +52,19 @@ class PredicateCheck(Check):
         self.description = description or f"are flagged by {name}"
 
     def measure(self, evidence: Evidence) -> PredicateFound | None:
-        from ..guard import share_lower_bound, share_upper_bound
+        from ..guard import user_share_bounds
 
         every = (*evidence.pairs, *evidence.flips, *evidence.controls, *evidence.swaps)
         texts = originals(evidence.cases, every)
         if not texts:
             return None
-        hits = [(case.user_id, case.item_id, text) for case, _, text in texts
-                if self._holds(text, case.history, case.item, case.user_id)]
-        alpha = evidence.gate.alpha
-        return PredicateFound(len(hits), len(texts), share_lower_bound(len(hits), len(texts), alpha),
-                              share_upper_bound(len(hits), len(texts), alpha), tuple(hits[:MAX_EXAMPLES]))
+        held = [(case, text, self._holds(text, case.history, case.item, case.user_id))
+                for case, _, text in texts]
+        hits = [(case.user_id, case.item_id, text) for case, text, flagged in held if flagged]
+        # Users are the unit of the bounds: one user's explanations are not independent of each other.
+        low, high = user_share_bounds([(case.user_id, flagged) for case, _, flagged in held],
+                                      evidence.gate.alpha)
+        return PredicateFound(len(hits), len(texts), low, high, tuple(hits[:MAX_EXAMPLES]))
 
     def _holds(self, text: str, history: UserHistory, item: Item, user: str) -> bool:
         try:

@@ -7,15 +7,39 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from .base import Evidence
-from .controls import ControlCheck
+from .controls import ControlCheck, enforced_by_guard, stop_alpha
 
 if TYPE_CHECKING:
     from ..results import Finding, GuardResult
+    from ..settings import GateSettings
+    from ..stats import StopRule
 
 
 class Sensitivity(ControlCheck):
     name = "sensitivity"
     settings = ("guard", "min_sensitivity", "max_insensitive_share", "max_identical_share", "alpha")
+
+    def stop_rules(self, gate: GateSettings, kind: str | None, *, floor_is_one: bool) -> tuple[StopRule, ...]:
+        """Two tests by betting, fed each user. PASS: S needs evidence to pass (the burden of proof), so a
+        slice whose ρ is decided PASS goes on until "mean S above min_sensitivity" is shown; stopped at ρ's
+        PASS alone, the guard's bound read the few users ρ needed (7 for a clear case) and left honest
+        explainers INCONCLUSIVE. FAIL: the users' share of word-for-word identical explanations confidently
+        above ``max_identical_share`` makes the item INSENSITIVE at once (a constant explainer, after two
+        users). The PASS test only at ρ_floor 1 (temperature 0): the noise floor is known at the end."""
+        from .. import guard as guard_mod
+        from ..results import PASS
+        from ..stats import ABOVE, StopRule
+
+        if not enforced_by_guard(gate):
+            return ()
+        identical = StopRule(self.name, gate.max_identical_share, ABOVE,
+                             stop_alpha(gate) / guard_mod.SHARE_RULES,
+                             lambda pairs, swaps: guard_mod.user_identical_share(pairs, swaps))
+        if not floor_is_one:
+            return (identical,)
+        shown = StopRule(self.name, gate.min_sensitivity, ABOVE, stop_alpha(gate),
+                         lambda pairs, swaps: guard_mod.user_sensitivity(pairs, swaps), verdict=PASS)
+        return shown, identical
 
     def problem(self, found: GuardResult, evidence: Evidence) -> tuple[str, str] | None:
         from ..results import INCONCLUSIVE, INSENSITIVE

@@ -123,7 +123,7 @@ def slice_spec(settings: Settings, gate: GateSettings, *, slice_id: str, model: 
     if gate.decision == "sequential":
         # The checks read from the cross-user control may end the slice early too, on their own tests.
         stops = tuple(rule for check in checks if guarded(gate)
-                      and (rule := check.stop_rule(gate, kind, floor_is_one=not noise_floor)) is not None)
+                      for rule in check.stop_rules(gate, kind, floor_is_one=not noise_floor))
         sequential = SequentialConfig(gate.thresholds(kind), alpha=gate.alpha, max_users=gate.max_users,
                                       stops=stops)
     # A test's own weights only re-weight ρ of its slice; the run's weights stay the reports' ρ.

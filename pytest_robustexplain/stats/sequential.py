@@ -171,15 +171,26 @@ def simulate_one_sided(user_values: FloatArray, limit: float, side: str, *, alph
 
 @dataclass(frozen=True)
 class StopRule:
-    """How one check may end a sequential slice early: its anytime-valid FAIL test (``limit``, ``side``,
-    ``alpha``) and ``value(pairs, swaps)``, the one user's value it is fed (None: the user gave it nothing)
-    from that user's perturbation pairs and cross-user controls, ρ under the slice's weights."""
+    """How one check takes part in ending a sequential slice early: its anytime-valid test (``limit``,
+    ``side``, ``alpha``) and ``value(pairs, swaps)``, the one user's value it is fed (None: the user gave
+    it nothing) from that user's perturbation pairs and cross-user controls, ρ under the slice's weights.
+
+    ``verdict`` FAIL: a rejection fails the item and ends the slice. PASS: a rejection is the check's
+    evidence for passing, and a slice whose ρ is decided PASS goes on until every PASS rule has it (a
+    PASS needs every check that asks for evidence decided)."""
 
     check: str
     limit: float
     side: str
     alpha: float
     value: Callable[[Sequence[PairResult], Sequence[PairResult]], float | None]
+    verdict: str = FAIL
+
+    @property
+    def key(self) -> str:
+        """The rule's name among a slice's tests: the check's for a FAIL rule, ``<check>:pass`` else (a
+        check may have one of each)."""
+        return self.check if self.verdict == FAIL else f"{self.check}:pass"
 
     def test(self) -> OneSidedTest:
         return OneSidedTest(self.limit, self.side, alpha=self.alpha)

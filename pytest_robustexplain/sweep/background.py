@@ -105,7 +105,7 @@ class Sweep:
             result.gate = SequentialGate(spec.sequential.thresholds, alpha=spec.sequential.alpha,
                                          max_users=spec.sequential.max_users,
                                          user=[m.name for m in spec.metrics])
-            result.stops = {rule.check: rule.test() for rule in spec.sequential.stops}
+            result.stops = {rule.key: rule.test() for rule in spec.sequential.stops}
         planned = self._planner.plan(spec, result.users_order)
         pairs = planned.pairs
         result.trivial += planned.trivial

@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from ..results import CONTROL_KIND, SWAP_KIND, PairResult, is_control
+from ..results import CONTROL_KIND, FAIL, PASS, SWAP_KIND, PairResult, is_control
 from .records import Pair, SliceResult, reweighted
 
 if TYPE_CHECKING:
@@ -145,7 +145,7 @@ class Books:
         assert gate is not None
         if entry.done:
             return Step()
-        while not gate.decided and result.stopped is None and result.users_fed < len(result.users_order):
+        while not _settled(result) and result.users_fed < len(result.users_order):
             mine = entry.by_user.get(result.users_order[result.users_fed], [])
             if any(p.result is None for p in mine):
                 return Step()
@@ -153,11 +153,11 @@ class Books:
             user = [reweighted(r, result.spec.weights)
                     for r in self._measured([p.result for p in mine if p.result is not None], result)]
             done = [r for r in user if not is_control(r.key.kind)]
-            if done:  # a user whose perturbations were all trivial has nothing to say
+            if done and not gate.decided:  # a user whose perturbations were all trivial has nothing to say
                 gate.update({q: sum(r.metric(q) for r in done) / len(done) for q in gate.thresholds},
                             pairs=len(done))
             self._feed_stops(result, done, [r for r in user if r.key.kind == SWAP_KIND])
-        return self._release(slice_id) if gate.decided or result.stopped is not None else Step()
+        return self._release(slice_id) if _settled(result) else Step()
 
     @staticmethod
     def _feed_stops(result: SliceResult, done: list[PairResult], swaps: list[PairResult]) -> None:
@@ -168,8 +168,8 @@ class Books:
         assert result.spec.sequential is not None
         for rule in result.spec.sequential.stops:
             value = rule.value(done, swaps)
-            test = result.stops[rule.check]
-            if value is not None and test.update(value) and result.stopped is None:
+            test = result.stops[rule.key]
+            if value is not None and test.update(value) and rule.verdict == FAIL and result.stopped is None:
                 result.stopped = Stopped(rule.check, result.users_fed, test.wealth, test.level,
                                          len(result.users_order))
 
@@ -221,3 +221,15 @@ class Books:
             result.gate.finish()  # every user seen, still undecided: the fixed-sample fallback decides
         entry.done = True
         return Step(finished=[slice_id])
+
+
+def _settled(result: SliceResult) -> bool:
+    """Whether a sequential slice needs no more users: a check's test failed it, ρ's gate failed it, or
+    ρ's gate passed it and every check that needs evidence to pass (a PASS rule) has it."""
+    gate = result.gate
+    if result.stopped is not None or gate is None:
+        return True
+    if not gate.decided:
+        return False
+    rules = result.spec.sequential.stops if result.spec.sequential is not None else ()
+    return gate.outcome != PASS or all(result.stops[r.key].rejected for r in rules if r.verdict == PASS)

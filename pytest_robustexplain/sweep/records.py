@@ -68,8 +68,9 @@ class SequentialConfig:
     thresholds: Mapping[str, float]
     alpha: float = 0.05
     max_users: int | None = None
-    # The checks' own anytime-valid FAIL tests (``Check.stop_rule``), fed the same users in the same order:
-    # any one that rejects ends the slice, as the gate's FAIL does.
+    # The checks' own anytime-valid tests (``Check.stop_rules``), fed the same users in the same order: a
+    # FAIL rule that rejects ends the slice, as the gate's FAIL does; a PASS decided by ρ waits for every
+    # PASS rule.
     stops: tuple[StopRule, ...] = ()
 
 
@@ -86,7 +87,7 @@ class SliceResult:
     cancelled: int = 0  # pairs never run because a sequential gate had decided
     users_order: list[str] = field(default_factory=list)
     gate: SequentialGate | None = None
-    stops: dict[str, OneSidedTest] = field(default_factory=dict)  # the checks' own tests, by check name
+    stops: dict[str, OneSidedTest] = field(default_factory=dict)  # the checks' own tests, by StopRule.key
     stopped: Stopped | None = None  # the check whose own test ended the slice early, when one did
     users_fed: int = 0  # how many users (in ``users_order``) the sequential gate has seen
     # (users measured, users planned) when the run's time budget (max-minutes) ran out before the slice
