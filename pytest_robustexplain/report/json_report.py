@@ -95,9 +95,11 @@ An interval is an object ``mean``, ``low``, ``high``, ``n`` (pairs), ``n_cluster
 
 from __future__ import annotations
 
+import errno
 import io
 import json
 import os
+import stat
 import uuid
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -178,8 +180,23 @@ def atomic_write(path: str | os.PathLike[str], write: Callable[[TextIO], object]
 
     The temporary file is opened normally (not with ``mkstemp``) so the report gets the usual
     permissions from the umask: it is meant to be shared as a CI artifact.
+
+    Only a regular file (or a new one) is replaced. A symbolic link keeps its place: the file it names is
+    the one replaced. A character device or a FIFO (``/dev/stdout``, a pipe), or a link to one, is written
+    in place — the rename replaced ``/dev/full`` with a file when run as root, and left a FIFO's reader
+    with nothing — and a directory, a block device or a socket is refused with the reason.
     """
+    if not os.fspath(path):
+        raise OSError(errno.ENOENT, "an empty path names no file", "")
     target = Path(path)
+    try:
+        mode: int | None = os.stat(target).st_mode  # through links: what a write would reach
+    except FileNotFoundError:
+        mode = None
+    if mode is not None and not stat.S_ISREG(mode):
+        return _write_in_place(target, mode, write)
+    if target.is_symlink():
+        target = Path(os.path.realpath(target))  # the link stays; the file it names is replaced
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = target.with_name(f".{target.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
     try:
@@ -191,6 +208,19 @@ def atomic_write(path: str | os.PathLike[str], write: Callable[[TextIO], object]
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
+    return target
+
+
+def _write_in_place(target: Path, mode: int, write: Callable[[TextIO], object]) -> Path:
+    """Write to a device or a FIFO where it is (nothing to replace atomically); refuse what cannot hold a
+    report."""
+    if stat.S_ISDIR(mode):
+        raise IsADirectoryError(errno.EISDIR, "a directory is in the way", str(target))
+    if not (stat.S_ISCHR(mode) or stat.S_ISFIFO(mode)):  # a block device is a disk: never written
+        raise OSError(errno.EINVAL, "neither a file, a character device nor a FIFO", str(target))
+    with open(target, "w", encoding="utf-8") as handle:
+        write(handle)
+        handle.flush()
     return target
 
 

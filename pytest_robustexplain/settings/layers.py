@@ -157,6 +157,10 @@ def _find(spec: OptionSpec, layers: _Layers, *, fallbacks: bool = True) -> _Give
     """The highest-precedence raw value for ``spec``: CLI > environment > ini > YAML > env fallbacks."""
     # Only dest names: other plugins' dests (pytest-timeout's "timeout") must never be mistaken for ours.
     raw = layers.cli.get(spec.dest)
+    if isinstance(raw, str) and not raw.strip():
+        # Typed on the command line, unlike an empty environment variable: "--json ''" wrote no report and
+        # "--severities ''" ran the default, silently.
+        raise ConfigError(f"{spec.cli}: empty value; give one, or leave the option out for its default")
     if not _blank(raw) and raw is not False:  # store_true flags are None or True; False is "not given"
         where = spec.cli if raw is True else f"{spec.cli}={_shown(spec, raw)}"
         return _Given(raw, spec.cli, where, layers.invocation_dir)
