@@ -53,6 +53,20 @@ def parse_text(raw: Any) -> str:
     text = raw.strip()
     if not text:
         raise Invalid("empty value")
+    return printable(text)
+
+
+def printable(text: str) -> str:
+    """``text`` when it holds no control, line-break, format (zero-width, bidi) or separator character;
+    else Invalid naming the first. A setting's value reaches CI logs and reports: a model name carrying a
+    newline and ``::error …`` became a workflow command in the "not found" message."""
+    import unicodedata
+
+    for char in text:
+        if unicodedata.category(char) in ("Cc", "Cf", "Zl", "Zp"):
+            name = unicodedata.name(char, "a control character")
+            raise Invalid(f"contains U+{ord(char):04X} ({name.lower()}): a line break or an invisible "
+                          "character in a setting reaches the logs and reports as written")
     return text
 
 
@@ -151,7 +165,7 @@ def _parse_names(raw: Any) -> tuple[str, ...]:
     for item in _split_list(raw):
         if not isinstance(item, str) or not item.strip():
             raise Invalid(f"list entries must be non-empty text, got {item!r}")
-        names.append(item.strip())
+        names.append(printable(item.strip()))
     return unique(names)
 
 
