@@ -24,7 +24,7 @@ class Sensitivity(ControlCheck):
         slice whose ρ is decided PASS goes on until "mean S above min_sensitivity" is shown; stopped at ρ's
         PASS alone, the guard's bound read the few users ρ needed (7 for a clear case) and left honest
         explainers INCONCLUSIVE. FAIL: the users' share of word-for-word identical explanations confidently
-        above ``max_identical_share`` makes the item INSENSITIVE at once (a constant explainer, after two
+        above ``max_identical_share`` makes the item INSENSITIVE at once (a constant explainer, after four
         users). The PASS test only at ρ_floor 1 (temperature 0): the noise floor is known at the end."""
         from .. import guard as guard_mod
         from ..results import PASS
