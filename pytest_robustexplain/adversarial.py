@@ -138,6 +138,7 @@ def clopper_pearson(k: int, n: int, confidence: float = 0.95) -> tuple[float, fl
 def evaluate_attacks(pairs: Sequence[Any], limits: Mapping[str, float], *, confidence: float = 0.95
                      ) -> tuple[Any, ...]:
     """One :class:`~pytest_robustexplain.results.AttackResult` per adversarial kind among ``pairs``."""
+    from .guard import user_share_bounds
     from .results import FAIL, PASS, AttackResult
 
     out = []
@@ -161,8 +162,6 @@ def evaluate_attacks(pairs: Sequence[Any], limits: Mapping[str, float], *, confi
             sev[0] += int(won)
             sev[1] += 1
         # Users are the unit of the interval: one user's attacked pairs are not independent of each other.
-        from .guard import user_share_bounds
-
         rows = [(p.key.user_id, bool(p.changes["attack"].get("success"))) for p in mine]
         low, high = user_share_bounds(rows, (1 - confidence) / 2)
         limit = float(limits.get(kind, 0.0))

@@ -102,7 +102,8 @@ class GuardSettings:
 
     def alpha_of(self, check: str) -> float:
         """The alpha the fixed rule behind a sequential test (``StopRule.key``: ``sensitivity`` — the
-        identical share —, ``sensitivity:pass``, ``copying``, ``grounding``, ``relative``) decides at."""
+        identical share —, ``pass_key("sensitivity")``, ``copying``, ``grounding``, ``relative``) decides
+        at."""
         from .stats import DEFAULT_FALLBACK_SHARE
 
         return self.alpha * DEFAULT_FALLBACK_SHARE if check in self.split else self.alpha
@@ -203,7 +204,11 @@ def _user_means(cases: Sequence[_Case]) -> dict[str, tuple[float, float]]:
                 math.fsum(c.swap.combined for c in cs) / len(cs)) for u, cs in grouped.items()}
 
 
-def _grounded(swaps: Sequence[PairResult]) -> list[tuple[str, Mapping[str, Any], PairResult]]:
+# (user, grounding, swap) of each case read for grounding
+Grounded = list[tuple[str, Mapping[str, Any], PairResult]]
+
+
+def _grounded(swaps: Sequence[PairResult]) -> Grounded:
     """(user, grounding, swap) of the cases whose original explanation was read for grounding."""
     return [(s.key.user_id, s.changes["grounding"], s) for s in swaps
             if isinstance(s.changes.get("grounding"), Mapping) and s.original.strip()]
@@ -215,8 +220,8 @@ def _refers(grounding: Mapping[str, Any], swap: PairResult) -> float:
         and not _copies(swap) else 0.0
 
 
-def _grounding(swaps: Sequence[PairResult], alpha: float) -> tuple[Interval | None, Interval | None]:
-    rows = _grounded(swaps)
+def _grounding(rows: Grounded, alpha: float) -> tuple[Interval | None, Interval | None]:
+    """The grounding rates' intervals over the cases read for grounding (:func:`_grounded`)."""
     if not rows:
         return None, None
     users = [u for u, _, _ in rows]
@@ -225,13 +230,12 @@ def _grounding(swaps: Sequence[PairResult], alpha: float) -> tuple[Interval | No
     return _interval(history, users, alpha), _interval(unsupported, users, alpha)
 
 
-def _grounding_outcome(swaps: Sequence[PairResult], settings: GuardSettings) -> str | None:
+def _grounding_outcome(rows: Grounded, settings: GuardSettings) -> str | None:
     """FAIL when the history-reference rate is confidently below ``min_history_reference`` or the
     unsupported-mention rate confidently above ``max_unsupported_rate`` (one-sided exact bounds with users
     as the unit, :func:`user_share`; with both gated each rule takes half the check's alpha, so that
     their union holds it — at alpha each they reached 7.5–11 % with both rates at their limits); None when
     neither is gated or nothing was measured."""
-    rows = _grounded(swaps)
     gated = [r for r in (settings.min_history_reference, settings.max_unsupported_rate) if r is not None]
     if not rows or not gated:
         return None
@@ -336,10 +340,10 @@ def _relative(cases: Sequence[_Case], floor: float, alpha: float) -> Interval | 
 def _copy_rate(swaps: Sequence[PairResult], alpha: float) -> tuple[int, int, float, float]:
     """(copies, explanations, one-sided lower bound, one-sided upper bound) of the copy rate; the bounds
     take users as the unit (:func:`user_share`)."""
-    rows = _copy_read(swaps)
-    k, g = user_share([(s.key.user_id, _copies(s)) for s in rows])
+    rows = [(s.key.user_id, _copies(s)) for s in _copy_read(swaps)]
+    k, g = user_share(rows)
     low, high = share_lower_bound(k, g, alpha), share_upper_bound(k, g, alpha)
-    return sum(_copies(s) for s in rows), len(rows), low, high
+    return sum(copied for _, copied in rows), len(rows), low, high
 
 
 def evaluate(pairs: Sequence[PairResult], swaps: Sequence[PairResult], *, combined_threshold: float,
@@ -351,21 +355,24 @@ def evaluate(pairs: Sequence[PairResult], swaps: Sequence[PairResult], *, combin
     measured noise floor otherwise). ``relative_pairs`` are the pairs whose R is gated against
     ``settings.min_relative`` (default: ``pairs``; the overall slice leaves out the ungated kinds).
     """
+    from .stats import pass_key
+
     alpha = settings.alpha
     cases = _cases(pairs, swaps)
     users = [c.user_id for c in cases]
-    history_ref, unsupported = _grounding(swaps, settings.alpha_of("grounding"))
-    grounding_outcome = _grounding_outcome(swaps, settings)
+    grounded = _grounded(swaps)
+    history_ref, unsupported = _grounding(grounded, settings.alpha_of("grounding"))
+    grounding_outcome = _grounding_outcome(grounded, settings)
     sensitivity = [floor - c.swap.combined for c in cases]
     means = _user_means(cases)
     insensitive = tuple(sorted(u for u, (p, s) in means.items()
                                if floor - s < settings.min_sensitivity and p >= combined_threshold))
     share_low = share_lower_bound(len(insensitive), len(means), alpha / SHARE_RULES)
-    identical = sum(same_text(c.swap.original, c.swap.perturbed) for c in cases)
     same = [(c.user_id, same_text(c.swap.original, c.swap.perturbed)) for c in cases]
+    identical = sum(flag for _, flag in same)
     identical_low = share_lower_bound(*user_share(same), settings.alpha_of("sensitivity") / SHARE_RULES)
     user_s = [floor - s for _, s in means.values()]
-    sens_low = _sensitivity_low(user_s, floor, settings.alpha_of("sensitivity:pass")) if cases else None
+    sens_low = _sensitivity_low(user_s, floor, settings.alpha_of(pass_key("sensitivity"))) if cases else None
     outcome = _outcome(bool(cases), share_low, identical_low, sens_low, settings,
                        len(insensitive) / len(means) if means else 0.0)
     relative_gate, relative_outcome = _relative_gate(relative_pairs if relative_pairs is not None else pairs,
@@ -387,7 +394,7 @@ def evaluate(pairs: Sequence[PairResult], swaps: Sequence[PairResult], *, combin
         identical_low=identical_low, max_identical_share=settings.max_identical_share,
         sensitivity_low=sens_low,
         users_needed=_users_needed(user_s, floor, settings.min_sensitivity,
-                                   settings.alpha_of("sensitivity:pass"))
+                                   settings.alpha_of(pass_key("sensitivity")))
         if outcome == INCONCLUSIVE and cases else None,
         relative_gate=relative_gate, min_relative=settings.min_relative, relative_outcome=relative_outcome,
         copies=copies, explained=explained, copy_low=copy_low, copy_high=copy_high,
@@ -471,7 +478,8 @@ def describe(g: GuardResult, *, n_swaps: int | None = None) -> str:
     tail = "; ".join(x for x in (users, identical) if x)
     tail = f"; {tail}" if tail else ""
     if g.outcome == INSENSITIVE:
-        return f"the explanations barely depend on the user's history: {numbers}{tail}."
+        return (f"the explanations barely depend on the user's history: {numbers}{tail}."
+                f"{_stopped(g, 'sensitivity')}")
     if g.outcome == INCONCLUSIVE and g.sensitivity_low is not None and g.sensitivity_low > g.min_sensitivity:
         return (f"no evidence that the explanations depend on enough users' histories: {numbers}; {users} — "
                 f"above the limit, though not confidently, so the guard cannot pass it; more users would "

@@ -54,9 +54,8 @@ def _evaluate(evidence: Evidence) -> GuardResult:
     # users measured, and every writer says when it was decided.
     field, value = STOP_OUTCOME[stopped.check]
     ended = replace(found, **{field: value}, stopped_by=stopped.check, stop_note=stopped.note())
-    if stopped.check == "sensitivity":  # its sentence is the finding's own message
-        ended = replace(ended, message=f"{guard_mod.describe(ended)} {stopped.note()}")
-    return ended
+    # The guard's message is told from its fields (the sensitivity's, with its stop note): told again.
+    return replace(ended, message=guard_mod.describe(ended, n_swaps=len(evidence.swaps)))
 
 
 # The GuardResult field that holds each control-based check's outcome, and the outcome its own sequential

@@ -64,6 +64,7 @@ from .sequential import (
     SequentialGate,
     Stopped,
     StopRule,
+    pass_key,
     simulate_one_sided,
     simulate_sequential,
     user_order,
@@ -79,7 +80,7 @@ __all__ = [
     "UserSpread",
     "apply_policy", "cluster_interval", "compare_models", "fieller_interval", "free_lower_bound",
     "free_lower_bounds", "free_users_needed", "gate", "holm", "kind_differences",
-    "metric_correlations", "noise_floor", "non_inferiority", "ratio_interval", "severity_degradation",
-    "simulate_confident", "simulate_one_sided",
+    "metric_correlations", "noise_floor", "non_inferiority", "pass_key", "ratio_interval",
+    "severity_degradation", "simulate_confident", "simulate_one_sided",
     "simulate_sequential", "t_quantile", "user_order", "user_spread",
 ]

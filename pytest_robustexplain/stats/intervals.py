@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -205,29 +205,34 @@ def _t_interval(cs: _ClusterStats, n: int, confidence: float, bounds: tuple[floa
                     confidence)
 
 
-def _ratio_users(num: Mapping[str, float], den: Mapping[str, float]) -> tuple[float, list[str], float] | None:
-    """(Σnum / Σden, the users in order, Σden); None when Σden ≤ 0."""
+def _ratio(num: Mapping[str, float], den: Mapping[str, float], n: int, alpha: float,
+           bounds: Callable[[FloatArray, FloatArray, float], tuple[float, float]]) -> Interval | None:
+    """Σnum / Σden over users with the two-sided (1 − alpha) interval ``bounds(num, den, ratio)`` gives
+    from the users' terms (in user order); None when Σden ≤ 0, unbounded with fewer than two users."""
     total_den = math.fsum(den.values())
     if total_den <= 1e-12:
         return None
-    return math.fsum(num.values()) / total_den, sorted(num), total_den
+    ratio = math.fsum(num.values()) / total_den
+    users = sorted(num)
+    if len(users) < 2:
+        return Interval(ratio, -math.inf, math.inf, n, len(users), 1 - alpha)
+    low, high = bounds(np.array([num[u] for u in users], dtype=float),
+                       np.array([den[u] for u in users], dtype=float), ratio)
+    return Interval(ratio, low, high, n, len(users), 1 - alpha)
 
 
 def ratio_interval(num: Mapping[str, float], den: Mapping[str, float], n: int,
                    alpha: float) -> Interval | None:
     """Σnum / Σden over users with a cluster-robust (linearised) two-sided (1 − alpha) interval; None when
     Σden ≤ 0. ``n`` is the number of observations behind the users' terms (the interval's ``n``)."""
-    start = _ratio_users(num, den)
-    if start is None:
-        return None
-    ratio, users, total_den = start
-    g = len(users)
-    if g < 2:
-        return Interval(ratio, -math.inf, math.inf, n, g, 1 - alpha)
-    z = [num[u] - ratio * den[u] for u in users]
-    se = math.sqrt(g / (g - 1) * math.fsum(v * v for v in z)) / total_den
-    half = float(t_quantile(1 - alpha / 2, g - 1)) * se
-    return Interval(ratio, ratio - half, ratio + half, n, g, 1 - alpha)
+    def linearised(d: FloatArray, s: FloatArray, ratio: float) -> tuple[float, float]:
+        g = len(d)
+        z = [float(v) for v in d - ratio * s]
+        se = math.sqrt(g / (g - 1) * math.fsum(v * v for v in z)) / math.fsum(s.tolist())
+        half = float(t_quantile(1 - alpha / 2, g - 1)) * se
+        return ratio - half, ratio + half
+
+    return _ratio(num, den, n, alpha, linearised)
 
 
 def fieller_interval(num: Mapping[str, float], den: Mapping[str, float], n: int,
@@ -240,25 +245,20 @@ def fieller_interval(num: Mapping[str, float], den: Mapping[str, float], n: int,
     one-sided bound at the limit failed up to 7.2 % of runs at alpha 5 %, Fieller's at most 4.0 %
     (docs/guard.md). Unbounded (±inf) when Σden is not itself clear of 0 at this confidence.
     """
-    start = _ratio_users(num, den)
-    if start is None:
-        return None
-    ratio, users, _ = start
-    g = len(users)
-    if g < 2:
-        return Interval(ratio, -math.inf, math.inf, n, g, 1 - alpha)
-    d = np.array([num[u] for u in users], dtype=float)
-    s = np.array([den[u] for u in users], dtype=float)
-    c = float(t_quantile(1 - alpha / 2, g - 1)) ** 2 / g
-    dm, sm = float(d.mean()), float(s.mean())
-    v_dd, v_ss = float(d.var(ddof=1)), float(s.var(ddof=1))
-    v_ds = float(((d - dm) * (s - sm)).sum() / (g - 1))
-    # (dm − r·sm)² = c·(v_dd − 2r·v_ds + r²·v_ss): a·r² − 2b·r + e = 0.
-    a, b, e = sm * sm - c * v_ss, dm * sm - c * v_ds, dm * dm - c * v_dd
-    if a <= 0:
-        return Interval(ratio, -math.inf, math.inf, n, g, 1 - alpha)
-    root = math.sqrt(max(0.0, b * b - a * e))
-    return Interval(ratio, (b - root) / a, (b + root) / a, n, g, 1 - alpha)
+    def fieller(d: FloatArray, s: FloatArray, ratio: float) -> tuple[float, float]:
+        g = len(d)
+        c = float(t_quantile(1 - alpha / 2, g - 1)) ** 2 / g
+        dm, sm = float(d.mean()), float(s.mean())
+        v_dd, v_ss = float(d.var(ddof=1)), float(s.var(ddof=1))
+        v_ds = float(((d - dm) * (s - sm)).sum() / (g - 1))
+        # (dm − r·sm)² = c·(v_dd − 2r·v_ds + r²·v_ss): a·r² − 2b·r + e = 0.
+        a, b, e = sm * sm - c * v_ss, dm * sm - c * v_ds, dm * dm - c * v_dd
+        if a <= 0:
+            return -math.inf, math.inf
+        root = math.sqrt(max(0.0, b * b - a * e))
+        return (b - root) / a, (b + root) / a
+
+    return _ratio(num, den, n, alpha, fieller)
 
 
 # --------------------------------------------------------------------------------------------------

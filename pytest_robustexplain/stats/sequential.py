@@ -169,6 +169,11 @@ def simulate_one_sided(user_values: FloatArray, limit: float, side: str, *, alph
     return rejected, used
 
 
+def pass_key(check: str) -> str:
+    """The name of ``check``'s PASS rule among a slice's tests (and in ``GuardSettings.split``)."""
+    return f"{check}:pass"
+
+
 @dataclass(frozen=True)
 class StopRule:
     """How one check takes part in ending a sequential slice early: its anytime-valid test (``limit``,
@@ -188,9 +193,9 @@ class StopRule:
 
     @property
     def key(self) -> str:
-        """The rule's name among a slice's tests: the check's for a FAIL rule, ``<check>:pass`` else (a
+        """The rule's name among a slice's tests: the check's for a FAIL rule, :func:`pass_key` else (a
         check may have one of each)."""
-        return self.check if self.verdict == FAIL else f"{self.check}:pass"
+        return self.check if self.verdict == FAIL else pass_key(self.check)
 
     def test(self) -> OneSidedTest:
         return OneSidedTest(self.limit, self.side, alpha=self.alpha)
