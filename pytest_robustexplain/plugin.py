@@ -1,39 +1,51 @@
 """pytest glue for pytest-robustexplain: options, ini keys, the marker, fixtures and hooks.
 
 This module is imported into every pytest run of everyone who installs the package, so it imports
-nothing heavy and does nothing for sessions without ``@pytest.mark.robustness`` tests. Hook bodies
-are methods of one registered :class:`RobustExplainPlugin` per config and hand over to
-:mod:`pytest_robustexplain.runner`; settings are resolved on first use.
+nothing heavy and does nothing for sessions without ``@pytest.mark.robustness`` tests. Hook bodies are
+methods of one registered :class:`RobustExplainPlugin` per config: each translates between pytest and the
+engine's pytest-free :class:`~pytest_robustexplain.engine.items.ItemRun` (made on first use), which plans,
+runs and decides; :mod:`.runner` holds what only pytest knows about an item.
 """
 
 from __future__ import annotations
 
 from collections.abc import Generator, Iterator
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from .progress import Progress
-from .runner import (  # cheap: the adapter imports heavy parts lazily
+from .errors import RobustExplainWarning
+from .registrations import registered_checks, registered_kinds
+from .runner import (  # cheap: the engine is imported lazily
     MARKER,
     SLICE_PARAM,
     STOP_INPUT,
     engine_errors,
     is_xdist_worker,
+    overrides_explainer,
+    skipped_by_mark,
+    slice_param,
     ungated_reason,
 )
 from .settings import MARKER_DOC, register_options, settings_from_pytest
 
 if TYPE_CHECKING:
+    from .checks import CheckRegistry
+    from .engine.items import BoundExplainer, ItemRun
     from .explainers.base import Explainer
-    from .perturbations import PerturbationResult
+    from .perturbations import KindRegistry, PerturbationResult
     from .report.summary import ReportModel
-    from .runner import BoundExplainer, Robustness, RobustnessRun
+    from .results import Robustness
+    from .settings import Settings
     from .testing import FakeOllamaServer
 
 
 PLUGIN_NAME = "robustexplain-session"  # the registered plugin object's name
 PLUGIN_KEY = pytest.StashKey["RobustExplainPlugin"]()
+# pytest's exit code when every test passed but a report could not be written (documented in README):
+# distinct from 1, so a broken report path never reads as a failed gate, nor passes unnoticed.
+REPORT_ERROR_EXIT = pytest.ExitCode.USAGE_ERROR
 
 
 def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
@@ -56,33 +68,45 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 class RobustExplainPlugin:
-    """The plugin of one pytest config: the hooks, each a few lines handing over to the adapter
-    (:class:`~pytest_robustexplain.runner.RobustnessRun`), which is made — and the settings resolved — on
-    first use, so a session without marked tests never builds it."""
+    """The plugin of one pytest config: its hooks translate between pytest and the engine's ``ItemRun``,
+    made on first use — a session without marked tests resolves its settings and never builds it."""
 
     def __init__(self, config: pytest.Config) -> None:
         self.config = config
-        self._run: RobustnessRun | None = None
+        self._settings: Settings | None = None
+        self._kinds: KindRegistry | None = None  # what this session's conftests registered
+        self._items: ItemRun | None = None
+        self._checks: dict[Path, CheckRegistry | None] = {}  # by test directory: its conftests' checks
         self.report: ReportModel | None = None  # the finished run, as the writers read it
         # Lines for the end of the terminal summary (a report that could not be written, a stopped run):
         # said there, after pytest's progress line is done, never glued to its dots.
         self.notes: list[tuple[str, bool]] = []
 
     @property
-    def run(self) -> RobustnessRun:
-        if self._run is None:
-            from .runner import RobustnessRun, registered_kinds
-
-            kinds = registered_kinds(self.config)
-            canonical = kinds.canonical if kinds is not None else None
+    def settings(self) -> Settings:
+        if self._settings is None:
+            self._kinds = registered_kinds(self.config.hook.pytest_robustexplain_register_perturbations,
+                                           pytest.UsageError)
+            canonical = self._kinds.canonical if self._kinds is not None else None
             with engine_errors(usage=True):
-                settings = settings_from_pytest(self.config, canonical_kind=canonical)
-                self._run = RobustnessRun(self.config, settings, kinds)
-        return self._run
+                self._settings = settings_from_pytest(self.config, canonical_kind=canonical)
+        return self._settings
+
+    @property
+    def items(self) -> ItemRun:
+        if self._items is None:
+            from .engine.items import ItemRun
+
+            hook = self.config.hook.pytest_robustexplain_make_explainer
+            self._items = ItemRun(self.settings, base_dir=self.config.rootpath, kinds=self._kinds,
+                                  lazy=is_xdist_worker(self.config), say=self._say,
+                                  watch=getattr(self.config, "workerinput", {}).get(STOP_INPUT),
+                                  make_explainer=lambda model: hook(settings=self.settings, model=model))
+        return self._items
 
     def marked(self, item: pytest.Item) -> bool:
         """Whether the item is one of the run's gated items (never builds the run)."""
-        return self._run is not None and self._run.marked(item.nodeid)
+        return self._items is not None and self._items.marked(item.nodeid)
 
     # ----------------------------------------------------------------------------------- collection
     def pytest_generate_tests(self, metafunc: pytest.Metafunc) -> None:
@@ -90,7 +114,8 @@ class RobustExplainPlugin:
         if marker is not None:
             # A collection error showing just the message (it names the test), not pluggy's frames.
             with engine_errors(usage=False):
-                params = self.run.params_for(self.run.gate_for(metafunc.definition.nodeid, marker))
+                gate = self.items.gate_for(metafunc.definition.nodeid, marker.kwargs, marker.args)
+                params = self.items.params_for(gate)
             # The slice parameter is not an argument of the test function: adding it to the fixture names
             # lets pytest parametrize it directly, so each perturbation kind becomes its own test item.
             metafunc.fixturenames.append(SLICE_PARAM)
@@ -100,14 +125,45 @@ class RobustExplainPlugin:
         # Resolve (and validate) the settings up front: a bad value is one usage error naming the option,
         # not a collection error per marked test. An unreadable or incomparable baseline is one usage
         # error here, where the xdist controller sees it too (it collects no items).
-        if self.run.settings.baseline is not None and not is_xdist_worker(self.config):
+        if self.settings.baseline is not None and not is_xdist_worker(self.config):
             with engine_errors(usage=True):
-                self.run.load_baseline()
+                self.items.load_baseline()
 
     def pytest_collection_finish(self, session: pytest.Session) -> None:
-        if self._run is not None:
-            with engine_errors(usage=True):
-                self._run.plan_items(session.items)
+        marked = [(item, marker, param) for item in session.items
+                  if (marker := item.get_closest_marker(MARKER)) is not None
+                  and (param := slice_param(item)) is not None and not skipped_by_mark(item)]
+        if not marked:
+            return  # a session without marked tests never imports the engine
+        # --collect-only, --setup-plan: pytest runs no test body and no fixture; the plan's size is said,
+        # nothing is started and no model is called.
+        listing = self.config.option.collectonly or self.config.option.setupplan
+        with engine_errors(usage=True):
+            for item, marker, param in marked:
+                self.items.expect(item.nodeid, (marker.kwargs, marker.args), param,
+                                  own_explainer=overrides_explainer(item), checks=self._checks_for(item))
+            planned = self.items.plan(listing=bool(listing))
+        if planned.lines:
+            self._say("\n".join(f"robustexplain: {line}" for line in planned.lines), plain=True)
+        for item in session.items:
+            if item.nodeid in planned.skip:
+                item.add_marker(pytest.mark.skip(reason=planned.skip[item.nodeid]))
+
+    def _checks_for(self, item: pytest.Item) -> CheckRegistry | None:
+        """The checks gating ``item``: the process's and its directory's conftests' (None: the process's),
+        found once a directory — collection has loaded every conftest by the time items are planned."""
+        folder = item.path.parent
+        if folder not in self._checks:
+            self._checks[folder] = registered_checks(item.ihook.pytest_robustexplain_register_checks,
+                                                    pytest.UsageError)
+        return self._checks[folder]
+
+    def _say(self, note: str, *, plain: bool = False) -> None:
+        """A note from the engine on the terminal (a size or a setting the user should know about)."""
+        reporter = self.config.pluginmanager.get_plugin("terminalreporter")
+        if reporter is not None:
+            reporter.ensure_newline()
+            reporter.write_line(note if plain else f"robustexplain: {note}", yellow=not plain)
 
     # ----------------------------------------------------------------------------------- running
     @pytest.hookimpl(wrapper=True)
@@ -117,65 +173,102 @@ class RobustExplainPlugin:
             pytest.fail(reason, pytrace=False)
         yield  # the test body ran (and passed: a failure raises out of the yield)
         if self.marked(item):
-            with Progress.for_config(self.config, self.run) as progress:
-                self.run.enforce(item, tick=progress.tick)
+            self.result(item)
+            with engine_errors(usage=False):
+                outcome = self.items.outcome(item.nodeid)
+            item.user_properties.extend(outcome.properties)
+            if outcome.warning is not None:
+                item.warn(RobustExplainWarning(outcome.warning))
+            if not outcome.passed:
+                pytest.fail(self.items.failure(outcome, verbosity=self.config.get_verbosity()), pytrace=False)
+
+    def result(self, item: pytest.Item) -> Robustness:
+        """Wait for the item's slice — planned and started now if it was not (an xdist worker's, or one
+        with its own ``explainer`` fixture) — and decide it, the progress line drawn meanwhile."""
+        with engine_errors(usage=True):
+            self.items.start(item.nodeid, lambda: item._request.getfixturevalue("explainer"))  # type: ignore[attr-defined]
+        manager, quiet = self.config.pluginmanager, self.config.get_verbosity() < 0
+        progress = self.items.progress(manager.get_plugin("terminalreporter"), quiet=quiet,
+                                       capture=manager.get_plugin("capturemanager"))
+        with progress, engine_errors(usage=False):
+            return self.items.result(item.nodeid, tick=progress.tick)
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo[None]
                                   ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
         report = yield
-        # Only an xdist worker ships its pairs to the controller; a serial run already has them.
-        if call.when == "call" and self.marked(item) and self.run.lazy:
-            payload = self.run.item_payload(item)
-            if payload is not None:  # a plain dict attribute travels with the report to the controller
-                report.robustexplain = payload  # type: ignore[attr-defined]
+        payload = self._items.item_payload(item.nodeid) if call.when == "call" and self._items else None
+        if payload is not None:  # a plain dict attribute travels with the report to the xdist controller
+            report.robustexplain = payload  # type: ignore[attr-defined]
         return report
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        if self._run is not None:
-            self._run.note_report(report)
+        """Keep a gated item's line from its call report; merge what a worker's report carries (the xdist
+        controller has no items)."""
+        payload = getattr(report, "robustexplain", None)
+        if payload is not None or self._items is not None:
+            line = report.location[1] if report.when == "call" else None
+            self.items.note_report(report.nodeid, line=line, payload=payload)
 
     # ----------------------------------------------------------------------------------- xdist and stopping
     @pytest.hookimpl(optionalhook=True)
     def pytest_configure_node(self, node: Any) -> None:
-        """xdist controller: each worker watches the stop file SIGTERM to the controller creates."""
-        stop_file = self.run.stop_file_for_workers()
-        if stop_file is not None:
-            node.workerinput[STOP_INPUT] = stop_file
+        """xdist controller: each worker watches the stop file SIGTERM to the controller creates (none
+        without a model: no robustness test will call one, and SIGTERM keeps its default)."""
+        if self.settings.models_to_test:
+            node.workerinput[STOP_INPUT] = self.items.stop_file_for_workers(self.config.add_cleanup)
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_testnodedown(self, node: Any, error: Any) -> None:
         """xdist controller: add a worker's call counters (and changed models) to the run's record."""
         output = getattr(node, "workeroutput", {}).get("robustexplain")
         if output:
-            self.run.merge_worker(output)
+            self.items.merge_worker(output)
 
     def pytest_keyboard_interrupt(self, excinfo: pytest.ExceptionInfo[BaseException]) -> None:
         """The session was stopped (Ctrl-C or SIGTERM): an xdist controller's workers stop too — a signal
         to the controller alone reaches none of them."""
-        if self._run is not None:
-            self._run.ask_workers_to_stop()
+        if self._items is not None:
+            self._items.ask_workers_to_stop()
 
     # ----------------------------------------------------------------------------------- the end
     @pytest.hookimpl(tryfirst=True)
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
-        if self._run is not None:
-            from .finish import finish_session
-
-            self.report = finish_session(self._run, session, self.notes)
+        """An xdist worker hands its counters to the controller; a stopped session saves what finished and
+        says how to resume; otherwise the record and every report, a report that could not be written
+        being an error line (and, where every test passed, the exit status 4)."""
+        if self._items is None:
+            return
+        end = self._items.end(interrupted=session.exitstatus == pytest.ExitCode.INTERRUPTED)
+        if end.worker_output is not None:
+            self.config.workeroutput["robustexplain"] = end.worker_output  # type: ignore[attr-defined]
+        self.notes += [(line, False) for line in end.stopped]  # Ctrl-C or SIGTERM: what finished, how on
+        if end.done is None:
+            return
+        self.config.hook.pytest_robustexplain_report(run=end.done.result, config=self.config)
+        self.report = end.done.report
+        failing = bool(end.done.errors) and session.exitstatus == pytest.ExitCode.OK
+        if failing:
+            session.exitstatus = REPORT_ERROR_EXIT
+        self.notes += end.error_notes(int(session.exitstatus) if failing else None)
 
     def pytest_terminal_summary(self, terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
-        if self.report is not None:
-            from .finish import print_summary
+        if self.report is not None and self._items is not None:
+            from .report.terminal import session_summary
 
-            print_summary(self.report, terminalreporter, config, self.run.lines)
+            if config.get_verbosity() >= 0:
+                terminalreporter.write_sep("=", "robustness report")
+            width = getattr(getattr(terminalreporter, "_tw", None), "fullwidth", 100)
+            for line in session_summary(self.report, width=width, verbosity=config.get_verbosity(),
+                                        line_of=self._items.lines):
+                terminalreporter.write_line(line)
         for line, red in self.notes:
             terminalreporter.write_line(f"robustexplain: {line}", red=red, bold=red, yellow=not red)
 
     @pytest.hookimpl(trylast=True)
     def pytest_unconfigure(self, config: pytest.Config) -> None:
-        if self._run is not None:
-            self._run.close()
+        if self._items is not None:
+            self._items.close()
 
 
 def _plugin(request: pytest.FixtureRequest) -> RobustExplainPlugin:
@@ -191,10 +284,16 @@ def explainer(request: pytest.FixtureRequest) -> Explainer | BoundExplainer:
     ``(history, item) -> str`` (plain or async) or an object implementing the Explainer protocol, and
     every ``@pytest.mark.robustness`` test under that conftest is run against it.
     """
-    from .runner import BoundExplainer
+    from .engine.items import BoundExplainer
 
-    run = _plugin(request).run
-    return BoundExplainer(run, run.fixture_model(request.node.nodeid))
+    items = _plugin(request).items
+    with engine_errors(usage=False):
+        model, reason, error = items.fixture_model(request.node.nodeid)
+    if error:
+        raise pytest.UsageError(f"robustexplain: {reason}")
+    if not model:
+        pytest.skip(reason)
+    return BoundExplainer(items, model)
 
 
 @pytest.fixture
@@ -205,7 +304,7 @@ def perturbed_histories(request: pytest.FixtureRequest) -> list[PerturbationResu
     changed, machine-readable) and ``summary``; pairs whose perturbation changed nothing are left out.
     """
     with engine_errors(usage=False):
-        return _plugin(request).run.perturbations_for(request.node)
+        return _plugin(request).items.perturbations(request.node.nodeid)
 
 
 @pytest.fixture
@@ -215,8 +314,7 @@ def robustness(request: pytest.FixtureRequest) -> Robustness:
     if not plugin.marked(request.node):
         pytest.fail(f"{request.node.nodeid}: the `robustness` fixture needs @pytest.mark.robustness "
                     "on the test", pytrace=False)
-    with Progress.for_config(request.config, plugin.run) as progress:
-        return plugin.run.result_for(request.node, tick=progress.tick)
+    return plugin.result(request.node)
 
 
 @pytest.fixture

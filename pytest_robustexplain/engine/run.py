@@ -4,8 +4,9 @@
 through one :class:`~pytest_robustexplain.sweep.Sweep`, decides each slice (stability, adversarial kinds,
 the guard, the baseline regression), assembles the run record and writes the reports. It knows nothing
 of pytest: errors are :class:`~pytest_robustexplain.errors.RobustExplainError` subclasses, notes for the
-person running it go to a ``say`` callback. The plugin's adapter (``runner.py``) turns test items into
-gated slices and errors into pytest outcomes; the CLI calls :meth:`Run.run_all`.
+person running it go to a ``say`` callback. pytest drives it item by item through :class:`.items.ItemRun`
+(the plugin turns test items into its refs and its errors into pytest outcomes); the CLI calls
+:meth:`Run.run_all`.
 """
 
 from __future__ import annotations

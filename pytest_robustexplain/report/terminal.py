@@ -45,6 +45,8 @@ from .summary import (
 )
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
     from ..stats import Comparison
 
 LABEL_WIDTH = 32  # the label column of every section
@@ -319,3 +321,15 @@ def _wrap(text: str, width: int, *, initial_indent: str = "", subsequent_indent:
 
 def _plural(count: int, word: str) -> str:
     return f"{count} {word}" if count == 1 else f"{count} {word}s"
+
+
+def session_summary(report: ReportModel, *, width: int, verbosity: int,
+                    line_of: Mapping[str, int] | None = None) -> list[str]:
+    """What pytest's terminal summary prints for the run (under its "robustness report" rule unless
+    ``verbosity`` is quiet): the report at the terminal's width, kept between 80 and 140 columns, then on
+    GitHub Actions an annotation per failed item, at its test's line (``line_of``)."""
+    from .github import github_annotations, on_github_actions
+
+    text = render_terminal(report, width=max(80, min(width, 140)), quiet=verbosity < 0, verbose=verbosity > 0)
+    annotations = github_annotations(report.run, line_of=line_of) if on_github_actions() else []
+    return [text, *annotations]

@@ -9,23 +9,17 @@ from __future__ import annotations
 
 import contextlib
 import time
+from collections.abc import Callable
 from types import TracebackType
-from typing import TYPE_CHECKING, Any
-
-import pytest
-
-from .runner import is_xdist_worker
-
-if TYPE_CHECKING:
-    from .runner import RobustnessRun
+from typing import Any
 
 
 class Progress:
     """Prints ``robustexplain: 120/500 calls · 25 cached · 14.2/s · ETA 27s``."""
 
-    def __init__(self, run: RobustnessRun, *, writer: Any, in_place: bool, enabled: bool,
+    def __init__(self, line: Callable[[], str], *, writer: Any, in_place: bool, enabled: bool,
                  interval: float = 10.0, capture: Any = None) -> None:
-        self._run = run
+        self.line = line
         self._capture = capture
         self._writer = writer
         self._in_place = in_place
@@ -35,15 +29,14 @@ class Progress:
         self._shown = False
 
     @classmethod
-    def for_config(cls, config: pytest.Config, run: RobustnessRun) -> Progress:
-        reporter = config.pluginmanager.get_plugin("terminalreporter")
-        mode = run.settings.progress
+    def for_reporter(cls, line: Callable[[], str], reporter: Any, *, mode: str, quiet: bool, worker: bool,
+                     capture: Any = None) -> Progress:
+        """For pytest's terminal reporter (None: no terminal), the ``progress`` setting's ``mode``: "auto"
+        shows it except in an xdist worker, whose output nobody sees live."""
         tty = bool(reporter is not None and getattr(reporter, "isatty", False))
-        enabled = reporter is not None and config.get_verbosity() >= 0 and (
-            mode == "on" or (mode == "auto" and not is_xdist_worker(config)))
-        return cls(run, writer=reporter, in_place=tty and mode != "off", enabled=enabled,
-                   interval=0.5 if tty else 10.0,
-                   capture=config.pluginmanager.get_plugin("capturemanager"))
+        enabled = reporter is not None and not quiet and (mode == "on" or (mode == "auto" and not worker))
+        return cls(line, writer=reporter, in_place=tty and mode != "off", enabled=enabled,
+                   interval=0.5 if tty else 10.0, capture=capture)
 
     def __enter__(self) -> Progress:
         return self
@@ -82,8 +75,5 @@ class Progress:
             return contextlib.nullcontext()
         manager: contextlib.AbstractContextManager[None] = capture.global_and_fixture_disabled()
         return manager
-
-    def line(self) -> str:
-        return self._run.sweep_instance().counters.progress_line(time.monotonic())
 
 
