@@ -16,6 +16,10 @@ _API = (
     "compute_length_stability", "compute_semantic_sim", "compute_structural_consistency", "history_from",
     "item_from", "plain_data_explainer", "register_check", "register_metric", "score_pair", "Check",
     "PairScores", "PerturbationResult",
+    # the guide's CI example: a fixture, one generation, the five perturbations as functions
+    "generate_explanation", "load_test_fixture", "explanation_model", "close_explainers", "EvalUser",
+    "History",
+    "noise_injection", "temporal_shuffle", "behavior_dilution", "category_drift", "missing_values",
 )
 
 __all__ = ["__version__", *_API]

@@ -15,8 +15,12 @@ Imported lazily from the package face (``pytest_robustexplain.__getattr__``), so
 
 from __future__ import annotations
 
+import atexit
+import os
+import threading
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from .checks import Check, register_check, register_metric
 from .data import Catalog, Interaction, Item, UserHistory, catalog_from, history_from, item_from
@@ -31,22 +35,35 @@ from .metrics import (
 from .perturbations import PerturbationResult, available_kinds
 from .perturbations import apply_perturbation as _apply
 
+if TYPE_CHECKING:
+    from .explainers.base import Explainer
+    from .settings import Settings
+    from .sweep.loop import LoopThread
+
 __all__ = [
     "Check",
     "PairScores",
     "PerturbationResult",
     "apply_perturbation",
     "available_kinds",
+    "behavior_dilution",
     "catalog_from",
+    "category_drift",
     "compute_keyword_stability",
     "compute_length_stability",
     "compute_semantic_sim",
     "compute_structural_consistency",
+    "explanation_model",
+    "generate_explanation",
     "history_from",
     "item_from",
+    "load_test_fixture",
+    "missing_values",
+    "noise_injection",
     "register_check",
     "register_metric",
     "score_pair",
+    "temporal_shuffle",
 ]
 
 
@@ -72,10 +89,11 @@ def apply_perturbation(history: UserHistory | Iterable[Any], kind: str, severity
     """
     plain = not isinstance(history, UserHistory)
     record = history_from(history, user_id)
+    catalog = getattr(history, "catalog", None) if catalog is None else catalog  # a fixture's History
     items = _catalog_of(record) if catalog is None else catalog_from(catalog)
     result = _apply(record, kind, severity, catalog=items, seed=seed, item_id=item_id, repeat=repeat)
     if plain:
-        return [_plain(i) for i in result.perturbed]
+        return History((_plain(i) for i in result.perturbed), catalog=catalog)
     return result
 
 
@@ -99,3 +117,187 @@ def plain_data_explainer(fn: Callable[[list[dict[str, Any]], dict[str, Any]], An
     explain.__qualname__ = f"plain_data_explainer({getattr(fn, '__qualname__', repr(fn))})"
     explain.__module__ = getattr(fn, "__module__", __name__)  # the cache key names the user's function
     return explain
+
+
+# ------------------------------------------------------------------------------------- the guide's CI example
+class History(list[dict[str, Any]]):
+    """A history as plain data — a list of interaction dicts, oldest first — that remembers the catalog it
+    came with: :func:`apply_perturbation` (and the five kind functions) draw the items they insert from it
+    when no ``catalog`` is given, and a perturbed history remembers it too."""
+
+    def __init__(self, interactions: Iterable[dict[str, Any]] = (), *,
+                 catalog: Catalog | Mapping[str, Any] | Iterable[Any] | None = None) -> None:
+        super().__init__(interactions)
+        self.catalog = catalog
+
+
+class EvalUser(NamedTuple):
+    """A user of an evaluation fixture: ``user.history`` is what :func:`apply_perturbation` and
+    :func:`generate_explanation` take."""
+
+    user_id: str
+    history: History
+
+
+def load_test_fixture(path: str | os.PathLike[str] = "fixtures/robustness_eval.json"
+                      ) -> list[tuple[EvalUser, dict[str, Any]]]:
+    """The ``(user, item)`` pairs of an evaluation fixture (format ``robustexplain-eval/1``: users, each with
+    a history and recommended items, and the catalog), one pair per recommended item. ``user.history`` is a
+    :class:`History` (plain dicts, knowing the fixture's catalog); ``item`` a dict."""
+    from .data.evalset import read_eval_fixture
+
+    catalog, users = read_eval_fixture(path)
+    pairs = []
+    for history, items in users:
+        user = EvalUser(history.user_id, History(history.to_dicts(), catalog=catalog))
+        pairs += [(user, item.to_dict()) for item in items]
+    return pairs
+
+
+def _kind_function(kind: str, what: str) -> Callable[..., Any]:
+    def perturb(history: UserHistory | Iterable[Any], severity: int = 3, *,
+                catalog: Catalog | Mapping[str, Any] | Iterable[Any] | None = None,
+                seed: int | None = None) -> PerturbationResult | list[dict[str, Any]]:
+        return apply_perturbation(history, kind, severity, catalog=catalog, seed=42 if seed is None else seed)
+
+    perturb.__name__ = perturb.__qualname__ = kind
+    perturb.__doc__ = (f"{what} (``apply_perturbation(history, {kind!r}, severity)``): severity 1–5; plain "
+                       "data in, plain data out; ``seed`` defaults to apply_perturbation's.")
+    return perturb
+
+
+noise_injection = _kind_function("noise_injection", "Insert random catalog items at random positions")
+temporal_shuffle = _kind_function("temporal_shuffle", "Permute the items among a fraction s/5 of positions")
+behavior_dilution = _kind_function("behavior_dilution", "Insert items of the user's least-engaged categories")
+category_drift = _kind_function("category_drift", "Replace the latest items with rarely-engaged categories'")
+missing_values = _kind_function("missing_values", "Blank a fraction 0.1·s of the rating, timestamp, category")
+
+
+def generate_explanation(history: UserHistory | Iterable[Any], item: Item | Mapping[str, Any], *,
+                         model: str | None = None, host: str | None = None, backend: str | None = None,
+                         seed: int | None = None, **settings: Any) -> str:
+    """Ask the configured model once why ``item`` fits the user of ``history`` (plain data or records) and
+    return the explanation's text — the call a run makes, with its retries, response cache and settings.
+
+    ``model``, ``host``, ``backend`` and any other setting by its field name (``temperature=0.0``,
+    ``timeout=60``…) override what the environment (``ROBUSTEXPLAIN_MODEL``, ``ROBUSTEXPLAIN_HOST``…),
+    ``robustexplain.yaml`` and pytest's ini file say, as for ``robustexplain run`` started here. The
+    explainer is built and preflighted once per distinct settings and kept for the process (closed at exit,
+    or by :func:`close_explainers`). Without a model it is a ConfigError saying how to name one; a failed
+    generation is a BackendError.
+    """
+    given = {"model": model, "host": host, "backend": backend, **settings}
+    session = _session({name: value for name, value in given.items() if value is not None})
+    return session.explain(history_from(history), item_from(item), seed)
+
+
+def explanation_model(**settings: Any) -> str | None:
+    """The model :func:`generate_explanation` would call with these keywords (and the environment, the YAML
+    and ini files), or None when none is configured — to skip rather than fail where there is none."""
+    models = _settings({name: value for name, value in settings.items() if value is not None}).models_to_test
+    return models[0] if models else None
+
+
+def close_explainers() -> None:
+    """Close every explainer :func:`generate_explanation` kept (their connections and event loop)."""
+    with _SESSIONS_LOCK:
+        sessions = list(_SESSIONS.values())
+        _SESSIONS.clear()
+    for session in sessions:
+        session.close()
+
+
+class _Session:
+    """One model's explainer behind the response cache, on its own event loop thread."""
+
+    def __init__(self, settings: Settings, model: str) -> None:
+        from .engine import build_explainer, cache_directory
+        from .errors import WarningQueue
+        from .sweep.loop import LoopThread
+
+        self.settings, self.model = settings, model
+        self.warnings = WarningQueue()
+        self.explainer: Explainer = build_explainer(settings, model, cache_dir=cache_directory(settings),
+                                                    cross_process=True)
+        self.loop: LoopThread = LoopThread(self.warnings, name="robustexplain-generate")
+        self.loop.start(lambda loop: None, self.explainer.aclose)
+        try:
+            self.loop.run(self.explainer.preflight())  # a dead server or a missing model fails here, once
+        except BaseException:
+            self.close()
+            raise
+        finally:
+            self.warnings.flush()
+
+    def explain(self, history: UserHistory, item: Item, seed: int | None) -> str:
+        from .errors import BackendError
+
+        try:
+            explanation = self.loop.run(self.explainer.explain(
+                history, item, seed=self.settings.seed if seed is None else seed, repeat=0))
+        finally:
+            self.warnings.flush()
+        if explanation.failure is not None:
+            raise BackendError(f"{self.model}: generation failed ({explanation.failure}) "
+                               f"{explanation.detail}".strip())
+        return explanation.text
+
+    def close(self) -> None:
+        self.loop.close()
+
+
+# Resolved settings -> its explainer: one preflight a model, not one a call. A cache of connections (as an
+# HTTP library's default session), not run state: each run still builds its own explainers.
+_SESSIONS: dict[str, _Session] = {}
+_SESSIONS_LOCK = threading.Lock()
+atexit.register(close_explainers)
+
+
+def _session(given: Mapping[str, Any]) -> _Session:
+    from dataclasses import replace
+
+    settings = _settings(given)
+    models = settings.models_to_test
+    if not models:
+        from .engine import no_model_reason
+        from .errors import ConfigError
+        from .settings import Spelling
+
+        raise ConfigError(f"generate_explanation: {no_model_reason(Spelling(prefix=''))}")
+    if len(models) > 1:
+        from .errors import ConfigError
+
+        raise ConfigError(f"generate_explanation asks one model; {', '.join(models)} are configured "
+                          f"({settings.sources.get('model', 'model')}): pass model=NAME")
+    key = repr(replace(settings, sources={}))
+    with _SESSIONS_LOCK:
+        session = _SESSIONS.get(key)
+        if session is None:
+            session = _SESSIONS[key] = _Session(settings, models[0])
+    return session
+
+
+def _settings(given: Mapping[str, Any]) -> Settings:
+    """The settings a run started here would use, with ``given`` (field names) over every other layer."""
+    from .errors import ConfigError
+    from .settings import OPTIONS, settings_from_project
+
+    by_field = {spec.field: spec for spec in OPTIONS}
+    unknown = [name for name in given if name not in by_field]
+    if unknown:
+        import difflib
+
+        near = difflib.get_close_matches(unknown[0], by_field, n=1)
+        hint = f"; did you mean {near[0]!r}?" if near else ""
+        raise ConfigError(f"generate_explanation: unknown setting {unknown[0]!r}{hint}")
+    cli = {by_field[name].dest: _as_text(value) for name, value in given.items()}
+    return settings_from_project(cli=cli, env=os.environ, invocation_dir=Path(os.path.abspath(Path.cwd())))
+
+
+def _as_text(value: Any) -> str:
+    """A keyword's value as the option table reads a flag's."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (list, tuple)):
+        return ",".join(str(v) for v in value)
+    return str(value)
