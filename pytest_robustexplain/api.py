@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from .checks import Check, register_check, register_metric
 from .data import Catalog, Interaction, Item, UserHistory, catalog_from, history_from, item_from
+from .errors import ConfigError
 from .metrics import (
     PairScores,
     compute_keyword_stability,
@@ -32,8 +33,9 @@ from .metrics import (
     compute_structural_consistency,
     score_pair,
 )
-from .perturbations import PerturbationResult, available_kinds
+from .perturbations import DEFAULT_REGISTRY, KindRegistry, PerturbationResult, available_kinds
 from .perturbations import apply_perturbation as _apply
+from .results import COUNTS_PROPORTIONAL, PERTURBATION_COUNTS
 
 if TYPE_CHECKING:
     from .explainers.base import Explainer
@@ -77,21 +79,26 @@ def _catalog_of(history: UserHistory) -> Catalog:
 
 def apply_perturbation(history: UserHistory | Iterable[Any], kind: str, severity: int = 3, *,
                        catalog: Catalog | Mapping[str, Any] | Iterable[Any] | None = None, seed: int = 42,
-                       item_id: str = "", repeat: int = 0, user_id: str = "user"
-                       ) -> PerturbationResult | list[dict[str, Any]]:
+                       item_id: str = "", repeat: int = 0, user_id: str = "user",
+                       counts: str = COUNTS_PROPORTIONAL) -> PerturbationResult | list[dict[str, Any]]:
     """Perturb a history with ``kind`` (``noise_injection``, ``temporal_shuffle``, ``behavior_dilution``,
     ``category_drift``, ``missing_values`` or an alias such as ``noise``) at ``severity`` 1–5.
 
     Plain data (a list of interaction dicts) in: the perturbed history as a list of dicts out. A
     :class:`UserHistory` in: the full :class:`PerturbationResult` (``perturbed``, ``changes``, …). Without
-    ``catalog`` the kinds that insert items draw from the history's own items. Deterministic in
-    (seed, user, item_id, kind, severity, repeat).
+    ``catalog`` the kinds that insert items draw from the history's own items. ``counts="paper"``: noise and
+    dilution insert exactly ``severity`` items, as the paper writes it (default: ``round(0.1·s·n)``).
+    Deterministic in (seed, user, item_id, kind, severity, repeat).
     """
     plain = not isinstance(history, UserHistory)
     record = history_from(history, user_id)
     catalog = getattr(history, "catalog", None) if catalog is None else catalog  # a fixture's History
     items = _catalog_of(record) if catalog is None else catalog_from(catalog)
-    result = _apply(record, kind, severity, catalog=items, seed=seed, item_id=item_id, repeat=repeat)
+    if counts not in PERTURBATION_COUNTS:
+        raise ConfigError(f"counts must be one of {', '.join(PERTURBATION_COUNTS)}, got {counts!r}")
+    kinds = None if counts == COUNTS_PROPORTIONAL else KindRegistry(base=DEFAULT_REGISTRY, counts=counts)
+    result = _apply(record, kind, severity, catalog=items, seed=seed, item_id=item_id, repeat=repeat,
+                    kinds=kinds)
     if plain:
         return History((_plain(i) for i in result.perturbed), catalog=catalog)
     return result
@@ -157,8 +164,10 @@ def load_test_fixture(path: str | os.PathLike[str] = "fixtures/robustness_eval.j
 def _kind_function(kind: str, what: str) -> Callable[..., Any]:
     def perturb(history: UserHistory | Iterable[Any], severity: int = 3, *,
                 catalog: Catalog | Mapping[str, Any] | Iterable[Any] | None = None,
-                seed: int | None = None) -> PerturbationResult | list[dict[str, Any]]:
-        return apply_perturbation(history, kind, severity, catalog=catalog, seed=42 if seed is None else seed)
+                seed: int | None = None, counts: str = COUNTS_PROPORTIONAL
+                ) -> PerturbationResult | list[dict[str, Any]]:
+        return apply_perturbation(history, kind, severity, catalog=catalog, seed=42 if seed is None else seed,
+                                  counts=counts)
 
     perturb.__name__ = perturb.__qualname__ = kind
     perturb.__doc__ = (f"{what} (``apply_perturbation(history, {kind!r}, severity)``): severity 1–5; plain "
@@ -260,13 +269,10 @@ def _session(given: Mapping[str, Any]) -> _Session:
     models = settings.models_to_test
     if not models:
         from .engine import no_model_reason
-        from .errors import ConfigError
         from .settings import Spelling
 
         raise ConfigError(f"generate_explanation: {no_model_reason(Spelling(prefix=''))}")
     if len(models) > 1:
-        from .errors import ConfigError
-
         raise ConfigError(f"generate_explanation asks one model; {', '.join(models)} are configured "
                           f"({settings.sources.get('model', 'model')}): pass model=NAME")
     key = repr(replace(settings, sources={}))
@@ -279,7 +285,6 @@ def _session(given: Mapping[str, Any]) -> _Session:
 
 def _settings(given: Mapping[str, Any]) -> Settings:
     """The settings a run started here would use, with ``given`` (field names) over every other layer."""
-    from .errors import ConfigError
     from .settings import OPTIONS, settings_from_project
 
     by_field = {spec.field: spec for spec in OPTIONS}

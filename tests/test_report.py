@@ -863,6 +863,77 @@ def test_paper_tables(run: RunResult) -> None:
     assert re.search(r"^Semantic\s+1\.00\s+0\.\d\d", table6, re.M)
 
 
+def _table(text: str, n: int) -> list[str]:
+    """Table ``n``'s header and data rows (up to its Paper: line)."""
+    block = text[text.index(f"Table {n} — "):].split("\nPaper: ")[0]
+    return block.splitlines()[1:]
+
+
+def test_paper_tables_have_the_papers_shapes(run: RunResult) -> None:
+    """Rows and columns as the paper prints them (design/paper-reference.md): Tables 1 and 2 a row per model
+    and an Average row; Table 3 a row per kind and Average, a column per severity; Table 5 a row per model and
+    metric, a column per kind; Table 6 four by four."""
+    text = render_paper_tables(run)
+    kinds, metrics, models = 5, 4, [M7, M14]
+    cell = r"\d\.\d{3} \[\d\.\d\d, \d\.\d\d\]\*?"
+    one = _table(text, 1)
+    assert [r.split()[0] for r in one[1:]] == [*models, "Average"]
+    assert one[0].split()[1:] == ["Noise", "Shuffle", "Dilute", "Drift", "Missing", "Overall"]
+    assert all(len(re.findall(cell, r)) == kinds + 1 for r in one[1:])
+    two = _table(text, 2)
+    assert [r.split()[0] for r in two[1:]] == [*models, "Average"]
+    assert all(len(re.findall(cell, r)) == metrics for r in two[1:])
+    three = _table(text, 3)
+    assert [r.split()[0] for r in three[1:]] == ["Noise", "Shuffle", "Dilute", "Drift", "Missing", "Average"]
+    assert three[0].split()[1:] == ["L1", "L2", "L3", "L4", "L5"]
+    five = _table(text, 5)
+    assert five[0].split()[1:] == ["Metric", "Noise", "Shuffle", "Dilute", "Drift", "Missing"]
+    titles = ("Semantic", "Keyword", "Structural", "Length")
+    assert [tuple(r.split()[:2]) for r in five[1:]] == [(m, t) for m in models for t in titles]
+    columns = [[float(v[:5]) for v in re.findall(cell, r)] for r in five[1:]]
+    starred = [[v.endswith("*") for v in re.findall(cell, r)] for r in five[1:]]
+    for j in range(kinds):  # each column's best value, and only it, is starred
+        best = max(row[j] for row in columns)
+        assert [row[j] == best for row in columns] == [row[j] for row in starred]
+    six = _table(text, 6)
+    assert len(six) == 1 + metrics and all(len(r.split()) == 1 + metrics for r in six[1:])
+
+
+def test_paper_tables_say_the_severity_test_tukey_and_the_size_gap(run: RunResult) -> None:
+    from pytest_robustexplain.stats import severity_test
+
+    text = render_paper_tables(run)
+    found = severity_test(run.model_pairs(M7) + run.model_pairs(M14))
+    assert found is not None and found.users == 6 and found.t is not None and found.d is not None
+    assert re.search(rf"L1 vs L5: users' mean ρ {found.mean_l1:.3f} → {found.mean_l5:.3f} \([+-]\d+\.\d %\), "
+                     rf"paired over 6 users: t\(5\) = {found.t:.2f}, p [=<] [\d.]+, "
+                     rf"Cohen's d_z = {found.d:.2f}", text)
+    assert text.count("Tukey HSD between kinds") == 1
+    assert len(re.findall(r"^  \w+ − \w+: [+-]\d\.\d{3} \[", text, re.M)) == 10  # 5 kinds: 10 pairs
+    assert re.search(r"Largest vs smallest: 14\.8B ρ 0\.\d{3} vs 7\.6B 0\.\d{3} \([+-]\d+\.\d %\)", text)
+    assert "Formulas: " in text and "authors' released code" in text
+
+
+def test_the_severity_test_is_paired_by_user() -> None:
+    from pytest_robustexplain.stats import severity_test
+
+    def pair(user: str, severity: int, rho: float) -> PairResult:
+        key = PairKey("m", user, "i", "noise_injection", severity, 0)
+        return PairResult(key, rho, rho, rho, rho, rho, "a", "b")
+
+    # Users differ a lot in level, but each loses 0.1 or 0.2 from L1 to L5: differences -.1 -.2 -.1 -.1,
+    # mean -0.125, sd 0.05 — d_z = -2.5 and t(3) = -2.5 * sqrt(4) = -5.0, clear though the levels overlap.
+    levels = {"u1": (0.9, 0.8), "u2": (0.5, 0.3), "u3": (0.2, 0.1), "u4": (0.7, 0.6)}
+    pairs = [pair(u, s, rho) for u, (l1, l5) in levels.items() for s, rho in ((1, l1), (5, l5))]
+    found = severity_test(pairs)
+    assert found is not None and found.users == 4
+    assert found.d == pytest.approx(-2.5) and found.t == pytest.approx(-5.0)
+    assert found.p is not None and 0.01 < found.p < 0.02
+    assert severity_test([pair("u1", 1, 0.5)]) is None
+    flat = severity_test([pair("u1", 1, 0.5), pair("u1", 5, 0.4), pair("u2", 1, 0.6), pair("u2", 5, 0.5)])
+    assert flat is not None and flat.t is None  # every user changed alike: no spread, no test
+
+
 def test_paper_tables_unknown_size(run: RunResult) -> None:
     from pytest_robustexplain.report.paper_tables import parse_size
 

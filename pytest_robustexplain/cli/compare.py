@@ -133,6 +133,14 @@ def _guard_comparison(run_a: RunResult, model_a: str, run_b: RunResult, model_b:
 
 def check_comparable(run_a: RunResult, path_a: str, run_b: RunResult, path_b: str) -> None:
     """Refuse runs whose scores or pairs do not mean the same thing (CommandError with the reason)."""
+    from ..results import COUNTS_PROPORTIONAL
+
+    counts_a, counts_b = (r.settings.get("perturbation_counts", COUNTS_PROPORTIONAL) for r in (run_a, run_b))
+    if counts_a != counts_b:  # said before the signature that records it: the cause, not a symptom
+        raise CommandError(
+            f"{path_a} perturbed its histories with perturbation-counts={counts_a} and {path_b} with "
+            f"{counts_b}: noise and dilution insert other numbers of items, so the same pair key names a "
+            "different history in each. Rerun one with the other's perturbation-counts.")
     if run_a.signature != run_b.signature:
         parts_a, parts_b = run_a.signature.split("|"), run_b.signature.split("|")
         differ = [f"{a} vs {b}" for a, b in zip(parts_a, parts_b, strict=False) if a != b]

@@ -294,13 +294,24 @@ def with_guard(verdict: Verdict, gate: GateSettings, sliced: SliceResult, kind: 
 
 
 def check_baseline(baseline: RunResult, path: Path, settings: Settings, *, save_flag: str) -> None:
-    """Refuse a baseline whose numbers are not comparable with this run's (another metric signature)."""
+    """Refuse a baseline whose numbers are not comparable with this run's (another metric signature, or
+    histories perturbed by the other perturbation-counts rule)."""
     from ..metrics import metric_signature
     from ..metrics.user import split_signature
+    from ..results import COUNTS_PAPER, COUNTS_PROPORTIONAL, counts_signature
 
     # The user's own metrics belong to the tests that measure them: each test checks its own (regression).
-    current = metric_signature(weights=settings.weights, embedding=settings.embed_model)
-    if split_signature(baseline.signature)[0] != current:
+    counts = counts_signature(settings.perturbation_counts)
+    current = metric_signature(weights=settings.weights, embedding=settings.embed_model) + counts
+    builtin = split_signature(baseline.signature)[0]
+    theirs = COUNTS_PAPER if builtin.endswith(counts_signature(COUNTS_PAPER)) else COUNTS_PROPORTIONAL
+    if theirs != settings.perturbation_counts:
+        raise ConfigError(
+            f"baseline {path} perturbed its histories with perturbation-counts={theirs} and this run uses "
+            f"{settings.perturbation_counts}: noise and dilution insert other numbers of items, so the two "
+            f"runs' pairs are not comparable. Re-create the baseline with this setting ({save_flag}) or "
+            f"run with perturbation-counts={theirs}.")
+    if builtin != current:
         raise ConfigError(
             f"baseline {path} was scored with a different metric signature, so its numbers are not "
             f"comparable with this run's.\n  baseline: {baseline.signature}\n  this run: {current}\n"

@@ -108,13 +108,14 @@ def run_record(settings: Settings, *, models: Sequence[dict[str, Any]], pairs: S
     from .. import __version__
     from ..metrics import metric_signature
     from ..metrics.user import tags_signature
+    from ..results import counts_signature
 
     last: dict[str, GateResult] = {}
     for gate in gates:
         last[gate.nodeid] = gate
     return RunResult(
         signature=metric_signature(weights=settings.weights, embedding=settings.embed_model)
-        + tags_signature(metric_tags),
+        + counts_signature(settings.perturbation_counts) + tags_signature(metric_tags),
         seed=settings.seed, models=list(models), settings={**settings.to_dict(), **extra}, pairs=list(pairs),
         gates=list(last.values()), calls=dict(calls),
         timings={"wall_s": round(time.monotonic() - started, 3)},

@@ -7,6 +7,8 @@ length and "round" meaning round half up (``2.5 → 3``), the built-in kinds are
 ``noise_injection`` (alias ``noise``)
     Insert ``max(1, round(0.1·s·n))`` items drawn uniformly from the catalog (without replacement when
     the catalog is large enough) at uniformly random positions of the new history; level 5 adds 50 %.
+    Under the paper's literal rule (a registry with ``counts="paper"``: the ``perturbation-counts``
+    setting) exactly ``s`` items, as for dilution.
     Changes: ``{"inserted": [{"position": p, "item_id": id, "category": c}, ...]}`` with positions in the
     perturbed history.
 ``temporal_shuffle`` (alias ``shuffle``)
@@ -76,7 +78,7 @@ import numpy as np
 
 from ..data import Catalog, Interaction, Item, UserHistory
 from ..errors import ConfigError, DataError
-from ..results import PerturbationResult
+from ..results import COUNTS_PAPER, COUNTS_PROPORTIONAL, PerturbationResult
 from .registry import DEFAULT_REGISTRY, KindRegistry, register_builtin
 
 NOISE = "noise_injection"
@@ -313,12 +315,18 @@ def _inserted_changes(interactions: Sequence[Interaction], positions: Sequence[i
 # -------------------------------------------------------------------------------------- the five kinds
 
 
-def noise_injection(history: UserHistory, severity: int, catalog: Catalog,
-                    rng: np.random.Generator) -> tuple[UserHistory, dict[str, Any]]:
+def inserted_count(severity: int, n: int, counts: str = COUNTS_PROPORTIONAL) -> int:
+    """How many items noise and dilution insert into a history of ``n``: ``round(0.1·s·n)`` (at least 1), or
+    exactly ``s`` under the paper's literal rule (``counts="paper"``)."""
+    return severity if counts == COUNTS_PAPER else units_to_change(severity, n)
+
+
+def noise_injection(history: UserHistory, severity: int, catalog: Catalog, rng: np.random.Generator, *,
+                    counts: str = COUNTS_PROPORTIONAL) -> tuple[UserHistory, dict[str, Any]]:
     """Insert random catalog items at random positions (see the module docstring)."""
     if len(catalog) == 0:
         raise DataError("the catalog is empty, so there is nothing to inject", source="catalog")
-    count = units_to_change(severity, len(history))
+    count = inserted_count(severity, len(history), counts)
     pool = catalog.items_list
     picks = rng.choice(len(pool), size=count, replace=count > len(pool))
     interactions, positions = _insert(history, [pool[int(i)] for i in picks], rng)
@@ -326,12 +334,12 @@ def noise_injection(history: UserHistory, severity: int, catalog: Catalog,
     return UserHistory(history.user_id, interactions), changes
 
 
-def behavior_dilution(history: UserHistory, severity: int, catalog: Catalog,
-                      rng: np.random.Generator) -> tuple[UserHistory, dict[str, Any]]:
+def behavior_dilution(history: UserHistory, severity: int, catalog: Catalog, rng: np.random.Generator, *,
+                      counts: str = COUNTS_PROPORTIONAL) -> tuple[UserHistory, dict[str, Any]]:
     """Insert items from the user's least-engaged categories (see the module docstring)."""
     categories = least_engaged_categories(history, catalog)
     pool = [item for c in categories for item in catalog.by_category(c)]
-    items = _draw_items(pool, units_to_change(severity, len(history)), rng, set(history.item_ids))
+    items = _draw_items(pool, inserted_count(severity, len(history), counts), rng, set(history.item_ids))
     interactions, positions = _insert(history, items, rng)
     changes = {"inserted": _inserted_changes(interactions, positions), "categories": list(categories)}
     return UserHistory(history.user_id, interactions), changes
@@ -435,9 +443,9 @@ def missing_values(history: UserHistory, severity: int, catalog: Catalog,
     return UserHistory(history.user_id, tuple(interactions)), changes
 
 
-register_builtin(NOISE, noise_injection, ("noise",))
+register_builtin(NOISE, noise_injection, ("noise",), takes_counts=True)
 register_builtin(SHUFFLE, temporal_shuffle, ("shuffle",))
-register_builtin(DILUTION, behavior_dilution, ("dilution", "dilute"))
+register_builtin(DILUTION, behavior_dilution, ("dilution", "dilute"), takes_counts=True)
 register_builtin(DRIFT, category_drift, ("drift",))
 register_builtin(MISSING, missing_values, ("missing",))
 
@@ -492,7 +500,9 @@ def apply_perturbation(history: UserHistory, kind: str, severity: int, *, catalo
     rng = perturbation_rng(seed_value, history.user_id, item_id, canonical, level, repeat_value)
     entry = registry.entry(canonical)
     # The injection kind plants the run's payload families: the built-ins and what its conftests added.
-    extra = {"payloads": registry.payloads()} if entry.takes_payloads else {}
+    extra: dict[str, Any] = {"payloads": registry.payloads()} if entry.takes_payloads else {}
+    if entry.takes_counts:
+        extra["counts"] = registry.counts
     output = entry.fn(history, level, _without_item(catalog, item_id), rng, **extra)
     perturbed, changes = _checked_output(canonical, history, output)
     return PerturbationResult(kind=canonical, severity=level, repeat=repeat_value, original=history,

@@ -21,7 +21,7 @@ import numpy as np
 
 from ..data import Catalog, UserHistory
 from ..errors import ConfigError
-from ..results import CONTROL_KINDS, KIND_NAME
+from ..results import CONTROL_KINDS, COUNTS_PROPORTIONAL, KIND_NAME
 
 PerturbationFn = Callable[[UserHistory, int, Catalog, np.random.Generator],
                           tuple[UserHistory, dict[str, Any]]]
@@ -33,13 +33,15 @@ _FAMILY_NAME = re.compile(r"[a-z][a-z0-9_]*")
 @dataclass(frozen=True)
 class Perturbation:
     """A registered perturbation kind. ``takes_payloads``: the function also takes ``payloads=`` (the
-    registry's payload families), as the built-in injection does."""
+    registry's payload families), as the built-in injection does; ``takes_counts``: it also takes
+    ``counts=`` (the registry's rule for how many items to insert), as noise and dilution do."""
 
     name: str
     fn: PerturbationFn
     aliases: tuple[str, ...]
     builtin: bool
     takes_payloads: bool = False
+    takes_counts: bool = False
 
 
 def _normalise(name: str) -> str:
@@ -48,10 +50,13 @@ def _normalise(name: str) -> str:
 
 class KindRegistry:
     """Perturbation kinds (names, aliases, functions) and payload families (name → template), each layered
-    over ``base``: a look-up falls through to it, a registration never changes it (module docstring)."""
+    over ``base``: a look-up falls through to it, a registration never changes it (module docstring).
+    ``counts`` is the run's rule for the kinds that insert items (``"proportional"`` or ``"paper"``), the
+    registry's own — a run that takes the paper's counts layers a registry over the one it was given."""
 
-    def __init__(self, base: KindRegistry | None = None) -> None:
+    def __init__(self, base: KindRegistry | None = None, *, counts: str = COUNTS_PROPORTIONAL) -> None:
         self._base = base
+        self.counts = counts
         self._entries: dict[str, Perturbation] = {}
         self._lookup: dict[str, str] = {}  # every accepted spelling (names and aliases) -> canonical name
         self._payloads: dict[str, str] = {}
@@ -92,7 +97,7 @@ class KindRegistry:
                          for e in self._all().values())
 
     def register(self, name: str, fn: PerturbationFn, *, aliases: Iterable[str] = (),
-                 builtin: bool = False, takes_payloads: bool = False) -> None:
+                 builtin: bool = False, takes_payloads: bool = False, takes_counts: bool = False) -> None:
         """Add a kind (see :func:`register_perturbation`); a clash with a known spelling is a ConfigError."""
         if isinstance(aliases, str):
             raise ConfigError(f"aliases of perturbation {name!r} must be a list of names, not the string "
@@ -105,7 +110,7 @@ class KindRegistry:
             for alias in aliases:
                 accepted.append(self._check_new_name(alias, "alias", [canonical, *accepted]))
             self._entries[canonical] = Perturbation(canonical, fn, tuple(accepted), builtin=builtin,
-                                                    takes_payloads=takes_payloads)
+                                                    takes_payloads=takes_payloads, takes_counts=takes_counts)
             for spelling in (canonical, *accepted):
                 self._lookup[spelling] = canonical
 
@@ -193,5 +198,6 @@ def register_payload(family: str, template: str) -> None:
 
 
 def register_builtin(name: str, fn: PerturbationFn, aliases: tuple[str, ...], *,
-                     takes_payloads: bool = False) -> None:
-    DEFAULT_REGISTRY.register(name, fn, aliases=aliases, builtin=True, takes_payloads=takes_payloads)
+                     takes_payloads: bool = False, takes_counts: bool = False) -> None:
+    DEFAULT_REGISTRY.register(name, fn, aliases=aliases, builtin=True, takes_payloads=takes_payloads,
+                              takes_counts=takes_counts)

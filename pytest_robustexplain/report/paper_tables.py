@@ -1,9 +1,12 @@
 """The six tables of the RobustExplain paper (arXiv 2601.19120), filled with this run's numbers.
 
-Same layouts as the paper, but every mean carries its 95 % interval (cluster-robust by user), and each
-table ends with a ``Paper:`` line quoting the published values (design/paper-reference.md) for
-comparison. Pairs of several models are pooled where the paper averages over models; control pairs never
-count, generation failures count with their 0 scores (the method's rule) except in the correlations.
+Same layouts as the paper — Tables 1 and 2 end with an Average row, Table 3 with the paired test of severity 1
+against 5 (Cohen's d, per user, as §4.7) and Tukey HSD between the kinds, Table 4 with the largest-vs-smallest
+gap, Table 5 has a row per model and metric and a column per kind with each column's best value starred —
+but every mean carries its 95 % interval (cluster-robust by user), and each table ends with a ``Paper:`` line
+quoting the published values (design/paper-reference.md) for comparison. Pairs of several models are pooled
+where the paper averages over models ("Average"); control pairs never count, generation failures count with
+their 0 scores (the method's rule) except in the correlations.
 """
 
 from __future__ import annotations
@@ -30,9 +33,9 @@ PAPER = {
     3: "Noise 0.538 0.535 0.527 0.519 0.526; Shuffle 0.529 0.528 0.521 0.514 0.521; Dilution 0.531 0.530 "
        "0.522 0.515 0.522; Drift 0.541 0.538 0.529 0.521 0.528; Missing 0.527 0.528 0.518 0.516 0.523; "
        "Average 0.533 0.532 0.523 0.517 0.524 (L1…L5; 1.7 % degradation L1 → L5).",
-    4: "70B 0.532, 14B 0.519, 8B 0.492, 7B 0.492 (larger models ~8 % more robust).",
+    4: "70B 0.532, 14B 0.519, 8B 0.492, 7B 0.492 (the largest 8.1 % more robust than the smallest).",
     5: "each model's four metrics for each kind; the pattern holds across kinds: length highest, "
-       "structural lowest.",
+       "structural lowest (the best value of each column in bold).",
     6: "Sem–Key 0.72, Sem–Struct 0.58, Key–Struct 0.65, Length with the others 0.24–0.31.",
 }
 _LABEL = 16
@@ -57,8 +60,19 @@ def render_paper_tables(run: RunResult) -> str:
     ]
     head = (f"RobustExplain paper tables (arXiv 2601.19120) for this run — seed {run.seed}, "
             f"{len({p.key.user_id for p in pooled})} users, {len(pooled)} pairs; mean [95 % CI], "
-            f"cluster-robust by user\nsignature: {run.signature}")
+            f"cluster-robust by user\nsignature: {run.signature}\n{_formulas(run)}")
     return "\n\n".join([head, *tables])
+
+
+def _formulas(run: RunResult) -> str:
+    """Where this run's formulas depart from the paper's text, and the text from the authors' code."""
+    counts = run.settings.get("perturbation_counts", "proportional")
+    inserted = ("exactly s items (perturbation-counts=paper, the paper's words)" if counts == "paper" else
+                "round(0.1·s·n) items of a history of n (perturbation-counts=proportional; the paper says s)")
+    return "\n".join(_wrap(
+        f"Formulas: ρ weighs the four metrics as this run's signature says (the paper: .25 each); noise and "
+        f"dilution insert {inserted}. The authors' released code differs from the paper's text: weights "
+        ".4/.25/.2/.15, a dilution that removes items and a drift that adds them.", 110))
 
 
 def _guard_block(run: RunResult, names: Sequence[str]) -> str:
@@ -88,15 +102,21 @@ def _of_kind(pairs: Sequence[PairResult], kind: str) -> list[PairResult]:
     return [p for p in pairs if p.key.kind == kind]
 
 
+def _with_average(pairs: dict[str, list[PairResult]]) -> dict[str, list[PairResult]]:
+    """The models' pairs and, last, every model's pooled: the paper's "Average" row."""
+    return {**pairs, "Average": [p for ps in pairs.values() for p in ps]}
+
+
 def _table1(pairs: dict[str, list[PairResult]], kinds: list[str], label: int) -> str:
     rows = [[name, *(compact(interval_of(_of_kind(ps, k))) for k in kinds), compact(interval_of(ps))]
-            for name, ps in pairs.items()]
+            for name, ps in _with_average(pairs).items()]
     header = ["Model", *(SHORT_KIND.get(k, k) for k in kinds), "Overall"]
     return _grid("Table 1 — Robustness ρ by model and perturbation kind", header, rows, PAPER[1], label)
 
 
 def _table2(pairs: dict[str, list[PairResult]], label: int) -> str:
-    rows = [[name, *(compact(interval_of(ps, m)) for m in METRICS)] for name, ps in pairs.items()]
+    rows = [[name, *(compact(interval_of(ps, m)) for m in METRICS)]
+            for name, ps in _with_average(pairs).items()]
     header = ["Model", *(METRIC_TITLE[m] for m in METRICS)]
     return _grid("Table 2 — Per-metric similarity by model", header, rows, PAPER[2], label)
 
@@ -111,8 +131,43 @@ def _table3(pooled: list[PairResult], kinds: list[str]) -> str:
     rows.append(["Average", *(compact(interval_of([p for p in pooled if p.key.severity == s]))
                               for s in severities)])
     header = ["Kind", *(f"L{s}" for s in severities)]
-    return _grid("Table 3 — ρ by perturbation kind and severity (pairs of all models pooled)", header, rows,
+    grid = _grid("Table 3 — ρ by perturbation kind and severity (pairs of all models pooled)", header, rows,
                  PAPER[3])
+    return "\n".join([grid, *_severity_lines(pooled), *_tukey_lines(pooled)])
+
+
+def _severity_lines(pooled: list[PairResult]) -> list[str]:
+    """§4.7: the change from severity 1 to 5 in the users' mean ρ, and the paired test of it over the users
+    with pairs at both levels, with Cohen's d_z."""
+    from ..stats import severity_test
+
+    found = severity_test(pooled)
+    if found is None:
+        return ["L1 vs L5: not measured (no user has pairs at both severity 1 and 5)."]
+    change = f"{(found.mean_l5 - found.mean_l1) / found.mean_l1 * 100:+.1f} %" if found.mean_l1 else "n/a"
+    head = (f"L1 vs L5: users' mean ρ {found.mean_l1:.3f} → {found.mean_l5:.3f} ({change}), paired over "
+            f"{found.users} users: ")
+    if found.t is None or found.p is None or found.d is None:
+        return [head + "the paired test is undefined (fewer than 2 users, or no spread in the changes)."]
+    return [head + f"t({found.users - 1}) = {found.t:.2f}, {_p(found.p)}, Cohen's d_z = {found.d:.2f}"]
+
+
+def _p(p: float) -> str:
+    return "p < 0.001" if p < 0.001 else f"p = {p:.3f}"
+
+
+def _tukey_lines(pooled: list[PairResult]) -> list[str]:
+    """Tukey HSD between the kinds (pairs as observations, as the paper did: it overstates the evidence when
+    users differ — the Friedman test in the report's findings takes users as blocks)."""
+    from ..stats import kind_differences
+
+    rows = kind_differences(pooled).tukey
+    if not rows:
+        return ["Tukey HSD: not measured (needs at least 2 kinds with spread)."]
+    lines = ["Tukey HSD between kinds (ρ difference [95 % CI], p; pairs as observations, as in the paper):"]
+    lines += [f"  {SHORT_KIND.get(r.kind_a, r.kind_a)} − {SHORT_KIND.get(r.kind_b, r.kind_b)}: "
+              f"{r.diff:+.3f} [{r.low:+.3f}, {r.high:+.3f}], {_p(r.p)}" for r in rows]
+    return lines
 
 
 def parse_size(size: str | None) -> float | None:
@@ -136,23 +191,30 @@ def _table4(run: RunResult, pairs: dict[str, list[PairResult]]) -> str:
         groups.setdefault(size if size and parse_size(size) is not None else "unknown", []).append(name)
     # Largest first, as the paper lists them; "unknown" last.
     order = sorted(groups, key=lambda s: -(parse_size(s) or -1.0))
-    rows = [[size, compact(interval_of([p for n in groups[size] for p in pairs[n]])), ", ".join(groups[size])]
-            for size in order]
-    return _grid("Table 4 — ρ by model size (parameters from the model server)",
+    means = {size: interval_of([p for n in groups[size] for p in pairs[n]]) for size in order}
+    rows = [[size, compact(means[size]), ", ".join(groups[size])] for size in order]
+    grid = _grid("Table 4 — ρ by model size (parameters from the model server)",
                  ["Parameters", "Overall ρ", "Models"], rows, PAPER[4], _LABEL, _CELL + 2)
+    sized = [size for size in order if size != "unknown"]
+    if len(sized) < 2:
+        return grid + "\nLargest vs smallest: needs models of two known sizes."
+    large, small = means[sized[0]].mean, means[sized[-1]].mean
+    gap = f"{(large - small) / small * 100:+.1f} %" if small else "n/a"
+    return grid + f"\nLargest vs smallest: {sized[0]} ρ {large:.3f} vs {sized[-1]} {small:.3f} ({gap})."
 
 
 def _table5(pairs: dict[str, list[PairResult]], kinds: list[str], label: int) -> str:
-    rows = []
-    for name, ps in pairs.items():
-        for kind in kinds:
-            chosen = _of_kind(ps, kind)
-            cells = [compact(interval_of(chosen, m)) for m in METRICS]
-            rows.append([name, SHORT_KIND.get(kind, kind), *cells])
-    body = [[f"{r[0]:<{label}}{r[1]}", *r[2:]] for r in rows]
-    header = [f"{'Model':<{label}}Kind", *(METRIC_TITLE[m] for m in METRICS)]
-    return _grid("Table 5 — Per-metric similarity by model and perturbation kind", header, body, PAPER[5],
-                 label + 10)
+    """The paper's orientation: a row per model and metric, a column per kind, each column's best starred."""
+    cells = {(name, m): [interval_of(_of_kind(ps, k), m) for k in kinds] for name, ps in pairs.items()
+             for m in METRICS}
+    best = [max((iv[j].mean for iv in cells.values() if not math.isnan(iv[j].mean)), default=math.nan)
+            for j in range(len(kinds))]
+    body = [[f"{name:<{label}}{METRIC_TITLE[m]}",
+             *(compact(iv) + ("*" if iv.mean == best[j] else "") for j, iv in enumerate(row))]
+            for (name, m), row in cells.items()]
+    header = [f"{'Model':<{label}}Metric", *(SHORT_KIND.get(k, k) for k in kinds)]
+    title = "Table 5 — Per-metric similarity by model and perturbation kind (* the column's best)"
+    return _grid(title, header, body, PAPER[5], label + 12)
 
 
 def _table6(pooled: list[PairResult]) -> str:

@@ -92,6 +92,16 @@ CONTROL_KIND = "control"
 SWAP_KIND = "swap"
 CONTROL_KINDS: frozenset[str] = frozenset({CONTROL_KIND, SWAP_KIND})  # pairs that are never gated as such
 OVERALL = "overall"  # the slice of a test item that gates all its perturbation kinds together
+# How many items noise and dilution insert at severity s: round(0.1·s·n) of a history of n (the package's
+# rule), or exactly s (the paper's and the guide's words). A run-wide setting, in the signature when "paper".
+COUNTS_PROPORTIONAL, COUNTS_PAPER = "proportional", "paper"
+PERTURBATION_COUNTS: tuple[str, ...] = (COUNTS_PROPORTIONAL, COUNTS_PAPER)
+
+
+def counts_signature(counts: str) -> str:
+    """The signature's part for the perturbation counts: '' for the default (every signature written before
+    the setting existed stays valid), ``|counts:paper`` for the paper's literal rule."""
+    return "" if counts == COUNTS_PROPORTIONAL else f"|counts:{counts}"
 
 
 @dataclass(frozen=True, order=True)

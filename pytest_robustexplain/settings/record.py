@@ -47,6 +47,7 @@ class Settings:
     severities: tuple[int, ...]
     users: int | None
     max_history: int | None
+    perturbation_counts: str
     repeats: int
     seed: int
     temperature: float

@@ -16,7 +16,14 @@ from typing import TYPE_CHECKING, Any
 from .. import guard as G
 from ..backends import BACKEND_NAMES, DEFAULT_HOSTS, GENERATION_DEFAULTS
 from ..backends import BACKENDS as BACKEND_RECORDS
-from ..results import DEFAULT_MIN_COMBINED, DEFAULT_MIN_METRIC, GUARD_POLICIES, JUDGE_SCOPES
+from ..results import (
+    COUNTS_PROPORTIONAL,
+    DEFAULT_MIN_COMBINED,
+    DEFAULT_MIN_METRIC,
+    GUARD_POLICIES,
+    JUDGE_SCOPES,
+    PERTURBATION_COUNTS,
+)
 from .parsers import (
     Parser,
     choice_parser,
@@ -175,6 +182,10 @@ OPTIONS: tuple[OptionSpec, ...] = (
     _opt("max-history", int_parser(1, allow_all=True), 50, "Most recent interactions of each history the "
          "model sees (older ones are dropped when the data is loaded); 'all' keeps every one; default 50.",
          metavar="N|all"),
+    _enum("perturbation-counts", PERTURBATION_COUNTS, COUNTS_PROPORTIONAL, "How many items noise_injection "
+          "and behavior_dilution insert at severity s: 'proportional' round(0.1·s·n) of a history of n (at "
+          "least 1), 'paper' exactly s, as the paper and the guide write it; recorded in the signature, so "
+          "runs of the two never compare."),
     _opt("repeats", int_parser(1), 1, "Explanations per (case, kind, severity), with different sample "
          "seeds; default 1.", metavar="N", marker=True),
     _opt("seed", int_parser(0), _GEN.seed, f"Random seed for perturbations and model sampling; default "

@@ -59,6 +59,48 @@ def severity_degradation(pairs: Sequence[PairResult]) -> float | None:
 
 
 @dataclass(frozen=True)
+class SeverityTest:
+    """§4.7's comparison of severity 1 with severity 5, paired by user: each user's mean ρ at L1 and at L5
+    (users with both), the paired t-test of the differences and Cohen's d_z (mean difference over its
+    standard deviation; negative: less robust at L5). ``t``, ``p`` and ``d`` are None when undefined (fewer
+    than 2 users, or every user changed by the same amount)."""
+
+    users: int
+    mean_l1: float
+    mean_l5: float
+    t: float | None
+    p: float | None
+    d: float | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def severity_test(pairs: Sequence[PairResult]) -> SeverityTest | None:
+    """The paired test of ρ at severity 1 against severity 5 (:class:`SeverityTest`); None when no user has
+    pairs at both levels."""
+    scored = perturbation_pairs(pairs)
+    by_user: dict[str, dict[int, list[float]]] = {}
+    for p in scored:
+        if p.key.severity in (1, 5):
+            by_user.setdefault(p.key.user_id, {}).setdefault(p.key.severity, []).append(p.combined)
+    both = [levels for levels in by_user.values() if 1 in levels and 5 in levels]
+    if not both:
+        return None
+    l1 = np.array([np.mean(levels[1]) for levels in both], dtype=float)
+    l5 = np.array([np.mean(levels[5]) for levels in both], dtype=float)
+    diff = l5 - l1
+    sd = float(diff.std(ddof=1)) if len(diff) > 1 else 0.0
+    t = p_value = d = None
+    if sd > 0:
+        from scipy import stats as sps
+
+        res = sps.ttest_rel(l5, l1)
+        t, p_value, d = float(res.statistic), float(res.pvalue), float(diff.mean()) / sd
+    return SeverityTest(len(both), float(l1.mean()), float(l5.mean()), t, p_value, d)
+
+
+@dataclass(frozen=True)
 class AnovaResult:
     """One-way ANOVA of ρ across perturbation kinds (pairs as observations, as in the paper)."""
 
