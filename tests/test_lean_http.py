@@ -132,7 +132,6 @@ def _payload(**fields: Any) -> bytes:
     _payload(),
     _payload(message={"role": "assistant", "content": None}),
     _payload(message={"role": "assistant", "content": "x", "thinking": "hmm"}),
-    _payload(eval_count="7"),  # pydantic coerces it
     _payload(eval_count=2.0),
     _payload(done="maybe"),  # pydantic refuses it
     _payload(message={"content": "no role"}),
@@ -157,6 +156,18 @@ def test_replies_parse_exactly_as_the_official_response_model(payload: bytes) ->
         except (pydantic.ValidationError, TypeError, MalformedReply):
             outcomes.append("refused")
     assert outcomes[0] == outcomes[1]
+
+
+def test_counts_and_content_are_handed_on_as_they_came_for_the_one_check() -> None:
+    """Where the lean path departs from the official model on purpose: it hands the content and the token
+    counts on raw, for the check every backend's replies pass (tests/test_reply_fields.py) — a string count
+    that pydantic would coerce is no count there, and a count pydantic refuses does not cost the text."""
+    from pytest_robustexplain.explainers.reply import token_count
+
+    content, prompt, completion, _, _ = parse_chat_reply(200, _payload(eval_count="7"))
+    assert (content, prompt, completion) == ("A fine watch.", 12, "7") and token_count(completion) is None
+    content, _, completion, _, _ = parse_chat_reply(200, _payload(eval_count=1.5))  # pydantic: refused
+    assert (content, completion) == ("A fine watch.", 1.5)
 
 
 # ------------------------------------------------------------------------------------------ preflight

@@ -354,6 +354,7 @@ _REPLY_FIELDS: dict[str, type] = {"model": str, "created_at": str, "done": bool,
                                   "total_duration": int, "load_duration": int, "prompt_eval_count": int,
                                   "prompt_eval_duration": int, "eval_count": int, "eval_duration": int}
 _MESSAGE_FIELDS: dict[str, type] = {"role": str, "content": str, "thinking": str}
+_COUNT_FIELDS = ("prompt_eval_count", "eval_count")
 
 
 def _plain(obj: Any, fields: dict[str, type]) -> bool:
@@ -363,13 +364,15 @@ def _plain(obj: Any, fields: dict[str, type]) -> bool:
 
 
 def parse_chat_reply(status: int, payload: bytes, retry_after: str | None = None
-                     ) -> tuple[str | None, int | None, int | None, str | None, bool]:
+                     ) -> tuple[Any, Any, Any, str | None, bool]:
     """(content, prompt tokens, completion tokens, done reason, whether it holds reasoning) of a chat reply,
     or the official client's
     error (carrying the reply's ``Retry-After`` as ``retry_after``, for the retry policy).
 
     The common shape is read directly; anything else goes through ``ollama.ChatResponse``, so a hostile
-    or unusual reply fails (or passes) exactly as it does through the official client.
+    or unusual reply fails (or passes) exactly as it does through the official client — except the content
+    and the two token counts, which are handed on as they came, for the one check every backend's replies
+    pass (``RemoteExplainer.checked``): a count that is no count is unknown, not the end of the reply.
     """
     if not 200 <= status < 300:
         import ollama
@@ -382,12 +385,16 @@ def parse_chat_reply(status: int, payload: bytes, retry_after: str | None = None
     except ValueError:
         raise MalformedReply(f"the server's chat reply is not JSON ({payload[:60]!r})") from None
     if isinstance(data, dict):
+        if data.get("message") is None and data.get("error") is not None:  # an error sent with status 200
+            raise MalformedReply(f"the server answered with an error: {str(data['error'])[:300]}")
+        counts = {key: data.pop(key) for key in _COUNT_FIELDS if key in data}
         message = data.get("message")
+        content = message.pop("content", None) if isinstance(message, dict) else None
         rest = {k: v for k, v in data.items() if k != "message"}
+        found = (content, counts.get("prompt_eval_count"), counts.get("eval_count"))
         if (isinstance(message, dict) and _plain(rest, _REPLY_FIELDS) and _plain(message, _MESSAGE_FIELDS)
                 and isinstance(message.get("role"), str)):
-            return (message.get("content"), data.get("prompt_eval_count"), data.get("eval_count"),
-                    data.get("done_reason"), bool(message.get("thinking")))
+            return (*found, data.get("done_reason"), bool(message.get("thinking")))
     import ollama
 
     if not isinstance(data, dict):
@@ -397,8 +404,7 @@ def parse_chat_reply(status: int, payload: bytes, retry_after: str | None = None
     except Exception as exc:  # pydantic's ValidationError: many lines about the fields
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise MalformedReply(f"the server's chat reply is not one Ollama sends ({first})") from None
-    return (response.message.content, response.prompt_eval_count, response.eval_count, response.done_reason,
-            bool(response.message.thinking))
+    return (*found, response.done_reason, bool(response.message.thinking))
 
 
 # ------------------------------------------------------------------------------------------ preflight

@@ -25,7 +25,7 @@ from .base import ModelInfo
 from .context import ContextWindow, window_from_openai_entry
 from .prompt import PromptTemplate
 from .remote import RemoteExplainer, Reply, http_options
-from .reply import MAX_REPLY_BYTES, ReplyTooLarge
+from .reply import MAX_REPLY_BYTES, MalformedReply, ReplyTooLarge
 from .retry import RetryPolicy, connect_cause, describe_error, is_connect_failure, status_of
 
 DEFAULT_BASE_URL = DEFAULT_HOSTS["openai"]
@@ -103,14 +103,23 @@ class OpenAICompatExplainer(RemoteExplainer):
     def _parse_completion(response: Any) -> Reply:
         try:
             data = response.json()
+            if isinstance(data, dict) and data.get("choices") is None and data.get("error") is not None:
+                raise MalformedReply(f"the server answered with an error: {_error_text(data['error'])}")
             choice = data["choices"][0]
             message = choice["message"]
-            usage = data.get("usage") or {}
         except (ValueError, KeyError, IndexError, TypeError) as exc:
+            if isinstance(exc, MalformedReply):
+                raise
             raise ValueError(f"malformed chat completion ({type(exc).__name__}: {exc}): "
                              f"{response.text[:200]!r}") from None
-        return Reply(text=message.get("content"), prompt_tokens=usage.get("prompt_tokens"),
-                     completion_tokens=usage.get("completion_tokens"),
+        if not isinstance(choice, dict) or not isinstance(message, dict):
+            raise MalformedReply(f"the chat completion's choice or message is not a JSON object: "
+                                 f"{response.text[:200]!r}")
+        usage = data.get("usage")
+        # A usage that is no object leaves both counts to the one check of every reply, which says so.
+        prompt, completion = ((usage.get("prompt_tokens"), usage.get("completion_tokens"))
+                              if isinstance(usage, dict) else (usage, usage))
+        return Reply(text=message.get("content"), prompt_tokens=prompt, completion_tokens=completion,
                      stop_reason=choice.get("finish_reason"),
                      # Ollama's /v1 says "reasoning", llama.cpp's server "reasoning_content".
                      thought=bool(message.get("reasoning") or message.get("reasoning_content")))
@@ -225,3 +234,9 @@ async def _bounded(client: Any, method: str, url: str, **kwargs: Any) -> Any:
                if k.lower() not in ("content-encoding", "content-length", "transfer-encoding")]
     return httpx.Response(response.status_code, headers=headers, content=bytes(body),
                           request=response.request)
+
+
+def _error_text(error: Any) -> str:
+    """An OpenAI-style error object's message (``{"message": …}``), or the value itself, cut to 300."""
+    message = error.get("message") if isinstance(error, dict) else None
+    return str(message if message is not None else error)[:300]

@@ -25,12 +25,12 @@ from typing import Any, TypeVar
 
 from ..backends import GenerationOptions
 from ..data import EvalCase, Item, UserHistory
-from ..errors import BackendError
+from ..errors import BackendError, RobustExplainWarning, warn
 from ..sanitize import split_credentials
 from .base import FAILURE_CONTEXT, FAILURE_ERROR, Explanation, ModelInfo
 from .context import ContextOverflow, ContextWindow, PromptSizer, overflow_of, overflow_sentence
 from .prompt import PromptTemplate, check_prompt_sizes
-from .reply import finish_reply
+from .reply import finish_reply, reply_text, token_count
 from .retry import (
     Redirected,
     RetryExhaustedError,
@@ -104,9 +104,9 @@ class BackendStats:
 class Reply:
     """The backend-neutral part of a model response."""
 
-    text: str | None
-    prompt_tokens: int | None = None
-    completion_tokens: int | None = None
+    text: Any  # str or None once checked (RemoteExplainer.checked): a server may send anything
+    prompt_tokens: Any = None  # int or None once checked
+    completion_tokens: Any = None
     stop_reason: str | None = None  # done_reason / finish_reason as the server said it
     retries: int = 0  # attempts after the first before this reply came
     thought: bool = False  # the reply carried reasoning (Ollama's message.thinking, OpenAI's reasoning)
@@ -144,12 +144,29 @@ class RemoteExplainer(ABC):
         self._fatal: BackendError | None = None
         self._warmed = False
         self.warmup_error: str | None = None  # why the warm-up failed, when it failed non-fatally
+        self._said_counts = False  # token counts that are not counts were warned of (once an explainer)
         # The model's context as the server states it (None: it does not say), and the prompt sizer that
         # learns the tokenizer's characters per token from the replies (context.py).
         self.context: ContextWindow | None = None
         self.sizer = PromptSizer()
         self._states: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _LoopState] = (
             weakref.WeakKeyDictionary())
+
+    def checked(self, reply: Reply) -> Reply:
+        """``reply`` with its fields of the types they promise, whatever the server sent: content as text
+        (a list of text parts joined; a number or an object is a MalformedReply, so the call fails saying
+        so), token counts finite non-negative integers — any other value is unknown (None), said once."""
+        text = reply_text(reply.text)
+        prompt, completion = token_count(reply.prompt_tokens), token_count(reply.completion_tokens)
+        seen = (("prompt", reply.prompt_tokens, prompt), ("completion", reply.completion_tokens, completion))
+        bad = [f"{what} {value!r}" for what, value, kept in seen if value is not None and kept is None]
+        if bad and not self._said_counts:
+            self._said_counts = True
+            warn(RobustExplainWarning(
+                f"{self.model} on {self.host} reports token counts that are not counts ({', '.join(bad)} "
+                "tokens): they are recorded as unknown, and the reports count no tokens for those calls "
+                "(said once)"))
+        return replace(reply, text=text, prompt_tokens=prompt, completion_tokens=completion)
 
     def _basic_auth(self) -> dict[str, str]:
         """The Authorization header of the URL's ``user:password@`` (empty without)."""
@@ -397,8 +414,8 @@ class RemoteExplainer(ABC):
 
         async def attempt() -> Reply:
             self.stats.warmup_calls += 1
-            return await self._within_deadline(self._request(state.client, prompt, seed=self.seed,
-                                                             num_predict=8))
+            request = self._request(state.client, prompt, seed=self.seed, num_predict=8)
+            return self.checked(await self._within_deadline(request))
 
         try:
             reply = await self.retry.run(lambda: self._with_recheck(attempt))
@@ -428,8 +445,8 @@ class RemoteExplainer(ABC):
     async def _generate(self, state: _LoopState, prompt: str, *, seed: int, num_predict: int) -> Reply:
         async def attempt() -> Reply:
             self.stats.requests += 1
-            return await self._within_deadline(self._request(state.client, prompt, seed=seed,
-                                                             num_predict=num_predict))
+            request = self._request(state.client, prompt, seed=seed, num_predict=num_predict)
+            return self.checked(await self._within_deadline(request))
 
         retried = 0
 

@@ -6,7 +6,9 @@ the text. A failed generation never becomes text: it is an Explanation with ``fa
 
 from __future__ import annotations
 
+import math
 import re
+from typing import Any
 
 from .base import FAILURE_EMPTY, FAILURE_REFUSAL, Explanation
 
@@ -30,6 +32,41 @@ class ReplyTooLarge(ValueError):
 class MalformedReply(ValueError):
     """A reply that is not what the protocol promises (no HTTP status line, a chat reply that is no JSON
     object): one sentence saying what was wrong, instead of the parser's own exception text."""
+
+
+def _json_kind(value: Any) -> str:
+    return {bool: "boolean", int: "number", float: "number", str: "string", list: "list", dict: "object",
+            type(None): "null"}.get(type(value), type(value).__name__)
+
+
+def reply_text(value: Any) -> str | None:
+    """A reply's content as the protocols promise it: text, nothing, or a list of text parts (OpenAI's
+    content parts, or plain strings) joined as they come; anything else is a MalformedReply saying what came
+    (a number, an object…) — never a TypeError deep in the reading of it."""
+    if value is None or isinstance(value, str):
+        return value
+    if not isinstance(value, list):
+        raise MalformedReply(f"the reply's content is a JSON {_json_kind(value)}, not text")
+    parts = []
+    for item in value:
+        text = item.get("text") if isinstance(item, dict) and item.get("type", "text") == "text" else item
+        if not isinstance(text, str):
+            raise MalformedReply(f"the reply's content is a list holding a JSON {_json_kind(item)}, not text "
+                                 "parts")
+        parts.append(text)
+    return "".join(parts)
+
+
+def token_count(value: Any) -> int | None:
+    """A token count as a server reports it, when it is one: a finite, non-negative whole number (``12`` or
+    ``12.0``); None for anything else — absent, negative, fractional, infinite, a string, a boolean."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value if value >= 0 else None
+    if isinstance(value, float) and math.isfinite(value) and value >= 0 and value.is_integer():
+        return int(value)
+    return None
 
 
 _THINK_TAG = re.compile(r"<(/?)(think|thinking)>", re.IGNORECASE)

@@ -42,6 +42,7 @@ class Fault:
     seconds: float = DEFAULT_HANG_SECONDS
     retry_after: int | None = None  # the Retry-After header of a failure, in seconds
     location: str = ""  # where a redirect points (the request's path is appended)
+    fields: tuple[tuple[str, Any], ...] = ()  # a "reshape" reply's overrides: (dotted path, JSON value)
 
 
 FAIL_MESSAGES = {

@@ -333,6 +333,8 @@ class _Handler(BaseHTTPRequestHandler):
             return
         fake._answered(ticket)
         body = self._final_body(call, answer)
+        if ticket.fault is not None and ticket.fault.kind == "reshape":
+            body = reshaped(body, ticket.fault.fields)
         if ticket.fault is not None and ticket.fault.kind == "trailers":
             self._send_with_trailers(body)
             return
@@ -489,3 +491,20 @@ class _Handler(BaseHTTPRequestHandler):
             event(None, None, self._usage(answer))
         self._write_chunk(b"data: [DONE]\n\n")
         self._end_stream()
+
+
+def reshaped(body: dict[str, Any], fields: tuple[tuple[str, Any], ...]) -> dict[str, Any]:
+    """``body`` with each dotted path set to its value (a list index is a number), made where missing."""
+    import copy
+
+    out = copy.deepcopy(body)
+    for path, value in fields:
+        *parents, last = path.split(".")
+        node: Any = out
+        for part in parents:
+            node = node[int(part)] if isinstance(node, list) else node.setdefault(part, {})
+        if isinstance(node, list):
+            node[int(last)] = value
+        else:
+            node[last] = value
+    return out

@@ -322,6 +322,17 @@ class FakeOllamaServer:
         after the last chunk (``Checksum: abc123``), as HTTP/1.1 allows."""
         self._queue(Fault("trailers"), _non_negative_count(n, "trailers_next"))
 
+    def reshape_next(self, n: int = 1, **fields: Any) -> None:
+        """The next ``n`` chat requests are answered normally, then the reply's JSON has ``fields`` set — a
+        server whose reply fields have other types or ranges than its protocol's. Keys are dotted paths with
+        ``__`` for the dot (``message__content=7``, ``eval_count=-1``, ``usage=[]``,
+        ``choices__0__message__content=[...]``); values are written as JSON (``float("inf")`` as
+        ``Infinity``, as Python's encoder does)."""
+        if not fields:
+            raise ValueError("FakeOllamaServer.reshape_next: name at least one field to set")
+        fault = Fault("reshape", fields=tuple((k.replace("__", "."), v) for k, v in fields.items()))
+        self._queue(fault, _non_negative_count(n, "reshape_next"))
+
     def script(self, faults: Iterable[str]) -> None:
         """Queue faults by name, one per coming chat request, in order.
 

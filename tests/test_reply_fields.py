@@ -1,0 +1,153 @@
+"""Reply fields of other types or ranges than the protocol's (issue 41, item 4): one check every backend's
+replies pass (``RemoteExplainer.checked``). Content is text, nothing or text parts joined — a number or an
+object fails the call saying so; token counts are finite non-negative integers, anything else is unknown and
+said once; an error sent with status 200 is the call's failure with the server's words."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+import warnings
+from typing import Any
+
+import pytest
+
+from pytest_robustexplain.data import Item, UserHistory, history_from, item_from
+from pytest_robustexplain.errors import RobustExplainWarning
+from pytest_robustexplain.explainers.base import FAILURE_ERROR, Explanation
+from pytest_robustexplain.explainers.ollama import OllamaExplainer
+from pytest_robustexplain.explainers.openai_compat import OpenAICompatExplainer
+from pytest_robustexplain.explainers.reply import MalformedReply, reply_text, token_count
+from pytest_robustexplain.explainers.retry import RetryPolicy
+from pytest_robustexplain.testing import FakeOllamaServer
+
+pytest_plugins = ["pytester"]
+
+HISTORY: UserHistory = history_from([{"item_id": "a", "category": "Books", "title": "Dune", "rating": 5}])
+ITEM: Item = item_from({"item_id": "b", "category": "Books", "title": "Hyperion"})
+INF = math.inf
+
+
+def _no_sleep(_seconds: float) -> None:
+    return None
+
+
+def _explainer(backend: str, url: str) -> Any:
+    retry = RetryPolicy(max_attempts=1, sleep=_no_sleep)
+    if backend == "ollama":
+        return OllamaExplainer("fake-model", host=url, retry=retry)
+    return OpenAICompatExplainer("fake-model:latest", base_url=url + "/v1", retry=retry)
+
+
+def _explain_with(backend: str, **fields: Any) -> tuple[Explanation, list[str]]:
+    """One explanation whose reply has ``fields`` set (after a normal one: preflight and warm-up), and the
+    RobustExplainWarnings raised meanwhile."""
+    async def run(server: FakeOllamaServer) -> Explanation:
+        explainer = _explainer(backend, server.url)
+        try:
+            await explainer.explain(HISTORY, ITEM, seed=1, repeat=0)
+            server.reshape_next(2, **fields)
+            first = await explainer.explain(HISTORY, ITEM, seed=1, repeat=0)
+            second = await explainer.explain(HISTORY, ITEM, seed=1, repeat=0)
+            assert (first.text, first.failure) == (second.text, second.failure)
+            return first
+        finally:
+            await explainer.aclose()
+
+    with FakeOllamaServer() as server, warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        explanation = asyncio.run(run(server))
+    said = [str(w.message) for w in caught if issubclass(w.category, RobustExplainWarning)
+            and "token counts" in str(w.message)]
+    return explanation, said
+
+
+COUNTS = {
+    "ollama": [("eval_count", INF), ("eval_count", "12"), ("eval_count", [1]), ("prompt_eval_count", -3),
+               ("eval_count", 1.5), ("eval_count", True), ("prompt_eval_count", math.nan)],
+    "openai": [("usage__prompt_tokens", INF), ("usage__completion_tokens", "9"), ("usage__prompt_tokens", -1),
+               ("usage__completion_tokens", 2.5), ("usage__prompt_tokens", False)],
+}
+
+
+@pytest.mark.parametrize(("backend", "field", "value"),
+                         [(b, f, v) for b, cases in COUNTS.items() for f, v in cases])
+def test_a_count_that_is_no_count_is_unknown_and_said_once(backend: str, field: str, value: Any) -> None:
+    explanation, said = _explain_with(backend, **{field: value})
+    assert explanation.failure is None and explanation.text.startswith("We recommend")  # the text is fine
+    prompt = field in ("prompt_eval_count", "usage__prompt_tokens")
+    assert (explanation.prompt_tokens is None) is prompt
+    assert (explanation.completion_tokens is None) is not prompt
+    assert len(said) == 1 and "are recorded as unknown" in said[0]  # two such replies, one warning
+
+
+def test_a_usage_that_is_no_object_leaves_both_counts_unknown() -> None:
+    explanation, said = _explain_with("openai", usage=[])
+    assert explanation.failure is None and explanation.text
+    assert (explanation.prompt_tokens, explanation.completion_tokens) == (None, None) and len(said) == 1
+
+
+@pytest.mark.parametrize("backend", ["ollama", "openai"])
+@pytest.mark.parametrize(("value", "said"), [
+    (7, "a JSON number, not text"), ({"a": 1}, "a JSON object, not text"),
+    ([{"type": "image"}], "a list holding a JSON object, not text parts"),
+])
+def test_content_that_is_no_text_fails_the_call_saying_so(backend: str, value: Any, said: str) -> None:
+    field = "message__content" if backend == "ollama" else "choices__0__message__content"
+    explanation, _ = _explain_with(backend, **{field: value})
+    assert explanation.failure == FAILURE_ERROR and said in explanation.detail
+
+
+@pytest.mark.parametrize("backend", ["ollama", "openai"])
+def test_content_as_text_parts_is_joined(backend: str) -> None:
+    field = "message__content" if backend == "ollama" else "choices__0__message__content"
+    explanation, _ = _explain_with(backend, **{field: [{"type": "text", "text": "Hyperion fits "},
+                                                       "your taste for Dune."]})
+    assert explanation.failure is None and explanation.text == "Hyperion fits your taste for Dune."
+
+
+@pytest.mark.parametrize(("backend", "fields", "said"), [
+    ("ollama", {"message": None, "error": "model runner crashed"},
+     "answered with an error: model runner crashed"),
+    ("openai", {"choices": None, "error": {"message": "quota exceeded"}},
+     "answered with an error: quota exceeded"),
+])
+def test_an_error_sent_with_status_200_keeps_the_servers_words(backend: str, fields: dict[str, Any],
+                                                              said: str) -> None:
+    explanation, _ = _explain_with(backend, **fields)
+    assert explanation.failure == FAILURE_ERROR and said in explanation.detail
+
+
+def test_the_checks_themselves() -> None:
+    assert [token_count(v) for v in (0, 12, 12.0, -1, 1.5, INF, math.nan, "3", True, None, [1])] == [
+        0, 12, 12, None, None, None, None, None, None, None, None]
+    assert reply_text(None) is None and reply_text("x") == "x" and reply_text(["a", {"text": "b"}]) == "ab"
+    with pytest.raises(MalformedReply, match="JSON boolean"):
+        reply_text(False)
+
+
+def test_a_run_whose_server_reports_infinite_counts_writes_every_report(pytester: pytest.Pytester) -> None:
+    """Before: INTERNALERROR at the session's end, no JSON, HTML or JUnit. Now the counts are unknown, the
+    reports are written and the project's own reader reads the JSON back."""
+    pytester.makepyfile(test_gate="""
+import pytest
+
+@pytest.mark.robustness(perturbations=["noise_injection"], severities=[2], guard="off")
+def test_gate(robustness):
+    pass
+""")
+    with FakeOllamaServer() as server:
+        server.reshape_next(10_000, eval_count=INF, prompt_eval_count=-1)
+        result = pytester.runpytest(f"--robustexplain-host={server.url}", "--robustexplain-model=fake-model",
+                                    "--robustexplain-users=3", "--robustexplain-cache=off",
+                                    "--robustexplain-json=r.json", "--robustexplain-html=r.html",
+                                    "--junitxml=j.xml", "-p", "no:cacheprovider", "-W",
+                                    "ignore::pytest_robustexplain.errors.RobustExplainWarning")
+    assert result.ret in (0, 1) and "INTERNALERROR" not in result.stdout.str()
+    from pytest_robustexplain.report.json_report import read_json
+
+    report = read_json(pytester.path / "r.json")
+    assert report.pairs and all(p.failure is None for p in report.pairs)
+    assert (pytester.path / "r.html").is_file() and (pytester.path / "j.xml").is_file()
+    json.loads((pytester.path / "r.json").read_text(encoding="utf-8"))  # strict JSON: no Infinity in it
