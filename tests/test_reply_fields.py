@@ -151,3 +151,90 @@ def test_gate(robustness):
     assert report.pairs and all(p.failure is None for p in report.pairs)
     assert (pytester.path / "r.html").is_file() and (pytester.path / "j.xml").is_file()
     json.loads((pytester.path / "r.json").read_text(encoding="utf-8"))  # strict JSON: no Infinity in it
+
+
+# ------------------------------------------------------------------------------ embedding vectors
+@pytest.mark.parametrize(("body", "said"), [
+    ({"embeddings": [[0.1, math.nan, 0.3]]}, "NaN or Infinity"),
+    ({"embeddings": [[0.1, INF]]}, "NaN or Infinity"),
+    ({"embeddings": [[]]}, "an empty vector"),
+    ({"embeddings": [["x"]]}, "did not answer with embeddings"),
+])
+def test_an_embedding_a_cosine_cannot_read_is_one_error_naming_the_model(body: dict[str, Any],
+                                                                        said: str) -> None:
+    from pytest_robustexplain.errors import BackendError
+    from pytest_robustexplain.explainers.embedding import EmbeddingClient
+
+    client = EmbeddingClient("nomic-embed-text", host="http://127.0.0.1:9")
+    with pytest.raises(BackendError, match=f"nomic-embed-text.*{said}|{said}.*nomic-embed-text"):
+        client._vectors(body)
+
+
+def test_vectors_of_another_length_than_the_models_first_are_refused() -> None:
+    from pytest_robustexplain.errors import BackendError
+    from pytest_robustexplain.explainers.embedding import Embedder
+
+    class Client:
+        api, model, host = "ollama", "nomic-embed-text", "http://127.0.0.1:9"
+        sizes = iter([3, 3, 4])
+
+        async def embed(self, texts: list[str]) -> list[tuple[float, ...]]:
+            return [tuple(1.0 for _ in range(next(self.sizes))) for _ in texts]
+
+    embedder = Embedder(Client())  # type: ignore[arg-type]
+
+    async def go() -> None:
+        assert len(await embedder.vector("a")) == 3 and len(await embedder.vector("b")) == 3
+        with pytest.raises(BackendError, match="a vector of 4 numbers after vectors of 3"):
+            await embedder.vector("c")
+
+    asyncio.run(go())
+
+
+# ------------------------------------------------------------------------------ compressed bodies
+@pytest.mark.parametrize("backend", ["ollama", "openai"])
+@pytest.mark.parametrize("encoding", ["gzip", "deflate"])
+def test_a_compressed_reply_is_read(backend: str, encoding: str) -> None:
+    async def run(server: FakeOllamaServer) -> Explanation:
+        explainer = _explainer(backend, server.url)
+        try:
+            plain = await explainer.explain(HISTORY, ITEM, seed=1, repeat=0)
+            server.compress_next(1, encoding)
+            packed = await explainer.explain(HISTORY, ITEM, seed=1, repeat=0)
+            assert packed.text == plain.text and packed.completion_tokens == plain.completion_tokens
+            return packed
+        finally:
+            await explainer.aclose()
+
+    with FakeOllamaServer() as server:
+        assert asyncio.run(run(server)).failure is None
+
+
+def test_a_reply_in_an_encoding_the_client_does_not_read_is_one_sentence() -> None:
+    async def run(server: FakeOllamaServer) -> Explanation:
+        explainer = _explainer("ollama", server.url)
+        try:
+            await explainer.explain(HISTORY, ITEM, seed=1, repeat=0)
+            server.compress_next(1, "br")
+            return await explainer.explain(HISTORY, ITEM, seed=1, repeat=0)
+        finally:
+            await explainer.aclose()
+
+    with FakeOllamaServer() as server:
+        explanation = asyncio.run(run(server))
+    assert explanation.failure == FAILURE_ERROR
+    assert "compressed with 'br', which this client does not read" in explanation.detail
+
+
+def test_a_small_gzip_that_expands_past_the_limit_is_refused_unread() -> None:
+    import gzip
+
+    from pytest_robustexplain.explainers.lean_http import LeanOllamaHttp
+    from pytest_robustexplain.explainers.reply import ReplyTooLarge
+
+    lean = LeanOllamaHttp("http://127.0.0.1:9", connect_timeout=1.0, read_timeout=1.0)
+    bomb = gzip.compress(b"\0" * (lean.max_body + 1))
+    assert len(bomb) < lean.max_body // 100  # a thousandfold
+    with pytest.raises(ReplyTooLarge):
+        lean._decoded(bomb, "gzip")
+    assert lean._decoded(gzip.compress(b'{"a": 1}'), "GZIP") == b'{"a": 1}'

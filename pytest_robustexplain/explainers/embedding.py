@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import math
 import os
 import time
 import weakref
@@ -141,10 +142,13 @@ class EmbeddingClient:
     def _vectors(self, body: Any) -> list[Vector]:
         try:
             rows = body["embeddings"] if self.api == "ollama" else [d["embedding"] for d in body["data"]]
-            return [tuple(float(x) for x in row) for row in rows]
+            vectors = [tuple(float(x) for x in row) for row in rows]
         except (KeyError, TypeError, ValueError):
             raise BackendError(f"{self.host}{self.path} did not answer with embeddings for {self.model!r}: "
                                f"{json.dumps(body)[:200]}") from None
+        for vector in vectors:
+            check_vector(vector, self.model, self.host)
+        return vectors
 
     def _new_client(self) -> Any:
         import httpx
@@ -221,6 +225,21 @@ class EmbeddingCache:
             write_atomic(self.directory / key[:2] / f"{key}.json", json.dumps(entry), root=self.directory)
 
 
+def check_vector(vector: Vector, model: str, host: str, length: int | None = None) -> None:
+    """One vector as a cosine can read it: non-empty, every number finite, and as long as the model's
+    others (``length``) — else one BackendError naming the model, not a NaN silently scored 0 or a traceback
+    from the cosine."""
+    if not vector:
+        raise BackendError(f"embeddings from {model!r} at {host}: an empty vector")
+    if not all(math.isfinite(x) for x in vector):
+        raise BackendError(f"embeddings from {model!r} at {host}: a vector holds NaN or Infinity, which no "
+                           "similarity can be read from")
+    if length is not None and len(vector) != length:
+        raise BackendError(f"embeddings from {model!r} at {host}: a vector of {len(vector)} numbers after "
+                           f"vectors of {length} — two models' vectors, or a model changed mid-run, cannot "
+                           "be compared")
+
+
 class Embedder:
     """Texts → vectors through the memory memo, the disk cache and the client, in that order."""
 
@@ -230,6 +249,7 @@ class Embedder:
         self._memo: dict[str, Vector] = {}
         self.requests = 0  # texts sent to the server (tests and reports read it)
         self.digest: str | None = None  # the embedding model's, from preflight (or its record)
+        self.length: int | None = None  # every vector's length, from the first one (cached or asked)
 
     async def preflight(self) -> str | None:
         """The embedding model's digest: asked of the server, or read from the cache's record when
@@ -247,6 +267,8 @@ class Embedder:
         vector = self._memo.get(text)
         if vector is None:
             vector = await self._load(text)
+            check_vector(vector, self.client.model, self.client.host, self.length)
+            self.length = len(vector)
             self._memo[text] = vector
         return vector
 

@@ -279,9 +279,33 @@ class LeanOllamaHttp:
                 if len(conn.buffer) > self.max_body:
                     raise ReplyTooLarge
                 await conn.more(self.read_timeout)
-            body, keep = bytes(conn.buffer), False
-            return status, body, keep, retry_after
-        return status, body, headers.get("connection", "").lower() != "close", retry_after
+            body = bytes(conn.buffer)
+            return status, self._decoded(body, headers.get("content-encoding", "")), False, retry_after
+        keep = headers.get("connection", "").lower() != "close"
+        return status, self._decoded(body, headers.get("content-encoding", "")), keep, retry_after
+
+    def _decoded(self, body: bytes, encoding: str) -> bytes:
+        """The body as sent before a ``Content-Encoding`` a proxy may add although the request asked for
+        none: gzip and deflate are decoded (never past ``max_body``: a small body can expand a thousandfold),
+        any other is one sentence naming it — not "not JSON (b'\\x1f\\x8b…')"."""
+        name = encoding.strip().lower()
+        if name in ("", "identity"):
+            return body
+        if name not in ("gzip", "x-gzip", "deflate"):
+            raise MalformedReply(f"{self.host}:{self.port} sent a reply compressed with {encoding[:40]!r}, "
+                                 "which this client does not read (it asked for no compression)")
+        import zlib
+
+        for wbits in ((16 + zlib.MAX_WBITS,) if name != "deflate" else (zlib.MAX_WBITS, -zlib.MAX_WBITS)):
+            inflater = zlib.decompressobj(wbits)
+            try:
+                plain = inflater.decompress(body, self.max_body + 1)
+            except zlib.error:
+                continue
+            if len(plain) > self.max_body or inflater.unconsumed_tail:
+                raise ReplyTooLarge
+            return plain
+        raise MalformedReply(f"{self.host}:{self.port} sent a {name} reply that does not decompress")
 
     def _status(self, line: str) -> int:
         parts = line.split(" ", 2)

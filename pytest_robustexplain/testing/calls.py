@@ -43,6 +43,7 @@ class Fault:
     retry_after: int | None = None  # the Retry-After header of a failure, in seconds
     location: str = ""  # where a redirect points (the request's path is appended)
     fields: tuple[tuple[str, Any], ...] = ()  # a "reshape" reply's overrides: (dotted path, JSON value)
+    encoding: str = ""  # a "compress" reply's Content-Encoding (gzip, deflate; any other name: sent as is)
 
 
 FAIL_MESSAGES = {

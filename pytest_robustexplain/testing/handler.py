@@ -201,6 +201,15 @@ class _Handler(BaseHTTPRequestHandler):
             if self.server.fake._stopping.wait(trickle):
                 return
 
+    def _send_compressed(self, obj: Any, encoding: str) -> None:
+        import zlib
+
+        data = json.dumps(obj).encode("utf-8")
+        if encoding in ("gzip", "deflate"):
+            packer = zlib.compressobj(wbits=16 + zlib.MAX_WBITS if encoding == "gzip" else zlib.MAX_WBITS)
+            data = packer.compress(data) + packer.flush()
+        self._send_bytes(200, data, "application/json; charset=utf-8", headers={"Content-Encoding": encoding})
+
     def _send_json(self, status: int, obj: Any, headers: dict[str, str] | None = None) -> None:
         """A JSON reply, trickled like every reply of a slow server (``trickle``)."""
         self._send_bytes(status, json.dumps(obj).encode("utf-8"), "application/json; charset=utf-8",
@@ -337,6 +346,9 @@ class _Handler(BaseHTTPRequestHandler):
             body = reshaped(body, ticket.fault.fields)
         if ticket.fault is not None and ticket.fault.kind == "trailers":
             self._send_with_trailers(body)
+            return
+        if ticket.fault is not None and ticket.fault.kind == "compress":
+            self._send_compressed(body, ticket.fault.encoding)
             return
         self._send_json(200, body)
         if ticket.fault is not None and ticket.fault.kind == "extra":

@@ -333,6 +333,12 @@ class FakeOllamaServer:
         fault = Fault("reshape", fields=tuple((k.replace("__", "."), v) for k, v in fields.items()))
         self._queue(fault, _non_negative_count(n, "reshape_next"))
 
+    def compress_next(self, n: int = 1, encoding: str = "gzip") -> None:
+        """The next ``n`` chat replies come compressed with ``encoding`` although the request asked for none
+        (a proxy that compresses regardless): ``gzip`` and ``deflate`` are compressed; any other name is only
+        announced in ``Content-Encoding``, the body left as it is."""
+        self._queue(Fault("compress", encoding=encoding), _non_negative_count(n, "compress_next"))
+
     def script(self, faults: Iterable[str]) -> None:
         """Queue faults by name, one per coming chat request, in order.
 
