@@ -100,6 +100,37 @@ def test_a_misspelt_yaml_key_names_the_file_and_line_with_a_suggestion(pytester:
     assert "robustexplain.yaml" in err and "user" in err and "users" in err
 
 
+@pytest.mark.parametrize(("name", "text"), [
+    ("pyproject.toml", '[tool.pytest.ini_options]\nrobustexplain_min_combind = "0.9"\n'),
+    ("pytest.ini", "[pytest]\nrobustexplain_min_combind = 0.9\n"),
+])
+def test_a_misspelt_ini_key_is_a_usage_error_naming_the_one_meant(pytester: pytest.Pytester, name: str,
+                                                                  text: str) -> None:
+    """Before: pytest's "Unknown config option" warning in the summary, and the gate ran at 0.5 (issue 43)."""
+    (pytester.path / name).write_text(text, encoding="utf-8")
+    pytester.makepyfile("def test_plain():\n    pass\n")  # no marked test: the key is the plugin's anyway
+    result = pytester.runpytest("-p", "no:cacheprovider")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([f"ERROR: robustexplain: {name}: robustexplain_min_combind is not a "
+                                 "robustexplain setting; did you mean 'robustexplain_min_combined'?*"])
+
+
+def test_the_command_refuses_a_misspelt_ini_key_too(pytester: pytest.Pytester,
+                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    from pytest_robustexplain import cli
+
+    (pytester.path / "pytest.ini").write_text("[pytest]\nrobustexplain_userz = 3\n", encoding="utf-8")
+    assert cli.main(["run", "--backend", "template", "--dry-run"]) != 0
+    assert "robustexplain_userz is not a robustexplain setting; did you mean 'robustexplain_users'?" in (
+        capsys.readouterr().err)
+
+
+def test_other_unknown_ini_keys_stay_pytests_business(pytester: pytest.Pytester) -> None:
+    pytester.makeini("[pytest]\nmy_own_key = 1\n")
+    pytester.makepyfile("def test_plain():\n    pass\n")
+    pytester.runpytest("-p", "no:cacheprovider").assert_outcomes(passed=1, warnings=1)
+
+
 def test_the_ini_file_beats_the_yaml_file(pytester: pytest.Pytester) -> None:
     pytester.makeini("[pytest]\nrobustexplain_users = 2\n")
     (pytester.path / "robustexplain.yaml").write_text("backend: template\nusers: 5\n", encoding="utf-8")

@@ -36,7 +36,7 @@ class Invalid(Exception):
 Parser = Callable[[Any], Any]
 
 
-def _suggest(word: str, choices: Iterable[str]) -> str:
+def suggest(word: str, choices: Iterable[str]) -> str:
     """``; did you mean 'x'?`` when a close match exists, else an empty string."""
     close = difflib.get_close_matches(word, list(choices), n=1, cutoff=TYPO_CUTOFF)
     return f"; did you mean {close[0]!r}?" if close else ""
@@ -44,7 +44,7 @@ def _suggest(word: str, choices: Iterable[str]) -> str:
 
 def hint(word: str, choices: Sequence[str]) -> str:
     """The suggestion (or a full stop) followed by the valid names, to end an "unknown name" message."""
-    return f"{_suggest(word, choices) or '.'} Valid: {', '.join(choices)}"
+    return f"{suggest(word, choices) or '.'} Valid: {', '.join(choices)}"
 
 
 def parse_text(raw: Any) -> str:
@@ -139,7 +139,7 @@ def choice_parser(choices: tuple[str, ...]) -> Parser:
             raise Invalid(f"must be one of {', '.join(choices)} (got a boolean)")
         value = parse_text(raw).lower()
         if value not in choices:
-            raise Invalid(f"must be one of {', '.join(choices)}{_suggest(value, choices)}")
+            raise Invalid(f"must be one of {', '.join(choices)}{suggest(value, choices)}")
         return value
     return parse
 
@@ -249,7 +249,7 @@ def metric_names(raw: Mapping[str, Any], names: tuple[str, ...] = METRICS, *, us
     metrics a test has is known once its conftests registered them: the engine checks it then)."""
     unknown = [k for k in raw if k not in names and not (user and user_metric_name(k))]
     if unknown:
-        raise Invalid(f"unknown metric {unknown[0]!r}{_suggest(str(unknown[0]), names)} "
+        raise Invalid(f"unknown metric {unknown[0]!r}{suggest(str(unknown[0]), names)} "
                        f"(metrics: {', '.join(names)})")
 
 

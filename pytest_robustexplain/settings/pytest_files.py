@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigError
-from .layers import resolve_settings
+from .layers import check_ini_names, resolve_settings, unknown_ini_keys
 from .record import Settings
 from .table import OPTIONS, PLUGIN_NAME
 
@@ -34,6 +34,7 @@ class PytestFiles:
     ini_path: Path | None
     rootdir: Path
     addopts: Mapping[str, Any]  # option dest -> raw value given through addopts / $PYTEST_ADDOPTS
+    unknown_ini: tuple[str, ...] = ()  # ini keys pytest does not know (robustexplain_ ones are errors)
 
 
 def read_pytest_files(invocation_dir: Path) -> PytestFiles:
@@ -54,7 +55,8 @@ def read_pytest_files(invocation_dir: Path) -> PytestFiles:
                 ini={spec.ini: config.getini(spec.ini) for spec in OPTIONS},
                 ini_path=config.inipath, rootdir=Path(config.rootpath),
                 addopts={spec.dest: value for spec in OPTIONS
-                         if (value := config.getoption(spec.dest, default=None)) is not None})
+                         if (value := config.getoption(spec.dest, default=None)) is not None},
+                unknown_ini=unknown_ini_keys(config))
             return 0
 
     reader = Reader()
@@ -79,6 +81,7 @@ def settings_from_project(*, cli: Mapping[str, Any], env: Mapping[str, str], inv
     door's own options, keyed by dest; None is "not given") over pytest's addopts options, then the
     environment, the ini file pytest picks and the ``robustexplain.yaml`` in pytest's rootdir."""
     files = read_pytest_files(invocation_dir)
+    check_ini_names(files.unknown_ini, files.ini_path, files.rootdir)
     given = {dest: value for dest, value in cli.items() if value is not None}
     settings = resolve_settings(cli={**files.addopts, **given}, env=env, ini=files.ini, yaml_path=None,
                                 rootdir=files.rootdir, invocation_dir=invocation_dir,
