@@ -420,3 +420,35 @@ def test_the_dry_run_says_a_custom_explainer_is_planned_when_it_runs(pytester: p
     result = pytester.runpytest("--robustexplain-backend=callable", "--robustexplain-dry-run")
     result.assert_outcomes(skipped=1)
     result.stdout.fnmatch_lines(["*own `explainer` fixture*planned when each runs*"])
+
+
+def test_a_bad_data_row_with_an_overridden_explainer_is_one_usage_error(pytester: pytest.Pytester) -> None:
+    """Before (issue 43): no model and the README's `explainer` override, a row with rating=great printed a
+    traceback through the plugin per item (250 lines for six); the model path said one line. Now both do
+    (serially: an xdist worker still reads the data when each item runs)."""
+    pytester.makeconftest("""
+import pytest
+
+@pytest.fixture
+def explainer():
+    return lambda history, item: f"{item.title} fits your taste."
+""")
+    pytester.makepyfile(test_gate="""
+import pytest
+
+@pytest.mark.robustness(perturbations=["noise_injection", "temporal_shuffle"], severities=[1, 2])
+def test_gate(robustness):
+    pass
+""")
+    (pytester.path / "bad.csv").write_text("user_id,item_id,rating,category,timestamp\n"
+                                           "u1,i1,great,Books,1700000000\nu1,i2,4,Books,1700000100\n",
+                                           encoding="utf-8")
+    (pytester.path / "catalog.csv").write_text("item_id,title,category\ni1,Dune,Books\ni2,Hyperion,Books\n",
+                                               encoding="utf-8")
+    result = pytester.runpytest("--robustexplain-histories=bad.csv", "--robustexplain-catalog=catalog.csv",
+                                "-p", "no:cacheprovider")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    said = [line for line in result.stderr.lines + result.stdout.lines if "field 'rating'" in line]
+    assert len(said) == 1 and said[0].startswith("ERROR: robustexplain: ")
+    assert "not a number: 'great'" in said[0]
+    assert "Traceback" not in result.stdout.str() and "runner.py" not in result.stdout.str()

@@ -162,6 +162,11 @@ class ItemRun:
         self.load_baseline()  # a bad baseline is a usage error before any call
         if self.settings.dry_run:
             return self._dry_run()
+        if not self.lazy and any(p.own_explainer for p in self.plans.values()):
+            # Their slices are planned when each runs: read the data now, so a bad data file is one usage
+            # error at collection, as on the model path — not a traceback per item. (Not in an xdist worker:
+            # a usage error there ends the worker, and xdist the session, with an INTERNALERROR.)
+            self.engine.dataset  # noqa: B018 - loaded and checked on first use
         if not configured_models(self.settings):
             return self._no_model()
         if not listing:
