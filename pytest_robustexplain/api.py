@@ -33,7 +33,7 @@ from .metrics import (
     compute_structural_consistency,
     score_pair,
 )
-from .perturbations import DEFAULT_REGISTRY, KindRegistry, PerturbationResult, available_kinds
+from .perturbations import PerturbationResult, available_kinds, counted
 from .perturbations import apply_perturbation as _apply
 from .results import COUNTS_PROPORTIONAL, PERTURBATION_COUNTS
 
@@ -96,9 +96,8 @@ def apply_perturbation(history: UserHistory | Iterable[Any], kind: str, severity
     items = _catalog_of(record) if catalog is None else catalog_from(catalog)
     if counts not in PERTURBATION_COUNTS:
         raise ConfigError(f"counts must be one of {', '.join(PERTURBATION_COUNTS)}, got {counts!r}")
-    kinds = None if counts == COUNTS_PROPORTIONAL else KindRegistry(base=DEFAULT_REGISTRY, counts=counts)
     result = _apply(record, kind, severity, catalog=items, seed=seed, item_id=item_id, repeat=repeat,
-                    kinds=kinds)
+                    kinds=counted(None, counts))
     if plain:
         return History((_plain(i) for i in result.perturbed), catalog=catalog)
     return result
@@ -286,15 +285,13 @@ def _session(given: Mapping[str, Any]) -> _Session:
 def _settings(given: Mapping[str, Any]) -> Settings:
     """The settings a run started here would use, with ``given`` (field names) over every other layer."""
     from .settings import OPTIONS, settings_from_project
+    from .settings.parsers import suggest
 
     by_field = {spec.field: spec for spec in OPTIONS}
     unknown = [name for name in given if name not in by_field]
     if unknown:
-        import difflib
-
-        near = difflib.get_close_matches(unknown[0], by_field, n=1)
-        hint = f"; did you mean {near[0]!r}?" if near else ""
-        raise ConfigError(f"generate_explanation: unknown setting {unknown[0]!r}{hint}")
+        near = suggest(unknown[0], by_field)
+        raise ConfigError(f"generate_explanation: unknown setting {unknown[0]!r}{near}")
     cli = {by_field[name].dest: _as_text(value) for name, value in given.items()}
     return settings_from_project(cli=cli, env=os.environ, invocation_dir=Path(os.path.abspath(Path.cwd())))
 

@@ -133,9 +133,9 @@ def _guard_comparison(run_a: RunResult, model_a: str, run_b: RunResult, model_b:
 
 def check_comparable(run_a: RunResult, path_a: str, run_b: RunResult, path_b: str) -> None:
     """Refuse runs whose scores or pairs do not mean the same thing (CommandError with the reason)."""
-    from ..results import COUNTS_PROPORTIONAL
+    from ..results import counts_of
 
-    counts_a, counts_b = (r.settings.get("perturbation_counts", COUNTS_PROPORTIONAL) for r in (run_a, run_b))
+    counts_a, counts_b = counts_of(run_a.signature), counts_of(run_b.signature)
     if counts_a != counts_b:  # said before the signature that records it: the cause, not a symptom
         raise CommandError(
             f"{path_a} perturbed its histories with perturbation-counts={counts_a} and {path_b} with "

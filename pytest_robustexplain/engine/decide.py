@@ -298,13 +298,13 @@ def check_baseline(baseline: RunResult, path: Path, settings: Settings, *, save_
     histories perturbed by the other perturbation-counts rule)."""
     from ..metrics import metric_signature
     from ..metrics.user import split_signature
-    from ..results import COUNTS_PAPER, COUNTS_PROPORTIONAL, counts_signature
+    from ..results import counts_of, counts_signature
 
     # The user's own metrics belong to the tests that measure them: each test checks its own (regression).
     counts = counts_signature(settings.perturbation_counts)
     current = metric_signature(weights=settings.weights, embedding=settings.embed_model) + counts
     builtin = split_signature(baseline.signature)[0]
-    theirs = COUNTS_PAPER if builtin.endswith(counts_signature(COUNTS_PAPER)) else COUNTS_PROPORTIONAL
+    theirs = counts_of(baseline.signature)
     if theirs != settings.perturbation_counts:
         raise ConfigError(
             f"baseline {path} perturbed its histories with perturbation-counts={theirs} and this run uses "

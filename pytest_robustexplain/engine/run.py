@@ -27,8 +27,8 @@ from ..errors import (
     warn,
 )
 from ..explainers.base import FAILURE_ERROR, digest_now
+from ..perturbations import counted
 from ..results import (
-    COUNTS_PROPORTIONAL,
     OVERALL,
     GateResult,
     ModelInfo,
@@ -86,16 +86,6 @@ if TYPE_CHECKING:
     from ..sweep import Counters, SliceResult, SliceSpec, Sweep
 
 
-def counted_kinds(kinds: KindRegistry | None, counts: str) -> KindRegistry | None:
-    """The run's kinds under its perturbation-counts rule: ``kinds`` as given for the default, else a
-    registry over them (or the process's) whose noise and dilution insert by the paper's rule."""
-    if counts == COUNTS_PROPORTIONAL:
-        return kinds
-    from ..perturbations import DEFAULT_REGISTRY, KindRegistry
-
-    return KindRegistry(base=kinds if kinds is not None else DEFAULT_REGISTRY, counts=counts)
-
-
 class Run:
     """The state of one run: settings in, a :class:`RunResult` and reports out.
 
@@ -111,7 +101,7 @@ class Run:
                  checks: CheckRegistry | None = None) -> None:
         self.settings = settings
         self.spelling = spelling
-        self.kinds = counted_kinds(kinds, settings.perturbation_counts)  # None: the process's registry
+        self.kinds = counted(kinds, settings.perturbation_counts)  # None: the process's registry
         self.checks = checks  # the run's checks (None: the process's registry)
         self.cache_dir = cache_directory(settings, base_dir)
         self.cross_process = cross_process

@@ -197,6 +197,14 @@ def register_payload(family: str, template: str) -> None:
     DEFAULT_REGISTRY.register_payload(family, template)
 
 
+def counted(kinds: KindRegistry | None, counts: str) -> KindRegistry | None:
+    """``kinds`` (None: the process's) under a perturbation-counts rule: as given for the default, else a
+    registry over them whose noise and dilution insert by ``counts`` (the paper's "s items")."""
+    if counts == COUNTS_PROPORTIONAL:
+        return kinds
+    return KindRegistry(base=kinds if kinds is not None else DEFAULT_REGISTRY, counts=counts)
+
+
 def register_builtin(name: str, fn: PerturbationFn, aliases: tuple[str, ...], *,
                      takes_payloads: bool = False, takes_counts: bool = False) -> None:
     DEFAULT_REGISTRY.register(name, fn, aliases=aliases, builtin=True, takes_payloads=takes_payloads,

@@ -66,8 +66,10 @@ def render_paper_tables(run: RunResult) -> str:
 
 def _formulas(run: RunResult) -> str:
     """Where this run's formulas depart from the paper's text, and the text from the authors' code."""
-    counts = run.settings.get("perturbation_counts", "proportional")
-    inserted = ("exactly s items (perturbation-counts=paper, the paper's words)" if counts == "paper" else
+    from ..results import COUNTS_PAPER, counts_of
+
+    inserted = ("exactly s items (perturbation-counts=paper, the paper's words)"
+                if counts_of(run.signature) == COUNTS_PAPER else
                 "round(0.1·s·n) items of a history of n (perturbation-counts=proportional; the paper says s)")
     return "\n".join(_wrap(
         f"Formulas: ρ weighs the four metrics as this run's signature says (the paper: .25 each); noise and "

@@ -104,6 +104,13 @@ def counts_signature(counts: str) -> str:
     return "" if counts == COUNTS_PROPORTIONAL else f"|counts:{counts}"
 
 
+def counts_of(signature: str) -> str:
+    """The perturbation-counts rule a run's signature records (:func:`counts_signature`; the default when
+    it records none, as every signature written before the setting existed)."""
+    return next((part.split(":", 1)[1] for part in signature.split("|") if part.startswith("counts:")),
+                COUNTS_PROPORTIONAL)
+
+
 @dataclass(frozen=True, order=True)
 class PairKey:
     """Identifies a pair across runs: baselines and model comparisons match on it (model aside)."""
