@@ -103,6 +103,7 @@ def test_a_misspelt_yaml_key_names_the_file_and_line_with_a_suggestion(pytester:
 @pytest.mark.parametrize(("name", "text"), [
     ("pyproject.toml", '[tool.pytest.ini_options]\nrobustexplain_min_combind = "0.9"\n'),
     ("pytest.ini", "[pytest]\nrobustexplain_min_combind = 0.9\n"),
+    ("tox.ini", "[pytest]\nrobustexplain-min-combined = 0.9\n"),  # the flag's spelling, not the key's
 ])
 def test_a_misspelt_ini_key_is_a_usage_error_naming_the_one_meant(pytester: pytest.Pytester, name: str,
                                                                   text: str) -> None:
@@ -111,8 +112,9 @@ def test_a_misspelt_ini_key_is_a_usage_error_naming_the_one_meant(pytester: pyte
     pytester.makepyfile("def test_plain():\n    pass\n")  # no marked test: the key is the plugin's anyway
     result = pytester.runpytest("-p", "no:cacheprovider")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stderr.fnmatch_lines([f"ERROR: robustexplain: {name}: robustexplain_min_combind is not a "
-                                 "robustexplain setting; did you mean 'robustexplain_min_combined'?*"])
+    key = text.split("\n")[1].split(" =")[0]
+    result.stderr.fnmatch_lines([f"ERROR: robustexplain: {name}: {key} is not a robustexplain setting; "
+                                 "did you mean 'robustexplain_min_combined'?*"])
 
 
 def test_the_command_refuses_a_misspelt_ini_key_too(pytester: pytest.Pytester,

@@ -284,12 +284,14 @@ def check_ini_names(keys: Iterable[str], ini_path: Path | None, rootdir: Path) -
     """ConfigError for an ini key under ``robustexplain_`` that names no setting
     (``robustexplain_min_combind``): pytest only warns of an unknown key, and the gate would run at the
     default — a threshold nobody chose — on a green build. The prefix is the plugin's, so every unknown key
-    under it is a typo, as an unknown YAML key or marker keyword is."""
+    under it is a typo, as an unknown YAML key or marker keyword is — spelt with dashes as the flag is
+    (``robustexplain-min-combined``) too."""
     known = [spec.ini for spec in OPTIONS]
     for key in sorted(keys):
-        if key.startswith(INI_PREFIX) and key not in known:
+        if key.replace("-", "_").startswith(INI_PREFIX) and key not in known:
             where = _display(Path(ini_path), rootdir) if ini_path else "the ini file"
-            raise ConfigError(f"{where}: {key} is not a robustexplain setting{suggest(key, known)} (pytest "
+            near = suggest(key.replace("-", "_"), known)
+            raise ConfigError(f"{where}: {key} is not a robustexplain setting{near} (pytest "
                               "only warns of an unknown ini key; under robustexplain_ it is an error)")
 
 
