@@ -32,10 +32,10 @@ from .settings import MARKER_DOC, register_options, settings_from_pytest
 
 if TYPE_CHECKING:
     from .checks import CheckRegistry
+    from .engine import RunOutcome
     from .engine.items import BoundExplainer, ItemRun
     from .explainers.base import Explainer
     from .perturbations import KindRegistry, PerturbationResult
-    from .report.summary import ReportModel
     from .results import Robustness
     from .settings import Settings
     from .testing import FakeOllamaServer
@@ -43,7 +43,7 @@ if TYPE_CHECKING:
 
 PLUGIN_NAME = "robustexplain-session"  # the registered plugin object's name
 PLUGIN_KEY = pytest.StashKey["RobustExplainPlugin"]()
-# pytest's exit code when every test passed but a report could not be written (documented in README):
+# pytest's exit code when every test passed but a report could not be written (documented in docs/ci.md):
 # distinct from 1, so a broken report path never reads as a failed gate, nor passes unnoticed.
 REPORT_ERROR_EXIT = pytest.ExitCode.USAGE_ERROR
 
@@ -77,7 +77,7 @@ class RobustExplainPlugin:
         self._kinds: KindRegistry | None = None  # what this session's conftests registered
         self._items: ItemRun | None = None
         self._checks: dict[Path, CheckRegistry | None] = {}  # by test directory: its conftests' checks
-        self.report: ReportModel | None = None  # the finished run, as the writers read it
+        self.done: RunOutcome | None = None  # the finished run: as the writers read it, the files written
         # Lines for the end of the terminal summary (a report that could not be written, a stopped run):
         # said there, after pytest's progress line is done, never glued to its dots.
         self.notes: list[tuple[str, bool]] = []
@@ -246,21 +246,21 @@ class RobustExplainPlugin:
         if end.done is None:
             return
         self.config.hook.pytest_robustexplain_report(run=end.done.result, config=self.config)
-        self.report = end.done.report
+        self.done = end.done
         failing = bool(end.done.errors) and session.exitstatus == pytest.ExitCode.OK
         if failing:
             session.exitstatus = REPORT_ERROR_EXIT
         self.notes += end.error_notes(int(session.exitstatus) if failing else None)
 
     def pytest_terminal_summary(self, terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
-        if self.report is not None and self._items is not None:
+        if self.done is not None and self._items is not None:
             from .report.terminal import session_summary
 
             if config.get_verbosity() >= 0:
                 terminalreporter.write_sep("=", "robustness report")
             width = getattr(getattr(terminalreporter, "_tw", None), "fullwidth", 100)
-            for line in session_summary(self.report, width=width, verbosity=config.get_verbosity(),
-                                        line_of=self._items.lines):
+            for line in session_summary(self.done.report, width=width, verbosity=config.get_verbosity(),
+                                        line_of=self._items.lines, written=self.done.written):
                 terminalreporter.write_line(line)
         for line, red in self.notes:
             terminalreporter.write_line(f"robustexplain: {line}", red=red, bold=red, yellow=not red)

@@ -184,3 +184,14 @@ def test_compare_exits_1_on_regression(server: FakeOllamaServer, capsys: pytest.
     assert run("compare", "stable.json", "fragile.json", "--max-regression", "1") == 0
     assert run("compare", "fragile.json", "stable.json", "--fail-on-regression", "--max-regression", "0") == 0
     assert run("compare", "stable.json", "fragile.json", "--max-regression", "-1") == 2
+
+
+def test_a_change_too_wide_for_the_delta_column_is_still_apart_from_its_p_value() -> None:
+    """Found by the property above (a shrunk case, kept as an example): over a base near 0 the change is
+    "+12580.6 %", ten characters, and the Δ column of ten ran it into the p column ("+12580.6 %<0.001")."""
+    a = [[0.0, 0.0], [0.0, 0.0], [0.0, 0.031]]
+    b = [[min(1.0, v + 0.5 + 0.1 * (i % 2)) for i, v in enumerate(user)] for user in a]
+    comparison = compare_models(pairs("x", a, [0.0, 0.0, 0.0, 0.25]), pairs("y", b, [0.25, 0.0, 0.0, 0.0]),
+                                names=("x", "y"), alpha=0.01)
+    lines = comparison_lines(comparison, 200)
+    assert any(len(cell) >= 10 for cell in table_deltas(lines).values()), lines

@@ -272,7 +272,7 @@ def test_openai_models(server: FakeOllamaServer) -> None:
         listing = http.get("/models").json()
         assert listing == {"object": "list", "data": [
             {"id": "fake-model:latest", "object": "model", "created": listing["data"][0]["created"],
-             "owned_by": "library"}]}
+             "owned_by": "robustexplain-fake-server"}]}  # says what it is
         assert http.get("/models/fake-model:latest").json()["id"] == "fake-model:latest"
         assert http.get("/models/other").status_code == 404
 

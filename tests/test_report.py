@@ -551,10 +551,13 @@ def test_terminal_lists_worst_pairs_of_each_failed_item_from_its_slice(run: RunR
     assert "PASS" in lines[passing] and not lines[passing + 1].strip().startswith("1.")
     short = render_terminal(run, width=100, verbose=False).splitlines()
     row = next(i for i, line in enumerate(short) if line.startswith("  FAIL ") and "temporal_shuffle" in line)
-    assert short[row + 1].strip().startswith("1. user u042 · item B207 · temporal_shuffle L4 · ρ 0.142 · "
-                                             "moved")
-    assert short[row + 2].count("“") == 2 and " → " in short[row + 2]  # both explanations on one line
-    assert all(len(line) <= 100 for line in short[row: row + 3])
+    # The item's line wraps at the width, never cut (issue 43: cut mid-number at 140 columns), then its pair.
+    first = next(i for i in range(row + 1, len(short)) if short[i].strip().startswith("1. "))
+    assert all(line.startswith("      ") and not line.endswith("…") for line in short[row + 1: first])
+    assert "0.453 [0.423, 0.482] < 0.5" in " ".join(short[row: first])
+    assert short[first].strip().startswith("1. user u042 · item B207 · temporal_shuffle L4 · ρ 0.142 · moved")
+    assert short[first + 1].count("“") == 2 and " → " in short[first + 1]  # both explanations on one line
+    assert all(len(line) <= 100 for line in short[row: first + 2])
 
 
 def test_terminal_quiet(run: RunResult) -> None:

@@ -667,9 +667,15 @@ def test_non_inferiority_flags_a_regression_and_passes_identical_runs() -> None:
     worse = st.non_inferiority(base, cur, margin=0.02)
     assert not worse.passed and len(worse.failed_rows) == len(worse.rows) == 5
     # A 0.1 drop, confidently beyond the 0.02 margin: said as a regression, not a "possible" one.
-    assert worse.message.startswith("Regression beyond the margin 0.02: ρ (combined) changed by -0.10")
+    # Said as the drop with its interval (issue 43: "changed by −0.445 … (p = 1.000)" read as "no change").
+    assert worse.message.startswith("Regression beyond the margin 0.02: ρ (combined) dropped by 0.10")
+    assert "shown to exceed 0.02" in worse.message and "p = " not in worse.message
     shaky = st.non_inferiority(*_runs(shift=-0.005), margin=0.02)  # within the noise: not shown either way
     assert shaky.passed or shaky.message.startswith("Possible regression")
+    unsure = st.non_inferiority(*_runs(shift=-0.02), margin=0.02)  # at the margin itself: never shown
+    assert not unsure.passed
+    assert unsure.message.startswith("Possible regression: ρ (combined) changed by -0.0")
+    assert "not shown to be within −0.02 of the baseline (one-sided p " in unsure.message
     copy = [pair(p.key.user_id, p.combined, kind=p.key.kind, model="new") for p in base]
     same = st.non_inferiority(base, copy, margin=0.01)
     assert same.passed and all(r.p_value == 0.0 for r in same.rows)

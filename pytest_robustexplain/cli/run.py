@@ -193,7 +193,7 @@ def _plural(count: int, word: str, plural: str | None = None) -> str:
 
 
 def _finish(args: argparse.Namespace, run: Run, result: RunResult) -> int:
-    from ..report.terminal import render_terminal
+    from ..report.terminal import render_terminal, written_line
 
     done = run.finish(result)  # every report and each item's outcome, as under pytest
     assert done is not None
@@ -203,9 +203,14 @@ def _finish(args: argparse.Namespace, run: Run, result: RunResult) -> int:
         if outcome.passed and outcome.warning is not None:
             print(f"{PROG}: warning: {outcome.warning}", file=sys.stderr)
     failed = done.failed
-    print(verdict_line(result, failed))
+    written = list(done.written)
     if args.junitxml:
-        errors += _write_junit(run.settings, result, failed, Path(args.junitxml))
+        junit_errors = _write_junit(run.settings, result, failed, Path(args.junitxml))
+        errors += junit_errors
+        written += [] if junit_errors else [f"JUnit {Path(args.junitxml).resolve()}"]
+    if written:
+        print(written_line(written))
+    print(verdict_line(result, failed))
     from ..report.github import github_annotations, on_github_actions
 
     if on_github_actions():  # the same annotations as under pytest, without a file to point at

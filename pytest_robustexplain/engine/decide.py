@@ -384,8 +384,12 @@ def with_regression(verdict: Verdict, found: NonInferiorityResult | None, baseli
 
     from ..results import FAIL
 
-    if found is None or found.passed:
+    if found is None:
         return verdict
+    if found.passed:  # a failed item still says how it compares: "baseline" must not go unsaid
+        if verdict.outcome != FAIL:
+            return verdict
+        return replace(verdict, message=f"{verdict.message} Against baseline {baseline}: {found.message}")
     if verdict.outcome == FAIL:  # failed already on its thresholds: the baseline is said too
         return replace(verdict, message=f"{verdict.message} Also against baseline {baseline}: "
                                         f"{found.message}")

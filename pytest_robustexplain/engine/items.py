@@ -11,7 +11,7 @@ a line into the terminal.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -112,6 +112,9 @@ class ItemRun:
         self._base_dir, self._watch, self._say, self._make_explainer = base_dir, watch, say, make_explainer
         self._engine: Run | None = None
         self._stopper: Stopper | None = None  # SIGTERM and the xdist stop file, once a model will be called
+        # By test (its node id without the slice): where its marker overrides a value the run was given
+        # (a flag, an environment variable, an ini or YAML key), said once at collection.
+        self._overrides: dict[str, str] = {}
 
     @property
     def engine(self) -> Run:
@@ -148,6 +151,10 @@ class ItemRun:
         conftest overrides the ``explainer`` fixture, and its directory's checks (None: the process's)."""
         gate = self.gate_for(ref, *marker)
         self.engine.expect(ref, gate, param, own_explainer=own_explainer, checks=checks)
+        test = ref.split("[", 1)[0]
+        if test not in self._overrides:
+            self._overrides[test] = overrides_note(test, self.settings, marker[0])
+
 
     def plan(self, *, listing: bool) -> Planned:
         """Plan the expected items: a dry run prices them all and skips them, without a model they are
@@ -156,6 +163,11 @@ class ItemRun:
         started, no model is called)."""
         if not self.plans:
             return Planned()  # a session without marked tests never imports the engine
+        said = [note for note in self._overrides.values() if note]
+        planned = self._plan(listing=listing)
+        return replace(planned, lines=[*said, *planned.lines]) if said and not self.lazy else planned
+
+    def _plan(self, *, listing: bool) -> Planned:
         # One usage error before anything runs, instead of the same error (and traceback) per item.
         check_callable(self.settings, [p.ref for p in self.plans.values() if not p.own_explainer],
                        PYTEST_SPELLING)
@@ -382,3 +394,18 @@ class ItemRun:
             self._stopper.disarm()
         if self._engine is not None:
             self._engine.close()
+
+
+def overrides_note(test: str, settings: Settings, keywords: Mapping[str, Any]) -> str:
+    """One line saying which of the run's given values ``test``'s marker overrides ("" when none): the
+    documented precedence (marker first) said where it applies, so that a flag that lost is never silent."""
+    lost = []
+    for key, value in keywords.items():
+        source = settings.sources.get(key, "default")
+        given = getattr(settings, key, None)
+        if value is None or source == "default" or value == given:
+            continue
+        # A flag or an environment variable is one word; an ini or YAML key says its file ("ini …").
+        lost.append(f"{key}={value!r} over {source}={given!r}" if " " not in source
+                    else f"{key}={value!r} over {key}={given!r} from {source}")
+    return f"{test}: its marker sets {'; '.join(lost)} (the marker wins)" if lost else ""

@@ -25,11 +25,13 @@ if TYPE_CHECKING:
 @dataclass(frozen=True)
 class RunOutcome:
     """The end of a run, as both doors print it: the record as every writer read it, each decided item's
-    outcome (the rule both doors apply), and one message per report that could not be written."""
+    outcome (the rule both doors apply), one message per report that could not be written, and the report
+    files that were (``written``: "JSON robustness.json", in the order of the settings)."""
 
     report: ReportModel
     outcomes: tuple[Outcome, ...]
     errors: tuple[str, ...]
+    written: tuple[str, ...] = ()
 
     @property
     def result(self) -> RunResult:
@@ -53,9 +55,15 @@ def close_explainers(explainers: Mapping[str, Explainer]) -> None:
     asyncio.run(close_all())
 
 
+# What the doors call each report file when they say where they wrote it.
+REPORT_LABELS: Mapping[str, str] = {"json": "JSON", "save-baseline": "baseline", "html": "HTML",
+                                    "markdown": "Markdown"}
+
+
 def write_reports(settings: Settings, result: RunResult | ReportModel, *,
-                  spelling: Spelling) -> list[str]:
-    """The JSON, baseline, HTML and Markdown reports the settings ask for, and the GitHub step summary."""
+                  spelling: Spelling) -> tuple[list[str], list[str]]:
+    """The JSON, baseline, HTML and Markdown reports the settings ask for, and the GitHub step summary:
+    ``(written, errors)`` — each file written ("HTML /path/report.html") and one message per failure."""
     from ..report.github import github_step_summary
     from ..report.json_report import write_json, write_report
     from ..report.summary import ReportModel
@@ -64,11 +72,23 @@ def write_reports(settings: Settings, result: RunResult | ReportModel, *,
     targets: list[tuple[str, Path | None, Callable[[ReportModel, Path], object]]] = [
         ("json", settings.json, write_json), ("save-baseline", settings.save_baseline, write_json),
         ("html", settings.html, _write_html), ("markdown", settings.markdown, _write_markdown)]
-    errors = [write_report(lambda p=path, w=write: _write(w, report, p), f"{spelling.flag(name)}={path}")
-              for name, path, write in targets if path is not None]
-    errors.append(write_report(lambda: github_step_summary(report),
-                               f"$GITHUB_STEP_SUMMARY={os.environ.get('GITHUB_STEP_SUMMARY', '')}"))
-    return [e for e in errors if e]
+    written, errors = [], []
+    for name, path, write in targets:
+        if path is None:
+            continue
+        error = write_report(lambda p=path, w=write: _write(w, report, p), f"{spelling.flag(name)}={path}")
+        if error:
+            errors.append(error)
+        elif name != "markdown" or not _is_step_summary(path):  # the job summary is said by GitHub itself
+            written.append(f"{REPORT_LABELS[name]} {path}")
+    error = write_report(lambda: github_step_summary(report),
+                         f"$GITHUB_STEP_SUMMARY={os.environ.get('GITHUB_STEP_SUMMARY', '')}")
+    return written, errors + ([error] if error else [])
+
+
+def _is_step_summary(path: Path) -> bool:
+    summary = os.environ.get("GITHUB_STEP_SUMMARY")
+    return summary is not None and summary != "" and Path(summary) == path
 
 
 def _write(write: Callable[[ReportModel, Path], object], result: ReportModel, path: Path) -> None:

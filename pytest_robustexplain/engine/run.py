@@ -598,11 +598,12 @@ class Run:
             if result is None:
                 return None
         report = ReportModel(result)  # one set of summaries for the files and the terminal
-        return RunOutcome(report, tuple(self.outcomes()), tuple(self.write_reports(report)))
+        written, errors = self.write_reports(report)
+        return RunOutcome(report, tuple(self.outcomes()), tuple(errors), tuple(written))
 
-    def write_reports(self, result: RunResult | ReportModel) -> list[str]:
-        """Write every configured report; one message per report that could not be written, naming the
-        option, path and cause (a report that cannot be written never changes the verdict)."""
+    def write_reports(self, result: RunResult | ReportModel) -> tuple[list[str], list[str]]:
+        """Write every configured report: the files written, and one message per report that could not be,
+        naming the option, path and cause (a report that cannot be written never changes the verdict)."""
         return write_reports(self.settings, result, spelling=self.spelling)
 
     def flush_warnings(self) -> None:

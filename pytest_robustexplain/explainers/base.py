@@ -25,6 +25,21 @@ FAILURE_REFUSAL = "refusal"  # the model declined to answer
 FAILURE_ERROR = "error"  # transport or server errors survived every retry
 FAILURE_CONTEXT = "context"  # the server refused the prompt as longer than its context
 
+# The fake model server (``pytest_robustexplain.testing``) says what it is in the model facts it serves: a key
+# no GGUF carries in Ollama's ``/api/show`` ``model_info``, an owner no server lists in ``/v1/models``. A run
+# against it is then labelled as one in every report ("[fake model server — not a language model]"), never
+# as the model whose name it answers to — and never set beside the paper's model of that name.
+FAKE_SERVER_MARK = "robustexplain.fake_server"
+FAKE_SERVER_OWNER = "robustexplain-fake-server"
+FAKE_SERVER_KIND = "fake model server"
+
+
+def served_by_fake(model_info: Any = None, owned_by: Any = None) -> bool:
+    """Whether model facts come from the fake model server (``model_info``: Ollama's, a mapping;
+    ``owned_by``: an OpenAI-compatible ``/v1/models`` entry's owner)."""
+    marked = isinstance(model_info, dict) or hasattr(model_info, "get")
+    return (marked and model_info.get(FAKE_SERVER_MARK) is True) or owned_by == FAKE_SERVER_OWNER
+
 
 @dataclass(frozen=True)
 class Explanation:

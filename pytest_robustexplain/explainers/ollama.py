@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 from ..backends import DEFAULT_HOSTS, GENERATION_DEFAULTS, GenerationOptions
 from ..errors import BackendError
 from ..sanitize import split_credentials
-from .base import ModelInfo
+from .base import FAKE_SERVER_KIND, ModelInfo, served_by_fake
 from .context import ContextWindow, trained_context, window_for_ollama
 from .lean_http import (
     LeanOllamaHttp,
@@ -191,15 +191,17 @@ class OllamaExplainer(RemoteExplainer):
                 raise self._not_found() from None
             raise
         details = shown.details or entry.details
+        fake = served_by_fake(shown.modelinfo)
         return ModelInfo(
             name=name, backend=self.backend, digest=normalise_digest(entry.digest),
             parameter_size=details.parameter_size if details else None,
             quantization=details.quantization_level if details else None,
-            server_version=version, host=self.host,
+            server_version=version, host=self.host, is_llm=not fake,
             extra={"capabilities": list(shown.capabilities or []),
                    "family": details.family if details else None,
                    "size_bytes": int(entry.size) if entry.size is not None else None,
-                   "context_length": trained_context(shown.modelinfo)},
+                   "context_length": trained_context(shown.modelinfo),
+                   **({"kind": FAKE_SERVER_KIND} if fake else {})},
         )
 
     async def _inspect_lean(self, lean: LeanOllamaHttp) -> ModelInfo | None:
@@ -232,15 +234,17 @@ class OllamaExplainer(RemoteExplainer):
         if details is None:  # ``shown.details or entry.details``: a details object is always truthy
             details = entry.get("details")
         size = entry.get("size")
+        fake = served_by_fake(shown.get("model_info"))
         return ModelInfo(
             name=name, backend=self.backend, digest=normalise_digest(entry.get("digest")),
             parameter_size=details.get("parameter_size") if details is not None else None,
             quantization=details.get("quantization_level") if details is not None else None,
-            server_version=version, host=self.host,
+            server_version=version, host=self.host, is_llm=not fake,
             extra={"capabilities": list(shown.get("capabilities") or []),
                    "family": details.get("family") if details is not None else None,
                    "size_bytes": int(size) if size is not None else None,
-                   "context_length": trained_context(shown.get("model_info"))},
+                   "context_length": trained_context(shown.get("model_info")),
+                   **({"kind": FAKE_SERVER_KIND} if fake else {})},
         )
 
     async def _server_version(self) -> str | None:

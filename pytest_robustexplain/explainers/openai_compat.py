@@ -21,7 +21,7 @@ from typing import Any
 
 from ..backends import DEFAULT_HOSTS, GENERATION_DEFAULTS, GenerationOptions
 from ..errors import BackendError, RobustExplainWarning, warn
-from .base import ModelInfo
+from .base import FAKE_SERVER_KIND, ModelInfo, served_by_fake
 from .context import ContextWindow, window_from_openai_entry
 from .prompt import PromptTemplate
 from .remote import RemoteExplainer, Reply, http_options
@@ -142,14 +142,15 @@ class OpenAICompatExplainer(RemoteExplainer):
             entry = entries[0] if len(entries) == 1 else None
         known: dict[str, Any] = entry or {}
         meta = known["meta"] if isinstance(known.get("meta"), dict) else {}
+        fake = served_by_fake(owned_by=known.get("owned_by"))
         return ModelInfo(
             name=self.model, backend=self.backend,
             digest=model_fingerprint(entry) if entry is not None else None,
             parameter_size=_param_size(meta.get("n_params")), quantization=None,
-            server_version=response.headers.get("server"), host=self.host,
+            server_version=response.headers.get("server"), host=self.host, is_llm=not fake,
             extra={"served_as": known.get("id"), "owned_by": known.get("owned_by"), "meta": meta,
                    "entry": {k: known[k] for k in ("max_model_len", "context_length", "max_context_length")
-                             if k in known}},
+                             if k in known}, **({"kind": FAKE_SERVER_KIND} if fake else {})},
         )
 
     async def _count_tokens(self, texts: Sequence[str]) -> list[int] | None:

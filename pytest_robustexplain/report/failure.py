@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ..results import FAIL, INCONCLUSIVE, INSENSITIVE, AttackResult, GuardResult
-from .summary import describe_changes, explanation_text, trim
+from .summary import also_failed, describe_changes, explanation_text, trim
 
 if TYPE_CHECKING:
     from ..results import ModelInfo, Robustness
@@ -67,6 +67,12 @@ def _short_reason(result: Robustness, quiet: bool = False) -> str:
         return result.verdict.message
     said = "; ".join(f"{c.quantity} {c.interval.fmt()} is below its threshold {c.threshold:g}"
                      for c in checks)
+    also = also_failed(result.verdict)
+    said = f"{said}; also {also}" if also else said
+    found = result.regression
+    if found is not None:  # how it compares with the baseline, in one clause either way
+        said += (f"; against the baseline: no regression beyond the margin {found.margin:g}" if found.passed
+                 else f"; against the baseline: {found.message.split('. ')[0]}")
     where = "-v shows them" if quiet else "in the summary below; -v shows them here"
     return f"{said} (worst pairs: {where})"
 

@@ -23,6 +23,7 @@ from .summary import (
     ReportModel,
     Summary,
     check_rows,
+    dataset_of,
     describe_changes,
     explanation_text,
     facts,
@@ -103,7 +104,8 @@ def _model_section(run: RunResult, summary: Summary) -> str:
         "",
         f"**Status: {text(outcome)}**" if outcome else "Status: not gated",
         "",
-        f"seed {text(run.seed)} · {summary.n_users} users · {summary.n_pairs} pairs · "
+        (f"dataset {text(dataset_of(run))} · " if dataset_of(run) else "")
+        + f"seed {text(run.seed)} · {summary.n_users} users · {summary.n_pairs} pairs · "
         f"{summary.cached_pairs} cached  ",
         f"signature: {text(run.signature)}",
         "",

@@ -60,8 +60,18 @@ def render_paper_tables(run: RunResult) -> str:
     ]
     head = (f"RobustExplain paper tables (arXiv 2601.19120) for this run — seed {run.seed}, "
             f"{len({p.key.user_id for p in pooled})} users, {len(pooled)} pairs; mean [95 % CI], "
-            f"cluster-robust by user\nsignature: {run.signature}\n{_formulas(run)}")
+            f"cluster-robust by user\nsignature: {run.signature}\n{_formulas(run)}{_not_models(run, names)}")
     return "\n\n".join([head, *tables])
+
+
+def _not_models(run: RunResult, names: Sequence[str]) -> str:
+    """A run of the template explainer or the fake model server under a model's name ("qwen2.5:7b") is
+    said to be none, so that no reader sets its rows beside the paper's model of that name."""
+    labels = [model_info(run, name).label() for name in names if not model_info(run, name).is_llm]
+    if not labels:
+        return ""
+    said = (f"Not a language model, so not comparable with the paper's models: {'; '.join(labels)}.")
+    return "\n" + "\n".join(_wrap(said, 110))
 
 
 def _formulas(run: RunResult) -> str:

@@ -23,6 +23,7 @@ from .summary import (
     ReportModel,
     Summary,
     check_rows,
+    dataset_of,
     describe_changes,
     explanation_text,
     facts,
@@ -45,7 +46,7 @@ from .summary import (
 )
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from collections.abc import Mapping, Sequence
 
     from ..stats import Comparison
 
@@ -94,10 +95,13 @@ def quiet_line(run: RunResult, summary: Summary) -> str:
 
 
 def header_line(run: RunResult, summary: Summary) -> str:
-    """``robustexplain — model NAME (digest…, size, quant) · seed S · N users · P pairs · C cached``."""
+    """``robustexplain — model NAME (digest…, size, quant) · dataset D · seed S · N users · P pairs · C
+    cached``."""
     label = model_info(run, summary.model).label()
-    return (f"robustexplain — model {label} · seed {run.seed} · {_plural(summary.n_users, 'user')} · "
-            f"{_plural(summary.n_pairs, 'pair')} · {summary.cached_pairs} cached")
+    dataset = dataset_of(run)
+    return (f"robustexplain — model {label}{f' · dataset {dataset}' if dataset else ''} · seed {run.seed} · "
+            f"{_plural(summary.n_users, 'user')} · {_plural(summary.n_pairs, 'pair')} · "
+            f"{summary.cached_pairs} cached")
 
 
 def _model_block(run: RunResult, summary: Summary, width: int, verbose: bool) -> str:
@@ -145,9 +149,14 @@ def _overall_section(run: RunResult, summary: Summary) -> list[str]:
 def _kind_section(run: RunResult, summary: Summary, width: int, verbose: bool) -> list[str]:
     gated = any(find_gate(run, summary.model, k) for k in summary.by_kind)
     lines = [_row("By perturbation", "ρ", "gate" if gated else "")]
+    overall = gate_check(find_gate(run, summary.model, OVERALL), "combined")
     for kind, interval in summary.by_kind.items():
         gate = find_gate(run, summary.model, kind)
-        lines.append(_row(f"  {kind}", fmt_interval(interval), verdict_text(gate) if gate else ""))
+        said = verdict_text(gate) if gate else ""
+        check = gate_check(gate, "combined") if gate else None
+        if check is not None and (overall is None or check.threshold != overall.threshold):
+            said = f"≥ {check.threshold:.2f} {said}"  # a per-kind threshold, beside its row
+        lines.append(_row(f"  {kind}", fmt_interval(interval), said))
     if summary.small_kinds and verbose:
         note = (f"(fewer than 50 pairs per kind for {', '.join(summary.small_kinds)}: differences "
                 "between kinds are not reliable)")
@@ -236,7 +245,8 @@ def _failed_section(failed: list[FailedGate], width: int, verbose: bool) -> list
     lines = ["Failed items (worst pairs from each item's own slice, each pair once" + (")" if verbose else
                                                                                    "; -v shows more)")]
     for entry in failed:
-        title = entry.title if verbose else _one_line(entry.short_title, width - 7)
+        # Wrapped, never cut: the reason is what a CI log is read for (it was cut mid-number at 140 columns).
+        title = entry.title if verbose else entry.short_title
         lines += _wrap(f"FAIL {title}", width, initial_indent="  ", subsequent_indent="      ")
         if entry.repeated and not entry.worst:
             lines.append(f"{_INDENT}({_plural(entry.repeated, 'worst pair')} listed above)")
@@ -274,8 +284,8 @@ def _one_line(text: str, width: int) -> str:
 
 def _short_facts(summary: Summary, width: int) -> list[str]:
     """Without -v: the guard, generation failures, cut replies (when any) and the recommendation."""
-    # The guard's numbers on one line, its outcome first so a cut never hides it; the sentences after it
-    # (the recommendation above all) wrapped, never cut: they are what a CI log is read for.
+    # The guard's numbers on one line (-v wraps them all), its outcome first so a cut never hides it; the
+    # sentences after it (the recommendation above all) wrapped, never cut: what a CI log is read for.
     numbers, _, outcome = guard_line(summary).split(": ", 1)[-1].rpartition(" · ")
     lines = [_row("Guard", _one_line(f"{outcome} · {numbers}" if numbers else outcome, width - LABEL_WIDTH))]
     for label, value in facts(summary, failures_note=" (listed in the JSON report)"):
@@ -293,11 +303,14 @@ def comparison_lines(comparison: Comparison, width: int = 100) -> list[str]:
     """A ``stats.Comparison`` as the text table of design/reports.md."""
     name_a, name_b = comparison.names
     col = max(22, len(name_a) + 2, len(name_b) + 2)
+    rows = [(row, delta_text(row), p) for row, p in table_rows(comparison)]
+    # A change over a base near 0 can be "+12580.6 %": the column grows so a space always follows it.
+    delta = max(10, *(len(d) + 1 for _, d, _ in rows)) if rows else 10
     lines = [f"Model comparison — {name_b} relative to {name_a}",
-             f"{'':<17}{name_a:<{col}}{name_b:<{col}}{'Δ':<10}{'p (paired t)':<15}d_z"]
-    for row, p in table_rows(comparison):
+             f"{'':<17}{name_a:<{col}}{name_b:<{col}}{'Δ':<{delta}}{'p (paired t)':<15}d_z"]
+    for row, d, p in rows:
         lines.append(f"{row.label:<17}{fmt_interval(row.mean_a):<{col}}{fmt_interval(row.mean_b):<{col}}"
-                     f"{delta_text(row):<10}{p:<15}{fmt_d(row.d_z)}")
+                     f"{d:<{delta}}{p:<15}{fmt_d(row.d_z)}")
     lines += _wrap(comparison_note(comparison), width)
     lines += _wrap(f"Conclusion: {conclusion(comparison)}", width)
     return lines
@@ -324,12 +337,18 @@ def _plural(count: int, word: str) -> str:
 
 
 def session_summary(report: ReportModel, *, width: int, verbosity: int,
-                    line_of: Mapping[str, int] | None = None) -> list[str]:
+                    line_of: Mapping[str, int] | None = None, written: Sequence[str] = ()) -> list[str]:
     """What pytest's terminal summary prints for the run (under its "robustness report" rule unless
-    ``verbosity`` is quiet): the report at the terminal's width, kept between 80 and 140 columns, then on
-    GitHub Actions an annotation per failed item, at its test's line (``line_of``)."""
+    ``verbosity`` is quiet): the report at the terminal's width, kept between 80 and 140 columns, where the
+    report files were ``written``, then on GitHub Actions an annotation per failed item, at its test's line
+    (``line_of``)."""
     from .github import github_annotations, on_github_actions
 
     text = render_terminal(report, width=max(80, min(width, 140)), quiet=verbosity < 0, verbose=verbosity > 0)
     annotations = github_annotations(report.run, line_of=line_of) if on_github_actions() else []
-    return [text, *annotations]
+    return [text, *([written_line(written)] if written else []), *annotations]
+
+
+def written_line(written: Sequence[str]) -> str:
+    """Where the report files went, as both doors say it: "reports written: JSON /ci/run.json · HTML …"."""
+    return f"robustexplain: reports written: {' · '.join(written)}"

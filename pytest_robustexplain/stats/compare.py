@@ -202,22 +202,26 @@ def _non_inferiority_message(passed: bool, rows: Sequence[NonInferiorityRow], ma
         head = (f"No regression beyond the margin {margin:g}: every quantity's difference is confidently "
                 f"above −{margin:g} ({shown}).")
     else:
-        parts = []
-        for r in gated:
-            if r.passed:
-                continue
-            why = ("fewer than two users, cannot test" if r.p_value is None
-                   else f"p = {fmt_p(r.p_value)}")
-            parts.append(f"{quantity_name(r.quantity)} changed by {r.diff.fmt()} ({why})")
         failed = [r for r in gated if not r.passed]
-        # Confidently worse than the margin (the whole interval below it) is a regression, said as one; else
-        # the data could not show the change is within the margin.
+        # Confidently worse than the margin (the whole interval below it) is a regression, said as a drop with
+        # its interval; else the data could not show the change is within the margin, said in those words
+        # (a bare one-sided p of 1.000 beside a 45 % drop read as "no change").
         if failed and all(r.diff.high < -margin for r in failed):
-            head = f"Regression beyond the margin {margin:g}: {'; '.join(parts)}."
+            drops = "; ".join(f"{quantity_name(r.quantity)} dropped by {_drop(r.diff)}" for r in failed)
+            head = f"Regression beyond the margin {margin:g}: {drops} — each shown to exceed {margin:g}."
         else:
-            head = (f"Possible regression: not shown to be within −{margin:g} of the baseline for "
-                    f"{'; '.join(parts)}.")
+            parts = []
+            for r in failed:
+                why = ("fewer than two users, cannot test" if r.p_value is None else
+                       f"not shown to be within −{margin:g} of the baseline (one-sided p {fmt_p(r.p_value)})")
+                parts.append(f"{quantity_name(r.quantity)} changed by {r.diff.fmt()}: {why}")
+            head = f"Possible regression: {'; '.join(parts)}."
     return f"{head} {basis}{unmatched}{_relative_note(rows)}"
+
+
+def _drop(diff: Interval) -> str:
+    """A difference (current − baseline) that is a drop, said as one: its size and interval, positive."""
+    return f"{-diff.mean:.3f} [{-diff.high:.3f}, {-diff.low:.3f}]"
 
 
 def _relative_note(rows: Sequence[NonInferiorityRow]) -> str:

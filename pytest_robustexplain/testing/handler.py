@@ -13,6 +13,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlsplit
 
+from ..explainers.base import FAKE_SERVER_OWNER
 from .calls import (
     FAIL_MESSAGES,
     Answer,
@@ -256,9 +257,9 @@ class _Handler(BaseHTTPRequestHandler):
         self._send_json(200, show_body(meta, fake.think_capable, fake.context_length))
 
     def _openai_model(self, meta: ModelMeta) -> dict[str, Any]:
-        owner = meta.name.split("/")[0] if "/" in meta.name else "library"
+        # The owner says what it is, so that no report takes it for the model it is named after.
         entry: dict[str, Any] = {"id": meta.name, "object": "model", "created": MODIFIED_EPOCH,
-                                 "owned_by": owner}
+                                 "owned_by": FAKE_SERVER_OWNER}
         if self.server.fake.openai_context is not None:  # as llama.cpp lists it: the context of a slot
             entry["meta"] = {"n_ctx": self.server.fake.openai_context,
                              "n_ctx_train": self.server.fake.context_length}

@@ -8,6 +8,8 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from ..explainers.base import FAKE_SERVER_MARK
+
 _FAMILIES = (("qwen", "qwen2"), ("gemma", "gemma3"), ("mistral", "llama"), ("phi", "phi3"),
              ("deepseek", "qwen2"))
 _MODIFIED_AT = "2025-06-02T09:41:27.519613004Z"
@@ -96,6 +98,7 @@ def show_body(meta: ModelMeta, think_capable: bool, context_length: int) -> dict
             f"{arch}.block_count": 32,
             f"{arch}.context_length": context_length,
             f"{arch}.embedding_length": 4096,
+            FAKE_SERVER_MARK: True,  # what it is, so that no report takes it for the model it is named after
         },
         "tensors": [],
         "capabilities": ["completion", "thinking"] if think_capable else ["completion"],

@@ -19,6 +19,7 @@ from ..summary import (
     FailedGate,
     Summary,
     check_rows,
+    dataset_of,
     describe_changes,
     facts,
     failed_gates,
@@ -114,7 +115,8 @@ def model_section(run: RunResult, summary: Summary, plotter: Plotter | None) -> 
     info = model_info(run, summary.model)
     parts = [f'<section id="model-{e(summary.model)}">',
              f"<h2>robustexplain — model {e(info.label())}</h2>",
-             f"<p>seed {e(run.seed)} · {summary.n_users} users · {summary.n_pairs} pairs · "
+             "<p>" + (f"dataset {e(dataset_of(run))} · " if dataset_of(run) else "")
+             + f"seed {e(run.seed)} · {summary.n_users} users · {summary.n_pairs} pairs · "
              f"{summary.cached_pairs} cached · backend {e(info.backend)}"
              + (f" · server {e(info.server_version)}" if info.server_version else "")
              + (f" · host {e(info.host)}" if info.host else "") + "</p>",

@@ -173,6 +173,10 @@ class Summary:
     # The user's own checks (registered through the hook or the Python API): each check's row from the
     # model's gate where it came out worst.
     checks: tuple[Finding, ...] = ()
+    # The limits the model's items were gated at for polarity and the judge ("polarity":
+    # max-misattributed-rate, "faithful": min-faithful-rate), when any item was: the pooled rows above are
+    # reported as they are, each item decided on its own slice; absent, those rows gate nothing.
+    item_limits: dict[str, float] = field(default_factory=dict)
 
     @cached_property
     def kind_tests(self) -> KindDifferences | None:
@@ -330,7 +334,20 @@ def _summarize(run: RunResult, model: str) -> Summary:
         polarity=model_polarity(run, model),
         flip=model_flip(run, model, pairs, controls),
         checks=model_checks(run, model),
+        item_limits=_item_limits(run, model),
     )
+
+
+def _item_limits(run: RunResult, model: str) -> dict[str, float]:
+    """The limits any of the model's items gated polarity and the judge at (see ``Summary.item_limits``)."""
+    out: dict[str, float] = {}
+    for gate in (g for g in run.gates if g.model == model):
+        polarity, faithful = gate.verdict.polarity, gate.verdict.faithfulness
+        if polarity is not None and polarity.max_rate is not None:
+            out.setdefault("polarity", polarity.max_rate)
+        if faithful is not None and faithful.min_rate is not None:
+            out.setdefault("faithful", faithful.min_rate)
+    return out
 
 
 def model_checks(run: RunResult, model: str) -> tuple[Finding, ...]:

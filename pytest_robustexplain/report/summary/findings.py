@@ -251,23 +251,34 @@ def _polarity_rows(summary: Summary) -> list[tuple[str, str]]:
     p = summary.polarity
     if p is None:
         return []
+    # Without max-misattributed-rate the rate is reported only: said on its row, so that a passing report's
+    # example ("Misattributed: user U052 cites …") never reads as a finding that failed something.
+    gate = _gated_note(summary, "polarity", "at most", "max-misattributed-rate")
     rows = [("Cites a dislike as a reason to like", f"{p.misattributed} of {p.eligible} explanations "
              f"({_percent(p.misattributed, p.eligible)}; exact bounds [{p.low:.2f}, {p.high:.2f}]) of users "
-             "with a disliked item or category")]
+             f"with a disliked item or category{gate}")]
     for case in p.examples[:1]:
         rows.append((f"Misattributed: user {case.user_id}", f"cites {', '.join(case.cited)} (disliked): "
                      f"“{trim(case.sentence, 160)}”"))
     return rows
 
 
+def _gated_note(summary: Summary, rate: str, side: str, option: str) -> str:
+    """Whether a pooled rate's row gated anything: each item at its limit on its own slice, or nothing."""
+    limit = summary.item_limits.get(rate)
+    return (f" · each item gated on its own slice ({side} {limit:g})" if limit is not None
+            else f" · reported, not gated ({option} gates it)")
+
+
 def _judge_rows(summary: Summary) -> list[tuple[str, str]]:
     f = summary.faithfulness
     if f is None:
         return []
+    gate = _gated_note(summary, "faithful", "needs ≥", "min-faithful-rate")
     rows = [("Judge", f.judge),
             ("Faithful (judge)", f"{f.faithful} of {f.judged} original explanations "
                                  f"({_percent(f.faithful, f.judged)}; exact bounds "
-                                 f"[{f.low:.2f}, {f.high:.2f}])"),
+                                 f"[{f.low:.2f}, {f.high:.2f}]){gate}"),
             ("Judge failures", f"{f.failures} replies were not the verdict's shape" if f.failures else "0")]
     if f.compared:
         trust = "" if f.agreement_high >= MIN_JUDGE_AGREEMENT else " — the judge is not trustworthy"

@@ -254,11 +254,17 @@ class FailedGate:
 
     @property
     def short_title(self) -> str:
-        """The title with the first failed check only (``+3 checks`` for the others)."""
+        """The title with the first failed threshold only (``+3 checks`` for the others), and the other
+        checks that failed the item by name (``also relative, grounding``): each reason named, none cut."""
         checks = self.gate.verdict.failed_checks
-        reason = failed_reason(replace(self.gate, verdict=replace(self.gate.verdict, checks=checks[:1])))
-        more = f" (+{len(checks) - 1} checks)" if len(checks) > 1 else ""
-        return f"{self.gate.nodeid or self.gate.slice} · {slice_text(self.gate)}: {reason}{more}"
+        first = replace(self.gate.verdict, checks=checks[:1], findings={})  # its "also" is said by name
+        reason = failed_reason(replace(self.gate, verdict=first))
+        others = [name for name, f in self.gate.verdict.findings.items()
+                  if name != _STABILITY and f.enforced and f.outcome in (FAIL, INSENSITIVE)]
+        more = [f"+{len(checks) - 1} checks"] if len(checks) > 1 else []
+        more += [f"also {', '.join(others)}"] if checks and others else []
+        said = f" ({'; '.join(more)})" if more else ""
+        return f"{self.gate.nodeid or self.gate.slice} · {slice_text(self.gate)}: {reason}{said}"
 
 
 def slice_text(gate: GateResult) -> str:
@@ -284,12 +290,42 @@ def _plural_of(count: int, word: str) -> str:
 
 
 def failed_reason(gate: GateResult) -> str:
-    """Why a gate failed, with its own thresholds: each failed check, else its :func:`headline`."""
+    """Why a gate failed, with its own thresholds: each failed threshold of ρ and the metrics, then the
+    other checks that failed it too (:func:`also_failed`), else its :func:`headline`."""
     checks = gate.verdict.failed_checks
     if checks:
-        return "; ".join(f"{'ρ' if c.quantity == 'combined' else c.quantity} {fmt_interval(c.interval)} < "
+        said = "; ".join(f"{'ρ' if c.quantity == 'combined' else c.quantity} {fmt_interval(c.interval)} < "
                          f"{c.threshold:g}" for c in checks)
+        also = also_failed(gate.verdict)
+        return f"{said}; also {also}" if also else said
     return trim(headline(gate.verdict), 160) or gate.verdict.outcome
+
+
+# The check whose thresholds (ρ and the four metrics) ``Verdict.checks`` lists one by one.
+_STABILITY = "stability"
+
+
+def dataset_of(run: RunResult) -> str | None:
+    """The name of the dataset the run read ("synthetic(seed=2601)", "movielens:ml-latest-small"), as the
+    headers of every writer say it; None for a report written before it was recorded."""
+    name = run.settings.get("dataset_name") or run.settings.get("dataset")
+    return str(name) if name else None
+
+
+def also_failed(verdict: Verdict) -> str:
+    """The checks beside ρ and the metrics that failed the item too, each with its value and limit
+    ("relative FAIL 0.07 [0.04, 0.10] (needs ≥ 0.5)"), in the order the verdict decided them; "" when
+    none did. Where the thresholds are the reason a writer gives, these follow, so that every writer
+    names every check that failed the item — the headline leads with one of them."""
+    parts = []
+    for name, f in verdict.findings.items():
+        if name == _STABILITY or not f.enforced or f.outcome not in (FAIL, INSENSITIVE):
+            continue
+        side = "needs ≥" if f.bound == "min" else "at most"
+        limit = "" if f.threshold is None else f" ({side} {f.threshold:g})"
+        value = f" {fmt_interval(f.value, 2)}" if f.value is not None else ""
+        parts.append(f"{f.check} {f.outcome}{value}{limit}")
+    return "; ".join(parts)
 
 
 def headline(verdict: Verdict) -> str:
