@@ -1,0 +1,90 @@
+"""The README's "Your first gate", run as written (issue 43, item 1): its commands against the fake server in
+each mode of its table, with the outcome and the overall ρ the table prints, then your own explainer on a
+MovieLens-style directory. CI runs the README's two Quick start commands; this holds the walk-through."""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from gaming import write_movielens
+
+from pytest_robustexplain.testing import FakeOllamaServer
+
+ROOT = Path(__file__).resolve().parent.parent
+README = (ROOT / "README.md").read_text(encoding="utf-8")
+# What each "the gate" cell of the table says, and the words of the output that show it.
+REASONS = {
+    "ρ below 0.5": "is below its threshold 0.5",
+    "INSENSITIVE": "robustness gate INSENSITIVE for overall",
+    "copies its prompt back": "copy their prompt back",
+}
+
+
+def _modes() -> list[tuple[str, str, str]]:
+    """(mode, overall ρ, the gate) of each row of the README's table of fake-server modes."""
+    table = README.split("<!-- walkthrough-modes -->", 1)[1].split("\n\n", 1)[0]
+    rows = re.findall(r"^\| `([a-z-]+)` \| [^|]+ \| ([0-9.]+) \| ([^|]+) \|$", table, flags=re.MULTILINE)
+    assert len(rows) == 5, table
+    return [(mode, rho, gate.strip()) for mode, rho, gate in rows]
+
+
+def _command(prefix: str) -> list[str]:
+    """The README's command that starts with ``prefix`` (a line of a code block), as pytest's arguments."""
+    [line] = [line for line in README.splitlines() if line.startswith(prefix)]
+    words = shlex.split(line.split("  #", 1)[0])
+    assert words[0] == ".venv/bin/pytest", line
+    return words[1:]
+
+
+def _run(tmp_path: Path, args: list[str], host: str) -> str:
+    shutil.copytree(ROOT / "examples", tmp_path / "examples")
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("ROBUSTEXPLAIN_", "GITHUB_")) and k != "OLLAMA_HOST"}
+    env.update(OLLAMA_HOST=host, COLUMNS="200")
+    done = subprocess.run([sys.executable, "-m", "pytest", *args, "-p", "no:cacheprovider"], cwd=tmp_path,
+                          env=env, capture_output=True, text=True, timeout=600)
+    return done.stdout + done.stderr
+
+
+def test_the_table_has_every_mode_of_the_fake_server() -> None:
+    from pytest_robustexplain.testing.replies import MODES
+
+    assert {mode for mode, _, _ in _modes()} <= set(MODES)
+    assert all(gate == "6 passed" or gate.split(": ", 1)[1] in REASONS for _, _, gate in _modes())
+
+
+@pytest.mark.parametrize(("mode", "rho", "gate"), _modes(), ids=[m for m, _, _ in _modes()])
+def test_each_mode_of_the_walkthrough_says_what_the_readme_says(tmp_path: Path, mode: str, rho: str,
+                                                                 gate: str) -> None:
+    with FakeOllamaServer(mode=mode) as fake:
+        out = _run(tmp_path, _command(".venv/bin/pytest examples/test_explanations.py"), fake.url)
+        assert fake.chat_calls == 541  # the warm-up, then the README's 540 calls
+    counted, _, reason = gate.partition(": ")
+    assert "model calls: 540 made" in out, out[-3000:]  # 20 users, 27 calls each
+    assert re.search(rf"=+ {counted} in ", out), out[-3000:]
+    assert re.search(rf"^Overall robustness ρ +{re.escape(rho)} ", out, flags=re.MULTILINE), out[-3000:]
+    if reason:
+        assert REASONS[reason] in out, out[-3000:]
+    if mode == "borderline":  # the failed item's message that "5. Reading the result" shows, word for word
+        shown = README.split("### 5. Reading the result", 1)[1].split("```\n", 2)[1].splitlines()
+        assert shown and all(any(line.startswith(s) for line in out.splitlines()) for s in shown), shown
+
+
+def test_your_own_explainer_on_movielens_as_the_readme_runs_it(tmp_path: Path) -> None:
+    """Step 3: the custom agent on a MovieLens-format directory (made up here: ml-latest-small's layout,
+    never its data) — no model, no server; the report file it names is written."""
+    args = _command(".venv/bin/pytest examples/custom_agent --robustexplain-dataset=")
+    dataset = next(a.split("=", 1)[1] for a in args if a.startswith("--robustexplain-dataset="))
+    write_movielens(tmp_path / dataset)
+    out = _run(tmp_path, args, "http://127.0.0.1:9")  # a closed port: nothing may be asked of a server
+    assert re.search(r"=+ 6 passed in ", out), out[-3000:]
+    assert "model recommendation_agent" in out or "recommendation_agent" in out
+    html = next(a.split("=", 1)[1] for a in args if a.startswith("--robustexplain-html="))
+    assert (tmp_path / html).stat().st_size > 10_000
