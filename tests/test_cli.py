@@ -243,6 +243,11 @@ def argparse_namespace(*argv: str) -> Any:
     (["--backend", "template", "--dataset", "missing-dir"], "--dataset=missing-dir: directory not found"),
     (["--backend", "template", "--histories", str(SAMPLES / "histories.json")],
      "a histories file needs a catalog file too (--catalog)"),
+    # Checked before anything is allocated (issue 41): a traceback, and a dry run that ran past 120 s.
+    (["--backend", "template", "--severities", "1-99999999999999999999"], "severity 6 is outside 1-5"),
+    (["--backend", "template", "--repeats", "10000", "--dry-run"],
+     "its gate would plan up to 1,400,020 model calls (20 users × 1 kind × 5 severities × 10000 repeats); "
+     "more than 1,000,000 is refused. Shrink it with --repeats, --users or --severities."),
 ])
 def test_bad_options_exit_2_with_one_line(argv: list[str], message: str,
                                           capsys: pytest.CaptureFixture[str]) -> None:

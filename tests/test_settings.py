@@ -357,6 +357,10 @@ def test_yaml_empty_file_and_explicit_paths(tmp_path: Path) -> None:
     ("severities", "1-6", "severity 6 is outside 1-5"),
     ("severities", "2.5", "severity '2.5' is not an integer or a range like 1-5"),
     ("severities", "5-1", "range '5-1' runs backwards"),
+    # Checked before anything is allocated (issue 41): a traceback (OverflowError) and 50 million levels.
+    ("severities", "1-99999999999999999999", "severity 6 is outside 1-5"),
+    ("severities", "1-50000000", "severity 6 is outside 1-5"),
+    ("severities", "0-3", "severity 0 is outside 1-5"),
     # The one check of weights (metrics.check_weights), whichever door they come through.
     ("weights", "0.5,0.5,0.5,0.5", "weights must sum to 1 (within 1e-06), got 2 (semantic=0.5, "),
     ("weights", "-0.5,0.5,0.5,0.5", "weight for 'semantic' must be a finite number ≥ 0, got '-0.5'"),

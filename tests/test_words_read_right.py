@@ -173,3 +173,11 @@ def test_a_report_only_finding_says_it_is_one(pytester: pytest.Pytester, clean: 
                                "--robustexplain-max-misattributed-rate=1")
     assert "reported, not gated" not in gated.stdout.str()
     assert "each item gated on its own slice (at most 1)" in " ".join(gated.stdout.str().split())
+
+
+def test_a_plan_too_large_to_run_is_one_usage_error(pytester: pytest.Pytester, clean: None) -> None:
+    """repeats=10000 under pytest: refused at collection, before any perturbation is computed."""
+    pytester.makepyfile(marked('repeats=10000, perturbations=["noise"]'))
+    result = pytester.runpytest("--robustexplain-backend=template", "--robustexplain-dry-run")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["ERROR: *test_gate*: its gate would plan up to 1,400,020 model calls*"])

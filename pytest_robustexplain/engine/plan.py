@@ -6,6 +6,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from ..errors import ConfigError
 from ..results import CONTROL_KIND, OVERALL, SWAP_KIND, is_control
 from ..settings import Spelling
 
@@ -158,6 +159,25 @@ def max_calls(specs: Sequence[SliceSpec]) -> int:
             if (case.user_id, case.item_id) in spec.donors:
                 pairs.add((spec.model, case.user_id, case.item_id, SWAP_KIND, 0, 0, spec.seed))
     return len(pairs) + len(originals)
+
+
+# Above this a slice is refused before it is planned: at one second a call, a million calls take 11 days,
+# and planning them alone (each perturbation computed) took minutes and gigabytes (issue 41: repeats=10000).
+MAX_SLICE_CALLS = 1_000_000
+
+
+def check_slice_size(spec: SliceSpec, *, nodeid: str, spelling: Spelling) -> None:
+    """A ConfigError when the slice's calls, bounded by arithmetic before anything is allocated (users ×
+    (kinds × severities + a noise floor + a control) × repeats), exceed :data:`MAX_SLICE_CALLS`."""
+    bound = len(spec.cases) * ((len(spec.kinds) * len(spec.severities) + 2) * spec.repeats + 1)
+    if bound > MAX_SLICE_CALLS:
+        sizes = " × ".join(f"{n} {one if n == 1 else many}" for n, one, many in (
+            (len(spec.cases), "user", "users"), (len(spec.kinds), "kind", "kinds"),
+            (len(spec.severities), "severity", "severities"), (spec.repeats, "repeat", "repeats")))
+        raise ConfigError(
+            f"{nodeid}: its gate would plan up to {bound:,} model calls ({sizes}); more than "
+            f"{MAX_SLICE_CALLS:,} is refused. Shrink it with {spelling.flag('repeats')}, "
+            f"{spelling.flag('users')} or {spelling.flag('severities')}.")
 
 
 def large_plan_note(calls: int, *, spelling: Spelling) -> str | None:

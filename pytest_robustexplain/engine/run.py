@@ -55,6 +55,7 @@ from .plan import (
     ItemPlan,
     SliceParam,
     SlicePlan,
+    check_slice_size,
     dry_run_lines,
     guarded,
     large_plan_note,
@@ -259,6 +260,7 @@ class Run:
         spec = slice_spec(self.settings, gate, slice_id=slice_id, model=model, cases=self.cases_for(gate),
                           kind=None if slice_name == OVERALL else slice_name, donor_pool=self._donor_pool,
                           metrics=metrics, checks=checks)
+        check_slice_size(spec, nodeid=nodeid, spelling=self.spelling)
         planned = GatedSlice(spec, nodeid, slice_name, gate)
         self._slices[slice_id] = planned
         return planned

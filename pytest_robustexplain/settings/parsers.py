@@ -197,9 +197,15 @@ def parse_severities(raw: Any) -> tuple[int, ...]:
     levels: list[int] = []
     for item in items:
         if isinstance(item, str) and re.fullmatch(r"\s*\d+\s*-\s*\d+\s*", item):
-            start, stop = (int(x) for x in item.split("-"))
+            # The ends are checked before anything is allocated: "1-50000000" built 50 million levels, and
+            # "1-99999999999999999999" overflowed range() with a traceback, before "outside 1-5" was said.
+            ends = [x.strip().lstrip("0") or "0" for x in item.split("-")]
+            start, stop = (int(x) if len(x) <= 3 else high + 1 for x in ends)
             if start > stop:
                 raise Invalid(f"range {item.strip()!r} runs backwards")
+            if start < low or stop > high:
+                first = start if start < low else max(start, high + 1)  # the first level outside
+                raise Invalid(f"severity {first} is outside {low}-{high}")
             levels.extend(range(start, stop + 1))
             continue
         try:
