@@ -181,3 +181,24 @@ def test_a_plan_too_large_to_run_is_one_usage_error(pytester: pytest.Pytester, c
     result = pytester.runpytest("--robustexplain-backend=template", "--robustexplain-dry-run")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["ERROR: *test_gate*: its gate would plan up to 1,400,020 model calls*"])
+
+
+def test_the_dry_run_counts_the_calls_the_cache_already_answers(pytester: pytest.Pytester,
+                                                                 clean: None) -> None:
+    """--dry-run said "at most 540 model calls" when 340 of them were cached: a cost nobody would pay."""
+    with FakeOllamaServer() as fake:
+        args = (f"--robustexplain-host={fake.url}", "--robustexplain-model=fake-model")
+        pytester.makepyfile(marked('perturbations=["noise", "drift"], severities=[1, 3]'))
+        first = pytester.runpytest(*args, "--robustexplain-users=4")
+        first.assert_outcomes(passed=3)
+        counted = re.search(r"model calls: (\d+) made", first.stdout.str())
+        assert counted
+        made = int(counted.group(1))
+        before = fake.chat_calls
+        dry = pytester.runpytest(*args, "--robustexplain-users=8", "--robustexplain-dry-run")
+        assert fake.chat_calls == before  # no model call to count them
+    said = re.search(r"at most (\d+) model calls in all \(.*; (\d+) already in the response cache, so at "
+                     r"most (\d+) to make\)", dry.stdout.str())
+    assert said, dry.stdout.str()
+    total, cached, left = (int(n) for n in said.groups())
+    assert cached == made and left == total - made and total > made > 0

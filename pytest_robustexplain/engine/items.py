@@ -155,7 +155,6 @@ class ItemRun:
         if test not in self._overrides:
             self._overrides[test] = overrides_note(test, self.settings, marker[0])
 
-
     def plan(self, *, listing: bool) -> Planned:
         """Plan the expected items: a dry run prices them all and skips them, without a model they are
         skipped (or, under require-model, one ConfigError), otherwise the sweep starts — unless this is an

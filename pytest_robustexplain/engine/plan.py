@@ -12,12 +12,14 @@ from ..settings import Spelling
 
 if TYPE_CHECKING:
     from ..checks import Check, CheckRegistry
-    from ..data import Catalog, EvalCase
+    from ..data import Catalog, EvalCase, Item, UserHistory
     from ..donors import DonorPool
     from ..metrics.user import Metric
     from ..perturbations import KindRegistry
     from ..settings import GateSettings, Settings
-    from ..sweep import SliceSpec
+    from ..sweep import PairPlanner, SliceSpec
+
+    Call = tuple[UserHistory, Item, int, int]  # the arguments the sweep gives an explainer
 
 
 @dataclass(frozen=True)
@@ -216,14 +218,18 @@ class SlicePlan:
 
 
 def dry_run_lines(plans: Sequence[SlicePlan], labels: Mapping[str, str], calls: int, *,
-                  noun: str = "gated item", design: Sequence[str] = (), judge_model: str | None = None
-                  ) -> list[str]:
-    """The one rendering of ``--dry-run``, for both doors: the total, the design lines the door adds (the
-    CLI's protocol and grid), then each plan on one line under the door's label for it (pytest: the node
-    id and model of each gated item; ``robustexplain run``: each model's largest slice, by model)."""
+                  noun: str = "gated item", design: Sequence[str] = (), judge_model: str | None = None,
+                  cached: int | None = None) -> list[str]:
+    """The one rendering of ``--dry-run``, for both doors: the total (with the ``cached`` calls the response
+    cache already answers, when it can tell), the design lines the door adds (the CLI's protocol and grid),
+    then each plan on one line under the door's label for it (pytest: the node id and model of each gated
+    item; ``robustexplain run``: each model's largest slice, by model)."""
     count = f"{len(plans)} {noun}{'' if len(plans) == 1 else 's'}"
+    # "at most 540 model calls" when 340 were in the cache read as 540 to pay for (issue 43).
+    hits = ("cache hits are free" if cached is None else f"{min(cached, calls):,} already in the response "
+            f"cache, so at most {max(calls - cached, 0):,} to make")
     lines = [f"dry run — no model is called: {count}, at most {calls:,} model calls in all (shared originals "
-             "and pairs counted once; cache hits are free)", *design]
+             f"and pairs counted once; {hits})", *design]
     width = max((len(labels[p.slice_id]) for p in plans), default=0) + 1
     for plan in plans:
         skipped = f" ({plan.trivial} leave the history unchanged and are skipped)" if plan.trivial else ""
@@ -238,13 +244,14 @@ def dry_run_lines(plans: Sequence[SlicePlan], labels: Mapping[str, str], calls: 
 
 
 def plan_slices(slices: Sequence[GatedSlice], catalog: Catalog, kinds: KindRegistry | None = None, *,
-                judge: str | None = None) -> list[SlicePlan]:
+                judge: str | None = None, planner: PairPlanner | None = None) -> list[SlicePlan]:
     """Plan the slices exactly as the sweep will (the same :class:`~pytest_robustexplain.sweep.PairPlanner`),
-    without a sweep, an explainer or a model call; ``judge`` is the judge's scope when it is on."""
+    without a sweep, an explainer or a model call; ``judge`` is the judge's scope when it is on. A
+    ``planner`` passed in keeps the planned pairs (:func:`planned_calls` reads them)."""
     from ..sweep import PairPlanner
     from .judging import planned_judge_calls
 
-    planner = PairPlanner(catalog, kinds)
+    planner = planner if planner is not None else PairPlanner(catalog, kinds)
     plans = []
     for entry in slices:
         spec = entry.spec
@@ -262,3 +269,24 @@ def plan_slices(slices: Sequence[GatedSlice], catalog: Catalog, kinds: KindRegis
         plans.append(SlicePlan(spec.slice_id, spec.model, len(perturbed), planned.trivial, controls,
                                len(users), swaps, judged))
     return plans
+
+
+def planned_calls(planner: PairPlanner) -> dict[str, list[Call]]:
+    """Every model call the planned pairs make, by model, each once — the original of each (user, item,
+    seed) and each pair's other explanation — as ``(history, item, seed, repeat)``, the arguments the sweep
+    passes the explainer (``Sweep._run_pair``), so a dry run can look them up in the response cache."""
+    from ..sweep import CONTROL_SEED_OFFSET
+
+    calls: dict[str, dict[tuple[Any, ...], Call]] = {}
+    for pair in planner.pairs.values():
+        case, key, seed = pair.case, pair.key, pair.sample_seed
+        mine = calls.setdefault(key.model, {})
+        mine.setdefault(("original", case.user_id, case.item_id, seed), (case.history, case.item, seed, 0))
+        if pair.donor is not None:
+            other: Call = (pair.donor.history, case.item, seed, key.repeat)
+        elif pair.perturbation is None:
+            other = (case.history, case.item, seed + CONTROL_SEED_OFFSET + key.repeat, key.repeat)
+        else:
+            other = (pair.perturbation.perturbed, case.item, seed, key.repeat)
+        mine[(key.kind, key.severity, key.repeat, case.user_id, case.item_id, seed)] = other
+    return {model: list(found.values()) for model, found in calls.items()}

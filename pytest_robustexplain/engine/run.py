@@ -84,7 +84,7 @@ if TYPE_CHECKING:
     from ..report.summary import ReportModel
     from ..results import FaithfulnessResult, PolarityResult
     from ..settings import GateSettings, Settings
-    from ..sweep import Counters, SliceResult, SliceSpec, Sweep
+    from ..sweep import Counters, PairPlanner, SliceResult, SliceSpec, Sweep
 
 
 class Run:
@@ -292,19 +292,33 @@ class Run:
         if note:
             self.say(note + hint)
 
-    def price(self) -> list[SlicePlan]:
+    def price(self, planner: PairPlanner | None = None) -> list[SlicePlan]:
         """Every planned slice priced (pairs, controls, model calls at most) by the sweep's own planner,
-        without an explainer, the cache or a model call: what a dry run prints."""
+        without an explainer, the cache or a model call: what a dry run prints. A ``planner`` passed in
+        keeps the planned pairs (for :meth:`cached_calls`)."""
         from .plan import plan_slices
 
         judge = self.settings.judge if self.judging.on else None
-        return plan_slices(list(self._slices.values()), self.dataset.catalog, self.kinds, judge=judge)
+        return plan_slices(list(self._slices.values()), self.dataset.catalog, self.kinds, judge=judge,
+                           planner=planner)
+
+    def cached_calls(self, planner: PairPlanner) -> int | None:
+        """How many of the planned calls the response cache already answers (None: it cannot tell)."""
+        from .plan import planned_calls
+        from .setup import cached_count
+
+        counts = [cached_count(self.settings, model, self.cache_dir, calls)
+                  for model, calls in planned_calls(planner).items() if model]
+        return None if not counts or any(c is None for c in counts) else sum(c or 0 for c in counts)
 
     def dry_run_lines(self, *, by_model: bool = False, design: Sequence[str] = ()) -> list[str]:
         """What ``--dry-run`` prints, both doors (:func:`~.plan.dry_run_lines`): every gated item under its
         node id (pytest), or ``by_model`` each model's largest slice — the overall one, which holds every
         pair its kind slices share (``robustexplain run``); then the pace a previous run recorded."""
-        plans = self.price()
+        from ..sweep import PairPlanner
+
+        planner = PairPlanner(self.dataset.catalog, self.kinds)
+        plans = self.price(planner)
         labels = {slice_id: f"{planned.nodeid} ({planned.spec.model or 'custom explainer'})"
                   for slice_id, planned in self._slices.items()}
         if by_model:
@@ -317,7 +331,7 @@ class Run:
         calls = max_calls([s.spec for s in self._slices.values()])
         judge_model = self.settings.judge_model if self.judging.on else None
         lines = dry_run_lines(plans, labels, calls, noun="model" if by_model else "gated item", design=design,
-                              judge_model=judge_model)
+                              judge_model=judge_model, cached=self.cached_calls(planner))
         return lines + [f"  {line}" for line in self.pace_lines()]
 
     @property

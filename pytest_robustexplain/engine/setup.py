@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from ..explainers.judge import Judge
     from ..score_cache import CachedScorer
     from ..settings import Settings
+    from .plan import Call
 
 
 DEFAULT_CACHE_DIR = ".robustexplain-cache"  # one response cache for `pytest` and `robustexplain run`
@@ -180,6 +181,30 @@ def build_scorer(settings: Settings, *, cache_dir: Path | None = None) -> Cached
         cache = ScoreCache(cache_dir / SCORES_DIR, settings.cache)
         user_cache = MetricValueCache(cache_dir / SCORES_DIR, settings.cache)
     return CachedScorer(weights=settings.weights, cache=cache, user_cache=user_cache)
+
+
+def cached_count(settings: Settings, model: str, cache_dir: Path, calls: Sequence[Call]) -> int | None:
+    """How many of ``calls`` the response cache would answer — each call's cache key built as the run
+    builds it, at the model facts the cache recorded when it last ran the model — without a model call or
+    a connection; None when the cache cannot tell (off, write-only, the template explainer, never run)."""
+    import asyncio
+
+    from ..explainers.cache import ResponseCache, cache_key
+
+    if settings.cache in ("off", "write") or settings.backend in ("template", "callable"):
+        return None
+    cache = ResponseCache(cache_dir, "read")
+    explainer = _backend_explainer(settings, model)
+    try:
+        info = cache.get_model_info(explainer.backend, model)
+        adopt = getattr(explainer, "use_model_info", None)
+        if info is None or adopt is None:
+            return None
+        adopt(info)  # the digest and resolved name the keys carry (a re-pulled model will miss)
+        return sum(cache.path_for(cache_key(explainer.request_identity(h, i, seed=s, repeat=r))).is_file()
+                   for h, i, s, r in calls)
+    finally:
+        asyncio.run(explainer.aclose())
 
 
 def _backend_explainer(settings: Settings, model: str) -> Explainer:
