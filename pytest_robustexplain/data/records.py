@@ -7,10 +7,10 @@ creates more of them.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any
+from typing import Any, overload
 
 
 def _frozen(mapping: Mapping[str, Any] | None) -> Mapping[str, Any]:
@@ -102,12 +102,20 @@ class UserHistory:
 
 
 class Catalog(Mapping[str, Item]):
-    """All items, by id, in a stable order (the order they were given)."""
+    """All items, by id, in a stable order (the order they were given).
+
+    Immutable once built, so its list, its sorted categories and its per-category index are computed once
+    (each perturbation reads them: rebuilt per call they made planning grow with users × catalog size), and
+    :meth:`without` is a view that leaves one item out without copying the rest.
+    """
 
     def __init__(self, items: Iterable[Item]) -> None:
         self._items: dict[str, Item] = {}
         for item in items:
             self._items[item.item_id] = item
+        self._list: tuple[Item, ...] | None = None
+        self._index: dict[str, tuple[Item, ...]] | None = None
+        self._positions: dict[str, int] | None = None
 
     def __getitem__(self, item_id: str) -> Item:
         return self._items[item_id]
@@ -122,16 +130,102 @@ class Catalog(Mapping[str, Item]):
         return f"Catalog({len(self)} items)"
 
     @property
-    def items_list(self) -> tuple[Item, ...]:
-        return tuple(self._items.values())
+    def items_list(self) -> Sequence[Item]:
+        if self._list is None:
+            self._list = tuple(self._items.values())
+        return self._list
 
     @property
     def categories(self) -> tuple[str, ...]:
         """Distinct categories, sorted, so that seeded draws from them are reproducible."""
-        return tuple(sorted({i.category for i in self._items.values() if i.category is not None}))
+        return tuple(sorted(self._by_category()))
 
     def by_category(self, category: str) -> tuple[Item, ...]:
-        return tuple(i for i in self._items.values() if i.category == category)
+        """The items of ``category``, in the catalog's order."""
+        return self._by_category().get(category, ())
+
+    def without(self, item_id: str) -> Catalog:
+        """The catalog without ``item_id`` — the same items in the same order, as a view — or itself when
+        the item is not in it."""
+        return _WithoutOne(self, item_id) if item_id in self._items else self
+
+    def position(self, item_id: str) -> int:
+        """The item's place in :attr:`items_list` (a KeyError when it is not in the catalog)."""
+        if self._positions is None:
+            self._positions = {item.item_id: i for i, item in enumerate(self.items_list)}
+        return self._positions[item_id]
+
+    def _by_category(self) -> dict[str, tuple[Item, ...]]:
+        if self._index is None:
+            index: dict[str, list[Item]] = {}
+            for item in self._items.values():
+                if item.category is not None:
+                    index.setdefault(item.category, []).append(item)
+            self._index = {c: tuple(items) for c, items in index.items()}
+        return self._index
+
+
+class _SkipOne(Sequence[Item]):
+    """A tuple of items with the one at ``skip`` left out, read in place (no copy of the others)."""
+
+    def __init__(self, items: Sequence[Item], skip: int) -> None:
+        self._items, self._skip = items, skip
+
+    def __len__(self) -> int:
+        return len(self._items) - 1
+
+    @overload
+    def __getitem__(self, index: int) -> Item: ...
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[Item]: ...
+
+    def __getitem__(self, index: int | slice) -> Item | Sequence[Item]:
+        if isinstance(index, slice):
+            return tuple(self)[index]
+        n = len(self)
+        if not -n <= index < n:
+            raise IndexError(index)
+        index %= n
+        return self._items[index if index < self._skip else index + 1]
+
+
+class _WithoutOne(Catalog):
+    """:meth:`Catalog.without`: the base catalog with one item left out, as a view."""
+
+    def __init__(self, base: Catalog, item_id: str) -> None:  # a view: no items of its own
+        self._base, self._left_out = base, base[item_id]
+        self._position = base.position(item_id)
+
+    def __getitem__(self, item_id: str) -> Item:
+        if item_id == self._left_out.item_id:
+            raise KeyError(item_id)
+        return self._base[item_id]
+
+    def __iter__(self) -> Iterator[str]:
+        return (item_id for item_id in self._base if item_id != self._left_out.item_id)
+
+    def __len__(self) -> int:
+        return len(self._base) - 1
+
+    @property
+    def items_list(self) -> Sequence[Item]:
+        return _SkipOne(self._base.items_list, self._position)
+
+    @property
+    def categories(self) -> tuple[str, ...]:
+        category = self._left_out.category
+        if category is not None and len(self._base.by_category(category)) == 1:
+            return tuple(c for c in self._base.categories if c != category)  # its only item left out
+        return self._base.categories
+
+    def by_category(self, category: str) -> tuple[Item, ...]:
+        items = self._base.by_category(category)
+        if category != self._left_out.category:
+            return items
+        return tuple(item for item in items if item.item_id != self._left_out.item_id)
+
+    def without(self, item_id: str) -> Catalog:
+        return Catalog(self.items_list).without(item_id)
 
 
 @dataclass(frozen=True)

@@ -454,10 +454,11 @@ register_builtin(MISSING, missing_values, ("missing",))
 
 
 def _without_item(catalog: Catalog, item_id: str) -> Catalog:
-    # The recommended item must not show up in its own history; keep it if it is all there is.
+    # The recommended item must not show up in its own history; keep it if it is all there is. A view:
+    # copying the catalog for every perturbation made planning grow with users × catalog size.
     if item_id not in catalog or len(catalog) < 2:
         return catalog
-    return Catalog(item for item in catalog.items_list if item.item_id != item_id)
+    return catalog.without(item_id)
 
 
 def _checked_output(kind: str, history: UserHistory, output: object) -> tuple[UserHistory, dict[str, Any]]:
