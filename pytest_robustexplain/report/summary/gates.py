@@ -17,6 +17,7 @@ from ...results import (
     METRICS,
     OVERALL,
     PASS,
+    Finding,
     GateCheck,
     GateResult,
     ModelInfo,
@@ -259,8 +260,7 @@ class FailedGate:
         checks = self.gate.verdict.failed_checks
         first = replace(self.gate.verdict, checks=checks[:1], findings={})  # its "also" is said by name
         reason = failed_reason(replace(self.gate, verdict=first))
-        others = [name for name, f in self.gate.verdict.findings.items()
-                  if name != _STABILITY and f.enforced and f.outcome in (FAIL, INSENSITIVE)]
+        others = [name for name, _ in _other_failures(self.gate.verdict)]
         more = [f"+{len(checks) - 1} checks"] if len(checks) > 1 else []
         more += [f"also {', '.join(others)}"] if checks and others else []
         said = f" ({'; '.join(more)})" if more else ""
@@ -312,15 +312,19 @@ def dataset_of(run: RunResult) -> str | None:
     return str(name) if name else None
 
 
+def _other_failures(verdict: Verdict) -> list[tuple[str, Finding]]:
+    """The enforced checks beside ρ and the metrics that failed the item (FAIL or INSENSITIVE), in order."""
+    return [(name, f) for name, f in verdict.findings.items()
+            if name != _STABILITY and f.enforced and f.outcome in (FAIL, INSENSITIVE)]
+
+
 def also_failed(verdict: Verdict) -> str:
     """The checks beside ρ and the metrics that failed the item too, each with its value and limit
     ("relative FAIL 0.07 [0.04, 0.10] (needs ≥ 0.5)"), in the order the verdict decided them; "" when
     none did. Where the thresholds are the reason a writer gives, these follow, so that every writer
     names every check that failed the item — the headline leads with one of them."""
     parts = []
-    for name, f in verdict.findings.items():
-        if name == _STABILITY or not f.enforced or f.outcome not in (FAIL, INSENSITIVE):
-            continue
+    for _, f in _other_failures(verdict):
         side = "needs ≥" if f.bound == "min" else "at most"
         limit = "" if f.threshold is None else f" ({side} {f.threshold:g})"
         value = f" {fmt_interval(f.value, 2)}" if f.value is not None else ""
