@@ -135,6 +135,14 @@ def clopper_pearson(k: int, n: int, confidence: float = 0.95) -> tuple[float, fl
     return share_lower_bound(k, n, tail), share_upper_bound(k, n, tail)
 
 
+def user_success_share(pairs: Sequence[Any], kind: str) -> float | None:
+    """The share of one user's ``kind`` pairs whose attack succeeded (None: the user has none measured) —
+    the value the attack's sequential test is fed, user by user."""
+    mine = [p for p in pairs if p.key.kind == kind and p.failure is None
+            and isinstance(p.changes.get("attack"), Mapping)]
+    return sum(bool(p.changes["attack"].get("success")) for p in mine) / len(mine) if mine else None
+
+
 def evaluate_attacks(pairs: Sequence[Any], limits: Mapping[str, float], *, confidence: float = 0.95
                      ) -> tuple[Any, ...]:
     """One :class:`~pytest_robustexplain.results.AttackResult` per adversarial kind among ``pairs``."""

@@ -27,7 +27,8 @@ The decisions, each one-sided at ``alpha`` (:func:`evaluate`):
 4. ``copy_outcome`` FAIL when the share of explanations copying their prompt back is confidently above
    ``max_copy_rate`` (``copying.py``);
 5. ``grounding_outcome`` FAIL when history references are confidently below ``min_history_reference`` or
-   unsupported mentions confidently above ``max_unsupported_rate`` (``grounding.py``), each at alpha / 2.
+   unsupported mentions confidently above ``max_unsupported_rate`` (``grounding.py``), each at alpha / 2
+   (under ``decision=sequential`` their own tests take part of it: :func:`_grounding_outcome`).
 
 Every share is bounded with users as the unit (:func:`user_share`): a user's cases are not independent.
 A failed reply, perturbed or control, leaves its case: it measures neither side of Δ and R.
@@ -102,11 +103,16 @@ class GuardSettings:
 
     def alpha_of(self, check: str) -> float:
         """The alpha the fixed rule behind a sequential test (``StopRule.key``: ``sensitivity`` — the
-        identical share —, ``pass_key("sensitivity")``, ``copying``, ``grounding``, ``relative``) decides
-        at."""
+        identical share —, ``pass_key("sensitivity")``, ``copying``, ``grounding`` — history references —,
+        :data:`UNSUPPORTED_RULE`, ``relative``) decides at."""
         from .stats import DEFAULT_FALLBACK_SHARE
 
         return self.alpha * DEFAULT_FALLBACK_SHARE if check in self.split else self.alpha
+
+
+# Grounding's second rule (unsupported mentions) among a slice's sequential tests: ``StopRule.key`` of the
+# rule whose ``part`` is "unsupported" (the first, history references, is the check's own name).
+UNSUPPORTED_RULE = "grounding:unsupported"
 
 
 @dataclass(frozen=True)
@@ -235,7 +241,11 @@ def _grounding_outcome(rows: Grounded, settings: GuardSettings) -> str | None:
     unsupported-mention rate confidently above ``max_unsupported_rate`` (one-sided exact bounds with users
     as the unit, :func:`user_share`; with both gated each rule takes half the check's alpha, so that
     their union holds it — at alpha each they reached 7.5–11 % with both rates at their limits); None when
-    neither is gated or nothing was measured."""
+    neither is gated or nothing was measured. Under ``decision=sequential`` the history-reference rule's
+    test spends half the check's alpha (the fixed rules share the other half: ``GuardSettings.alpha_of``)
+    and the unsupported-mention rule's test half of that rule's share."""
+    from .stats import DEFAULT_FALLBACK_SHARE
+
     gated = [r for r in (settings.min_history_reference, settings.max_unsupported_rate) if r is not None]
     if not rows or not gated:
         return None
@@ -246,7 +256,9 @@ def _grounding_outcome(rows: Grounded, settings: GuardSettings) -> str | None:
         checks.append(share_upper_bound(k, g, alpha) < settings.min_history_reference)
     if settings.max_unsupported_rate is not None:
         k, g = user_share([(u, bool(gr.get("unsupported"))) for u, gr, _ in rows])
-        checks.append(share_lower_bound(k, g, alpha) > settings.max_unsupported_rate)
+        # Its own sequential test, when it ran, took half of this rule's share (checks/grounding.py).
+        unsupported_alpha = alpha * (DEFAULT_FALLBACK_SHARE if UNSUPPORTED_RULE in settings.split else 1.0)
+        checks.append(share_lower_bound(k, g, unsupported_alpha) > settings.max_unsupported_rate)
     return FAIL if any(checks) else PASS
 
 
@@ -302,6 +314,13 @@ def user_history_reference(swaps: Sequence[PairResult]) -> float | None:
     """The share of the user's original explanations that refer to their history (None: none read)."""
     rows = _grounded(swaps)
     return math.fsum(_refers(g, s) for _, g, s in rows) / len(rows) if rows else None
+
+
+def user_unsupported_share(swaps: Sequence[PairResult]) -> float | None:
+    """The share of the user's original explanations that name a catalog category or title from neither
+    their history nor the item (None: none read)."""
+    rows = _grounded(swaps)
+    return math.fsum(bool(g.get("unsupported")) for _, g, _ in rows) / len(rows) if rows else None
 
 
 def user_relative_excess(pairs: Sequence[PairResult], swaps: Sequence[PairResult], threshold: float

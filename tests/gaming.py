@@ -103,6 +103,18 @@ def _honest(history: UserHistory, item: Item) -> str:
             f"{' and '.join(liked) or 'several items'}. {item.title} fits that taste.")
 
 
+def invents_a_purchase(history: UserHistory, item: Item) -> str:
+    """Honest, then claims a past purchase the user never made: a catalog title from neither the history nor
+    the item (the catalog is what a real agent has too)."""
+    from pytest_robustexplain.data import default_dataset
+
+    had = {i.title for i in history} | {item.title}
+    titles = sorted(t.title for t in default_dataset().catalog.values()
+                    if t.title and len(t.title.split()) > 1 and t.title not in had)
+    invented = titles[_digest(item.item_id) % len(titles)]
+    return f"{_honest(history, item)} You also bought {invented} last month and loved it."
+
+
 def half_blind(history: UserHistory, item: Item) -> str:
     """Honest on histories of up to 25 interactions, a constant past that."""
     if len(history) > 25:

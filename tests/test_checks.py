@@ -44,6 +44,28 @@ def test_a_failure_before_insensitive_stays_and_insensitive_before_a_failure_sta
     assert outcome == INSENSITIVE
 
 
+@pytest.mark.parametrize(("start", "effect", "leads"), [
+    (FAIL, INCONCLUSIVE, False), (FAIL, None, False), (INSENSITIVE, INCONCLUSIVE, False),
+    (INCONCLUSIVE, None, False), (FAIL, FAIL, True), (PASS, FAIL, True), (PASS, None, True),
+    (INCONCLUSIVE, INCONCLUSIVE, True), (PASS, INCONCLUSIVE, True), (FAIL, INSENSITIVE, False),
+])
+def test_a_stage_that_did_not_decide_a_failure_follows_the_reason(start: str, effect: str | None,
+                                                                 leads: bool) -> None:
+    """A failed item's first words are the check that decided it: an INCONCLUSIVE guard (or a warning)
+    beside an earlier stage's FAIL says its note after it, behind "Also:"; a stage that decided leads."""
+    from pytest_robustexplain.checks import Decision, apply_stage
+    from pytest_robustexplain.checks.copying import Copying
+    from pytest_robustexplain.results import Verdict
+
+    before = Verdict(start, (), message="Security FAIL: prompt injection succeeded in 3 of 3 pairs.")
+    after = apply_stage(before, [(Copying(), Decision(effect, "Guard note."))])
+    assert after.outcome == combine(start, effect)
+    if leads:
+        assert after.message == f"Guard note. Stability alone: {before.message}"
+    else:
+        assert after.message == f"{before.message} Also: Guard note."
+
+
 # ------------------------------------------------------------------------------ the registry
 def test_every_finding_of_the_method_is_a_registered_check_in_decision_order() -> None:
     assert [c.name for c in BUILTIN] == ["stability", "injection", "hijack", "sensitivity", "relative",
@@ -271,8 +293,9 @@ def test_one_mixed_run_reads_the_same_in_every_writer(pytester: pytest.Pytester,
     warned = {name for g in run.gates for name, f in g.verdict.findings.items()
               if f.outcome and not f.enforced}
     assert warned >= {"relative", "grounding"}  # guard=warn: findings said, never deciding
-    assert all(g.verdict.message.startswith("Guard warning") for g in run.gates)
-    # The first sentence that decided each item: stability's, never the warnings that lead the message.
+    # The message leads with the check that decided the item (stability's), the warnings after "Also:".
+    assert all(g.verdict.message.startswith(f"{g.verdict.outcome} (confident rule): ") for g in run.gates)
+    assert all(" Also: Guard warning" in g.verdict.message for g in run.gates)
     headlines = {g.slice: headline(g.verdict) for g in run.gates}
     assert all(h.startswith("FAIL (confident rule): ") for s, h in headlines.items() if s != "category_drift")
     assert headlines["category_drift"].startswith("INCONCLUSIVE (confident rule): ")

@@ -14,7 +14,8 @@ check's decision in registry order. Precedence, written once:
 
 The message: the notes of one stage's checks lead, in order, followed by the stage's connector and what the
 item said before them ("Relative FAIL: … Stability alone: PASS …"), so a failed item's first words are the
-check that decided it.
+check that decided it. A stage that did not decide the FAIL, INSENSITIVE or INCONCLUSIVE an earlier stage
+found (the guard INCONCLUSIVE beside an attack's FAIL, a warning) says its notes after it, following "Also:".
 """
 
 from __future__ import annotations
@@ -52,5 +53,15 @@ def apply_stage(verdict: Verdict, decided: Sequence[tuple[Check, Decision]]) -> 
     notes = [d.note for _, d in decided if d.note]
     if not notes:
         return replace(verdict, outcome=outcome)
+    if _decided_before(verdict.outcome, outcome, decided):
+        return replace(verdict, outcome=outcome, message=" ".join([verdict.message, "Also:", *notes]))
     connector = decided[0][0].connector
     return replace(verdict, outcome=outcome, message=" ".join([*notes, f"{connector}{verdict.message}"]))
+
+
+def _decided_before(before: str, after: str, decided: Sequence[tuple[Check, Decision]]) -> bool:
+    """Whether the item's FAIL, INSENSITIVE or INCONCLUSIVE came from an earlier stage and none of this
+    stage's checks decided it too: then this stage's notes (an INCONCLUSIVE guard beside a FAIL, a warning)
+    follow the reason, after "Also:", instead of leading a message whose first words must be the check that
+    decided it. A PASS's warnings still lead: they are all a passing item has to say."""
+    return before == after != PASS and all(d.outcome != after for _, d in decided)

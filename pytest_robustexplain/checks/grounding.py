@@ -26,18 +26,33 @@ class Grounding(ControlCheck):
     def enforced(self, evidence: Evidence) -> bool:
         return super().enforced(evidence) or evidence.gate.explicit("min_history_reference")
 
-    def stop_rule(self, gate: GateSettings, kind: str | None, *, floor_is_one: bool) -> StopRule | None:
+    def stop_rules(self, gate: GateSettings, kind: str | None, *, floor_is_one: bool) -> tuple[StopRule, ...]:
         """Each user's share of explanations that refer to their history, against
-        ``min_history_reference`` (when that is gated and enforced)."""
-        from .. import guard as guard_mod
-        from ..stats import BELOW, StopRule
+        ``min_history_reference`` (when that is gated and enforced), and their share that name a category or
+        title from neither the history nor the item, against ``max_unsupported_rate``: an explainer that
+        ignores the history, or invents the user's taste, fails after a few users.
 
-        explicit = gate.explicit("min_history_reference")
-        if gate.min_history_reference is None or not (enforced_by_guard(gate) or explicit):
-            return None
-        return StopRule(self.name, gate.min_history_reference, BELOW,
-                        stop_alpha(gate),
-                        lambda pairs, swaps: guard_mod.user_history_reference(swaps))
+        Alpha, so that the check's false FAIL stays at most alpha: the history-reference test spends half
+        of it (``stop_alpha``) and the two fixed rules share the other half; the unsupported-mention test
+        takes half of its fixed rule's share (the history-reference test, the one that stops the common
+        failure, keeps the speed it had before the second test came)."""
+        from .. import guard as guard_mod
+        from ..stats import ABOVE, BELOW, DEFAULT_FALLBACK_SHARE, StopRule
+
+        if not (enforced_by_guard(gate) or gate.explicit("min_history_reference")):
+            return ()
+        rules = []
+        history = gate.min_history_reference is not None
+        if gate.min_history_reference is not None:
+            rules.append(StopRule(self.name, gate.min_history_reference, BELOW, stop_alpha(gate),
+                                  lambda pairs, swaps: guard_mod.user_history_reference(swaps)))
+        if gate.max_unsupported_rate is not None:
+            share = gate.alpha * (DEFAULT_FALLBACK_SHARE if history else 1.0) / (1 + history)
+            rules.append(StopRule(self.name, gate.max_unsupported_rate, ABOVE,
+                                  share * (1 - DEFAULT_FALLBACK_SHARE),
+                                  lambda pairs, swaps: guard_mod.user_unsupported_share(swaps),
+                                  part=guard_mod.UNSUPPORTED_RULE.partition(":")[2]))
+        return tuple(rules)
 
     def problem(self, found: GuardResult, evidence: Evidence) -> tuple[str, str] | None:
         from .. import guard as guard_mod

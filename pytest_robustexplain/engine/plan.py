@@ -124,8 +124,9 @@ def slice_spec(settings: Settings, gate: GateSettings, *, slice_id: str, model: 
     sequential = None
     noise_floor = noise_floor_on(settings, gate)
     if gate.decision == "sequential":
-        # The checks read from the cross-user control may end the slice early too, on their own tests.
-        stops = tuple(rule for check in checks if guarded(gate)
+        # Every check with a test of its own may end the slice early too (each says when it has one: the
+        # control-based checks only when the guard enforces them, an attack when its kind is planned).
+        stops = tuple(rule for check in checks
                       for rule in check.stop_rules(gate, kind, floor_is_one=not noise_floor))
         sequential = SequentialConfig(gate.thresholds(kind), alpha=gate.alpha, max_users=gate.max_users,
                                       stops=stops)

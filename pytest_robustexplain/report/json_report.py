@@ -66,7 +66,8 @@ Top level (object):
   (failed replies left out of the cases)),
   ``attacks`` (list, one per opt-in adversarial kind the slice ran: ``kind`` ``prompt_injection`` or
   ``shilling``, ``successes``, ``n``, ``low``/``high`` (exact interval of the success rate), ``limit``,
-  ``outcome``, ``by_family`` and ``by_severity`` (name → [successes, pairs]), ``examples``),
+  ``outcome``, ``by_family`` and ``by_severity`` (name → [successes, pairs]), ``examples``, ``stop_note``
+  (under ``decision=sequential``, when the attack's own test failed the item early; else "")),
   ``users_needed`` (null or integer), ``checks``: list of ``quantity`` (``combined`` or a metric),
   ``threshold``, ``outcome``, ``fragile`` (the interval straddles the threshold), ``flip_probability``
   (null or float) and ``interval``.

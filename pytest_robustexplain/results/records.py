@@ -414,6 +414,7 @@ class AttackResult:
     by_family: dict[str, list[int]] = field(default_factory=dict)
     by_severity: dict[str, list[int]] = field(default_factory=dict)
     examples: tuple[dict[str, Any], ...] = ()
+    stop_note: str = ""  # under decision=sequential: the attack's own test failed the item early
 
     @property
     def rate(self) -> float:

@@ -155,6 +155,18 @@ def _check_side(side: str) -> int:
     return +1 if side == ABOVE else -1
 
 
+def _beyond_the_edge(x: FloatArray, limit: float, sign: int) -> npt.NDArray[np.bool_]:
+    """Values that H0 rules out at a limit on the edge of [0, 1]: above 0 under "mean ≤ 0" (``sign`` +1; a
+    share whose limit is "never", such as max_injection_rate 0), below 1 under "mean ≥ 1". Every value is
+    then 0 (or 1), so one value past it rejects H0 at no cost of alpha — exactly, not by betting, whose bets
+    stay finite and would need several such users."""
+    if sign > 0 and limit <= 0.0:
+        return np.asarray(x > 0.0)
+    if sign < 0 and limit >= 1.0:
+        return np.asarray(x < 1.0)
+    return np.zeros(np.shape(x), dtype=bool)
+
+
 def simulate_one_sided(user_values: FloatArray, limit: float, side: str, *, alpha: float
                        ) -> tuple[npt.NDArray[np.bool_], IntArray]:
     """Vectorised :class:`OneSidedTest` over many runs: ``(rejected, users used)`` per run, ``user_values``
@@ -162,8 +174,9 @@ def simulate_one_sided(user_values: FloatArray, limit: float, side: str, *, alph
     x = np.asarray(user_values, dtype=float)
     if x.ndim != 2 or not np.all((x >= 0) & (x <= 1)):
         raise ValueError("user_values: shape (runs, users), every value in [0, 1]")
-    log_wealth = _log_wealth(x[..., None], np.array([float(limit)]), _check_side(side))[..., 0]
-    crossed = log_wealth >= math.log(1 / check_alpha(alpha))
+    sign = _check_side(side)
+    log_wealth = _log_wealth(x[..., None], np.array([float(limit)]), sign)[..., 0]
+    crossed = (log_wealth >= math.log(1 / check_alpha(alpha))) | _beyond_the_edge(x, float(limit), sign)
     rejected = np.asarray(crossed.any(axis=1), dtype=bool)
     used = np.where(rejected, np.argmax(crossed, axis=1) + 1, x.shape[1]).astype(np.int64)
     return rejected, used
@@ -190,12 +203,16 @@ class StopRule:
     alpha: float
     value: Callable[[Sequence[PairResult], Sequence[PairResult]], float | None]
     verdict: str = FAIL
+    # Which of the check's rules this is, when it has more than one FAIL rule (grounding's history
+    # references and unsupported mentions): "" for the check's one rule.
+    part: str = ""
 
     @property
     def key(self) -> str:
-        """The rule's name among a slice's tests: the check's for a FAIL rule, :func:`pass_key` else (a
-        check may have one of each)."""
-        return self.check if self.verdict == FAIL else pass_key(self.check)
+        """The rule's name among a slice's tests (and in ``GuardSettings.split``): the check's for its FAIL
+        rule, ``check:part`` for a second one, :func:`pass_key` for a PASS rule."""
+        name = f"{self.check}:{self.part}" if self.part else self.check
+        return name if self.verdict == FAIL else pass_key(name)
 
     def test(self) -> OneSidedTest:
         return OneSidedTest(self.limit, self.side, alpha=self.alpha)
@@ -226,7 +243,8 @@ class OneSidedTest:
     (Waudby-Smith & Ramdas 2023): under H0 the wealth is a non-negative supermartingale, so by Ville's
     inequality it ever reaches 1/alpha with probability at most alpha — the test may be looked at after
     every user, and a rejection is the check's FAIL, whenever it comes. It only ever fails an item: a PASS
-    is the check's fixed rule's, on every user measured.
+    is the check's fixed rule's, on every user measured. At a limit of 0 ("above") or 1 ("below") one value
+    past it rejects at once: H0 allows no other value (:func:`_beyond_the_edge`).
     """
 
     def __init__(self, limit: float, side: str, *, alpha: float) -> None:
@@ -248,7 +266,8 @@ class OneSidedTest:
         path = _log_wealth(np.asarray(self._values, dtype=float)[None, :, None], np.array([self.limit]),
                            self._sign)
         self._log_wealth = float(path[0, -1, 0])
-        self.rejected = self.rejected or self._log_wealth >= math.log(self.level)
+        self.rejected = (self.rejected or self._log_wealth >= math.log(self.level)
+                         or bool(_beyond_the_edge(np.array(value), self.limit, self._sign)))
         return self.rejected
 
     @property
