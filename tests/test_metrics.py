@@ -409,7 +409,7 @@ def test_bad_weights_or_settings_fail_when_building_a_scorer() -> None:
 def test_signature_names_tokenizer_tagger_bleu_weights_and_version() -> None:
     textblob_version = importlib.metadata.version("textblob")
     sacrebleu_version = importlib.metadata.version("sacrebleu")
-    expected = (f"tok:nltk-regexp|tag:textblob-pattern@{textblob_version}|"
+    expected = (f"tok:nltk-regexp+chars|tag:textblob-pattern@{textblob_version}|"
                 f"bleu:4,smooth:exp,eff:yes,sacrebleu@{sacrebleu_version}|w:.25/.25/.25/.25|v:{__version__}")
     assert metric_signature() == expected
     assert Scorer().signature == expected
@@ -459,7 +459,7 @@ def test_perceptron_tagger_scores_when_its_data_is_installed() -> None:
         pytest.skip("NLTK averaged_perceptron_tagger_eng data is not installed here")
     scorer = Scorer(tagger="nltk-perceptron")
     assert scorer.keywords("The happy dog chased a red ball.") >= {"dog", "ball"}
-    assert scorer.signature.startswith("tok:nltk-regexp|tag:nltk-perceptron@")
+    assert scorer.signature.startswith("tok:nltk-regexp+chars|tag:nltk-perceptron@")
 
 
 # --------------------------------------------------------------------------------------------------

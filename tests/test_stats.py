@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import subprocess
@@ -37,12 +38,13 @@ ALL5 = {"combined": 0.5, "semantic": 0.35, "keyword": 0.35, "structural": 0.35, 
 
 def pair(user: str, value: float = 0.5, *, item: str = "i1", kind: str = "noise_injection", severity: int = 1,
          repeat: int = 0, model: str = "m", failure: str | None = None, history_length: int = 10,
-         **scores: float) -> PairResult:
+         history_diversity: float | None = None, **scores: float) -> PairResult:
     """A pair whose scores all equal ``value`` unless given one by one."""
     metric = {m: float(scores.get(m, value)) for m in METRICS}
     combined = float(scores.get("combined", value))
     return PairResult(PairKey(model, user, item, kind, severity, repeat), combined=combined,
-                      original="o", perturbed="p", failure=failure, history_length=history_length, **metric)
+                      original="o", perturbed="p", failure=failure, history_length=history_length,
+                      history_diversity=history_diversity, **metric)
 
 
 def grid_pairs(user_values: dict[str, Sequence[float]], *, model: str = "m", quantity: str | None = None,
@@ -898,6 +900,47 @@ def test_user_spread_stratifies_by_history_length_only_when_wide() -> None:
     assert short.mean.mean == pytest.approx(0.15)
     assert spread.user_means["u8"] == pytest.approx(0.95)
     json.loads(strict_json(spread))
+
+
+def test_user_spread_also_stratifies_by_interaction_diversity_when_the_pairs_record_it() -> None:
+    """The guide's advice: strata by history length *and* interaction diversity (the effective number of a
+    history's categories). Here diversity, not length, carries the spread: narrow histories explain stably."""
+    wide = []
+    diversity = [1.0, 1.2, 1.4, 2.5, 2.7, 2.9, 4.0, 4.2, 4.4]
+    values = [0.95, 0.9, 0.85, 0.6, 0.55, 0.5, 0.2, 0.15, 0.1]
+    for i, (d, value) in enumerate(zip(diversity, values, strict=True)):
+        wide += [pair(f"u{i}", value, item=f"i{j}", history_length=30, history_diversity=d) for j in range(2)]
+    spread = st.user_spread(wide)
+    assert [s.label for s in spread.strata] == ["short"]  # one length: one stratum of it
+    assert [(s.label, s.by, s.n_users) for s in spread.diversity_strata] == [
+        ("narrow", "diversity", 3), ("middle", "diversity", 3), ("wide", "diversity", 3)]
+    narrow, _, spread_wide = spread.diversity_strata
+    assert (narrow.min_length, narrow.max_length) == (1.0, 1.4) and narrow.mean.mean == pytest.approx(0.9)
+    assert spread_wide.mean.mean == pytest.approx(0.15)
+    json.loads(strict_json(spread))
+    from types import SimpleNamespace
+
+    from pytest_robustexplain.report.summary.findings import spread_text
+
+    said = spread_text(SimpleNamespace(user_spread=spread))  # type: ignore[arg-type]
+    assert said is not None and "; by interaction diversity narrow (1.0–1.4 categories in effect, 3 users) " \
+        "0.900" in said
+    # A report written before pairs recorded their diversity: the length strata alone, as before.
+    old = [dataclasses.replace(p, history_diversity=None) for p in wide]
+    assert st.user_spread(old).diversity_strata == ()
+
+
+def test_a_history_s_diversity_is_its_effective_number_of_categories() -> None:
+    from pytest_robustexplain.data import Interaction, UserHistory
+
+    def history(*categories: str | None) -> UserHistory:
+        return UserHistory("u", tuple(Interaction(f"i{n}", c) for n, c in enumerate(categories)))
+
+    assert history("Books", "Books", "Books").diversity == pytest.approx(1.0)
+    assert history("Books", "Toys", "Home", "Sports").diversity == pytest.approx(4.0)
+    assert 1.0 < history("Books", "Books", "Books", "Toys").diversity < 2.0  # one dominates
+    assert history("Books", None).diversity == pytest.approx(2.0)  # no category counts as one
+    assert history().diversity == 0.0
 
 
 def test_a_non_inferiority_row_passes_exactly_when_its_interval_clears_the_margin() -> None:

@@ -91,6 +91,19 @@ class UserHistory:
     def item_ids(self) -> tuple[str, ...]:
         return tuple(i.item_id for i in self.interactions)
 
+    @property
+    def diversity(self) -> float:
+        """How varied the interactions are: the effective number of categories, exp of the Shannon entropy
+        of the category shares (Hill's number of order 1) — 1.0 when every interaction is in one category,
+        k when k categories are equally frequent, less when a few dominate. Interactions without a category
+        count as one category of their own; an empty history is 0."""
+        import math
+        from collections import Counter
+
+        counts = Counter(i.category for i in self.interactions)
+        n = len(self.interactions)
+        return math.exp(-math.fsum(c / n * math.log(c / n) for c in counts.values())) if n else 0.0
+
     def to_dict(self) -> dict[str, Any]:
         return {"user_id": self.user_id, "interactions": self.to_dicts()}
 

@@ -19,7 +19,9 @@ decimals (``4.5``) whole, splits clitics the Penn-Treebank way (``user's`` → `
 ``don't`` → ``do n't``) because that is what the taggers were trained on, and emits every punctuation
 mark as its own token. Punctuation is not a word: it is only shown to the tagger (so it sees sentence
 ends); the metrics use *word* tokens (those with a letter or digit), lower-cased. Curly apostrophes
-are straightened first, so ``user’s`` and ``user's`` tokenise alike. BLEU runs on the same lower-cased
+are straightened first, so ``user’s`` and ``user's`` tokenise alike. In the scripts written without spaces
+between words (Chinese, Japanese kana, Thai, Lao, Myanmar, Khmer) every character is a token, with its
+combining marks (``text.spaced``; the ``+chars`` of the tokenizer's name). BLEU runs on the same lower-cased
 word tokens (sacrebleu ``tokenize="none"``), so a change of case or punctuation alone is not a
 structural change.
 
@@ -85,8 +87,8 @@ from .base import Weights as Weights
 from .scoring import Scorer
 from .text import TaggerFn as TaggerFn
 from .text import all_tokens as all_tokens
+from .text import latin_share, script_of, spaced, tagger_reads, word_tokens
 from .text import pattern_tag as pattern_tag
-from .text import word_tokens
 from .weights import (
     check_embedding,
     check_user_weights,
@@ -127,8 +129,12 @@ __all__ = [
     "cosine",
     "default_scorer",
     "embedding_weighted",
+    "latin_share",
     "metric_signature",
     "score_pair",
+    "script_of",
+    "spaced",
+    "tagger_reads",
     "text_signature",
     "validate_weights",
     "weight_items",

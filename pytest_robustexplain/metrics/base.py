@@ -23,7 +23,7 @@ KEYWORD_TAGS: frozenset[str] = frozenset({"NN", "NNS", "NNP", "NNPS", "JJ", "JJR
 BLEU_MAX_ORDER = 4
 BLEU_SMOOTH_METHOD = "exp"
 
-TOKENIZER_NAME = "nltk-regexp"
+TOKENIZER_NAME = "nltk-regexp+chars"
 # Order matters: the first alternative that matches at a position wins.
 TOKEN_PATTERN = r"""
     \d+(?:[.,]\d+)+           # numbers with decimals or thousands separators: 4.5, 1,000

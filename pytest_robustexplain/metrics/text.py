@@ -2,12 +2,21 @@
 
 from __future__ import annotations
 
+import re
 import threading
 from collections.abc import Callable
 from typing import Any
 
 from ..errors import ConfigError
 from .base import APOSTROPHES, PERCEPTRON_INSTALL, TOKEN_FLAGS, TOKEN_PATTERN, WORD_CHAR
+
+_LETTER = re.compile(r"[^\W\d_]")  # a letter
+# Latin letters: Basic Latin, Latin-1 Supplement, Extended-A and -B, IPA, Latin Extended Additional.
+_LATIN = re.compile("[A-Za-z\u00c0-\u00d6\u00d8-\u00f6\u00f8-\u02af\u1e00-\u1eff]")
+# Scripts written without spaces between words: CJK ideographs (with extensions and compatibility forms),
+# hiragana, katakana (half-width too), Thai, Lao, Myanmar, Khmer. Hangul is written with spaces: not here.
+_NO_SPACE = re.compile("[\u3040-\u30ff\u31f0-\u31ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uff66-\uff9f"
+                       "\u0e00-\u0eff\u1000-\u109f\u1780-\u17ff\U00020000-\U0003134f]")
 
 TaggerFn = Callable[[list[str]], list[tuple[str, str]]]
 
@@ -26,9 +35,35 @@ def get_tokenizer() -> Any:
 
 
 def all_tokens(text: str) -> list[str]:
-    """Every token of ``text`` in its original case, punctuation included."""
-    tokens: list[str] = get_tokenizer().tokenize(text.translate(APOSTROPHES))
+    """Every token of ``text`` in its original case, punctuation included; in the scripts written without
+    spaces between words, every character (with its combining marks) is a token (:func:`spaced`)."""
+    tokens: list[str] = get_tokenizer().tokenize(spaced(text.translate(APOSTROPHES)))
     return tokens
+
+
+def spaced(text: str) -> str:
+    """``text`` with a space around each character of a script written without spaces between words (Chinese,
+    Japanese kana, Thai, Lao, Myanmar, Khmer), its combining marks (a Thai vowel or tone mark) kept with it.
+
+    Why characters: such a script's sentence is otherwise one "word" from punctuation to punctuation, so one
+    changed character changed a whole phrase token and a faithful paraphrase shared almost none. Characters
+    are what SacreBLEU's Chinese tokenizer scores BLEU on too; a dictionary segmenter would depend on a
+    dictionary per language, and the measured pairs (benchmarks/bench_languages.py) need none. Other text
+    is returned as it is, so English scores do not move."""
+    if not _NO_SPACE.search(text):
+        return text
+    import unicodedata
+
+    out: list[str] = []
+    for ch in text:
+        if _NO_SPACE.match(ch):
+            if unicodedata.category(ch).startswith("M") and out and out[-1] == " ":
+                out.insert(len(out) - 1, ch)  # a combining mark stays with the character before it
+            else:
+                out.extend((" ", ch, " "))
+        else:
+            out.append(ch)
+    return "".join(out)
 
 
 def is_word(token: str) -> bool:
@@ -93,3 +128,30 @@ def make_tagger(tagger: str) -> TaggerFn:
         textblob.en.parser.find_tags(["warm", "up"])
         gc.collect(1)
     return _textblob_tagger
+
+
+def latin_share(text: str) -> float:
+    """The share of ``text``'s letters that are Latin script (1.0 for a text without letters)."""
+    letters = len(_LETTER.findall(text))
+    return len(_LATIN.findall(text)) / letters if letters else 1.0
+
+
+def tagger_reads(text: str) -> bool:
+    """Whether the keyword tagger, made for English, can read ``text``: at least half its letters are
+    Latin script. A text it cannot read (Chinese, Japanese, Thai, Arabic, Russian, …) still gets a keyword
+    score — the tagger calls every word it does not know a noun, so the score counts shared words or
+    characters, not shared nouns and adjectives — and the reports say how many pairs that was. Latin-script
+    languages other than English are read as English with unknown nouns (measured for German in
+    benchmarks/bench_languages.py); a script test, not a language guess, keeps this cheap and certain."""
+    return latin_share(text) >= 0.5
+
+
+def script_of(text: str) -> str:
+    """The name of the script most of ``text``'s non-Latin letters are in ("CJK", "HIRAGANA", "THAI",
+    "ARABIC", "CYRILLIC", …, as Unicode names them), from its first 40 such letters; "" when it has none."""
+    import unicodedata
+    from collections import Counter
+
+    others = [ch for ch in _LETTER.findall(text) if not _LATIN.match(ch)][:40]
+    names = Counter(unicodedata.name(ch, "UNKNOWN").split()[0] for ch in others)
+    return names.most_common(1)[0][0] if names else ""

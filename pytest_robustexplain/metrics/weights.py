@@ -161,7 +161,7 @@ def metric_signature(weights: Mapping[str, Any] | Sequence[Any] | None = None,
                      tagger: str = DEFAULT_TAGGER, *, embedding: str | None = None) -> str:
     """The reproducibility signature of the metrics, e.g.
 
-    ``tok:nltk-regexp|tag:textblob-pattern@0.20.1|bleu:4,smooth:exp,eff:yes,sacrebleu@2.6.0|``
+    ``tok:nltk-regexp+chars|tag:textblob-pattern@0.20.1|bleu:4,smooth:exp,eff:yes,sacrebleu@2.6.0|``
     ``w:.25/.25/.25/.25|v:0.1.0``
 
     With the opt-in embedding metric (``embedding`` = the embedding model) an ``emb:cos,MODEL`` part
@@ -183,7 +183,7 @@ def text_signature(tagger: str = DEFAULT_TAGGER) -> str:
     """What the four metric values (:class:`TextScores`) depend on besides the two texts: the
     :func:`metric_signature` without its weights (they only combine the metrics) and without the embedding
     part (that metric is a cosine of vectors that come with the explanations), e.g.
-    ``tok:nltk-regexp|tag:textblob-pattern@0.20.1|bleu:4,smooth:exp,eff:yes,sacrebleu@2.6.0|v:0.1.0``.
+    ``tok:nltk-regexp+chars|tag:textblob-pattern@0.20.1|bleu:4,smooth:exp,eff:yes,sacrebleu@2.6.0|v:0.1.0``.
     Cheap, like :func:`metric_signature`."""
     parts = metric_signature(None, tagger).split("|")
     return "|".join(part for part in parts if not part.startswith("w:"))

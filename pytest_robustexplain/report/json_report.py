@@ -43,6 +43,8 @@ Top level (object):
   - ``failure`` — null, or why the pair scores 0 everywhere (``"empty"``, ``"refusal"``, ``"error"``);
     ``failure_detail`` — the error message or refused text.
   - ``keyword_empty`` — both keyword sets were empty (keyword scored 0, flagged for review).
+  - ``history_diversity`` — the original history's effective number of categories (exp of the entropy of
+    its category shares); absent in reports written before it was recorded.
   - ``cached_original`` / ``cached_perturbed`` — the explanation came from the response cache.
   - ``latency_s`` — generation time of the pair's perturbed (or control) reply in seconds,
     ``original_latency_s`` that of its original (shared by the user's pairs); ``history_length`` —
@@ -76,10 +78,14 @@ Top level (object):
   ``by_metric`` (metric → interval), ``by_severity`` (severity as a string → interval), ``kind_severity``
   (kind → severity → interval), ``by_user`` (list of ``user_id``, ``n``, ``mean``, ``sd`` within the
   user, ``history_length``), ``user_spread`` (``sd`` of the user means, ``sd_limit``, ``stratified``,
-  ``strata``: ``label``, ``min_length``, ``max_length``, ``n_users``, ``mean``), ``degradation_pct``
+  ``strata``: ``label``, ``min_length``, ``max_length``, ``n_users``, ``mean``; ``diversity_strata``, the same
+  cut by interaction diversity, the effective number of categories in ``min_length``/``max_length``),
+  ``degradation_pct``
   (mean ρ from severity 1 to 5, percent, negative = worse), ``noise_floor`` (interval of the control pairs
   or null), ``n_control_pairs``, ``weakest_metric``, ``weakest_kind``, ``n_failures``, ``failures``
-  (``key``, ``failure``, ``detail``), ``keyword_empty`` (keys), ``small_kinds`` (kinds with fewer than 50
+  (``key``, ``failure``, ``detail``), ``keyword_empty`` (keys), ``keyword_unread`` (pairs with an explanation
+  the English keyword tagger cannot read: mostly non-Latin letters) and ``unread_scripts`` (their scripts, as
+  Unicode names them: ``CJK``, ``THAI``, ``ARABIC``, …), ``small_kinds`` (kinds with fewer than 50
   pairs), ``recommendation`` (one sentence), ``sensitivity`` (the guard over all the model's pairs, same
   fields as a verdict's ``guard``, or null without cross-user controls), ``delta_by_kind`` (kind → Δ
   interval), ``relative_by_kind`` (kind → R interval, where defined).

@@ -174,6 +174,9 @@ class PairResult:
     # The original reply's generation time (shared by the user's pairs; a cached reply keeps the time of the
     # call that made it); 0 in reports written before it was recorded.
     original_latency_s: float = 0.0
+    # The original history's interaction diversity (``UserHistory.diversity``: the effective number of its
+    # categories); None in reports written before it was recorded.
+    history_diversity: float | None = None
     # The user's own metrics (``metrics.user``) measured for the test that holds the pair, by name; empty
     # when it has none (and then not written, as before they existed).
     user_metrics: UserScores = field(default_factory=dict)
@@ -207,6 +210,8 @@ class PairResult:
             del data["overflow_detail"]
         if not self.user_metrics:
             del data["user_metrics"]
+        if self.history_diversity is None:
+            del data["history_diversity"]
         return data
 
 

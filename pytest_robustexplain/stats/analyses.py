@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from functools import cached_property
 from typing import Any
@@ -266,13 +266,15 @@ def metric_correlations(pairs: Sequence[PairResult]) -> MetricCorrelations:
 
 @dataclass(frozen=True)
 class Stratum:
-    """Users whose history length falls in one tertile, with their mean ρ."""
+    """Users whose history length (or, for a diversity stratum, interaction diversity: ``by``) falls in one
+    tertile, with their mean ρ; ``min_length``/``max_length`` are the tertile's range of that measure."""
 
     label: str
     min_length: float
     max_length: float
     n_users: int
     mean: Interval
+    by: str = "length"
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -280,43 +282,58 @@ class Stratum:
 
 @dataclass(frozen=True)
 class UserSpread:
-    """Per-user mean ρ, their spread, and (when the spread is large) a split by history length."""
+    """Per-user mean ρ, their spread, and (when the spread is large) a split by history length and one by
+    interaction diversity (``diversity_strata``; empty when the pairs do not record it)."""
 
     user_means: dict[str, float]
     sd: float | None
     sd_limit: float
     stratified: bool
     strata: tuple[Stratum, ...]
+    diversity_strata: tuple[Stratum, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
 
 def user_spread(pairs: Sequence[PairResult], *, sd_limit: float = 0.2) -> UserSpread:
-    """Per-user means of ρ and their sd; above ``sd_limit`` (the paper's 0.2) strata by history length.
+    """Per-user means of ρ and their sd; above ``sd_limit`` (the paper's 0.2) strata by history length and
+    by interaction diversity, as the method's guide advises.
 
-    A user's history length is the mean of ``history_length`` over their pairs. Users are cut into
-    tertiles of it (ties may leave a tertile empty; empty ones are skipped), each with a cluster-robust
-    mean ρ over its users' pairs.
+    A user's history length (diversity) is the mean of ``history_length`` (``history_diversity``) over their
+    pairs. Users are cut into tertiles of it (ties may leave a tertile empty; empty ones are skipped), each
+    with a cluster-robust mean ρ over its users' pairs. Pairs that do not record their diversity (reports
+    written before it was) give no diversity strata.
     """
     scored = perturbation_pairs(pairs)
     means = per_user_means(scored, "combined")
     sd = float(np.std(list(means.values()), ddof=1)) if len(means) >= 2 else None
     if sd is None or sd <= sd_limit:
         return UserSpread(means, sd, sd_limit, False, ())
-    lengths: dict[str, list[int]] = {}
+    lengths = _tertiles(scored, lambda p: p.history_length, ("short", "medium", "long"), "length")
+    recorded = all(p.history_diversity is not None for p in scored)
+    diversity = _tertiles(scored, lambda p: float(p.history_diversity or 0.0), ("narrow", "middle", "wide"),
+                          "diversity") if recorded else ()
+    return UserSpread(means, sd, sd_limit, True, lengths, diversity)
+
+
+def _tertiles(scored: Sequence[PairResult], measure: Callable[[PairResult], float],
+              labels: tuple[str, str, str], by: str) -> tuple[Stratum, ...]:
+    """The users cut into tertiles of their mean ``measure``, each with its users' mean ρ."""
+    values: dict[str, list[float]] = {}
     for p in scored:
-        lengths.setdefault(p.key.user_id, []).append(p.history_length)
-    per_user = {u: float(np.mean(v)) for u, v in lengths.items()}
+        values.setdefault(p.key.user_id, []).append(measure(p))
+    per_user = {u: float(np.mean(v)) for u, v in values.items()}
     cuts = np.quantile(list(per_user.values()), [1 / 3, 2 / 3])
-    tertile = {u: int(np.searchsorted(cuts, length, side="left")) for u, length in per_user.items()}
+    tertile = {u: int(np.searchsorted(cuts, value, side="left")) for u, value in per_user.items()}
     strata = []
-    for t, label in enumerate(("short", "medium", "long")):
+    for t, label in enumerate(labels):
         members = {u for u, tt in tertile.items() if tt == t}
         if not members:
             continue
         chosen = [p for p in scored if p.key.user_id in members]
         ls = [per_user[u] for u in members]
         strata.append(Stratum(label, min(ls), max(ls), len(members),
-                              cluster_interval(pair_values(chosen, "combined").tolist(), pair_users(chosen))))
-    return UserSpread(means, sd, sd_limit, True, tuple(strata))
+                              cluster_interval(pair_values(chosen, "combined").tolist(), pair_users(chosen)),
+                              by))
+    return tuple(strata)

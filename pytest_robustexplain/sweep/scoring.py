@@ -65,6 +65,7 @@ class PairScorer:
             keyword_empty=scores.keyword_empty and not failure,
             cached_original=original.cached, cached_perturbed=other.cached,
             latency_s=other.latency_s, history_length=len(pair.case.history),
+            history_diversity=round(pair.case.history.diversity, 4),
             cut=tuple(name for name, e in (("original", original), ("perturbed", other)) if e.cut),
             **overflow(original, other), tokens=tokens(original, other),
             original_latency_s=original.latency_s,

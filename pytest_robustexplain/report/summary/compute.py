@@ -39,7 +39,7 @@ from .gates import OUTCOME_RANK, gate_thresholds, is_number, ordered_kinds
 
 if TYPE_CHECKING:
     from ...guard import GuardSettings
-    from ...stats import KindDifferences, UserSpread
+    from ...stats import KindDifferences, Stratum, UserSpread
 
 METRIC_DESCRIPTIONS: dict[str, str] = {
     "semantic": "BoW cosine", "keyword": "POS Jaccard", "structural": "BLEU-4", "length": "",
@@ -164,6 +164,10 @@ class Summary:
     cost: dict[str, Any] = field(default_factory=dict)
     # How long the model took (:func:`model_time`); empty when no reply was timed.
     time: dict[str, Any] = field(default_factory=dict)
+    # Pairs with an explanation the keyword tagger cannot read (not Latin script: ``metrics.tagger_reads``)
+    # and the scripts those were in, most pairs first.
+    keyword_unread: int = 0
+    unread_scripts: tuple[str, ...] = ()
     # The faithfulness judge over every explanation it read of this model (judge-model); None without one.
     faithfulness: FaithfulnessResult | None = None
     # Preference polarity over this model's original explanations; None when no history had a dislike.
@@ -225,12 +229,13 @@ class Summary:
             "unfit_users": list(self.unfit_users),
             "failures": [f.to_dict() for f in self.failures],
             "keyword_empty": [asdict(k) for k in self.keyword_empty],
+            "keyword_unread": self.keyword_unread,
+            "unread_scripts": list(self.unread_scripts),
             "small_kinds": list(self.small_kinds),
             "user_spread": {"sd": finite(self.user_spread.sd), "sd_limit": self.user_spread.sd_limit,
                             "stratified": self.user_spread.stratified,
-                            "strata": [{"label": st.label, "min_length": st.min_length,
-                                        "max_length": st.max_length, "n_users": st.n_users,
-                                        "mean": interval_dict(st.mean)} for st in self.user_spread.strata]},
+                            "strata": [_stratum(st) for st in self.user_spread.strata],
+                            "diversity_strata": [_stratum(st) for st in self.user_spread.diversity_strata]},
             "recommendation": self.recommendation,
             "kind_tests": plain(self.kind_tests.to_dict()) if self.kind_tests else None,
             "sensitivity": plain(self.sensitivity.to_dict()) if self.sensitivity else None,
@@ -326,6 +331,7 @@ def _summarize(run: RunResult, model: str) -> Summary:
         attacks=_attacks(run, pairs),
         cut_pairs=len(cut), cut_replies=sum(len(p.cut) for p in cut), n_all_pairs=len(every),
         num_predict=num_predict if type(num_predict) is int else None,  # a record's value, checked
+        **_unread(pairs),
         design=_design(pairs), cost=token_cost(every),
         time=model_time(every, [g for g in run.gates if g.model == model]),
         unfit_pairs=len(unfit), unfit_users=tuple(sorted({p.key.user_id for p in unfit})),
@@ -485,6 +491,32 @@ def _design(pairs: Sequence[PairResult]) -> str:
         seen.setdefault((p.key.user_id, p.key.item_id, p.key.kind), set()).add(p.key.severity)
     several = len({p.key.severity for p in pairs}) > 1
     return "balanced" if several and len(seen) > 1 and all(len(s) == 1 for s in seen.values()) else "full"
+
+
+def _stratum(st: Stratum) -> dict[str, Any]:
+    """A user-spread stratum in the JSON (``min_length``/``max_length``: the range of the measure it is cut
+    by, history length or diversity)."""
+    return {"label": st.label, "min_length": st.min_length, "max_length": st.max_length,
+            "n_users": st.n_users, "mean": interval_dict(st.mean)}
+
+
+def _unread(pairs: Sequence[PairResult]) -> dict[str, Any]:
+    """How many pairs have an explanation the keyword tagger cannot read, and in which scripts (each
+    distinct text looked at once: an original serves many pairs)."""
+    from collections import Counter
+
+    from ...metrics import script_of, tagger_reads
+
+    seen: dict[str, bool] = {}
+    scripts: Counter[str] = Counter()
+    unread = 0
+    for p in pairs:
+        texts = [t for t in (p.original, p.perturbed) if p.failure is None and t.strip()]
+        missed = [t for t in texts if not seen.setdefault(t, tagger_reads(t))]
+        if missed:
+            unread += 1
+            scripts[script_of(missed[0])] += 1
+    return {"keyword_unread": unread, "unread_scripts": tuple(name for name, _ in scripts.most_common())}
 
 
 def _attacks(run: RunResult, pairs: Sequence[PairResult]) -> tuple[AttackResult, ...]:

@@ -39,7 +39,12 @@ def spread_text(summary: Summary) -> str | None:
         return text
     strata = " · ".join(f"{st.label} ({st.min_length:.0f}–{st.max_length:.0f} interactions, "
                         f"{st.n_users} users) {fmt_interval(st.mean)}" for st in spread.strata)
-    return f"{text} > {spread.sd_limit:g}: by history length {strata}"
+    text = f"{text} > {spread.sd_limit:g}: by history length {strata}"
+    if spread.diversity_strata:  # the effective number of categories (data.UserHistory.diversity)
+        diverse = " · ".join(f"{st.label} ({st.min_length:.1f}–{st.max_length:.1f} categories in effect, "
+                             f"{st.n_users} users) {fmt_interval(st.mean)}" for st in spread.diversity_strata)
+        text += f"; by interaction diversity {diverse}"
+    return text
 
 
 def kind_tests_text(tests: KindDifferences | None) -> str | None:
@@ -95,6 +100,8 @@ def facts(summary: Summary, *, failures_note: str = "") -> list[tuple[str, str]]
     if summary.keyword_empty:
         count = len(summary.keyword_empty)
         rows.append(("Empty keyword sets", f"{count} pair{'' if count == 1 else 's'} flagged for review"))
+    if summary.keyword_unread:
+        rows.append((UNREAD_LABEL, unread_text(summary)))
     spread = spread_text(summary)
     if spread:
         rows.append(("User spread", spread))
@@ -103,6 +110,18 @@ def facts(summary: Summary, *, failures_note: str = "") -> list[tuple[str, str]]
         rows.append(("Kinds differ?", kinds_text))
     rows.append(("Recommendation", summary.recommendation))
     return rows
+
+
+UNREAD_LABEL = "Keyword tagger could not read"
+
+
+def unread_text(summary: Summary) -> str:
+    """``45 of 45 pairs (CJK script): the tagger reads English, so …``."""
+    scripts = ", ".join(name.title() if name != "CJK" else name for name in summary.unread_scripts)
+    return (f"{summary.keyword_unread} of {summary.n_pairs} pairs ({scripts or 'non-Latin'} script): the "
+            "keyword tagger reads English, so in these pairs the keyword metric counts shared words or "
+            "characters, not shared nouns and adjectives; the other metrics split such text into characters "
+            "where it has no spaces (README, Limits)")
 
 
 def cost_text(cost: Mapping[str, Any]) -> str:
