@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from .checks import Check, register_check, register_metric
-from .data import Catalog, Interaction, Item, UserHistory, catalog_from, history_from, item_from
+from .data import Catalog, Interaction, Item, UserHistory, catalog_from, history_from, is_frame, item_from
 from .errors import ConfigError
 from .metrics import (
     PairScores,
@@ -84,8 +84,10 @@ def apply_perturbation(history: UserHistory | Iterable[Any], kind: str, severity
     """Perturb a history with ``kind`` (``noise_injection``, ``temporal_shuffle``, ``behavior_dilution``,
     ``category_drift``, ``missing_values`` or an alias such as ``noise``) at ``severity`` 1–5.
 
-    Plain data (a list of interaction dicts) in: the perturbed history as a list of dicts out. A
-    :class:`UserHistory` in: the full :class:`PerturbationResult` (``perturbed``, ``changes``, …). Without
+    Plain data (a list of interaction dicts) in: the perturbed history as a list of dicts out; a pandas
+    DataFrame in (one user's interactions, a column per field, other columns features): a DataFrame of the
+    same class out, features as columns again. A :class:`UserHistory` in: the full
+    :class:`PerturbationResult` (``perturbed``, ``changes``, …). Without
     ``catalog`` the kinds that insert items draw from the history's own items. ``counts="paper"``: noise and
     dilution insert exactly ``severity`` items, as the paper writes it (default: ``round(0.1·s·n)``).
     Deterministic in (seed, user, item_id, kind, severity, repeat).
@@ -98,6 +100,8 @@ def apply_perturbation(history: UserHistory | Iterable[Any], kind: str, severity
         raise ConfigError(f"counts must be one of {', '.join(PERTURBATION_COUNTS)}, got {counts!r}")
     result = _apply(record, kind, severity, catalog=items, seed=seed, item_id=item_id, repeat=repeat,
                     kinds=counted(None, counts))
+    if is_frame(history):
+        return _frame_like(history, record.user_id, result.perturbed.interactions)
     if plain:
         return History((_plain(i) for i in result.perturbed), catalog=catalog)
     return result
@@ -105,6 +109,15 @@ def apply_perturbation(history: UserHistory | Iterable[Any], kind: str, severity
 
 def _plain(interaction: Interaction) -> dict[str, Any]:
     return interaction.to_dict()
+
+
+def _frame_like(frame: Any, user_id: str, interactions: Iterable[Interaction]) -> Any:
+    """A DataFrame of ``frame``'s class with the interactions, features as columns again (and the user's
+    id in a ``user_id`` column when ``frame`` had one)."""
+    who = {"user_id": user_id} if "user_id" in [str(c) for c in frame.columns] else {}
+    rows = [{**who, **{k: v for k, v in _plain(i).items() if k != "features"}, **dict(i.features)}
+            for i in interactions]
+    return type(frame)(rows)
 
 
 def plain_data_explainer(fn: Callable[[list[dict[str, Any]], dict[str, Any]], Any]

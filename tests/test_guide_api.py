@@ -119,6 +119,47 @@ def test_each_kind_is_a_function_of_a_history_and_a_severity(kind: str) -> None:
     assert function(user.history, 4, seed=7) == seeded
 
 
+def _frame(history: list[dict[str, object]]) -> object:
+    """A history as the guide allows it: a pandas DataFrame, a column per field, features as columns."""
+    pd = pytest.importorskip("pandas")  # in the dev extras: always there in CI
+    rows = [{**{k: v for k, v in i.items() if k != "features"}, **dict(i.get("features") or {})}  # type: ignore[call-overload]
+            for i in history]
+    return pd.DataFrame([{"user_id": "U010", **row} for row in rows])
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_dataframe_history_perturbs_as_its_records_do_and_comes_back_a_dataframe(kind: str) -> None:
+    user, _ = robustexplain.load_test_fixture(FIXTURE)[0]
+    frame = _frame(user.history)
+    catalog = user.history.catalog
+    out = robustexplain.apply_perturbation(frame, kind, 4, catalog=catalog)
+    expected = robustexplain.apply_perturbation(user.history, kind, 4, catalog=catalog, user_id="U010")
+    assert type(out) is type(frame) and list(out["user_id"].unique()) == ["U010"]
+    assert out["item_id"].tolist() == [i["item_id"] for i in expected]
+    # missing cells stay missing (NaN in the frame), numbers stay numbers
+    ratings = [None if r != r else r for r in out["rating"].tolist()]  # NaN != NaN
+    assert ratings == [i.get("rating") for i in expected]
+
+
+def test_a_dataframe_is_one_users_history_with_numpy_values_and_timestamps_made_plain() -> None:
+    pd = pytest.importorskip("pandas")
+    from pytest_robustexplain.data import history_from
+
+    frame = pd.DataFrame({"item_id": ["a", "b", "c"], "rating": [5, None, 3],
+                          "timestamp": pd.to_datetime(["2024-01-01", None, "2024-01-03"]),
+                          "category": ["Books", None, "Toys"], "brand": ["X", None, "Y"]})
+    history = history_from(frame)
+    assert [i.rating for i in history] == [5.0, None, 3.0] and history.interactions[0].timestamp == 1704067200
+    assert [dict(i.features) for i in history] == [{"brand": "X"}, {}, {"brand": "Y"}]
+    assert history.interactions[1].category is None and history.user_id == "user"
+    with pytest.raises(DataError, match="holds 2 users' interactions; pass one user's rows"):
+        history_from(pd.DataFrame({"user_id": ["u1", "u2"], "item_id": ["a", "b"]}))
+    with pytest.raises(DataError, match="needs an item_id column"):
+        history_from(pd.DataFrame({"item": ["a"]}))
+    with pytest.raises(DataError, match="rating"):  # checked like a data file's row
+        history_from(pd.DataFrame({"item_id": ["a"], "rating": ["great"]}))
+
+
 # ------------------------------------------------------------------------------ generate_explanation
 def test_without_a_model_generation_says_how_to_name_one(quiet_env: Path) -> None:
     assert robustexplain.explanation_model() is None

@@ -34,6 +34,7 @@ from .io import (
     PathLike,
     catalog_from,
     history_from,
+    is_frame,
     item_from,
     parse_timestamp,
 )
@@ -68,6 +69,7 @@ __all__ = [
     "draw_cases",
     "generate_synthetic",
     "history_from",
+    "is_frame",
     "item_from",
     "load_cases",
     "load_catalog",

@@ -413,11 +413,14 @@ def item_from_obj(obj: Any, where: Where) -> Item:
 
 def history_from(data: UserHistory | Iterable[Any], user_id: str = "user") -> UserHistory:
     """A :class:`UserHistory` from the record itself or plain data: a list of interaction dicts
-    (``item_id`` required; ``category``, ``timestamp``, ``rating``, ``title``, ``features`` optional), or
-    a dict with ``user_id`` and ``interactions``. Checked like a data file (``DataError`` names the field)."""
+    (``item_id`` required; ``category``, ``timestamp``, ``rating``, ``title``, ``features`` optional), a
+    dict with ``user_id`` and ``interactions``, or a pandas DataFrame of one user's interactions
+    (:func:`frame_rows`). Checked like a data file (``DataError`` names the field)."""
     if isinstance(data, UserHistory):
         return data
     where = Where("<python data>")
+    if is_frame(data):
+        user_id, data = frame_rows(data, user_id)
     if isinstance(data, Mapping):
         obj = check_fields(data, USER_FIELDS, where, "a user history")
         user_id = required_id(obj, where, "user_id")
@@ -426,6 +429,56 @@ def history_from(data: UserHistory | Iterable[Any], user_id: str = "user") -> Us
     return UserHistory(str(user_id), tuple(
         i if isinstance(i, Interaction) else interaction_from(i, where.at(f"interaction {n}"))
         for n, i in enumerate(rows)))
+
+
+def is_frame(data: Any) -> bool:
+    """A pandas DataFrame (or anything with its ``columns`` and ``to_dict(orient="records")``), told by its
+    shape so that pandas is never imported here: it is optional, and only its users pay for it."""
+    return (hasattr(data, "columns") and callable(getattr(data, "to_dict", None))
+            and not isinstance(data, Mapping))
+
+
+def frame_rows(frame: Any, user_id: str = "user") -> tuple[str, list[dict[str, Any]]]:
+    """(user id, interaction dicts) from a DataFrame of one user's interactions, as the method's guide allows
+    a history: a column per field (``item_id``; ``category``, ``timestamp``, ``rating``, ``title``
+    optional), any other column a feature. A ``user_id`` column names the user (one user only); missing cells
+    (NaN, None, NaT) are left out; numpy numbers become Python numbers and pandas timestamps Unix seconds."""
+    where = Where("<DataFrame>")
+    columns = [str(c) for c in frame.columns]
+    if "item_id" not in columns:
+        raise where.error(f"needs an item_id column (columns: {', '.join(columns) or 'none'})", "item_id")
+    rows = [{str(k): _cell(v) for k, v in row.items()} for row in frame.to_dict(orient="records")]
+    users = {str(r["user_id"]) for r in rows if r.get("user_id") is not None}
+    if len(users) > 1:
+        raise where.error(f"holds {len(users)} users' interactions; pass one user's rows "
+                          "(df[df.user_id == u]) as a history", "user_id")
+    out = []
+    for row in rows:
+        known = {k: v for k, v in row.items() if k in INTERACTION_FIELDS and v is not None}
+        extra = {k: v for k, v in row.items() if k not in (*INTERACTION_FIELDS, "user_id") and v is not None}
+        if extra:
+            known["features"] = {**dict(known.get("features") or {}), **extra}
+        out.append(known)
+    return (users.pop() if users else user_id), out
+
+
+def _cell(value: Any) -> Any:
+    """A DataFrame cell as plain data: missing (NaN, NaT, None) → None, numpy scalars → Python numbers,
+    pandas or datetime timestamps → Unix seconds."""
+    import datetime
+    import math
+
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return None
+    if type(value).__name__ in ("NaTType", "NAType"):
+        return None
+    if isinstance(value, datetime.datetime):  # pandas.Timestamp is one
+        return int(value.timestamp())
+    item = getattr(value, "item", None)
+    if callable(item) and type(value).__module__ == "numpy":
+        value = item()
+        return None if isinstance(value, float) and math.isnan(value) else value
+    return value
 
 
 def item_from(data: Item | Mapping[str, Any]) -> Item:
