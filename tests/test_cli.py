@@ -498,8 +498,8 @@ def test_report_formats(light_report: Path, tmp_path: Path, capsys: pytest.Captu
     html = (tmp_path / "r.html").read_text(encoding="utf-8")
     assert html.startswith("<!DOCTYPE html>") and "fake-b:14b" in html
     capsys.readouterr()
-    assert run("report", str(light_report), "--tables", "paper", "--format", "html") == 2
-    assert "cannot be combined with --format html" in one_error_line(capsys.readouterr().err)
+    assert run("report", str(light_report), "--tables", "paper", "--format", "pr-comment") == 2
+    assert "cannot be combined with --format pr-comment" in one_error_line(capsys.readouterr().err)
 
 
 def test_report_of_a_bad_file_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -917,6 +917,70 @@ def test_paper_tables_say_the_severity_test_tukey_and_the_size_gap(run: RunResul
     assert "Formulas: " in text and "authors' released code" in text
 
 
+def test_paper_tables_in_markdown_and_html_hold_the_same_cells_as_the_text(run: RunResult) -> None:
+    """``report --tables paper --format markdown|html``: the same six tables, the paper's values, the severity
+    test, Tukey and the size gap — each table's cells exactly the text table's (issue 40, item 2)."""
+    text = render_paper_tables(run)
+    markdown = render_paper_tables(run, "markdown")
+    page = render_paper_tables(run, "html")
+    for n in range(1, 7):
+        block = markdown[markdown.index(f"### Table {n} — "):].split("\n*Paper: ")[0]
+        md_rows = [[c.strip() for c in line.strip("|").split(" | ")] for line in block.splitlines()
+                   if line.startswith("| ")]
+        text_rows = _table(text, n)
+        assert len(md_rows) == len(text_rows), n
+        for md, plain in zip(md_rows, text_rows, strict=True):  # the text joins the same cells with spaces
+            assert " ".join(c for c in md if c.strip()).split() == plain.split(), n
+    assert markdown.count("\n*Paper: ") == page.count('<p class="paper">Paper: ') == 6
+    for said in ("L1 vs L5: users' mean ρ", "Tukey HSD between kinds", "Largest vs smallest: 14.8B",
+                 "Formulas: ", "signature: "):
+        assert said in markdown and said in page, said
+    assert len(re.findall(r"^- \w+ − \w+: [+-]\d\.\d{3} \[", markdown, re.M)) == 10
+
+    class Cells(HTMLParser):
+        def __init__(self) -> None:
+            super().__init__()
+            self.tables: list[list[list[str]]] = []
+            self.cell: list[str] | None = None
+
+        def handle_starttag(self, tag: str, attrs: object) -> None:
+            if tag == "table":
+                self.tables.append([])
+            elif tag == "tr":
+                self.tables[-1].append([])
+            elif tag in ("td", "th"):
+                self.cell = []
+
+        def handle_endtag(self, tag: str) -> None:
+            if tag in ("td", "th") and self.cell is not None:
+                self.tables[-1][-1].append("".join(self.cell))
+                self.cell = None
+
+        def handle_data(self, data: str) -> None:
+            if self.cell is not None:
+                self.cell.append(data)
+
+    parsed = Cells()
+    parsed.feed(page)
+    assert len(parsed.tables) == 6 and page.startswith("<!DOCTYPE html>")
+    for n, table in enumerate(parsed.tables, 1):
+        expected = [r.split() for r in _table(text, n)]
+        assert [" ".join(c for c in row if c).split() for row in table] == expected
+
+
+def test_the_paper_tables_command_writes_markdown_and_html(tmp_path: Path, run: RunResult,
+                                                            capsys: pytest.CaptureFixture[str]) -> None:
+    from pytest_robustexplain.cli import main
+
+    report = tmp_path / "r.json"
+    write_json(run, report)
+    assert main(["report", str(report), "--tables", "paper", "--format", "markdown"]) == 0
+    assert capsys.readouterr().out.startswith("## RobustExplain paper tables")
+    assert main(["report", str(report), "--tables", "paper", "--format", "html", "-o",
+                 str(tmp_path / "t.html")]) == 0
+    assert "<h2>Table 5 — " in (tmp_path / "t.html").read_text(encoding="utf-8")
+
+
 def test_the_severity_test_is_paired_by_user() -> None:
     from pytest_robustexplain.stats import severity_test
 

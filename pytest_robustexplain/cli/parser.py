@@ -113,7 +113,8 @@ def _add_report(commands: Any) -> None:
                              "comment is cut to fit GitHub's size limit")
     report.add_argument("--tables", choices=("paper",), default=None,
                         help="'paper': the six tables of the RobustExplain paper filled with this run's "
-                             "numbers (text) instead of the report")
+                             "numbers instead of the report (text; with --format markdown or html, pipe "
+                             "tables or an HTML page)")
     report.add_argument("-q", "--quiet", action="store_true", help="terminal format: one line per model")
     report.add_argument("-o", "--output", metavar="PATH", default=None,
                         help="write to this file instead of standard output")

@@ -19,15 +19,15 @@ def cmd_report(args: argparse.Namespace) -> int:
     """``robustexplain report``: render a saved JSON report."""
     from ..report.json_report import read_json
 
-    if args.tables and args.format not in (None, "terminal"):
-        raise CommandError(f"--tables {args.tables} prints text tables; it cannot be combined with "
-                           f"--format {args.format}")
+    if args.tables and args.format == "pr-comment":
+        raise CommandError(f"--tables {args.tables} prints the tables as text, Markdown or HTML; it cannot "
+                           "be combined with --format pr-comment")
     run = read_json(args.report)
     partial_note(run, args.report)
     if args.tables == "paper":
         from ..report.paper_tables import render_paper_tables
 
-        text = render_paper_tables(run)
+        text = render_paper_tables(run, {"markdown": "markdown", "html": "html"}.get(args.format, "text"))
     elif args.format == "markdown":
         from ..report.markdown import render_markdown
 

@@ -15,6 +15,7 @@ import math
 import re
 import textwrap
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from ..results import METRICS, Interval, PairResult, RunResult
 from .summary import fmt_mean, guard_line, interval_of, model_info, model_names, ordered_kinds, summarize
@@ -42,8 +43,9 @@ _LABEL = 16
 _CELL = 20
 
 
-def render_paper_tables(run: RunResult) -> str:
-    """Tables 1–6 of the paper for ``run``, as aligned text, each followed by the paper's values."""
+def render_paper_tables(run: RunResult, fmt: str = "text") -> str:
+    """Tables 1–6 of the paper for ``run``, each followed by the paper's values: as aligned text (``fmt``
+    "text", the terminal's), as Markdown (pipe tables, for a job summary) or as an HTML page."""
     names = model_names(run)
     pairs = {name: run.model_pairs(name) for name in names}
     pooled = [p for name in names for p in pairs[name]]
@@ -56,22 +58,94 @@ def render_paper_tables(run: RunResult) -> str:
         _table4(run, pairs),
         _table5(pairs, kinds, label),
         _table6(pooled),
-        _guard_block(run, names),
     ]
-    head = (f"RobustExplain paper tables (arXiv 2601.19120) for this run — seed {run.seed}, "
-            f"{len({p.key.user_id for p in pooled})} users, {len(pooled)} pairs; mean [95 % CI], "
-            f"cluster-robust by user\nsignature: {run.signature}\n{_formulas(run)}{_not_models(run, names)}")
-    return "\n\n".join([head, *tables])
+    title = "RobustExplain paper tables (arXiv 2601.19120) for this run"
+    about = (f"seed {run.seed}, {len({p.key.user_id for p in pooled})} users, {len(pooled)} pairs; "
+             "mean [95 % CI], cluster-robust by user")
+    notes = [f"signature: {run.signature}", _formulas(run), *_not_models(run, names)]
+    guard = _guard_block(run, names)
+    if fmt == "markdown":
+        return _markdown(f"{title} — {about}", notes, tables, guard)
+    if fmt == "html":
+        return _html(title, about, notes, tables, guard)
+    head = "\n".join([f"{title} — {about}", notes[0], *(line for n in notes[1:] for line in _wrap(n, 110))])
+    return "\n\n".join([head, *(_text(t) for t in tables), "\n".join(
+        [guard[0], *(line for g in guard[1:] for line in _wrap(g, 110, subsequent_indent="    "))])])
 
 
-def _not_models(run: RunResult, names: Sequence[str]) -> str:
+@dataclass(frozen=True)
+class Table:
+    """One of the paper's tables: title, header, rows of cells, the paper's values (``paper``) and the
+    lines the paper prints below it (``notes``: the severity test, Tukey's rows, the size gap). ``widths``
+    are the text columns' widths (the last width repeats)."""
+
+    title: str
+    header: Sequence[str]
+    rows: Sequence[Sequence[str]]
+    paper: str
+    widths: Sequence[int] = (_LABEL, _CELL)
+    notes: Sequence[str] = ()
+
+    def width(self, column: int) -> int:
+        return self.widths[min(column, len(self.widths) - 1)]
+
+
+def _text(t: Table) -> str:
+    """The table as aligned text: its columns padded to their widths, the paper's line wrapped."""
+    def line(cells: Sequence[str]) -> str:
+        return "".join(f"{c:<{t.width(j)}}" for j, c in enumerate(cells)).rstrip()
+
+    lines = [t.title, line(t.header), *(line(row) for row in t.rows)]
+    lines += _wrap(f"Paper: {t.paper}", 110, subsequent_indent="       ")
+    return "\n".join([*lines, *t.notes])
+
+
+def _markdown(head: str, notes: Sequence[str], tables: Sequence[Table], guard: Sequence[str]) -> str:
+    """The tables as Markdown: a heading and a pipe table each, the paper's values and notes below."""
+    def cells(row: Sequence[str]) -> str:
+        return "| " + " | ".join(c.replace("|", "\\|") or " " for c in row) + " |"
+
+    out = [f"## {head}", "", *(f"{n}  " for n in notes)]
+    for t in tables:
+        out += ["", f"### {t.title}", "", cells(t.header), "|" + "---|" * len(t.header),
+                *(cells(row) for row in t.rows), "", f"*Paper: {t.paper}*"]
+        out += ["", *(f"- {n.strip()}" for n in t.notes)] if t.notes else []
+    out += ["", f"### {guard[0]}", "", *(f"- {g}" for g in guard[1:])]
+    return "\n".join(out) + "\n"
+
+
+def _html(title: str, about: str, notes: Sequence[str], tables: Sequence[Table], guard: Sequence[str]) -> str:
+    """The tables as one HTML page (every text escaped; text nodes only, so quotes stay as they are)."""
+    from functools import partial
+    from html import escape as escape_all
+
+    escape = partial(escape_all, quote=False)
+
+    def row(tag: str, cells: Sequence[str]) -> str:
+        return "<tr>" + "".join(f"<{tag}>{escape(c)}</{tag}>" for c in cells) + "</tr>"
+
+    body = [f"<h1>{escape(title)}</h1>", f"<p>{escape(about)}</p>", *(f"<p>{escape(n)}</p>" for n in notes)]
+    for t in tables:
+        body += [f"<h2>{escape(t.title)}</h2>", "<table>", f"<thead>{row('th', t.header)}</thead>", "<tbody>",
+                 *(row("td", r) for r in t.rows), "</tbody></table>",
+                 f"<p class=\"paper\">Paper: {escape(t.paper)}</p>"]
+        body += ["<ul>", *(f"<li>{escape(n.strip())}</li>" for n in t.notes), "</ul>"] if t.notes else []
+    body += [f"<h2>{escape(guard[0])}</h2>", "<ul>", *(f"<li>{escape(g)}</li>" for g in guard[1:]), "</ul>"]
+    style = ("body{font-family:system-ui,sans-serif;margin:2em;max-width:80em}table{border-collapse:collapse}"
+             "th,td{border:1px solid #ccc;padding:.2em .6em;text-align:left;"
+             "font-variant-numeric:tabular-nums}"
+             ".paper{color:#555;font-style:italic}")
+    return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>" + escape(title)
+            + f"</title><style>{style}</style></head><body>\n" + "\n".join(body) + "\n</body></html>\n")
+
+
+def _not_models(run: RunResult, names: Sequence[str]) -> list[str]:
     """A run of the template explainer or the fake model server under a model's name ("qwen2.5:7b") is
     said to be none, so that no reader sets its rows beside the paper's model of that name."""
     labels = [model_info(run, name).label() for name in names if not model_info(run, name).is_llm]
     if not labels:
-        return ""
-    said = (f"Not a language model, so not comparable with the paper's models: {'; '.join(labels)}.")
-    return "\n" + "\n".join(_wrap(said, 110))
+        return []
+    return [f"Not a language model, so not comparable with the paper's models: {'; '.join(labels)}."]
 
 
 def _formulas(run: RunResult) -> str:
@@ -81,18 +155,16 @@ def _formulas(run: RunResult) -> str:
     inserted = ("exactly s items (perturbation-counts=paper, the paper's words)"
                 if counts_of(run.signature) == COUNTS_PAPER else
                 "round(0.1·s·n) items of a history of n (perturbation-counts=proportional; the paper says s)")
-    return "\n".join(_wrap(
-        f"Formulas: ρ weighs the four metrics as this run's signature says (the paper: .25 each); noise and "
-        f"dilution insert {inserted}. The authors' released code differs from the paper's text: weights "
-        ".4/.25/.2/.15, a dilution that removes items and a drift that adds them.", 110))
+    return (f"Formulas: ρ weighs the four metrics as this run's signature says (the paper: .25 each); noise "
+            f"and dilution insert {inserted}. The authors' released code differs from the paper's text: "
+            "weights .4/.25/.2/.15, a dilution that removes items and a drift that adds them.")
 
 
-def _guard_block(run: RunResult, names: Sequence[str]) -> str:
-    """Not in the paper: the cross-user control beside its tables (docs/guard.md)."""
-    lines = ["Guard — the same item explained for another user (not in the paper; docs/guard.md)"]
-    for name in names:
-        lines += _wrap(guard_line(summarize(run, name)), 110, subsequent_indent="    ")
-    return "\n".join(lines)
+def _guard_block(run: RunResult, names: Sequence[str]) -> list[str]:
+    """Not in the paper: the cross-user control beside its tables (docs/guard.md), a title and a line a
+    model."""
+    return ["Guard — the same item explained for another user (not in the paper; docs/guard.md)",
+            *(guard_line(summarize(run, name)) for name in names)]
 
 
 def compact(iv: Interval) -> str:
@@ -100,14 +172,6 @@ def compact(iv: Interval) -> str:
     if math.isnan(iv.mean):
         return "n/a"
     return f"{iv.mean:.3f} [{iv.low:.2f}, {iv.high:.2f}]"
-
-
-def _grid(title: str, header: Sequence[str], rows: Sequence[Sequence[str]], paper: str,
-          label: int = _LABEL, cell: int = _CELL) -> str:
-    lines = [title, f"{header[0]:<{label}}" + "".join(f"{h:<{cell}}" for h in header[1:]).rstrip()]
-    lines += [f"{row[0]:<{label}}" + "".join(f"{c:<{cell}}" for c in row[1:]).rstrip() for row in rows]
-    lines += _wrap(f"Paper: {paper}", 110, subsequent_indent="       ")
-    return "\n".join(lines)
 
 
 def _of_kind(pairs: Sequence[PairResult], kind: str) -> list[PairResult]:
@@ -119,21 +183,22 @@ def _with_average(pairs: dict[str, list[PairResult]]) -> dict[str, list[PairResu
     return {**pairs, "Average": [p for ps in pairs.values() for p in ps]}
 
 
-def _table1(pairs: dict[str, list[PairResult]], kinds: list[str], label: int) -> str:
+def _table1(pairs: dict[str, list[PairResult]], kinds: list[str], label: int) -> Table:
     rows = [[name, *(compact(interval_of(_of_kind(ps, k))) for k in kinds), compact(interval_of(ps))]
             for name, ps in _with_average(pairs).items()]
     header = ["Model", *(SHORT_KIND.get(k, k) for k in kinds), "Overall"]
-    return _grid("Table 1 — Robustness ρ by model and perturbation kind", header, rows, PAPER[1], label)
+    return Table("Table 1 — Robustness ρ by model and perturbation kind", header, rows, PAPER[1],
+                 (label, _CELL))
 
 
-def _table2(pairs: dict[str, list[PairResult]], label: int) -> str:
+def _table2(pairs: dict[str, list[PairResult]], label: int) -> Table:
     rows = [[name, *(compact(interval_of(ps, m)) for m in METRICS)]
             for name, ps in _with_average(pairs).items()]
     header = ["Model", *(METRIC_TITLE[m] for m in METRICS)]
-    return _grid("Table 2 — Per-metric similarity by model", header, rows, PAPER[2], label)
+    return Table("Table 2 — Per-metric similarity by model", header, rows, PAPER[2], (label, _CELL))
 
 
-def _table3(pooled: list[PairResult], kinds: list[str]) -> str:
+def _table3(pooled: list[PairResult], kinds: list[str]) -> Table:
     severities = sorted({p.key.severity for p in pooled})
     rows = []
     for kind in kinds:
@@ -143,9 +208,8 @@ def _table3(pooled: list[PairResult], kinds: list[str]) -> str:
     rows.append(["Average", *(compact(interval_of([p for p in pooled if p.key.severity == s]))
                               for s in severities)])
     header = ["Kind", *(f"L{s}" for s in severities)]
-    grid = _grid("Table 3 — ρ by perturbation kind and severity (pairs of all models pooled)", header, rows,
-                 PAPER[3])
-    return "\n".join([grid, *_severity_lines(pooled), *_tukey_lines(pooled)])
+    return Table("Table 3 — ρ by perturbation kind and severity (pairs of all models pooled)", header, rows,
+                 PAPER[3], notes=[*_severity_lines(pooled), *_tukey_lines(pooled)])
 
 
 def _severity_lines(pooled: list[PairResult]) -> list[str]:
@@ -196,7 +260,7 @@ def parse_size(size: str | None) -> float | None:
     return number * {"": 1, "K": 1e3, "M": 1e6, "B": 1e9, "T": 1e12}[match.group(2)]
 
 
-def _table4(run: RunResult, pairs: dict[str, list[PairResult]]) -> str:
+def _table4(run: RunResult, pairs: dict[str, list[PairResult]]) -> Table:
     groups: dict[str, list[str]] = {}
     for name in pairs:
         size = model_info(run, name).parameter_size
@@ -205,31 +269,32 @@ def _table4(run: RunResult, pairs: dict[str, list[PairResult]]) -> str:
     order = sorted(groups, key=lambda s: -(parse_size(s) or -1.0))
     means = {size: interval_of([p for n in groups[size] for p in pairs[n]]) for size in order}
     rows = [[size, compact(means[size]), ", ".join(groups[size])] for size in order]
-    grid = _grid("Table 4 — ρ by model size (parameters from the model server)",
-                 ["Parameters", "Overall ρ", "Models"], rows, PAPER[4], _LABEL, _CELL + 2)
     sized = [size for size in order if size != "unknown"]
     if len(sized) < 2:
-        return grid + "\nLargest vs smallest: needs models of two known sizes."
-    large, small = means[sized[0]].mean, means[sized[-1]].mean
-    gap = f"{(large - small) / small * 100:+.1f} %" if small else "n/a"
-    return grid + f"\nLargest vs smallest: {sized[0]} ρ {large:.3f} vs {sized[-1]} {small:.3f} ({gap})."
+        gap_line = "Largest vs smallest: needs models of two known sizes."
+    else:
+        large, small = means[sized[0]].mean, means[sized[-1]].mean
+        gap = f"{(large - small) / small * 100:+.1f} %" if small else "n/a"
+        gap_line = f"Largest vs smallest: {sized[0]} ρ {large:.3f} vs {sized[-1]} {small:.3f} ({gap})."
+    return Table("Table 4 — ρ by model size (parameters from the model server)",
+                 ["Parameters", "Overall ρ", "Models"], rows, PAPER[4], (_LABEL, _CELL + 2), [gap_line])
 
 
-def _table5(pairs: dict[str, list[PairResult]], kinds: list[str], label: int) -> str:
+def _table5(pairs: dict[str, list[PairResult]], kinds: list[str], label: int) -> Table:
     """The paper's orientation: a row per model and metric, a column per kind, each column's best starred."""
     cells = {(name, m): [interval_of(_of_kind(ps, k), m) for k in kinds] for name, ps in pairs.items()
              for m in METRICS}
     best = [max((iv[j].mean for iv in cells.values() if not math.isnan(iv[j].mean)), default=math.nan)
             for j in range(len(kinds))]
-    body = [[f"{name:<{label}}{METRIC_TITLE[m]}",
+    body = [[name, METRIC_TITLE[m],
              *(compact(iv) + ("*" if iv.mean == best[j] else "") for j, iv in enumerate(row))]
             for (name, m), row in cells.items()]
-    header = [f"{'Model':<{label}}Metric", *(SHORT_KIND.get(k, k) for k in kinds)]
+    header = ["Model", "Metric", *(SHORT_KIND.get(k, k) for k in kinds)]
     title = "Table 5 — Per-metric similarity by model and perturbation kind (* the column's best)"
-    return _grid(title, header, body, PAPER[5], label + 12)
+    return Table(title, header, body, PAPER[5], (label, 12, _CELL))
 
 
-def _table6(pooled: list[PairResult]) -> str:
+def _table6(pooled: list[PairResult]) -> Table:
     from ..stats import metric_correlations
 
     corr = metric_correlations(pooled)
@@ -237,7 +302,7 @@ def _table6(pooled: list[PairResult]) -> str:
                                 for b in METRICS)] for a in METRICS]
     title = (f"Table 6 — Pearson correlations between metrics ({corr.n} scored pairs of all models; "
              "generation failures left out)")
-    return _grid(title, ["", *(METRIC_TITLE[m] for m in METRICS)], rows, PAPER[6], _LABEL, 12)
+    return Table(title, ["", *(METRIC_TITLE[m] for m in METRICS)], rows, PAPER[6], (_LABEL, 12))
 
 
 def _wrap(text: str, width: int, *, initial_indent: str = "", subsequent_indent: str = "") -> list[str]:
