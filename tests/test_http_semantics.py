@@ -40,22 +40,88 @@ def test_retry_after_as_an_http_date_is_the_seconds_until_then() -> None:
     assert retry_after_of(Told(email.utils.formatdate(time.time() - 60, usegmt=True))) == 0.0
 
 
+def _told(headers: list[str | None]) -> Any:
+    """An attempt that raises a Told with each header in turn (None: no Retry-After), then answers."""
+    async def attempt() -> str:
+        if headers:
+            raise Told(headers.pop(0))
+        return "ok"
+    return attempt
+
+
 def test_the_retry_policy_waits_at_least_what_the_server_asked_for_and_no_longer_than_its_cap() -> None:
     waited: list[float] = []
 
     async def sleep(seconds: float) -> None:
         waited.append(seconds)
 
-    def failing(headers: list[str | None]) -> Any:
-        async def attempt() -> str:
-            if headers:
-                raise Told(headers.pop(0))
-            return "ok"
-        return attempt
-
     policy = RetryPolicy(max_attempts=4, sleep=sleep, max_retry_after=60.0)
-    assert asyncio.run(policy.run(failing(["3", "999", None]))) == "ok"
-    assert waited[0] == 3.0 and waited[1] == 60.0 and waited[2] <= policy.base_delay * 4
+    assert asyncio.run(policy.run(_told(["3", "999", None]))) == "ok"
+    # As told (at most a jitter of base_delay more), cut to the cap; then a backoff of the first retry.
+    assert 3.0 <= waited[0] <= 3.0 + policy.base_delay and 60.0 <= waited[1] <= 60.0 + policy.base_delay
+    assert waited[2] <= policy.base_delay
+
+
+def test_a_wait_the_server_asked_for_does_not_use_up_the_calls_attempts() -> None:
+    """A rate limit paces the run: 12 told waits and a call with 2 attempts still gets through; the
+    attempts count what failed without saying when to come back, and the told waits have a bound."""
+    waited: list[float] = []
+
+    async def sleep(seconds: float) -> None:
+        waited.append(seconds)
+
+    policy = RetryPolicy(max_attempts=2, sleep=sleep)
+    assert asyncio.run(policy.run(_told(["1"] * 12 + [None]))) == "ok"
+    assert all(w >= 1.0 for w in waited[:12])  # twelve as told; then a backoff, and the second attempt
+    from pytest_robustexplain.explainers.retry import RetryExhaustedError
+
+    with pytest.raises(RetryExhaustedError):
+        asyncio.run(RetryPolicy(max_attempts=2, sleep=sleep).run(_told([None, None, "1"])))
+    bounded = RetryPolicy(max_attempts=2, sleep=sleep, max_told_waits=3)
+    with pytest.raises(RetryExhaustedError):  # a server that never lets the call in: the bound ends it
+        asyncio.run(bounded.run(_told(["1"] * 10)))
+
+
+def test_every_call_of_the_policy_waits_until_the_server_said_to_come_back() -> None:
+    """A second call starting while the first waits out a Retry-After of 5 s waits as long before its
+    request, instead of meeting the limit and spending its own attempts on it."""
+    events: list[tuple[str, float]] = []
+
+    async def main() -> None:
+        gate = asyncio.Event()
+
+        async def sleep(seconds: float) -> None:
+            events.append(("sleep", round(seconds)))
+            gate.set()
+
+        policy = RetryPolicy(max_attempts=2, sleep=sleep, base_delay=0.0)
+
+        async def second() -> str:
+            await gate.wait()  # starts once the first call has been told to wait
+            events.append(("second asks", 0))
+            return "ok"
+
+        first = asyncio.ensure_future(policy.run(_told(["5"])))
+        await gate.wait()
+        assert await policy.run(second) == "ok"
+        await first
+
+    asyncio.run(main())
+    assert events[0] == ("sleep", 5) and events[1] == ("sleep", 5) and events[2] == ("second asks", 0)
+
+
+def test_a_steady_rate_limit_slows_a_run_and_fails_no_call(tmp_path: Path) -> None:
+    """One chat request a second, 429 with Retry-After for the rest, four calls in flight and one retry
+    a call: before, the calls that met the limit twice failed; now every call is made, each as told."""
+    with FakeOllamaServer() as server:
+        server.rate_limit(1, steady=True)
+        code = cli.main(["run", "--model", "fake-model:latest", "--host", server.url, "--users", "2",
+                         "--perturbations", "noise", "--severities", "1", "--guard", "off", "--retries", "1",
+                         "--cache", "off", "--progress", "off", "-q", "--json", str(tmp_path / "r.json")])
+        limited = server.rate_limited
+    doc = json.loads((tmp_path / "r.json").read_text(encoding="utf-8"))
+    assert code in (cli.EXIT_OK, cli.EXIT_GATE_FAILED) and limited >= 3
+    assert doc["calls"]["failed"] == 0 and all(p["failure"] is None for p in doc["pairs"])
 
 
 @pytest.mark.parametrize("backend", ["ollama", "openai"])

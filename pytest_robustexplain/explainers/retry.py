@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TypeVar
@@ -172,19 +173,25 @@ class RetryPolicy:
     The delay before retry ``k`` (1-based) is uniform in ``[0, min(max_delay, base_delay * 2**(k-1))]``
     (AWS "full jitter"), which spreads simultaneous retries from many concurrent requests apart instead
     of hammering a recovering server in lock-step — unless the server said how long to wait
-    (``Retry-After`` on a 429 or 503): then at least that, up to ``max_retry_after``, so a rate-limited
-    gateway slows the run instead of failing it. The jitter is seeded so runs are reproducible; ``sleep``
-    is injectable so tests do not wait.
+    (``Retry-After`` on a 429 or 503). A reply that says when to come back is the server pacing the run, not
+    a failure: the call waits as told (up to ``max_retry_after``, plus a jitter of at most ``base_delay`` so
+    the waiting calls do not return in one burst) without using one of its attempts, up to
+    ``max_told_waits`` such waits a call; and every other call of the policy — one explainer's, sharing its
+    server — waits until then too before its next request, so the whole run slows to the server's pace
+    instead of some calls exhausting their retries. The jitter is seeded so runs are reproducible;
+    ``sleep`` is injectable so tests do not wait.
     """
 
     max_attempts: int = 4
     base_delay: float = 0.5
     max_delay: float = 8.0
     max_retry_after: float = 60.0  # the longest Retry-After honoured (a longer one is cut to it)
+    max_told_waits: int = 20  # waits a server's Retry-After may ask of one call before they count as attempts
     seed: int | None = 0
     sleep: Sleep = asyncio.sleep
     retryable: Callable[[BaseException], bool] = is_retryable
     _rng: random.Random = field(init=False, repr=False)
+    _not_before: float = field(default=0.0, init=False, repr=False)  # time.monotonic() the server asked for
 
     def __post_init__(self) -> None:
         if self.max_attempts < 1:
@@ -203,19 +210,33 @@ class RetryPolicy:
 
         Non-retryable errors propagate unchanged; exhausting the attempts raises RetryExhaustedError.
         """
-        for number in range(1, self.max_attempts + 1):
+        number, told_waits, told_just_now = 1, 0, False
+        while True:
+            if not told_just_now:  # a call that has just waited as told is already past the pause
+                await self._wait_as_told()
             try:
                 return await attempt()
             except Exception as exc:
                 if not self.retryable(exc):
                     raise
-                if number == self.max_attempts:
-                    raise RetryExhaustedError(number, exc) from exc
-                delay = self.backoff(number)
                 told = retry_after_of(exc)
-                if told is not None:
-                    delay = max(delay, min(told, self.max_retry_after))
+                told_just_now = told is not None and told_waits < self.max_told_waits
+                if told is not None and told_just_now:
+                    told_waits += 1  # the server is pacing the run: a wait, not a spent attempt
+                    delay = min(told, self.max_retry_after)
+                    self._not_before = max(self._not_before, time.monotonic() + delay)
+                    delay += self._rng.uniform(0.0, self.base_delay)
+                elif number == self.max_attempts:
+                    raise RetryExhaustedError(number, exc) from exc
+                else:
+                    delay = self.backoff(number)
+                    number += 1
                 if on_retry is not None:
                     on_retry(number, exc, delay)
                 await self.sleep(delay)
-        raise AssertionError("unreachable: the loop returns or raises")  # pragma: no cover
+
+    async def _wait_as_told(self) -> None:
+        """Before a call's request: wait out what the server last asked any call of this policy to wait."""
+        left = self._not_before - time.monotonic()
+        if left > 0:
+            await self.sleep(left)

@@ -97,6 +97,7 @@ class FakeOllamaServer:
         self._trickle = 0.0
         self._limit_seconds = 0  # rate_limit(): armed, opens at the next chat request
         self._limit_after = 0
+        self._limit_steady = 0  # rate_limit(steady=True): the seconds of the window each request let in opens
         self._limit_until = 0.0
         self._capacity: int | None = None
         self.mode = mode
@@ -260,14 +261,16 @@ class FakeOllamaServer:
         fault = Fault("fail", status=status, retry_after=retry_after)
         self._queue(fault, _non_negative_count(n, "fail_next"))
 
-    def rate_limit(self, seconds: int = 1, *, after: int = 0) -> None:
+    def rate_limit(self, seconds: int = 1, *, after: int = 0, steady: bool = False) -> None:
         """A gateway's rate limit: the chat request after the next ``after`` ones opens a window of
         ``seconds``; it and every chat request that arrives before the window ends get 429 with
         ``Retry-After`` (the seconds left, rounded up). A client that waits as told gets through; one that
-        retries sooner is refused again."""
+        retries sooner is refused again. ``steady``: the limit holds for good — each request let through
+        opens the next window (one chat request per ``seconds``, as a hosted endpoint's quota)."""
         with self._cond:
             self._limit_seconds = _non_negative_count(seconds, "rate_limit")
             self._limit_after = _non_negative_count(after, "rate_limit(after)")
+            self._limit_steady = self._limit_seconds if steady else 0
 
     @property
     def rate_limited(self) -> int:
@@ -565,6 +568,8 @@ class FakeOllamaServer:
             self._limit_until, self._limit_seconds = now + self._limit_seconds, 0
         # 50 ms of slack: a client's sleep may end a clock tick early; the window is what it was told.
         if now >= self._limit_until - 0.05:
+            if self._limit_steady and not self._limit_after:  # a steady limit: this request opens the next
+                self._limit_until = now + self._limit_steady
             return None
         self._rate_limited += 1
         return Fault("fail", status=429, retry_after=max(1, math.ceil(self._limit_until - now)))
