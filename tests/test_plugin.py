@@ -149,13 +149,24 @@ def test_every_call_failing_is_an_error_not_a_verdict(
     _default_terminal(monkeypatch)
     pytester.makepyfile(_marked())
     server.fail_next(100_000, status=500)
-    result = run_fake(pytester, server, "--robustexplain-retries=1", "--robustexplain-cache=off")
+    result = run_fake(pytester, server, "--robustexplain-retries=1", "--robustexplain-cache=off",
+                      "--robustexplain-json=r.json", "--robustexplain-html=r.html",
+                      "--robustexplain-markdown=r.md")
     # The `robustness` fixture cannot produce a result: an error at set-up, never a verdict.
     result.assert_outcomes(errors=6)
     result.stdout.fnmatch_lines(["*every model call failed*"])
     out = result.stdout.str()
     assert "During handling of the above exception" not in out  # the error once, not twice
-    assert out.count("every model call failed") == 6  # once per item
+    undecided = out.count("robustexplain: Not decided: fake-model: every model call failed")
+    assert 1 <= undecided <= 6 and out.count("every model call failed") == 6 + undecided  # once per item
+    # Every report is written all the same, saying why nothing was decided (issue 41, item 7).
+    doc = read_report(pytester)
+    assert doc["gates"] == [] and doc["calls"]["failed"] == doc["calls"]["made"] > 0
+    errors = doc["settings"]["errors"]
+    assert errors and all("every model call failed" in m for m in errors)
+    for name in ("r.md", "r.html"):
+        assert "Not decided: fake-model: every model call failed" in (pytester.path / name).read_text(
+            encoding="utf-8")
 
 
 def test_unknown_marker_keyword_names_the_test(pytester: pytest.Pytester, server: FakeOllamaServer) -> None:

@@ -366,11 +366,12 @@ class ItemRun:
         return None if result is None else self.engine.payload(result, ref)
 
     def worker_output(self) -> dict[str, Any]:
-        """What an xdist worker tells the controller at its end: its call counters and the models whose
-        digest changed while it ran."""
+        """What an xdist worker tells the controller at its end: its call counters, the models whose
+        digest changed while it ran and why slices could not be decided."""
         if self._engine is None:
             return {}
-        return {"counters": self._engine.call_counters(), "models_changed": self._engine.recheck_models()}
+        return {"counters": self._engine.call_counters(), "models_changed": self._engine.recheck_models(),
+                "errors": list(self._engine.errors)}
 
     def merge_worker(self, output: Mapping[str, Any]) -> None:
         self.engine.merge(output, source="xdist worker")

@@ -112,6 +112,9 @@ class Run:
         self.pairs: dict[PairKey, PairResult] = {}  # pairs of decided slices (this process or reported)
         self.metric_tags: set[str] = set()  # the user metrics (name@version) its tests measure: the signature
         self.counters: dict[str, int] = {}  # call counters reported by other processes (xdist workers)
+        # Why slices could not be decided (every call failed, the server broke off), each said once: the
+        # report says so even when nothing was decided, so a CI job that failed this way still has one.
+        self.errors: list[str] = []
         self.started, self.started_at = time.monotonic(), utc_now()
         self.warnings = WarningQueue()  # this run's warnings from other threads, said at each wait
         self._say = say or (lambda note: None)
@@ -415,7 +418,9 @@ class Run:
         try:
             sliced = self.sweep.wait(slice_id, poll=poll, interval=interval)
         except RobustExplainError as exc:
-            raise BackendError(f"{planned.spec.model}: {exc}") from None  # one message, not a chain of three
+            message = f"{planned.spec.model}: {exc}"
+            self.note_error(message)
+            raise BackendError(message) from None  # one message, not a chain of three
         finally:
             self.flush_warnings()  # the sweep threads' warnings (a full disk…), raised on this thread
         found = self.judging.finding(self.sweep, slice_id, sliced, planned.gate)
@@ -423,6 +428,11 @@ class Run:
         done = self.decide(planned, sliced, found, polar)
         self._results[slice_id] = done
         return done
+
+    def note_error(self, message: str) -> None:
+        """Keep why a slice could not be decided, for the record (once per message)."""
+        if message not in self.errors:
+            self.errors.append(message)
 
     def decided(self, slice_id: str) -> Robustness | None:
         """The slice's decided result, None while it is not decided (nothing waits)."""
@@ -523,6 +533,8 @@ class Run:
         self.judging.adopt(payload.get("judge", {}))
         if isinstance(payload.get("dataset"), str):  # an xdist controller never loads the dataset itself
             self._dataset_elsewhere = payload["dataset"]
+        for message in payload.get("errors", []):
+            self.note_error(str(message))
 
     def payload(self, result: Robustness, nodeid: str) -> dict[str, Any]:
         """What :meth:`merge` reads in another process: JSON-native, decoded by the records' own readers."""
@@ -552,8 +564,9 @@ class Run:
                 **self.judging.counters()}
 
     def record(self, *, partial: bool = False) -> RunResult | None:
-        """The whole run as one record for the reports; None when nothing was decided."""
-        if not self.pairs and not self.gates:
+        """The whole run as one record for the reports; None when nothing was decided and nothing failed
+        (a run whose every call failed is recorded: its counters and ``errors`` say what happened)."""
+        if not self.pairs and not self.gates and not self.errors:
             return None
         result = self._record(partial=partial, pairs=sorted(self.pairs.values(), key=lambda p: p.key))
         if not partial:
@@ -588,6 +601,8 @@ class Run:
             extra.setdefault("dataset_name", dataset_name)
         if self._changed:
             extra["models_changed"] = sorted(self._changed)
+        if self.errors:
+            extra["errors"] = list(self.errors)
         if partial:
             extra.update(partial=True, pairs_planned=self._sweep.counters.pairs_total if self._sweep else 0)
         return run_record(self.settings, models=[model_record(name, self.model_infos[name])

@@ -20,7 +20,9 @@ Top level (object):
 - ``seed`` — base seed of the sweep (perturbations and sampling).
 - ``started_at`` / ``finished_at`` — ISO 8601 timestamps (UTC), possibly empty.
 - ``settings`` — every effective setting of the run (thresholds ``min_combined``/``min_metric``, kinds,
-  severities, users, repeats, backend options...), as the configuration resolved them.
+  severities, users, repeats, backend options...), as the configuration resolved them; and, when tests could
+  not be decided, ``errors`` — one sentence each (every call of a model failed, the server broke off), written
+  even when nothing was decided, as every writer's "Not decided: …".
 - ``models`` — list of model descriptions: ``name``, ``backend``, ``is_llm`` (false for the template
   explainer), ``digest``, ``parameter_size`` (e.g. ``"8.0B"``), ``quantization``, ``server_version``,
   ``host`` (each may be null) and any backend-specific extra keys.

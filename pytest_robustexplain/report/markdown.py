@@ -39,6 +39,7 @@ from .summary import (
     model_info,
     model_names,
     model_outcome,
+    not_decided,
     overall_verdict_note,
     security_rows,
     sensitivity_rows,
@@ -74,9 +75,10 @@ def render_markdown(run: RunResult | ReportModel) -> str:
     report = ReportModel.of(run)
     run = report.run
     names = model_names(run)
+    undecided = "\n".join(f"- {text(line)}" for line in not_decided(run))
     if not names:
-        return "## robustexplain\n\nNo pairs were scored.\n"
-    blocks = [_tests_section(run), *(_model_section(run, report.summary(name)) for name in names)]
+        return "## robustexplain\n\nNo pairs were scored.\n" + (f"\n{undecided}\n" if undecided else "")
+    blocks = [_tests_section(run), *(_model_section(run, report.summary(name)) for name in names), undecided]
     blocks.extend(_comparison_section(c) for c in model_comparisons(run))
     blocks.append(_footer(run))
     return "\n\n".join(b for b in blocks if b) + "\n"

@@ -38,6 +38,7 @@ from .summary import (
     model_info,
     model_names,
     model_outcome,
+    not_decided,
     overall_verdict_note,
     security_rows,
     sensitivity_rows,
@@ -67,14 +68,17 @@ def render_terminal(run: RunResult | ReportModel, *, width: int = 100, quiet: bo
     report = ReportModel.of(run)
     run = report.run
     names = model_names(run)
+    undecided = [f"robustexplain: {line}" for line in not_decided(run)]
     if not names:
-        return "robustexplain: no pairs were scored"
+        return "\n".join(["robustexplain: no pairs were scored", *undecided])
     summaries = [report.summary(name) for name in names]
     if quiet:
         hosts = answered_by(run.calls)  # several hosts: which answered how many calls
         by_host = [f"robustexplain: calls by host: {' · '.join(f'{h} {n}' for h, n in hosts.items())}"]
-        return "\n".join([*(quiet_line(run, s) for s in summaries), *(by_host if hosts else [])])
+        return "\n".join([*(quiet_line(run, s) for s in summaries), *(by_host if hosts else []), *undecided])
     blocks = [_model_block(run, s, width, verbose) for s in summaries]
+    if undecided:  # a model whose calls all failed beside one that was gated
+        blocks.append("\n".join(undecided))
     blocks.extend("\n".join(comparison_lines(c, width)) for c in model_comparisons(run))
     footer = _footer(run)
     if footer:

@@ -21,6 +21,7 @@ from ..summary import (
     headline,
     model_names,
     model_outcome,
+    not_decided,
 )
 from .charts import Plotter
 from .common import e
@@ -89,6 +90,7 @@ def render_html(run: RunResult | ReportModel) -> str:
         body.append(f'<p class="note">{PLOTS_NOTE}</p>')
     if not names:
         body.append("<p>No pairs were scored.</p>")
+    body += [f'<p class="note">{e(line)}</p>' for line in not_decided(run)]
     body += [model_section(run, s, plotter) for s in summaries]
     comparisons = model_comparisons(run)
     if comparisons:  # only models that ran the same cases

@@ -28,6 +28,7 @@ from ...results import (
     is_control,
     user_metric_name,
 )
+from ...sanitize import visible
 from ..formatting import fmt_interval, fmt_mean, trim
 
 # Display order of the method's five perturbation kinds; kinds the run used but not listed here follow,
@@ -310,6 +311,13 @@ def dataset_of(run: RunResult) -> str | None:
     headers of every writer say it; None for a report written before it was recorded."""
     name = run.settings.get("dataset_name") or run.settings.get("dataset")
     return str(name) if name else None
+
+
+def not_decided(run: RunResult) -> list[str]:
+    """Why tests of the run could not be decided (every call of a model failed, the server broke off), one
+    sentence each, as every writer says it ("Not decided: …"); empty for a run that decided everything."""
+    errors = run.settings.get("errors")
+    return [f"Not decided: {visible(str(m))}" for m in errors] if isinstance(errors, list) else []
 
 
 def _other_failures(verdict: Verdict) -> list[tuple[str, Finding]]:
