@@ -120,7 +120,7 @@ def test_a_steady_rate_limit_slows_a_run_and_fails_no_call(tmp_path: Path) -> No
                          "--cache", "off", "--progress", "off", "-q", "--json", str(tmp_path / "r.json")])
         limited = server.rate_limited
     doc = json.loads((tmp_path / "r.json").read_text(encoding="utf-8"))
-    assert code in (cli.EXIT_OK, cli.EXIT_GATE_FAILED) and limited >= 3
+    assert code in (cli.EXIT_OK, cli.EXIT_GATE_FAILED) and limited >= 1
     assert doc["calls"]["failed"] == 0 and all(p["failure"] is None for p in doc["pairs"])
 
 
@@ -135,8 +135,9 @@ def test_a_rate_limited_server_slows_the_run_and_every_call_is_made(backend: str
                          "--cache", "off", "--progress", "off", "-q", "--json", str(tmp_path / "r.json")])
         limited = server.rate_limited
     doc = json.loads((tmp_path / "r.json").read_text(encoding="utf-8"))
-    # One retry each, at no less than the Retry-After: the calls inside the window get through on it.
-    assert limited >= 2 and code in (cli.EXIT_OK, cli.EXIT_GATE_FAILED)  # four calls in flight at once
+    # The calls inside the window wait as told and get through: how many met it depends on how many were
+    # in flight when the first was told (the others wait before asking), never on a spent retry.
+    assert limited >= 1 and code in (cli.EXIT_OK, cli.EXIT_GATE_FAILED)
     assert doc["calls"]["failed"] == 0 and all(p["failure"] is None for p in doc["pairs"])
     assert doc["calls"]["retried"] == limited and doc["calls"]["made"] == 3 + len(doc["pairs"])
 
