@@ -42,12 +42,12 @@ class Grounding(ControlCheck):
         if not (enforced_by_guard(gate) or gate.explicit("min_history_reference")):
             return ()
         rules = []
-        history = gate.min_history_reference is not None
-        if gate.min_history_reference is not None:
-            rules.append(StopRule(self.name, gate.min_history_reference, BELOW, stop_alpha(gate),
+        history = gate.min_history_reference
+        if history is not None:
+            rules.append(StopRule(self.name, history, BELOW, stop_alpha(gate),
                                   lambda pairs, swaps: guard_mod.user_history_reference(swaps)))
-        if gate.max_unsupported_rate is not None:
-            share = gate.alpha * (DEFAULT_FALLBACK_SHARE if history else 1.0) / (1 + history)
+        if gate.max_unsupported_rate is not None:  # its fixed rule's share, as guard._grounding_outcome's
+            share = gate.alpha * DEFAULT_FALLBACK_SHARE / 2 if history is not None else gate.alpha
             rules.append(StopRule(self.name, gate.max_unsupported_rate, ABOVE,
                                   share * (1 - DEFAULT_FALLBACK_SHARE),
                                   lambda pairs, swaps: guard_mod.user_unsupported_share(swaps),

@@ -512,7 +512,10 @@ def _unread(pairs: Sequence[PairResult]) -> dict[str, Any]:
     unread = 0
     for p in pairs:
         texts = [t for t in (p.original, p.perturbed) if p.failure is None and t.strip()]
-        missed = [t for t in texts if not seen.setdefault(t, tagger_reads(t))]
+        for t in texts:
+            if t not in seen:
+                seen[t] = tagger_reads(t)
+        missed = [t for t in texts if not seen[t]]
         if missed:
             unread += 1
             scripts[script_of(missed[0])] += 1
