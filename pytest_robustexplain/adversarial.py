@@ -135,11 +135,16 @@ def clopper_pearson(k: int, n: int, confidence: float = 0.95) -> tuple[float, fl
     return share_lower_bound(k, n, tail), share_upper_bound(k, n, tail)
 
 
+def _attacked(pairs: Sequence[Any], kind: str) -> list[Any]:
+    """The pairs of attack ``kind`` whose outcome was read (answered, with an ``attack`` record)."""
+    return [p for p in pairs if p.key.kind == kind and p.failure is None
+            and isinstance(p.changes.get("attack"), Mapping)]
+
+
 def user_success_share(pairs: Sequence[Any], kind: str) -> float | None:
     """The share of one user's ``kind`` pairs whose attack succeeded (None: the user has none measured) —
     the value the attack's sequential test is fed, user by user."""
-    mine = [p for p in pairs if p.key.kind == kind and p.failure is None
-            and isinstance(p.changes.get("attack"), Mapping)]
+    mine = _attacked(pairs, kind)
     return sum(bool(p.changes["attack"].get("success")) for p in mine) / len(mine) if mine else None
 
 
@@ -151,8 +156,7 @@ def evaluate_attacks(pairs: Sequence[Any], limits: Mapping[str, float], *, confi
 
     out = []
     for kind in ATTACK_KINDS:
-        mine = [p for p in pairs if p.key.kind == kind and p.failure is None
-                and isinstance(p.changes.get("attack"), Mapping)]
+        mine = _attacked(pairs, kind)
         if not mine:
             continue
         wins = [p for p in mine if p.changes["attack"].get("success")]

@@ -226,13 +226,18 @@ def _refers(grounding: Mapping[str, Any], swap: PairResult) -> float:
         and not _copies(swap) else 0.0
 
 
+def _unsupported(grounding: Mapping[str, Any]) -> float:
+    # A catalog category or title from neither the history nor the item (a made-up taste or purchase).
+    return 1.0 if grounding.get("unsupported") else 0.0
+
+
 def _grounding(rows: Grounded, alpha: float) -> tuple[Interval | None, Interval | None]:
     """The grounding rates' intervals over the cases read for grounding (:func:`_grounded`)."""
     if not rows:
         return None, None
     users = [u for u, _, _ in rows]
     history = [_refers(g, s) for _, g, s in rows]
-    unsupported = [1.0 if g.get("unsupported") else 0.0 for _, g, _ in rows]
+    unsupported = [_unsupported(g) for _, g, _ in rows]
     return _interval(history, users, alpha), _interval(unsupported, users, alpha)
 
 
@@ -255,7 +260,7 @@ def _grounding_outcome(rows: Grounded, settings: GuardSettings) -> str | None:
         k, g = user_share([(u, _refers(gr, s)) for u, gr, s in rows])
         checks.append(share_upper_bound(k, g, alpha) < settings.min_history_reference)
     if settings.max_unsupported_rate is not None:
-        k, g = user_share([(u, bool(gr.get("unsupported"))) for u, gr, _ in rows])
+        k, g = user_share([(u, _unsupported(gr)) for u, gr, _ in rows])
         # Its own sequential test, when it ran, took half of this rule's share (checks/grounding.py).
         unsupported_alpha = alpha * (DEFAULT_FALLBACK_SHARE if UNSUPPORTED_RULE in settings.split else 1.0)
         checks.append(share_lower_bound(k, g, unsupported_alpha) > settings.max_unsupported_rate)
@@ -320,7 +325,7 @@ def user_unsupported_share(swaps: Sequence[PairResult]) -> float | None:
     """The share of the user's original explanations that name a catalog category or title from neither
     their history nor the item (None: none read)."""
     rows = _grounded(swaps)
-    return math.fsum(bool(g.get("unsupported")) for _, g, _ in rows) / len(rows) if rows else None
+    return math.fsum(_unsupported(g) for _, g, _ in rows) / len(rows) if rows else None
 
 
 def user_relative_excess(pairs: Sequence[PairResult], swaps: Sequence[PairResult], threshold: float

@@ -27,7 +27,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     if args.tables == "paper":
         from ..report.paper_tables import render_paper_tables
 
-        text = render_paper_tables(run, {"markdown": "markdown", "html": "html"}.get(args.format, "text"))
+        text = render_paper_tables(run, args.format if args.format in ("markdown", "html") else "text")
     elif args.format == "markdown":
         from ..report.markdown import render_markdown
 

@@ -507,18 +507,18 @@ def _unread(pairs: Sequence[PairResult]) -> dict[str, Any]:
 
     from ...metrics import script_of, tagger_reads
 
-    seen: dict[str, bool] = {}
+    script: dict[str, str | None] = {}  # text -> None when the tagger reads it, else its script
     scripts: Counter[str] = Counter()
     unread = 0
     for p in pairs:
         texts = [t for t in (p.original, p.perturbed) if p.failure is None and t.strip()]
         for t in texts:
-            if t not in seen:
-                seen[t] = tagger_reads(t)
-        missed = [t for t in texts if not seen[t]]
+            if t not in script:
+                script[t] = None if tagger_reads(t) else script_of(t)
+        missed = [script[t] for t in texts if script[t] is not None]
         if missed:
             unread += 1
-            scripts[script_of(missed[0])] += 1
+            scripts[missed[0] or ""] += 1
     return {"keyword_unread": unread, "unread_scripts": tuple(name for name, _ in scripts.most_common())}
 
 
