@@ -185,7 +185,7 @@ class RobustExplainPlugin:
     def result(self, item: pytest.Item) -> Robustness:
         """Wait for the item's slice — planned and started now if it was not (an xdist worker's, or one
         with its own ``explainer`` fixture) — and decide it, the progress line drawn meanwhile."""
-        with engine_errors(usage=True):
+        with engine_errors(usage=True, session=item.session):
             self.items.start(item.nodeid, lambda: item._request.getfixturevalue("explainer"))  # type: ignore[attr-defined]
         manager, quiet = self.config.pluginmanager, self.config.get_verbosity() < 0
         progress = self.items.progress(manager.get_plugin("terminalreporter"), quiet=quiet,
@@ -242,7 +242,7 @@ class RobustExplainPlugin:
         end = self._items.end(interrupted=session.exitstatus == pytest.ExitCode.INTERRUPTED)
         if end.worker_output is not None:
             self.config.workeroutput["robustexplain"] = end.worker_output  # type: ignore[attr-defined]
-        self.notes += [(line, False) for line in end.stopped]  # Ctrl-C or SIGTERM: what finished, how on
+        self.notes += [(line, False) for line in end.notes]  # workers' marker overrides; what a stop saved
         if end.done is None:
             return
         self.config.hook.pytest_robustexplain_report(run=end.done.result, config=self.config)

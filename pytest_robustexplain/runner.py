@@ -2,9 +2,8 @@
 or its conftest overrides the ``explainer`` fixture, the conftests' registrations, xdist, and the one
 translation of the engine's errors into pytest's words.
 
-The run itself is the engine's, pytest-free (:class:`~pytest_robustexplain.engine.items.ItemRun` over
-:class:`~pytest_robustexplain.engine.Run`, shared with ``robustexplain run``); plugin.py's hooks hand items
-over to it. Nothing heavy is imported here: a session without marked tests never imports the engine.
+The run itself is the engine's, pytest-free (``engine.items.ItemRun`` over ``engine.Run``, shared with
+``robustexplain run``). Nothing heavy is imported here: a session without marked tests never imports it.
 """
 
 from __future__ import annotations
@@ -27,23 +26,24 @@ STOP_INPUT = "robustexplain_stop"  # the workerinput key naming the controller's
 
 
 @contextmanager
-def engine_errors(*, usage: bool) -> Iterator[None]:
+def engine_errors(*, usage: bool, session: pytest.Session | None = None) -> Iterator[None]:
     """The one translation of the engine's errors into pytest's words: a RobustExplainError inside is a
-    usage error (``usage``: collection, session start — a dead server, a bad dataset or baseline, a bad
-    marker) or fails the test with its message alone. Raised ``from None``, so the report does not show the
-    error twice ("During handling of the above exception, another exception occurred")."""
+    usage error (``usage``: a dead server, a bad dataset, baseline or marker) or fails the test with its
+    message alone; ``from None``: the report shows it once. An xdist worker's usage error (``session``: an
+    item's set-up) would be xdist's INTERNALERROR: the item fails with the message and the worker stops."""
     try:
         yield
     except RobustExplainError as exc:
         message = f"robustexplain: {exc}"
-        if usage:
+        if usage and session is not None and is_xdist_worker(session.config):
+            session.shouldstop = message
+        elif usage:
             raise pytest.UsageError(message) from None
         raise pytest.fail.Exception(message, pytrace=False) from None
 
 
 def is_xdist_worker(config: pytest.Config) -> bool:
-    """Whether this process is a pytest-xdist worker (it plans only the items it runs, and ships its
-    results to the controller with each item's report)."""
+    """Whether this process is a pytest-xdist worker (it plans only the items it runs, ships results)."""
     return hasattr(config, "workerinput")
 
 

@@ -99,7 +99,9 @@ def test_the_short_report_wraps_its_sentences_instead_of_cutting_them(tmp_path: 
     flowing = " ".join(text.split())
     assert " ".join(summary.recommendation.split()) in flowing
     guard = next(line for line in text.splitlines() if line.startswith("Guard"))
-    assert guard.split()[1] == guard_line(summary).rsplit(" · ", 1)[-1]  # the outcome first, never cut off
+    # Each of the guard's checks by name with its outcome, the sensitivity first; wrapped, never cut.
+    assert guard.split()[1:3] == ["sensitivity", guard_line(summary).rsplit(" · ", 1)[-1]]
+    assert not any(line.endswith("…") for line in text.splitlines() if not line.startswith("      "))
 
 
 DICT_EXPLAINER = """

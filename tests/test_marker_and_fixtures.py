@@ -424,8 +424,9 @@ def test_the_dry_run_says_a_custom_explainer_is_planned_when_it_runs(pytester: p
 
 def test_a_bad_data_row_with_an_overridden_explainer_is_one_usage_error(pytester: pytest.Pytester) -> None:
     """Before (issue 43): no model and the README's `explainer` override, a row with rating=great printed a
-    traceback through the plugin per item (250 lines for six); the model path said one line. Now both do
-    (serially: an xdist worker still reads the data when each item runs)."""
+    traceback through the plugin per item (250 lines for six); the model path said one line. Now both do.
+    An xdist worker reads the data when an item runs, where a usage error would end xdist's session as an
+    INTERNALERROR: there the item fails with the one line, its worker stops and the session with it."""
     pytester.makeconftest("""
 import pytest
 
@@ -452,3 +453,13 @@ def test_gate(robustness):
     assert len(said) == 1 and said[0].startswith("ERROR: robustexplain: ")
     assert "not a number: 'great'" in said[0]
     assert "Traceback" not in result.stdout.str() and "runner.py" not in result.stdout.str()
+    xdist = pytester.runpytest("--robustexplain-histories=bad.csv", "--robustexplain-catalog=catalog.csv",
+                               "-p", "no:cacheprovider", "-n", "2")
+    out = xdist.stdout.str()
+    assert xdist.ret == pytest.ExitCode.INTERRUPTED, out  # xdist's word for a session a worker stopped
+    messages = [line for line in xdist.stdout.lines
+                if line.startswith("robustexplain: ") and "'great'" in line]
+    assert 1 <= len(messages) <= 2, out  # each worker's first item at most: then it stops
+    assert "Interrupted: robustexplain: " in out and "not a number: 'great'" in out
+    assert "Traceback" not in out and "runner.py" not in out and "plugin.py" not in out
+    assert "partial report" not in out and "to resume" not in out  # nothing ran: nothing to save or resume

@@ -55,6 +55,27 @@ def test_a_failed_item_names_every_check_that_failed_it(pytester: pytest.Pyteste
     assert all(f"{name} FAIL " in row for name in failed[1:])  # the HTML row's "why" too
 
 
+def test_the_guard_row_names_its_checks_as_the_findings_do_and_is_never_cut(
+        pytester: pytest.Pytester, clean: None, borderline: FakeOllamaServer,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The short report's guard row was one line cut at the width ("PASS · ρ_swap 0.327 [0.219, 0.435] ·
+    S 0.673 [0…"): its outcome was the sensitivity's alone, beside an item failed on relative robustness."""
+    monkeypatch.setenv("COLUMNS", "80")
+    pytester.makepyfile(marked('perturbations=["noise"], users=20'))
+    result = run_fake(pytester, borderline, "--robustexplain-json=r.json", "--robustexplain-guard=warn")
+    result.assert_outcomes(failed=1)  # on ρ: the guard's checks only warn
+    at = next(i for i, line in enumerate(result.outlines) if line.startswith("Guard "))
+    rows = [result.outlines[at]]
+    while result.outlines[at + len(rows)].startswith(" " * 32):
+        rows.append(result.outlines[at + len(rows)])
+    row = " ".join(" ".join(rows).split())
+    assert not any(line.endswith("…") for line in rows) and all(len(line) <= 80 for line in rows)
+    findings = read_report(pytester)["gates"][0]["verdict"]["findings"]
+    for name in ("sensitivity", "relative", "copying", "grounding"):
+        assert f"{name} {findings[name]['outcome']} " in row, row
+    assert "relative FAIL " in row and row.endswith("guard: warn, reported, not enforced"), row
+
+
 def test_both_doors_say_where_they_wrote_the_reports(pytester: pytest.Pytester, clean: None,
                                                      capsys: pytest.CaptureFixture[str]) -> None:
     pytester.makepyfile(marked("users=3, severities=[1]"))
@@ -158,6 +179,12 @@ def test_a_marker_that_overrides_a_given_value_says_so_once(pytester: pytest.Pyt
                     "--robustexplain-min-combined=0.3 (the marker wins)"]  # once for its three items
     plain = pytester.runpytest("--robustexplain-backend=template")  # nothing given, nothing overridden
     assert not [line for line in plain.outlines if "its marker sets" in line]
+    # Under xdist each worker collects every test and its output is not shown: the controller says the
+    # note once, at the end of the summary.
+    xdist = pytester.runpytest("--robustexplain-backend=template", "--robustexplain-min-combined=0.3",
+                               "--robustexplain-users=4", "-n", "2")
+    assert xdist.parseoutcomes() == result.parseoutcomes()
+    assert [line for line in xdist.outlines if "its marker sets" in line] == said
 
 
 def test_a_report_only_finding_says_it_is_one(pytester: pytest.Pytester, clean: None) -> None:

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..errors import BackendError, ConfigError
+from ..errors import BackendError, ConfigError, RobustExplainError
 from ..results import OVERALL
 from ..settings import PYTEST_SPELLING, apply_marker
 from .plan import expand
@@ -77,7 +77,9 @@ class Ending:
     was gated)."""
 
     worker_output: dict[str, Any] | None = None
-    stopped: list[str] = field(default_factory=list)
+    # Lines for the end of the terminal summary: what a stopped session saved and how to resume; on an
+    # xdist controller, the marker overrides its workers saw at collection (a worker's output is not shown).
+    notes: list[str] = field(default_factory=list)
     done: RunOutcome | None = None
 
     def error_notes(self, exits: int | None) -> list[tuple[str, bool]]:
@@ -113,8 +115,13 @@ class ItemRun:
         self._engine: Run | None = None
         self._stopper: Stopper | None = None  # SIGTERM and the xdist stop file, once a model will be called
         # By test (its node id without the slice): where its marker overrides a value the run was given
-        # (a flag, an environment variable, an ini or YAML key), said once at collection.
+        # (a flag, an environment variable, an ini or YAML key), said once at collection; an xdist
+        # controller collects none and says its workers' (each collected every test) once, at the end.
         self._overrides: dict[str, str] = {}
+        self._workers_overrides: dict[str, None] = {}
+        # An xdist worker's usage error at an item's set-up, which stops the session (runner.engine_errors):
+        # a worker tells its controller, which then saves no partial report of a run that never started.
+        self._usage_error = ""
 
     @property
     def engine(self) -> Run:
@@ -248,6 +255,13 @@ class ItemRun:
     def start(self, ref: str, own_explainer: Callable[[], Any]) -> None:
         """Plan and start an item not planned at collection — an xdist worker's, or one whose ``explainer``
         fixture is overridden (``own_explainer()`` returns the fixture's value): a no-op for the others."""
+        try:
+            self._start(ref, own_explainer)
+        except RobustExplainError as exc:
+            self._usage_error = self._usage_error or str(exc)
+            raise
+
+    def _start(self, ref: str, own_explainer: Callable[[], Any]) -> None:
         plan = self.plans[ref]
         if plan.slice_id:
             return
@@ -367,13 +381,17 @@ class ItemRun:
 
     def worker_output(self) -> dict[str, Any]:
         """What an xdist worker tells the controller at its end: its call counters, the models whose
-        digest changed while it ran and why slices could not be decided."""
+        digest changed while it ran, why slices could not be decided, its marker overrides and usage error."""
+        said = {"overrides": [note for note in self._overrides.values() if note],
+                "usage_error": self._usage_error}
         if self._engine is None:
-            return {}
+            return {key: value for key, value in said.items() if value}
         return {"counters": self._engine.call_counters(), "models_changed": self._engine.recheck_models(),
-                "errors": list(self._engine.errors)}
+                "errors": list(self._engine.errors), **said}
 
     def merge_worker(self, output: Mapping[str, Any]) -> None:
+        self._workers_overrides.update(dict.fromkeys(str(note) for note in output.get("overrides", ())))
+        self._usage_error = self._usage_error or str(output.get("usage_error") or "")
         self.engine.merge(output, source="xdist worker")
 
     def end(self, *, interrupted: bool) -> Ending:
@@ -383,9 +401,11 @@ class ItemRun:
         try:
             if self.lazy:
                 return Ending(worker_output=self.worker_output())
-            if interrupted:
-                return Ending(stopped=self.stopped())
-            return Ending(done=self._engine.finish() if self._engine is not None else None)
+            if interrupted:  # by a worker's usage error (xdist says it), or Ctrl-C or SIGTERM
+                stopped = [] if self._usage_error else self.stopped()
+                return Ending(notes=[*self._workers_overrides, *stopped])
+            return Ending(notes=list(self._workers_overrides),
+                          done=self._engine.finish() if self._engine is not None else None)
         finally:
             self.close()
 

@@ -34,7 +34,7 @@ from .summary import (
     fmt_interval,
     fmt_mean,
     gate_check,
-    guard_line,
+    guard_checks_text,
     model_info,
     model_names,
     model_outcome,
@@ -62,8 +62,9 @@ def render_terminal(run: RunResult | ReportModel, *, width: int = 100, quiet: bo
     """The robustness report of ``run`` as text no wider than ``width`` (tables aside).
 
     ``verbose=False`` (pytest without ``-v``) keeps a failing model short: the tables, each failed item with
-    its worst pairs on one line each, one line on the guard, and the recommendation; ``verbose`` adds the
-    kind × severity table, the sensitivity block, every finding and the explanations in full width.
+    its worst pairs on one line each, the guard's checks (name, outcome and value, wrapped) and the
+    recommendation; ``verbose`` adds the kind × severity table, the sensitivity block, every finding and the
+    explanations in full width.
     """
     report = ReportModel.of(run)
     run = report.run
@@ -287,14 +288,15 @@ def _one_line(text: str, width: int) -> str:
 
 
 def _short_facts(summary: Summary, width: int) -> list[str]:
-    """Without -v: the guard, generation failures, cut replies (when any) and the recommendation."""
-    # The guard's numbers on one line (-v wraps them all), its outcome first so a cut never hides it; the
-    # sentences after it (the recommendation above all) wrapped, never cut: what a CI log is read for.
-    numbers, _, outcome = guard_line(summary).split(": ", 1)[-1].rpartition(" · ")
-    lines = [_row("Guard", _one_line(f"{outcome} · {numbers}" if numbers else outcome, width - LABEL_WIDTH))]
+    """Without -v: the guard's checks, generation failures and cut replies (when any), the recommendation."""
+    # Everything wrapped, never cut: what a CI log is read for. The guard's checks by name with the number
+    # each decided on (-v shows ρ_swap, Δ and the rest); a failure count of 0 is left to -v and the JSON,
+    # which keeps an all-failing run on one screen now that the guard's row wraps.
+    lines = _wrapped("Guard", guard_checks_text(summary), width)
+    shown = {"Recommendation": True, UNFIT_LABEL: True, "Generation failures": bool(summary.failures),
+             "Replies cut at the token limit": bool(summary.cut_pairs)}
     for label, value in facts(summary, failures_note=" (listed in the JSON report)"):
-        if label in ("Generation failures", "Recommendation", UNFIT_LABEL) or (
-                label == "Replies cut at the token limit" and summary.cut_pairs):
+        if shown.get(label, False):
             lines += _wrapped(label, value, width)
     return lines
 

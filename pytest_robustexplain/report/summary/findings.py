@@ -385,6 +385,29 @@ def guard_properties(g: GuardResult) -> list[tuple[str, str]]:
     return props
 
 
+def guard_checks_text(summary: Summary) -> str:
+    """The guard's checks in the one vocabulary, each by its check name with its outcome and the number it
+    decided on — the short report's Guard row, wrapped at the width, never cut (-v shows every number)."""
+    g = summary.sensitivity
+    if g is None:
+        return "not measured (guard off)"
+    # The compact form of checks_line: check, outcome, value (thresholds and reasons are -v's and the items').
+    parts = [f"sensitivity {g.outcome} {fmt_interval(g.sensitivity, 2)}"]
+    if g.relative_gate is not None and g.relative_outcome:
+        parts.append(f"relative {g.relative_outcome} {fmt_interval(g.relative_gate, 2)}")
+    if g.explained and g.copy_outcome:
+        parts.append(f"copying {g.copy_outcome} {g.copies} of {g.explained}")
+    if g.grounding_outcome:  # the rates it gates: a PASS beside "0 %" of an ungated rate reads as an error
+        rates = [f"{name} {100 * rate.mean:.0f} %" for name, rate, limit in (
+            ("refers", g.history_reference, g.min_history_reference),
+            ("unsupported", g.unsupported, g.max_unsupported_rate)) if rate is not None and limit is not None]
+        parts.append(f"grounding {g.grounding_outcome} {', '.join(rates)}".rstrip())
+    if g.identical:
+        parts.append(f"identical for another user {g.identical} of {g.n_cases}")
+    policy = {"warn": " — guard: warn, reported, not enforced", "off": " — guard: off, recorded only"}
+    return " · ".join(parts) + policy.get(g.policy, "")
+
+
 def guard_line(summary: Summary) -> str:
     """One line on the guard of a model (``compare``, paper tables)."""
     g = summary.sensitivity
