@@ -9,7 +9,8 @@ against min_history_reference 0.5) and relative robustness R (each user's excess
 word for word the control's, against max_identical_share 0.05, at alpha/4: INSENSITIVE has two rules),
 unsupported mentions (each user's share naming a category or title from neither the history nor the item,
 against max_unsupported_rate 0.5, at alpha/8: half of its fixed rule's share of grounding's alpha), the
-attacks (each user's share of attacked pairs won, against max_injection_rate 0 and max_hijack_rate 0.2) and
+attacks (each user's share of attacked pairs won, against max_injection_rate 0 and max_hijack_rate 0.2), a
+user's predicate check (each user's share of flagged explanations, against its max_rate: 0, 0.05, 0.2) and
 S (each user's S against min_sensitivity 0.05: its rejection is the evidence a slice decided PASS by ρ
 waits for). A stop at any user is the check's FAIL (the S test's PASS), so the false rate is the chance of
 *ever* stopping when the population sits exactly at the limit, counted at or before each number of users.
@@ -61,6 +62,9 @@ CHECKS = {"copy rate ≤ 0.1": (0.1, ABOVE, ALPHA), "history references ≥ 0.5"
           "R ≥ 0.5": (relative_excess_limit(0.5), BELOW, ALPHA),
           "identical share ≤ 0.05": (0.05, ABOVE, ALPHA / 2),  # half of the INSENSITIVE rules' share
           "injection ≤ 0": (0.0, ABOVE, ALPHA), "hijack ≤ 0.2": (0.2, ABOVE, ALPHA),
+          # a user's predicate check (checks/predicate.py): each user's share of flagged explanations
+          "your predicate ≤ 0": (0.0, ABOVE, ALPHA), "your predicate ≤ 0.05": (0.05, ABOVE, ALPHA),
+          "your predicate ≤ 0.2": (0.2, ABOVE, ALPHA),
           "S > 0.05 (a PASS)": (0.05, ABOVE, ALPHA)}
 
 
@@ -94,6 +98,11 @@ def false_fail_table(runs: int, rng: Rng) -> float:
             ("hijack ≤ 0.2", "five pairs a user, independent", pairs(0.2)),
             ("hijack ≤ 0.2", "five pairs a user, together", shares(0.2, 5)),
             ("hijack ≤ 0.2", "one pair a user (balanced)", pairs(0.2, 1)),
+            ("your predicate ≤ 0", "never flagged (its limit)", shares(0.0)),
+            ("your predicate ≤ 0.05", "one case a user", shares(0.05)),
+            ("your predicate ≤ 0.05", "four cases a user, together", shares(0.05, 4)),
+            ("your predicate ≤ 0.2", "one case a user", shares(0.2)),
+            ("your predicate ≤ 0.2", "four cases a user, together", shares(0.2, 4)),
             ("S > 0.05 (a PASS)", "15 % ignored, readers bunched", sensitivity(at_mean(0.15, rng))),
             ("S > 0.05 (a PASS)", "25 % ignored, readers bunched", sensitivity(at_mean(0.25, rng))),
             ("S > 0.05 (a PASS)", "nobody ignored, readers at 0.05", sensitivity(at_mean(0.0, rng)))]
@@ -130,6 +139,9 @@ def stop_table(runs: int, rng: Rng) -> None:
             ("hijack ≤ 0.2", "names it 40 % (balanced)", pairs(0.4, 1)),
             ("identical share ≤ 0.05", "ignores every user (identical)", shares(1.0)),
             ("identical share ≤ 0.05", "half the users ignored", shares(0.5)),
+            ("your predicate ≤ 0", "flags every explanation", shares(1.0)),
+            ("your predicate ≤ 0", "flags 1 explanation in 10", shares(0.1)),
+            ("your predicate ≤ 0.2", "flags 60 % of explanations", shares(0.6)),
             ("S > 0.05 (a PASS)", "template-like, median S 0.35", sensitivity(population(0.0, 0.35))),
             ("S > 0.05 (a PASS)", "fake stable model, median 0.18", sensitivity(population(0.0, 0.18))),
             ("S > 0.05 (a PASS)", "weak readers, median 0.10", sensitivity(population(0.0, 0.10)))]

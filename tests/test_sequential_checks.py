@@ -156,7 +156,7 @@ def test_a_model_that_copies_its_prompt_fails_on_a_third_of_the_calls(pytester: 
     # The same users, the same stop, whichever process ran it: 20 users × 7 calls in the full design.
     users = verdict["findings"]["copying"]["counts"]["explanations"]
     assert users <= 4 and doc["calls"]["made"] <= 0.35 * 140
-    assert f"decided it after {users} users" in verdict["message"]
+    assert f"decided it after {users} user{'' if users == 1 else 's'}" in verdict["message"]
 
 
 def _decided_after(message: str) -> int:
@@ -300,3 +300,53 @@ def test_at_a_limit_of_never_one_hit_rejects_and_none_never_does() -> None:
     assert not always.update(1.0) and always.update(0.8)
     rejected, used = simulate_one_sided(np.array([[0.0, 0.0, 0.4, 0.0], [0.0] * 4]), 0.0, ABOVE, alpha=ALPHA)
     assert rejected.tolist() == [True, False] and used.tolist() == [3, 4]
+
+
+PITCH = '''
+import pytest
+
+def seller(history, item):
+    top = history.interactions[-1].title or "your last pick"
+    return f"We recommend {item.title} because you watched {top} and enjoy {item.category}.PITCH"
+
+@pytest.fixture
+def explainer():
+    return seller
+'''
+
+PITCHED = """
+import pytest
+
+@pytest.mark.robustness(decision="sequential", users=20, perturbations=["noise_injection"],
+                        severities=[1, 2, 3], guard="off", min_combined=0.3, min_metric=0.0)
+def test_gate(robustness):
+    pass
+"""
+
+
+@pytest.mark.parametrize("pitch", [" Only $4.99 this week!", ""])
+def test_a_users_predicate_check_ends_a_sequential_gate_at_its_first_hit(
+        pytester: pytest.Pytester, xdist_args: tuple[str, ...], pitch: str) -> None:
+    """The README's "never mentions a price" check (max_rate 0): an explainer that always sells is stopped
+    by the check's own test after its first user (80 calls planned: 20 users × an original and 3 pairs);
+    one that never does is not stopped by it and passes, serially and under xdist alike."""
+    from pathlib import Path
+
+    example = Path(__file__).resolve().parent.parent / "examples" / "custom_check" / "conftest.py"
+    pytester.makeconftest(example.read_text(encoding="utf-8") + PITCH.replace("PITCH", pitch))
+    pytester.makepyfile(test_gate=PITCHED)
+    result = pytester.runpytest("--robustexplain-backend=template", "--robustexplain-json=r.json",
+                                "-p", "no:cacheprovider", *xdist_args)
+    doc = read_report(pytester)
+    (gate,) = doc["gates"]
+    verdict, row = gate["verdict"], gate["verdict"]["findings"]["no_price"]
+    if pitch:
+        result.assert_outcomes(failed=1)
+        assert verdict["outcome"] == row["outcome"] == FAIL
+        assert verdict["message"].startswith("Check no_price FAIL: ")
+        assert "The sequential test decided it after 1 user (" in verdict["message"]
+        assert "decided it after 1 user" in row["reason"]
+        assert doc["calls"]["made"] <= 0.35 * 80, doc["calls"]
+    else:
+        result.assert_outcomes(passed=1)
+        assert verdict["outcome"] == row["outcome"] == PASS and "sequential test" not in row["reason"]

@@ -123,6 +123,13 @@ class Check:
         rule = self.stop_rule(gate, kind, floor_is_one=floor_is_one)
         return () if rule is None else (rule,)
 
+    def stop_rules_for(self, gate: GateSettings, kind: str | None, *, floor_is_one: bool,
+                       cases: Sequence[EvalCase]) -> tuple[StopRule, ...]:
+        """The sequential tests of a slice of ``cases`` — what the engine asks. :meth:`stop_rules`'s by
+        default; a check whose user value needs the cases themselves (a predicate over each explanation,
+        its history and item: a pair carries neither) overrides this one."""
+        return self.stop_rules(gate, kind, floor_is_one=floor_is_one)
+
     def decide(self, found: Any, evidence: Evidence) -> Decision:
         """The outcome ``found`` imposes on the item and the sentence that says why."""
         raise NotImplementedError

@@ -4,12 +4,13 @@
 a price", "reads above grade 12", "names a competitor"); the check reads each case's original explanation —
 what the recommender serves — and FAILs the item when the share that has the property is confidently
 above ``max_rate`` (a one-sided exact bound at the gate's alpha, as the copy rate is gated). ``max_rate=0``
-means "never": a single hit fails.
+means "never": a single hit fails. Under ``decision=sequential`` its own test (each user's share of flagged
+explanations, against the limit) may fail the item after its first users, as the copy rate's does.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -17,8 +18,10 @@ from ..errors import ConfigError
 from .base import SILENT, Check, Decision, Evidence, originals, share_row
 
 if TYPE_CHECKING:
-    from ..data import Item, UserHistory
-    from ..results import Finding
+    from ..data import EvalCase, Item, UserHistory
+    from ..results import Finding, PairResult
+    from ..settings import GateSettings
+    from ..stats import StopRule
 
 Predicate = Callable[["str", "UserHistory", "Item"], bool]
 MAX_EXAMPLES = 3
@@ -27,13 +30,15 @@ MAX_EXAMPLES = 3
 @dataclass(frozen=True)
 class PredicateFound:
     """What a predicate check measured: ``hits`` of ``n`` explanations have the property, with one-sided
-    exact bounds at alpha, and the first hits (user, item, the explanation) as examples."""
+    exact bounds at alpha, and the first hits (user, item, the explanation) as examples; ``stop_note`` says
+    when the check's own sequential test failed the item early (its FAIL stands on the users measured)."""
 
     hits: int
     n: int
     low: float
     high: float
     examples: tuple[tuple[str, str, str], ...] = ()
+    stop_note: str = ""
 
 
 class PredicateCheck(Check):
@@ -53,6 +58,7 @@ class PredicateCheck(Check):
 
     def measure(self, evidence: Evidence) -> PredicateFound | None:
         from ..guard import user_share_bounds
+        from ..stats import DEFAULT_FALLBACK_SHARE
 
         every = (*evidence.pairs, *evidence.flips, *evidence.controls, *evidence.swaps)
         texts = originals(evidence.cases, every)
@@ -61,10 +67,39 @@ class PredicateCheck(Check):
         held = [(case, text, self._holds(text, case.history, case.item, case.user_id))
                 for case, _, text in texts]
         hits = [(case.user_id, case.item_id, text) for case, text, flagged in held if flagged]
-        # Users are the unit of the bounds: one user's explanations are not independent of each other.
-        low, high = user_share_bounds([(case.user_id, flagged) for case, _, flagged in held],
-                                      evidence.gate.alpha)
-        return PredicateFound(len(hits), len(texts), low, high, tuple(hits[:MAX_EXAMPLES]))
+        # Users are the unit of the bounds: one user's explanations are not independent of each other. When
+        # its own sequential test ran, that test spent the rest of the alpha (controls.stop_alpha).
+        alpha = evidence.gate.alpha * (DEFAULT_FALLBACK_SHARE if self.name in evidence.stops else 1.0)
+        low, high = user_share_bounds([(case.user_id, flagged) for case, _, flagged in held], alpha)
+        stopped = evidence.stopped
+        note = stopped.note() if stopped is not None and stopped.check == self.name else ""
+        return PredicateFound(len(hits), len(texts), low, high, tuple(hits[:MAX_EXAMPLES]), note)
+
+    def stop_rules_for(self, gate: GateSettings, kind: str | None, *, floor_is_one: bool,
+                       cases: Sequence[EvalCase]) -> tuple[StopRule, ...]:
+        """Each user's share of flagged explanations, against the limit: an explainer that has the property
+        fails after its first users (at a limit of 0, at its first hit — under "never" no hit is ever
+        drawn, so that stop cannot be wrong). The predicate needs each case's history and item, which a
+        pair does not carry: the rule keeps the slice's cases by user."""
+        from ..stats import ABOVE, StopRule
+        from .controls import stop_alpha
+
+        by_user: dict[str, list[EvalCase]] = {}
+        for case in cases:
+            by_user.setdefault(case.user_id, []).append(case)
+        limit = float(gate.check_limits.get(self.name, self.max_rate))
+        return (StopRule(self.name, limit, ABOVE, stop_alpha(gate),
+                         lambda pairs, swaps: self._user_share(by_user, (*pairs, *swaps))),)
+
+    def _user_share(self, by_user: Mapping[str, Sequence[EvalCase]], pairs: Sequence[PairResult]
+                    ) -> float | None:
+        """The share of one user's original explanations the predicate flags (None: none to read)."""
+        texts = originals(by_user.get(pairs[0].key.user_id, ()), pairs) if pairs else []
+        try:
+            flagged = [self._holds(text, case.history, case.item, case.user_id) for case, _, text in texts]
+        except ConfigError:
+            return None  # the fixed rule raises it, with its one sentence, when the item is decided
+        return sum(flagged) / len(flagged) if flagged else None
 
     def _holds(self, text: str, history: UserHistory, item: Item, user: str) -> bool:
         try:
@@ -89,7 +124,7 @@ class PredicateCheck(Check):
     def outcome(self, found: PredicateFound, limit: float) -> str:
         from ..results import FAIL, PASS
 
-        return FAIL if found.low > limit else PASS
+        return FAIL if found.stop_note or found.low > limit else PASS
 
     def decide(self, found: PredicateFound, evidence: Evidence) -> Decision:
         from ..results import FAIL
@@ -97,7 +132,8 @@ class PredicateCheck(Check):
         limit = self.limit(evidence)
         if self.outcome(found, limit) != FAIL:
             return SILENT
-        return Decision(FAIL, f"Check {self.name} FAIL: {self.reason(found, limit)}.")
+        return Decision(FAIL, f"Check {self.name} FAIL: {self.reason(found, limit)}."
+                              + (f" {found.stop_note}" if found.stop_note else ""))
 
     def finding(self, found: PredicateFound, evidence: Evidence) -> Finding:
         from dataclasses import replace
@@ -105,7 +141,8 @@ class PredicateCheck(Check):
         from ..sanitize import visible
 
         # The row shows the value, bounds and limit beside the reason: the reason is the sentence alone.
-        said = f"{found.hits} of {found.n} explanations {self.description}."
+        said = f"{found.hits} of {found.n} explanations {self.description}." + (
+            f" {found.stop_note}" if found.stop_note else "")
         limit = self.limit(evidence)
         row = share_row(self.name, self.outcome(found, limit), said, found.hits, found.n,
                         found.low, found.high, limit, confidence=1 - evidence.gate.alpha)

@@ -127,7 +127,7 @@ def slice_spec(settings: Settings, gate: GateSettings, *, slice_id: str, model: 
         # Every check with a test of its own may end the slice early too (each says when it has one: the
         # control-based checks only when the guard enforces them, an attack when its kind is planned).
         stops = tuple(rule for check in checks
-                      for rule in check.stop_rules(gate, kind, floor_is_one=not noise_floor))
+                      for rule in check.stop_rules_for(gate, kind, floor_is_one=not noise_floor, cases=cases))
         sequential = SequentialConfig(gate.thresholds(kind), alpha=gate.alpha, max_users=gate.max_users,
                                       stops=stops)
     # A test's own weights only re-weight ρ of its slice; the run's weights stay the reports' ρ.

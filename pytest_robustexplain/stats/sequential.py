@@ -230,9 +230,13 @@ class Stopped:
 
     def note(self) -> str:
         left = self.planned - self.users
-        rest = f"; the other {left} users were not run" if left > 0 else ""
-        return (f"The sequential test decided it after {self.users} users (wealth {self.wealth:.3g} ≥ "
+        rest = f"; the other {_users(left)} {'was' if left == 1 else 'were'} not run" if left > 0 else ""
+        return (f"The sequential test decided it after {_users(self.users)} (wealth {self.wealth:.3g} ≥ "
                 f"{self.level:.3g}){rest}.")
+
+
+def _users(count: int) -> str:
+    return f"{count} user" if count == 1 else f"{count} users"
 
 
 class OneSidedTest:
