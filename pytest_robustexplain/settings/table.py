@@ -58,6 +58,7 @@ DEFAULT_PERTURBATIONS: tuple[str, ...] = (
     "noise_injection", "temporal_shuffle", "behavior_dilution", "category_drift", "missing_values",
 )
 _GEN = GENERATION_DEFAULTS  # the generation options' defaults, defined once in backends.py
+MIN_ALPHA = 1e-6  # the smallest error level a setting may ask for (one wrong verdict in a million gates)
 YAML_NAME = "robustexplain.yaml"
 PLUGIN_NAME = "robustexplain"  # the pytest11 entry point's name (pyproject.toml), as ``-p`` takes it
 # The doors a setting can be given through: ``pytest`` (the plugin) and ``run`` (``robustexplain run``).
@@ -242,8 +243,10 @@ OPTIONS: tuple[OptionSpec, ...] = (
     _enum("decision", DECISIONS, "mean", "Gate rule: 'mean' compares the mean (the method's rule), "
           "'confident' needs the whole interval on one side, 'sequential' stops adding users once decided.",
           marker=True),
-    _opt("alpha", float_parser(0.0, 1.0, open_low=True, open_high=True), 0.05, "Error level of the "
-         "intervals and the sequential test; default 0.05.", metavar="A", marker=True),
+    # Bounded before anything runs: at 1e-20 every interval was infinite and the betting test's level
+    # overflowed; above 0.5 a verdict would be wrong more often than the method allows anything to be.
+    _opt("alpha", float_parser(MIN_ALPHA, 0.5), 0.05, "Error level of the intervals and the sequential "
+         f"test, between {MIN_ALPHA:g} and 0.5; default 0.05.", metavar="A", marker=True),
     _enum("inconclusive", INCONCLUSIVE_POLICIES, "fail", "What an INCONCLUSIVE verdict does to the test.",
          marker=True),
     _opt("max-users", int_parser(1), None, "Most users the sequential decision may use; default all.",
