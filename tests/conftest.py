@@ -1,13 +1,16 @@
 """Shared test set-up.
 
-pytester's in-process runs drop every module first imported during the inner run when it ends. For the
-plugin's own modules that is harmless: a run keeps its state (warning queue, registered kinds, report
-model) on the run object, so a second copy of a module has nothing to disagree with the first about, and
-nothing here imports the package's modules up front. Third-party libraries are another matter: numpy (and
-so scipy) cannot be imported twice in one process, matplotlib keeps its font cache and rc state in its
+pytester's in-process runs drop every module first imported during the inner run when it ends. A run keeps
+its state (warning queue, registered kinds, report model) on the run object, so two copies of one of the
+plugin's modules have nothing to disagree about — but a test that patches a module object does: after an
+earlier inner run first imported ``explainers/cache.py`` and dropped it, ``from … import cache`` still
+returned the dropped copy (its package's attribute), the test patched that, and its own inner run imported
+a fresh, unpatched one (a full disk that never happened: order-dependent, seen under xdist). So every
+module of the package is imported here, once, before any test. Third-party libraries too: numpy (and so
+scipy) cannot be imported twice in one process, matplotlib keeps its font cache and rc state in its
 modules, and a second copy of httpx or httpcore beside the first breaks httpx's mapping of httpcore errors
 (a refused connection surfaced as a bare ``httpcore.ConnectError`` in whichever test ran after an inner run
-that first imported them — a flaky, order-dependent failure under xdist). So those are imported here, once.
+that first imported them — a flaky, order-dependent failure under xdist).
 """
 
 from __future__ import annotations
@@ -38,6 +41,20 @@ from pytest_robustexplain.testing import FakeOllamaServer
 
 # Building a Scorer imports nltk, textblob and sacrebleu lazily; build one now for the same reason.
 Scorer()
+
+
+def _import_the_package() -> None:
+    import importlib
+    import pkgutil
+
+    import pytest_robustexplain
+
+    for module in pkgutil.walk_packages(pytest_robustexplain.__path__, "pytest_robustexplain."):
+        if not module.name.endswith("__main__"):  # runs the command line
+            importlib.import_module(module.name)
+
+
+_import_the_package()
 
 
 @pytest.fixture
