@@ -251,3 +251,33 @@ def test_the_metrics_scorer_is_built_by_the_waiting_thread_never_by_the_sweeps()
     assert built == [threading.current_thread()]
     first = sweep.finished("first")
     assert first is not None and first.pairs and all(p.combined > 0 for p in first.pairs)
+
+
+class _InterruptedInsideWait(threading.Event):
+    """What CPython's Event.wait raises when Ctrl-C lands just after its Condition released the lock: the
+    ``with`` around it releases again, "release unlocked lock", with the KeyboardInterrupt as its context."""
+
+    def wait(self, timeout: float | None = None) -> bool:
+        try:
+            raise KeyboardInterrupt
+        except KeyboardInterrupt:
+            raise RuntimeError("release unlocked lock") from None
+
+
+def test_ctrl_c_inside_the_wait_is_an_interrupt_not_a_lock_error() -> None:
+    """`robustexplain run` given SIGINT exited 1 with that RuntimeError's traceback instead of 130, once in a
+    few hundred runs (tests/test_cli.py's signal test, under load)."""
+    from pytest_robustexplain.sweep.background import wait_interruptibly
+
+    with pytest.raises(KeyboardInterrupt):
+        wait_interruptibly(_InterruptedInsideWait(), 0.01)
+    done = threading.Event()
+    done.set()
+    assert wait_interruptibly(done, 0.01) and not wait_interruptibly(threading.Event(), 0.001)
+
+    class Broken(threading.Event):
+        def wait(self, timeout: float | None = None) -> bool:
+            raise RuntimeError("something else")
+
+    with pytest.raises(RuntimeError, match="something else"):
+        wait_interruptibly(Broken(), 0.01)

@@ -356,7 +356,7 @@ class Sweep:
             if self._scorer.requested:
                 self._scorer.build_requested()
                 continue
-            if self._attention.wait(interval):
+            if wait_interruptibly(self._attention, interval):
                 self._attention.clear()  # then look again: the slice, or a request for the scorer
             elif poll is not None:
                 poll()
@@ -386,3 +386,16 @@ class Sweep:
 def _retrieve(future: asyncio.Future[Any]) -> None:
     if not future.cancelled():
         future.exception()
+
+
+def wait_interruptibly(event: threading.Event, timeout: float) -> bool:
+    """``event.wait(timeout)``, interrupted as Ctrl-C means. CPython's ``Condition.wait`` is not
+    signal-safe: a KeyboardInterrupt raised just after it released its lock leaves the lock released, and
+    ``Event.wait``'s ``with`` then fails with "release unlocked lock" — a RuntimeError in place of the
+    interrupt (``robustexplain run`` exited 1 with a traceback instead of 130, once in a few hundred runs)."""
+    try:
+        return event.wait(timeout)
+    except RuntimeError as exc:
+        if isinstance(exc.__context__, KeyboardInterrupt):
+            raise exc.__context__ from None
+        raise
