@@ -109,13 +109,24 @@ def split_credentials(url: str) -> tuple[str, tuple[str, str] | None]:
 
 def redact_url(url: str) -> str:
     """``url`` with the password of its ``user:password@`` part replaced by ``***`` (the user kept, so the
-    reader knows credentials were given), or a bare ``user@`` (a token) replaced by ``***``."""
+    reader knows credentials were given), or a bare ``user@`` (a token) replaced by ``***``; each value of
+    its query string and its fragment too (``?api_key=***#***``: gateways take keys there, and a setting
+    that carries one is refused by a message that must not repeat it)."""
     bare, credentials = split_credentials(url)
+    bare = _redact_query(bare)
     if credentials is None:
-        return url
+        return bare
     from urllib.parse import quote, urlsplit, urlunsplit
 
     parts = urlsplit(bare)
     # A user alone may be the secret (``https://TOKEN@host``): then it is what is hidden.
     userinfo = f"{quote(credentials[0], safe='')}:{REDACTED}" if credentials[1] else REDACTED
     return urlunsplit(parts._replace(netloc=f"{userinfo}@{parts.netloc}"))
+
+
+def _redact_query(url: str) -> str:
+    """``url`` with each query value and the fragment replaced by ``***`` (the names kept)."""
+    rest, hashed, _ = url.partition("#")
+    head, mark, query = rest.partition("?")
+    shown = "&".join(f"{item.partition('=')[0]}={REDACTED}" for item in query.split("&") if item)
+    return head + (f"?{shown}" if mark else "") + (f"#{REDACTED}" if hashed else "")

@@ -615,3 +615,25 @@ def test_a_malformed_host_is_one_usage_error_from_both_doors(host: str, pytester
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines([f"*--robustexplain-host={host}*"])
     assert "INTERNALERROR" not in result.stdout.str() + result.stderr.str()
+
+
+@pytest.mark.parametrize(("host", "shown"), [
+    ("http://127.0.0.1:11434/v1?api_key=GW-SECRET", "http://127.0.0.1:11434/v1?api_key=***"),
+    ("http://127.0.0.1:11434/#token=GW-SECRET", "http://127.0.0.1:11434/#***"),
+    ("http://alice:pw-SECRET@127.0.0.1:11434/?k=GW-SECRET&v=1", "http://alice:***@127.0.0.1:11434/?k=***&v=***"),
+])
+@pytest.mark.parametrize("option", ["--host", "--judge-host"])
+def test_a_host_with_a_query_or_fragment_is_refused_without_repeating_it(
+        host: str, shown: str, option: str, pytester: pytest.Pytester, tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """A gateway's ``?api_key=…`` in a host was dropped by the clients (never reaching the server) and written
+    into the JSON and HTML reports; now it is one usage error, its values and fragment shown as ***."""
+    monkeypatch.chdir(tmp_path)
+    assert cli.main(["run", "--model", "m", option, host, "--dry-run", "--progress", "off"]) == 2
+    err = capsys.readouterr().err
+    assert "SECRET" not in err and f"{option}={shown}: a host cannot carry a query string" in err, err
+    flag = f"--robustexplain-{option.removeprefix('--')}"
+    result = pytester.runpytest_subprocess("--robustexplain-model=m", f"{flag}={host}")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    said = result.stdout.str() + result.stderr.str()
+    assert "SECRET" not in said and f"{flag}={shown}:" in said, said

@@ -391,6 +391,12 @@ def _one_host(raw: Any) -> str:
         raise Invalid(f"not a URL ({exc}); e.g. http://127.0.0.1:11434 or http://[::1]:8080/v1") from None
     if port == 0:
         raise Invalid("port 0 is not a port a server listens on")
+    if "?" in host or "#" in host:
+        # The clients append their API paths to the host and drop a query (a gateway's api_key=…): it
+        # never reached the server, but the reports wrote it. The message shows it redacted (layers._shown).
+        raise Invalid("a host cannot carry a query string or a fragment: the clients add their API paths to "
+                      "it and drop them, so they never reach the server; give a key with api-key-env "
+                      "(--robustexplain-api-key-env) or as the URL's user:password@")
     return host
 
 
