@@ -832,7 +832,8 @@ def test_a_json_object_naming_a_key_twice_is_refused_like_yaml(tmp_path: Path, s
     assert f"h{suffix}" in err and "key 'user_id' appears twice" in err and "Traceback" not in err
 
 
-@pytest.mark.parametrize("bad", ["a\x00b", "\u202eevil", "x\x1b[31my", "line\nbreak", "bell\x07"])
+@pytest.mark.parametrize("bad", ["a\x00b", "\u202eevil", "x\x1b[31my", "line\nbreak", "bell\x07", "u\u200b1",
+                                 "\ufeffu1", "u\u20601"])
 def test_an_id_with_control_or_bidi_characters_is_refused_at_the_door(
         bad: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     import json
@@ -841,8 +842,8 @@ def test_an_id_with_control_or_bidi_characters_is_refused_at_the_door(
     histories.write_text(json.dumps([{"user_id": bad, "interactions": [
         {"item_id": "i1", "timestamp": 1, "rating": 4}]}]), encoding="utf-8")
     err = _run_on(histories, capsys)
-    assert "holds control, line-break or bidi characters" in err
-    assert not any(ch in err for ch in "\x00\u202e\x1b\x07") and err.count("\n") == 1  # said, not obeyed
+    assert "holds control, line-break, bidi or zero-width characters" in err
+    assert not any(ch in err for ch in "\x00\u202e\x1b\x07\u200b\ufeff\u2060") and err.count("\n") == 1
 
 
 def test_plain_ids_with_colons_and_non_ascii_letters_stay_as_they_are() -> None:

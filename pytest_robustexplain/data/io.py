@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import unicodedata
 from collections.abc import Iterable, Mapping
 from datetime import date, datetime, timezone
 from pathlib import Path
@@ -263,11 +264,14 @@ def as_id(value: Any, where: Where, field: str) -> str:
     if not text:
         raise where.error("empty id", field)
     shown = visible(text, commands=True)  # "::" may stay: ids such as "ml::42" exist, writers defuse it
+    # Zero-width and other format characters (U+200B, U+2060, U+FEFF) too: "u\u200b1" prints as "u1" and
+    # is another user — two ids no reader of a report could tell apart.
+    shown = "".join(f"\\u{ord(c):04x}" if unicodedata.category(c) == "Cf" else c for c in shown)
     if shown != text:
         # An id travels into every report, test id, annotation and XML attribute: one that carries control,
-        # line-break or bidi characters is refused here, once, rather than trusted to every writer.
-        raise where.error(f"id {shown!r} holds control, line-break or bidi characters (shown escaped); an "
-                          "id must be plain text", field)
+        # line-break, bidi or zero-width characters is refused here, once, not trusted to every writer.
+        raise where.error(f"id {shown!r} holds control, line-break, bidi or zero-width characters (shown "
+                          "escaped); an id must be plain text", field)
     return text
 
 
