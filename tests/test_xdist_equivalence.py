@@ -118,3 +118,40 @@ def test_every_gate_gives_the_same_report_serial_and_under_xdist(
         assert outcomes == {"PASS"} and _outcomes(serial) == {"passed": 29}
     else:  # a regression against the baseline and fragile explanations
         assert "FAIL" in outcomes and "passed" in _outcomes(serial)
+
+
+KILLED = """
+import os
+import pytest
+
+@pytest.fixture
+def broken():
+    raise RuntimeError("the user's own fixture broke")
+
+@pytest.mark.robustness(users=3, severities=[1], perturbations=["noise", "drift"], inconclusive="warn")
+def test_gate(robustness, request):
+    if "category_drift" in request.node.nodeid:
+        os._exit(3)  # its worker dies after the gate was decided, before the item's report is sent
+
+@pytest.mark.robustness(users=3, severities=[1], perturbations=["noise"])
+def test_set_up_error(robustness, broken):
+    pass
+"""
+
+
+def test_an_item_whose_xdist_worker_died_is_reported_as_not_measured(pytester: pytest.Pytester) -> None:
+    """A worker killed mid-item left that item's gate out of every report, silently (issue 41, item 7)."""
+    pytester.makepyfile(test_killed=KILLED)
+    result = pytester.runpytest_subprocess("--robustexplain-backend=template", "--robustexplain-json=r.json",
+                                           "--robustexplain-html=r.html", "-p", "no:cacheprovider", "-n", "2")
+    result.assert_outcomes(failed=1, passed=2, errors=1, warnings=result.parseoutcomes().get("warnings", 0))
+    killed = "test_killed.py::test_gate[category_drift]"
+    assert f"crashed while running '{killed}'" in result.stdout.str()
+    doc = read_report(pytester)
+    assert killed not in {gate["nodeid"] for gate in doc["gates"]}
+    said = [e for e in doc["settings"]["errors"] if "not measured" in e]
+    # Only the killed item: the set-up error was reported (pytest says it), the rest were decided.
+    assert said == [f"{killed}: not measured — no result arrived from its xdist worker (it crashed or was "
+                    "killed, or the session stopped before it ran)"]
+    assert "Not decided: test_killed.py" in result.stdout.str()
+    assert "not measured — no result arrived" in pytester.path.joinpath("r.html").read_text(encoding="utf-8")

@@ -122,6 +122,10 @@ class ItemRun:
         # An xdist worker's usage error at an item's set-up, which stops the session (runner.engine_errors):
         # a worker tells its controller, which then saves no partial report of a run that never started.
         self._usage_error = ""
+        # An xdist controller's list of the gated items its workers collected (each collected all of them):
+        # an item whose result never arrived — its worker crashed or was killed — is said as not measured.
+        self._workers_marked: dict[str, None] = {}
+        self._reported: dict[str, None] = {}  # a worker's items that reached a report, or a controller's
 
     @property
     def engine(self) -> Run:
@@ -369,6 +373,8 @@ class ItemRun:
         its line (0-based, as pytest locates it) and merge the pairs a worker's report carries."""
         if line is not None and (payload is not None or self.marked(ref)):
             self.lines[ref] = line + 1
+        if self.lazy and self.marked(ref):  # reported by this worker, whatever its outcome (a set-up error)
+            self._reported[ref] = None
         if payload is not None and not self.lazy:
             self.engine.merge(payload, source="xdist worker report")
 
@@ -383,7 +389,9 @@ class ItemRun:
         """What an xdist worker tells the controller at its end: its call counters, the models whose
         digest changed while it ran, why slices could not be decided, its marker overrides and usage error."""
         said = {"overrides": [note for note in self._overrides.values() if note],
-                "usage_error": self._usage_error}
+                "usage_error": self._usage_error,
+                "marked": [] if self.settings.dry_run else sorted(self.plans),
+                "reported": list(self._reported)}
         if self._engine is None:
             return {key: value for key, value in said.items() if value}
         return {"counters": self._engine.call_counters(), "models_changed": self._engine.recheck_models(),
@@ -392,6 +400,8 @@ class ItemRun:
     def merge_worker(self, output: Mapping[str, Any]) -> None:
         self._workers_overrides.update(dict.fromkeys(str(note) for note in output.get("overrides", ())))
         self._usage_error = self._usage_error or str(output.get("usage_error") or "")
+        self._workers_marked.update(dict.fromkeys(str(ref) for ref in output.get("marked", ())))
+        self._reported.update(dict.fromkeys(str(ref) for ref in output.get("reported", ())))
         self.engine.merge(output, source="xdist worker")
 
     def end(self, *, interrupted: bool) -> Ending:
@@ -404,10 +414,21 @@ class ItemRun:
             if interrupted:  # by a worker's usage error (xdist says it), or Ctrl-C or SIGTERM
                 stopped = [] if self._usage_error else self.stopped()
                 return Ending(notes=[*self._workers_overrides, *stopped])
+            self._not_reported()
             return Ending(notes=list(self._workers_overrides),
                           done=self._engine.finish() if self._engine is not None else None)
         finally:
             self.close()
+
+    def _not_reported(self) -> None:
+        """xdist controller: every gated item no worker reported a result for is a "not decided" line in
+        every report — before, a worker killed mid-item left its gate out of the JSON and HTML silently."""
+        if not self._workers_marked or self._engine is None:
+            return
+        decided = {gate.nodeid for gate in self._engine.gates} | set(self._reported)
+        for ref in (ref for ref in self._workers_marked if ref not in decided):
+            self._engine.note_error(f"{ref}: not measured — no result arrived from its xdist worker (it "
+                                    "crashed or was killed, or the session stopped before it ran)")
 
     def close(self) -> None:
         if self._stopper is not None:
