@@ -155,3 +155,33 @@ def test_an_item_whose_xdist_worker_died_is_reported_as_not_measured(pytester: p
                     "killed, or the session stopped before it ran)"]
     assert "Not decided: test_killed.py" in result.stdout.str()
     assert "not measured — no result arrived" in pytester.path.joinpath("r.html").read_text(encoding="utf-8")
+
+
+SHARED = """
+import pytest
+
+@pytest.mark.robustness(users=3, severities=[1], perturbations=["noise", "drift"], inconclusive="warn")
+def test_gate(robustness):
+    pass
+"""
+
+
+def test_calls_two_xdist_workers_both_made_with_the_cache_off_are_counted(pytester: pytest.Pytester) -> None:
+    """With the cache off the workers cannot share the originals and the overall item's pairs (issue 41,
+    item 7): the controller says how many calls were made again — exactly the server's extra calls over a
+    serial run, less the second worker's warm-up."""
+    pytester.makepyfile(test_shared=SHARED)
+    calls, said = {}, {}
+    for name, args in (("serial", ("-p", "no:xdist")), ("xdist", ("-n", "2"))):
+        with FakeOllamaServer() as server:
+            result = pytester.runpytest_subprocess(
+                "--robustexplain-model=fake-model", "--robustexplain-cache=off",
+                f"--robustexplain-host={server.url}", "-p", "no:cacheprovider", *args)
+            result.assert_outcomes(passed=3, warnings=result.parseoutcomes().get("warnings", 0))
+            calls[name] = server.chat_calls
+            said[name] = [line for line in result.outlines if "made by more than one xdist worker" in line]
+    assert said["serial"] == []
+    (line,) = said["xdist"]
+    again = int(line.split("robustexplain: ", 1)[1].split()[0])
+    assert again > 0 and calls["xdist"] == calls["serial"] + again + 1, (calls, line)
+    assert "the default cache=read-write shares them" in line

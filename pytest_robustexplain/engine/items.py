@@ -126,6 +126,9 @@ class ItemRun:
         # an item whose result never arrived — its worker crashed or was killed — is said as not measured.
         self._workers_marked: dict[str, None] = {}
         self._reported: dict[str, None] = {}  # a worker's items that reached a report, or a controller's
+        # xdist controller: by call (a pair's perturbed history, or a user's original), the workers that made
+        # it — with the cache off they cannot share calls, and the duplicates are said at the end.
+        self._made_by: dict[tuple[Any, ...], set[int]] = {}
 
     @property
     def engine(self) -> Run:
@@ -376,7 +379,32 @@ class ItemRun:
         if self.lazy and self.marked(ref):  # reported by this worker, whatever its outcome (a set-up error)
             self._reported[ref] = None
         if payload is not None and not self.lazy:
+            self._note_calls(payload)
             self.engine.merge(payload, source="xdist worker report")
+
+    def _note_calls(self, payload: Mapping[str, Any]) -> None:
+        worker = payload.get("worker")
+        if not isinstance(worker, int):  # a report from before payloads named their worker
+            return
+        for pair in payload.get("pairs", ()):
+            key = pair.get("key", {})
+            user = (key.get("model"), key.get("user_id"), key.get("item_id"), key.get("repeat"))
+            if not pair.get("cached_perturbed"):
+                call = ("pair", *user, key.get("kind"), key.get("severity"))
+                self._made_by.setdefault(call, set()).add(worker)
+            if not pair.get("cached_original"):
+                self._made_by.setdefault(("original", *user), set()).add(worker)
+
+    def duplicate_calls_note(self) -> list[str]:
+        """xdist controller: how many calls more than one worker made (none said when there are none)."""
+        twice = sum(len(workers) - 1 for workers in self._made_by.values())
+        if not twice:
+            return []
+        share = ("" if self.settings.cache == "read-write" else
+                 f"; with the cache {self.settings.cache!r} the workers cannot share them — the default "
+                 "cache=read-write shares them through the cache directory")
+        return [f"{twice} model call{'s were' if twice != 1 else ' was'} made by more than one xdist worker "
+                f"(the same original or perturbed history asked again){share}"]
 
     def item_payload(self, ref: str) -> dict[str, Any] | None:
         """What an xdist worker's item report carries to the controller: its pairs, gate and model facts
@@ -415,7 +443,7 @@ class ItemRun:
                 stopped = [] if self._usage_error else self.stopped()
                 return Ending(notes=[*self._workers_overrides, *stopped])
             self._not_reported()
-            return Ending(notes=list(self._workers_overrides),
+            return Ending(notes=[*self._workers_overrides, *self.duplicate_calls_note()],
                           done=self._engine.finish() if self._engine is not None else None)
         finally:
             self.close()

@@ -11,6 +11,7 @@ person running it go to a ``say`` callback. pytest drives it item by item throug
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import asdict, replace
@@ -547,7 +548,9 @@ class Run:
         judge = self.judging.info
         planned = self._slices.get(f"{nodeid}::{result.model}")
         tags = sorted(m.tag for m in planned.spec.metrics) if planned is not None else []
+        # "worker": which process made the calls, so a controller can count calls two workers both made.
         return plain({"pairs": [p.to_dict() for p in pairs], "gate": gate.to_dict(), "metric_tags": tags,
+                      "worker": os.getpid(),
                       "models": {result.model: asdict(info)} if info is not None else {},
                       "judge": asdict(judge) if judge is not None else {},
                       **({"dataset": self._dataset.name} if self._dataset is not None else {})})
