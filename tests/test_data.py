@@ -851,3 +851,28 @@ def test_plain_ids_with_colons_and_non_ascii_letters_stay_as_they_are() -> None:
 
     for good in ("ml::42", "Zoë", "user-7", "東京", 42):
         assert as_id(good, Where("t"), "user_id") == str(good)
+
+
+def test_ids_that_mix_lookalike_scripts_load_and_are_flagged(tmp_path: Path,
+                                                             capsys: pytest.CaptureFixture[str]) -> None:
+    """"uѕer1" with a Cyrillic ѕ (U+0455) reads as "user1" in every report and is another user (issue 41,
+    item 3): it loads — "user_Ω" and Cyrillic or Greek ids alone are legitimate — and a warning names it."""
+    import json
+
+    from pytest_robustexplain import cli
+    from pytest_robustexplain.data.io import mixed_script
+    from pytest_robustexplain.errors import RobustExplainWarning
+
+    assert mixed_script("u\u0455er1") and mixed_script("\u0430dmin") and mixed_script("user_\u03a9")
+    assert not any(mixed_script(i) for i in ("user1", "\u043f\u043e\u043b\u044c", "ユーザー1"))
+    users = [{"user_id": uid, "interactions": [{"item_id": "i1", "timestamp": 1, "rating": 4},
+                                               {"item_id": "i2", "timestamp": 2, "rating": 5}]}
+             for uid in ("user1", "u\u0455er1", "user2")]
+    (tmp_path / "h.json").write_text(json.dumps(users), encoding="utf-8")
+    (tmp_path / "c.json").write_text(json.dumps([{"item_id": i, "title": i, "category": "c"}
+                                                 for i in ("i1", "i2", "i3")]), encoding="utf-8")
+    with pytest.warns(RobustExplainWarning, match=r"1 user id mixes Latin, Cyrillic or Greek letters and may "
+                                                  r"imitate other ids in the reports: 'u\\u0455er1'"):
+        code = cli.main(["run", "--backend", "template", "--histories", str(tmp_path / "h.json"),
+                         "--catalog", str(tmp_path / "c.json"), "--dry-run", "--progress", "off", "-q"])
+    assert code == 0, capsys.readouterr().err

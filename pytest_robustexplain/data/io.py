@@ -275,6 +275,29 @@ def as_id(value: Any, where: Where, field: str) -> str:
     return text
 
 
+# Scripts whose letters look alike: "uѕer1" with a Cyrillic ѕ (U+0455) reads as "user1" and is another id.
+LOOKALIKE_SCRIPTS: tuple[str, ...] = ("LATIN", "CYRILLIC", "GREEK")
+
+
+def mixed_script(text: str) -> bool:
+    """Whether ``text``'s letters come from more than one of :data:`LOOKALIKE_SCRIPTS` (a homoglyph id)."""
+    scripts = {name.split(" ", 1)[0] for name in (unicodedata.name(c, "") for c in text if c.isalpha())}
+    return len(scripts & set(LOOKALIKE_SCRIPTS)) > 1
+
+
+def lookalike_note(ids: Iterable[str], what: str) -> str:
+    """One sentence naming the ``ids`` that mix those scripts, their letters outside ASCII shown as
+    ``\\uXXXX`` ("" when none): such an id may imitate another in every report."""
+    mixed = sorted({i for i in ids if not i.isascii() and mixed_script(i)})
+    if not mixed:
+        return ""
+    shown = ", ".join("'" + "".join(c if c.isascii() else f"\\u{ord(c):04x}" for c in i) + "'"
+                      for i in mixed[:3])
+    more = f" and {len(mixed) - 3} more" if len(mixed) > 3 else ""
+    ids = f"1 {what} id mixes" if len(mixed) == 1 else f"{len(mixed)} {what} ids mix"
+    return f"{ids} Latin, Cyrillic or Greek letters and may imitate other ids in the reports: {shown}{more}"
+
+
 def required_id(obj: Mapping[str, Any], where: Where, field: str) -> str:
     if obj.get(field) is None:
         raise where.error(f"missing {field}", field)

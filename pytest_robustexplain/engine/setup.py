@@ -56,8 +56,21 @@ def load_configured_dataset(settings: Settings) -> Dataset:
             return seeded_cases(movielens, settings.seed)
         loaded = data.load_dataset_dir(settings.dataset, seed=settings.seed)
     else:
-        loaded = data.default_dataset()
+        return recent_only(data.default_dataset(), settings.max_history)
+    _flag_lookalike_ids(loaded)
     return recent_only(loaded, settings.max_history)
+
+
+def _flag_lookalike_ids(dataset: Dataset) -> None:
+    """A warning naming the user and item ids whose letters mix scripts that look alike (homoglyphs): they
+    load — an id such as "user_Ω" is legitimate — but two of them may read as one in every report."""
+    from ..data.io import lookalike_note
+    from ..errors import RobustExplainWarning, warn
+
+    for ids, what in ((dataset.histories, "user"), (dataset.catalog, "item")):
+        note = lookalike_note(ids, what)
+        if note:
+            warn(RobustExplainWarning(f"{dataset.name}: {note}"))
 
 
 def recent_only(dataset: Dataset, max_history: int | None) -> Dataset:
