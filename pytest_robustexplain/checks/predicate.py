@@ -87,8 +87,7 @@ class PredicateCheck(Check):
         by_user: dict[str, list[EvalCase]] = {}
         for case in cases:
             by_user.setdefault(case.user_id, []).append(case)
-        limit = float(gate.check_limits.get(self.name, self.max_rate))
-        return (StopRule(self.name, limit, ABOVE, stop_alpha(gate),
+        return (StopRule(self.name, self.limit_of(gate), ABOVE, stop_alpha(gate),
                          lambda pairs, swaps: self._user_share(by_user, (*pairs, *swaps))),)
 
     def _user_share(self, by_user: Mapping[str, Sequence[EvalCase]], pairs: Sequence[PairResult]
@@ -113,8 +112,11 @@ class PredicateCheck(Check):
         return bool(value)
 
     def limit(self, evidence: Evidence) -> float:
+        return self.limit_of(evidence.gate)
+
+    def limit_of(self, gate: GateSettings) -> float:
         """The test's limit (``check-limits``), else the one the check was registered with."""
-        return float(evidence.gate.check_limits.get(self.name, self.max_rate))
+        return float(gate.check_limits.get(self.name, self.max_rate))
 
     def reason(self, found: PredicateFound, limit: float) -> str:
         return (f"{found.hits} of {found.n} explanations {self.description} (rate "

@@ -78,7 +78,8 @@ class Ending:
 
     worker_output: dict[str, Any] | None = None
     # Lines for the end of the terminal summary: what a stopped session saved and how to resume; on an
-    # xdist controller, the marker overrides its workers saw at collection (a worker's output is not shown).
+    # xdist controller, the marker overrides its workers saw at collection (a worker's output is not shown)
+    # and how many calls more than one worker made.
     notes: list[str] = field(default_factory=list)
     done: RunOutcome | None = None
 
@@ -265,7 +266,8 @@ class ItemRun:
         try:
             self._start(ref, own_explainer)
         except RobustExplainError as exc:
-            self._usage_error = self._usage_error or str(exc)
+            if self.lazy:  # a serial run ends with the usage error itself
+                self._usage_error = self._usage_error or str(exc)
             raise
 
     def _start(self, ref: str, own_explainer: Callable[[], Any]) -> None:
