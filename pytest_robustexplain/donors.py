@@ -99,7 +99,6 @@ class DonorPool:
         import numpy as np
 
         self._profiles = [_profile(histories[u], catalog) for u in sorted(histories)]
-        self._by_user = {p.user_id: p for p in self._profiles}
         # Every item of a test (each kind and overall) asks for the same cases' controls: choose once.
         self._chosen: dict[tuple[str, str, int], Control | None] = {}
         # The pool as arrays (users in id order), so that choosing a donor reads every user in a few vector
@@ -135,10 +134,11 @@ class DonorPool:
         longest), the CANDIDATES most different by category profile (ties by user id), one drawn by seed."""
         import numpy as np
 
-        user = self._by_user.get(case.user_id) or _profile(case.history, {})
+        position = self._index.get(case.user_id)
+        user = self._profiles[position] if position is not None else _profile(case.history, {})
         eligible = self._lengths > 0
-        if case.user_id in self._index:
-            eligible[self._index[case.user_id]] = False
+        if position is not None:
+            eligible[position] = False
         if case.item_id in self._holders:
             eligible[self._holders[case.item_id]] = False
         if not eligible.any():

@@ -68,6 +68,15 @@ def visible(text: str, *, commands: bool = False) -> str:
     return shown
 
 
+def spelled_out(text: str, *, commands: bool = False) -> str:
+    """:func:`visible`, with every format character (zero-width, BOM, word joiner; the bidi marks already
+    shown) spelled ``\\uXXXX``: for a message about an input, where the invisible character is the point."""
+    import unicodedata
+
+    shown = visible(text, commands=commands)
+    return "".join(f"\\u{ord(c):04x}" if unicodedata.category(c) == "Cf" else c for c in shown)
+
+
 def markdown_inert(text: str) -> str:
     """Text that renders literally in GitHub Markdown: no markup, link, image, HTML or autolink."""
     # Markdown is a file or a comment, never a log line: "::" may stay (test ids are full of it).

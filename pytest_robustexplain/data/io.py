@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, NamedTuple, TypeAlias
 
 from ..errors import ConfigError, DataError
-from ..sanitize import visible
+from ..sanitize import spelled_out
 from .records import Catalog, Interaction, Item, UserHistory
 
 # ---------------------------------------------------------------------------------------------------------
@@ -263,10 +263,9 @@ def as_id(value: Any, where: Where, field: str) -> str:
     text = str(value).strip()
     if not text:
         raise where.error("empty id", field)
-    shown = visible(text, commands=True)  # "::" may stay: ids such as "ml::42" exist, writers defuse it
-    # Zero-width and other format characters (U+200B, U+2060, U+FEFF) too: "u\u200b1" prints as "u1" and
-    # is another user — two ids no reader of a report could tell apart.
-    shown = "".join(f"\\u{ord(c):04x}" if unicodedata.category(c) == "Cf" else c for c in shown)
+    # "::" may stay: ids such as "ml::42" exist, writers defuse it. Zero-width and other format characters
+    # (U+200B, U+2060, U+FEFF) are spelled out too: "u\u200b1" prints as "u1" and is another user.
+    shown = spelled_out(text, commands=True)
     if shown != text:
         # An id travels into every report, test id, annotation and XML attribute: one that carries control,
         # line-break, bidi or zero-width characters is refused here, once, not trusted to every writer.

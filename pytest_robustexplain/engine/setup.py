@@ -56,7 +56,7 @@ def load_configured_dataset(settings: Settings) -> Dataset:
             return seeded_cases(movielens, settings.seed)
         loaded = data.load_dataset_dir(settings.dataset, seed=settings.seed)
     else:
-        return recent_only(data.default_dataset(), settings.max_history)
+        loaded = data.default_dataset()
     _flag_lookalike_ids(loaded)
     return recent_only(loaded, settings.max_history)
 

@@ -46,13 +46,9 @@ class _Given:
 def _show(raw: Any) -> str:
     """A raw value as a message repeats it: shown, never obeyed — no line break, no "::", and a format
     character (zero-width, bidi) spelled out, since it is what the message is about."""
-    import unicodedata
+    from ..sanitize import spelled_out
 
-    from ..sanitize import visible
-
-    if not isinstance(raw, str):
-        return repr(raw)
-    return "".join(f"\\u{ord(c):04x}" if unicodedata.category(c) == "Cf" else c for c in visible(raw))
+    return spelled_out(raw) if isinstance(raw, str) else repr(raw)
 
 
 def _shown(spec: OptionSpec, raw: Any) -> str:
