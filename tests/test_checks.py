@@ -402,6 +402,78 @@ def pytest_robustexplain_register_checks(register_check):
     assert "wordy" in result.stdout.str() and "More checks" in result.stdout.str()
 
 
+
+HEDGING = """
+from pytest_robustexplain import Check
+from pytest_robustexplain.checks import SILENT, Decision, originals, share_row
+from pytest_robustexplain.results import FAIL, PASS
+
+class Hedging(Check):
+    name = "hedging"
+    default_limit = {default}
+
+    def measure(self, evidence):
+        texts = [text for _, _, text in originals(evidence.cases, evidence.pairs)]
+        return sum("maybe" in t.lower() for t in texts), len(texts)
+
+    def _outcome(self, found, evidence):
+        return FAIL if found[0] > self.limit_of(evidence.gate) * found[1] else PASS
+
+    def decide(self, found, evidence):
+        if self._outcome(found, evidence) == PASS:
+            return SILENT
+        return Decision(FAIL, f"Check hedging FAIL: {{found[0]}} of {{found[1]}} explanations hedge.")
+
+    def finding(self, found, evidence):
+        hits, n = found
+        return share_row(self.name, self._outcome(found, evidence), "hedges", hits, n, hits / n, hits / n,
+                         self.limit_of(evidence.gate))
+
+def pytest_robustexplain_register_checks(register_check):
+    register_check(Hedging())
+"""
+
+
+def test_a_check_object_declares_its_own_limit_and_a_test_sets_it(pytester: pytest.Pytester) -> None:
+    """A check on the interface declares its limit's default in its own module; a test's ``check_limits``
+    (marker or command line, with did-you-mean) sets it, as it does a registered predicate's."""
+    pytester.makeconftest(HEDGING.format(default=0.1) + PRICE_SELLER.replace("{pitch}", "Maybe."))
+    pytester.makepyfile(test_gate=GATED)
+    pytester.runpytest(*ARGS).assert_outcomes(failed=1)  # half the users' explanations say "maybe"
+    row = read_report(pytester)["gates"][0]["verdict"]["findings"]["hedging"]
+    assert (row["outcome"], row["threshold"], row["bound"]) == (FAIL, 0.1, "max")
+    marked = GATED.replace('guard="off")', 'guard="off", check_limits={"hedging": 0.8})')
+    pytester.makepyfile(test_gate=marked)
+    pytester.runpytest(*ARGS).assert_outcomes(passed=1)
+    row = read_report(pytester)["gates"][0]["verdict"]["findings"]["hedging"]
+    assert (row["outcome"], row["threshold"]) == (PASS, 0.8)
+    pytester.makepyfile(test_gate=GATED)
+    pytester.runpytest(*ARGS, "--robustexplain-check-limits=hedging=0.8").assert_outcomes(passed=1)
+    typo = pytester.runpytest(*ARGS, "--robustexplain-check-limits=hedgin=0.8")
+    assert typo.ret == pytest.ExitCode.USAGE_ERROR
+    assert "check-limits names 'hedgin', which is not a registered check; did you mean 'hedging'?" in (
+        typo.stderr.str())
+
+
+@pytest.mark.parametrize(("default", "said"), [(1.5, "default_limit must be a number between 0 and 1"),
+                                               ("'0.1'", "default_limit must be a number between 0 and 1"),
+                                               (True, "default_limit must be a number between 0 and 1")])
+def test_a_check_that_declares_a_limit_out_of_range_is_refused_at_registration(
+        pytester: pytest.Pytester, default: object, said: str) -> None:
+    pytester.makeconftest(HEDGING.format(default=default) + PRICE_SELLER.replace("{pitch}", "Maybe."))
+    pytester.makepyfile(test_gate=GATED)
+    result = pytester.runpytest(*ARGS)
+    assert f"check 'hedging': {said}" in result.stdout.str() + result.stderr.str()
+    assert "Traceback" not in result.stdout.str() + result.stderr.str()
+
+
+def test_a_check_declares_no_limit_unless_it_says_so() -> None:
+    """The method's checks keep their own settings: none declares a limit check_limits could set, and asking
+    one for it is a programming error, not a silent default."""
+    assert [c.name for c in BUILTIN if c.default_limit is not None] == []
+    with pytest.raises(TypeError, match="declares no limit"):
+        BUILTIN[0].limit_of(None)  # type: ignore[arg-type]
+
 THREE_TESTS = """
 import pytest
 

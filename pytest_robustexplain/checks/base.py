@@ -106,6 +106,13 @@ class Check:
     # checks do. Any other check — the user's, or a new built-in without a section — is a row of the
     # writers' checks table, in the one vocabulary (outcome · value [bounds] · limit · reason).
     has_section: ClassVar[bool] = False
+    # A limit people set per test, declared by the check itself: with a default here, the limit is a gate
+    # setting like any other — ``check_limits={name: x}`` in the marker, ``--robustexplain-check-limits``,
+    # its ini key, environment variable or YAML, with its origin and did-you-mean — and no entry in the
+    # option table or GateSettings of its own. A share or threshold in [0, 1]; ``limit_bound`` says which
+    # side fails ("max": above it, "min": below it), as a Finding's ``bound`` does. None: no such limit.
+    default_limit: float | None = None
+    limit_bound: ClassVar[str] = "max"
 
     def measure(self, evidence: Evidence) -> Any | None:
         """This check's measurement of the slice, or None when the slice gives it nothing to measure."""
@@ -129,6 +136,12 @@ class Check:
         default; a check whose user value needs the cases themselves (a predicate over each explanation,
         its history and item: a pair carries neither) overrides this one."""
         return self.stop_rules(gate, kind, floor_is_one=floor_is_one)
+
+    def limit_of(self, gate: GateSettings) -> float:
+        """The test's limit for this check (``check-limits``), else its own (``default_limit``)."""
+        if self.default_limit is None:
+            raise TypeError(f"check {self.name!r} declares no limit (default_limit)")
+        return float(gate.check_limits.get(self.name, self.default_limit))
 
     def decide(self, found: Any, evidence: Evidence) -> Decision:
         """The outcome ``found`` imposes on the item and the sentence that says why."""

@@ -53,7 +53,7 @@ class PredicateCheck(Check):
             raise ConfigError(f"check {name!r}: max_rate must be a number between 0 and 1, got {max_rate!r}")
         self.name = name  # type: ignore[misc]  # an instance's name: one class serves every user predicate
         self.predicate = predicate
-        self.max_rate = float(max_rate)
+        self.max_rate = self.default_limit = float(max_rate)
         self.description = description or f"are flagged by {name}"
 
     def measure(self, evidence: Evidence) -> PredicateFound | None:
@@ -113,10 +113,6 @@ class PredicateCheck(Check):
 
     def limit(self, evidence: Evidence) -> float:
         return self.limit_of(evidence.gate)
-
-    def limit_of(self, gate: GateSettings) -> float:
-        """The test's limit (``check-limits``), else the one the check was registered with."""
-        return float(gate.check_limits.get(self.name, self.max_rate))
 
     def reason(self, found: PredicateFound, limit: float) -> str:
         return (f"{found.hits} of {found.n} explanations {self.description} (rate "

@@ -87,6 +87,7 @@ class CheckRegistry:
             raise _bad_name(name)
         if name in self or name == MEASUREMENT:
             raise ConfigError(f"check {name!r} is registered already (checks: {', '.join(self.names())})")
+        _check_declared_limit(check)
         self._own[name] = check
 
     def register(self, name: Any, predicate: Predicate | None = None, *, max_rate: float = 0.0,
@@ -103,20 +104,30 @@ class CheckRegistry:
         self.add(PredicateCheck(name, predicate, max_rate=max_rate, description=description))
 
 
+def _check_declared_limit(check: Check) -> None:
+    limit, bound = check.default_limit, check.limit_bound
+    if limit is not None and not (isinstance(limit, (int, float)) and not isinstance(limit, bool)
+                                  and 0 <= limit <= 1):
+        raise ConfigError(f"check {check.name!r}: default_limit must be a number between 0 and 1 or None, "
+                          f"got {limit!r:.40}")
+    if bound not in ("max", "min"):
+        raise ConfigError(f"check {check.name!r}: limit_bound must be 'max' or 'min', got {bound!r:.40}")
+
+
 def check_limits_known(limits: Mapping[str, float], registry: Iterable[Check], where: str) -> None:
-    """Refuse a ``check-limits`` entry for a check the test does not have, or one that is not a predicate
-    check (the built-in checks have settings of their own), naming the one meant."""
+    """Refuse a ``check-limits`` entry for a check the test does not have, or one that declares no limit
+    (the method's checks have settings of their own), naming the one meant."""
     from ..settings.parsers import hint
 
     checks = list(registry)
-    predicates = tuple(c.name for c in checks if isinstance(c, PredicateCheck))
+    limited = tuple(c.name for c in checks if c.default_limit is not None)
     for name in limits:
-        if name in predicates:
+        if name in limited:
             continue
         if any(c.name == name for c in checks):
             raise ConfigError(f"{where}: check-limits names {name!r}, whose limits are settings of their own "
                               "(check-limits is for the checks you register)")
-        said = hint(name, predicates) if predicates else " (this test has no check of your own)"
+        said = hint(name, limited) if limited else " (this test has no check of your own)"
         raise ConfigError(f"{where}: check-limits names {name!r}, which is not a registered check{said}")
 
 

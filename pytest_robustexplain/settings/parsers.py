@@ -297,9 +297,9 @@ def parse_min_metric_setting(raw: Any) -> float | Mapping[str, float]:
 
 
 def parse_check_limits(raw: Any) -> Mapping[str, float]:
-    """The limits of the user's own checks by name, ``no_price=0.05`` (a mapping in YAML, pyproject.toml
-    and the marker): the share of explanations each may flag. Which names exist is known only once the
-    checks are registered; the engine says so when a test's gate names one that is not."""
+    """The limits of the checks that declare one (the user's own) by name, ``no_price=0.05`` (a mapping in
+    YAML, pyproject.toml and the marker), each in [0, 1]. Which names exist is known only once the checks
+    are registered; the engine says so when a test's gate names one that is not."""
     if raw is None or (isinstance(raw, str) and not raw.strip()):
         return MappingProxyType({})
     named = name_values(raw, "check limits")

@@ -326,10 +326,11 @@ OPTIONS: tuple[OptionSpec, ...] = (
          "stop citing the flipped category as a reason to like once most of it is flipped; default 0.05.",
          metavar="X",
          marker=True),
-    _opt("check-limits", parse_check_limits, MappingProxyType({}), "Gate: the limit of your own checks "
-         "(pytest_robustexplain_register_checks), by name: the largest share of explanations each may flag, "
-         "e.g. no_price=0.05 (a mapping in YAML and the marker); default: the limit each was registered "
-         "with.", metavar="CHECK=X,...", marker=True),
+    _opt("check-limits", parse_check_limits, MappingProxyType({}), "Gate: the limit of each check that "
+         "declares one — your own (pytest_robustexplain_register_checks) — by name, between 0 and 1: for a "
+         "predicate check the largest share of explanations it may flag, e.g. no_price=0.05 (a mapping in "
+         "YAML and the marker); default: the limit each was registered or declared with.",
+         metavar="CHECK=X,...", marker=True),
     _opt("baseline", parse_path, None, "Compare against this saved baseline (JSON report): for rho and "
          "each metric, a one-sided non-inferiority test on matched pairs (per-user means, at alpha); the "
          "item fails unless every drop is shown to be smaller than max-regression.", metavar="FILE",
