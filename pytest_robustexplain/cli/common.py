@@ -42,7 +42,7 @@ RUN_OPTION_GROUPS: Mapping[str, tuple[str, ...]] = {
                                                          "judge", "min-faithful-rate",
                                                          "max-misattributed-rate",
                                                          "min-flip-sensitivity"),
-    "reports": ("json", "html", "markdown", "progress"),
+    "reports": ("json", "html", "markdown", "history", "progress"),
     "settings file": ("config",),
 }
 RUN_OPTIONS: frozenset[str] = frozenset(name for names in RUN_OPTION_GROUPS.values() for name in names)

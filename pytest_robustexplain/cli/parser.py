@@ -15,6 +15,7 @@ from ..settings import YAML_NAME, OptionSpec, option
 from .common import DEFAULT_DATASET_DIR, PROG, PROTOCOLS, RUN_BACKENDS, RUN_OPTION_GROUPS
 from .compare import cmd_compare
 from .dataset import cmd_dataset_generate, cmd_dataset_import
+from .history import cmd_history
 from .report import cmd_report
 from .run import cmd_run
 
@@ -47,6 +48,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_run(commands)
     _add_report(commands)
     _add_compare(commands)
+    _add_history(commands)
     _add_dataset(commands)
     _add_fake_server(commands)
     return parser
@@ -152,6 +154,26 @@ def _add_compare(commands: Any) -> None:
     compare.add_argument("-o", "--output", metavar="PATH", default=None,
                          help="write to this file instead of standard output")
     compare.set_defaults(handler=cmd_compare)
+
+
+def _add_history(commands: Any) -> None:
+    history = commands.add_parser(
+        "history", help="the run history: each test's recent runs, their range and any change",
+        description=textwrap.fill("Print the run history (one line per gated run, appended at its end) as a "
+                                  "table per test item and model: each run's outcome, ρ, R, S and copy rate, "
+                                  "their range over the last runs and the most likely change with its "
+                                  "permutation p-value (8 runs or more). Runs of different signatures are "
+                                  "never mixed.", 79))
+    history.add_argument("--file", metavar="PATH", default=None,
+                         help="history file; default <cache-dir>/history.jsonl")
+    history.add_argument("--cache-dir", metavar="DIR", default=None,
+                         help=f"cache directory holding history.jsonl; default ./{DEFAULT_CACHE_DIR}")
+    history.add_argument("--last", type=int, default=10, metavar="N", help="runs shown per test; default 10")
+    history.add_argument("--test", metavar="TEXT", default=None,
+                         help="only test items whose id contains TEXT")
+    history.add_argument("-o", "--output", metavar="PATH", default=None,
+                         help="write to this file instead of standard output")
+    history.set_defaults(handler=cmd_history)
 
 
 def _add_dataset(commands: Any) -> None:

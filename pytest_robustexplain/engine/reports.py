@@ -86,6 +86,37 @@ def write_reports(settings: Settings, result: RunResult | ReportModel, *,
     return written, errors + ([error] if error else [])
 
 
+def record_history(settings: Settings, result: RunResult, *, cache_dir: Path, base_dir: Path | None,
+                   spelling: Spelling) -> str | None:
+    """Append the finished run to the history (``report.history``) and put its items' recent runs into
+    the record (``settings.history_trend``, what the reports show beside today's numbers). None when done or
+    off; else one message — an error when the ``history`` setting named the file, a warning at the default
+    place (a read-only cache directory must not turn every passing run into a failed one)."""
+    from ..errors import RobustExplainWarning, warn
+    from ..report.history import HISTORY_FILE, append_run, current_commit, run_line, run_trends
+
+    if settings.history == "off" or result.settings.get("partial") or not result.gates:
+        return None
+    if settings.history is None and settings.cache not in ("write", "read-write"):
+        return None  # the default place is the cache directory, which this cache mode does not write
+    path = settings.history if isinstance(settings.history, Path) else cache_dir / HISTORY_FILE
+    try:
+        append_run(path, run_line(result, commit=current_commit(os.environ, base_dir or Path.cwd())))
+        trend, warnings = run_trends(path, result)
+    except OSError as exc:
+        message = f"{spelling.flag('history')}={path}: cannot append this run to the history: " + (
+            exc.strerror or str(exc))
+        if settings.history is None:
+            warn(RobustExplainWarning(message))
+            return None
+        return message
+    for warning in warnings:
+        warn(RobustExplainWarning(warning))
+    if trend:
+        result.settings["history_trend"] = trend
+    return None
+
+
 def _is_step_summary(path: Path) -> bool:
     summary = os.environ.get("GITHUB_STEP_SUMMARY")
     return summary is not None and summary != "" and Path(summary) == path

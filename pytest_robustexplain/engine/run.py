@@ -64,7 +64,7 @@ from .plan import (
     slice_spec,
     users_within,
 )
-from .reports import RunOutcome, model_record, run_record, utc_now, write_reports
+from .reports import RunOutcome, model_record, record_history, run_record, utc_now, write_reports
 from .setup import (
     build_explainer,
     build_scorer,
@@ -106,6 +106,7 @@ class Run:
         self.kinds = counted(kinds, settings.perturbation_counts)  # None: the process's registry
         self.checks = checks  # the run's checks (None: the process's registry)
         self.cache_dir = cache_directory(settings, base_dir)
+        self.base_dir = base_dir
         self.cross_process = cross_process
         self.extra_settings = dict(extra_settings or {})
         self.model_infos: dict[str, ModelInfo] = {}
@@ -631,8 +632,12 @@ class Run:
             result = self.record()
             if result is None:
                 return None
+        # The history first: the reports show each item's recent runs, this one the last of them.
+        history = record_history(self.settings, result, cache_dir=self.cache_dir, base_dir=self.base_dir,
+                                 spelling=self.spelling)
         report = ReportModel(result)  # one set of summaries for the files and the terminal
         written, errors = self.write_reports(report)
+        errors += [history] if history else []
         return RunOutcome(report, tuple(self.outcomes()), tuple(errors), tuple(written))
 
     def write_reports(self, result: RunResult | ReportModel) -> tuple[list[str], list[str]]:

@@ -41,6 +41,7 @@ from .summary import (
     model_outcome,
     not_decided,
     overall_verdict_note,
+    recent_runs,
     security_rows,
     sensitivity_rows,
     timings_text,
@@ -115,6 +116,9 @@ def _model_section(run: RunResult, summary: Summary) -> str:
     failed = failed_gates(run, summary.model)
     lines += _gate_table(run, summary)
     lines += ["", *_metric_table(run, summary)]
+    recent = recent_runs(run, summary.model)
+    if recent:  # the run history: today's ρ beside the test's last runs
+        lines += ["", "**Recent runs**", "", *(f"- {text(line)}" for line in recent)]
     if failed:  # one screen: what failed and why; the rest one click away
         lines += ["", "**Failed items**", "", *(f"- {text(entry.title)}" for entry in failed)]
     details = _details(run, summary, failed)

@@ -14,7 +14,15 @@ from collections.abc import Sequence
 
 from ..results import FAIL, INCONCLUSIVE, INSENSITIVE, PASS, GateResult, Interval, RunResult
 from ..sanitize import comment_inert
-from .summary import Summary, fmt_interval, headline, model_names, model_outcome, summarize
+from .summary import (
+    Summary,
+    fmt_interval,
+    headline,
+    model_names,
+    model_outcome,
+    recent_runs,
+    summarize,
+)
 
 MARKER = "<!-- robustexplain:pr-comment -->"
 
@@ -193,6 +201,9 @@ def _render(run: RunResult, baseline: RunResult | None, baseline_note: str, *, d
         lines += [f"**{_cell(name)}** — {_cell(outcome)} · {now.n_users} users · {now.n_pairs} pairs", "",
                   "| | baseline | this change | Δ |", "|---|---|---|---|"]
         lines += ["| " + " | ".join(_cell(c) for c in row) + " |" for row in _rows(now, before, margin)]
+        recent = recent_runs(run, name)
+        if recent:  # the run history: is this change part of a slide, or where it jumped?
+            lines += ["", "Recent runs:", *(f"- {_cell(line)}" for line in recent)]
         failed = _failed([g for g in run.gates if g.model == name])
         if failed and not details:
             lines += ["", "<details><summary>Items that did not pass</summary>", "", *failed, "",

@@ -358,6 +358,13 @@ def parse_path(raw: Any) -> Path:
     return Path(parse_text(raw)).expanduser()
 
 
+def parse_history(raw: Any) -> str | Path:
+    # YAML reads a bare ``off`` as false.
+    if raw is False or (isinstance(raw, str) and raw.strip().lower() == "off"):
+        return "off"
+    return parse_path(raw)
+
+
 def parse_dataset(raw: Any) -> str | Path:
     if isinstance(raw, str) and raw.strip().lower() == "synthetic":
         return "synthetic"

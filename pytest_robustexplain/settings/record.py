@@ -62,6 +62,7 @@ class Settings:
     json: Path | None
     html: Path | None
     markdown: Path | None
+    history: Path | str | None  # "off": no history; None: <cache-dir>/history.jsonl
     require_model: bool
     dry_run: bool
     min_combined: float

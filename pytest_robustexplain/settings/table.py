@@ -33,6 +33,7 @@ from .parsers import (
     parse_check_limits,
     parse_dataset,
     parse_env_name,
+    parse_history,
     parse_host,
     parse_kinds,
     parse_min_metric_setting,
@@ -215,6 +216,11 @@ OPTIONS: tuple[OptionSpec, ...] = (
     _opt("html", parse_path, None, "Write the HTML report to this file.", metavar="FILE", path="output"),
     _opt("markdown", parse_path, None, "Write the Markdown summary to this file (e.g. "
          "$GITHUB_STEP_SUMMARY).", metavar="FILE", path="output"),
+    _opt("history", parse_history, None, "Run history: each run appends one line (time, commit, models, each "
+         "item's outcome and numbers, calls, tokens) that `robustexplain history` and the reports' trends "
+         "read; the last 1000 runs are kept. Default <cache-dir>/history.jsonl when the cache writes (cache "
+         "write or read-write); 'off' keeps none.",
+         metavar="FILE|off", path="output"),
     _opt("require-model", parse_bool, False, "Error out, instead of skipping the robustness tests, "
          "when no model is configured.", metavar=None, flag=True, doors=("pytest",)),
     _opt("dry-run", parse_bool, False, "Plan the robustness tests and print what they would cost (pairs, "

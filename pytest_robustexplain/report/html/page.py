@@ -35,6 +35,7 @@ from ..summary import (
     model_info,
     model_outcome,
     overall_verdict_note,
+    recent_runs,
     security_rows,
     sensitivity_rows,
     timings_text,
@@ -120,7 +121,7 @@ def model_section(run: RunResult, summary: Summary, plotter: Plotter | None) -> 
              f"{summary.cached_pairs} cached · backend {e(info.backend)}"
              + (f" · server {e(info.server_version)}" if info.server_version else "")
              + (f" · host {e(info.host)}" if info.host else "") + "</p>",
-             _gate_table(run, summary), _metric_table(run, summary),
+             _gate_table(run, summary), _recent(run, summary.model), _metric_table(run, summary),
              _heatmap_table(summary, gate_thresholds(run, summary.model)["combined"]),
              _sensitivity(summary), _faithfulness(summary), _checks(summary), _security(summary),
              _facts(summary)]
@@ -138,6 +139,15 @@ def model_section(run: RunResult, summary: Summary, plotter: Plotter | None) -> 
                   _table(["User", "Item", "Kind", "Severity", "Failure", "Detail"], rows)]
     parts.append("</section>")
     return "\n".join(parts)
+
+
+def _recent(run: RunResult, model: str) -> str:
+    """Today's ρ beside each item's recent runs (the run history); nothing without one."""
+    lines = recent_runs(run, model)
+    if not lines:
+        return ""
+    return ('<h3>Recent runs</h3><ul class="recent">' + "".join(f"<li>{e(line)}</li>" for line in lines)
+            + "</ul>")
 
 
 def _gate_table(run: RunResult, summary: Summary) -> str:

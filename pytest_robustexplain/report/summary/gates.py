@@ -236,6 +236,19 @@ def item_row(gate: GateResult) -> list[str]:
 ITEM_HEADER = ["item", "model", "outcome", "ρ [95 % CI]", "why"]
 
 
+def recent_runs(run: RunResult, model: str) -> list[str]:
+    """Each of ``model``'s items that ran before, today's ρ beside its recent runs from the run history
+    (``settings.history_trend``): "test_x[overall]: ρ 0.71; last 10 runs 0.69–0.73". Empty without one."""
+    said = {str(t.get("test")): str(t.get("said") or "") for t in run.settings.get("history_trend") or ()
+            if isinstance(t, dict) and t.get("model") == model}
+    lines = []
+    for gate in (g for g in run.gates if g.model == model and said.get(g.nodeid)):
+        check = gate_check(gate, "combined")
+        today = f"ρ {check.interval.mean:.2f}; " if check else ""
+        lines.append(f"{gate.nodeid}: {today}{said[gate.nodeid]}")
+    return lines
+
+
 @dataclass(frozen=True)
 class FailedGate:
     """A failed test item with the pairs to look at first, from its own slice.

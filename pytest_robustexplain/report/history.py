@@ -1,0 +1,277 @@
+"""The run history: one compact line per run, appended at its end, read back as trends per test and model.
+
+A team gates every pull request; each report covers one run. The history keeps what a trend needs — when,
+which commit, which model (and digest), which dataset and signature, each item's outcome and main numbers
+(ρ and each check's value), the calls and tokens — so ``robustexplain history`` and the reports can say
+whether a test's ρ is sliding over merges or jumped with a prompt change. It lives in the cache directory
+by default (``history.jsonl``; CI caches restore it) or where the ``history`` setting puts it.
+
+Writing is safe for runs that end together (xdist's controller, parallel CI jobs on one cache): each append
+holds an exclusive lock on ``<file>.lock`` and writes one line; the file keeps the last :data:`HISTORY_CAP`
+runs (older ones dropped under the same lock, the file replaced atomically). Reading skips a line that is not
+a run record (a line cut by a killed job, a hand edit) with one warning naming it. Trends never mix runs of
+different signatures: they would not measure the same thing.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import json
+import os
+import stat
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ..results import RunResult
+    from ..stats.trend import Change
+
+HISTORY_FILE = "history.jsonl"
+HISTORY_CAP = 1000  # runs kept; about 3 KB a run of 20 items: a few MB at most
+SCHEMA = 1
+LAST_RUNS = 10  # what a trend shows by default
+# The numbers a trend shows, by the check whose row holds them: ρ (stability), R, S and the copy rate.
+MAIN_NUMBERS: Mapping[str, str] = {"stability": "ρ", "relative": "R", "sensitivity": "S", "copying": "copy"}
+COMMIT_VARIABLES = ("GITHUB_SHA", "CI_COMMIT_SHA", "BUILDKITE_COMMIT", "CIRCLE_SHA1", "GIT_COMMIT")
+
+
+class HistoryError(OSError):
+    """The history file is not a regular file (a device, a FIFO, a link): it is never written through."""
+
+
+# ------------------------------------------------------------------------------------------ the record
+def run_line(run: RunResult, *, commit: str | None) -> dict[str, Any]:
+    """The history's line for one finished run."""
+    from .summary.compute import token_cost
+
+    cost = token_cost(run.pairs)
+    return {
+        "v": SCHEMA, "time": run.finished_at or run.started_at, "commit": commit,
+        "signature": run.signature,
+        "dataset": run.settings.get("dataset_name") or run.settings.get("dataset"),
+        "models": {str(m.get("name")): m.get("digest") for m in run.models},
+        "calls": {k: run.calls.get(k, 0) for k in ("made", "cached", "failed", "cancelled")},
+        "tokens": {"prompt": cost.get("prompt"), "completion": cost.get("completion")} if cost else None,
+        "items": [_item(gate) for gate in run.gates],
+    }
+
+
+def _item(gate: Any) -> dict[str, Any]:
+    values = {name: _finite(row.value.mean) for name, row in gate.verdict.findings.items()
+              if row.value is not None}
+    return {"test": gate.nodeid, "slice": gate.slice, "model": gate.model, "outcome": gate.verdict.outcome,
+            "values": {name: v for name, v in values.items() if v is not None}}
+
+
+def _finite(value: float) -> float | None:
+    return round(value, 4) if isinstance(value, (int, float)) and value == value and abs(value) != float(
+        "inf") else None
+
+
+def current_commit(env: Mapping[str, str], cwd: Path) -> str | None:
+    """The commit the run measured: the CI's variable, else ``git rev-parse HEAD`` when ``cwd`` is in a
+    repository (None without git or outside one)."""
+    for name in COMMIT_VARIABLES:
+        value = env.get(name, "").strip()
+        if value and value.isalnum() and len(value) <= 64:
+            return value
+    import shutil
+    import subprocess
+
+    git = shutil.which("git")
+    if git is None:
+        return None
+    try:
+        done = subprocess.run([git, "rev-parse", "HEAD"], cwd=cwd, capture_output=True, text=True,
+                              timeout=5, check=False)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    value = done.stdout.strip()
+    return value if done.returncode == 0 and value.isalnum() else None
+
+
+# ------------------------------------------------------------------------------------------ writing
+def append_run(path: Path, line: Mapping[str, Any], *, cap: int = HISTORY_CAP) -> None:
+    """Append ``line`` under the history's lock, keeping the last ``cap`` runs."""
+    text = json.dumps(line, ensure_ascii=False, separators=(",", ":"), allow_nan=False) + "\n"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with _locked(path):
+        existing = _read_text(path)
+        lines = existing.splitlines(keepends=True)
+        if len(lines) + 1 > cap:
+            kept = [ln if ln.endswith("\n") else ln + "\n" for ln in lines[len(lines) + 1 - cap:]]
+            _replace(path, "".join(kept) + text)
+            return
+        # A line cut short by a killed run has no newline: the new record starts on a line of its own.
+        _append(path, ("\n" if existing and not existing.endswith("\n") else "") + text)
+
+
+@contextlib.contextmanager
+def _locked(path: Path) -> Iterator[None]:
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - Windows: appends of one line are left to the OS
+        yield
+        return
+    lock = path.with_name(path.name + ".lock")
+    fd = os.open(lock, os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # closing releases the lock
+
+
+def _open_regular(path: Path, flags: int) -> int:
+    """``os.open`` that never follows a link and refuses anything but a regular file."""
+    try:
+        fd = os.open(path, flags | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0), 0o644)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:  # the path is a symbolic link (O_NOFOLLOW)
+            raise HistoryError(f"{path} is a symbolic link: the history is not written through one") from None
+        raise
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise HistoryError(f"{path} is not a regular file: the history is written to regular files only")
+    return fd
+
+
+def _read_text(path: Path) -> str:
+    try:
+        fd = _open_regular(path, os.O_RDONLY)
+    except FileNotFoundError:
+        return ""
+    with os.fdopen(fd, "rb") as handle:
+        return handle.read().decode("utf-8", errors="replace")
+
+
+def _append(path: Path, text: str) -> None:
+    fd = _open_regular(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
+    with os.fdopen(fd, "wb") as handle:
+        handle.write(text.encode("utf-8"))
+
+
+def _replace(path: Path, text: str) -> None:
+    temp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0), 0o644)
+    with os.fdopen(fd, "wb") as handle:
+        handle.write(text.encode("utf-8"))
+    os.replace(temp, path)
+
+
+# ------------------------------------------------------------------------------------------ reading
+def read_history(path: Path) -> tuple[list[dict[str, Any]], list[str]]:
+    """The run records in ``path`` in the order they were written, and one warning per line skipped."""
+    records, skipped = [], []
+    for number, raw in enumerate(_read_text(path).splitlines(), 1):
+        if not raw.strip():
+            continue
+        try:
+            record = json.loads(raw)
+        except ValueError:
+            record = None
+        if not _is_record(record):
+            skipped.append(number)
+            continue
+        records.append(record)
+    warnings = []
+    if skipped:
+        more = f" and {len(skipped) - 5} more" if len(skipped) > 5 else ""
+        lines = ", ".join(map(str, skipped[:5])) + more
+        warnings.append(f"{path}: line{'s' if len(skipped) > 1 else ''} {lines} "
+                        f"{'are' if len(skipped) > 1 else 'is'} not a run record (cut short or edited): "
+                        "skipped")
+    return records, warnings
+
+
+def _is_record(record: Any) -> bool:
+    return (isinstance(record, dict) and record.get("v") == SCHEMA
+            and isinstance(record.get("signature"), str) and isinstance(record.get("items"), list)
+            and all(isinstance(i, dict) and isinstance(i.get("test"), str) and isinstance(i.get("model"), str)
+                    and isinstance(i.get("values", {}), dict) for i in record["items"]))
+
+
+# ------------------------------------------------------------------------------------------ trends
+@dataclass(frozen=True)
+class Run:
+    """One run of one test item: when, which commit and digest, its outcome and numbers."""
+
+    time: str
+    commit: str | None
+    digest: str | None
+    outcome: str
+    values: Mapping[str, float]
+
+
+@dataclass
+class Trend:
+    """The runs of one test item on one model under one signature and dataset, oldest first."""
+
+    test: str
+    model: str
+    signature: str
+    dataset: str = ""
+    runs: list[Run] = field(default_factory=list)
+
+    def series(self, check: str, last: int | None = None) -> list[float]:
+        runs = self.runs[-last:] if last else self.runs
+        return [float(r.values[check]) for r in runs if isinstance(r.values.get(check), (int, float))]
+
+    def change(self, check: str = "stability", last: int | None = None) -> Change | None:
+        """The most likely change in ``check``'s value over the last runs (``stats.trend``)."""
+        from ..stats.trend import change_point
+
+        runs = self.runs[-last:] if last else self.runs
+        if any(not isinstance(r.values.get(check), (int, float)) for r in runs):
+            return None  # a run without the value: positions would not be runs
+        return change_point(self.series(check, last))
+
+
+def trends(records: Sequence[Mapping[str, Any]]) -> list[Trend]:
+    """Every (test item, model, signature, dataset) the records hold, each with its runs in order: runs
+    that measured differently, or on other users, are never one trend."""
+    found: dict[tuple[str, str, str, str], Trend] = {}
+    for record in records:
+        for item in record["items"]:
+            key = (item["test"], item["model"], record["signature"], str(record.get("dataset") or ""))
+            trend = found.setdefault(key, Trend(*key))
+            values = {k: float(v) for k, v in item.get("values", {}).items()
+                      if isinstance(v, (int, float)) and not isinstance(v, bool)}
+            trend.runs.append(Run(str(record.get("time") or ""), record.get("commit"),
+                                  (record.get("models") or {}).get(item["model"]),
+                                  str(item.get("outcome") or "?"), values))
+    return list(found.values())
+
+
+def recent(trend: Trend, check: str = "stability", last: int = LAST_RUNS) -> str:
+    """"last 10 runs 0.69–0.73" (and the change, when one is significant) for one trend."""
+    values = trend.series(check, last)
+    if not values:
+        return ""
+    runs = min(last, len(trend.runs))
+    said = f"last {runs} run{'s' if runs > 1 else ''} {min(values):.2f}–{max(values):.2f}"
+    change = trend.change(check, last)
+    if change is not None and change.significant:
+        first = len(trend.runs) - runs + change.at + 1
+        said += f"; changed at run {first}: {change.before:.2f} → {change.after:.2f} (p {change.p:.3f})"
+    return said
+
+
+def run_trends(path: Path, run: RunResult) -> tuple[list[dict[str, Any]], list[str]]:
+    """For each of ``run``'s items that ran before under the same signature and dataset: its recent runs in
+    words (this run the last of them), as the reports show them beside today's numbers; and the history's
+    warnings."""
+    records, warnings = read_history(path)
+    dataset = str(run.settings.get("dataset_name") or run.settings.get("dataset") or "")
+    found = {(t.test, t.model): t for t in trends(records) if t.signature == run.signature
+             and t.dataset == dataset}
+    out = []
+    for gate in run.gates:
+        trend = found.get((gate.nodeid, gate.model))
+        if trend is not None and len(trend.runs) > 1:
+            out.append({"test": gate.nodeid, "model": gate.model, "runs": len(trend.runs),
+                        "said": recent(trend)})
+    return out, warnings

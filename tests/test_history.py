@@ -1,0 +1,208 @@
+"""The run history (issue 42, item 1): one line per run appended at its end, safe for runs that end together,
+bounded, read back past a damaged line, and told as a trend per test — a drop shown at the run it happened."""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from pathlib import Path
+
+import pytest
+from helpers import marked, run_fake
+
+from pytest_robustexplain.cli import main
+from pytest_robustexplain.report.history import (
+    HISTORY_FILE,
+    HistoryError,
+    append_run,
+    current_commit,
+    read_history,
+    trends,
+)
+from pytest_robustexplain.report.json_report import read_json
+from pytest_robustexplain.report.pr_comment import render_pr_comment
+from pytest_robustexplain.stats.trend import MIN_RUNS, change_point
+from pytest_robustexplain.testing import FakeOllamaServer
+
+pytest_plugins = ["pytester"]
+
+GATE = marked('perturbations=["noise_injection"], severities=[1], min_metric=0.0, guard="off"')
+ARGS = ("--robustexplain-users=4", "-p", "no:cacheprovider")
+# The cache off, so that the runs after the fake model's change call it again; the history where it is named.
+UNCACHED = ("--robustexplain-cache=off", "--robustexplain-history=h.jsonl", *ARGS)
+REPORTS = ("--robustexplain-html=r.html", "--robustexplain-json=r.json")
+
+
+def _line(signature: str = "sig", rho: float = 0.8, test: str = "t::g[overall]") -> dict:
+    return {"v": 1, "time": "2026-12-03T10:00:00+00:00", "commit": None, "signature": signature,
+            "dataset": "synthetic", "models": {"m": None}, "calls": {}, "tokens": None,
+            "items": [{"test": test, "slice": "overall", "model": "m", "outcome": "PASS",
+                       "values": {"stability": rho}}]}
+
+
+# ------------------------------------------------------------------------------ the change test
+def test_a_perfect_split_of_eight_runs_has_the_exact_permutation_p_value() -> None:
+    found = change_point([0.8, 0.81, 0.8, 0.82, 0.4, 0.41, 0.4, 0.42])
+    assert found is not None
+    assert (found.at, found.before, found.after) == (4, 0.805, 0.405)
+    assert found.p == pytest.approx(2 / 70)  # 2 of the C(8, 4) = 70 splits are this separated
+    assert found.significant
+
+
+@pytest.mark.parametrize("values", [[0.8] * 12, [0.8, 0.4] * 6])
+def test_runs_without_a_change_show_none(values: list[float]) -> None:
+    found = change_point(values)
+    assert found is not None and not found.significant
+
+
+def test_too_few_runs_or_a_value_that_is_not_a_number_is_no_test() -> None:
+    assert change_point([0.8] * 4 + [0.1] * (MIN_RUNS - 5)) is None
+    assert change_point([0.8] * 8 + [float("nan")]) is None
+
+
+# ------------------------------------------------------------------------------ writing and reading
+def test_runs_that_append_together_each_leave_one_complete_line(tmp_path: Path) -> None:
+    path = tmp_path / HISTORY_FILE
+    barrier = threading.Barrier(4)
+
+    def writer(n: int) -> None:
+        barrier.wait()
+        for i in range(25):
+            append_run(path, _line(rho=n + i / 100))
+
+    threads = [threading.Thread(target=writer, args=(n,)) for n in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    records, warnings = read_history(path)
+    assert (len(records), warnings) == (100, [])
+
+
+def test_the_history_keeps_the_last_runs_up_to_its_cap(tmp_path: Path) -> None:
+    path = tmp_path / HISTORY_FILE
+    for i in range(8):
+        append_run(path, _line(rho=i / 10), cap=5)
+    records, _ = read_history(path)
+    assert [r["items"][0]["values"]["stability"] for r in records] == [0.3, 0.4, 0.5, 0.6, 0.7]
+
+
+def test_a_line_cut_short_is_skipped_with_one_warning_and_the_next_run_starts_a_new_line(tmp_path: Path
+                                                                                         ) -> None:
+    path = tmp_path / HISTORY_FILE
+    append_run(path, _line(rho=0.1))
+    path.write_text(path.read_text() + json.dumps(_line(rho=0.2))[:40], encoding="utf-8")  # a killed run
+    append_run(path, _line(rho=0.3))
+    records, warnings = read_history(path)
+    assert [r["items"][0]["values"]["stability"] for r in records] == [0.1, 0.3]
+    assert warnings == [f"{path}: line 2 is not a run record (cut short or edited): skipped"]
+
+
+def test_the_history_is_never_written_through_a_link_or_into_a_fifo(tmp_path: Path) -> None:
+    target = tmp_path / "elsewhere.txt"
+    target.write_text("keep\n")
+    link = tmp_path / "link.jsonl"
+    link.symlink_to(target)
+    with pytest.raises(HistoryError, match="symbolic link"):
+        append_run(link, _line())
+    fifo = tmp_path / "fifo.jsonl"
+    os.mkfifo(fifo)
+    with pytest.raises(HistoryError, match="not a regular file"):
+        append_run(fifo, _line())
+    assert target.read_text() == "keep\n"
+
+
+def test_trends_never_mix_signatures_or_datasets() -> None:
+    other_data = {**_line(), "dataset": "movielens"}
+    found = trends([_line(), _line(signature="other"), _line(), other_data])
+    assert sorted((t.signature, t.dataset, len(t.runs)) for t in found) == [
+        ("other", "synthetic", 1), ("sig", "movielens", 1), ("sig", "synthetic", 2)]
+
+
+def test_the_commit_comes_from_the_ci_or_from_git(tmp_path: Path) -> None:
+    assert current_commit({"GITHUB_SHA": "abc123"}, tmp_path) == "abc123"
+    assert current_commit({"GITHUB_SHA": "abc\n::error::x"}, tmp_path) is None  # not a commit: not said
+    assert current_commit({}, tmp_path) is None  # not a repository
+
+
+# ------------------------------------------------------------------------------ end to end
+def test_ten_runs_show_the_drop_at_run_six_with_the_tests_verdict(pytester: pytest.Pytester,
+                                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    pytester.makepyfile(test_gate=GATE)
+    with FakeOllamaServer() as server:
+        for run in range(1, 11):
+            server.mode = "stable" if run < 6 else "fragile"
+            run_fake(pytester, server, *UNCACHED, *REPORTS)
+    history = pytester.path / "h.jsonl"
+    records, warnings = read_history(history)
+    assert (len(records), warnings) == (10, [])
+    capsys.readouterr()  # the inner runs' output
+    assert main(["history", "--file", str(history)]) == 0
+    out = capsys.readouterr().out
+    assert "item test_gate.py::test_gate[noise_injection] · model fake-model · signature " in out
+    outcomes = next(line for line in out.splitlines() if line.strip().startswith("outcome")).split()[1:]
+    assert outcomes == ["PASS"] * 5 + ["FAIL"] * 5
+    assert "ρ: range " in out and "· changed at run 6: " in out
+    # The reports of the tenth run: today's ρ beside the recent runs, the change where it happened.
+    html = (pytester.path / "r.html").read_text(encoding="utf-8")
+    comment = render_pr_comment(read_json(pytester.path / "r.json"))
+    for text in (html, comment.replace("\\_", "_")):  # Markdown escapes the underscores
+        assert "test_gate.py::test_gate[noise_injection]: ρ " in text
+        assert "; last 10 runs " in text and "; changed at run 6: " in text
+
+
+def test_history_off_or_a_cache_that_writes_none_keeps_none_and_a_named_file_that_fails_is_an_error(
+        pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_gate=GATE)
+    with FakeOllamaServer() as server:
+        run_fake(pytester, server, *ARGS, "--robustexplain-history=off").assert_outcomes(passed=1)
+        assert not (pytester.path / ".robustexplain-cache" / HISTORY_FILE).exists()
+        run_fake(pytester, server, *ARGS, "--robustexplain-cache=read").assert_outcomes(passed=1)
+        assert not (pytester.path / ".robustexplain-cache" / HISTORY_FILE).exists()  # the cache writes none
+        run_fake(pytester, server, *ARGS).assert_outcomes(passed=1)
+        assert len(read_history(pytester.path / ".robustexplain-cache" / HISTORY_FILE)[0]) == 1
+        os.mkfifo(pytester.path / "fifo")
+        result = run_fake(pytester, server, *ARGS, "--robustexplain-history=fifo")
+    assert result.ret == 4  # every test passed; the history the settings named could not be written
+    assert "--robustexplain-history=" in result.stdout.str() and "not a regular file" in result.stdout.str()
+
+
+def test_the_default_history_that_cannot_be_written_is_a_warning_not_a_failure(pytester: pytest.Pytester
+                                                                              ) -> None:
+    pytester.makepyfile(test_gate=GATE)
+    cache = pytester.path / ".robustexplain-cache"
+    cache.mkdir()
+    os.mkfifo(cache / HISTORY_FILE)
+    with FakeOllamaServer() as server:
+        result = run_fake(pytester, server, *ARGS)
+    result.assert_outcomes(passed=1, warnings=1)
+    assert result.ret == 0
+    assert "cannot append this run to the history" in result.stdout.str()
+
+
+def test_the_command_reports_a_damaged_history_and_a_missing_one(tmp_path: Path,
+                                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / HISTORY_FILE
+    for rho in (0.8, 0.81, 0.79):
+        append_run(path, _line(rho=rho))
+    with path.open("a", encoding="utf-8") as handle:
+        handle.write('{"v": 1, "items": [')
+    assert main(["history", "--file", str(path)]) == 0
+    said = capsys.readouterr()
+    assert said.err.count("not a run record") == 1
+    assert "runs 1–3 of 3" in said.out and "too few runs to test for a change" in said.out
+    assert main(["history", "--file", str(tmp_path / "none.jsonl")]) == 2
+    assert "no run history at" in capsys.readouterr().err
+
+
+def test_ids_from_a_shared_history_are_shown_never_obeyed(tmp_path: Path, capsys: pytest.CaptureFixture[str]
+                                                           ) -> None:
+    """A history restored from a shared cache is outside text: a test id carrying a workflow command or a
+    line break reaches the log as text."""
+    path = tmp_path / HISTORY_FILE
+    append_run(path, _line(test="::error title=pwned::x\n::warning::y"))
+    assert main(["history", "--file", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert not any(line.lstrip().startswith("::") for line in out.splitlines())
+    assert "pwned" in out and out.count("\n") < 20
