@@ -853,6 +853,33 @@ def test_plain_ids_with_colons_and_non_ascii_letters_stay_as_they_are() -> None:
         assert as_id(good, Where("t"), "user_id") == str(good)
 
 
+@pytest.mark.parametrize("blank", ["\u3164", "\u115f", "\uffa0", "\u2800"])
+def test_an_id_with_a_letter_that_prints_as_nothing_is_refused(blank: str, tmp_path: Path,
+                                                              capsys: pytest.CaptureFixture[str]) -> None:
+    """Hangul fillers and the blank Braille pattern are letters and symbols, not format characters, so no
+    escape shows them: "u\u31641" prints as "u1" beside user "u1"."""
+    import json
+
+    histories = tmp_path / "h.json"
+    histories.write_text(json.dumps([{"user_id": f"u{blank}1", "interactions": [
+        {"item_id": "i1", "timestamp": 1, "rating": 4}]}]), encoding="utf-8")
+    err = _run_on(histories, capsys)
+    assert f"id 'u\\u{ord(blank):04x}1' holds U+{ord(blank):04X} " in err
+    assert "a character that prints as nothing" in err and blank not in err
+
+
+def test_ids_in_a_compatibility_form_load_and_are_flagged(tmp_path: Path) -> None:
+    """A fullwidth "ｕser1" reads as "user1" in most fonts (issue 41, item 3): flagged like mixed scripts;
+    plain non-Latin ids are not."""
+    from pytest_robustexplain.data.io import compatibility_form, lookalike_note
+
+    assert compatibility_form("\uff55ser1") and compatibility_form("\U0001d42eser1")
+    assert not any(compatibility_form(i) for i in ("user1", "Zoë", "東京", "ユーザー1"))
+    note = lookalike_note(["user1", "\uff55ser1", "東京"], "user")
+    assert note == ("1 user id writes letters in a compatibility form (fullwidth, styled or decomposed) and "
+                    "may imitate other ids in the reports: '\\uff55ser1'")
+
+
 def test_ids_that_mix_lookalike_scripts_load_and_are_flagged(tmp_path: Path,
                                                              capsys: pytest.CaptureFixture[str]) -> None:
     """"uѕer1" with a Cyrillic ѕ (U+0455) reads as "user1" in every report and is another user (issue 41,

@@ -266,6 +266,11 @@ def as_id(value: Any, where: Where, field: str) -> str:
     # "::" may stay: ids such as "ml::42" exist, writers defuse it. Zero-width and other format characters
     # (U+200B, U+2060, U+FEFF) are spelled out too: "u\u200b1" prints as "u1" and is another user.
     shown = spelled_out(text, commands=True)
+    blank = next((c for c in text if c in BLANK_LETTERS), None)
+    if blank is not None:
+        # Letters, not format characters, so no escape catches them: "u\u31641" prints as "u 1" or "u1".
+        raise where.error(f"id '{_escaped(text)}' holds U+{ord(blank):04X} {unicodedata.name(blank, '')}, "
+                          "a character that prints as nothing; an id must be plain text", field)
     if shown != text:
         # An id travels into every report, test id, annotation and XML attribute: one that carries control,
         # line-break, bidi or zero-width characters is refused here, once, not trusted to every writer.
@@ -274,8 +279,21 @@ def as_id(value: Any, where: Where, field: str) -> str:
     return text
 
 
+# Letters and symbols that print as nothing (not format characters, so spelled_out leaves them): Hangul
+# fillers, the halfwidth one, the blank Braille pattern.
+BLANK_LETTERS = frozenset("\u115f\u1160\u3164\uffa0\u2800")
 # Scripts whose letters look alike: "uѕer1" with a Cyrillic ѕ (U+0455) reads as "user1" and is another id.
 LOOKALIKE_SCRIPTS: tuple[str, ...] = ("LATIN", "CYRILLIC", "GREEK")
+
+
+def _escaped(text: str) -> str:
+    return "".join(c if c.isascii() and c.isprintable() else f"\\u{ord(c):04x}" for c in text)
+
+
+def compatibility_form(text: str) -> bool:
+    """Whether ``text`` writes letters in a compatibility form (fullwidth ``ｕ``, styled ``𝐮``, a
+    decomposed accent): NFKC folds it into another id it then reads like."""
+    return unicodedata.normalize("NFKC", text) != text
 
 
 def mixed_script(text: str) -> bool:
@@ -287,14 +305,24 @@ def mixed_script(text: str) -> bool:
 def lookalike_note(ids: Iterable[str], what: str) -> str:
     """One sentence naming the ``ids`` that mix those scripts, their letters outside ASCII shown as
     ``\\uXXXX`` ("" when none): such an id may imitate another in every report."""
-    mixed = sorted({i for i in ids if not i.isascii() and mixed_script(i)})
-    if not mixed:
-        return ""
-    shown = ", ".join("'" + "".join(c if c.isascii() else f"\\u{ord(c):04x}" for c in i) + "'"
-                      for i in mixed[:3])
-    more = f" and {len(mixed) - 3} more" if len(mixed) > 3 else ""
-    ids = f"1 {what} id mixes" if len(mixed) == 1 else f"{len(mixed)} {what} ids mix"
-    return f"{ids} Latin, Cyrillic or Greek letters and may imitate other ids in the reports: {shown}{more}"
+    ids = sorted({i for i in ids if not i.isascii()})
+    mixed = [i for i in ids if mixed_script(i)]
+    folded = [i for i in ids if compatibility_form(i) and i not in mixed]
+    said = []
+    if mixed:
+        count = f"1 {what} id mixes" if len(mixed) == 1 else f"{len(mixed)} {what} ids mix"
+        said.append(f"{count} Latin, Cyrillic or Greek letters and may imitate other ids in the reports: "
+                    f"{_listed(mixed)}")
+    if folded:
+        count = f"1 {what} id writes" if len(folded) == 1 else f"{len(folded)} {what} ids write"
+        said.append(f"{count} letters in a compatibility form (fullwidth, styled or decomposed) and may "
+                    f"imitate other ids in the reports: {_listed(folded)}")
+    return "; ".join(said)
+
+
+def _listed(ids: list[str]) -> str:
+    more = f" and {len(ids) - 3} more" if len(ids) > 3 else ""
+    return ", ".join(f"'{_escaped(i)}'" for i in ids[:3]) + more
 
 
 def required_id(obj: Mapping[str, Any], where: Where, field: str) -> str:
