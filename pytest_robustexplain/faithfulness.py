@@ -24,8 +24,10 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
 from .guard import user_share_bounds
 from .results import (  # noqa: F401  (JUDGE_SCOPES: what the judge reads, named here too)
@@ -159,9 +161,130 @@ def _outcome(judged: int, faithful: int, failures: int, agreed: int, compared: i
                           "more users would decide it")
 
 
+# ------------------------------------------------------------------------------------------ people's verdicts
+LABEL_FIELDS = ("user_id", "item_id", "faithful")
+# Below this many labelled users the kappa bound's error exceeds alpha (benchmarks/bench_judge_agreement.py):
+# min-judge-agreement then never trusts the judge.
+MIN_LABELLED_USERS = 20
+_YES = {"1", "true", "yes", "faithful"}
+_NO = {"0", "false", "no", "unfaithful", "not faithful"}
+
+
+def read_labels(path: Path) -> dict[tuple[str, str], bool]:
+    """People's verdicts by (user, item) from ``judge-labels``: CSV (user_id,item_id,faithful), JSON or
+    YAML (a list, or ``{labels: [...]}``) or JSONL. A DataError names the file, record and field."""
+    from .data.io import (
+        Where,
+        check_fields,
+        csv_records,
+        document_records,
+        extension,
+        jsonl_records,
+        required_id,
+    )
+    from .errors import DataError
+
+    ext = extension(path)
+    if ext == ".csv":
+        records = csv_records(path, LABEL_FIELDS, LABEL_FIELDS, None)
+    elif ext == ".jsonl":
+        records = jsonl_records(path)
+    else:
+        records = document_records(path, ext, "labels")
+    labels: dict[tuple[str, str], bool] = {}
+    for record in records:
+        where = Where(str(path), record.loc)
+        obj = check_fields(record.value, LABEL_FIELDS, where, "label")
+        key = (required_id(obj, where, "user_id"), required_id(obj, where, "item_id"))
+        if key in labels:
+            raise where.error(f"user {key[0]}, item {key[1]} is labelled twice", "user_id")
+        labels[key] = _verdict(obj.get("faithful"), where)
+    if not labels:
+        raise DataError("no labels: write one line per case, user_id,item_id,faithful", source=str(path))
+    return labels
+
+
+def _verdict(value: Any, where: Any) -> bool:
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower() if isinstance(value, (str, int)) else ""
+    if text in _YES or text in _NO:
+        return text in _YES
+    raise where.error(f"faithful must be 1 or 0 (true/false, yes/no), got {value!r:.40}", "faithful")
+
+
+def _kappa(people: Sequence[float], judge: Sequence[float], weights: Sequence[float]) -> float:
+    """Cohen's kappa of two binary raters over weighted cases (NaN when chance agreement is 1)."""
+    total = sum(weights)
+    agree = sum(w for p, j, w in zip(people, judge, weights, strict=True) if p == j) / total
+    p1 = sum(w for p, w in zip(people, weights, strict=True) if p) / total
+    j1 = sum(w for j, w in zip(judge, weights, strict=True) if j) / total
+    chance = p1 * j1 + (1 - p1) * (1 - j1)
+    return math.nan if chance >= 1 - 1e-12 else (agree - chance) / (1 - chance)
+
+
+def _kappa_bounds(cases: Sequence[tuple[str, bool, bool]], alpha: float) -> tuple[float, float]:
+    """One-sided bounds of kappa at ``alpha`` each: kappa ± t(users − 1) times its jackknife standard error
+    over users (a user's cases go together; each left out in turn), the t quantile taken at alpha/2. At alpha
+    itself — and with a percentile bootstrap, tried first — a judge whose true kappa is the limit was trusted
+    6–12 % of the time with 10–100 users (``benchmarks/bench_judge_agreement.py``, docs/statistics.md);
+    the halved level is what keeps that at alpha. Leave-out replicates where kappa is undefined count as 0."""
+    from scipy import stats as sps
+
+    users = sorted({u for u, _, _ in cases})
+    if len(users) < 2:
+        return -1.0, 1.0
+    full = _kappa([p for _, p, _ in cases], [j for _, _, j in cases], [1.0] * len(cases))
+    left = []
+    for user in users:
+        kept = [(p, j) for u, p, j in cases if u != user]
+        value = _kappa([p for p, _ in kept], [j for _, j in kept], [1.0] * len(kept)) if kept else math.nan
+        left.append(0.0 if math.isnan(value) else value)
+    mean = sum(left) / len(left)
+    n = len(users)
+    se = math.sqrt((n - 1) / n * sum((v - mean) ** 2 for v in left))
+    half = float(sps.t.ppf(1 - alpha / 2, n - 1)) * se
+    return max(-1.0, full - half), min(1.0, full + half)
+
+
+def people_agreement(texts: Sequence[JudgedText], alpha: float) -> dict[str, Any]:
+    """The judge against people on the original explanations both judged: agreement (one-sided exact
+    bounds, users as the unit), Cohen's kappa (jackknife bounds over users), and the confusion table; empty
+    when no labelled case was judged."""
+    cases = [(t.user_id, bool(t.people), bool(t.faithful)) for t in texts
+             if t.kind == ORIGINAL and t.people is not None and t.faithful is not None]
+    if not cases:
+        return {}
+    agree = sum(p == j for _, p, j in cases)
+    low, high = user_share_bounds([(u, p == j) for u, p, j in cases], alpha)
+    kappa = _kappa([p for _, p, _ in cases], [j for _, _, j in cases], [1.0] * len(cases))
+    # Undefined (one verdict only on a side) is None: the JSON report holds no NaN.
+    bounds = [kappa, *_kappa_bounds(cases, alpha)] if not math.isnan(kappa) else [None, None, None]
+    table = {"both_faithful": sum(p and j for _, p, j in cases),
+             "people_only": sum(p and not j for _, p, j in cases),
+             "judge_only": sum(j and not p for _, p, j in cases),
+             "neither": sum(not p and not j for _, p, j in cases)}
+    return {"labelled": len(cases), "users": len({u for u, _, _ in cases}), "agree": agree,
+            "agreement": [agree / len(cases), low, high], "kappa": bounds, "confusion": table}
+
+
+def people_text(people: Mapping[str, Any]) -> str:
+    """``6 of 8 labelled cases agree (75 % [0.41, 0.95]) · κ 0.50 [0.00, 0.88] · both faithful 3, …``."""
+    share, low, high = people["agreement"]
+    kappa, k_low, k_high = people["kappa"]
+    t = people["confusion"]
+    said = "undefined: people or the judge gave one verdict only" if kappa is None else (
+        f"{kappa:.2f} [{k_low:.2f}, {k_high:.2f}]")
+    return (f"{people['agree']} of {people['labelled']} labelled cases agree ({100 * share:.0f} % "
+            f"[{low:.2f}, {high:.2f}]) · Cohen's κ {said} · both faithful {t['both_faithful']}, people only "
+            f"{t['people_only']}, judge only {t['judge_only']}, neither {t['neither']}")
+
+
 def summarise(texts: Sequence[JudgedText], *, judge: str, scope: str, min_rate: float | None,
-              alpha: float) -> FaithfulnessResult:
-    """The judge's finding in one slice from its verdicts (originals; every text with ``scope="all"``)."""
+              alpha: float, min_agreement: float | None = None) -> FaithfulnessResult:
+    """The judge's finding in one slice from its verdicts (originals; every text with ``scope="all"``);
+    with people's verdicts on some cases, the judge's agreement with them — and, with ``min_agreement``,
+    a gate whose faithful rate counts only when kappa is confidently at least that."""
     originals = [t for t in texts if t.kind == ORIGINAL]
     read = [t for t in originals if t.faithful is not None]
     faithful = sum(1 for t in read if t.faithful)
@@ -180,6 +303,11 @@ def summarise(texts: Sequence[JudgedText], *, judge: str, scope: str, min_rate: 
     outcome, message = (None, "") if min_rate is None else _outcome(
         len(read), faithful, failures, agreed, len(both), min_rate=min_rate, bounds=(low, high),
         agreement_high=agreement_high)
+    people = people_agreement(texts, alpha)
+    if min_rate is not None and min_agreement is not None and outcome in (PASS, FAIL):
+        distrust = judge_distrust(people, min_agreement)
+        if distrust:
+            outcome, message = INCONCLUSIVE, distrust
     if outcome is None:
         message = f"{_rate(faithful, len(read))} original explanations were judged faithful"
     if both and agreed < len(both) and "order of the history" not in message:
@@ -189,4 +317,23 @@ def summarise(texts: Sequence[JudgedText], *, judge: str, scope: str, min_rate: 
         judge=judge, scope=scope, judged=len(read), faithful=faithful, failures=failures,
         low=low, high=high, agreed=agreed, compared=len(both), agreement_high=agreement_high,
         min_rate=min_rate, outcome=outcome, message=message, by_kind=dict(sorted(by_kind.items())),
-        drop_by_kind=_drops(texts, alpha), texts=tuple(texts), alpha=alpha)
+        drop_by_kind=_drops(texts, alpha), texts=tuple(texts), alpha=alpha, people=people)
+
+
+def judge_distrust(people: Mapping[str, Any], min_agreement: float) -> str:
+    """Why the judge's verdicts do not count against people's (min-judge-agreement), or ""."""
+    if not people:
+        return ("no labelled case was judged (judge-labels names none of this item's users and items), so "
+                f"the judge's agreement with people is unknown and min-judge-agreement {min_agreement:g} "
+                "leaves its faithful rate unmeasured")
+    kappa, k_low, _ = people["kappa"]
+    users = people["users"]
+    if users < MIN_LABELLED_USERS:
+        return (f"the judge against people: {people_text(people)}; {users} labelled users are too few to "
+                f"show its kappa is at least min-judge-agreement {min_agreement:g} (it takes "
+                f"{MIN_LABELLED_USERS}), so the faithful rate is not measured — label cases of more users")
+    if kappa is None or k_low < min_agreement:
+        return (f"the judge agrees with people beyond chance too little to count: {people_text(people)}; "
+                f"κ is not confidently at least min-judge-agreement {min_agreement:g}, so the faithful rate "
+                "is not measured — use a stronger judge model (judge-model) or label more cases")
+    return ""

@@ -593,7 +593,7 @@ def test_the_marker_keywords_and_the_gate_fields_are_the_option_tables_per_test_
     from pytest_robustexplain.settings import GateSettings
 
     per_test = [spec.field for spec in OPTIONS if spec.marker]
-    assert list(MARKER_KEYWORDS) == per_test and len(per_test) == 28
+    assert list(MARKER_KEYWORDS) == per_test and len(per_test) == 29
     assert {f.name for f in dataclasses.fields(GateSettings)} == {*per_test, "sources"}
     # A setting of the whole run is no keyword: the marker refuses it, naming the test.
     assert not any(spec.marker for spec in OPTIONS if spec.field in ("model", "host", "cache", "json"))

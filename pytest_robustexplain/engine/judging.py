@@ -11,8 +11,9 @@ donor's for a cross-user control). The calls run concurrently on the sweep's loo
 from __future__ import annotations
 
 import asyncio
+import hashlib
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -104,6 +105,16 @@ class RunJudge:
         self._judge: Judge | None = None
         self.info: ModelInfo | None = None  # the judge model's facts (its digest), from preflight
         self._vocabulary: Vocabulary | None = None
+        self.criteria = ""  # read now: a bad criteria or labels file is an error before any call
+        self.labels: Mapping[tuple[str, str], bool] = {}
+        if self.on and settings.judge_criteria is not None:
+            from ..explainers.judge import read_criteria
+
+            self.criteria = read_criteria(settings.judge_criteria)
+        if self.on and settings.judge_labels is not None:
+            from ..faithfulness import read_labels
+
+            self.labels = read_labels(settings.judge_labels)
 
     def vocabulary(self, catalog: Catalog) -> Vocabulary:
         """The catalog's grounding vocabulary (what polarity matches terms by), built once per run."""
@@ -140,8 +151,11 @@ class RunJudge:
         scope = self.settings.judge
         jobs = judge_jobs(sliced, scope, sweep.seen_by(slice_id) if scope == "all" else None)
         texts = sweep.run_coroutine(run_jobs(self._judge, jobs))
+        if self.labels:  # people's verdicts beside the judge's, on the originals they labelled
+            texts = [replace(t, people=self.labels.get((t.user_id, t.item_id))) if t.kind == ORIGINAL else t
+                     for t in texts]
         return summarise(texts, judge=self.label, scope=scope, min_rate=gate.min_faithful_rate,
-                         alpha=gate.alpha)
+                         alpha=gate.alpha, min_agreement=gate.min_judge_agreement)
 
     @property
     def label(self) -> str:
@@ -157,7 +171,10 @@ class RunJudge:
             return {}
         name = self.info.name if self.info is not None else self.settings.judge_model
         digest = self.info.digest if self.info is not None else None
-        return {"judge_signature": f"{name}@{digest or 'unknown'}"}
+        # Verdicts under other criteria are another judge's: the criteria's digest is part of its signature.
+        criteria = (f"+criteria:{hashlib.sha256(self.criteria.encode()).hexdigest()[:12]}" if self.criteria
+                    else "")
+        return {"judge_signature": f"{name}@{digest or 'unknown'}{criteria}"}
 
     def adopt(self, info: Mapping[str, Any]) -> None:
         """The judge's facts as another process (an xdist worker) found them."""

@@ -24,7 +24,8 @@ MIN_CALLS = 3
 
 @dataclass(frozen=True)
 class Pace:
-    """The median seconds a call took, over how many calls, how many at a time, and when."""
+    """The median seconds a call took, over how many calls, how many at a time, and when; and the mean
+    prompt and completion tokens of a call, when the server counted them (what a call costs)."""
 
     model: str
     backend: str
@@ -32,6 +33,16 @@ class Pace:
     calls: int
     concurrency: int
     measured_at: str
+    prompt_tokens: float | None = None
+    completion_tokens: float | None = None
+
+    def call_cost(self, price: tuple[float, float]) -> float | None:
+        """What one call cost on average at ``price`` (None: the server did not count tokens)."""
+        from ..results import tokens_cost
+
+        if self.prompt_tokens is None or self.completion_tokens is None:
+            return None
+        return tokens_cost(self.prompt_tokens, self.completion_tokens, price)
 
     def minutes_for(self, calls: int) -> float:
         """Wall minutes for ``calls`` calls, ``concurrency`` at a time, at this pace."""
@@ -50,6 +61,7 @@ def measured_pace(pairs: Sequence[PairResult], *, model: str, backend: str, conc
     """The pace of the calls this run made for ``model`` (cache hits left out: they cost nothing now)."""
     originals: dict[tuple[str, str], float] = {}
     times = []
+    tokens: dict[tuple[Any, ...], tuple[int, int]] = {}  # per call: an original once, each pair's other reply
     for p in pairs:
         if p.key.model != model:
             continue
@@ -57,10 +69,18 @@ def measured_pace(pairs: Sequence[PairResult], *, model: str, backend: str, conc
             originals.setdefault((p.key.user_id, p.key.item_id), p.original_latency_s)
         if not p.cached_perturbed and p.latency_s > 0:
             times.append(p.latency_s)
+        if p.tokens and p.tokens[0] > 0:
+            tokens.setdefault((p.key.user_id, p.key.item_id), (p.tokens[0], p.tokens[1]))
+        if p.tokens and p.tokens[2] > 0:
+            tokens[(p.key,)] = (p.tokens[2], p.tokens[3])
     times += originals.values()
     if len(times) < MIN_CALLS:
         return None
-    return Pace(model, backend, round(statistics.median(times), 3), len(times), concurrency, at)
+    counted = list(tokens.values())
+    prompt = round(statistics.fmean(t[0] for t in counted), 1) if counted else None
+    completion = round(statistics.fmean(t[1] for t in counted), 1) if counted else None
+    return Pace(model, backend, round(statistics.median(times), 3), len(times), concurrency, at, prompt,
+                completion)
 
 
 def pace_path(cache_dir: Path, backend: str, model: str) -> Path:
@@ -93,7 +113,9 @@ def load_pace(cache_dir: Path, backend: str, model: str) -> Pace | None:
                   and isinstance(pace.calls, int) and isinstance(pace.concurrency, int)
                   and pace.concurrency > 0)
     same = pace.model == model and pace.backend == backend and isinstance(pace.measured_at, str)
-    return pace if numbers_ok and same else None
+    tokens_ok = all(t is None or (isinstance(t, (int, float)) and 0 <= t < 10_000_000)
+                    for t in (pace.prompt_tokens, pace.completion_tokens))
+    return pace if numbers_ok and same and tokens_ok else None
 
 
 def remember_pace(cache_dir: Path, result: RunResult, *, backend: str, concurrency: int) -> None:
@@ -106,18 +128,28 @@ def remember_pace(cache_dir: Path, result: RunResult, *, backend: str, concurren
 
 
 def pace_lines(cache_dir: Path, backend: str, specs: Mapping[str, Sequence[SliceSpec]],
-               max_minutes: float | None) -> list[str]:
+               max_minutes: float | None, prices: Mapping[str, Any] | None = None) -> list[str]:
     """What each planned model's calls (``specs``: its slices) will take at the pace a previous run
-    recorded, and how many users a time budget buys at it."""
+    recorded — and cost, at its price — and how many users a time budget buys at it."""
+    from ..results import money, price_for
     from .plan import max_calls
 
     lines = []
     for model, slices in specs.items():
         pace = load_pace(cache_dir, backend, model) if model else None
+        price = price_for(prices, model)
         if pace is None:
+            if price is not None and model:
+                lines.append(f"{model}: the cost is known once a run has counted a call's tokens (no pace "
+                             "recorded yet)")
             continue
         calls = max_calls(slices)
         lines.append(pace.estimate(calls))
+        per_call = pace.call_cost(price) if price is not None else None
+        if per_call is not None:
+            lines.append(f"{model}: ≈ {money(per_call * calls)} for these {calls:,} calls at its price "
+                         f"({pace.prompt_tokens:,.0f} prompt + {pace.completion_tokens:,.0f} completion "
+                         "tokens a call last time; cache hits are free)")
         minutes = pace.minutes_for(calls)
         users = max(len(spec.cases) for spec in slices)
         if max_minutes is not None and minutes > max_minutes:

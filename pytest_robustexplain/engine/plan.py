@@ -111,6 +111,27 @@ def users_within(settings: Settings, gate: GateSettings, users: int) -> tuple[in
                      "gate its users cannot decide is INCONCLUSIVE and says how many it would need")
 
 
+def users_within_cost(settings: Settings, gate: GateSettings, users: int, per_call: float, basis: str
+                      ) -> tuple[int, str | None]:
+    """``users``, or fewer so that the gate's calls on each model fit ``max-cost`` at ``per_call`` (the
+    most a call costs on the run's models; ``basis`` says where that figure comes from), and the note that
+    says so — as :func:`users_within` does for ``max-calls``."""
+    from ..results import money
+
+    budget = settings.max_cost
+    calls = calls_per_user(settings, gate)
+    per_user = calls * per_call
+    if budget is None or users * per_user <= budget:
+        return users, None
+    fitting = min(users, max(2, int(budget // per_user)))
+    over = (" — still above it: two users are the fewest a gate can use" if fitting * per_user > budget
+            else "")
+    return fitting, (f"max-cost {money(budget)}: this test's gate costs up to {money(per_user)} a user on "
+                     f"a model ({calls} calls at {money(per_call)}, {basis}), so it runs {fitting} of "
+                     f"{users} users (≈ {money(fitting * per_user)} at most){over}; a gate its users cannot "
+                     "decide is INCONCLUSIVE and says how many it would need")
+
+
 def slice_spec(settings: Settings, gate: GateSettings, *, slice_id: str, model: str,
                cases: Sequence[EvalCase], kind: str | None = None,
                donor_pool: DonorPool | None = None, metrics: tuple[Metric, ...] = (),

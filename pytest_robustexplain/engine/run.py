@@ -22,6 +22,7 @@ from ..checks import relative_pairs
 from ..errors import (
     BackendError,
     CacheMissError,
+    ConfigError,
     RobustExplainError,
     RobustExplainWarning,
     WarningQueue,
@@ -63,6 +64,7 @@ from .plan import (
     max_calls,
     slice_spec,
     users_within,
+    users_within_cost,
 )
 from .reports import RunOutcome, model_record, record_history, run_record, utc_now, write_reports
 from .setup import (
@@ -158,7 +160,35 @@ class Run:
         users, budget_note = users_within(self.settings, gate, len(cases))
         if budget_note:
             self.say(budget_note)
+        if self.settings.max_cost is not None:
+            per_call, basis = self.call_cost_bound()
+            users, cost_note = users_within_cost(self.settings, gate, users, per_call, basis)
+            if cost_note:
+                self.say(cost_note)
         return cases[:users]
+
+    def call_cost_bound(self) -> tuple[float, str]:
+        """The most a call costs on the run's models at their prices, and on what that rests: the tokens a
+        call took last time (the recorded pace), else the most a call can take (a full num-ctx prompt and
+        num-predict completion tokens). A model without a price is a ConfigError: max-cost cannot bound it."""
+        from ..results import price_for, tokens_cost
+        from .pace import load_pace
+
+        settings, found = self.settings, []
+        for model in settings.models_to_test:
+            price = price_for(settings.price, model)
+            if price is None:
+                raise ConfigError(f"max-cost {settings.max_cost:g}: model {model!r} has no price (price: "
+                                  f"{', '.join(settings.price)}); give it one, or a price for every model")
+            pace = load_pace(self.cache_dir, settings.backend, model) if model else None
+            measured = pace.call_cost(price) if pace is not None else None
+            if measured is not None:
+                found.append((measured, f"{model}'s tokens a call last time"))
+            else:
+                found.append((tokens_cost(settings.num_ctx, settings.num_predict, price),
+                              f"{model} before any measured call: a full context of {settings.num_ctx:,} "
+                              f"prompt and {settings.num_predict:,} completion tokens"))
+        return max(found) if found else (0.0, "no model")
 
     @property
     def baseline(self) -> RunResult | None:
@@ -592,7 +622,8 @@ class Run:
         by_model: dict[str, list[SliceSpec]] = {}
         for planned in self._slices.values():
             by_model.setdefault(planned.spec.model, []).append(planned.spec)
-        return pace_lines(self.cache_dir, self.settings.backend, by_model, self.settings.max_minutes)
+        return pace_lines(self.cache_dir, self.settings.backend, by_model, self.settings.max_minutes,
+                          self.settings.price)
 
     def _record(self, *, partial: bool, pairs: Sequence[PairResult] = ()) -> RunResult:
         counters = dict(self.counters)

@@ -162,7 +162,7 @@ def build_judge(settings: Settings, *, cache_dir: Path, cross_process: bool = Fa
 
     from ..explainers import make_explainer
     from ..explainers.cache import CachedExplainer, ResponseCache
-    from ..explainers.judge import Judge
+    from ..explainers.judge import Judge, read_criteria
 
     if settings.judge_model is None:
         return None
@@ -178,7 +178,8 @@ def build_judge(settings: Settings, *, cache_dir: Path, cross_process: bool = Fa
         cache = ResponseCache(cache_dir, settings.cache)
         cache.check_writable()
         explainer = CachedExplainer(explainer, cache, cross_process=cross_process)
-    return Judge(explainer, seed=settings.seed)
+    criteria = read_criteria(settings.judge_criteria) if settings.judge_criteria is not None else ""
+    return Judge(explainer, seed=settings.seed, criteria=criteria)
 
 
 def build_scorer(settings: Settings, *, cache_dir: Path | None = None) -> CachedScorer:

@@ -13,10 +13,13 @@ import asyncio
 import hashlib
 import re
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Protocol
 
 from ..data import Item, UserHistory
+from ..errors import ConfigError
 from ..faithfulness import JudgeReply, read_verdict
+from ..sanitize import visible
 from .base import Explanation
 from .prompt import format_features, format_history, item_name
 
@@ -42,26 +45,69 @@ JUDGE_PROMPT = (
     "that says nothing about this user.\n"
     "4. Reject by default: the explanation is faithful only when it gives at least one reason that connects "
     "the user's demonstrated preferences to the item, and every reason it gives is supported.\n"
+    "{criteria}"
     "\n"
     "Answer with one JSON object and nothing else:\n"
     '{{"preferences": "<one sentence>", "unsupported": ["<each claim without support>"], '
     '"rationale": "<one sentence>", "faithful": 0 or 1}}'
 )
-# The fences the prompt puts around the history and the explanation: text from the data or the explainer
-# cannot close them early and write instructions after them.
-_FENCE = re.compile(r"<\s*/?\s*(?:history|explanation)\s*>", re.IGNORECASE)
+# A team's own criteria (judge-criteria): a fifth step, fenced like the data, inside the reject-by-default
+# structure and before the answer's shape — they can add what makes a reason unsupported in their domain,
+# never change how the judge answers.
+CRITERIA_STEP = ("5. Apply the domain's criteria below too: a reason that breaks one of them is not "
+                 "supported.\n"
+                 "<criteria>\n{text}\n</criteria>\n")
+MAX_CRITERIA_CHARS = 8000
+# The fences the prompt puts around the history, the explanation and the criteria: text from the data, the
+# explainer or the criteria file cannot close them early and write instructions after them.
+_FENCE = re.compile(r"<\s*/?\s*(?:history|explanation|criteria)\s*>", re.IGNORECASE)
+# What only the judge's own prompt says: the answer's shape.
+_ANSWER_SHAPE = re.compile(r'"faithful"\s*:|answer with|json object', re.IGNORECASE)
 
 
 def _unfenced(text: str) -> str:
     return _FENCE.sub("[tag removed]", text)
 
 
-def render_judge_prompt(history: UserHistory, item: Item, explanation: str, *, reverse: bool = False) -> str:
-    """The judge's prompt for one explanation; ``reverse`` lists the same history lines newest first."""
+def render_judge_prompt(history: UserHistory, item: Item, explanation: str, *, reverse: bool = False,
+                        criteria: str = "") -> str:
+    """The judge's prompt for one explanation; ``reverse`` lists the same history lines newest first;
+    ``criteria`` (checked by :func:`read_criteria`) adds the domain's step. Without criteria the prompt is
+    the one earlier runs cached."""
     shown = UserHistory(history.user_id, tuple(reversed(history.interactions))) if reverse else history
     return JUDGE_PROMPT.format(history=_unfenced(format_history(shown)), item=_unfenced(item_name(item)),
                                features=_unfenced(format_features(item)),
-                               explanation=_unfenced(explanation.strip()))
+                               explanation=_unfenced(explanation.strip()),
+                               criteria=CRITERIA_STEP.format(text=criteria) if criteria else "")
+
+
+def read_criteria(path: Path) -> str:
+    """The text of a ``judge-criteria`` file, refused (ConfigError naming the file and line) when it is
+    empty, too long, not UTF-8 text, holds a control character, one of the prompt's fences, or says how the
+    judge answers — which is the judge's own to say."""
+    where = f"judge-criteria {path}"
+    try:
+        text = path.read_bytes().decode("utf-8").strip()
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{where}: not UTF-8 text (byte {exc.start})") from None
+    except OSError as exc:
+        raise ConfigError(f"{where}: cannot be read: {exc.strerror or exc}") from None
+    if not text:
+        raise ConfigError(f"{where}: is empty; write the domain's criteria, one per line")
+    if len(text) > MAX_CRITERIA_CHARS:
+        raise ConfigError(f"{where}: {len(text):,} characters; the criteria may take {MAX_CRITERIA_CHARS:,}")
+    for number, line in enumerate(text.splitlines(), 1):
+        if any((ord(c) < 32 and c != "\t") or 0x7F <= ord(c) < 0xA0 for c in line):
+            raise ConfigError(f"{where}:{number}: holds a control character")
+        fence = _FENCE.search(line)
+        if fence:
+            raise ConfigError(f"{where}:{number}: holds {fence.group(0)!r}, a fence of the judge's prompt; "
+                              "the criteria cannot open or close its parts")
+        if _ANSWER_SHAPE.search(line):
+            raise ConfigError(f"{where}:{number}: says how the judge answers ({visible(line)[:60]!r}); "
+                              "the answer's shape is the judge's own — write only what makes a reason "
+                              "unsupported")
+    return text
 
 
 class Completes(Protocol):
@@ -95,6 +141,7 @@ class Judge:
 
     explainer: Any  # Completes; Any so a CachedExplainer (whose complete is typed loosely) fits
     seed: int
+    criteria: str = ""  # the domain's criteria (judge-criteria), read and checked
     stats: JudgeStats = field(default_factory=JudgeStats)
     _asked: dict[str, asyncio.Future[Explanation]] = field(default_factory=dict)
 
@@ -105,7 +152,8 @@ class Judge:
     async def verdict(self, history: UserHistory, item: Item, explanation: str, *, reverse: bool = False
                       ) -> tuple[JudgeReply, bool]:
         """The judge's verdict on one explanation, and whether its reply came from the response cache."""
-        reply = await self._ask(render_judge_prompt(history, item, explanation, reverse=reverse))
+        reply = await self._ask(render_judge_prompt(history, item, explanation, reverse=reverse,
+                                                    criteria=self.criteria))
         if not reply.ok:
             detail = f": {reply.detail}" if reply.detail else ""
             return JudgeReply(None, failure=f"the judge call failed ({reply.failure}{detail})"), reply.cached

@@ -45,9 +45,16 @@ class HistoryError(OSError):
 # ------------------------------------------------------------------------------------------ the record
 def run_line(run: RunResult, *, commit: str | None) -> dict[str, Any]:
     """The history's line for one finished run."""
-    from .summary.compute import token_cost
+    from ..results import price_for
+    from .summary.compute import model_money, token_cost
 
     cost = token_cost(run.pairs)
+    spent = {}
+    for model in (str(m.get("name")) for m in run.models):
+        money = model_money([p for p in run.pairs if p.key.model == model], (),
+                            price_for(run.settings.get("price"), model))
+        if money:
+            spent[model] = round(money["spent"], 6)
     return {
         "v": SCHEMA, "time": run.finished_at or run.started_at, "commit": commit,
         "signature": run.signature,
@@ -55,6 +62,7 @@ def run_line(run: RunResult, *, commit: str | None) -> dict[str, Any]:
         "models": {str(m.get("name")): m.get("digest") for m in run.models},
         "calls": {k: run.calls.get(k, 0) for k in ("made", "cached", "failed", "cancelled")},
         "tokens": {"prompt": cost.get("prompt"), "completion": cost.get("completion")} if cost else None,
+        "cost": spent or None,  # what this run spent on each priced model (cache hits are free)
         "items": [_item(gate) for gate in run.gates],
     }
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from ..results import FAIL, INCONCLUSIVE, INSENSITIVE, PASS, GateResult, Interval, RunResult
+from ..results import FAIL, INCONCLUSIVE, INSENSITIVE, PASS, GateResult, Interval, RunResult, money
 from ..sanitize import comment_inert
 from .summary import (
     Summary,
@@ -85,6 +85,10 @@ def _rows(now: Summary, before: Summary | None, margin: float) -> list[list[str]
                          _delta(g.relative_gate, old_r)])
     rows += _faithfulness_rows(now, before)
     rows += _check_rows(now, before)
+    if now.money:  # at the price set: what the replies these verdicts read cost
+        was = before.money.get("total") if before is not None and before.money else None
+        rows.append(["Cost of the replies read (at the price set)", money(was) if was is not None else "—",
+                     money(now.money["total"]), "—"])
     for attack in now.attacks:
         was = next((a for a in before.attacks if a.kind == attack.kind), None) if before else None
         rows.append([f"{attack.kind} succeeded", f"{was.successes} of {was.n}" if was else "—",
@@ -100,6 +104,11 @@ def _faithfulness_rows(now: Summary, before: Summary | None) -> list[list[str]]:
     if f is not None:
         rows.append(_count_row("Judged faithful (originals)", (f.faithful, f.judged),
                                (fb.faithful, fb.judged) if fb else None))
+        if f.people:  # the judge checked against people's verdicts (judge-labels)
+            before_kappa = _kappa(fb.people["kappa"][0] if fb is not None and fb.people else None,
+                                  measured=fb is not None and bool(fb.people))
+            rows.append(["Judge against people (Cohen's κ)", before_kappa, _kappa(f.people["kappa"][0]),
+                         f"{f.people['agree']} of {f.people['labelled']} labelled cases agree"])
     p, pb = now.polarity, before.polarity if before else None
     if p is not None:
         rows.append(_count_row("Cites a dislike as a reason to like", (p.misattributed, p.eligible),
@@ -110,6 +119,12 @@ def _faithfulness_rows(now: Summary, before: Summary | None) -> list[list[str]]:
         rows.append(["Preference flip moved it (ρ_floor − ρ_flip)", fmt_interval(old) if old else "—",
                      fmt_interval(flip.sensitivity), _delta(flip.sensitivity, old)])
     return rows
+
+
+def _kappa(value: float | None, *, measured: bool = True) -> str:
+    if not measured:
+        return "—"
+    return "undefined" if value is None else f"{value:.2f}"
 
 
 def _check_rows(now: Summary, before: Summary | None) -> list[list[str]]:

@@ -6,6 +6,7 @@
 
 from typing import TYPE_CHECKING
 
+from .cost import ANY_MODEL, money, price_for, tokens_cost
 from .readers import SCHEMA, SCHEMA_VERSION, gate_from_dict, pair_from_dict, plain, read_json, run_from_dict
 from .records import (
     ALL_METRICS,
@@ -67,6 +68,7 @@ from .records import (
 __all__ = [
     "ALL_METRICS",
     "ANSWERED_BY",
+    "ANY_MODEL",
     "CONTROL_KIND",
     "CONTROL_KINDS",
     "COUNTS_PAPER",
@@ -125,10 +127,13 @@ __all__ = [
     "is_score",
     "merge_pairs",
     "metrics_of",
+    "money",
     "pair_from_dict",
     "plain",
+    "price_for",
     "read_json",
     "run_from_dict",
+    "tokens_cost",
     "too_many_cut",
     "user_metric_name",
 ]

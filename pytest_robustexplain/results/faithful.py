@@ -36,6 +36,7 @@ class JudgedText:
     failure: str = ""
     reordered: bool | None = None
     cached: bool = False
+    people: bool | None = None  # a person's verdict on this case (judge-labels); None: not labelled
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
@@ -78,6 +79,9 @@ class FaithfulnessResult:
     drop_by_kind: dict[str, Interval] = field(default_factory=dict)
     texts: tuple[JudgedText, ...] = ()
     alpha: float = 0.05  # of the bounds (each one-sided), per kind as overall
+    # The judge against people's verdicts (judge-labels, ``faithfulness.people_agreement``): labelled cases,
+    # agreement and Cohen's kappa with their bounds, the confusion table; empty without labels.
+    people: dict[str, Any] = field(default_factory=dict)
 
     @property
     def rate(self) -> float:

@@ -369,10 +369,16 @@ def _cross_check(values: Mapping[str, Any], wheres: Mapping[str, str]) -> None:
     check_embedding_weight(values["weights"], values["embed_model"], wheres["weights"])
     check_report_paths({name: (values[name], wheres[name]) for name in REPORT_OUTPUTS})
     check_judge(values["min_faithful_rate"], values["judge_model"], wheres["min_faithful_rate"])
-    for name in ("judge_backend", "judge_host"):
+    if values["min_judge_agreement"] is not None and values["judge_labels"] is None:
+        raise ConfigError(f"{wheres['min_judge_agreement']}: needs people's verdicts to agree with "
+                          "(judge-labels: --robustexplain-judge-labels=FILE)")
+    for name in ("judge_backend", "judge_host", "judge_criteria", "judge_labels"):
         if values["judge_model"] is None and wheres[name] != "default" and values[name] not in (None, "auto"):
             raise ConfigError(f"{wheres[name]}: configures the faithfulness judge, but no judge-model is "
                               "set (judge-model=MODEL turns the judge on)")
+    if values["max_cost"] is not None and not values["price"]:
+        raise ConfigError(f"{wheres['max_cost']}: needs the price of the model's tokens (price: "
+                          "--robustexplain-price=IN/OUT per million tokens) to know what a call costs")
     if isinstance(values["dataset"], Path):
         for name in ("histories", "catalog", "cases"):
             if values[name] is not None:

@@ -75,6 +75,7 @@ class GateSettings:
     max_injection_rate: float
     max_hijack_rate: float
     min_faithful_rate: float | None
+    min_judge_agreement: float | None
     max_misattributed_rate: float | None
     min_flip_sensitivity: float
     check_limits: Mapping[str, float]

@@ -358,6 +358,47 @@ def parse_path(raw: Any) -> Path:
     return Path(parse_text(raw)).expanduser()
 
 
+MAX_PRICE = 1_000_000.0  # per million tokens: far above any API's, far below what overflows a sum
+
+
+def parse_price(raw: Any) -> Mapping[str, tuple[float, float]]:
+    """Prices per million tokens, input/output: ``0.15/0.60`` for every model, or per model
+    ``gpt-4o-mini=0.15/0.60,llama3.1:8b=0/0`` (a mapping in YAML, whose values may also be
+    ``{input: 0.15, output: 0.60}``)."""
+    from ..results import ANY_MODEL
+
+    if raw is None or (isinstance(raw, str) and not raw.strip()):
+        return MappingProxyType({})
+    if isinstance(raw, Mapping) and set(raw) <= {"input", "output"}:
+        return MappingProxyType({ANY_MODEL: _one_price(raw)})
+    named = name_values(raw, "prices")
+    if named is None:
+        return MappingProxyType({ANY_MODEL: _one_price(raw)})
+    prices = {}
+    for model, value in named.items():
+        if not isinstance(model, str) or not model.strip() or not model.isprintable():
+            raise Invalid(f"{model!r} is not a model name")
+        try:
+            prices[model.strip()] = _one_price(value)
+        except Invalid as exc:
+            raise Invalid(f"{model.strip()}: {exc}") from None
+    return MappingProxyType(prices)
+
+
+def _one_price(raw: Any) -> tuple[float, float]:
+    if isinstance(raw, Mapping):
+        if set(raw) != {"input", "output"}:
+            raise Invalid("a price is {input: X, output: Y} per million tokens, got keys "
+                          f"{sorted(map(str, raw))}")
+        parts: list[Any] = [raw["input"], raw["output"]]
+    elif isinstance(raw, str) and raw.count("/") == 1:
+        parts = [p.strip() for p in raw.split("/")]
+    else:
+        raise Invalid(f"a price is INPUT/OUTPUT per million tokens (e.g. 0.15/0.60), got {raw!r:.60}")
+    low_high = float_parser(0.0, MAX_PRICE)
+    return low_high(parts[0]), low_high(parts[1])
+
+
 def parse_history(raw: Any) -> str | Path:
     # YAML reads a bare ``off`` as false.
     if raw is False or (isinstance(raw, str) and raw.strip().lower() == "off"):

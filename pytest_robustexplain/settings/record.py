@@ -77,6 +77,8 @@ class Settings:
     max_users: int | None
     max_calls: int | None
     max_minutes: float | None
+    price: Mapping[str, tuple[float, float]]  # input/output per million tokens, by model ("*": every one)
+    max_cost: float | None
     noise_floor: str
     guard: str
     min_sensitivity: float
@@ -91,6 +93,9 @@ class Settings:
     judge_model: str | None
     judge_backend: str
     judge_host: str | None
+    judge_criteria: Path | None
+    judge_labels: Path | None
+    min_judge_agreement: float | None
     judge: str
     min_faithful_rate: float | None
     max_misattributed_rate: float | None

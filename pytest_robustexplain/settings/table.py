@@ -40,6 +40,7 @@ from .parsers import (
     parse_models,
     parse_path,
     parse_per_kind_setting,
+    parse_price,
     parse_severities,
     parse_text,
     parse_weights,
@@ -263,6 +264,15 @@ OPTIONS: tuple[OptionSpec, ...] = (
          "calls, from the first call: when it runs out the calls still to make are cancelled and each gate "
          "is decided on its first users whose pairs are all in (a gate they cannot decide is INCONCLUSIVE "
          "and says how many users it would need); default no limit.", metavar="MINUTES"),
+    _opt("price", parse_price, MappingProxyType({}), "Prices of the model's tokens, input/output per "
+         "million tokens in your currency: 0.15/0.60 for every model, or per model gpt-4o-mini=0.15/0.60,"
+         "llama3.1:8b=0/0 (a mapping in YAML); every report then gives the cost beside the tokens, the dry "
+         "run estimates it, and max-cost can bound it; default none.", metavar="IN/OUT|MODEL=IN/OUT,..."),
+    _opt("max-cost", float_parser(0.0, None, open_low=True), None, "Most one gated test may cost on each "
+         "model, at its price (needs price): its users are cut to the number that fits (said before the "
+         "run), at the tokens a call took last time (the pace the cache keeps) or, before any run, at the "
+         "most a call can take (num-ctx prompt tokens, num-predict completion tokens); default no limit.",
+         metavar="AMOUNT"),
     _enum("noise-floor", TRISTATE, "auto", "Measure the model's own noise (same history, resampled); "
           "'auto' does it when temperature > 0.", marker=True),
     _enum("guard", GUARD_POLICIES, "fail", "Cross-user control: explain each item once more for another "
@@ -315,6 +325,20 @@ OPTIONS: tuple[OptionSpec, ...] = (
           "when it is a language model's, else ollama)."),
     _opt("judge-host", parse_host, None, "Base URL of the judge's server; default the run's first host "
          "when the judge uses the run's backend, else that backend's default.", metavar="URL"),
+    _opt("judge-criteria", parse_path, None, "A text file of your domain's criteria for the faithfulness "
+         "judge (e.g. 'A reason about price is unsupported unless the history shows price-driven "
+         "choices'), one per line: placed into the judge's prompt as a fenced fifth step, inside its "
+         "reject-by-default structure and before its answer's shape, which the file cannot change; default "
+         "none.",
+         metavar="FILE", path="file"),
+    _opt("judge-labels", parse_path, None, "People's verdicts on some cases, to check the judge against: a "
+         "CSV (user_id,item_id,faithful), JSON, YAML or JSONL file; the reports give the judge's agreement "
+         "with them (agreement and Cohen's kappa with bounds, the confusion table); default none.",
+         metavar="FILE", path="file"),
+    _opt("min-judge-agreement", float_parser(-1.0, 1.0), None, "Faithfulness gate (with judge-labels): "
+         "the judge's faithful rate counts only when its Cohen's kappa against people's verdicts is "
+         "confidently at least this (a one-sided jackknife bound at alpha, users as the unit); else the gate "
+         "is not measured and says why; default none.", metavar="KAPPA", marker=True),
     _enum("judge", JUDGE_SCOPES, "originals", "What the judge reads: the 'originals' (two calls per case), "
           "or 'all' explanations — perturbed ones and controls too — for the drop in faithful rate under "
           "each perturbation kind."),

@@ -10,9 +10,12 @@ fake serves the explainer and the judge. The rule (``judge="strict"``, the defau
 
 So the stable reply ("your history shows a steady interest in Electronics products…") is faithful, the
 copycat reply (the history repeated) and a reply that echoes one title without a reason are not.
+A ``<criteria>`` block (``judge-criteria``) is read too: a line "A reason that mentions WORDS is unsupported"
+makes an explanation that mentions WORDS not faithful, whatever else it says.
 ``judge="garbled"`` answers prose without the JSON shape (every verdict a judge failure);
 ``judge="fickle"`` flips its verdict when the history lines come newest first, as a judge that reads order
-as evidence would (its reorder agreement is 0).
+as evidence would (its reorder agreement is 0); ``judge="lenient"`` finds every explanation faithful, as a
+judge that approves everything would (only people's verdicts catch it: its kappa against them is 0).
 """
 
 from __future__ import annotations
@@ -22,10 +25,12 @@ import re
 
 from .prompts import parse_prompt
 
-JUDGE_BEHAVIOURS: tuple[str, ...] = ("strict", "garbled", "fickle")
+JUDGE_BEHAVIOURS: tuple[str, ...] = ("strict", "garbled", "fickle", "lenient")
 _HISTORY = re.compile(r"<history>\n(.*?)\n</history>", re.DOTALL)
 _EXPLANATION = re.compile(r"<explanation>\n(.*?)\n</explanation>", re.DOTALL)
 _DATE = re.compile(r"date:\s*(\d{4}-\d{2}-\d{2})")
+_CRITERIA = re.compile(r"<criteria>\n(.*?)\n</criteria>", re.DOTALL)
+_BANNED = re.compile(r"a reason that mentions (.+?) is (?:unsupported|not supported)", re.IGNORECASE)
 _LISTED_LINE = re.compile(r"^\s*\d+\.\s|\(id [^)]*\)", re.MULTILINE)
 
 
@@ -64,11 +69,17 @@ def judge_reply(prompt: str, behaviour: str = "strict") -> str:
     listed = len(_LISTED_LINE.findall(text)) >= 2 or (len(named_titles) >= 3 and
                                                        2 * len(named_titles) >= len(titles))
     cited = [c for c in categories if _named(c, lowered)]
-    if listed:
+    criteria = _CRITERIA.search(prompt)
+    banned = [w for w in _BANNED.findall(criteria.group(1) if criteria else "") if _named(w, lowered)]
+    if banned:
+        faithful, claim = False, f"it gives a reason about {banned[0]}, which the domain's criteria refuse"
+    elif listed:
         faithful, claim = False, "it lists the history back instead of giving a reason"
     elif not cited:
         faithful, claim = False, "no reason ties the user's demonstrated preferences to the item"
     else:
+        faithful, claim = True, ""
+    if behaviour == "lenient":
         faithful, claim = True, ""
     if behaviour == "fickle" and _newest_first(block):
         faithful, claim = not faithful, "the newest items outweigh the rest" if faithful else ""

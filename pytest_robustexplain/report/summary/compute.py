@@ -32,6 +32,8 @@ from ...results import (
     is_control,
     metrics_of,
     plain,
+    price_for,
+    tokens_cost,
     too_many_cut,
 )
 from ..formatting import finite, finite_dict, interval_dict
@@ -164,6 +166,8 @@ class Summary:
     cost: dict[str, Any] = field(default_factory=dict)
     # How long the model took (:func:`model_time`); empty when no reply was timed.
     time: dict[str, Any] = field(default_factory=dict)
+    # What the replies cost at the model's price (:func:`model_money`); empty without a price or tokens.
+    money: dict[str, Any] = field(default_factory=dict)
     # Pairs with an explanation the keyword tagger cannot read (not Latin script: ``metrics.tagger_reads``)
     # and the scripts those were in, most pairs first.
     keyword_unread: int = 0
@@ -225,6 +229,7 @@ class Summary:
             "design": self.design,
             "cost": self.cost,
             "time": self.time,
+            "money": self.money,
             "unfit_pairs": self.unfit_pairs,
             "unfit_users": list(self.unfit_users),
             "failures": [f.to_dict() for f in self.failures],
@@ -334,6 +339,8 @@ def _summarize(run: RunResult, model: str) -> Summary:
         **_unread(pairs),
         design=_design(pairs), cost=token_cost(every),
         time=model_time(every, [g for g in run.gates if g.model == model]),
+        money=model_money(every, [g for g in run.gates if g.model == model],
+                          price_for(run.settings.get("price"), model)),
         unfit_pairs=len(unfit), unfit_users=tuple(sorted({p.key.user_id for p in unfit})),
         unfit_detail=f"user {unfit[0].key.user_id}'s {unfit[0].overflow_detail}" if unfit else "",
         faithfulness=model_faithfulness(run, model),
@@ -480,6 +487,45 @@ def model_time(pairs: Sequence[PairResult], gates: Sequence[GateResult]) -> dict
     if per_verdict:
         out["per_verdict"] = [round(statistics.fmean(per_verdict), 1), round(max(per_verdict), 1),
                               len(per_verdict)]
+    return out
+
+
+def model_money(pairs: Sequence[PairResult], gates: Sequence[GateResult], price: tuple[float, float] | None
+                ) -> dict[str, Any]:
+    """What the replies these pairs compare cost at ``price`` — each original once, each pair's other reply,
+    as the server counted their tokens — in all, for the originals, by kind, per verdict (mean, most, how
+    many), and what this run spent (cache hits cost nothing now). Empty without a price or counted tokens."""
+    if price is None:
+        return {}
+    counted = [p for p in pairs if p.tokens]
+    if not counted:
+        return {}
+    originals: dict[tuple[str, str], tuple[float, bool]] = {}
+    by_kind: dict[str, float] = {}
+    spent = 0.0
+    for p in counted:
+        first = tokens_cost(p.tokens[0], p.tokens[1], price)
+        originals.setdefault((p.key.user_id, p.key.item_id), (first, p.cached_original))
+        other = tokens_cost(p.tokens[2], p.tokens[3], price)
+        by_kind[p.key.kind] = by_kind.get(p.key.kind, 0.0) + other
+        spent += 0.0 if p.cached_perturbed else other
+    spent += sum(cost for cost, cached in originals.values() if not cached)
+    out: dict[str, Any] = {
+        "price": list(price), "total": sum(c for c, _ in originals.values()) + sum(by_kind.values()),
+        "originals": sum(c for c, _ in originals.values()), "spent": spent,
+        "by_kind": {k: by_kind[k] for k in [*ordered_kinds(by_kind), *sorted(set(by_kind) - set(
+            ordered_kinds(by_kind)))]}}
+    per_verdict = []
+    for gate in gates:
+        users = set(gate.scope.get("users", ()))
+        mine = [p for p in counted if gate.covers(p) or (is_control(p.key.kind) and p.key.user_id in users)]
+        if mine:
+            firsts = {(p.key.user_id, p.key.item_id): tokens_cost(p.tokens[0], p.tokens[1], price)
+                      for p in mine}
+            others = (tokens_cost(p.tokens[2], p.tokens[3], price) for p in mine)
+            per_verdict.append(sum(firsts.values()) + sum(others))
+    if per_verdict:
+        out["per_verdict"] = [statistics.fmean(per_verdict), max(per_verdict), len(per_verdict)]
     return out
 
 

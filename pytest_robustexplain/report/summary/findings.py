@@ -10,7 +10,7 @@ import statistics
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from ...faithfulness import MIN_JUDGE_AGREEMENT
+from ...faithfulness import MIN_JUDGE_AGREEMENT, people_text
 from ...results import (
     CONTROL_KIND,
     MAX_CUT_SHARE,
@@ -20,6 +20,7 @@ from ...results import (
     Finding,
     GuardResult,
     Interval,
+    money,
     too_many_cut,
 )
 from ..formatting import fmt_interval, fmt_mean, fmt_p, fmt_pct, trim
@@ -95,6 +96,8 @@ def facts(summary: Summary, *, failures_note: str = "") -> list[tuple[str, str]]
         rows.append((UNFIT_LABEL, unfit_text(summary)))
     if summary.cost:
         rows.append(("Tokens (as the server counted)", cost_text(summary.cost)))
+    if summary.money:
+        rows.append(("Cost (at the price set)", money_text(summary.money)))
     if summary.time:
         rows.append(("Model time", time_text(summary.time)))
     if summary.keyword_empty:
@@ -138,6 +141,23 @@ def cost_text(cost: Mapping[str, Any]) -> str:
         text += (f" · {cost['per_line']:g} tokens per history line + {cost['fixed']:,} for the rest of the "
                  "prompt")
     return text
+
+
+def money_text(cost: Mapping[str, Any]) -> str:
+    """``0.042 for the replies the verdicts read — originals 0.01 · noise_injection 0.008 … · per verdict
+    0.012 on average, 0.042 at most (6 verdicts) · 0.0061 spent this run (cache hits are free) · price
+    0.15/0.6 per million tokens``."""
+    names = {SWAP_KIND: "cross-user controls", CONTROL_KIND: "noise floor"}
+    parts = [f"originals {money(cost['originals'])}",
+             *(f"{names.get(kind, kind)} {money(value)}" for kind, value in cost["by_kind"].items())]
+    text = f"{money(cost['total'])} for the replies the verdicts read — " + " · ".join(parts)
+    if "per_verdict" in cost:
+        mean, most, n = cost["per_verdict"]
+        verdicts = f"{n} verdict{'' if n == 1 else 's'}"
+        text += f" · per verdict {money(mean)} on average, {money(most)} at most ({verdicts})"
+    price = cost["price"]
+    return (text + f" · {money(cost['spent'])} spent this run (cache hits are free) · price "
+            f"{price[0]:g}/{price[1]:g} per million tokens")
 
 
 def time_text(time: Mapping[str, Any]) -> str:
@@ -304,6 +324,8 @@ def _judge_rows(summary: Summary) -> list[tuple[str, str]]:
         rows.append(("Judge reorder agreement", f"{f.agreed} of {f.compared} "
                      f"({_percent(f.agreed, f.compared)}) kept their verdict with the history in reverse "
                      f"order{trust}"))
+    if f.people:
+        rows.append(("Judge against people (judge-labels)", people_text(f.people)))
     from ...guard import share_lower_bound, share_upper_bound
 
     for kind, (k, n) in f.by_kind.items():

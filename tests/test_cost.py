@@ -1,0 +1,119 @@
+"""Cost in currency (issue 42, item 2): a price per model turns the tokens the server counted into money in
+every writer, the dry run estimates it from the last run's tokens, and max-cost sizes a gate to fit — and
+without a price nothing changes."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pytest_robustexplain import cli
+from pytest_robustexplain.report.json_report import read_json
+from pytest_robustexplain.report.pr_comment import render_pr_comment
+from pytest_robustexplain.settings.parsers import Invalid, parse_price
+
+pytestmark = pytest.mark.usefixtures("isolated")
+
+BASE = ("--model", "fake-model", "--perturbations", "noise", "--severities", "1,3", "--progress", "off",
+        "--cache-dir", "cache", "--users", "4")
+PRICE = ("--price", "0.15/0.60")
+
+
+def _run(server: Any, name: str, *extra: str) -> tuple[int, dict[str, Any]]:
+    code = cli.main(["run", "--host", server.url, *BASE, "--json", name, *extra])
+    return code, json.loads(Path(name).read_text(encoding="utf-8"))
+
+
+# ------------------------------------------------------------------------------ the setting
+@pytest.mark.parametrize(("raw", "prices"), [
+    ("0.15/0.60", {"*": (0.15, 0.6)}),
+    ("gpt-4o-mini=0.15/0.60,llama3.1:8b=0/0", {"gpt-4o-mini": (0.15, 0.6), "llama3.1:8b": (0.0, 0.0)}),
+    ({"input": 1, "output": 2}, {"*": (1.0, 2.0)}),
+    ({"m": {"input": 1, "output": 2}, "n": "3/4"}, {"m": (1.0, 2.0), "n": (3.0, 4.0)}),
+    ("", {}),
+])
+def test_a_price_is_input_and_output_per_million_tokens(raw: Any, prices: dict[str, Any]) -> None:
+    assert dict(parse_price(raw)) == prices
+
+
+@pytest.mark.parametrize(("raw", "said"), [
+    ("0.15", "INPUT/OUTPUT per million tokens"), ("m=1/nan", "m: must be a finite number"),
+    ("-1/2", "between 0 and"), ({"input": 1}, "{input: X, output: Y}"), ("1/1e9", "between 0 and"),
+    ("a=1/2,b", "mix of plain and name=value"),
+])
+def test_a_price_that_is_not_one_is_refused(raw: Any, said: str) -> None:
+    with pytest.raises(Invalid, match=None) as caught:
+        parse_price(raw)
+    assert said in str(caught.value)
+
+
+# ------------------------------------------------------------------------------ every writer
+def test_a_price_turns_the_counted_tokens_into_a_cost_in_every_writer(server: Any,
+                                                                      capsys: pytest.CaptureFixture[str]
+                                                                      ) -> None:
+    code, doc = _run(server, "r.json", *PRICE, "--html", "r.html", "--markdown", "r.md")
+    assert code == 0
+    tokens, money = doc["aggregates"]["fake-model"]["cost"], doc["aggregates"]["fake-model"]["money"]
+    assert money["total"] == pytest.approx((tokens["prompt"] * 0.15 + tokens["completion"] * 0.60) / 1e6)
+    assert money["spent"] == pytest.approx(money["total"])  # nothing came from the cache
+    assert "noise_injection" in money["by_kind"] and money["originals"] > 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert "Cost (at the price set)" in out and "price 0.15/0.6 per million tokens" in out
+    for name in ("r.html", "r.md"):
+        assert "Cost (at the price set)" in Path(name).read_text(encoding="utf-8"), name
+    assert "Cost of the replies read (at the price set)" in render_pr_comment(read_json("r.json"))
+    # A warm rerun reads the same replies: the same cost of what the verdicts read, nothing spent.
+    _, warm = _run(server, "warm.json", *PRICE)
+    again = warm["aggregates"]["fake-model"]["money"]
+    assert again["total"] == pytest.approx(money["total"]) and again["spent"] == 0
+
+
+def test_without_a_price_no_writer_says_cost(server: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    code, doc = _run(server, "r.json", "--html", "r.html", "--markdown", "r.md")
+    assert code == 0 and doc["aggregates"]["fake-model"]["money"] == {}
+    texts = [capsys.readouterr().out, Path("r.html").read_text(encoding="utf-8"),
+             Path("r.md").read_text(encoding="utf-8"), render_pr_comment(read_json("r.json"))]
+    assert not any("Cost" in text for text in texts)
+
+
+# ------------------------------------------------------------------------------ the dry run and max-cost
+def test_the_dry_run_estimates_the_cost_once_a_run_has_counted_tokens(server: Any,
+                                                                     capsys: pytest.CaptureFixture[str]
+                                                                     ) -> None:
+    assert cli.main(["run", "--host", server.url, *BASE, *PRICE, "--dry-run"]) == 0
+    assert "the cost is known once a run has counted a call's tokens" in capsys.readouterr().out
+    _run(server, "r.json", *PRICE)
+    capsys.readouterr()
+    assert cli.main(["run", "--host", server.url, *BASE, *PRICE, "--users", "8", "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    assert "fake-model: ≈ " in out and " for these " in out and " calls at its price (" in out
+
+
+def test_max_cost_sizes_the_gate_to_fit_and_says_so(server: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    # Before any run: sized on the most a call can cost (a full context and num-predict).
+    code, doc = _run(server, "r.json", *PRICE, "--max-cost", "0.005", "--inconclusive", "warn")
+    err = capsys.readouterr().err
+    assert "max-cost 0.005: this test's gate costs up to " in err
+    assert "before any measured call: a full context of" in err
+    assert code == 0 and {len(g["scope"]["users"]) for g in doc["gates"]} == {2}
+    spent = doc["aggregates"]["fake-model"]["money"]["spent"]
+    assert spent <= 0.005
+    # After it: sized on the tokens a call took, so more users fit the same budget.
+    _, again = _run(server, "again.json", *PRICE, "--max-cost", "0.005", "--users", "20", "--inconclusive",
+                    "warn")
+    assert "tokens a call last time" in capsys.readouterr().err
+    assert len(again["gates"][0]["scope"]["users"]) > 2
+
+
+@pytest.mark.parametrize(("extra", "said"), [
+    ((), "needs the price of the model's tokens"),
+    (("--price", "other=1/2"), "model 'fake-model' has no price"),
+])
+def test_max_cost_without_a_price_for_the_model_is_a_usage_error(
+        server: Any, capsys: pytest.CaptureFixture[str], extra: tuple[str, ...], said: str) -> None:
+    code = cli.main(["run", "--host", server.url, *BASE, "--max-cost", "1", *extra])
+    assert code == 2
+    assert said in capsys.readouterr().err
