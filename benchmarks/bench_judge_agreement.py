@@ -17,7 +17,13 @@ import argparse
 
 import numpy as np
 
-from pytest_robustexplain.faithfulness import judge_distrust, people_agreement
+from pytest_robustexplain.faithfulness import (
+    MIN_COMPARED_USERS,
+    MIN_JUDGES_KAPPA,
+    judge_distrust,
+    judges_agreement,
+    people_agreement,
+)
 from pytest_robustexplain.results import ORIGINAL, JudgedText
 
 USERS = (10, 20, 50, 100)
@@ -41,6 +47,29 @@ def trusted(rng: np.random.Generator, users: int, prevalence: float, kappa: floa
     for _ in range(reps):
         found = people_agreement(_history(rng, users, prevalence, kappa, clustered), 0.05)
         hits += judge_distrust(found, limit) == ""  # the shipped rule: trusted when it has nothing to say
+    return hits / reps
+
+
+def two_judges(rng: np.random.Generator, users: int, prevalence: float, kappa: float) -> list[JudgedText]:
+    """Two judges whose true Cohen's kappa is ``kappa``: the second copies the first with that probability,
+    else guesses at the same prevalence."""
+    texts = []
+    for u in range(users):
+        for case in range(int(rng.integers(1, 4))):
+            first = int(rng.random() < prevalence)
+            second = first if rng.random() < kappa else int(rng.random() < prevalence)
+            texts.append(JudgedText(f"u{u}", f"i{case}", ORIGINAL, 0, 0, False, verdicts=(first, second)))
+    return texts
+
+
+def distrusted(rng: np.random.Generator, users: int, prevalence: float, kappa: float, reps: int) -> float:
+    """How often two judges at ``kappa`` are found confidently below :data:`MIN_JUDGES_KAPPA`."""
+    hits = 0
+    for _ in range(reps):
+        found = judges_agreement(two_judges(rng, users, prevalence, kappa), 0.05)
+        high = found["kappa"][2] if found else None
+        # the shipped rule: decided from MIN_COMPARED_USERS users on
+        hits += high is not None and high < MIN_JUDGES_KAPPA and found["users"] >= MIN_COMPARED_USERS
     return hits / reps
 
 
@@ -68,6 +97,13 @@ def main() -> None:
     for prevalence in (0.3, 0.5, 0.8):
         lenient = [100 * trusted(rng, n, prevalence, 0.0, 0.4, False, args.reps // 2) for n in USERS]
         print(f"{f'κ 0 ≥ 0.4, p {prevalence}':<34}" + "".join(f"{c:>7.1f}" for c in lenient))
+    print()
+    print(f"Two judges found to disagree (kappa confidently below {MIN_JUDGES_KAPPA}): at the limit, and two "
+          "that disagree outright (kappa 0) (%)")
+    for kappa in (MIN_JUDGES_KAPPA, 0.0):
+        for prevalence in (0.3, 0.5, 0.8):
+            cells = [100 * distrusted(rng, n, prevalence, kappa, args.reps // 2) for n in USERS]
+            print(f"{f'judges κ {kappa:g}, p {prevalence}':<34}" + "".join(f"{c:>7.1f}" for c in cells))
 
 
 if __name__ == "__main__":

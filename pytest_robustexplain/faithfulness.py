@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -47,6 +47,13 @@ MAX_JUDGE_FAILURE_SHARE = 0.05
 # The judge's verdict should survive listing the same history in reverse order; an agreement rate
 # confidently below this leaves the gate unmeasured and the report says the judge is not trustworthy.
 MIN_JUDGE_AGREEMENT = 0.8
+# Several judges whose agreement beyond chance (Cohen's or Fleiss' kappa) is confidently below this — below
+# "moderate" on the usual reading of kappa — leave the gate unmeasured, as a judge that flips on reordering
+# does: their majority would rest on which of them happened to be in it.
+MIN_JUDGES_KAPPA = 0.4
+# ... decided on this many users at least: with 10, two judges at kappa 0.4 were found below it 13.6 % of the
+# time at prevalence 0.8 (benchmarks/bench_judge_agreement.py); their kappa is reported either way.
+MIN_COMPARED_USERS = 20
 # What a hostile or rambling judge may put in a report.
 MAX_RATIONALE_CHARS = 400
 MAX_CLAIMS = 8
@@ -224,27 +231,80 @@ def _kappa(people: Sequence[float], judge: Sequence[float], weights: Sequence[fl
 
 
 def _kappa_bounds(cases: Sequence[tuple[str, bool, bool]], alpha: float) -> tuple[float, float]:
-    """One-sided bounds of kappa at ``alpha`` each: kappa ± t(users − 1) times its jackknife standard error
-    over users (a user's cases go together; each left out in turn), the t quantile taken at alpha/2. At alpha
-    itself — and with a percentile bootstrap, tried first — a judge whose true kappa is the limit was trusted
-    6–12 % of the time with 10–100 users (``benchmarks/bench_judge_agreement.py``, docs/statistics.md);
-    the halved level is what keeps that at alpha. Leave-out replicates where kappa is undefined count as 0."""
+    """One-sided bounds of people's and the judge's kappa at ``alpha`` each (:func:`_jackknife`)."""
+    def kappa(rows: Sequence[tuple[bool, bool]]) -> float:
+        return _kappa([p for p, _ in rows], [j for _, j in rows], [1.0] * len(rows))
+
+    return _jackknife([u for u, _, _ in cases], [(p, j) for _, p, j in cases], kappa, alpha)
+
+
+def _jackknife(owners: Sequence[str], rows: Sequence[Any], statistic: Callable[[Sequence[Any]], float],
+               alpha: float) -> tuple[float, float]:
+    """One-sided bounds of ``statistic(rows)`` at ``alpha`` each: the value ± t(users − 1) times its
+    jackknife standard error over users (a user's rows go together; each user left out in turn), the t
+    quantile taken at alpha/2. At alpha itself — and with a percentile bootstrap, tried first — a judge
+    whose true kappa is the limit was trusted 6–12 % of the time with 10–100 users
+    (``benchmarks/bench_judge_agreement.py``, docs/statistics.md); the halved level is what keeps that at
+    alpha. Leave-out values where kappa is undefined count as 0."""
     from scipy import stats as sps
 
-    users = sorted({u for u, _, _ in cases})
+    users = sorted(set(owners))
     if len(users) < 2:
         return -1.0, 1.0
-    full = _kappa([p for _, p, _ in cases], [j for _, _, j in cases], [1.0] * len(cases))
+    full = statistic(rows)
     left = []
     for user in users:
-        kept = [(p, j) for u, p, j in cases if u != user]
-        value = _kappa([p for p, _ in kept], [j for _, j in kept], [1.0] * len(kept)) if kept else math.nan
+        kept = [row for owner, row in zip(owners, rows, strict=True) if owner != user]
+        value = statistic(kept) if kept else math.nan
         left.append(0.0 if math.isnan(value) else value)
     mean = sum(left) / len(left)
     n = len(users)
     se = math.sqrt((n - 1) / n * sum((v - mean) ** 2 for v in left))
     half = float(sps.t.ppf(1 - alpha / 2, n - 1)) * se
     return max(-1.0, full - half), min(1.0, full + half)
+
+
+def _fleiss(rows: Sequence[Sequence[int]]) -> float:
+    """Fleiss' kappa of binary verdicts (1/0), every row rated by the same number of judges (NaN when
+    chance agreement is 1)."""
+    raters = len(rows[0])
+    yes = [sum(row) for row in rows]
+    agree = sum(y * (y - 1) + (raters - y) * (raters - y - 1) for y in yes) / (
+        len(rows) * raters * (raters - 1))
+    p1 = sum(yes) / (len(rows) * raters)
+    chance = p1 * p1 + (1 - p1) * (1 - p1)
+    return math.nan if chance >= 1 - 1e-12 else (agree - chance) / (1 - chance)
+
+
+def _between(rows: Sequence[Sequence[int]]) -> float:
+    """The judges' agreement beyond chance: Cohen's kappa for two, Fleiss' for more."""
+    if len(rows[0]) == 2:
+        return _kappa([r[0] for r in rows], [r[1] for r in rows], [1.0] * len(rows))
+    return _fleiss(rows)
+
+
+def judges_agreement(texts: Sequence[JudgedText], alpha: float) -> dict[str, Any]:
+    """How far several judges agree beyond chance on the original explanations every one of them judged:
+    Cohen's kappa for two, Fleiss' for more, with jackknife bounds over users; empty with one judge."""
+    rows = [(t.user_id, t.verdicts) for t in texts
+            if t.kind == ORIGINAL and t.verdicts and -1 not in t.verdicts]
+    if not rows:
+        return {}
+    verdicts = [v for _, v in rows]
+    value = _between(verdicts)
+    bounds = ([value, *_jackknife([u for u, _ in rows], verdicts, _between, alpha)] if not math.isnan(value)
+              else [None, None, None])
+    return {"judges": len(verdicts[0]), "compared": len(rows), "users": len({u for u, _ in rows}),
+            "statistic": "Cohen's" if len(verdicts[0]) == 2 else "Fleiss'", "kappa": bounds}
+
+
+def judges_text(judges: Mapping[str, Any]) -> str:
+    """``Cohen's κ 0.12 [-0.20, 0.45] between 2 judges on 6 explanations; the majority decides``."""
+    kappa, low, high = judges["kappa"]
+    said = "undefined: every judge gave one verdict only" if kappa is None else (
+        f"{kappa:.2f} [{low:.2f}, {high:.2f}]")
+    return (f"{judges['statistic']} κ {said} between {judges['judges']} judges on {judges['compared']} "
+            "explanations; the majority decides (a tie is not faithful)")
 
 
 def people_agreement(texts: Sequence[JudgedText], alpha: float) -> dict[str, Any]:
@@ -308,6 +368,12 @@ def summarise(texts: Sequence[JudgedText], *, judge: str, scope: str, min_rate: 
         distrust = judge_distrust(people, min_agreement)
         if distrust:
             outcome, message = INCONCLUSIVE, distrust
+    judges = judges_agreement(texts, alpha)
+    if (min_rate is not None and outcome in (PASS, FAIL) and judges and judges["users"] >= MIN_COMPARED_USERS
+            and judges["kappa"][2] is not None and judges["kappa"][2] < MIN_JUDGES_KAPPA):
+        outcome, message = INCONCLUSIVE, (
+            f"the judges disagree: {judges_text(judges)}, confidently below {MIN_JUDGES_KAPPA:g}, so their "
+            "faithful rate is not measured — one of them does not judge as the others do")
     if outcome is None:
         message = f"{_rate(faithful, len(read))} original explanations were judged faithful"
     if both and agreed < len(both) and "order of the history" not in message:
@@ -317,7 +383,7 @@ def summarise(texts: Sequence[JudgedText], *, judge: str, scope: str, min_rate: 
         judge=judge, scope=scope, judged=len(read), faithful=faithful, failures=failures,
         low=low, high=high, agreed=agreed, compared=len(both), agreement_high=agreement_high,
         min_rate=min_rate, outcome=outcome, message=message, by_kind=dict(sorted(by_kind.items())),
-        drop_by_kind=_drops(texts, alpha), texts=tuple(texts), alpha=alpha, people=people)
+        drop_by_kind=_drops(texts, alpha), texts=tuple(texts), alpha=alpha, people=people, judges=judges)
 
 
 def judge_distrust(people: Mapping[str, Any], min_agreement: float) -> str:

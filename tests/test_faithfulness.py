@@ -490,3 +490,58 @@ def test_min_judge_agreement_needs_labels(pytester: pytest.Pytester, server: Fak
     result = _judged(pytester, server, "--robustexplain-min-judge-agreement=0.5")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     assert "needs people's verdicts to agree with (judge-labels" in result.stderr.str()
+
+
+# ------------------------------------------------------------------------------ several judges
+def test_several_judges_decide_by_majority_and_a_tie_is_not_faithful() -> None:
+    from pytest_robustexplain.engine.judging import majority
+    from pytest_robustexplain.faithfulness import JudgeReply
+
+    yes, no = JudgeReply(True, (), "fits"), JudgeReply(False, ("x",), "no")
+    failed = JudgeReply(None, failure="x")
+    assert majority([(yes, True, True), (yes, False, True), (no, True, False)])[0].faithful is True
+    assert majority([(yes, True, True), (no, True, False)])[0].faithful is False  # a tie: reject by default
+    assert majority([(yes, True, True), (failed, True, None)])[0].faithful is True  # the one that answered
+    reply, cached, reordered = majority([(failed, True, None), (failed, False, None)])
+    assert (reply.faithful, cached, reordered) == (None, False, None)
+
+
+def test_judges_agreement_is_cohens_kappa_for_two_and_fleiss_for_more() -> None:
+    from pytest_robustexplain.faithfulness import judges_agreement
+
+    def texts(rows: list[tuple[int, ...]]) -> list[JudgedText]:
+        return [JudgedText(f"u{n}", "i", ORIGINAL, 0, 0, False, verdicts=row) for n, row in enumerate(rows)]
+
+    opposed = judges_agreement(texts([(0, 1)] * 6), 0.05)
+    assert (opposed["statistic"], opposed["kappa"]) == ("Cohen's", [0.0, 0.0, 0.0])
+    same = judges_agreement(texts([(1, 1), (0, 0)] * 5), 0.05)
+    assert same["kappa"][0] == 1.0
+    three = judges_agreement(texts([(0, 0, 1)] * 6), 0.05)
+    assert three["statistic"] == "Fleiss'" and three["kappa"][0] == pytest.approx(-0.5)
+    assert judges_agreement(texts([(0, -1)] * 3), 0.05) == {}  # a judge that gave no verdict compares nothing
+
+
+def test_two_disagreeing_judges_give_kappa_the_majority_and_an_unmeasured_gate(
+        pytester: pytest.Pytester, xdist_args: tuple[str, ...]) -> None:
+    """A strict and a lenient judge on a model that copies its prompt: one says never faithful, the other
+    always; kappa is 0 in every writer, each tie is not faithful, and the gate is not measured."""
+    pytester.makepyfile(GATED.replace("users=6", "users=20"))  # the fewest users disagreement is decided on
+    judges = {"judge-a:latest": "strict", "judge-b:latest": "lenient"}
+    with FakeOllamaServer(models=("fake-model:latest", *judges), mode="copycat", judge=judges) as server:
+        result = run_fake(pytester, server, "-p", "no:randomly",
+                          "--robustexplain-judge-model=judge-a,judge-b", "--robustexplain-json=r.json",
+                          # the guard off: the copying check would fail the item first
+                          "--robustexplain-inconclusive=warn", "--robustexplain-guard=off", *xdist_args)
+        assert server.judge_calls == 80  # 20 originals, each forward and reversed, by each judge
+    assert result.ret == 0, result.stdout.str()  # INCONCLUSIVE, with inconclusive=warn
+    found = _faithfulness(pytester)
+    assert found["judges"] == {"judges": 2, "compared": 20, "users": 20, "statistic": "Cohen's",
+                               "kappa": [0.0, 0.0, 0.0]}
+    assert {tuple(t["verdicts"]) for t in found["texts"]} == {(0, 1)}
+    assert (found["faithful"], found["judged"], found["outcome"]) == (0, 20, INCONCLUSIVE)
+    assert found["message"].startswith("the judges disagree: Cohen's κ 0.00 [0.00, 0.00] between 2 judges")
+    report = read_report(pytester)
+    assert report["settings"]["judge_signature"].startswith("judge-a")
+    assert ",judge-b" in report["settings"]["judge_signature"]
+    assert "Judges agree (several judges)" in result.stdout.str()
+    assert "Judges agree (Cohen's κ)" in render_pr_comment(run_from_dict(report))

@@ -206,3 +206,22 @@ def test_ids_from_a_shared_history_are_shown_never_obeyed(tmp_path: Path, capsys
     out = capsys.readouterr().out
     assert not any(line.lstrip().startswith("::") for line in out.splitlines())
     assert "pwned" in out and out.count("\n") < 20
+
+
+def test_two_runs_that_end_together_on_one_cache_leave_two_complete_records(tmp_path: Path) -> None:
+    """Two processes (parallel CI jobs restoring one cache) each append their run; the lock keeps both."""
+    import subprocess
+    import sys
+
+    command = [sys.executable, "-m", "pytest_robustexplain", "run", "--backend", "template", "--users", "3",
+               "--perturbations", "noise", "--severities", "1", "--cache-dir", str(tmp_path / "cache"),
+               "--progress", "off", "-q"]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ROBUSTEXPLAIN_")}
+    # The template backend writes no response cache, so each run's line is its own.
+    runs = [subprocess.Popen([*command, "--seed", str(seed)], cwd=tmp_path, env=env, stdout=subprocess.PIPE,
+                             stderr=subprocess.STDOUT) for seed in (1, 2)]
+    outputs = [run.communicate(timeout=300)[0].decode() for run in runs]
+    assert all(run.returncode in (0, 1) for run in runs), outputs  # a gate may fail; it is recorded
+    records, warnings = read_history(tmp_path / "cache" / HISTORY_FILE)
+    assert (len(records), warnings) == (2, [])
+    assert all(r["items"] and all(i["values"] for i in r["items"]) for r in records)  # each line whole

@@ -22,6 +22,7 @@ from ..results import ORIGINAL, JudgedText, ModelInfo, PairKey
 if TYPE_CHECKING:
     from ..data import Catalog, EvalCase, Item, UserHistory
     from ..explainers.judge import Judge
+    from ..faithfulness import JudgeReply
     from ..grounding import Vocabulary
     from ..results import FaithfulnessResult, PolarityResult
     from ..settings import GateSettings, Settings
@@ -73,19 +74,49 @@ def polarity_finding(sliced: SliceResult, vocabulary: Vocabulary, gate: GateSett
     return summarise_polarity(cases, max_rate=gate.max_misattributed_rate, alpha=gate.alpha)
 
 
-async def run_jobs(judge: Judge, jobs: Sequence[JudgeJob]) -> list[JudgedText]:
-    """Every job's verdict (and reordered verdict), asked concurrently; the order of ``jobs`` kept."""
+# A judge's answer: its reply, whether it came from the cache, its verdict with the history reversed.
+Answer = tuple["JudgeReply", bool, "bool | None"]
+
+
+async def run_jobs(judges: Judge | Sequence[Judge], jobs: Sequence[JudgeJob]) -> list[JudgedText]:
+    """Every job's verdict (and reordered verdict) from each judge, asked concurrently; the order of
+    ``jobs`` kept. With several judges a text's verdict is their majority (:func:`majority`)."""
+    panel = [judges] if not isinstance(judges, Sequence) else list(judges)
+
+    async def ask(judge: Judge, job: JudgeJob) -> Answer:
+        asked = [judge.verdict(job.history, job.item, job.explanation)]
+        if job.reorder:
+            asked.append(judge.verdict(job.history, job.item, job.explanation, reverse=True))
+        (reply, cached), *back = await asyncio.gather(*asked)
+        return reply, cached, back[0][0].faithful if back else None
 
     async def one(job: JudgeJob) -> JudgedText:
-        ask = [judge.verdict(job.history, job.item, job.explanation)]
-        if job.reorder:
-            ask.append(judge.verdict(job.history, job.item, job.explanation, reverse=True))
-        (reply, cached), *back = await asyncio.gather(*ask)
+        answers = await asyncio.gather(*(ask(judge, job) for judge in panel))
         user, item, kind, severity, repeat = job.key
+        reply, cached, reordered = answers[0] if len(answers) == 1 else majority(answers)
+        verdicts = tuple(-1 if r.faithful is None else int(r.faithful) for r, _, _ in answers)
         return JudgedText(user, item, kind, severity, repeat, reply.faithful, reply.unsupported,
-                          reply.rationale, reply.failure, back[0][0].faithful if back else None, cached)
+                          reply.rationale, reply.failure, reordered, cached,
+                          verdicts=verdicts if len(answers) > 1 else ())
 
     return list(await asyncio.gather(*(one(job) for job in jobs)))
+
+
+def majority(answers: Sequence[Answer]) -> Answer:
+    """Several judges' answers as one: faithful when more than half of the judges that answered say so (a
+    tie is not faithful: reject by default), with the reasons of the first judge that voted with the
+    majority; the reordered verdict by the same rule; no verdict when none answered."""
+    from ..faithfulness import JudgeReply
+
+    cached = all(c for _, c, _ in answers)
+    read = [r for r, _, _ in answers if r.faithful is not None]
+    if not read:
+        return answers[0][0], cached, None
+    faithful = 2 * sum(bool(r.faithful) for r in read) > len(read)
+    voice = next(r for r in read if r.faithful == faithful)
+    back = [b for _, _, b in answers if b is not None]
+    reordered = 2 * sum(back) > len(back) if back else None
+    return JudgeReply(faithful, voice.unsupported, voice.rationale), cached, reordered
 
 
 def planned_judge_calls(cases: int, scope: str, pairs: int) -> int:
@@ -102,8 +133,8 @@ class RunJudge:
         self.settings = settings
         self._cache_dir = cache_dir
         self._cross_process = cross_process
-        self._judge: Judge | None = None
-        self.info: ModelInfo | None = None  # the judge model's facts (its digest), from preflight
+        self._judges: list[Judge] = []  # one per judge model, in the order judge-model names them
+        self.infos: dict[str, ModelInfo] = {}  # each judge model's facts (its digest), from preflight
         self._vocabulary: Vocabulary | None = None
         self.criteria = ""  # read now: a bad criteria or labels file is an error before any call
         self.labels: Mapping[tuple[str, str], bool] = {}
@@ -128,16 +159,25 @@ class RunJudge:
     def on(self) -> bool:
         return self.settings.judge_model is not None
 
+    @property
+    def info(self) -> ModelInfo | None:
+        """The first judge model's facts (what an xdist worker sends, and a one-judge run records)."""
+        return self.infos.get(self.settings.judge_models[0]) if self.on else None
+
     def start(self, sweep: Sweep) -> None:
-        """Build and preflight the judge on the sweep's loop (once; nothing without ``judge-model``)."""
-        if not self.on or self._judge is not None:
+        """Build and preflight the judges on the sweep's loop (once; nothing without ``judge-model``)."""
+        if not self.on or self._judges:
             return
         from .setup import build_judge
 
-        judge = build_judge(self.settings, cache_dir=self._cache_dir, cross_process=self._cross_process)
-        assert judge is not None
-        self.info = sweep.run_coroutine(judge.explainer.preflight())
-        self._judge = judge
+        judges = []
+        for model in self.settings.judge_models:
+            judge = build_judge(self.settings, model=model, cache_dir=self._cache_dir,
+                                cross_process=self._cross_process)
+            assert judge is not None
+            self.infos[model] = sweep.run_coroutine(judge.explainer.preflight())
+            judges.append(judge)
+        self._judges = judges
 
     def finding(self, sweep: Sweep, slice_id: str, sliced: SliceResult, gate: GateSettings
                 ) -> FaithfulnessResult | None:
@@ -147,10 +187,9 @@ class RunJudge:
         from ..faithfulness import summarise
 
         self.start(sweep)
-        assert self._judge is not None
         scope = self.settings.judge
         jobs = judge_jobs(sliced, scope, sweep.seen_by(slice_id) if scope == "all" else None)
-        texts = sweep.run_coroutine(run_jobs(self._judge, jobs))
+        texts = sweep.run_coroutine(run_jobs(self._judges, jobs))
         if self.labels:  # people's verdicts beside the judge's, on the originals they labelled
             texts = [replace(t, people=self.labels.get((t.user_id, t.item_id))) if t.kind == ORIGINAL else t
                      for t in texts]
@@ -159,24 +198,36 @@ class RunJudge:
 
     @property
     def label(self) -> str:
-        return self.info.label() if self.info is not None else str(self.settings.judge_model)
+        """The judges as the reports name them ("a (ollama, …) + b (…)" when several)."""
+        return " + ".join(self.infos[m].label() if m in self.infos else m for m in self.settings.judge_models)
 
     def counters(self) -> dict[str, int]:
         """This process's judge calls (made, from the cache, failed), for the run's call counters."""
-        return self._judge.stats.to_dict() if self._judge is not None else {}
+        total: dict[str, int] = {}
+        for judge in self._judges:
+            for name, value in judge.stats.to_dict().items():
+                total[name] = total.get(name, 0) + value
+        return total
 
     def record(self) -> dict[str, Any]:
-        """What the run record says of the judge (settings ``judge_signature``): its model and digest."""
+        """What the run record says of the judges (settings ``judge_signature``): each model and digest."""
         if not self.on:
             return {}
-        name = self.info.name if self.info is not None else self.settings.judge_model
-        digest = self.info.digest if self.info is not None else None
+        signed = []
+        for model in self.settings.judge_models:
+            info = self.infos.get(model)
+            digest = info.digest if info is not None else None
+            signed.append(f"{info.name if info is not None else model}@{digest or 'unknown'}")
         # Verdicts under other criteria are another judge's: the criteria's digest is part of its signature.
         criteria = (f"+criteria:{hashlib.sha256(self.criteria.encode()).hexdigest()[:12]}" if self.criteria
                     else "")
-        return {"judge_signature": f"{name}@{digest or 'unknown'}{criteria}"}
+        return {"judge_signature": ",".join(signed) + criteria}
 
-    def adopt(self, info: Mapping[str, Any]) -> None:
-        """The judge's facts as another process (an xdist worker) found them."""
-        if self.info is None and info:
-            self.info = ModelInfo(**info)
+    def adopt(self, info: Mapping[str, Any], every: Mapping[str, Mapping[str, Any]] | None = None) -> None:
+        """The judges' facts as another process (an xdist worker) found them: ``every`` judge's by the
+        model named, or (a payload of one judge) the first judge's."""
+        if not self.on:
+            return
+        for model, found in (every or {self.settings.judge_models[0]: info}).items():
+            if found:
+                self.infos.setdefault(model, ModelInfo(**found))

@@ -266,10 +266,11 @@ def dry_run_lines(plans: Sequence[SlicePlan], labels: Mapping[str, str], calls: 
 
 
 def plan_slices(slices: Sequence[GatedSlice], catalog: Catalog, kinds: KindRegistry | None = None, *,
-                judge: str | None = None, planner: PairPlanner | None = None) -> list[SlicePlan]:
+                judge: str | None = None, planner: PairPlanner | None = None, judges: int = 1
+                ) -> list[SlicePlan]:
     """Plan the slices exactly as the sweep will (the same :class:`~pytest_robustexplain.sweep.PairPlanner`),
-    without a sweep, an explainer or a model call; ``judge`` is the judge's scope when it is on. A
-    ``planner`` passed in keeps the planned pairs (:func:`planned_calls` reads them)."""
+    without a sweep, an explainer or a model call; ``judge`` is the judge's scope when it is on, asked of
+    ``judges`` models. A ``planner`` passed in keeps the planned pairs (:func:`planned_calls` reads them)."""
     from ..sweep import PairPlanner
     from .judging import planned_judge_calls
 
@@ -286,8 +287,8 @@ def plan_slices(slices: Sequence[GatedSlice], catalog: Catalog, kinds: KindRegis
         swaps = len(spec.donors)
         if swaps:
             users |= {user for user, _ in spec.donors}
-        judged = 0 if judge is None else planned_judge_calls(len(spec.cases), judge,
-                                                             len(perturbed) + controls + swaps)
+        judged = 0 if judge is None else judges * planned_judge_calls(len(spec.cases), judge,
+                                                                      len(perturbed) + controls + swaps)
         plans.append(SlicePlan(spec.slice_id, spec.model, len(perturbed), planned.trivial, controls,
                                len(users), swaps, judged))
     return plans

@@ -335,7 +335,7 @@ class Run:
 
         judge = self.settings.judge if self.judging.on else None
         return plan_slices(list(self._slices.values()), self.dataset.catalog, self.kinds, judge=judge,
-                           planner=planner)
+                           planner=planner, judges=max(1, len(self.settings.judge_models)))
 
     def cached_calls(self, planner: PairPlanner) -> int | None:
         """How many of the planned calls the response cache already answers (None: it cannot tell)."""
@@ -562,7 +562,7 @@ class Run:
         for name, value in payload.get("counters", {}).items():
             self.counters[name] = self.counters.get(name, 0) + int(value)
         self._changed_elsewhere.update({str(k): str(v) for k, v in payload.get("models_changed", {}).items()})
-        self.judging.adopt(payload.get("judge", {}))
+        self.judging.adopt(payload.get("judge", {}), payload.get("judges"))
         if isinstance(payload.get("dataset"), str):  # an xdist controller never loads the dataset itself
             self._dataset_elsewhere = payload["dataset"]
         for message in payload.get("errors", []):
@@ -584,6 +584,7 @@ class Run:
                       "worker": os.getpid(),
                       "models": {result.model: asdict(info)} if info is not None else {},
                       "judge": asdict(judge) if judge is not None else {},
+                      "judges": {m: asdict(i) for m, i in self.judging.infos.items()},
                       **({"dataset": self._dataset.name} if self._dataset is not None else {})})
 
     def keep(self, pair: PairResult) -> None:

@@ -155,7 +155,8 @@ def judge_backend(settings: Settings) -> str:
     return settings.backend if BACKENDS[settings.backend].default_host else "ollama"
 
 
-def build_judge(settings: Settings, *, cache_dir: Path, cross_process: bool = False) -> Judge | None:
+def build_judge(settings: Settings, *, cache_dir: Path, cross_process: bool = False, model: str | None = None
+                ) -> Judge | None:
     """The faithfulness judge (None without ``judge-model``): its model on its backend and host, asked at
     temperature 0 with room to reason, behind the response cache like the explanations."""
     from dataclasses import replace
@@ -173,7 +174,7 @@ def build_judge(settings: Settings, *, cache_dir: Path, cross_process: bool = Fa
         settings.generation, temperature=0.0, num_predict=max(settings.num_predict, JUDGE_NUM_PREDICT))}
     if backend == "openai":
         options["api_key"] = os.environ.get(settings.api_key_env) or None
-    explainer: Any = make_explainer(backend, settings.judge_model, **options)
+    explainer: Any = make_explainer(backend, model or settings.judge_models[0], **options)
     if settings.cache != "off":
         cache = ResponseCache(cache_dir, settings.cache)
         cache.check_writable()

@@ -104,6 +104,9 @@ def _faithfulness_rows(now: Summary, before: Summary | None) -> list[list[str]]:
     if f is not None:
         rows.append(_count_row("Judged faithful (originals)", (f.faithful, f.judged),
                                (fb.faithful, fb.judged) if fb else None))
+        if f.judges:  # several judges: how far they agree beyond chance
+            rows.append([f"Judges agree ({f.judges['statistic']} κ)", "—", _kappa(f.judges["kappa"][0]),
+                         f"{f.judges['judges']} judges, the majority decides"])
         if f.people:  # the judge checked against people's verdicts (judge-labels)
             before_kappa = _kappa(fb.people["kappa"][0] if fb is not None and fb.people else None,
                                   measured=fb is not None and bool(fb.people))

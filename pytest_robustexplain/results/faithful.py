@@ -37,6 +37,9 @@ class JudgedText:
     reordered: bool | None = None
     cached: bool = False
     people: bool | None = None  # a person's verdict on this case (judge-labels); None: not labelled
+    # With several judges, each one's verdict in judge-model's order — 1 faithful, 0 not, -1 no verdict —
+    # of which ``faithful`` is the majority (a tie is not faithful); empty with one judge.
+    verdicts: tuple[int, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
@@ -82,6 +85,9 @@ class FaithfulnessResult:
     # The judge against people's verdicts (judge-labels, ``faithfulness.people_agreement``): labelled cases,
     # agreement and Cohen's kappa with their bounds, the confusion table; empty without labels.
     people: dict[str, Any] = field(default_factory=dict)
+    # Several judges (judge-model=a,b): their agreement beyond chance (``faithfulness.judges_agreement``);
+    # empty with one.
+    judges: dict[str, Any] = field(default_factory=dict)
 
     @property
     def rate(self) -> float:

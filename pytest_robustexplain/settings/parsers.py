@@ -181,6 +181,17 @@ def parse_models(raw: Any) -> tuple[str, ...]:
     return names
 
 
+def parse_judge_models(raw: Any) -> str:
+    """One judge model, or several comma-separated (kept as one string: :attr:`Settings.judge_models`
+    splits it, as ``host`` is kept)."""
+    names = parse_models(raw)
+    if not names:
+        raise Invalid("empty value")
+    if any("," in name for name in names):  # a YAML list entry "a,b" would split differently later
+        raise Invalid("a judge model name cannot hold a comma")
+    return ",".join(names)
+
+
 def parse_kinds(raw: Any) -> tuple[str, ...]:
     names = _parse_names(raw)
     if not names:

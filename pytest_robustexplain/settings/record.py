@@ -137,6 +137,11 @@ class Settings:
         return ()
 
     @property
+    def judge_models(self) -> tuple[str, ...]:
+        """The judge models (``judge_model`` may list several, comma-separated); empty without a judge."""
+        return tuple(self.judge_model.split(",")) if self.judge_model else ()
+
+    @property
     def hosts(self) -> tuple[str, ...]:
         """The configured hosts (``host`` may list several, comma-separated); empty when unset."""
         return tuple(self.host.split(",")) if self.host else ()

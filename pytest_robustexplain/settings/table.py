@@ -35,6 +35,7 @@ from .parsers import (
     parse_env_name,
     parse_history,
     parse_host,
+    parse_judge_models,
     parse_kinds,
     parse_min_metric_setting,
     parse_models,
@@ -316,11 +317,12 @@ OPTIONS: tuple[OptionSpec, ...] = (
          "Grounding gate: largest share of original "
          "explanations that name a catalog category or title from neither the history nor the item; the "
          "gate fails when the rate is confidently above it; default 0.5.", metavar="X", marker=True),
-    _opt("judge-model", parse_text, None, "Opt-in faithfulness judge: this model reads each original "
-         "explanation beside the history the explainer saw and the item, and answers faithful or not with "
-         "a one-sentence rationale (and the same facts with the history in reverse order, to check the "
-         "judge itself); reported beside ρ and the guard; default off (the paper's protocol).",
-         metavar="MODEL"),
+    _opt("judge-model", parse_judge_models, None, "Opt-in faithfulness judge: this model reads each "
+         "original explanation beside the history the explainer saw and the item, and answers faithful or "
+         "not with a one-sentence rationale (and the same facts with the history in reverse order, to check "
+         "the judge itself); several, comma-separated, each judge every case, the majority decides (a tie is "
+         "not faithful) and their agreement (Cohen's or Fleiss' kappa) is reported; reported beside ρ and "
+         "the guard; default off (the paper's protocol).", metavar="MODEL[,MODEL...]"),
     _enum("judge-backend", JUDGE_BACKENDS, "auto", "Backend of the judge model ('auto': the run's backend "
           "when it is a language model's, else ollama)."),
     _opt("judge-host", parse_host, None, "Base URL of the judge's server; default the run's first host "

@@ -10,7 +10,7 @@ import threading
 import time
 import traceback
 from collections import Counter, deque
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import replace
 from typing import Any
 
@@ -78,7 +78,7 @@ class FakeOllamaServer:
                  latency: float = 0.0, capacity: int | None = None, think_capable: bool = False,
                  leak_thinking: bool = False, thinks_only: bool = False, version: str = "0.12.6",
                  reply: ReplyFn | None = None, port: int = 0, context_length: int = 8192,
-                 openai_context: int | None = None, judge: str = "strict") -> None:
+                 openai_context: int | None = None, judge: str | Mapping[str, str] = "strict") -> None:
         given = (models,) if isinstance(models, str) else tuple(models)
         names = [normalize(m) for m in given if isinstance(m, str)]
         if not names or len(names) != len(given) or not all(n.split(":")[0] for n in names):
@@ -101,10 +101,13 @@ class FakeOllamaServer:
         self._limit_until = 0.0
         self._capacity: int | None = None
         self.mode = mode
-        if judge not in JUDGE_BEHAVIOURS:
-            raise ValueError(f"FakeOllamaServer judge must be one of {', '.join(JUDGE_BEHAVIOURS)}, "
-                             f"got {judge!r}")
-        self.judge = judge  # how judge prompts are answered (verdicts.py), whatever the mode
+        # How judge prompts are answered (verdicts.py), whatever the mode: one behaviour, or one per model
+        # name (judges that disagree: {"judge-a": "strict", "judge-b": "lenient"}; others strict).
+        behaviours = judge.values() if isinstance(judge, Mapping) else [judge]
+        if not all(b in JUDGE_BEHAVIOURS for b in behaviours):
+            raise ValueError(f"FakeOllamaServer judge must be one of {', '.join(JUDGE_BEHAVIOURS)} (or a "
+                             f"mapping model -> one), got {judge!r}")
+        self.judge = judge
         self.latency = latency
         self.capacity = capacity
         self.think_capable = bool(think_capable)
@@ -630,6 +633,11 @@ class FakeOllamaServer:
         with self._cond:
             return self._truncated
 
+    def _judge_for(self, model: str) -> str:
+        if not isinstance(self.judge, Mapping):
+            return self.judge
+        return self.judge.get(model, self.judge.get(normalize(model), "strict"))
+
     def _reply_for(self, call: ChatCall, fault: Fault | None) -> tuple[str, str]:
         """(content, thinking) for a chat request, after faults, custom reply and thinking rules."""
         prompt = call.prompt
@@ -642,7 +650,7 @@ class FakeOllamaServer:
         elif is_judge_prompt(prompt):
             with self._cond:
                 self._judge_calls += 1
-            content = judge_reply(prompt, self.judge)
+            content = judge_reply(prompt, self._judge_for(call.model))
         elif self.reply is not None:
             content = self._custom_reply(prompt, call.options)
         else:

@@ -10,7 +10,7 @@ import statistics
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from ...faithfulness import MIN_JUDGE_AGREEMENT, people_text
+from ...faithfulness import MIN_JUDGE_AGREEMENT, judges_text, people_text
 from ...results import (
     CONTROL_KIND,
     MAX_CUT_SHARE,
@@ -324,6 +324,8 @@ def _judge_rows(summary: Summary) -> list[tuple[str, str]]:
         rows.append(("Judge reorder agreement", f"{f.agreed} of {f.compared} "
                      f"({_percent(f.agreed, f.compared)}) kept their verdict with the history in reverse "
                      f"order{trust}"))
+    if f.judges:
+        rows.append(("Judges agree (several judges)", judges_text(f.judges)))
     if f.people:
         rows.append(("Judge against people (judge-labels)", people_text(f.people)))
     from ...guard import share_lower_bound, share_upper_bound
