@@ -5,6 +5,7 @@ without a price nothing changes."""
 from __future__ import annotations
 
 import json
+import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
 
@@ -54,7 +55,8 @@ def test_a_price_that_is_not_one_is_refused(raw: Any, said: str) -> None:
 def test_a_price_turns_the_counted_tokens_into_a_cost_in_every_writer(server: Any,
                                                                       capsys: pytest.CaptureFixture[str]
                                                                       ) -> None:
-    code, doc = _run(server, "r.json", *PRICE, "--html", "r.html", "--markdown", "r.md")
+    code, doc = _run(server, "r.json", *PRICE, "--html", "r.html", "--markdown", "r.md",
+                     "--junitxml", "j.xml")
     assert code == 0
     tokens, money = doc["aggregates"]["fake-model"]["cost"], doc["aggregates"]["fake-model"]["money"]
     assert money["total"] == pytest.approx((tokens["prompt"] * 0.15 + tokens["completion"] * 0.60) / 1e6)
@@ -65,6 +67,9 @@ def test_a_price_turns_the_counted_tokens_into_a_cost_in_every_writer(server: An
     for name in ("r.html", "r.md"):
         assert "Cost (at the price set)" in Path(name).read_text(encoding="utf-8"), name
     assert "Cost of the replies read (at the price set)" in render_pr_comment(read_json("r.json"))
+    costs = [float(p.get("value")) for p in ET.parse("j.xml").iter("property")
+             if p.get("name") == "robustexplain_cost"]
+    assert costs and all(0 < c <= money["total"] + 1e-12 for c in costs)  # each item's share of the run
     # A warm rerun reads the same replies: the same cost of what the verdicts read, nothing spent.
     _, warm = _run(server, "warm.json", *PRICE)
     again = warm["aggregates"]["fake-model"]["money"]
@@ -72,8 +77,9 @@ def test_a_price_turns_the_counted_tokens_into_a_cost_in_every_writer(server: An
 
 
 def test_without_a_price_no_writer_says_cost(server: Any, capsys: pytest.CaptureFixture[str]) -> None:
-    code, doc = _run(server, "r.json", "--html", "r.html", "--markdown", "r.md")
+    code, doc = _run(server, "r.json", "--html", "r.html", "--markdown", "r.md", "--junitxml", "j.xml")
     assert code == 0 and doc["aggregates"]["fake-model"]["money"] == {}
+    assert not [p for p in ET.parse("j.xml").iter("property") if p.get("name") == "robustexplain_cost"]
     texts = [capsys.readouterr().out, Path("r.html").read_text(encoding="utf-8"),
              Path("r.md").read_text(encoding="utf-8"), render_pr_comment(read_json("r.json"))]
     assert not any("Cost" in text for text in texts)
@@ -117,3 +123,16 @@ def test_max_cost_without_a_price_for_the_model_is_a_usage_error(
     code = cli.main(["run", "--host", server.url, *BASE, "--max-cost", "1", *extra])
     assert code == 2
     assert said in capsys.readouterr().err
+
+
+
+def test_the_pytest_door_gives_each_items_cost_as_a_junit_property(pytester: pytest.Pytester, server: Any
+                                                                   ) -> None:
+    from helpers import marked, run_fake
+
+    pytester.makepyfile(test_gate=marked('perturbations=["noise"], severities=[1], users=4, guard="off"'))
+    run_fake(pytester, server, "--robustexplain-price=0.15/0.60", "--junitxml=j.xml",
+             "-p", "no:cacheprovider")
+    costs = {p.get("value") for p in ET.parse(pytester.path / "j.xml").iter("property")
+             if p.get("name") == "robustexplain_cost"}
+    assert len(costs) == 1 and float(costs.pop()) > 0

@@ -444,13 +444,15 @@ class Outcome:
     result: Robustness
 
 
-def outcome_of(nodeid: str, result: Robustness, policy: str) -> Outcome:
-    """The one rule both doors apply to a decided item."""
-    from ..report.junit import gate_properties
+def outcome_of(nodeid: str, result: Robustness, policy: str, price: tuple[float, float] | None = None
+               ) -> Outcome:
+    """The one rule both doors apply to a decided item; ``price``: the model's (its cost, a property)."""
+    from ..report.junit import gate_properties, item_cost
 
     passed, warn = judge(result.verdict, policy)
     properties = gate_properties(result.model, result.kind, result.verdict.outcome, len(result.pairs),
                                  result.intervals, result.guard, result.verdict.faithfulness,
-                                 result.verdict.findings)
+                                 result.verdict.findings,
+                                 cost=item_cost((*result.pairs, *result.controls, *result.swaps), price))
     return Outcome(nodeid, passed, f"{nodeid}: {result.verdict.message}" if warn else None,
                    tuple(properties), result)

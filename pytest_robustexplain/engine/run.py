@@ -474,7 +474,10 @@ class Run:
         """What the door does with the slice's item (waiting for it first): the one rule of both doors."""
         result = self.result(slice_id, poll=poll)
         planned = self._slices[slice_id]
-        return outcome_of(planned.nodeid, result, planned.gate.inconclusive)
+        from ..results import price_for
+
+        return outcome_of(planned.nodeid, result, planned.gate.inconclusive,
+                          price_for(self.settings.price, planned.spec.model))
 
     def outcomes(self) -> list[Outcome]:
         """The outcome of every decided slice, in plan order."""

@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import json
+import math
 import os
 import stat
 from collections.abc import Iterator, Mapping, Sequence
@@ -75,8 +76,7 @@ def _item(gate: Any) -> dict[str, Any]:
 
 
 def _finite(value: float) -> float | None:
-    return round(value, 4) if isinstance(value, (int, float)) and value == value and abs(value) != float(
-        "inf") else None
+    return round(value, 4) if isinstance(value, (int, float)) and math.isfinite(value) else None
 
 
 def current_commit(env: Mapping[str, str], cwd: Path) -> str | None:

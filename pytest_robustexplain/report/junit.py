@@ -24,7 +24,9 @@ from ..results import (
     Interval,
     PairResult,
     RunResult,
+    is_control,
     metrics_of,
+    price_for,
 )
 from ..sanitize import visible
 
@@ -40,9 +42,11 @@ def _xml_text(text: str) -> str:
 def gate_properties(model: str, slice_name: str, outcome: str, n_pairs: int,
                     intervals: Mapping[str, Interval], guard: GuardResult | None,
                     faithfulness: FaithfulnessResult | None = None,
-                    findings: Mapping[str, Finding] | None = None) -> list[tuple[str, str]]:
+                    findings: Mapping[str, Finding] | None = None, cost: float | None = None
+                    ) -> list[tuple[str, str]]:
     """Scores as JUnit XML properties, so CI dashboards can chart them per test item; the user's own
-    checks and any other without properties of its own as ``robustexplain_check_<name>`` and its value."""
+    checks and any other without properties of its own as ``robustexplain_check_<name>`` and its value;
+    ``cost``: what the item's replies cost at the model's price (``price``)."""
     props = [("robustexplain_model", model), ("robustexplain_slice", slice_name),
              ("robustexplain_outcome", outcome), ("robustexplain_pairs", str(n_pairs))]
     for quantity, interval in intervals.items():
@@ -61,7 +65,20 @@ def gate_properties(model: str, slice_name: str, outcome: str, n_pairs: int,
                   ("robustexplain_judge_agreement", f"{f.agreed}/{f.compared}")]
         if f.outcome is not None:
             props.append(("robustexplain_faithfulness", f.outcome))
+        for name, found in (("judges_kappa", f.judges), ("people_kappa", f.people)):
+            if found and found["kappa"][0] is not None:
+                props.append((f"robustexplain_{name}", f"{found['kappa'][0]:.4f}"))
+    if cost is not None:
+        props.append(("robustexplain_cost", f"{cost:.6f}"))
     return props + _check_properties(findings or {})
+
+
+def item_cost(pairs: Sequence[PairResult], price: tuple[float, float] | None) -> float | None:
+    """What an item's replies cost at ``price`` (each original once), None without a price or tokens."""
+    from .summary.compute import model_money
+
+    found = model_money(pairs, (), price)
+    return found["total"] if found else None
 
 
 def _check_properties(findings: Mapping[str, Finding]) -> list[tuple[str, str]]:
@@ -108,9 +125,13 @@ def _testcase(suite: ET.Element, result: RunResult, gate: GateResult, failed: bo
     case = ET.SubElement(suite, "testcase", classname=_xml_text(classname or gate.nodeid),
                          name=_xml_text(name or gate.nodeid))
     pairs = _gate_pairs(result, gate)
+    users = set(gate.scope.get("users", ()))
+    every = [p for p in result.pairs if p.key.model == gate.model
+             and (gate.covers(p) or (is_control(p.key.kind) and p.key.user_id in users))]
     props = gate_properties(gate.model, gate.slice, gate.verdict.outcome, len(pairs),
                             _intervals(gate, pairs, confidence), gate.verdict.guard,
-                            gate.verdict.faithfulness, gate.verdict.findings)
+                            gate.verdict.faithfulness, gate.verdict.findings,
+                            cost=item_cost(every, price_for(result.settings.get("price"), gate.model)))
     properties = ET.SubElement(case, "properties")
     for key, value in props:
         ET.SubElement(properties, "property", name=_xml_text(key), value=_xml_text(value))
