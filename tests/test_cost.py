@@ -51,6 +51,15 @@ def test_a_price_that_is_not_one_is_refused(raw: Any, said: str) -> None:
     assert said in str(caught.value)
 
 
+@pytest.mark.parametrize(("amount", "shown"), [(0.0024, "0.0024"), (0.00057, "0.00057"), (1.5e-5, "0.000015"),
+                                              (0.5, "0.50"), (1.266, "1.27"), (1340.2, "1,340"), (0.0, "0")])
+def test_an_amount_is_shown_with_two_significant_digits_and_never_in_exponent_form(amount: float,
+                                                                                  shown: str) -> None:
+    from pytest_robustexplain.results import money
+
+    assert money(amount) == shown
+
+
 # ------------------------------------------------------------------------------ every writer
 def test_a_price_turns_the_counted_tokens_into_a_cost_in_every_writer(server: Any,
                                                                       capsys: pytest.CaptureFixture[str]

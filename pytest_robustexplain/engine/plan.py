@@ -126,7 +126,7 @@ def users_within_cost(settings: Settings, gate: GateSettings, users: int, per_ca
     fitting = min(users, max(2, int(budget // per_user)))
     over = (" — still above it: two users are the fewest a gate can use" if fitting * per_user > budget
             else "")
-    return fitting, (f"max-cost {money(budget)}: this test's gate costs up to {money(per_user)} a user on "
+    return fitting, (f"max-cost {budget:g}: this test's gate costs up to {money(per_user)} a user on "
                      f"a model ({calls} calls at {money(per_call)}, {basis}), so it runs {fitting} of "
                      f"{users} users (≈ {money(fitting * per_user)} at most){over}; a gate its users cannot "
                      "decide is INCONCLUSIVE and says how many it would need")

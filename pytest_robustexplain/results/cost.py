@@ -27,9 +27,15 @@ def tokens_cost(prompt: float, completion: float, price: tuple[float, float]) ->
 
 
 def money(amount: float) -> str:
-    """An amount, with the precision small amounts need: ``0.0042``, ``1.27``, ``1,340``."""
+    """An amount, with the precision small amounts need and never in exponent form: ``0.0042``,
+    ``0.000015``, ``1.27``, ``1,340``."""
+    import math
+
     if amount >= 100:
         return f"{amount:,.0f}"
     if amount >= 1:
         return f"{amount:.2f}"
-    return f"{amount:.2g}" if amount > 0 else "0"
+    if amount <= 0:
+        return "0"
+    digits = min(12, 1 - math.floor(math.log10(amount)))  # two significant digits
+    return f"{amount:.{digits}f}"
