@@ -220,12 +220,12 @@ def _verdict(value: Any, where: Any) -> bool:
     raise where.error(f"faithful must be 1 or 0 (true/false, yes/no), got {value!r:.40}", "faithful")
 
 
-def _kappa(people: Sequence[float], judge: Sequence[float], weights: Sequence[float]) -> float:
-    """Cohen's kappa of two binary raters over weighted cases (NaN when chance agreement is 1)."""
-    total = sum(weights)
-    agree = sum(w for p, j, w in zip(people, judge, weights, strict=True) if p == j) / total
-    p1 = sum(w for p, w in zip(people, weights, strict=True) if p) / total
-    j1 = sum(w for j, w in zip(judge, weights, strict=True) if j) / total
+def _kappa(people: Sequence[float], judge: Sequence[float]) -> float:
+    """Cohen's kappa of two binary raters (NaN when chance agreement is 1)."""
+    total = len(people)
+    agree = sum(p == j for p, j in zip(people, judge, strict=True)) / total
+    p1 = sum(bool(p) for p in people) / total
+    j1 = sum(bool(j) for j in judge) / total
     chance = p1 * j1 + (1 - p1) * (1 - j1)
     return math.nan if chance >= 1 - 1e-12 else (agree - chance) / (1 - chance)
 
@@ -233,7 +233,7 @@ def _kappa(people: Sequence[float], judge: Sequence[float], weights: Sequence[fl
 def _kappa_bounds(cases: Sequence[tuple[str, bool, bool]], alpha: float) -> tuple[float, float]:
     """One-sided bounds of people's and the judge's kappa at ``alpha`` each (:func:`_jackknife`)."""
     def kappa(rows: Sequence[tuple[bool, bool]]) -> float:
-        return _kappa([p for p, _ in rows], [j for _, j in rows], [1.0] * len(rows))
+        return _kappa([p for p, _ in rows], [j for _, j in rows])
 
     return _jackknife([u for u, _, _ in cases], [(p, j) for _, p, j in cases], kappa, alpha)
 
@@ -279,7 +279,7 @@ def _fleiss(rows: Sequence[Sequence[int]]) -> float:
 def _between(rows: Sequence[Sequence[int]]) -> float:
     """The judges' agreement beyond chance: Cohen's kappa for two, Fleiss' for more."""
     if len(rows[0]) == 2:
-        return _kappa([r[0] for r in rows], [r[1] for r in rows], [1.0] * len(rows))
+        return _kappa([r[0] for r in rows], [r[1] for r in rows])
     return _fleiss(rows)
 
 
@@ -317,7 +317,7 @@ def people_agreement(texts: Sequence[JudgedText], alpha: float) -> dict[str, Any
         return {}
     agree = sum(p == j for _, p, j in cases)
     low, high = user_share_bounds([(u, p == j) for u, p, j in cases], alpha)
-    kappa = _kappa([p for _, p, _ in cases], [j for _, _, j in cases], [1.0] * len(cases))
+    kappa = _kappa([p for _, p, _ in cases], [j for _, _, j in cases])
     # Undefined (one verdict only on a side) is None: the JSON report holds no NaN.
     bounds = [kappa, *_kappa_bounds(cases, alpha)] if not math.isnan(kappa) else [None, None, None]
     table = {"both_faithful": sum(p and j for _, p, j in cases),

@@ -103,12 +103,18 @@ def users_within(settings: Settings, gate: GateSettings, users: int) -> tuple[in
     per_user = calls_per_user(settings, gate)
     if budget is None or users * per_user <= budget:
         return users, None
-    fitting = min(users, max(2, budget // per_user))
-    over = (" — still above it: two users are the fewest a gate can use" if fitting * per_user > budget
-            else "")
+    fitting, over = _fitting(users, per_user, budget)
     return fitting, (f"max-calls {budget:,}: this test's gate costs up to {per_user} calls a user, so it "
                      f"runs {fitting} of {users} users ({fitting * per_user:,} calls at most){over}; a "
                      "gate its users cannot decide is INCONCLUSIVE and says how many it would need")
+
+
+def _fitting(users: int, per_user: float, budget: float) -> tuple[int, str]:
+    """How many of ``users`` a budget holds at ``per_user`` (never fewer than two: one decides nothing),
+    and the clause that says when even two are above it."""
+    fitting = min(users, max(2, int(budget // per_user)))
+    over = fitting * per_user > budget
+    return fitting, " — still above it: two users are the fewest a gate can use" if over else ""
 
 
 def users_within_cost(settings: Settings, gate: GateSettings, users: int, per_call: float, basis: str
@@ -123,9 +129,7 @@ def users_within_cost(settings: Settings, gate: GateSettings, users: int, per_ca
     per_user = calls * per_call
     if budget is None or users * per_user <= budget:
         return users, None
-    fitting = min(users, max(2, int(budget // per_user)))
-    over = (" — still above it: two users are the fewest a gate can use" if fitting * per_user > budget
-            else "")
+    fitting, over = _fitting(users, per_user, budget)
     return fitting, (f"max-cost {budget:g}: this test's gate costs up to {money(per_user)} a user on "
                      f"a model ({calls} calls at {money(per_call)}, {basis}), so it runs {fitting} of "
                      f"{users} users (≈ {money(fitting * per_user)} at most){over}; a gate its users cannot "

@@ -101,8 +101,8 @@ def record_history(settings: Settings, result: RunResult, *, cache_dir: Path, ba
         return None  # the default place is the cache directory, which this cache mode does not write
     path = settings.history if isinstance(settings.history, Path) else cache_dir / HISTORY_FILE
     try:
-        append_run(path, run_line(result, commit=current_commit(os.environ, base_dir or Path.cwd())))
-        trend, warnings = run_trends(path, result)
+        text = append_run(path, run_line(result, commit=current_commit(os.environ, base_dir or Path.cwd())))
+        trend, warnings = run_trends(text, path, result)
     except OSError as exc:
         message = f"{spelling.flag('history')}={path}: cannot append this run to the history: " + (
             exc.strerror or str(exc))

@@ -26,6 +26,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..safe_files import NO_FOLLOW, open_inside
+
 if TYPE_CHECKING:
     from ..results import RunResult
     from ..stats.trend import Change
@@ -102,19 +104,25 @@ def current_commit(env: Mapping[str, str], cwd: Path) -> str | None:
 
 
 # ------------------------------------------------------------------------------------------ writing
-def append_run(path: Path, line: Mapping[str, Any], *, cap: int = HISTORY_CAP) -> None:
-    """Append ``line`` under the history's lock, keeping the last ``cap`` runs."""
+def append_run(path: Path, line: Mapping[str, Any], *, cap: int = HISTORY_CAP) -> str:
+    """Append ``line`` under the history's lock, keeping the last ``cap`` runs; the history's text as it
+    now is (read once, under the lock: the trends are made from it, not from a second read)."""
     text = json.dumps(line, ensure_ascii=False, separators=(",", ":"), allow_nan=False) + "\n"
     path.parent.mkdir(parents=True, exist_ok=True)
     with _locked(path):
         existing = _read_text(path)
         lines = existing.splitlines(keepends=True)
         if len(lines) + 1 > cap:
+            from ..explainers.cache import write_atomic
+
             kept = [ln if ln.endswith("\n") else ln + "\n" for ln in lines[len(lines) + 1 - cap:]]
-            _replace(path, "".join(kept) + text)
-            return
+            now = "".join(kept) + text
+            write_atomic(path, now)  # holding the lock: no run appends meanwhile
+            return now
         # A line cut short by a killed run has no newline: the new record starts on a line of its own.
-        _append(path, ("\n" if existing and not existing.endswith("\n") else "") + text)
+        added = ("\n" if existing and not existing.endswith("\n") else "") + text
+        _append(path, added)
+        return existing + added
 
 
 @contextlib.contextmanager
@@ -124,8 +132,7 @@ def _locked(path: Path) -> Iterator[None]:
     except ImportError:  # pragma: no cover - Windows: appends of one line are left to the OS
         yield
         return
-    lock = path.with_name(path.name + ".lock")
-    fd = os.open(lock, os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o644)
+    fd = open_inside(path.parent, path.with_name(path.name + ".lock"), os.O_RDWR | os.O_CREAT)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
         yield
@@ -136,7 +143,7 @@ def _locked(path: Path) -> Iterator[None]:
 def _open_regular(path: Path, flags: int) -> int:
     """``os.open`` that never follows a link and refuses anything but a regular file."""
     try:
-        fd = os.open(path, flags | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0), 0o644)
+        fd = os.open(path, flags | NO_FOLLOW | getattr(os, "O_NONBLOCK", 0), 0o644)
     except OSError as exc:
         if exc.errno == errno.ELOOP:  # the path is a symbolic link (O_NOFOLLOW)
             raise HistoryError(f"{path} is a symbolic link: the history is not written through one") from None
@@ -162,19 +169,16 @@ def _append(path: Path, text: str) -> None:
         handle.write(text.encode("utf-8"))
 
 
-def _replace(path: Path, text: str) -> None:
-    temp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0), 0o644)
-    with os.fdopen(fd, "wb") as handle:
-        handle.write(text.encode("utf-8"))
-    os.replace(temp, path)
-
-
 # ------------------------------------------------------------------------------------------ reading
 def read_history(path: Path) -> tuple[list[dict[str, Any]], list[str]]:
     """The run records in ``path`` in the order they were written, and one warning per line skipped."""
+    return parse_history(_read_text(path), path)
+
+
+def parse_history(text: str, path: Path) -> tuple[list[dict[str, Any]], list[str]]:
+    """The run records in a history's ``text`` (the file ``path``), and one warning per line skipped."""
     records, skipped = [], []
-    for number, raw in enumerate(_read_text(path).splitlines(), 1):
+    for number, raw in enumerate(text.splitlines(), 1):
         if not raw.strip():
             continue
         try:
@@ -268,11 +272,11 @@ def recent(trend: Trend, check: str = "stability", last: int = LAST_RUNS) -> str
     return said
 
 
-def run_trends(path: Path, run: RunResult) -> tuple[list[dict[str, Any]], list[str]]:
+def run_trends(text: str, path: Path, run: RunResult) -> tuple[list[dict[str, Any]], list[str]]:
     """For each of ``run``'s items that ran before under the same signature and dataset: its recent runs in
     words (this run the last of them), as the reports show them beside today's numbers; and the history's
-    warnings."""
-    records, warnings = read_history(path)
+    warnings. ``text``: the history (the file ``path``) as :func:`append_run` left it."""
+    records, warnings = parse_history(text, path)
     dataset = str(run.settings.get("dataset_name") or run.settings.get("dataset") or "")
     found = {(t.test, t.model): t for t in trends(records) if t.signature == run.signature
              and t.dataset == dataset}

@@ -24,7 +24,6 @@ from ..results import (
     Interval,
     PairResult,
     RunResult,
-    is_control,
     metrics_of,
     price_for,
 )
@@ -125,9 +124,9 @@ def _testcase(suite: ET.Element, result: RunResult, gate: GateResult, failed: bo
     case = ET.SubElement(suite, "testcase", classname=_xml_text(classname or gate.nodeid),
                          name=_xml_text(name or gate.nodeid))
     pairs = _gate_pairs(result, gate)
-    users = set(gate.scope.get("users", ()))
-    every = [p for p in result.pairs if p.key.model == gate.model
-             and (gate.covers(p) or (is_control(p.key.kind) and p.key.user_id in users))]
+    from .summary.compute import verdict_pairs
+
+    every = verdict_pairs(gate, [p for p in result.pairs if p.key.model == gate.model])
     props = gate_properties(gate.model, gate.slice, gate.verdict.outcome, len(pairs),
                             _intervals(gate, pairs, confidence), gate.verdict.guard,
                             gate.verdict.faithfulness, gate.verdict.findings,

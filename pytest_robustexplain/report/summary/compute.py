@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
@@ -477,17 +477,26 @@ def model_time(pairs: Sequence[PairResult], gates: Sequence[GateResult]) -> dict
         return {}
     out: dict[str, Any] = {"seconds": round(sum(times), 1), "calls": len(times),
                            "median": round(statistics.median(times), 2)}
-    per_verdict = []
-    for gate in gates:
-        users = set(gate.scope.get("users", ()))
-        mine = [p for p in pairs if gate.covers(p) or (is_control(p.key.kind) and p.key.user_id in users)]
-        if mine:
-            firsts = {(p.key.user_id, p.key.item_id): p.original_latency_s for p in mine}
-            per_verdict.append(sum(firsts.values()) + sum(p.latency_s for p in mine))
+    per_verdict = [verdict_total(mine, lambda p: p.original_latency_s, lambda p: p.latency_s)
+                   for mine in (verdict_pairs(gate, pairs) for gate in gates) if mine]
     if per_verdict:
         out["per_verdict"] = [round(statistics.fmean(per_verdict), 1), round(max(per_verdict), 1),
                               len(per_verdict)]
     return out
+
+
+def verdict_pairs(gate: GateResult, pairs: Sequence[PairResult]) -> list[PairResult]:
+    """The pairs one verdict read: its slice's, and the controls of its users."""
+    users = set(gate.scope.get("users", ()))
+    return [p for p in pairs if gate.covers(p) or (is_control(p.key.kind) and p.key.user_id in users)]
+
+
+def verdict_total(pairs: Sequence[PairResult], original: Callable[[PairResult], float],
+                  other: Callable[[PairResult], float]) -> float:
+    """A quantity summed over the replies ``pairs`` compare: each original once (by user and item), each
+    pair's other reply — what a verdict's replies took (time) or cost (money)."""
+    firsts = {(p.key.user_id, p.key.item_id): original(p) for p in pairs}
+    return sum(firsts.values()) + sum(other(p) for p in pairs)
 
 
 def model_money(pairs: Sequence[PairResult], gates: Sequence[GateResult], price: tuple[float, float] | None
@@ -515,15 +524,9 @@ def model_money(pairs: Sequence[PairResult], gates: Sequence[GateResult], price:
         "originals": sum(c for c, _ in originals.values()), "spent": spent,
         "by_kind": {k: by_kind[k] for k in [*ordered_kinds(by_kind), *sorted(set(by_kind) - set(
             ordered_kinds(by_kind)))]}}
-    per_verdict = []
-    for gate in gates:
-        users = set(gate.scope.get("users", ()))
-        mine = [p for p in counted if gate.covers(p) or (is_control(p.key.kind) and p.key.user_id in users)]
-        if mine:
-            firsts = {(p.key.user_id, p.key.item_id): tokens_cost(p.tokens[0], p.tokens[1], price)
-                      for p in mine}
-            others = (tokens_cost(p.tokens[2], p.tokens[3], price) for p in mine)
-            per_verdict.append(sum(firsts.values()) + sum(others))
+    per_verdict = [verdict_total(mine, lambda p: tokens_cost(p.tokens[0], p.tokens[1], price),
+                                 lambda p: tokens_cost(p.tokens[2], p.tokens[3], price))
+                   for mine in (verdict_pairs(gate, counted) for gate in gates) if mine]
     if per_verdict:
         out["per_verdict"] = [statistics.fmean(per_verdict), max(per_verdict), len(per_verdict)]
     return out

@@ -127,15 +127,19 @@ def unread_text(summary: Summary) -> str:
             "where it has no spaces (README, Limits)")
 
 
+# The controls as the token and cost rows name them beside the kinds.
+CONTROL_NAMES: Mapping[str, str] = {SWAP_KIND: "cross-user controls", CONTROL_KIND: "noise floor"}
+
+
 def cost_text(cost: Mapping[str, Any]) -> str:
     """``41,210 prompt · 2,310 completion — originals 8,100/420 (20) · noise_injection 8,300/480 (20 pairs)
     … · 41 tokens per history line + 230 for the rest of the prompt``."""
     def part(label: str, entry: Sequence[int], unit: str) -> str:
         return f"{label} {entry[0]:,}/{entry[1]:,} ({entry[2]} {unit})"
 
-    names = {SWAP_KIND: "cross-user controls", CONTROL_KIND: "noise floor"}
+    kinds = cost["by_kind"].items()
     parts = [part("originals", cost["originals"], "replies"),
-             *(part(names.get(kind, kind), entry, "pairs") for kind, entry in cost["by_kind"].items())]
+             *(part(CONTROL_NAMES.get(kind, kind), entry, "pairs") for kind, entry in kinds)]
     text = f"{cost['prompt']:,} prompt · {cost['completion']:,} completion — " + " · ".join(parts)
     if "per_line" in cost:
         text += (f" · {cost['per_line']:g} tokens per history line + {cost['fixed']:,} for the rest of the "
@@ -147,9 +151,8 @@ def money_text(cost: Mapping[str, Any]) -> str:
     """``0.042 for the replies the verdicts read — originals 0.01 · noise_injection 0.008 … · per verdict
     0.012 on average, 0.042 at most (6 verdicts) · 0.0061 spent this run (cache hits are free) · price
     0.15/0.6 per million tokens``."""
-    names = {SWAP_KIND: "cross-user controls", CONTROL_KIND: "noise floor"}
     parts = [f"originals {money(cost['originals'])}",
-             *(f"{names.get(kind, kind)} {money(value)}" for kind, value in cost["by_kind"].items())]
+             *(f"{CONTROL_NAMES.get(kind, kind)} {money(value)}" for kind, value in cost["by_kind"].items())]
     text = f"{money(cost['total'])} for the replies the verdicts read — " + " · ".join(parts)
     if "per_verdict" in cost:
         mean, most, n = cost["per_verdict"]
