@@ -10,10 +10,12 @@ word for word the control's, against max_identical_share 0.05, at alpha/4: INSEN
 unsupported mentions (each user's share naming a category or title from neither the history nor the item,
 against max_unsupported_rate 0.5, at alpha/8: half of its fixed rule's share of grounding's alpha), the
 attacks (each user's share of attacked pairs won, against max_injection_rate 0 and max_hijack_rate 0.2), a
-user's predicate check (each user's share of flagged explanations, against its max_rate: 0, 0.05, 0.2) and
-S (each user's S against min_sensitivity 0.05: its rejection is the evidence a slice decided PASS by ρ
-waits for). A stop at any user is the check's FAIL (the S test's PASS), so the false rate is the chance of
-*ever* stopping when the population sits exactly at the limit, counted at or before each number of users.
+user's predicate check (each user's share of flagged explanations, against its max_rate: 0, 0.05, 0.2),
+the judge's faithful rate (each user's share of originals judged faithful, against min_faithful_rate 0.8
+and 0.5) and S (each user's S against min_sensitivity 0.05: its rejection is the evidence a slice decided
+PASS by ρ waits for). A stop at any user is the check's FAIL (the S test's PASS), so the false rate is the
+chance of *ever* stopping when the population sits exactly at the limit, counted at or before each number of
+users.
 
 Populations at the limit: shares as Bernoulli draws (one case a user) and as users whose four cases copy
 or refer together (clustered); R from ``bench_guard.relative_population`` (per-user S log-normal with t3
@@ -65,7 +67,10 @@ CHECKS = {"copy rate ≤ 0.1": (0.1, ABOVE, ALPHA), "history references ≥ 0.5"
           # a user's predicate check (checks/predicate.py): each user's share of flagged explanations
           "your predicate ≤ 0": (0.0, ABOVE, ALPHA), "your predicate ≤ 0.05": (0.05, ABOVE, ALPHA),
           "your predicate ≤ 0.2": (0.2, ABOVE, ALPHA),
-          "S > 0.05 (a PASS)": (0.05, ABOVE, ALPHA)}
+          "S > 0.05 (a PASS)": (0.05, ABOVE, ALPHA),
+          # the judge's faithful rate (checks/faithfulness.py): each user's share of originals judged
+          # faithful, against min_faithful_rate
+          "faithful rate ≥ 0.8": (0.8, BELOW, ALPHA), "faithful rate ≥ 0.5": (0.5, BELOW, ALPHA)}
 
 
 def pairs(p: float, cases: int = 5) -> Draw:
@@ -105,7 +110,11 @@ def false_fail_table(runs: int, rng: Rng) -> float:
             ("your predicate ≤ 0.2", "four cases a user, together", shares(0.2, 4)),
             ("S > 0.05 (a PASS)", "15 % ignored, readers bunched", sensitivity(at_mean(0.15, rng))),
             ("S > 0.05 (a PASS)", "25 % ignored, readers bunched", sensitivity(at_mean(0.25, rng))),
-            ("S > 0.05 (a PASS)", "nobody ignored, readers at 0.05", sensitivity(at_mean(0.0, rng)))]
+            ("S > 0.05 (a PASS)", "nobody ignored, readers at 0.05", sensitivity(at_mean(0.0, rng))),
+            ("faithful rate ≥ 0.8", "one case a user", shares(0.8)),
+            ("faithful rate ≥ 0.8", "four cases a user, together", shares(0.8, 4)),
+            ("faithful rate ≥ 0.5", "one case a user", shares(0.5)),
+            ("faithful rate ≥ 0.5", "four cases a user, together", shares(0.5, 4))]
     worst = 0.0
     for check, label, draw in rows:
         limit, side, alpha = CHECKS[check]
@@ -144,7 +153,11 @@ def stop_table(runs: int, rng: Rng) -> None:
             ("your predicate ≤ 0.2", "flags 60 % of explanations", shares(0.6)),
             ("S > 0.05 (a PASS)", "template-like, median S 0.35", sensitivity(population(0.0, 0.35))),
             ("S > 0.05 (a PASS)", "fake stable model, median 0.18", sensitivity(population(0.0, 0.18))),
-            ("S > 0.05 (a PASS)", "weak readers, median 0.10", sensitivity(population(0.0, 0.10)))]
+            ("S > 0.05 (a PASS)", "weak readers, median 0.10", sensitivity(population(0.0, 0.10))),
+            ("faithful rate ≥ 0.8", "never faithful", shares(0.0)),
+            ("faithful rate ≥ 0.8", "faithful 40 % of the time", shares(0.4)),
+            ("faithful rate ≥ 0.5", "never faithful", shares(0.0)),
+            ("faithful rate ≥ 0.5", "faithful 20 % of the time", shares(0.2))]
     for check, label, draw in rows:
         limit, side, alpha = CHECKS[check]
         rejected, used = simulate_one_sided(draw(rng, (runs, 20)), limit, side, alpha=alpha)

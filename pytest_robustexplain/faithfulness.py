@@ -146,9 +146,11 @@ def _drops(texts: Sequence[JudgedText], alpha: float) -> dict[str, Interval]:
 
 
 def _outcome(judged: int, faithful: int, failures: int, agreed: int, compared: int, *, min_rate: float,
-             bounds: tuple[float, float], agreement_high: float) -> tuple[str, str]:
+             bounds: tuple[float, float], agreement_high: float, stopped: str | None = None
+             ) -> tuple[str, str]:
     """(outcome, reason) of the min-faithful-rate gate; ``bounds`` of the faithful rate and the upper
-    bound of the reorder agreement, with users as the unit."""
+    bound of the reorder agreement, with users as the unit; ``stopped``: the judge's sequential test
+    failed the item (its sentence)."""
     total = judged + failures
     if failures > MAX_JUDGE_FAILURE_SHARE * total:
         return INCONCLUSIVE, (f"the judge's reply was not the verdict's shape for {failures} of {total} "
@@ -160,6 +162,9 @@ def _outcome(judged: int, faithful: int, failures: int, agreed: int, compared: i
                               "trustworthy, so the faithful rate is not measured; use a stronger judge model")
     low, high = bounds
     rate = f"{_rate(faithful, judged)} original explanations were judged faithful [{low:.2f}, {high:.2f}]"
+    if stopped is not None:  # "…, below min-faithful-rate 0.5 — the sequential test decided it after …"
+        said = stopped[:1].lower() + stopped[1:].rstrip(".")
+        return FAIL, f"{rate}, below min-faithful-rate {min_rate:g} — {said}"
     if high < min_rate:
         return FAIL, f"{rate}, confidently below min-faithful-rate {min_rate:g}"
     if low >= min_rate:
@@ -341,10 +346,13 @@ def people_text(people: Mapping[str, Any]) -> str:
 
 
 def summarise(texts: Sequence[JudgedText], *, judge: str, scope: str, min_rate: float | None,
-              alpha: float, min_agreement: float | None = None) -> FaithfulnessResult:
+              alpha: float, min_agreement: float | None = None, stopped: str | None = None
+              ) -> FaithfulnessResult:
     """The judge's finding in one slice from its verdicts (originals; every text with ``scope="all"``);
     with people's verdicts on some cases, the judge's agreement with them — and, with ``min_agreement``,
-    a gate whose faithful rate counts only when kappa is confidently at least that."""
+    a gate whose faithful rate counts only when kappa is confidently at least that. ``stopped``: the
+    sentence of the judge's own sequential test that ended the slice (its FAIL stands on the users it
+    saw, unless the judge is not to be trusted: failures, flips, people or other judges say so)."""
     originals = [t for t in texts if t.kind == ORIGINAL]
     read = [t for t in originals if t.faithful is not None]
     faithful = sum(1 for t in read if t.faithful)
@@ -362,7 +370,7 @@ def summarise(texts: Sequence[JudgedText], *, judge: str, scope: str, min_rate: 
     agreement_high = user_share_bounds([(t.user_id, t.reordered == t.faithful) for t in both], alpha)[1]
     outcome, message = (None, "") if min_rate is None else _outcome(
         len(read), faithful, failures, agreed, len(both), min_rate=min_rate, bounds=(low, high),
-        agreement_high=agreement_high)
+        agreement_high=agreement_high, stopped=stopped)
     people = people_agreement(texts, alpha)
     if min_rate is not None and min_agreement is not None and outcome in (PASS, FAIL):
         distrust = judge_distrust(people, min_agreement)

@@ -142,3 +142,58 @@ def test_a_user_whose_control_finishes_last_is_still_fed_to_the_sequential_gate(
         finished += _finish(books, pair)
     assert finished == ["seq"] and seq.users_fed == len(ORDER)
     assert {p.key.user_id for p in seq.scored} == set(ORDER)
+
+
+async def _never_called(pairs: object) -> float | None:
+    raise AssertionError("the books never await a probe: the sweep does")
+
+
+def test_a_user_is_fed_only_once_its_probe_answered_and_the_slice_waits_for_every_probe_asked() -> None:
+    """The judge's own test: a user's probe is asked once, as soon as all its pairs are in (whatever its
+    turn); the user is fed in the seeded order only after the answer; a slice whose pairs are all in is
+    not finished while a probe it asked has not answered — what it reports never depends on the judge's
+    speed."""
+    from pytest_robustexplain.stats import BELOW, StopRule
+
+    planner, books = PairPlanner(DATA.catalog), Books()
+    judged = StopRule("faithfulness", 0.5, BELOW, 0.025, None, probe=_never_called)
+    rule = SequentialConfig({"combined": 0.5}, alpha=0.05, stops=(judged,))
+    seq = _slice(planner, books, "seq", kinds=(NOISE,), sequential=rule)
+    seq.stops = {judged.key: judged.test()}
+    by_user = {u: [p for p in _pairs(planner, "seq") if p.key.user_id == u] for u in ORDER}
+    asked: list[str] = []
+    for user in (ORDER[1], ORDER[0]):
+        for pair in by_user[user]:
+            pair.result = PairResult(pair.key, 0.9, 0.9, 0.9, 0.9, 0.9, "e", "e'")
+            step = books.finished_pair(pair)
+            asked += [u for _, u, _ in step.probes]
+    assert asked == [ORDER[1], ORDER[0]] and seq.users_fed == 0  # asked when ready, nobody fed yet
+    books.probed("seq", ORDER[1], {judged.key: 0.0})
+    assert seq.users_fed == 0  # the second user's answer waits for the first user's
+    books.probed("seq", ORDER[0], {judged.key: 1.0})
+    assert seq.users_fed == 2 and seq.stops[judged.key].n_users == 2
+    assert seq.probed == {"faithfulness": {ORDER[0]: 1.0, ORDER[1]: 0.0}}
+    try:  # never StopRule without exactly one of value and probe
+        StopRule("faithfulness", 0.5, BELOW, 0.025, None)
+    except TypeError as exc:
+        assert "exactly one of value and probe" in str(exc)
+    else:
+        raise AssertionError("a rule without a value or a probe was accepted")
+
+
+def test_a_slice_with_every_pair_in_is_not_finished_while_a_probe_is_out() -> None:
+    from pytest_robustexplain.stats import BELOW, StopRule
+
+    planner, books = PairPlanner(DATA.catalog), Books()
+    judged = StopRule("faithfulness", 0.0, BELOW, 0.025, None, probe=_never_called)
+    seq = _slice(planner, books, "seq", kinds=(NOISE,), cases=CASES[:2],
+                 sequential=SequentialConfig({"combined": 0.5}, alpha=0.05, stops=(judged,)))
+    seq.stops = {judged.key: judged.test()}
+    finished: list[str] = []
+    for pair in _pairs(planner, "seq"):
+        pair.result = PairResult(pair.key, 0.9, 0.9, 0.9, 0.9, 0.9, "e", "e'")
+        finished += books.finished_pair(pair).finished
+    assert finished == [] and books.unfinished("seq") == 0 and not books.is_done("seq")
+    assert books.probed("seq", ORDER[0], {judged.key: 0.5}).finished == []
+    assert books.probed("seq", ORDER[1], {judged.key: None}).finished == ["seq"]
+    assert seq.users_fed == 2 and seq.stops[judged.key].n_users == 1  # None: the user gave it nothing

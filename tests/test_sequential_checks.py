@@ -350,3 +350,66 @@ def test_a_users_predicate_check_ends_a_sequential_gate_at_its_first_hit(
     else:
         result.assert_outcomes(passed=1)
         assert verdict["outcome"] == row["outcome"] == PASS and "sequential test" not in row["reason"]
+
+
+REASONS = '''
+import pytest
+
+def explain(history, item):
+    top = history.interactions[-1].title or "your last pick"
+    CLAIM
+
+@pytest.fixture
+def explainer():
+    return explain
+'''
+
+JUDGED = """
+import pytest
+
+@pytest.mark.robustness(decision="sequential", users=20, perturbations=["noise_injection"],
+                        severities=[1, 2, 3], guard="off", min_combined=RHO, min_metric=0.0,
+                        min_faithful_rate=0.5)
+def test_gate(robustness):
+    pass
+"""
+
+
+@pytest.mark.parametrize("cited", [False, True])
+def test_the_judges_own_test_fails_an_unfaithful_explainer_after_a_few_users(
+        pytester: pytest.Pytester, xdist_args: tuple[str, ...], cited: bool) -> None:
+    """The judge is asked user by user while the next users' calls run: an explainer whose reasons never
+    tie the item to what the user showed a taste for (the fake judge rejects each) is failed by the
+    faithful rate's own test after a few users, with most calls never made — at a ρ threshold (0.85, its ρ
+    is about 0.88) that ρ's test cannot decide on 20 users, so before this test every call was made; one
+    that names the category the user engages with is not stopped by it and passes. Serially and under
+    xdist alike."""
+    claim = ('return f"We recommend {item.title} because you watched {top} and enjoy {item.category}."'
+             if cited else 'return f"We recommend {item.title} because you watched {top}."')
+    pytester.makeconftest(REASONS.replace("CLAIM", claim))
+    pytester.makepyfile(test_gate=JUDGED.replace("RHO", "0.3" if cited else "0.85"))
+    with FakeOllamaServer() as judge:
+        result = pytester.runpytest("--robustexplain-backend=callable", "--robustexplain-json=r.json",
+                                    "--robustexplain-judge-model=fake-model",
+                                    f"--robustexplain-judge-host={judge.url}", "-p", "no:cacheprovider",
+                                    *xdist_args)
+        judge_calls = judge.judge_calls
+    doc = read_report(pytester)
+    (gate,) = doc["gates"]
+    verdict, row = gate["verdict"], gate["verdict"]["findings"]["faithfulness"]
+    found = verdict["faithfulness"]
+    if cited:
+        result.assert_outcomes(passed=1)
+        assert verdict["outcome"] == row["outcome"] == found["outcome"] == PASS
+        assert "sequential test" not in row["reason"] and found["faithful"] == found["judged"]
+        return
+    result.assert_outcomes(failed=1)
+    assert verdict["outcome"] == row["outcome"] == found["outcome"] == FAIL
+    assert verdict["message"].startswith("Faithfulness FAIL: 0 of ")
+    assert "below min-faithful-rate 0.5 — the sequential test decided it after " in verdict["message"]
+    users = int(row["reason"].split("decided it after ")[1].split(" ")[0])
+    assert users <= 6 and found["judged"] == users  # the finding reads the users the test saw
+    # 20 users × (an original and 3 pairs) planned. While the judge reads a user, pairs start up to one
+    # user past the next to feed (and that one's original ahead): never more calls than these users'.
+    assert doc["calls"]["made"] <= 4 * (users + 2) + 1 and doc["calls"]["cancelled"] > 0, doc["calls"]
+    assert judge_calls <= 2 * (users + 2)  # two a judged original: the users fed, and up to two more

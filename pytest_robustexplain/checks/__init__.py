@@ -7,7 +7,7 @@ registry (``registry``) orders them and takes the user's own (``register_check``
 an item's verdict. This face only hands names on.
 """
 
-from .base import MEASUREMENT, SILENT, Check, Decision, Evidence, originals, share_row
+from .base import MEASUREMENT, SILENT, Check, Decision, Evidence, Probe, originals, share_row
 from .combine import apply_stage, combine
 from .controls import relative_pairs
 from .predicate import PredicateCheck, PredicateFound
@@ -34,6 +34,7 @@ __all__ = [
     "Evidence",
     "PredicateCheck",
     "PredicateFound",
+    "Probe",
     "apply_stage",
     "check_limits_known",
     "combine",

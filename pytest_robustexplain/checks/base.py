@@ -19,10 +19,17 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
 if TYPE_CHECKING:
+    from collections.abc import Awaitable
+
     from ..data import EvalCase
     from ..results import Finding, PairResult, Verdict
     from ..settings import GateSettings
     from ..stats import StopRule
+
+
+# A service's value of one user, from the user's finished pairs (the judge: the share of the user's
+# original explanations judged faithful), awaited on the sweep's loop; None: the user gave it nothing.
+Probe = Callable[[Sequence["PairResult"]], "Awaitable[float | None]"]
 
 
 @dataclass
@@ -136,6 +143,12 @@ class Check:
         default; a check whose user value needs the cases themselves (a predicate over each explanation,
         its history and item: a pair carries neither) overrides this one."""
         return self.stop_rules(gate, kind, floor_is_one=floor_is_one)
+
+    def probe_rules(self, gate: GateSettings, kind: str | None, probe: Probe) -> tuple[StopRule, ...]:
+        """Under ``decision=sequential``, the tests of a check the engine measures with a service of its
+        own (the judge's calls: ``Evidence.measured``), whose user value is that service's ``probe`` of the
+        user's finished pairs (``StopRule.probe``). None by default."""
+        return ()
 
     def limit_of(self, gate: GateSettings) -> float:
         """The test's limit for this check (``check-limits``), else its own (``default_limit``)."""

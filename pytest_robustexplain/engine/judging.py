@@ -17,9 +17,11 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..results import ORIGINAL, JudgedText, ModelInfo, PairKey
+from ..checks.faithfulness import Faithfulness
+from ..results import ORIGINAL, JudgedText, ModelInfo, PairKey, PairResult
 
 if TYPE_CHECKING:
+    from ..checks import Probe
     from ..data import Catalog, EvalCase, Item, UserHistory
     from ..explainers.judge import Judge
     from ..faithfulness import JudgeReply
@@ -181,20 +183,43 @@ class RunJudge:
 
     def finding(self, sweep: Sweep, slice_id: str, sliced: SliceResult, gate: GateSettings
                 ) -> FaithfulnessResult | None:
-        """The judge's finding on a finished slice (None without a judge)."""
+        """The judge's finding on a finished slice (None without a judge). When the slice ran the judge's
+        own sequential test, the fixed rule decides at the alpha the test left, and the test's FAIL, if it
+        ended the slice, stands unless the judge is not to be trusted (``summarise``'s ``stopped``)."""
         if not self.on:
             return None
         from ..faithfulness import summarise
+        from ..stats import DEFAULT_FALLBACK_SHARE
 
         self.start(sweep)
         scope = self.settings.judge
         jobs = judge_jobs(sliced, scope, sweep.seen_by(slice_id) if scope == "all" else None)
-        texts = sweep.run_coroutine(run_jobs(self._judges, jobs))
+        texts = sweep.run_coroutine(run_jobs(self._judges, jobs))  # the test's verdicts: asked once a run
         if self.labels:  # people's verdicts beside the judge's, on the originals they labelled
             texts = [replace(t, people=self.labels.get((t.user_id, t.item_id))) if t.kind == ORIGINAL else t
                      for t in texts]
+        ended = sliced.stopped
+        stopped = ended.note() if ended is not None and ended.check == Faithfulness.name else None
+        tested = Faithfulness.name in sliced.stops
         return summarise(texts, judge=self.label, scope=scope, min_rate=gate.min_faithful_rate,
-                         alpha=gate.alpha, min_agreement=gate.min_judge_agreement)
+                         alpha=gate.alpha * DEFAULT_FALLBACK_SHARE if tested else gate.alpha,
+                         min_agreement=gate.min_judge_agreement, stopped=stopped)
+
+    def probe_for(self, cases: Sequence[EvalCase]) -> Probe | None:
+        """The judge's value of one user for its sequential test (None without a judge): the share of the
+        user's original explanations it judged faithful, each also asked with the history reversed as the
+        finding asks it — the same prompts, so the finding asks none of them again."""
+        if not self.on:
+            return None
+        from ..checks import originals
+
+        async def probe(pairs: Sequence[PairResult]) -> float | None:
+            jobs = [JudgeJob((case.user_id, case.item_id, ORIGINAL, 0, repeat), case.history, case.item, text,
+                             reorder=True) for case, repeat, text in originals(cases, pairs)]
+            read = [t.faithful for t in await run_jobs(self._judges, jobs) if t.faithful is not None]
+            return sum(read) / len(read) if read else None
+
+        return probe
 
     @property
     def label(self) -> str:

@@ -11,7 +11,7 @@ from ..results import CONTROL_KIND, OVERALL, SWAP_KIND, is_control
 from ..settings import Spelling
 
 if TYPE_CHECKING:
-    from ..checks import Check, CheckRegistry
+    from ..checks import Check, CheckRegistry, Probe
     from ..data import Catalog, EvalCase, Item, UserHistory
     from ..donors import DonorPool
     from ..metrics.user import Metric
@@ -139,11 +139,12 @@ def users_within_cost(settings: Settings, gate: GateSettings, users: int, per_ca
 def slice_spec(settings: Settings, gate: GateSettings, *, slice_id: str, model: str,
                cases: Sequence[EvalCase], kind: str | None = None,
                donor_pool: DonorPool | None = None, metrics: tuple[Metric, ...] = (),
-               checks: Iterable[Check] = ()) -> SliceSpec:
+               checks: Iterable[Check] = (), probes: Mapping[str, Probe] | None = None) -> SliceSpec:
     """The sweep slice of one gate: its cases × kinds (``kind`` alone, or all the gate's kinds when
     None) × severities × repeats, with the noise floor, the cross-user controls (donors drawn from
     ``donor_pool``), the sequential gate the settings ask for (with the stop rules of its ``checks``) and
-    the user's own ``metrics`` its test measures."""
+    the user's own ``metrics`` its test measures. ``probes``: the engine's services by check name (the
+    judge's), for the checks measured with one (``Check.probe_rules``)."""
     from ..sweep import SequentialConfig, SliceSpec
 
     sequential = None
@@ -151,8 +152,11 @@ def slice_spec(settings: Settings, gate: GateSettings, *, slice_id: str, model: 
     if gate.decision == "sequential":
         # Every check with a test of its own may end the slice early too (each says when it has one: the
         # control-based checks only when the guard enforces them, an attack when its kind is planned).
+        checks = list(checks)
         stops = tuple(rule for check in checks
                       for rule in check.stop_rules_for(gate, kind, floor_is_one=not noise_floor, cases=cases))
+        stops += tuple(rule for check in checks if check.name in (probes or {})
+                       for rule in check.probe_rules(gate, kind, (probes or {})[check.name]))
         sequential = SequentialConfig(gate.thresholds(kind), alpha=gate.alpha, max_users=gate.max_users,
                                       stops=stops)
     # A test's own weights only re-weight ρ of its slice; the run's weights stay the reports' ρ.

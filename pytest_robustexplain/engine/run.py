@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..checks import relative_pairs
+from ..checks.faithfulness import Faithfulness
 from ..errors import (
     BackendError,
     CacheMissError,
@@ -292,9 +293,13 @@ class Run:
         checks = self.checks_for(nodeid)
         metrics = checks.metrics()
         self.metric_tags.update(m.tag for m in metrics)
-        spec = slice_spec(self.settings, gate, slice_id=slice_id, model=model, cases=self.cases_for(gate),
+        cases = self.cases_for(gate)
+        # The judge's own test asks it user by user during the sweep (``Check.probe_rules``).
+        judged = self.judging.probe_for(cases)
+        probes = {Faithfulness.name: judged} if judged is not None else None
+        spec = slice_spec(self.settings, gate, slice_id=slice_id, model=model, cases=cases,
                           kind=None if slice_name == OVERALL else slice_name, donor_pool=self._donor_pool,
-                          metrics=metrics, checks=checks)
+                          metrics=metrics, checks=checks, probes=probes)
         check_slice_size(spec, nodeid=nodeid, spelling=self.spelling)
         planned = GatedSlice(spec, nodeid, slice_name, gate)
         self._slices[slice_id] = planned
@@ -406,6 +411,7 @@ class Run:
             return
         planned = self._slices[slice_id]
         self._check_context(planned.spec.model, self.explainer_for(planned.spec.model), planned.spec.cases)
+        self.judging.start(self.sweep)  # before the slice's calls: its sequential test may ask the judge
         self.sweep.add_slice(planned.spec)
         self._started.add(slice_id)
 
@@ -487,7 +493,7 @@ class Run:
                polarity: PolarityResult | None = None) -> Robustness:
         """The slice's verdict (every rule: the judge's, polarity's, the baseline's), recorded for reports."""
         kind = None if planned.slice == OVERALL else planned.slice
-        measured = {"faithfulness": faithfulness, "polarity": polarity}
+        measured = {Faithfulness.name: faithfulness, "polarity": polarity}
         checks = self.checks_for(planned.nodeid)
         verdict = decide(planned.gate, sliced, kind, measured=measured, checks=checks)
         found = None

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -201,11 +201,20 @@ class StopRule:
     limit: float
     side: str
     alpha: float
-    value: Callable[[Sequence[PairResult], Sequence[PairResult]], float | None]
+    value: Callable[[Sequence[PairResult], Sequence[PairResult]], float | None] | None
     verdict: str = FAIL
     # Which of the check's rules this is, when it has more than one FAIL rule (grounding's history
     # references and unsupported mentions): "" for the check's one rule.
     part: str = ""
+    # A value that needs calls of its own (the judge's verdicts on the user's original explanations), in
+    # place of ``value``: awaited on the sweep's loop with all of the user's finished pairs (controls
+    # included: they carry the originals too) once they are in; the user is fed to every test only when it
+    # has answered, so the order, and with it the test's validity, stays the seeded one.
+    probe: Callable[[Sequence[PairResult]], Awaitable[float | None]] | None = None
+
+    def __post_init__(self) -> None:
+        if (self.value is None) == (self.probe is None):
+            raise TypeError(f"StopRule {self.check!r}: give exactly one of value and probe")
 
     @property
     def key(self) -> str:

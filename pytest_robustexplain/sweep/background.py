@@ -21,6 +21,7 @@ from .books import Books, Step
 from .loop import LoopThread
 from .planner import PairPlanner
 from .records import (
+    AHEAD_OF_PROBES,
     CONTROL_SEED_OFFSET,
     ORIGINALS_AHEAD,
     Counters,
@@ -74,6 +75,8 @@ class Sweep:
         self._fatal: BaseException | None = None
         self._lock = threading.Lock()
         self._window = max(1, window)
+        self._probing: set[asyncio.Task[None]] = set()  # probes asked and not answered yet
+        self._probed_slices: list[SliceResult] = []  # sequential slices with probes (``StopRule.probe``)
         self._queue: list[tuple[int, int, Pair]] = []  # (user rank, sequence, pair): waiting to start
         self._queued: set[int] = set()  # ids of queued pairs
         self._active = 0
@@ -123,6 +126,8 @@ class Sweep:
     def _register_slice(self, result: SliceResult, pairs: list[Pair]) -> None:
         slice_id = result.spec.slice_id
         self._books.add(result, pairs)
+        if result.spec.sequential is not None and any(r.probe for r in result.spec.sequential.stops):
+            self._probed_slices.append(result)
         if self._fatal is not None:
             # The run has already failed: the pairs this slice shares with the failed ones will never
             # run again, so its waiter must not wait for them.
@@ -180,6 +185,7 @@ class Sweep:
         self.counters.cancelled += sum(1 for p in running if p.slices)
         pending: list[asyncio.Future[Any]] = [p.task for p in running if p.task is not None]
         pending += [f for f in self._originals.values() if not f.done()]
+        pending += list(self._probing)
         for task in pending:
             task.cancel()
         await asyncio.gather(*pending, return_exceptions=True)
@@ -242,14 +248,38 @@ class Sweep:
             elif id(pair) in self._queued:  # never started: out of the queue (``_pump`` skips it)
                 self._queued.discard(id(pair))
                 self.counters.cancelled += 1
+        for slice_id, user, results in step.probes:
+            task = asyncio.ensure_future(self._probe(slice_id, user, results))
+            self._probing.add(task)
+            task.add_done_callback(self._probing.discard)
         for slice_id in step.finished:
             self._slice_done[slice_id].set()
         if step.finished:
             self._attention.set()
 
+    async def _probe(self, slice_id: str, user: str, results: list[PairResult]) -> None:
+        """Ask the slice's probes (``StopRule.probe``: the judge) about one user whose pairs are all in,
+        while the next users' calls run; the books feed the user when they have answered."""
+        sequential = self._slices[slice_id].spec.sequential
+        assert sequential is not None
+        probes = [(rule.key, rule.probe) for rule in sequential.stops if rule.probe is not None]
+        try:
+            values = {key: await probe(results) for key, probe in probes}
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # a dead judge ends the run, as a dead model does
+            self._set_fatal(exc)
+            return
+        self._book(self._books.probed, slice_id, user, values)
+        self._pump()  # a user fed moves the slice's next user on
+
     def _pump(self) -> None:
-        """Start queued pairs while fewer than ``window`` are in progress."""
+        """Start queued pairs while fewer than ``window`` are in progress (and, while a sequential slice
+        waits for its probes, none of a user too far ahead: :meth:`_furthest_rank`)."""
         while self._active < self._window and self._queue:
+            furthest = self._furthest_rank()
+            if furthest is not None and self._queue[0][0] > furthest:
+                return  # resumed when a user is fed (``_probe``)
             _, _, pair = heapq.heappop(self._queue)
             if id(pair) not in self._queued:  # dropped (and counted) by a slice that decided, or queued anew
                 continue
@@ -260,6 +290,17 @@ class Sweep:
             pair.task = asyncio.ensure_future(self._run_pair(pair))
             pair.task.add_done_callback(self._pair_left)
             self._fetch_ahead(self._books.rank.get(pair.key.user_id, 0) + ORIGINALS_AHEAD)
+
+    def _furthest_rank(self) -> int | None:
+        """The furthest user (rank in the seeded order) whose pairs may start now; None: any. While a
+        slice feeds its users only once its probes (the judge) have answered, ``AHEAD_OF_PROBES`` beyond its
+        next user — else a judge slower than the model let the calls run on far past the users the test
+        had seen."""
+        limits = []
+        for result in self._probed_slices:
+            if not self._books.is_done(result.spec.slice_id) and result.users_fed < len(result.users_order):
+                limits.append(self._books.rank.get(result.users_order[result.users_fed], 0) + AHEAD_OF_PROBES)
+        return min(limits) if limits else None
 
     def _fetch_ahead(self, last_rank: int) -> None:
         """Request the originals of users up to ``last_rank`` while the current users' pairs run.

@@ -18,18 +18,23 @@ from .records import Pair, SliceResult, reweighted
 
 if TYPE_CHECKING:
     from ..metrics.user import MetricMeasure
+    from ..stats import StopRule
 
 
 @dataclass
 class Step:
-    """What one event changed: slices now finished, and pairs that no undecided slice needs any more."""
+    """What one event changed: slices now finished, pairs that no undecided slice needs any more, and
+    users whose pairs are all in and whose probes (``StopRule.probe``: the judge's calls) are to be asked:
+    (slice, user, the user's finished pairs)."""
 
     finished: list[str] = field(default_factory=list)
     orphans: list[Pair] = field(default_factory=list)
+    probes: list[tuple[str, str, list[PairResult]]] = field(default_factory=list)
 
     def extend(self, other: Step) -> Step:
         self.finished += other.finished
         self.orphans += other.orphans
+        self.probes += other.probes
         return self
 
 
@@ -42,6 +47,10 @@ class _Entry:
     # slice per finished pair, which made a run quadratic in its users).
     unfinished: int
     done: bool = False
+    # Users whose probes were asked, and how many of those have not answered: a slice is finished only
+    # when every probe asked has answered (or it is decided), so what it reports never depends on timing.
+    probing: set[str] = field(default_factory=set)
+    probes_pending: int = 0
 
 
 class Books:
@@ -87,6 +96,17 @@ class Books:
             self._entries[slice_id].unfinished -= 1
         return self._look(pair)
 
+    def probed(self, slice_id: str, user: str, values: dict[str, float | None]) -> Step:
+        """A user's probes answered (``StopRule.key`` → the user's value): the user may now be fed."""
+        entry = self._entries[slice_id]
+        entry.probes_pending -= 1
+        for key, value in values.items():
+            entry.result.probed.setdefault(key, {})[user] = value
+        if entry.done:
+            return Step()
+        step = self._feed_gate(slice_id) if entry.result.gate is not None else Step()
+        return step.extend(self._check_done(slice_id))
+
     def cut_short(self, slice_id: str) -> Step:
         """The time budget ran out: decide the slice on its first users (seeded order) whose pairs are all
         in and orphan the rest.
@@ -128,11 +148,24 @@ class Books:
     def _look(self, pair: Pair) -> Step:
         step = Step()
         for slice_id in list(pair.slices):
+            step.extend(self._ask_probes(slice_id, pair.key.user_id))
             # A control too: it may be the user's last pair in, and a user is fed only once all are.
             if self._entries[slice_id].result.gate is not None:
                 step.extend(self._feed_gate(slice_id))
             step.extend(self._check_done(slice_id))
         return step
+
+    def _ask_probes(self, slice_id: str, user: str) -> Step:
+        """The user's probes, once, as soon as all of the user's pairs are in (whatever their turn)."""
+        entry = self._entries[slice_id]
+        if entry.done or user in entry.probing or not _probe_rules(entry.result):
+            return Step()
+        mine = entry.by_user.get(user, [])
+        if not mine or any(p.result is None for p in mine):
+            return Step()
+        entry.probing.add(user)
+        entry.probes_pending += 1
+        return Step(probes=[(slice_id, user, [p.result for p in mine if p.result is not None])])
 
     def _feed_gate(self, slice_id: str) -> Step:
         """Feed finished users to the sequential gate, strictly in the slice's seeded user order.
@@ -145,10 +178,14 @@ class Books:
         assert gate is not None
         if entry.done:
             return Step()
+        probes = _probe_rules(result)
         while not _settled(result) and result.users_fed < len(result.users_order):
-            mine = entry.by_user.get(result.users_order[result.users_fed], [])
+            name = result.users_order[result.users_fed]
+            mine = entry.by_user.get(name, [])
             if any(p.result is None for p in mine):
                 return Step()
+            if mine and any(name not in result.probed.get(rule.key, {}) for rule in probes):
+                return Step()  # fed when its probes answer (:meth:`probed`)
             result.users_fed += 1
             user = [reweighted(r, result.spec.weights)
                     for r in self._measured([p.result for p in mine if p.result is not None], result)]
@@ -156,18 +193,21 @@ class Books:
             if done and not gate.decided:  # a user whose perturbations were all trivial has nothing to say
                 gate.update({q: sum(r.metric(q) for r in done) / len(done) for q in gate.thresholds},
                             pairs=len(done))
-            self._feed_stops(result, done, [r for r in user if r.key.kind == SWAP_KIND])
+            self._feed_stops(result, name, done, [r for r in user if r.key.kind == SWAP_KIND])
         return self._release(slice_id) if _settled(result) else Step()
 
     @staticmethod
-    def _feed_stops(result: SliceResult, done: list[PairResult], swaps: list[PairResult]) -> None:
+    def _feed_stops(result: SliceResult, name: str, done: list[PairResult], swaps: list[PairResult]) -> None:
         """The user's value to each check's own test (same user, same order as the gate); the first test
         to reject ends the slice (``result.stopped``)."""
         from ..stats import Stopped
 
         assert result.spec.sequential is not None
         for rule in result.spec.sequential.stops:
-            value = rule.value(done, swaps)
+            if rule.value is not None:
+                value = rule.value(done, swaps)
+            else:
+                value = result.probed.get(rule.key, {}).get(name)
             test = result.stops[rule.key]
             if value is not None and test.update(value) and rule.verdict == FAIL and result.stopped is None:
                 result.stopped = Stopped(rule.check, result.users_fed, test.wealth, test.level,
@@ -195,7 +235,7 @@ class Books:
 
     def _check_done(self, slice_id: str) -> Step:
         entry = self._entries[slice_id]
-        if not entry.done and entry.unfinished == 0:
+        if not entry.done and entry.unfinished == 0 and entry.probes_pending == 0:
             return self._finish(slice_id)
         return Step()
 
@@ -221,6 +261,12 @@ class Books:
             result.gate.finish()  # every user seen, still undecided: the fixed-sample fallback decides
         entry.done = True
         return Step(finished=[slice_id])
+
+
+def _probe_rules(result: SliceResult) -> list[StopRule]:
+    """The slice's tests whose user value is a probe's (``StopRule.probe``)."""
+    sequential = result.spec.sequential
+    return [] if sequential is None else [rule for rule in sequential.stops if rule.probe is not None]
 
 
 def _settled(result: SliceResult) -> bool:

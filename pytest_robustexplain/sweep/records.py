@@ -35,6 +35,10 @@ if TYPE_CHECKING:
 CONTROL_SEED_OFFSET = 7919
 # How many users ahead of the pairs being started their original explanations are requested.
 ORIGINALS_AHEAD = 1
+# How many users ahead of a sequential slice's next user to feed pairs start while the slice waits for its
+# probes (the judge's verdicts, ``StopRule.probe``): enough to keep the model busy while the judge reads one
+# user, few enough that a test the judge decides early saves the calls of the users after.
+AHEAD_OF_PROBES = 1
 
 
 @dataclass(frozen=True)
@@ -89,6 +93,8 @@ class SliceResult:
     gate: SequentialGate | None = None
     stops: dict[str, OneSidedTest] = field(default_factory=dict)  # the checks' own tests, by StopRule.key
     stopped: Stopped | None = None  # the check whose own test ended the slice early, when one did
+    # The probes' answers (``StopRule.probe``: the judge's verdicts), by StopRule.key, then user.
+    probed: dict[str, dict[str, float | None]] = field(default_factory=dict)
     users_fed: int = 0  # how many users (in ``users_order``) the sequential gate has seen
     # (users measured, users planned) when the run's time budget (max-minutes) ran out before the slice
     # finished: it is decided on the first users of ``users_order`` whose pairs were all in; None otherwise.
