@@ -94,6 +94,25 @@ def test_without_a_price_no_writer_says_cost(server: Any, capsys: pytest.Capture
     assert not any("Cost" in text for text in texts)
 
 
+def test_compare_says_what_each_sides_replies_cost_at_its_price(server: Any,
+                                                                capsys: pytest.CaptureFixture[str]) -> None:
+    """Two runs side by side (a model change, a prompt change): what each side's replies cost is part of
+    the choice; a side without a price says so, and without a price on either side nothing is said."""
+    _run(server, "priced.json", *PRICE)
+    _run(server, "unpriced.json")
+    capsys.readouterr()
+    for fmt in ("terminal", "markdown"):
+        assert cli.main(["compare", "priced.json", "unpriced.json", "--format", fmt]) == 0
+        out = " ".join(capsys.readouterr().out.split())
+        assert "Cost (at the price each run set):" in out, fmt
+        assert "A = " in out and "price 0.15/0.6 per million tokens" in out.split("Cost (at the price")[1]
+        assert "B = no price set, or the server counted no tokens" in out
+    _run(server, "unpriced-again.json")
+    capsys.readouterr()
+    assert cli.main(["compare", "unpriced.json", "unpriced-again.json"]) == 0
+    assert "Cost" not in capsys.readouterr().out
+
+
 # ------------------------------------------------------------------------------ the dry run and max-cost
 def test_the_dry_run_estimates_the_cost_once_a_run_has_counted_tokens(server: Any,
                                                                      capsys: pytest.CaptureFixture[str]

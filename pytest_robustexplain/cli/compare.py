@@ -109,24 +109,28 @@ def _short(value: Any) -> str:
 
 def _guard_comparison(run_a: RunResult, model_a: str, run_b: RunResult, model_b: str, *,
                       markdown: bool) -> str:
-    """The cross-user control of both sides: a model can gain ρ by ignoring the user (docs/guard.md)."""
+    """The cross-user control of both sides (a model can gain ρ by ignoring the user, docs/guard.md), their
+    other checks, and what each side's replies cost at its price."""
     from ..report.markdown import text as md_text
-    from ..report.summary import checks_line, faithfulness_line, guard_line, summarize
+    from ..report.summary import checks_line, faithfulness_line, guard_line, money_text, summarize
 
     summaries = [(label, summarize(run, model)) for label, run, model in (("A", run_a, model_a),
                                                                            ("B", run_b, model_b))]
-    sections = [("Guard (how much the explanations depend on the user):", guard_line, True),
+    sections = [("Guard (how much the explanations depend on the user):", guard_line, True, "not measured"),
                 ("Faithfulness (the judge; a dislike cited as a reason to like; the preference flip):",
-                 faithfulness_line, False),
-                ("More checks (registered by a conftest or the Python API):", checks_line, False)]
+                 faithfulness_line, False, "not measured"),
+                ("More checks (registered by a conftest or the Python API):", checks_line, False,
+                 "not measured"),
+                ("Cost (at the price each run set):", lambda s: money_text(s.money) if s.money else "", False,
+                 "no price set, or the server counted no tokens")]
     lines = []
-    for title, line_of, always in sections:
+    for title, line_of, always, missing in sections:
         said = [(label, line_of(summary)) for label, summary in summaries]
         if not always and not any(line for _, line in said):
             continue
         lines.append(title)
         for label, line in said:
-            line = line or "not measured"
+            line = line or missing
             lines.append(f"- {label} = {md_text(line)}" if markdown else f"  {label} = {line}")
     return "\n".join(lines)
 
