@@ -14,6 +14,7 @@ prompt as the model would see it in real data.
 
 from __future__ import annotations
 
+import functools
 import re
 import string
 from collections.abc import Mapping, Sequence
@@ -73,8 +74,10 @@ def format_value(value: Any) -> str:
     return text or UNKNOWN
 
 
+@functools.lru_cache(maxsize=8192)
 def format_date(timestamp: int | None) -> str:
-    """``YYYY-MM-DD`` (UTC) for an epoch-seconds timestamp, ``unknown`` when missing."""
+    """``YYYY-MM-DD`` (UTC) for an epoch-seconds timestamp, ``unknown`` when missing. Cached: a user's
+    history is rendered again for each of their pairs, on the sweep's loop, between the model's calls."""
     if timestamp is None:
         return UNKNOWN
     return datetime.fromtimestamp(timestamp, tz=timezone.utc).strftime("%Y-%m-%d")
