@@ -147,7 +147,7 @@ class Check:
     def probe_rules(self, gate: GateSettings, kind: str | None, probe: Probe) -> tuple[StopRule, ...]:
         """Under ``decision=sequential``, the tests of a check the engine measures with a service of its
         own (the judge's calls: ``Evidence.measured``), whose user value is that service's ``probe`` of the
-        user's finished pairs (``StopRule.probe``). None by default."""
+        user's finished pairs (``StopRule.probe``). Empty by default: no such test."""
         return ()
 
     def limit_of(self, gate: GateSettings) -> float:

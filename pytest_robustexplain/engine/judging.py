@@ -46,8 +46,7 @@ def judge_jobs(sliced: SliceResult, scope: str,
                seen: Mapping[PairKey, tuple[UserHistory, Item]] | None = None) -> list[JudgeJob]:
     """The slice's explanations to judge: its originals, and with ``scope="all"`` every pair's second
     explanation (``seen``: what each pair's second prompt showed, from the sweep)."""
-    jobs = [JudgeJob((case.user_id, case.item_id, ORIGINAL, 0, repeat), case.history, case.item, text,
-                     reorder=True) for case, repeat, text in originals_of(sliced)]
+    jobs = original_jobs(originals_of(sliced))
     if scope != "all" or not seen:
         return jobs
     for p in sorted((*sliced.pairs, *sliced.controls, *sliced.swaps), key=lambda p: p.key):
@@ -57,6 +56,14 @@ def judge_jobs(sliced: SliceResult, scope: str,
             jobs.append(JudgeJob((k.user_id, k.item_id, k.kind, k.severity, k.repeat), history, item,
                                  p.perturbed, reorder=False))
     return jobs
+
+
+def original_jobs(found: Sequence[tuple[EvalCase, int, str]]) -> list[JudgeJob]:
+    """Each (case, repeat, text) original explanation to judge, also with the history reversed: one
+    shape for a finished slice's finding and for the sequential test's user, so both ask the same prompts
+    (the judge asks a prompt once a run)."""
+    return [JudgeJob((case.user_id, case.item_id, ORIGINAL, 0, repeat), case.history, case.item, text,
+                     reorder=True) for case, repeat, text in found]
 
 
 def originals_of(sliced: SliceResult) -> list[tuple[EvalCase, int, str]]:
@@ -214,8 +221,7 @@ class RunJudge:
         from ..checks import originals
 
         async def probe(pairs: Sequence[PairResult]) -> float | None:
-            jobs = [JudgeJob((case.user_id, case.item_id, ORIGINAL, 0, repeat), case.history, case.item, text,
-                             reorder=True) for case, repeat, text in originals(cases, pairs)]
+            jobs = original_jobs(originals(cases, pairs))
             read = [t.faithful for t in await run_jobs(self._judges, jobs) if t.faithful is not None]
             return sum(read) / len(read) if read else None
 

@@ -152,11 +152,11 @@ def slice_spec(settings: Settings, gate: GateSettings, *, slice_id: str, model: 
     if gate.decision == "sequential":
         # Every check with a test of its own may end the slice early too (each says when it has one: the
         # control-based checks only when the guard enforces them, an attack when its kind is planned).
-        checks = list(checks)
+        checks, services = list(checks), probes or {}
         stops = tuple(rule for check in checks
                       for rule in check.stop_rules_for(gate, kind, floor_is_one=not noise_floor, cases=cases))
-        stops += tuple(rule for check in checks if check.name in (probes or {})
-                       for rule in check.probe_rules(gate, kind, (probes or {})[check.name]))
+        stops += tuple(rule for check in checks if check.name in services
+                       for rule in check.probe_rules(gate, kind, services[check.name]))
         sequential = SequentialConfig(gate.thresholds(kind), alpha=gate.alpha, max_users=gate.max_users,
                                       stops=stops)
     # A test's own weights only re-weight ρ of its slice; the run's weights stay the reports' ρ.

@@ -51,6 +51,7 @@ class _Entry:
     # when every probe asked has answered (or it is decided), so what it reports never depends on timing.
     probing: set[str] = field(default_factory=set)
     probes_pending: int = 0
+    probes: tuple[StopRule, ...] = ()  # the slice's tests whose user value is a probe's (``StopRule.probe``)
 
 
 class Books:
@@ -80,7 +81,9 @@ class Books:
             by_user.setdefault(pair.key.user_id, []).append(pair)
         for index, user in enumerate(result.users_order):
             self.rank.setdefault(user, index)
-        self._entries[slice_id] = _Entry(result, pairs, by_user, unfinished)
+        stops = result.spec.sequential.stops if result.spec.sequential is not None else ()
+        probes = tuple(rule for rule in stops if rule.probe is not None)
+        self._entries[slice_id] = _Entry(result, pairs, by_user, unfinished, probes=probes)
 
     def settle(self, slice_id: str) -> Step:
         """Account for the slice's pairs that already have a result (shared with a slice that ran first)."""
@@ -158,7 +161,7 @@ class Books:
     def _ask_probes(self, slice_id: str, user: str) -> Step:
         """The user's probes, once, as soon as all of the user's pairs are in (whatever their turn)."""
         entry = self._entries[slice_id]
-        if entry.done or user in entry.probing or not _probe_rules(entry.result):
+        if entry.done or user in entry.probing or not entry.probes:
             return Step()
         mine = entry.by_user.get(user, [])
         if not mine or any(p.result is None for p in mine):
@@ -178,13 +181,12 @@ class Books:
         assert gate is not None
         if entry.done:
             return Step()
-        probes = _probe_rules(result)
         while not _settled(result) and result.users_fed < len(result.users_order):
             name = result.users_order[result.users_fed]
             mine = entry.by_user.get(name, [])
             if any(p.result is None for p in mine):
                 return Step()
-            if mine and any(name not in result.probed.get(rule.key, {}) for rule in probes):
+            if mine and any(name not in result.probed.get(rule.key, {}) for rule in entry.probes):
                 return Step()  # fed when its probes answer (:meth:`probed`)
             result.users_fed += 1
             user = [reweighted(r, result.spec.weights)
@@ -261,12 +263,6 @@ class Books:
             result.gate.finish()  # every user seen, still undecided: the fixed-sample fallback decides
         entry.done = True
         return Step(finished=[slice_id])
-
-
-def _probe_rules(result: SliceResult) -> list[StopRule]:
-    """The slice's tests whose user value is a probe's (``StopRule.probe``)."""
-    sequential = result.spec.sequential
-    return [] if sequential is None else [rule for rule in sequential.stops if rule.probe is not None]
 
 
 def _settled(result: SliceResult) -> bool:
