@@ -153,6 +153,43 @@ def test_max_cost_without_a_price_for_the_model_is_a_usage_error(
     assert said in capsys.readouterr().err
 
 
+def test_max_cost_counts_the_judges_calls_and_the_dry_run_prices_them(server: Any,
+                                                                      capsys: pytest.CaptureFixture[str]
+                                                                      ) -> None:
+    """Judge calls count in the budget: before any run at the most a judge call can take, after one at its
+    tokens a call; what the run then spends on the model and its judge stays under the budget."""
+    judged = (*PRICE, "--judge-model", "fake-model", "--inconclusive", "warn")
+    assert cli.main(["run", "--host", server.url, *BASE, *judged, "--dry-run"]) == 0
+    assert "fake-model (judge): the cost is known once a run has counted a judge call's tokens" in (
+        capsys.readouterr().out)
+    code, doc = _run(server, "r.json", *judged, "--max-cost", "0.012")
+    err = " ".join(capsys.readouterr().err.split())
+    assert "; and judge calls: 2 at " in err
+    assert "fake-model before any measured judge call: a full context" in err
+    users = {len(g["scope"]["users"]) for g in doc["gates"]}
+    assert code == 0 and users == {2}
+    spent = doc["aggregates"]["fake-model"]["money"]["spent"] + doc["judge_cost"]["fake-model"]["spent"]
+    assert 0 < spent <= 0.012 and doc["judge_cost"]["fake-model"]["spent"] > 0
+    # Without the judge's calls the same budget holds more users: they are what cut it to two.
+    _, unjudged = _run(server, "unjudged.json", *PRICE, "--inconclusive", "warn", "--max-cost", "0.012",
+                       "--cache-dir", "other")
+    assert len(unjudged["gates"][0]["scope"]["users"]) > 2
+    capsys.readouterr()
+    # After the judged run: its tokens a judge call are known, for max-cost and the dry run alike.
+    assert cli.main(["run", "--host", server.url, *BASE, *judged, "--max-cost", "0.012", "--users", "20",
+                     "--dry-run"]) == 0
+    said = " ".join("".join(capsys.readouterr()).split())
+    assert "fake-model's tokens a judge call last time" in said
+    assert "fake-model (judge): ≈ " in said and " judge calls at its price (" in said
+
+
+def test_max_cost_with_a_judge_that_has_no_price_is_a_usage_error(server: Any,
+                                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    code = cli.main(["run", "--host", server.url, *BASE, "--price", "fake-model=0.15/0.60", "--judge-model",
+                     "other-judge", "--max-cost", "1"])
+    assert code == 2
+    assert "judge model 'other-judge' has no price" in capsys.readouterr().err
+
 
 def test_the_pytest_door_gives_each_items_cost_as_a_junit_property(pytester: pytest.Pytester, server: Any
                                                                    ) -> None:
@@ -164,3 +201,81 @@ def test_the_pytest_door_gives_each_items_cost_as_a_junit_property(pytester: pyt
     costs = {p.get("value") for p in ET.parse(pytester.path / "j.xml").iter("property")
              if p.get("name") == "robustexplain_cost"}
     assert len(costs) == 1 and float(costs.pop()) > 0
+
+
+# ------------------------------------------------------------------------------ the judge's calls
+JUDGES = {"judge-a:latest": "strict", "judge-b:latest": "lenient"}
+
+
+def _judged_run(pytester: pytest.Pytester, server: Any, *extra: str
+                ) -> tuple[pytest.RunResult, dict[str, Any]]:
+    from helpers import read_report, run_fake
+
+    result = run_fake(pytester, server, "-p", "no:randomly", "--robustexplain-judge-model=judge-a,judge-b",
+                      "--robustexplain-price=judge-a=1/2,judge-b=3/4,fake-model=0.15/0.60",
+                      "--robustexplain-json=r.json", "--robustexplain-html=r.html",
+                      "--robustexplain-markdown=r.md", *extra)
+    return result, read_report(pytester)
+
+
+def test_the_judges_calls_count_at_each_judges_own_price(pytester: pytest.Pytester,
+                                                         xdist_args: tuple[str, ...],
+                                                         capsys: pytest.CaptureFixture[str]) -> None:
+    """Judge calls count (issue 42): each judge's replies are priced at its own model's price from the
+    tokens its server counted, summed over xdist workers; every writer says so, the history keeps what the
+    run spent, and a warm rerun reads the same replies and spends nothing on them."""
+    from helpers import marked
+
+    from pytest_robustexplain.testing import FakeOllamaServer
+
+    pytester.makepyfile(test_gate=marked('perturbations=["noise"], severities=[1], users=4, guard="off", '
+                                         'min_faithful_rate=0.5'))
+    with FakeOllamaServer(models=("fake-model:latest", *JUDGES), judge=JUDGES) as server:
+        result, doc = _judged_run(pytester, server, *xdist_args)
+        asked = server.judge_calls
+    assert asked == 16  # 4 originals, each forward and reversed, by each of two judges
+    tokens, cost = doc["judge_tokens"], doc["judge_cost"]
+    assert sum(t["replies"] for t in tokens.values()) == asked
+    for model, (inp, out) in (("judge-a", (1, 2)), ("judge-b", (3, 4))):
+        counted = tokens[model]
+        assert counted["made_prompt"] == counted["prompt"] > 0 and counted["completion"] > 0
+        priced = (counted["prompt"] * inp + counted["completion"] * out) / 1e6
+        assert cost[model]["total"] == pytest.approx(priced)
+        assert cost[model]["spent"] == pytest.approx(cost[model]["total"])  # nothing from the cache
+    out = " ".join(result.stdout.str().split())
+    for text in (out, (pytester.path / "r.md").read_text(encoding="utf-8"),
+                 (pytester.path / "r.html").read_text(encoding="utf-8")):
+        assert "judge cost (at the price set)" in text and "judge-a: 0.0" in text  # the HTML: in two cells
+        assert "price 3/4 per million tokens" in text
+    assert read_json(pytester.path / "r.json").judge_tokens == tokens  # the record reads back whole
+    comment = render_pr_comment(read_json(pytester.path / "r.json"))
+    assert "Judge cost (at the price set):\n- judge-a: 0.0" in comment and "- judge-b: 0.0" in comment
+    (pytester.path / "r.json").rename(pytester.path / "cold.json")
+    history = [json.loads(line) for line in (pytester.path / ".robustexplain-cache" / "history.jsonl")
+               .read_text(encoding="utf-8").splitlines()]
+    assert history[-1]["cost"]["judge-b"] == pytest.approx(cost["judge-b"]["spent"], abs=1e-6)
+    with FakeOllamaServer(models=("fake-model:latest", *JUDGES), judge=JUDGES) as server:
+        _, warm = _judged_run(pytester, server, *xdist_args)
+        assert server.judge_calls == 0
+    for model in ("judge-a", "judge-b"):
+        assert warm["judge_cost"][model]["total"] == pytest.approx(cost[model]["total"])
+        assert warm["judge_cost"][model]["spent"] == 0
+    capsys.readouterr()
+    assert cli.main(["compare", str(pytester.path / "cold.json"), str(pytester.path / "r.json")]) == 0
+    said = " ".join(capsys.readouterr().out.split())
+    assert "Judge cost (at the price set), each run's judges: A = judge-a: " in said
+    assert "B = judge-a: " in said and "0 spent this run" in said.split("B = judge-a:")[1]
+
+
+def test_a_judge_without_a_price_costs_nothing_said(pytester: pytest.Pytester) -> None:
+    from helpers import marked, read_report, run_fake
+
+    from pytest_robustexplain.testing import FakeOllamaServer
+
+    pytester.makepyfile(test_gate=marked('perturbations=["noise"], severities=[1], users=4, guard="off"'))
+    with FakeOllamaServer(models=("fake-model:latest", *JUDGES), judge=JUDGES) as server:
+        result = run_fake(pytester, server, "-p", "no:randomly", "--robustexplain-judge-model=judge-a",
+                          "--robustexplain-price=fake-model=0.15/0.60", "--robustexplain-json=r.json")
+    doc = read_report(pytester)
+    assert doc["judge_tokens"]["judge-a"]["replies"] == 8 and "judge_cost" not in doc
+    assert "judge cost" not in result.stdout.str()

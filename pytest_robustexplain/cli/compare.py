@@ -112,20 +112,35 @@ def _guard_comparison(run_a: RunResult, model_a: str, run_b: RunResult, model_b:
     """The cross-user control of both sides (a model can gain ρ by ignoring the user, docs/guard.md), their
     other checks, and what each side's replies cost at its price."""
     from ..report.markdown import text as md_text
-    from ..report.summary import checks_line, faithfulness_line, guard_line, money_text, summarize
+    from ..report.summary import (
+        JUDGE_COST_LABEL,
+        checks_line,
+        faithfulness_line,
+        guard_line,
+        judge_cost_lines,
+        money_text,
+        summarize,
+    )
 
     summaries = [(label, summarize(run, model)) for label, run, model in (("A", run_a, model_a),
                                                                            ("B", run_b, model_b))]
-    sections = [("Guard (how much the explanations depend on the user):", guard_line, True, "not measured"),
-                ("Faithfulness (the judge; a dislike cited as a reason to like; the preference flip):",
-                 faithfulness_line, False, "not measured"),
-                ("More checks (registered by a conftest or the Python API):", checks_line, False,
+    judged = {"A": " · ".join(judge_cost_lines(run_a)), "B": " · ".join(judge_cost_lines(run_b))}
+    # Each section: its title, its line for one side (that side's label and model summary), whether it is
+    # said when neither side has it, and what a side without it says.
+    sections = [("Guard (how much the explanations depend on the user):", lambda _, s: guard_line(s), True,
                  "not measured"),
-                ("Cost (at the price each run set):", lambda s: money_text(s.money) if s.money else "", False,
-                 "no price set, or the server counted no tokens")]
+                ("Faithfulness (the judge; a dislike cited as a reason to like; the preference flip):",
+                 lambda _, s: faithfulness_line(s), False, "not measured"),
+                ("More checks (registered by a conftest or the Python API):", lambda _, s: checks_line(s),
+                 False, "not measured"),
+                ("Cost (at the price each run set):", lambda _, s: money_text(s.money) if s.money else "",
+                 False, "no price set, or the server counted no tokens"),
+                # Run-wide: each run's judges read every model's explanations.
+                (f"{JUDGE_COST_LABEL.capitalize()}, each run's judges:", lambda label, _: judged[label],
+                 False, "no judge, no price for it, or its server counted no tokens")]
     lines = []
     for title, line_of, always, missing in sections:
-        said = [(label, line_of(summary)) for label, summary in summaries]
+        said = [(label, line_of(label, summary)) for label, summary in summaries]
         if not always and not any(line for _, line in said):
             continue
         lines.append(title)

@@ -424,7 +424,8 @@ class ItemRun:
                 "reported": list(self._reported)}
         if self._engine is None:
             return {key: value for key, value in said.items() if value}
-        return {"counters": self._engine.call_counters(), "models_changed": self._engine.recheck_models(),
+        return {"counters": self._engine.call_counters(), "judge_tokens": self._engine.judging.tokens(),
+                "models_changed": self._engine.recheck_models(),
                 "errors": list(self._engine.errors), **said}
 
     def merge_worker(self, output: Mapping[str, Any]) -> None:

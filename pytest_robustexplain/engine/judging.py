@@ -18,7 +18,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..checks.faithfulness import Faithfulness
-from ..results import ORIGINAL, JudgedText, ModelInfo, PairKey, PairResult
+from ..errors import ConfigError
+from ..results import ORIGINAL, JudgedText, ModelInfo, PairKey, PairResult, RunResult
 
 if TYPE_CHECKING:
     from ..checks import Probe
@@ -239,6 +240,87 @@ class RunJudge:
             for name, value in judge.stats.to_dict().items():
                 total[name] = total.get(name, 0) + value
         return total
+
+    def tokens(self) -> dict[str, dict[str, int]]:
+        """This process's judge tokens per judge model (``JudgeStats.tokens``), for the run's cost."""
+        # No judges yet (a process that never judged): nothing counted. Built in judge-model's order.
+        found = {model: judge.stats.tokens()
+                 for model, judge in zip(self.settings.judge_models, self._judges, strict=False)}
+        return {model: counts for model, counts in found.items() if counts}
+
+    # ------------------------------------------------------------------ what the judges cost
+    def call_costs(self) -> list[tuple[str, float, str]]:
+        """Each judge model, the most one of its calls costs at its price, and on what that rests: its tokens
+        a call last time (:func:`~.pace.load_judge_tokens`), else the most a judge call can take (a full
+        num-ctx prompt and the judge's reply room). A judge without a price is a ConfigError under max-cost:
+        its calls count."""
+        from ..results import price_for, tokens_cost
+        from .pace import load_judge_tokens
+        from .setup import JUDGE_NUM_PREDICT, judge_backend
+
+        settings, found = self.settings, []
+        room = max(settings.num_predict, JUDGE_NUM_PREDICT)
+        for model in settings.judge_models if self.on else ():
+            price = price_for(settings.price, model)
+            if price is None:
+                named = ", ".join(settings.price) or "none"
+                raise ConfigError(f"max-cost {settings.max_cost:g}: judge model {model!r} has no price "
+                                  f"(price: {named}); the judge's calls count — give it one (0/0 for a "
+                                  "judge that costs nothing), or a price for every model")
+            measured = load_judge_tokens(self._cache_dir, judge_backend(settings), model)
+            if measured is not None:
+                found.append((model, measured.call_cost(price), f"{model}'s tokens a judge call last time"))
+            else:
+                found.append((model, tokens_cost(settings.num_ctx, room, price),
+                              f"{model} before any measured judge call: a full context of "
+                              f"{settings.num_ctx:,} prompt and {room:,} completion tokens"))
+        return found
+
+    def user_cost(self, gate: GateSettings) -> tuple[float, str]:
+        """What the judges' calls on one user of ``gate`` cost at most (each judge reads the user's original
+        forward and reversed, and with judge=all every pair), and the clause that says so; (0, "") without
+        a judge."""
+        from ..results import money
+        from .plan import calls_per_user
+
+        costs = self.call_costs()
+        if not costs:
+            return 0.0, ""
+        calls = planned_judge_calls(1, self.settings.judge, calls_per_user(self.settings, gate) - 1)
+        total = sum(calls * cost for _, cost, _ in costs)
+        said = "; ".join(f"{calls} at {money(cost)}, {basis}" for _, cost, basis in costs)
+        return total, f"; and judge calls: {said}"
+
+    def dry_run_lines(self, judge_calls: int) -> list[str]:
+        """What the dry run says the judges' ``judge_calls`` (each judge's, at most) will cost at their
+        prices, from their tokens a call last time; nothing for a judge without a price."""
+        from ..results import money, price_for
+        from .pace import load_judge_tokens
+        from .setup import judge_backend
+
+        lines = []
+        for model in self.settings.judge_models if self.on and judge_calls else ():
+            price = price_for(self.settings.price, model)
+            if price is None:
+                continue
+            measured = load_judge_tokens(self._cache_dir, judge_backend(self.settings), model)
+            if measured is None:
+                lines.append(f"{model} (judge): the cost is known once a run has counted a judge call's "
+                             "tokens (none recorded yet)")
+                continue
+            lines.append(f"{model} (judge): ≈ {money(measured.call_cost(price) * judge_calls)} for these "
+                         f"{judge_calls:,} judge calls at its price ({measured.prompt_tokens:,.0f} prompt + "
+                         f"{measured.completion_tokens:,.0f} completion tokens a judge call last time; cache "
+                         "hits are free)")
+        return lines
+
+    def remember(self, result: RunResult) -> None:
+        """Keep each judge's tokens a call for the next dry run and max-cost (the run's cache writes)."""
+        from .pace import remember_judge_tokens
+        from .setup import judge_backend
+
+        if self.on:
+            remember_judge_tokens(self._cache_dir, result, backend=judge_backend(self.settings))
 
     def record(self) -> dict[str, Any]:
         """What the run record says of the judges (settings ``judge_signature``): each model and digest."""

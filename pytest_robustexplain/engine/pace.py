@@ -157,3 +157,63 @@ def pace_lines(cache_dir: Path, backend: str, specs: Mapping[str, Sequence[Slice
             lines.append(f"max-minutes {max_minutes:g}: about {fit} of {users} users fit at that pace; "
                          "each gate is decided on its first users whose pairs are all in")
     return lines
+
+
+# ------------------------------------------------------------------------------ the judge's tokens
+# A judge's calls are timed by nobody (their pace is the sweep's), but they cost: the mean tokens of a judge
+# call last time, kept beside the models' pace under the judge's backend with this suffix (a model that
+# also judges keeps both: its judge prompts are longer than its explanation prompts).
+JUDGE_SUFFIX = "+judge"
+
+
+@dataclass(frozen=True)
+class JudgeTokens:
+    """The mean prompt and completion tokens of one judge model's call, over how many replies, and when."""
+
+    model: str
+    backend: str
+    replies: int
+    prompt_tokens: float
+    completion_tokens: float
+    measured_at: str
+
+    def call_cost(self, price: tuple[float, float]) -> float:
+        from ..results import tokens_cost
+
+        return tokens_cost(self.prompt_tokens, self.completion_tokens, price)
+
+
+def remember_judge_tokens(cache_dir: Path, result: RunResult, *, backend: str) -> None:
+    """Record each judge model's mean tokens a call (``result.judge_tokens``, every process's), for the
+    next dry run's estimate and max-cost's bound (best effort, as :func:`save_pace`)."""
+    from ..explainers.cache import write_atomic
+
+    for model, counts in result.judge_tokens.items():
+        replies = counts.get("replies", 0)
+        if replies < MIN_CALLS:
+            continue
+        found = JudgeTokens(model, backend, replies, round(counts.get("prompt", 0) / replies, 1),
+                            round(counts.get("completion", 0) / replies, 1), result.finished_at)
+        with contextlib.suppress(OSError):
+            write_atomic(pace_path(cache_dir, backend + JUDGE_SUFFIX, model), json.dumps(asdict(found)),
+                         root=cache_dir)
+
+
+def load_judge_tokens(cache_dir: Path, backend: str, model: str) -> JudgeTokens | None:
+    """A judge model's recorded tokens a call on ``backend``; None when there are none or they cannot be
+    read (a planted link, a file too large, numbers out of range)."""
+    from ..safe_files import check_inside
+
+    path = pace_path(cache_dir, backend + JUDGE_SUFFIX, model)
+    try:
+        check_inside(cache_dir, path)
+        if path.stat().st_size > 4096:
+            return None
+        found = JudgeTokens(**json.loads(path.read_text(encoding="utf-8")))
+    except (OSError, ValueError, TypeError):
+        return None
+    numbers = (found.prompt_tokens, found.completion_tokens)
+    ok = (all(isinstance(n, (int, float)) and not isinstance(n, bool) and 0 <= n < 10_000_000
+              for n in numbers)
+          and found.model == model and found.backend == backend and isinstance(found.replies, int))
+    return found if ok else None

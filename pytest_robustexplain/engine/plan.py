@@ -117,23 +117,24 @@ def _fitting(users: int, per_user: float, budget: float) -> tuple[int, str]:
     return fitting, " — still above it: two users are the fewest a gate can use" if over else ""
 
 
-def users_within_cost(settings: Settings, gate: GateSettings, users: int, per_call: float, basis: str
-                      ) -> tuple[int, str | None]:
+def users_within_cost(settings: Settings, gate: GateSettings, users: int, per_call: float, basis: str,
+                      judged: tuple[float, str] = (0.0, "")) -> tuple[int, str | None]:
     """``users``, or fewer so that the gate's calls on each model fit ``max-cost`` at ``per_call`` (the
-    most a call costs on the run's models; ``basis`` says where that figure comes from), and the note that
-    says so — as :func:`users_within` does for ``max-calls``."""
+    most a call costs on the run's models; ``basis`` says where that figure comes from) — with ``judged``,
+    what the judges' calls on a user cost at most and the clause that says so — and the note that says
+    so, as :func:`users_within` does for ``max-calls``."""
     from ..results import money
 
     budget = settings.max_cost
     calls = calls_per_user(settings, gate)
-    per_user = calls * per_call
+    per_user = calls * per_call + judged[0]
     if budget is None or users * per_user <= budget:
         return users, None
     fitting, over = _fitting(users, per_user, budget)
     return fitting, (f"max-cost {budget:g}: this test's gate costs up to {money(per_user)} a user on "
-                     f"a model ({calls} calls at {money(per_call)}, {basis}), so it runs {fitting} of "
-                     f"{users} users (≈ {money(fitting * per_user)} at most){over}; a gate its users cannot "
-                     "decide is INCONCLUSIVE and says how many it would need")
+                     f"a model ({calls} calls at {money(per_call)}, {basis}{judged[1]}), so it runs "
+                     f"{fitting} of {users} users (≈ {money(fitting * per_user)} at most){over}; a gate its "
+                     "users cannot decide is INCONCLUSIVE and says how many it would need")
 
 
 def slice_spec(settings: Settings, gate: GateSettings, *, slice_id: str, model: str,

@@ -151,7 +151,8 @@ def model_record(name: str, info: ModelInfo) -> dict[str, Any]:
 
 def run_record(settings: Settings, *, models: Sequence[dict[str, Any]], pairs: Sequence[PairResult],
                gates: Sequence[GateResult], calls: Mapping[str, int], extra: Mapping[str, Any],
-               started: float, started_at: str, metric_tags: Collection[str] = ()) -> RunResult:
+               started: float, started_at: str, metric_tags: Collection[str] = (),
+               judge_tokens: Mapping[str, Mapping[str, int]] | None = None) -> RunResult:
     """The run as one record: its settings with ``extra`` (judge, dataset name, partial-run facts), each
     item's last gate (a re-decided item replaces its earlier gate), the wall time since ``started``
     (``time.monotonic``); ``metric_tags`` (``name@version``) the user metrics its tests measured, which the
@@ -170,7 +171,8 @@ def run_record(settings: Settings, *, models: Sequence[dict[str, Any]], pairs: S
         seed=settings.seed, models=list(models), settings={**settings.to_dict(), **extra}, pairs=list(pairs),
         gates=list(last.values()), calls=dict(calls),
         timings={"wall_s": round(time.monotonic() - started, 3)},
-        started_at=started_at, finished_at=utc_now(), package_version=__version__)
+        started_at=started_at, finished_at=utc_now(), package_version=__version__,
+        judge_tokens={model: dict(counts) for model, counts in (judge_tokens or {}).items()})
 
 
 def utc_now() -> str:

@@ -39,6 +39,7 @@ from ..results import (
     PairResult,
     Robustness,
     RunResult,
+    add_tokens,
     gate_scope,
 )
 from ..settings import Spelling
@@ -117,6 +118,7 @@ class Run:
         self.pairs: dict[PairKey, PairResult] = {}  # pairs of decided slices (this process or reported)
         self.metric_tags: set[str] = set()  # the user metrics (name@version) its tests measure: the signature
         self.counters: dict[str, int] = {}  # call counters reported by other processes (xdist workers)
+        self.judge_tokens: dict[str, dict[str, int]] = {}  # the judges' tokens, as other processes counted
         # Why slices could not be decided (every call failed, the server broke off), each said once: the
         # report says so even when nothing was decided, so a CI job that failed this way still has one.
         self.errors: list[str] = []
@@ -163,7 +165,8 @@ class Run:
             self.say(budget_note)
         if self.settings.max_cost is not None:
             per_call, basis = self.call_cost_bound()
-            users, cost_note = users_within_cost(self.settings, gate, users, per_call, basis)
+            users, cost_note = users_within_cost(self.settings, gate, users, per_call, basis,
+                                                 self.judging.user_cost(gate))
             if cost_note:
                 self.say(cost_note)
         return cases[:users]
@@ -372,7 +375,10 @@ class Run:
         judge_model = self.settings.judge_model if self.judging.on else None
         lines = dry_run_lines(plans, labels, calls, noun="model" if by_model else "gated item", design=design,
                               judge_model=judge_model, cached=self.cached_calls(planner))
-        return lines + [f"  {line}" for line in self.pace_lines()]
+        # Each judge's calls at most (a plan counts every judge's): shared prompts are asked once a run.
+        judge_calls = sum(plan.judge_calls for plan in plans) // max(1, len(self.settings.judge_models))
+        said = (*self.pace_lines(), *self.judging.dry_run_lines(judge_calls))
+        return lines + [f"  {line}" for line in said]
 
     @property
     def slots(self) -> int:
@@ -570,6 +576,7 @@ class Run:
             self.model_infos.setdefault(name, ModelInfo(**info))
         for name, value in payload.get("counters", {}).items():
             self.counters[name] = self.counters.get(name, 0) + int(value)
+        self.judge_tokens = add_tokens(self.judge_tokens, payload.get("judge_tokens", {}))
         self._changed_elsewhere.update({str(k): str(v) for k, v in payload.get("models_changed", {}).items()})
         self.judging.adopt(payload.get("judge", {}), payload.get("judges"))
         if isinstance(payload.get("dataset"), str):  # an xdist controller never loads the dataset itself
@@ -624,6 +631,7 @@ class Run:
 
         if self.settings.cache in WRITING_MODES:
             remember_pace(self.cache_dir, result, backend=self.settings.backend, concurrency=self.slots)
+            self.judging.remember(result)
 
     def pace_lines(self) -> list[str]:
         """What each planned model's calls will take at the pace a previous run recorded (dry runs)."""
@@ -653,7 +661,8 @@ class Run:
         return run_record(self.settings, models=[model_record(name, self.model_infos[name])
                                                  for name in self._models_in_order()],
                           pairs=pairs, gates=self.gates, calls=counters, extra=extra,
-                          started=self.started, started_at=self.started_at, metric_tags=self.metric_tags)
+                          started=self.started, started_at=self.started_at, metric_tags=self.metric_tags,
+                          judge_tokens=add_tokens(self.judge_tokens, self.judging.tokens()))
 
     def _models_in_order(self) -> list[str]:
         """The models as the settings list them (an xdist controller learns of them in the order its workers

@@ -127,12 +127,41 @@ class JudgeStats:
     calls: int = 0
     cached: int = 0
     failed: int = 0
+    # The tokens of the replies the server counted (a cached reply keeps its counts): every reply, and the
+    # calls made now — what the judge's replies cost, and what this run spent on them (cache hits are free).
+    counted: int = 0
+    prompt: int = 0
+    completion: int = 0
+    made_prompt: int = 0
+    made_completion: int = 0
 
     def to_dict(self) -> dict[str, int]:
         if not self.calls:
             return {}
         return {"judge calls made": self.calls - self.cached, "judge calls cached": self.cached,
                 "judge calls failed": self.failed}
+
+    def tokens(self) -> dict[str, int]:
+        """The judge's token counts as a run record keeps them (``RunResult.judge_tokens``); empty when the
+        server counted none."""
+        if not self.counted:
+            return {}
+        return {"replies": self.counted, "prompt": self.prompt, "completion": self.completion,
+                "made_prompt": self.made_prompt, "made_completion": self.made_completion}
+
+    def count(self, reply: Explanation) -> None:
+        """One reply the judge read: a call, from the cache or not, failed or not, and its tokens."""
+        self.calls += 1
+        self.cached += reply.cached
+        self.failed += not reply.ok
+        if reply.prompt_tokens is None or reply.completion_tokens is None:
+            return
+        self.counted += 1
+        self.prompt += reply.prompt_tokens
+        self.completion += reply.completion_tokens
+        if not reply.cached:
+            self.made_prompt += reply.prompt_tokens
+            self.made_completion += reply.completion_tokens
 
 
 @dataclass
@@ -168,7 +197,5 @@ class Judge:
 
     async def _call(self, prompt: str) -> Explanation:
         reply: Explanation = await self.explainer.complete(prompt, seed=self.seed, purpose=JUDGE_PURPOSE)
-        self.stats.calls += 1
-        self.stats.cached += reply.cached
-        self.stats.failed += not reply.ok
+        self.stats.count(reply)
         return reply

@@ -48,7 +48,7 @@ class HistoryError(OSError):
 # ------------------------------------------------------------------------------------------ the record
 def run_line(run: RunResult, *, commit: str | None) -> dict[str, Any]:
     """The history's line for one finished run."""
-    from ..results import price_for
+    from ..results import judge_money, price_for
     from .summary.compute import model_money, token_cost
 
     cost = token_cost(run.pairs)
@@ -58,6 +58,8 @@ def run_line(run: RunResult, *, commit: str | None) -> dict[str, Any]:
                             price_for(run.settings.get("price"), model))
         if money:
             spent[model] = round(money["spent"], 6)
+    for model, found in judge_money(run.judge_tokens, run.settings.get("price")).items():  # judge calls count
+        spent[model] = round(spent.get(model, 0.0) + found["spent"], 6)
     return {
         "v": SCHEMA, "time": run.finished_at or run.started_at, "commit": commit,
         "signature": run.signature,

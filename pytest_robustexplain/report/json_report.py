@@ -29,6 +29,11 @@ Top level (object):
 - ``calls`` — model calls: ``made``, ``cached`` (served by the response cache), ``failed``,
   ``cancelled`` (skipped because a sequential gate had already decided).
 - ``timings`` — seconds spent per phase (phase name → float).
+- ``judge_tokens`` — present when a faithfulness judge's server counted tokens: per judge model,
+  ``replies`` (replies with counts), ``prompt`` and ``completion`` (every reply the judge read, from the
+  cache or not) and ``made_prompt`` / ``made_completion`` (the calls made in this run), summed over xdist
+  workers. ``judge_cost`` — derived, per judge model with a ``price``: ``replies``, ``price``, ``total``
+  and ``spent`` (what this run's calls cost: cache hits are free).
 - ``pairs`` — list, one object per scored pair (perturbation pairs and control pairs):
 
   - ``key`` — ``model``, ``user_id``, ``item_id``, ``kind`` (perturbation kind, ``"control"`` for a
@@ -114,9 +119,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any, TextIO
 
-from ..results import (
-    RunResult,
-)
+from ..results import RunResult, judge_money
 from ..results.readers import (  # noqa: F401  (read_json & co. are also importable from here)
     SCHEMA,
     SCHEMA_VERSION,
@@ -155,6 +158,11 @@ def _document(report: ReportModel, pairs: list[dict[str, Any]] | None) -> dict[s
         "gates": [g.to_dict() for g in run.gates],
         "aggregates": {name: report.summary(name).to_dict() for name in names},
     }
+    if run.judge_tokens:  # the judges' tokens (read back), and what they cost at the price set
+        doc["judge_tokens"] = run.judge_tokens
+        cost = judge_money(run.judge_tokens, run.settings.get("price"))
+        if cost:
+            doc["judge_cost"] = cost
     if pairs is None:
         del doc["pairs"]
     if len(names) >= 2:

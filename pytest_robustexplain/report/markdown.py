@@ -18,6 +18,7 @@ from .comparison import comparison_note, conclusion, delta_text, model_compariso
 from .summary import (
     CHECKS_TITLE,
     ITEM_HEADER,
+    JUDGE_COST_LABEL,
     METRIC_DESCRIPTIONS,
     FailedGate,
     ReportModel,
@@ -36,6 +37,7 @@ from .summary import (
     gate_check,
     item_row,
     items_by_test,
+    judge_cost_lines,
     model_info,
     model_names,
     model_outcome,
@@ -241,6 +243,7 @@ def _footer(run: RunResult) -> str:
     parts = []
     if run.calls:
         parts.append("model calls: " + " · ".join(f"{text(v)} {text(k)}" for k, v in run.calls.items()))
+    parts += [f"{JUDGE_COST_LABEL}: {text(line)}" for line in judge_cost_lines(run)]
     if run.timings:
         parts.append(f"time: {text(timings_text(run.timings))}")
     return "  \n".join(parts)

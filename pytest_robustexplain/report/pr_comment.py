@@ -15,9 +15,11 @@ from collections.abc import Sequence
 from ..results import FAIL, INCONCLUSIVE, INSENSITIVE, PASS, GateResult, Interval, RunResult, money
 from ..sanitize import comment_inert
 from .summary import (
+    JUDGE_COST_LABEL,
     Summary,
     fmt_interval,
     headline,
+    judge_cost_lines,
     model_names,
     model_outcome,
     recent_runs,
@@ -229,6 +231,9 @@ def _render(run: RunResult, baseline: RunResult | None, baseline_note: str, *, d
         elif failed:
             lines += ["", f"{len(failed)} items did not pass: listed in {details}."]
         lines.append("")
+    judged = judge_cost_lines(run)  # the judges' calls, run-wide: each judges every model's explanations
+    if judged:
+        lines += [f"{JUDGE_COST_LABEL.capitalize()}:", *(f"- {_cell(line)}" for line in judged), ""]
     lines.append(f"<sub>pytest-robustexplain {_cell(run.package_version)} · signature "
                  f"{_cell(run.signature)}</sub>")
     return "\n".join(lines) + "\n"

@@ -17,6 +17,7 @@ from ..results import FAIL, OVERALL, PairResult, RunResult, answered_by
 from .comparison import comparison_note, conclusion, delta_text, model_comparisons, table_rows
 from .summary import (
     CHECKS_TITLE,
+    JUDGE_COST_LABEL,
     METRIC_DESCRIPTIONS,
     UNFIT_LABEL,
     FailedGate,
@@ -35,6 +36,7 @@ from .summary import (
     fmt_mean,
     gate_check,
     guard_checks_text,
+    judge_cost_lines,
     model_info,
     model_names,
     model_outcome,
@@ -327,6 +329,7 @@ def _footer(run: RunResult) -> str:
     if run.calls:
         calls = " · ".join(f"{v} {k}" for k, v in run.calls.items())
         parts.append(f"model calls: {calls}")
+    parts += [f"{JUDGE_COST_LABEL}: {line}" for line in judge_cost_lines(run)]
     if run.timings:
         parts.append(f"time: {timings_text(run.timings)}")
     return "\n".join(parts)

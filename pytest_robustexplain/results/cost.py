@@ -39,3 +39,40 @@ def money(amount: float) -> str:
         return "0"
     digits = min(12, 1 - math.floor(math.log10(amount)))  # two significant digits
     return f"{amount:.{digits}f}"
+
+
+def add_tokens(known: Mapping[str, Mapping[str, int]], more: Mapping[str, Mapping[str, Any]]
+               ) -> dict[str, dict[str, int]]:
+    """Two sets of per-model token counts summed (the judges' of this process and of an xdist worker)."""
+    total = {model: dict(counts) for model, counts in known.items()}
+    for model, counts in more.items():
+        mine = total.setdefault(str(model), {})
+        for name, value in counts.items():
+            mine[str(name)] = mine.get(str(name), 0) + int(value)
+    return total
+
+
+def judge_money(judge_tokens: Mapping[str, Mapping[str, int]], prices: Mapping[str, Any] | None
+                ) -> dict[str, dict[str, Any]]:
+    """What each priced judge model's replies cost (``RunResult.judge_tokens``): in all, and what this run
+    spent on the calls it made (cache hits are free), with the replies counted and the price. Empty
+    without a price for a judge that counted tokens."""
+    found = {}
+    for model, counts in judge_tokens.items():
+        price = price_for(prices, model)
+        if price is None or not counts.get("replies"):
+            continue
+        found[model] = {"replies": counts["replies"], "price": list(price),
+                        "total": tokens_cost(counts.get("prompt", 0), counts.get("completion", 0), price),
+                        "spent": tokens_cost(counts.get("made_prompt", 0), counts.get("made_completion", 0),
+                                             price)}
+    return found
+
+
+def judge_money_text(model: str, cost: Mapping[str, Any]) -> str:
+    """``judge-m: 0.0021 for 24 replies · 0.0011 spent this run (cache hits are free) · price 0.15/0.6
+    per million tokens``."""
+    price = cost["price"]
+    replies = f"{cost['replies']:,} repl{'y' if cost['replies'] == 1 else 'ies'}"
+    return (f"{model}: {money(cost['total'])} for {replies} · {money(cost['spent'])} spent this run (cache "
+            f"hits are free) · price {price[0]:g}/{price[1]:g} per million tokens")

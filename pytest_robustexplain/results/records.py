@@ -56,6 +56,9 @@ Sides = Annotated[tuple[str, ...], Rule(lambda v: all(c in CUT_REPLIES for c in 
                                         "a list of original / perturbed")]
 Tokens = Annotated[tuple[int, ...], Rule(lambda v: not v or (len(v) == 4 and all(n >= 0 for n in v)),
                                          "four token counts >= 0")]
+# Each judge model's token counts (``JudgeStats.tokens``): what its replies cost at the price set.
+JudgeTokens = Annotated[dict[str, dict[str, int]], Rule(
+    lambda v: all(n >= 0 for counts in v.values() for n in counts.values()), "token counts >= 0")]
 UserScores = Annotated[dict[str, float], Rule(
     lambda v: all(KIND_NAME.match(k) and is_score(x) for k, x in v.items()),
     "metric names with scores between 0 and 1")]
@@ -541,6 +544,9 @@ class RunResult:
     started_at: str = ""
     finished_at: str = ""
     package_version: str = ""
+    # The faithfulness judges' tokens per judge model, summed over the run's processes (a cached reply
+    # keeps its counts; ``made_*`` are the calls made now): what the judge cost. Empty without a judge.
+    judge_tokens: JudgeTokens = field(default_factory=dict)
 
     def model_pairs(self, model: str, *, controls: bool = False) -> list[PairResult]:
         """This model's perturbation pairs, or its noise-floor control pairs with ``controls``."""

@@ -267,13 +267,14 @@ OPTIONS: tuple[OptionSpec, ...] = (
          "and says how many users it would need); default no limit.", metavar="MINUTES"),
     _opt("price", parse_price, MappingProxyType({}), "Prices of the model's tokens, input/output per "
          "million tokens in your currency: 0.15/0.60 for every model, or per model gpt-4o-mini=0.15/0.60,"
-         "llama3.1:8b=0/0 (a mapping in YAML); every report then gives the cost beside the tokens, the dry "
-         "run estimates it, and max-cost can bound it; default none.", metavar="IN/OUT|MODEL=IN/OUT,..."),
+         "llama3.1:8b=0/0 (a mapping in YAML; a judge-model is priced by its name too); every report then "
+         "gives the cost beside the tokens, the dry run estimates it, and max-cost can bound it; default "
+         "none.", metavar="IN/OUT|MODEL=IN/OUT,..."),
     _opt("max-cost", float_parser(0.0, None, open_low=True), None, "Most one gated test may cost on each "
-         "model, at its price (needs price): its users are cut to the number that fits (said before the "
-         "run), at the tokens a call took last time (the pace the cache keeps) or, before any run, at the "
-         "most a call can take (num-ctx prompt tokens, num-predict completion tokens); default no limit.",
-         metavar="AMOUNT"),
+         "model, at its price (needs price; the judge's calls count, at the judge model's price): its users "
+         "are cut to the number that fits (said before the run), at the tokens a call took last time (the "
+         "pace the cache keeps) or, before any run, at the most a call can take (num-ctx prompt tokens, "
+         "num-predict completion tokens); default no limit.", metavar="AMOUNT"),
     _enum("noise-floor", TRISTATE, "auto", "Measure the model's own noise (same history, resampled); "
           "'auto' does it when temperature > 0.", marker=True),
     _enum("guard", GUARD_POLICIES, "fail", "Cross-user control: explain each item once more for another "

@@ -15,6 +15,7 @@ from ..comparison import comparison_note, conclusion, delta_text, table_rows
 from ..summary import (
     CHECKS_TITLE,
     ITEM_HEADER,
+    JUDGE_COST_LABEL,
     METRIC_DESCRIPTIONS,
     FailedGate,
     Summary,
@@ -32,6 +33,7 @@ from ..summary import (
     gate_thresholds,
     item_row,
     items_by_test,
+    judge_cost_lines,
     model_info,
     model_outcome,
     overall_verdict_note,
@@ -80,6 +82,7 @@ def meta_table(run: RunResult) -> str:
             ["started / finished", f"{e(run.started_at or '?')} / {e(run.finished_at or '?')}"]]
     if run.calls:
         rows.append(["model calls", e(" · ".join(f"{v} {k}" for k, v in run.calls.items()))])
+    rows += [[JUDGE_COST_LABEL, e(line)] for line in judge_cost_lines(run)]
     if run.timings:
         rows.append(["time", e(timings_text(run.timings))])
     if run.settings:

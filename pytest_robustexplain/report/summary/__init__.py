@@ -41,6 +41,7 @@ from .compute import (
 )
 from .findings import (
     CHECKS_TITLE,
+    JUDGE_COST_LABEL,
     UNFIT_LABEL,
     check_rows,
     checks_line,
@@ -51,6 +52,7 @@ from .findings import (
     guard_checks_text,
     guard_line,
     guard_properties,
+    judge_cost_lines,
     kind_tests_text,
     money_text,
     security_rows,
@@ -95,6 +97,7 @@ __all__ = [
     "DEFAULT_MIN_COMBINED",
     "DEFAULT_MIN_METRIC",
     "ITEM_HEADER",
+    "JUDGE_COST_LABEL",
     "KIND_ORDER",
     "METRIC_DESCRIPTIONS",
     "MIN_PAIRS_PER_KIND",
@@ -140,6 +143,7 @@ __all__ = [
     "interval_of",
     "item_row",
     "items_by_test",
+    "judge_cost_lines",
     "kind_tests_text",
     "model_info",
     "model_names",

@@ -20,6 +20,9 @@ from ...results import (
     Finding,
     GuardResult,
     Interval,
+    RunResult,
+    judge_money,
+    judge_money_text,
     money,
     too_many_cut,
 )
@@ -161,6 +164,16 @@ def money_text(cost: Mapping[str, Any]) -> str:
     price = cost["price"]
     return (text + f" · {money(cost['spent'])} spent this run (cache hits are free) · price "
             f"{price[0]:g}/{price[1]:g} per million tokens")
+
+
+JUDGE_COST_LABEL = "judge cost (at the price set)"  # the label of judge_cost_lines in every writer
+
+
+def judge_cost_lines(run: RunResult) -> list[str]:
+    """What each priced judge's replies cost, one text per judge model (:func:`results.judge_money_text`);
+    empty without a judge, a price for it, or tokens its server counted."""
+    cost = judge_money(run.judge_tokens, run.settings.get("price"))
+    return [judge_money_text(model, found) for model, found in cost.items()]
 
 
 def time_text(time: Mapping[str, Any]) -> str:
