@@ -537,3 +537,97 @@ def test_bad_custom_output_is_reported(catalog: Catalog, output: Any, message: s
         assert "'broken'" in str(info.value)
     finally:
         unregister_perturbation("broken")
+
+
+# ------------------------------------------------------------------------------ planning at scale
+def _listed_draw(pool: list[Item], count: int, rng: np.random.Generator, avoid: set[str]) -> list[Item]:
+    """The draw as it was first written (the pool built, then filtered): what the fast draw must equal."""
+    fresh = [item for item in pool if item.item_id not in avoid]
+    source = fresh if len(fresh) >= count else list(pool)
+    picks = rng.choice(len(source), size=count, replace=count > len(source))
+    return [source[int(i)] for i in picks]
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_the_draw_from_categories_equals_the_pool_built_and_filtered(seed: int) -> None:
+    """The dilution's and drift's draw maps an index through the categories and past the avoided items
+    instead of building the pool: on catalogs with an item left out (the recommended one), pools mostly
+    avoided (the whole-pool fallback) and avoided ids outside the pool or the catalog, the same items."""
+    from pytest_robustexplain.perturbations.core import _draw_items
+
+    rand = np.random.default_rng(seed)
+    categories = [f"c{i}" for i in range(int(rand.integers(1, 6)))]
+    items = [Item(f"i{n}", category=categories[int(rand.integers(len(categories)))] if rand.random() < 0.9
+                  else None) for n in range(int(rand.integers(2, 40)))]
+    base = Catalog(items)
+    catalog = base.without(items[int(rand.integers(len(items)))].item_id) if seed % 2 else base
+    chosen = [c for c in categories if rand.random() < 0.6 and catalog.by_category(c)] or \
+        [c for c in categories if catalog.by_category(c)]
+    pool = [item for c in chosen for item in catalog.by_category(c)]
+    if not pool:
+        return
+    avoid = {i.item_id for i in items if rand.random() < (0.9 if seed % 3 == 0 else 0.3)} | {"nowhere"}
+    for count in (1, 2, 5, len(pool), len(pool) + 3):
+        ours = _draw_items(catalog, chosen, count, np.random.default_rng(seed + count), avoid)
+        assert ours == _listed_draw(pool, count, np.random.default_rng(seed + count), avoid), count
+
+
+def test_a_dry_run_plans_every_pair_without_holding_its_perturbed_history() -> None:
+    """The planner a dry run prices with keeps no perturbation (memory flat in the pairs it plans; kinds that
+    say they surely change a history are not even made) and makes one again, the same, when a pair's call
+    is asked for (the response-cache lookup) — the same pairs, the same trivial ones skipped."""
+    from pytest_robustexplain.data import EvalCase, generate_synthetic
+    from pytest_robustexplain.perturbations import KINDS
+    from pytest_robustexplain.sweep import PairPlanner, SliceSpec
+
+    data = generate_synthetic(n_users=6, n_cases=6)
+    alike = EvalCase(UserHistory("same", (Interaction("i1"),) * 3), data.cases[0].item)  # nothing to move
+    cases = (*data.cases, alike)
+    spec = SliceSpec("s", "m", cases, tuple(KINDS), (1, 3), 1, 7)
+    kept, lean = PairPlanner(data.catalog), PairPlanner(data.catalog, keep=False)
+    order = [c.user_id for c in cases]
+    a, b = kept.plan(spec, order), lean.plan(spec, order)
+    assert a.trivial == b.trivial == 4  # the shuffle and missing values at two severities, for "same"
+    assert [p.key for p in a.pairs] == [p.key for p in b.pairs]
+    assert all(p.perturbation is None for p in b.pairs) and all(p.perturbation for p in a.pairs)
+    for held, made in zip(a.pairs, b.pairs, strict=True):
+        assert kept.perturbed_call(held) == lean.perturbed_call(made)
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_a_kind_that_says_it_surely_changes_a_history_does_and_raises_nothing(seed: int) -> None:
+    """Noise, dilution, the shuffle and missing values say, without perturbing, that they change a history
+    (a dry run then prices the pair unperturbed): wherever they say so — small catalogs, one category, the
+    recommended item the only one of its category, repeated items, ratings and timestamps missing, the
+    paper's counts — the perturbation changes it and raises nothing; where the shuffle or missing values
+    say no, the perturbation leaves the history as it was."""
+    from pytest_robustexplain.perturbations import DEFAULT_REGISTRY, KindRegistry
+
+    rand = np.random.default_rng(seed)
+    categories = [f"c{i}" for i in range(int(rand.integers(1, 4)))]
+    items = [Item(f"i{n}", category=categories[int(rand.integers(len(categories)))] if rand.random() < 0.6
+                  else None) for n in range(int(rand.integers(1, 8 if seed % 4 else 2)))]  # one item: alike
+    catalog = Catalog(items)
+    blank = 0.3 if seed % 5 else 1.0  # every fifth history has no metadata at all
+    history = UserHistory("u", tuple(
+        Interaction(items[int(rand.integers(len(items)))].item_id,
+                    category=None if rand.random() < blank else "c0",
+                    timestamp=None if rand.random() < blank else int(rand.integers(0, 10**6)),
+                    rating=None if rand.random() < blank else 4.0)
+        for _ in range(int(rand.integers(0, 6)))))
+    said = 0
+    for registry in (DEFAULT_REGISTRY, KindRegistry(DEFAULT_REGISTRY, counts="paper")):
+        for kind in ("noise_injection", "behavior_dilution", "temporal_shuffle", "missing_values"):
+            changes = registry.entry(kind).changes
+            assert changes is not None
+            if not changes(history, catalog):
+                if kind in ("temporal_shuffle", "missing_values") and len(history):
+                    assert apply_perturbation(history, kind, 3, catalog=catalog, seed=seed).identical
+                continue
+            said += 1
+            for item in items:
+                for severity in (1, 5):
+                    result = apply_perturbation(history, kind, severity, catalog=catalog, seed=seed,
+                                                item_id=item.item_id, kinds=registry)
+                    assert not result.identical
+    assert said or len(history) == 0 or sum(i.category is not None for i in items) < 2

@@ -12,10 +12,15 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, overload
 
+# The features of every record that has none: one read-only view, shared (nothing can change it). Planning
+# makes millions of interactions; two containers each that the garbage collector walks made its passes over
+# a large dry run a third of its time.
+_NO_FEATURES: Mapping[str, Any] = MappingProxyType({})
+
 
 def _frozen(mapping: Mapping[str, Any] | None) -> Mapping[str, Any]:
     # A read-only view keeps the dataclasses effectively immutable without copying on every access.
-    return MappingProxyType(dict(mapping or {}))
+    return MappingProxyType(dict(mapping)) if mapping else _NO_FEATURES
 
 
 @dataclass(frozen=True)
@@ -129,6 +134,7 @@ class Catalog(Mapping[str, Item]):
         self._list: tuple[Item, ...] | None = None
         self._index: dict[str, tuple[Item, ...]] | None = None
         self._positions: dict[str, int] | None = None
+        self._in_category: dict[str, int] | None = None
 
     def __getitem__(self, item_id: str) -> Item:
         return self._items[item_id]
@@ -167,6 +173,14 @@ class Catalog(Mapping[str, Item]):
         if self._positions is None:
             self._positions = {item.item_id: i for i, item in enumerate(self.items_list)}
         return self._positions[item_id]
+
+    def category_position(self, item_id: str) -> int:
+        """The item's place in :meth:`by_category` of its category (a KeyError when it is not in the
+        catalog or has no category)."""
+        if self._in_category is None:
+            self._in_category = {item.item_id: i for items in self._by_category().values()
+                                 for i, item in enumerate(items)}
+        return self._in_category[item_id]
 
     def _by_category(self) -> dict[str, tuple[Item, ...]]:
         if self._index is None:
@@ -236,6 +250,15 @@ class _WithoutOne(Catalog):
         if category != self._left_out.category:
             return items
         return tuple(item for item in items if item.item_id != self._left_out.item_id)
+
+    def category_position(self, item_id: str) -> int:
+        self[item_id]  # the one left out is not here: a KeyError
+        found = self._base.category_position(item_id)
+        left_out = self._left_out
+        if self._base[item_id].category == left_out.category and found > self._base.category_position(
+                left_out.item_id):
+            return found - 1  # after the one left out, one place earlier
+        return found
 
     def without(self, item_id: str) -> Catalog:
         return Catalog(self.items_list).without(item_id)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from ..perturbations import KindRegistry
     from ..settings import GateSettings, Settings
     from ..sweep import PairPlanner, SliceSpec
+    from ..sweep.records import Pair
 
     Call = tuple[UserHistory, Item, int, int]  # the arguments the sweep gives an explainer
 
@@ -303,22 +304,23 @@ def plan_slices(slices: Sequence[GatedSlice], catalog: Catalog, kinds: KindRegis
     return plans
 
 
-def planned_calls(planner: PairPlanner) -> dict[str, list[Call]]:
+def planned_calls(planner: PairPlanner) -> dict[str, Iterator[Call]]:
     """Every model call the planned pairs make, by model, each once — the original of each (user, item,
     seed) and each pair's other explanation — as ``(history, item, seed, repeat)``, the arguments the sweep
-    passes the explainer (``Sweep._run_pair``), so a dry run can look them up in the response cache."""
+    passes the explainer (``Sweep._run_pair``), so a dry run can look them up in the response cache. Made
+    one at a time as they are read: a perturbed history the planner did not keep is made again and let go."""
     from ..sweep import CONTROL_SEED_OFFSET
 
-    calls: dict[str, dict[tuple[Any, ...], Call]] = {}
+    calls: dict[str, dict[tuple[Any, ...], Call | Pair]] = {}
     for pair in planner.pairs.values():
         case, key, seed = pair.case, pair.key, pair.sample_seed
         mine = calls.setdefault(key.model, {})
         mine.setdefault(("original", case.user_id, case.item_id, seed), (case.history, case.item, seed, 0))
+        other: Call | Pair = pair  # a perturbation pair: its perturbed history, when its call is read
         if pair.donor is not None:
-            other: Call = (pair.donor.history, case.item, seed, key.repeat)
-        elif pair.perturbation is None:
+            other = (pair.donor.history, case.item, seed, key.repeat)
+        elif key.kind == CONTROL_KIND:
             other = (case.history, case.item, seed + CONTROL_SEED_OFFSET + key.repeat, key.repeat)
-        else:
-            other = (pair.perturbation.perturbed, case.item, seed, key.repeat)
         mine[(key.kind, key.severity, key.repeat, case.user_id, case.item_id, seed)] = other
-    return {model: list(found.values()) for model, found in calls.items()}
+    return {model: (c if isinstance(c, tuple) else planner.perturbed_call(c) for c in found.values())
+            for model, found in calls.items()}

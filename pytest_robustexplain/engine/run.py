@@ -360,7 +360,7 @@ class Run:
         pair its kind slices share (``robustexplain run``); then the pace a previous run recorded."""
         from ..sweep import PairPlanner
 
-        planner = PairPlanner(self.dataset.catalog, self.kinds)
+        planner = PairPlanner(self.dataset.catalog, self.kinds, keep=False)  # priced, then let go
         plans = self.price(planner)
         labels = {slice_id: f"{planned.nodeid} ({planned.spec.model or 'custom explainer'})"
                   for slice_id, planned in self._slices.items()}

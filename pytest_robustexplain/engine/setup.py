@@ -4,7 +4,7 @@ response cache, the cache directory and the donor pool of the cross-user control
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -198,7 +198,7 @@ def build_scorer(settings: Settings, *, cache_dir: Path | None = None) -> Cached
     return CachedScorer(weights=settings.weights, cache=cache, user_cache=user_cache)
 
 
-def cached_count(settings: Settings, model: str, cache_dir: Path, calls: Sequence[Call]) -> int | None:
+def cached_count(settings: Settings, model: str, cache_dir: Path, calls: Iterable[Call]) -> int | None:
     """How many of ``calls`` the response cache would answer — each call's cache key built as the run
     builds it, at the model facts the cache recorded when it last ran the model — without a model call or
     a connection; None when the cache cannot tell (off, write-only, the template explainer, never run)."""

@@ -42,6 +42,10 @@ class Perturbation:
     builtin: bool
     takes_payloads: bool = False
     takes_counts: bool = False
+    # Says, without perturbing, that the kind surely changes this history over this catalog and raises
+    # nothing (noise and dilution insert at least one item): a dry run prices such a pair without making its
+    # perturbed history. None: it cannot tell, the pair is perturbed.
+    changes: Callable[[UserHistory, Catalog], bool] | None = None
 
 
 def _normalise(name: str) -> str:
@@ -97,7 +101,8 @@ class KindRegistry:
                          for e in self._all().values())
 
     def register(self, name: str, fn: PerturbationFn, *, aliases: Iterable[str] = (),
-                 builtin: bool = False, takes_payloads: bool = False, takes_counts: bool = False) -> None:
+                 builtin: bool = False, takes_payloads: bool = False, takes_counts: bool = False,
+                 changes: Callable[[UserHistory, Catalog], bool] | None = None) -> None:
         """Add a kind (see :func:`register_perturbation`); a clash with a known spelling is a ConfigError."""
         if isinstance(aliases, str):
             raise ConfigError(f"aliases of perturbation {name!r} must be a list of names, not the string "
@@ -110,7 +115,8 @@ class KindRegistry:
             for alias in aliases:
                 accepted.append(self._check_new_name(alias, "alias", [canonical, *accepted]))
             self._entries[canonical] = Perturbation(canonical, fn, tuple(accepted), builtin=builtin,
-                                                    takes_payloads=takes_payloads, takes_counts=takes_counts)
+                                                    takes_payloads=takes_payloads, takes_counts=takes_counts,
+                                                    changes=changes)
             for spelling in (canonical, *accepted):
                 self._lookup[spelling] = canonical
 
@@ -206,6 +212,7 @@ def counted(kinds: KindRegistry | None, counts: str) -> KindRegistry | None:
 
 
 def register_builtin(name: str, fn: PerturbationFn, aliases: tuple[str, ...], *,
-                     takes_payloads: bool = False, takes_counts: bool = False) -> None:
+                     takes_payloads: bool = False, takes_counts: bool = False,
+                     changes: Callable[[UserHistory, Catalog], bool] | None = None) -> None:
     DEFAULT_REGISTRY.register(name, fn, aliases=aliases, builtin=True, takes_payloads=takes_payloads,
-                              takes_counts=takes_counts)
+                              takes_counts=takes_counts, changes=changes)
