@@ -637,22 +637,54 @@ def test_movielens_options() -> None:
         load_movielens(SAMPLES / "movielens", min_ratings=3, n_cases=4)
 
 
-def test_movielens_errors(tmp_path: Path) -> None:
+RATINGS_HEAD = "userId,movieId,rating,timestamp\n"
+
+
+@pytest.mark.parametrize(("rows", "said"), [
+    ("1,1,4.0,10\n1,99,4.0,11\n", ("line 3", "field 'movieId'", "movie '99' is not in movies.csv")),
+    ("1,1,good,10\n", ("line 2", "field 'rating'", "not a number: 'good'")),
+    ("1,1,nan,10\n", ("line 2", "field 'rating'", "not a finite number")),
+    # The fast path for plain numeric rows checks what the validating one does (issue 41, item 5): it took
+    # a control character in an id, and 1.7e12 (milliseconds) as a timestamp.
+    ("1,1,4.0,10\nu\x072,2,3.0,11\n", ("line 3", "field 'userId'", "control")),
+    ("1,1,4.0,1700000000000\n", ("line 2", "field 'timestamp'", "milliseconds")),
+])
+def test_movielens_errors(tmp_path: Path, rows: str, said: tuple[str, ...]) -> None:
+    shutil.copy(SAMPLES / "movielens" / "movies.csv", tmp_path / "movies.csv")
+    write(tmp_path, "ratings.csv", RATINGS_HEAD + rows)
+    with raises_data_error("ratings.csv", *said):
+        load_movielens(tmp_path, min_ratings=1)
+
+
+def test_movielens_file_errors(tmp_path: Path) -> None:
     shutil.copy(SAMPLES / "movielens" / "movies.csv", tmp_path / "movies.csv")
     with raises_data_error("ratings.csv", "file not found"):
         load_movielens(tmp_path)
-    write(tmp_path, "ratings.csv", "userId,movieId,rating,timestamp\n1,1,4.0,10\n1,99,4.0,11\n")
-    with raises_data_error("ratings.csv", "line 3", "field 'movieId'", "movie '99' is not in movies.csv"):
-        load_movielens(tmp_path, min_ratings=1)
-    write(tmp_path, "ratings.csv", "userId,movieId,rating,timestamp\n1,1,good,10\n")
-    with raises_data_error("ratings.csv", "line 2", "field 'rating'", "not a number: 'good'"):
-        load_movielens(tmp_path, min_ratings=1)
-    write(tmp_path, "ratings.csv", "userId,movieId,rating,timestamp\n1,1,nan,10\n")
-    with raises_data_error("ratings.csv", "line 2", "field 'rating'", "not a finite number"):
-        load_movielens(tmp_path, min_ratings=1)
     write(tmp_path, "ratings.csv", "userId,movieId,stars,timestamp\n1,1,4,10\n")
     with raises_data_error("ratings.csv", "line 1", "field 'rating'", "missing column(s) rating"):
         load_movielens(tmp_path, min_ratings=1)
+
+
+def test_movielens_plain_rows_read_ids_as_every_loader_does(tmp_path: Path) -> None:
+    """" 1" is "1" on the fast path too, where it used to be a second user (issue 41, item 5)."""
+    shutil.copy(SAMPLES / "movielens" / "movies.csv", tmp_path / "movies.csv")
+    write(tmp_path, "ratings.csv", RATINGS_HEAD + "1,1,4.0,10\n 1,2,3.0,11\n1 ,3,5.0,12\n")
+    loaded = load_movielens(tmp_path, min_ratings=1)
+    assert list(loaded.histories) == ["1"] and loaded.histories["1"].item_ids == ("1", "2", "3")
+
+
+def test_movielens_keeps_ratings_compact_and_makes_interactions_of_the_kept_history_only(
+        tmp_path: Path) -> None:
+    """A rating is three array entries until it is in a kept history (what made 1 million ratings 594 MB);
+    missing ratings and timestamps survive the arrays as None, and a user whose ratings lack a timestamp
+    keeps the file's order."""
+    shutil.copy(SAMPLES / "movielens" / "movies.csv", tmp_path / "movies.csv")
+    write(tmp_path, "ratings.csv", RATINGS_HEAD + "1,1,,30\n1,2,3.0,10\n1,3,4.5,20\n2,1,4.0,5\n2,2,2.0,\n"
+                                                  "2,3,1.0,1\n")
+    loaded = load_movielens(tmp_path, min_ratings=1, max_history=2)
+    one, two = loaded.histories["1"], loaded.histories["2"]
+    assert one.item_ids == ("3", "1") and [i.rating for i in one] == [4.5, None]  # by time, the last two
+    assert two.item_ids == ("2", "3") and [i.timestamp for i in two] == [None, 1]  # file order: no sort
 
 
 # ---------------------------------------------------------------------------------------------------------

@@ -363,11 +363,11 @@ def parse_timestamp(value: Any) -> int:
 
 # Epoch seconds from 1900 to 2200: wide enough for any real history, narrow enough to catch milliseconds
 # (1.7e12 today), which would otherwise load and then break date formatting far downstream.
-_EPOCH_RANGE = (-2_208_988_800, 7_258_118_400)
+EPOCH_RANGE = (-2_208_988_800, 7_258_118_400)
 
 
 def _in_range(seconds: int) -> int:
-    low, high = _EPOCH_RANGE
+    low, high = EPOCH_RANGE
     if not low <= seconds <= high:
         hint = " (it looks like milliseconds: divide by 1000)" if 1e11 < abs(seconds) < 1e14 else ""
         raise ValueError(f"timestamp {seconds} is outside 1900–2200 in epoch seconds{hint}")
