@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from pytest_robustexplain import cli
+from pytest_robustexplain.errors import RobustExplainWarning
 from pytest_robustexplain.explainers.retry import RetryPolicy, retry_after_of
 from pytest_robustexplain.testing import FakeOllamaServer
 
@@ -115,9 +116,11 @@ def test_a_steady_rate_limit_slows_a_run_and_fails_no_call(tmp_path: Path) -> No
     a call: before, the calls that met the limit twice failed; now every call is made, each as told."""
     with FakeOllamaServer() as server:
         server.rate_limit(1, steady=True)
-        code = cli.main(["run", "--model", "fake-model:latest", "--host", server.url, "--users", "2",
-                         "--perturbations", "noise", "--severities", "1", "--guard", "off", "--retries", "1",
-                         "--cache", "off", "--progress", "off", "-q", "--json", str(tmp_path / "r.json")])
+        with pytest.warns(RobustExplainWarning, match="refuses requests for its rate"):  # and backs off
+            code = cli.main(["run", "--model", "fake-model:latest", "--host", server.url, "--users", "2",
+                             "--perturbations", "noise", "--severities", "1", "--guard", "off", "--retries",
+                             "1", "--cache", "off", "--progress", "off", "-q", "--json",
+                             str(tmp_path / "r.json")])
         limited = server.rate_limited
     doc = json.loads((tmp_path / "r.json").read_text(encoding="utf-8"))
     assert code in (cli.EXIT_OK, cli.EXIT_GATE_FAILED) and limited >= 1
@@ -130,9 +133,11 @@ def test_a_rate_limited_server_slows_the_run_and_every_call_is_made(backend: str
         host = server.url + ("/v1" if backend == "openai" else "")
         # After the warm-up, the first call opens a window of 1 s: it and those inside it get 429.
         server.rate_limit(1, after=1)
-        code = cli.main(["run", "--backend", backend, "--model", "fake-model:latest", "--host", host,
-                         "--users", "3", "--perturbations", "noise", "--severities", "1,5", "--retries", "1",
-                         "--cache", "off", "--progress", "off", "-q", "--json", str(tmp_path / "r.json")])
+        with pytest.warns(RobustExplainWarning, match="refuses requests for its rate"):  # and backs off
+            code = cli.main(["run", "--backend", backend, "--model", "fake-model:latest", "--host", host,
+                             "--users", "3", "--perturbations", "noise", "--severities", "1,5", "--retries",
+                             "1", "--cache", "off", "--progress", "off", "-q", "--json",
+                             str(tmp_path / "r.json")])
         limited = server.rate_limited
     doc = json.loads((tmp_path / "r.json").read_text(encoding="utf-8"))
     # The calls inside the window wait as told and get through: how many met it depends on how many were

@@ -1,9 +1,10 @@
 """What the HTTP backends (Ollama, OpenAI-compatible) share.
 
-- One client and one semaphore per running event loop, created lazily inside that loop: an httpx or
+- One client and one request window per running event loop, created lazily inside that loop: an httpx or
   ollama client is bound to the loop it first ran in, and the plugin may preflight in one loop and run
   the sweep in another (a background thread).
-- Bounded concurrency: never more than ``concurrency`` generation requests in flight per loop.
+- Bounded concurrency: never more than ``concurrency`` generation requests in flight per loop, fewer while
+  the server answers that it limits the rate (:class:`~.window.AdaptiveWindow`).
 - Retries through :class:`~.retry.RetryPolicy`; a request that exhausts them becomes an Explanation with
   ``failure="error"``, never text.
 - Fatal conditions (nothing listening, model missing, credentials rejected) raise one BackendError,
@@ -38,9 +39,11 @@ from .retry import (
     connect_cause,
     describe_error,
     is_connect_failure,
+    retry_after_of,
     status_of,
     within_deadline,
 )
+from .window import AdaptiveWindow
 
 T = TypeVar("T")
 
@@ -115,7 +118,7 @@ class Reply:
 @dataclass
 class _LoopState:
     client: Any
-    semaphore: asyncio.Semaphore
+    window: AdaptiveWindow  # the requests in flight, fewer while the server limits the rate
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
 
 
@@ -145,6 +148,7 @@ class RemoteExplainer(ABC):
         self._warmed = False
         self.warmup_error: str | None = None  # why the warm-up failed, when it failed non-fatally
         self._said_counts = False  # token counts that are not counts were warned of (once an explainer)
+        self._said_window = False  # the request window backed off for the rate was said (once an explainer)
         # The model's context as the server states it (None: it does not say), and the prompt sizer that
         # learns the tokenizer's characters per token from the replies (context.py).
         self.context: ContextWindow | None = None
@@ -167,6 +171,17 @@ class RemoteExplainer(ABC):
                 "tokens): they are recorded as unknown, and the reports count no tokens for those calls "
                 "(said once)"))
         return replace(reply, text=text, prompt_tokens=prompt, completion_tokens=completion)
+
+    def _rate_limited(self, window: AdaptiveWindow, sent_in: int) -> None:
+        """The server refused a request for its rate: the window backs off, and the first time it does the
+        person running this hears why the run slows down (said once)."""
+        window.limited(sent_in)
+        if window.cuts == 1 and not self._said_window:
+            self._said_window = True
+            warn(RobustExplainWarning(
+                f"{self.model} on {self.host} refuses requests for its rate (HTTP 429): requests in flight "
+                f"cut from {window.ceiling} to {window.limit}, grown back slowly; a lower concurrency "
+                "avoids the refused requests (said once)"))
 
     def _basic_auth(self) -> dict[str, str]:
         """The Authorization header of the URL's ``user:password@`` (empty without)."""
@@ -277,23 +292,21 @@ class RemoteExplainer(ABC):
         ``purpose`` only names the call for the response cache (:meth:`completion_identity`)."""
         state = self._state()
         await self._ensure_ready(state, sample=prompt)
-        async with state.semaphore:
-            if self._fatal is not None:  # found by a request that held the slot before us
-                raise self._fatal
-            started = time.perf_counter()
-            try:
-                reply = await self._generate(state, prompt, seed=seed, num_predict=self.num_predict)
-            except BackendError:
-                raise
-            except ContextOverflow as exc:  # this prompt only: other users' prompts may fit
-                return Explanation(text="", model=self.model, latency_s=time.perf_counter() - started,
-                                   failure=FAILURE_CONTEXT, detail=exc.detail)
-            except Exception as exc:  # RetryExhaustedError or a non-retryable per-request error
-                self.stats.errors += 1
-                retries = exc.attempts - 1 if isinstance(exc, RetryExhaustedError) else 0
-                return Explanation(text="", model=self.model, latency_s=time.perf_counter() - started,
-                                   failure=FAILURE_ERROR, detail=describe_error(exc), retries=retries)
-            latency = time.perf_counter() - started
+        started: list[float] = []  # when the first attempt had its place: a latency leaves the queue out
+        try:
+            reply = await self._generate(state, prompt, seed=seed, num_predict=self.num_predict,
+                                         started=started)
+        except BackendError:
+            raise
+        except ContextOverflow as exc:  # this prompt only: other users' prompts may fit
+            return Explanation(text="", model=self.model, latency_s=_since(started), failure=FAILURE_CONTEXT,
+                               detail=exc.detail)
+        except Exception as exc:  # RetryExhaustedError or a non-retryable per-request error
+            self.stats.errors += 1
+            retries = exc.attempts - 1 if isinstance(exc, RetryExhaustedError) else 0
+            return Explanation(text="", model=self.model, latency_s=_since(started), failure=FAILURE_ERROR,
+                               detail=describe_error(exc), retries=retries)
+        latency = _since(started)
         explanation = finish_reply(reply.text, model=self.model, latency_s=latency,
                                    prompt_tokens=reply.prompt_tokens,
                                    completion_tokens=reply.completion_tokens, stop_reason=reply.stop_reason,
@@ -382,7 +395,7 @@ class RemoteExplainer(ABC):
         loop = asyncio.get_running_loop()
         state = self._states.get(loop)
         if state is None:
-            state = _LoopState(client=self._make_client(), semaphore=asyncio.Semaphore(self.concurrency))
+            state = _LoopState(client=self._make_client(), window=AdaptiveWindow(self.concurrency))
             self._states[loop] = state
         return state
 
@@ -442,11 +455,28 @@ class RemoteExplainer(ABC):
         """``request`` under :meth:`_deadline` (:func:`~.retry.within_deadline`)."""
         return await within_deadline(request, self._deadline())
 
-    async def _generate(self, state: _LoopState, prompt: str, *, seed: int, num_predict: int) -> Reply:
+    async def _generate(self, state: _LoopState, prompt: str, *, seed: int, num_predict: int,
+                        started: list[float]) -> Reply:
         async def attempt() -> Reply:
-            self.stats.requests += 1
-            request = self._request(state.client, prompt, seed=seed, num_predict=num_predict)
-            return self.checked(await self._within_deadline(request))
+            # A place in the window for each attempt: a call waiting to retry gives its place up, so a
+            # window the server's rate limits cut holds only requests that are on their way.
+            sent_in = await state.window.acquire()
+            try:
+                if self._fatal is not None:  # found by a request that held a place before us
+                    raise self._fatal
+                if not started:
+                    started.append(time.perf_counter())
+                self.stats.requests += 1
+                request = self._request(state.client, prompt, seed=seed, num_predict=num_predict)
+                reply = self.checked(await self._within_deadline(request))
+            except Exception as exc:
+                if status_of(exc) == 429 or retry_after_of(exc) is not None:
+                    self._rate_limited(state.window, sent_in)
+                raise
+            finally:
+                state.window.release()
+            state.window.answered()
+            return reply
 
         retried = 0
 
@@ -517,3 +547,8 @@ def _error_body(exc: BaseException) -> str:
         return text
     error = getattr(exc, "error", None)
     return error if isinstance(error, str) else str(exc)
+
+
+def _since(started: Sequence[float]) -> float:
+    """Seconds since the first attempt had its place in the window (0 when none got one)."""
+    return time.perf_counter() - started[0] if started else 0.0

@@ -12,17 +12,17 @@ first``), HTTP/1.1 keep-alive, chunked streaming. Only the standard library is u
 
 Besides answering, the server lets a test script what happens to the next chat requests (both chat
 endpoints, streamed or not), one fault per request in arrival order: ``fail_next`` (HTTP 503 "server
-busy" or 500 "llama runner process has terminated", with Ollama's error bodies), ``hang_next`` (hold
-the request without answering — 600 s by default, longer than any client timeout — then close the
-connection; :meth:`~FakeOllamaServer.stop` releases it at once), ``drop_next`` (close the connection
-without a response), ``empty_next`` (empty content), ``refuse_next`` (:data:`REFUSAL_TEXT`),
-``bloat_next`` (20 MB of content, past ``num_predict``: a server that ignores every limit) or
-``script([...])`` for a mix; ``fail_next(n, status=429, retry_after=2)`` adds a ``Retry-After``
-header, and ``rate_limit(seconds)`` answers 429 with the seconds left to every chat request inside a
-window. Faults are taken before the model is looked up, so a scripted fault also hits a request for a
-missing model. ``capacity`` bounds how many chat requests are processed at once
-(like ``OLLAMA_NUM_PARALLEL``; the others queue) and ``latency`` is the processing time of each,
-spent while holding a slot; hangs and failures do not take a slot.
+busy" or 500 "llama runner process has terminated", with Ollama's error bodies), ``hang_next`` (hold the
+request without answering — 600 s by default, longer than any client timeout — then close the connection;
+:meth:`~FakeOllamaServer.stop` releases it at once), ``drop_next`` (close the connection without a
+response), ``empty_next`` (empty content), ``refuse_next`` (:data:`REFUSAL_TEXT`), ``bloat_next`` (20 MB
+of content, past ``num_predict``: a server that ignores every limit) or ``script([...])`` for a mix;
+``fail_next(n, status=429, retry_after=2)`` adds a ``Retry-After`` header, ``rate_limit(seconds)``
+answers 429 with the seconds left to every chat request inside a window, and ``limit_concurrency(n)``
+answers 429 to a chat request that arrives while ``n`` are in flight. Faults are taken before the model
+is looked up, so a scripted fault also hits a request for a missing model. ``capacity`` bounds how many
+chat requests are processed at once (like ``OLLAMA_NUM_PARALLEL``; the others queue) and ``latency`` is
+the processing time of each, spent while holding a slot; hangs and failures do not take a slot.
 
 The server measures what the client did: ``calls`` (requests by path), ``chat_calls``, ``requests``
 (what each chat request asked for), ``in_flight`` and ``peak_in_flight`` (chat requests received and

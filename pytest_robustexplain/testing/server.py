@@ -99,6 +99,8 @@ class FakeOllamaServer:
         self._limit_after = 0
         self._limit_steady = 0  # rate_limit(steady=True): the seconds of the window each request let in opens
         self._limit_until = 0.0
+        self._most_at_once: int | None = None  # limit_concurrency(): chat requests let in at once
+        self._busy_retry_after: int | None = None  # ... and the Retry-After of its 429
         self._capacity: int | None = None
         self.mode = mode
         # How judge prompts are answered (verdicts.py), whatever the mode: one behaviour, or one per model
@@ -274,6 +276,15 @@ class FakeOllamaServer:
             self._limit_seconds = _non_negative_count(seconds, "rate_limit")
             self._limit_after = _non_negative_count(after, "rate_limit(after)")
             self._limit_steady = self._limit_seconds if steady else 0
+
+    def limit_concurrency(self, most: int | None, *, retry_after: int | None = None) -> None:
+        """A hosted endpoint's limit on requests at once: a chat request that arrives while ``most`` are in
+        flight gets 429 ("rate limit exceeded"), with ``Retry-After: retry_after`` when given; None lifts
+        the limit. Counted in :attr:`rate_limited`."""
+        with self._cond:
+            self._most_at_once = None if most is None else _non_negative_count(most, "limit_concurrency")
+            self._busy_retry_after = (None if retry_after is None
+                                      else _non_negative_count(retry_after, "limit_concurrency(retry_after)"))
 
     @property
     def rate_limited(self) -> int:
@@ -564,6 +575,9 @@ class FakeOllamaServer:
 
     def _limited(self) -> Fault | None:
         """The rate limit's 429 for a request arriving now, or None (called holding the lock)."""
+        if self._most_at_once is not None and self._in_flight >= self._most_at_once:
+            self._rate_limited += 1
+            return Fault("fail", status=429, retry_after=self._busy_retry_after)
         now = time.monotonic()
         if self._limit_seconds and self._limit_after:  # armed, not yet
             self._limit_after -= 1
