@@ -648,6 +648,7 @@ RATINGS_HEAD = "userId,movieId,rating,timestamp\n"
     # a control character in an id, and 1.7e12 (milliseconds) as a timestamp.
     ("1,1,4.0,10\nu\x072,2,3.0,11\n", ("line 3", "field 'userId'", "control")),
     ("1,1,4.0,1700000000000\n", ("line 2", "field 'timestamp'", "milliseconds")),
+    ("1,1,1e308,10\n", ("line 2", "field 'rating'", "is beyond ±1,000,000")),
 ])
 def test_movielens_errors(tmp_path: Path, rows: str, said: tuple[str, ...]) -> None:
     shutil.copy(SAMPLES / "movielens" / "movies.csv", tmp_path / "movies.csv")
@@ -935,3 +936,59 @@ def test_ids_that_mix_lookalike_scripts_load_and_are_flagged(tmp_path: Path,
         code = cli.main(["run", "--backend", "template", "--histories", str(tmp_path / "h.json"),
                          "--catalog", str(tmp_path / "c.json"), "--dry-run", "--progress", "off", "-q"])
     assert code == 0, capsys.readouterr().err
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Values at their edges (issue 41, item 5): one data error naming the place, never a crash later
+# ---------------------------------------------------------------------------------------------------------
+
+
+def _deep(levels: int) -> dict[str, object]:
+    root: dict[str, object] = {}
+    node = root
+    for _ in range(levels - 1):
+        child: dict[str, object] = {}
+        node["a"] = child
+        node = child
+    return root
+
+
+@pytest.mark.parametrize(("name", "text", "said"), [
+    # Loaded, 900 levels then overflowed the recursion limit where a perturbation copies the features.
+    ("deep.json", histories_json({"user_id": "u1",
+                                  "interactions": [{"item_id": "i1", "features": _deep(900)}]}),
+     ("deep.json", "interaction index 0", "field 'features'", "nested more than 32 levels deep")),
+    # Loaded, and overflowed the preference polarity's means to infinity.
+    ("big.json", histories_json({"user_id": "u1", "interactions": [{"item_id": "i1", "rating": 1e308}]}),
+     ("big.json", "field 'rating'", "rating 1e+308 is beyond ±1,000,000")),
+    ("low.json", histories_json({"user_id": "u1", "interactions": [{"item_id": "i1", "rating": -1e300}]}),
+     ("low.json", "field 'rating'", "is beyond ±1,000,000")),
+    # A raw ValueError with Python's advice to raise its limit on long integers.
+    ("long.json", '{"users": [{"user_id": ' + "9" * 5000 + ', "interactions": [{"item_id": "i1"}]}]}',
+     ("long.json", "invalid JSON: a number too long to read (5,000 digits)")),
+    ("long.jsonl", '{"user_id": "u1", "item_id": "i1", "rating": ' + "9" * 5000 + "}\n",
+     ("long.jsonl", "line 1", "a number too long to read")),
+    ("cell.csv", 'user_id,item_id,features\nu1,i1,"{""n"": ' + "9" * 5000 + '}"\n',
+     ("cell.csv", "field 'features'", "a number too long to read")),
+])
+def test_a_value_beyond_what_anything_downstream_can_hold_is_one_data_error(
+        tmp_path: Path, name: str, text: str, said: tuple[str, ...]) -> None:
+    with raises_data_error(*said) as caught:
+        load_histories(write(tmp_path, name, text))
+    assert_single_error(caught)
+    assert "set_int_max_str_digits" not in str(caught.value)
+
+
+def test_a_utf16_file_is_named_for_what_it_is(tmp_path: Path) -> None:
+    """A spreadsheet's "Unicode text" export (UTF-16 with its byte-order mark): said as such, where it was
+    "not UTF-8 text (bad byte at offset 0)"."""
+    path = tmp_path / "h.csv"
+    path.write_bytes("user_id,item_id\nu1,i1\n".encode("utf-16"))
+    with raises_data_error("h.csv", "UTF-16 text, not UTF-8", "save it as UTF-8"):
+        load_histories(path)
+
+
+def test_features_as_deep_as_the_limit_load(tmp_path: Path) -> None:
+    path = write(tmp_path, "ok.json", histories_json(
+        {"user_id": "u1", "interactions": [{"item_id": "i1", "features": _deep(32)}]}))
+    assert len(load_histories(path)["u1"]) == 1

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import unicodedata
 from collections.abc import Iterable, Mapping
 from datetime import date, datetime, timezone
@@ -78,9 +79,28 @@ def read_text(path: Path) -> str:
     except IsADirectoryError:
         raise DataError("is a directory, expected a file", source=str(path)) from None
     except UnicodeDecodeError as exc:
+        encoding = _bom_encoding(exc.object[:4])
+        if encoding is not None:  # a spreadsheet's "Unicode text": its mark says what it is
+            raise DataError(f"{encoding} text, not UTF-8 (its first bytes say so): save it as UTF-8",
+                            source=str(path)) from None
         raise DataError(f"not UTF-8 text (bad byte at offset {exc.start})", source=str(path)) from None
     except OSError as exc:
         raise DataError(f"cannot read file: {exc.strerror or exc}", source=str(path)) from None
+
+
+def _digits(exc: ValueError) -> str:
+    """What Python's limit on long integers says of one, without its advice to raise the limit."""
+    found = re.search(r"value has (\d+) digits", str(exc))
+    return f"{int(found.group(1)):,} digits" if found else "over 4,300 digits"
+
+
+def _bom_encoding(head: bytes) -> str | None:
+    """The encoding a byte-order mark at the start of a file names, other than UTF-8's."""
+    for mark, name in ((b"\xff\xfe\x00\x00", "UTF-32"), (b"\x00\x00\xfe\xff", "UTF-32"),
+                       (b"\xff\xfe", "UTF-16"), (b"\xfe\xff", "UTF-16")):
+        if head.startswith(mark):
+            return name
+    return None
 
 
 class _DuplicateKey(ValueError):
@@ -111,6 +131,8 @@ def _parse_json(text: str, where: Where) -> Any:
                           "cannot be told") from None
     except RecursionError:
         raise where.error("invalid JSON: nested too deeply") from None
+    except ValueError as exc:  # an integer of more than 4,300 digits (Python's limit on int(str))
+        raise where.error(f"invalid JSON: a number too long to read ({_digits(exc)})") from None
 
 
 def _parse_yaml(text: str, where: Where) -> Any:
@@ -175,6 +197,9 @@ def jsonl_records(path: Path) -> list[Record]:
                 f"invalid JSON: key {str(exc)!r} appears twice in one object") from None
         except RecursionError:
             raise where.at(f"line {lineno}").error("invalid JSON: nested too deeply") from None
+        except ValueError as exc:
+            raise where.at(f"line {lineno}").error(
+                f"invalid JSON: a number too long to read ({_digits(exc)})") from None
         records.append(Record(f"line {lineno}", value))
     return records
 
@@ -350,7 +375,14 @@ def as_rating(value: Any, where: Where) -> float | None:
         raise where.error(f"not a number: {value!r}", "rating") from None
     if not math.isfinite(rating):
         raise where.error(f"not a finite number: {value!r}", "rating")
+    if abs(rating) > MAX_RATING:
+        # 1e308 loaded and then overflowed the preference-polarity means to infinity.
+        raise where.error(f"rating {value!r} is beyond ±{MAX_RATING:,.0f}; a rating is a point on a scale "
+                          "(1–5, 1–10, 0–100)", "rating")
     return rating
+
+
+MAX_RATING = 1_000_000.0  # the largest rating read (either sign): any real scale, sums that stay finite
 
 
 def parse_timestamp(value: Any) -> int:
@@ -435,12 +467,36 @@ def _as_features(value: Any, where: Where) -> Mapping[str, Any]:
             raise where.error(f"invalid JSON object: key {str(exc)!r} appears twice", "features") from None
         except RecursionError:
             raise where.error("invalid JSON object: nested too deeply", "features") from None
+        except ValueError as exc:
+            raise where.error(f"invalid JSON object: a number too long to read ({_digits(exc)})",
+                              "features") from None
     if not isinstance(value, Mapping):
         raise where.error(f"expected an object of named features, got {kind(value)}", "features")
     bad = [k for k in value if not isinstance(k, str)]
     if bad:
         raise where.error(f"feature names must be strings, got {bad[0]!r}", "features")
+    if _depth(value) > MAX_FEATURE_DEPTH:
+        # Loaded, 900 levels passed here and then overflowed the recursion limit where a perturbation
+        # copies an interaction's features: an INTERNALERROR long after the file was read.
+        raise where.error(f"features nested more than {MAX_FEATURE_DEPTH} levels deep; a feature is a "
+                          "value, a list or a small object", "features")
     return dict(value)
+
+
+MAX_FEATURE_DEPTH = 32  # lists and objects inside an interaction's or item's features
+
+
+def _depth(value: Any) -> int:
+    """How deeply lists and objects nest in ``value`` (1 for a flat object), without recursion."""
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        current, level = stack.pop()
+        deepest = max(deepest, level)
+        if level > MAX_FEATURE_DEPTH:
+            break  # deep enough to refuse: the rest need not be walked
+        children = current.values() if isinstance(current, Mapping) else current
+        stack.extend((c, level + 1) for c in children if isinstance(c, (Mapping, list, tuple)))
+    return deepest
 
 
 def interaction_from(obj: Any, where: Where, allowed: tuple[str, ...] = INTERACTION_FIELDS) -> Interaction:

@@ -13,7 +13,7 @@ from typing import Any
 
 from ..errors import ConfigError, DataError
 from .datasets import check_count
-from .io import EPOCH_RANGE, PathLike, Where, as_id, as_rating, as_timestamp, read_text
+from .io import EPOCH_RANGE, MAX_RATING, PathLike, Where, as_id, as_rating, as_timestamp, read_text
 from .records import Catalog, Dataset, EvalCase, Item, UserHistory
 from .seeded import DEFAULT_SEED, STREAM_CASES, STREAM_SAMPLE, Rand
 
@@ -127,7 +127,7 @@ def _movielens_ratings(path: Path, catalog: Catalog) -> dict[str, _Ratings]:
             # The fast path: 100k rows of plain numbers. Anything unusual takes the validating path.
             value, seconds = float(rating), int(timestamp)
             movie = catalog.position(movie_id)
-            if not math.isfinite(value) or not low <= seconds <= high:
+            if not math.isfinite(value) or abs(value) > MAX_RATING or not low <= seconds <= high:
                 raise ValueError(rating)
             found: tuple[int, float | None, int | None] = (movie, value, seconds)
             user = ids.get(user_id)
