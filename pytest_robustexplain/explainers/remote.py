@@ -172,16 +172,16 @@ class RemoteExplainer(ABC):
                 "(said once)"))
         return replace(reply, text=text, prompt_tokens=prompt, completion_tokens=completion)
 
-    def _rate_limited(self, window: AdaptiveWindow, sent_in: int) -> None:
+    def _rate_limited(self, window: AdaptiveWindow, sent_in: int, status: int | None) -> None:
         """The server refused a request for its rate: the window backs off, and the first time it does the
         person running this hears why the run slows down (said once)."""
         window.limited(sent_in)
         if window.cuts == 1 and not self._said_window:
             self._said_window = True
             warn(RobustExplainWarning(
-                f"{self.model} on {self.host} refuses requests for its rate (HTTP 429): requests in flight "
-                f"cut from {window.ceiling} to {window.limit}, grown back slowly; a lower concurrency "
-                "avoids the refused requests (said once)"))
+                f"{self.model} on {self.host} refuses requests for its rate (HTTP {status or 429}): requests "
+                f"in flight cut from {window.ceiling} to {window.limit}, grown back slowly; a lower "
+                "concurrency avoids the refused requests (said once)"))
 
     def _basic_auth(self) -> dict[str, str]:
         """The Authorization header of the URL's ``user:password@`` (empty without)."""
@@ -471,7 +471,7 @@ class RemoteExplainer(ABC):
                 reply = self.checked(await self._within_deadline(request))
             except Exception as exc:
                 if status_of(exc) == 429 or retry_after_of(exc) is not None:
-                    self._rate_limited(state.window, sent_in)
+                    self._rate_limited(state.window, sent_in, status_of(exc))
                 raise
             finally:
                 state.window.release()

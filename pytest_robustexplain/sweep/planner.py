@@ -146,7 +146,8 @@ class PairPlanner:
 
     def _surely_changes(self, kind: str, case: EvalCase) -> bool:
         """Whether the kind says it surely changes the case's history (``Perturbation.changes``): a dry run
-        then need not make the perturbation to know the pair is not trivial (two fifths of the paper's)."""
+        then need not make the perturbation to know the pair is not trivial (four of the method's five
+        kinds can say so)."""
         from ..perturbations import DEFAULT_REGISTRY
 
         registry = self.kinds or DEFAULT_REGISTRY
