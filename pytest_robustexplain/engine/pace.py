@@ -10,13 +10,14 @@ import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..results import PairResult, RunResult
 
 if TYPE_CHECKING:
     from ..sweep import SliceSpec
 
+T = TypeVar("T")
 PACE_DIR = "pace"
 # Fewer timed calls than this say little about a model's pace (the first call also loads the model).
 MIN_CALLS = 3
@@ -90,32 +91,47 @@ def pace_path(cache_dir: Path, backend: str, model: str) -> Path:
 
 def save_pace(cache_dir: Path, pace: Pace) -> None:
     """Record the pace (best effort: a cache directory that cannot be written loses nothing else)."""
-    from ..explainers.cache import write_atomic
-
-    with contextlib.suppress(OSError):
-        write_atomic(pace_path(cache_dir, pace.backend, pace.model), json.dumps(asdict(pace)), root=cache_dir)
+    _save(cache_dir, pace_path(cache_dir, pace.backend, pace.model), pace)
 
 
 def load_pace(cache_dir: Path, backend: str, model: str) -> Pace | None:
     """The recorded pace of ``model`` on ``backend``, None when there is none or it cannot be read."""
-    from ..safe_files import check_inside
-
-    path = pace_path(cache_dir, backend, model)
-    try:
-        check_inside(cache_dir, path)  # a link planted there is no pace (LinkRefused is an OSError)
-        if path.stat().st_size > 4096:
-            return None
-        data: Any = json.loads(path.read_text(encoding="utf-8"))
-        pace = Pace(**data)
-    except (OSError, ValueError, TypeError):
+    pace = _load(cache_dir, pace_path(cache_dir, backend, model), Pace)
+    if pace is None:
         return None
     numbers_ok = (isinstance(pace.median_s, (int, float)) and 0 < pace.median_s < 86_400
                   and isinstance(pace.calls, int) and isinstance(pace.concurrency, int)
                   and pace.concurrency > 0)
     same = pace.model == model and pace.backend == backend and isinstance(pace.measured_at, str)
-    tokens_ok = all(t is None or (isinstance(t, (int, float)) and 0 <= t < 10_000_000)
-                    for t in (pace.prompt_tokens, pace.completion_tokens))
+    tokens_ok = all(t is None or _a_token_mean(t) for t in (pace.prompt_tokens, pace.completion_tokens))
     return pace if numbers_ok and same and tokens_ok else None
+
+
+def _save(cache_dir: Path, path: Path, record: Any) -> None:
+    """A small record (a dataclass) written to ``path`` as JSON, best effort."""
+    from ..explainers.cache import write_atomic
+
+    with contextlib.suppress(OSError):
+        write_atomic(path, json.dumps(asdict(record)), root=cache_dir)
+
+
+def _load(cache_dir: Path, path: Path, kind: type[T]) -> T | None:
+    """The ``kind`` record at ``path``; None when there is none or it cannot be read: a link planted there
+    (LinkRefused is an OSError), more than 4 KB, not JSON, not the record's fields."""
+    from ..safe_files import check_inside
+
+    try:
+        check_inside(cache_dir, path)
+        if path.stat().st_size > 4096:
+            return None
+        return kind(**json.loads(path.read_text(encoding="utf-8")))
+    except (OSError, ValueError, TypeError):
+        return None
+
+
+def _a_token_mean(value: Any) -> bool:
+    """A mean of tokens a call, as a record read back may hold it: a number in range, not a bool."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and 0 <= value < 10_000_000
 
 
 def remember_pace(cache_dir: Path, result: RunResult, *, backend: str, concurrency: int) -> None:
@@ -167,7 +183,7 @@ JUDGE_SUFFIX = "+judge"
 
 
 @dataclass(frozen=True)
-class JudgeTokens:
+class JudgeCallTokens:
     """The mean prompt and completion tokens of one judge model's call, over how many replies, and when."""
 
     model: str
@@ -186,34 +202,22 @@ class JudgeTokens:
 def remember_judge_tokens(cache_dir: Path, result: RunResult, *, backend: str) -> None:
     """Record each judge model's mean tokens a call (``result.judge_tokens``, every process's), for the
     next dry run's estimate and max-cost's bound (best effort, as :func:`save_pace`)."""
-    from ..explainers.cache import write_atomic
 
     for model, counts in result.judge_tokens.items():
         replies = counts.get("replies", 0)
         if replies < MIN_CALLS:
             continue
-        found = JudgeTokens(model, backend, replies, round(counts.get("prompt", 0) / replies, 1),
-                            round(counts.get("completion", 0) / replies, 1), result.finished_at)
-        with contextlib.suppress(OSError):
-            write_atomic(pace_path(cache_dir, backend + JUDGE_SUFFIX, model), json.dumps(asdict(found)),
-                         root=cache_dir)
+        found = JudgeCallTokens(model, backend, replies, round(counts.get("prompt", 0) / replies, 1),
+                                round(counts.get("completion", 0) / replies, 1), result.finished_at)
+        _save(cache_dir, pace_path(cache_dir, backend + JUDGE_SUFFIX, model), found)
 
 
-def load_judge_tokens(cache_dir: Path, backend: str, model: str) -> JudgeTokens | None:
+def load_judge_tokens(cache_dir: Path, backend: str, model: str) -> JudgeCallTokens | None:
     """A judge model's recorded tokens a call on ``backend``; None when there are none or they cannot be
     read (a planted link, a file too large, numbers out of range)."""
-    from ..safe_files import check_inside
-
-    path = pace_path(cache_dir, backend + JUDGE_SUFFIX, model)
-    try:
-        check_inside(cache_dir, path)
-        if path.stat().st_size > 4096:
-            return None
-        found = JudgeTokens(**json.loads(path.read_text(encoding="utf-8")))
-    except (OSError, ValueError, TypeError):
+    found = _load(cache_dir, pace_path(cache_dir, backend + JUDGE_SUFFIX, model), JudgeCallTokens)
+    if found is None:
         return None
-    numbers = (found.prompt_tokens, found.completion_tokens)
-    ok = (all(isinstance(n, (int, float)) and not isinstance(n, bool) and 0 <= n < 10_000_000
-              for n in numbers)
+    ok = (_a_token_mean(found.prompt_tokens) and _a_token_mean(found.completion_tokens)
           and found.model == model and found.backend == backend and isinstance(found.replies, int))
     return found if ok else None

@@ -448,8 +448,10 @@ def _permute(original: tuple[Interaction, ...], positions: Sequence[int],
     return tuple(out), moves
 
 
-def _content(interaction: Interaction) -> Interaction:
-    return replace(interaction, timestamp=None)
+def _content_key(interaction: Interaction) -> tuple[Any, ...]:
+    """What a shuffle can change of an interaction: everything but its timestamp, which stays in place."""
+    i = interaction
+    return (i.item_id, i.category, i.rating, i.title, i.features)
 
 
 def _rotation_fallback(original: tuple[Interaction, ...],
@@ -457,10 +459,10 @@ def _rotation_fallback(original: tuple[Interaction, ...],
     # Rotating by one changes a sequence unless all its elements are equal, so make sure the chosen
     # positions hold at least two different items (swapping one in if needed).
     chosen = set(positions)
-    first = _content(original[positions[0]])
-    if all(_content(original[p]) == first for p in positions):
+    first = _content_key(original[positions[0]])
+    if all(_content_key(original[p]) == first for p in positions):
         other = next((p for p in range(len(original)) if p not in chosen
-                      and _content(original[p]) != first), None)
+                      and _content_key(original[p]) != first), None)
         if other is not None:
             positions = sorted([*positions[1:], other])
     return _permute(original, positions, [(i + 1) % len(positions) for i in range(len(positions))])
@@ -525,12 +527,6 @@ def shuffle_changes(history: UserHistory, catalog: Catalog) -> bool:
         return False
     first = _content_key(interactions[0])
     return any(_content_key(i) != first for i in interactions[1:])
-
-
-def _content_key(interaction: Interaction) -> tuple[Any, ...]:
-    # What _content compares (everything but the timestamp), without making an interaction.
-    i = interaction
-    return (i.item_id, i.category, i.rating, i.title, i.features)
 
 
 def missing_changes(history: UserHistory, catalog: Catalog) -> bool:

@@ -6,7 +6,7 @@
 
 from typing import TYPE_CHECKING
 
-from .cost import ANY_MODEL, add_tokens, judge_money, judge_money_text, money, price_for, tokens_cost
+from .cost import ANY_MODEL, add_tokens, judge_money, money, price_for, tokens_cost
 from .readers import SCHEMA, SCHEMA_VERSION, gate_from_dict, pair_from_dict, plain, read_json, run_from_dict
 from .records import (
     ALL_METRICS,
@@ -127,7 +127,6 @@ __all__ = [
     "is_control",
     "is_score",
     "judge_money",
-    "judge_money_text",
     "merge_pairs",
     "metrics_of",
     "money",

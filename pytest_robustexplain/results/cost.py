@@ -67,12 +67,3 @@ def judge_money(judge_tokens: Mapping[str, Mapping[str, int]], prices: Mapping[s
                         "spent": tokens_cost(counts.get("made_prompt", 0), counts.get("made_completion", 0),
                                              price)}
     return found
-
-
-def judge_money_text(model: str, cost: Mapping[str, Any]) -> str:
-    """``judge-m: 0.0021 for 24 replies · 0.0011 spent this run (cache hits are free) · price 0.15/0.6
-    per million tokens``."""
-    price = cost["price"]
-    replies = f"{cost['replies']:,} repl{'y' if cost['replies'] == 1 else 'ies'}"
-    return (f"{model}: {money(cost['total'])} for {replies} · {money(cost['spent'])} spent this run (cache "
-            f"hits are free) · price {price[0]:g}/{price[1]:g} per million tokens")

@@ -22,7 +22,6 @@ from ...results import (
     Interval,
     RunResult,
     judge_money,
-    judge_money_text,
     money,
     too_many_cut,
 )
@@ -161,8 +160,14 @@ def money_text(cost: Mapping[str, Any]) -> str:
         mean, most, n = cost["per_verdict"]
         verdicts = f"{n} verdict{'' if n == 1 else 's'}"
         text += f" · per verdict {money(mean)} on average, {money(most)} at most ({verdicts})"
+    return text + _spent_and_price(cost)
+
+
+def _spent_and_price(cost: Mapping[str, Any]) -> str:
+    """`` · 0.0061 spent this run (cache hits are free) · price 0.15/0.6 per million tokens``: the end of a
+    model's and a judge's cost alike."""
     price = cost["price"]
-    return (text + f" · {money(cost['spent'])} spent this run (cache hits are free) · price "
+    return (f" · {money(cost['spent'])} spent this run (cache hits are free) · price "
             f"{price[0]:g}/{price[1]:g} per million tokens")
 
 
@@ -170,10 +175,14 @@ JUDGE_COST_LABEL = "judge cost (at the price set)"  # the label of judge_cost_li
 
 
 def judge_cost_lines(run: RunResult) -> list[str]:
-    """What each priced judge's replies cost, one text per judge model (:func:`results.judge_money_text`);
-    empty without a judge, a price for it, or tokens its server counted."""
-    cost = judge_money(run.judge_tokens, run.settings.get("price"))
-    return [judge_money_text(model, found) for model, found in cost.items()]
+    """What each priced judge's replies cost, one text per judge model — ``judge-m: 0.0021 for 24 replies ·
+    0.0011 spent this run (cache hits are free) · price 0.15/0.6 per million tokens`` — empty without a
+    judge, a price for it, or tokens its server counted."""
+    lines = []
+    for model, cost in judge_money(run.judge_tokens, run.settings.get("price")).items():
+        replies = f"{cost['replies']:,} repl{'y' if cost['replies'] == 1 else 'ies'}"
+        lines.append(f"{model}: {money(cost['total'])} for {replies}" + _spent_and_price(cost))
+    return lines
 
 
 def time_text(time: Mapping[str, Any]) -> str:
