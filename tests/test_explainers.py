@@ -692,9 +692,10 @@ def test_explainers_package_is_import_light() -> None:
 
 
 def test_a_server_trickling_its_reply_cannot_hold_a_call_past_the_deadline() -> None:
-    """httpx's read timeout bounds each read; the deadline (timeout + connect-timeout) bounds the call."""
+    """httpx's read timeout bounds each read; the deadline (timeout + connect-timeout) bounds the call. The
+    timeouts leave a loaded machine room (a 0.1 s connect timeout on loopback failed its embedding twin)."""
     with FakeOllamaServer() as server:
-        explainer = OllamaExplainer("fake-model", host=server.url, read_timeout=0.5, connect_timeout=0.1,
+        explainer = OllamaExplainer("fake-model", host=server.url, read_timeout=1.0, connect_timeout=1.0,
                                     retry=fast_retry(2))
 
         async def go() -> Any:
@@ -706,7 +707,7 @@ def test_a_server_trickling_its_reply_cannot_hold_a_call_past_the_deadline() -> 
             return result
 
         result = run(go())
-        assert result.failure == "error" and "no complete reply within 0.6 s" in result.detail
+        assert result.failure == "error" and "no complete reply within 2 s" in result.detail
         assert explainer.stats.requests == 2 and explainer.stats.retries == 1  # timed out, retried once
         server.trickle = 0.0
 
@@ -719,14 +720,14 @@ def test_the_deadline_bounds_the_preflight_and_the_warm_up_too(backend: str) -> 
     with FakeOllamaServer() as server:
         def make() -> OllamaExplainer | OpenAICompatExplainer:
             if backend == "ollama":
-                return OllamaExplainer("fake-model", host=server.url, read_timeout=0.5, connect_timeout=0.1,
+                return OllamaExplainer("fake-model", host=server.url, read_timeout=1.0, connect_timeout=1.0,
                                        retry=fast_retry(2))
-            return OpenAICompatExplainer("fake-model:latest", base_url=server.url + "/v1", read_timeout=0.5,
-                                         connect_timeout=0.1, retry=fast_retry(2))
+            return OpenAICompatExplainer("fake-model:latest", base_url=server.url + "/v1", read_timeout=1.0,
+                                         connect_timeout=1.0, retry=fast_retry(2))
 
-        server.trickle = 0.2  # a model list of a few hundred bytes takes seconds, 16 bytes at a time
+        server.trickle = 0.4  # a model list of a few hundred bytes takes seconds, 16 bytes at a time
         explainer = make()
-        late = r"preflight against .* failed: .*no complete reply within 0\.6 s"
+        late = r"preflight against .* failed: .*no complete reply within 2 s"
         with pytest.raises(BackendError, match=late):
             run(explainer.preflight())
 
@@ -735,15 +736,15 @@ def test_the_deadline_bounds_the_preflight_and_the_warm_up_too(backend: str) -> 
         async def go() -> Any:
             server.trickle = 0.0
             await explainer.preflight()
-            server.trickle = 0.2  # the warm-up and every call after it trickle
+            server.trickle = 0.4  # the warm-up and every call after it trickle
             result = await explainer.explain(make_history(3), ITEM, seed=0, repeat=0)
             await explainer.aclose()
             return result
 
         result = run(go())
         assert explainer.stats.warmup_calls == 2  # timed out, retried once, then left to the real calls
-        assert "no complete reply within 0.6 s" in (explainer.warmup_error or "")
-        assert result.failure == "error" and "no complete reply within 0.6 s" in result.detail
+        assert "no complete reply within 2 s" in (explainer.warmup_error or "")
+        assert result.failure == "error" and "no complete reply within 2 s" in result.detail
         server.trickle = 0.0
 
 
