@@ -116,13 +116,43 @@ def split_credentials(url: str) -> tuple[str, tuple[str, str] | None]:
     return urlunsplit(parts._replace(netloc=netloc)), (unquote(user), unquote(password))
 
 
+# A path segment that is a key, not a place: a provider's key prefix (OpenAI's and most gateways' sk-,
+# Hugging Face's hf_, Groq's gsk_, Google's AIza, Replicate's r8_, GitHub's ghp_ …) before 16 or more
+# characters, or a run of 24 letters and digits holding both (a random token; a UUID's longest run is 12,
+# a model name's words are short, so neither is taken for one).
+_KEY_SEGMENT = re.compile(r"(?i)(?:sk|pk|rk|hf|gsk|xai|ghp|gho|r8|key|token)[-_][A-Za-z0-9_-]{16,}"
+                          r"|AIza[0-9A-Za-z_-]{16,}")
+_TOKEN_RUN = re.compile(r"[A-Za-z0-9]{24,}")
+
+
+def _is_key(segment: str) -> bool:
+    if _KEY_SEGMENT.fullmatch(segment):
+        return True
+    return any(re.search(r"\d", run) and re.search(r"[A-Za-z]", run) for run in _TOKEN_RUN.findall(segment))
+
+
+def redact_path(url: str) -> str:
+    """``url`` with each path segment that looks like a key (:data:`_KEY_SEGMENT`, a long random token)
+    shown as ``***``: some gateways take the key in the path (``https://gw.example/sk-…/v1``), which the
+    requests need and no report, message or record may show."""
+    scheme, sep, rest = url.partition("://")
+    if not sep:
+        return url
+    authority, slash, path = rest.partition("/")
+    if not slash:
+        return url
+    shown = "/".join(REDACTED if _is_key(part) else part for part in path.split("/"))
+    return f"{scheme}{sep}{authority}/{shown}"
+
+
 def redact_url(url: str) -> str:
     """``url`` with the password of its ``user:password@`` part replaced by ``***`` (the user kept, so the
     reader knows credentials were given), or a bare ``user@`` (a token) replaced by ``***``; each value of
     its query string and its fragment too (``?api_key=***#***``: gateways take keys there, and a setting
-    that carries one is refused by a message that must not repeat it)."""
+    that carries one is refused by a message that must not repeat it); and a path segment that looks like
+    a key (:func:`redact_path`)."""
     bare, credentials = split_credentials(url)
-    bare = _redact_query(bare)
+    bare = redact_path(_redact_query(bare))
     if credentials is None:
         return bare
     from urllib.parse import quote, urlsplit, urlunsplit

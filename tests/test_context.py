@@ -14,6 +14,7 @@ import pytest
 
 from pytest_robustexplain import cli
 from pytest_robustexplain.engine.decide import with_unfit_prompts
+from pytest_robustexplain.errors import RobustExplainWarning
 from pytest_robustexplain.explainers.context import (
     ContextWindow,
     PromptSizer,
@@ -96,12 +97,103 @@ def test_the_sizer_flags_truncation_on_evidence_only() -> None:
     assert not sizer.truncated("x" * 2800, 40, window)
     # Nothing said, nothing known: never flagged.
     assert not sizer.truncated(long, None, window) and not sizer.truncated(long, 0, window)
-    assert not sizer.truncated(long, 1000, None)
+    assert not PromptSizer().truncated(long, 1000, None)
+    # This sizer has seen two prompts of 3,960 and 8,000 characters read as about 1,000 tokens: a third
+    # shows the ceiling (the context stated), which it then checks against even when none is passed.
+    assert sizer.inferred is None and sizer.truncated(long, 1000, None)
+    assert sizer.inferred is not None and sizer.inferred.tokens == 1000
     # Learned from the replies: a tokenizer of 3 characters a token moves the estimate.
     dense = PromptSizer()
     for _ in range(3):
         dense.truncated("y" * 900, 300, window)
     assert dense.chars_per_token == 3.0 and dense.estimate("y" * 2700) == 900
+
+
+def test_counts_that_stop_growing_show_a_context_the_server_never_states() -> None:
+    sizer = PromptSizer()
+    # A server that truncates every prompt at 400 tokens and states no context: prompts of 500, 600 and
+    # 800 tokens all read as 400. Two are no proof (a prompt cache can coincide); the third, half again
+    # longer than the first, is.
+    assert not sizer.truncated("x" * 2000, 400, None)
+    assert not sizer.truncated("x" * 2400, 400, None) and sizer.inferred is None
+    assert sizer.truncated("x" * 3200, 400, None)
+    assert sizer.inferred is not None and sizer.inferred.tokens == 400
+    assert sizer.inferred.source.startswith("inferred from the server's token counts (3 prompts of 2,000 to "
+                                            "3,200 characters all read as 400 tokens)")
+    assert sizer.window(None) is sizer.inferred
+    assert sizer.window(ContextWindow(8192, "num_ctx sent")) is sizer.inferred  # smaller than the stated
+    assert sizer.window(ContextWindow(300, "stated")).tokens == 300  # a smaller stated one stays
+    assert sizer.truncated("x" * 4000, 400, None)  # from here on, every prompt read at the ceiling
+    assert not sizer.truncated("x" * 600, 150, None)  # a short prompt read whole is not
+    assert sizer.chars_per_token == 4.0  # what it learns comes from counts well inside the context
+
+
+def test_counts_that_grow_or_a_prompt_cache_infer_nothing() -> None:
+    honest = PromptSizer()
+    for chars in (1000, 1500, 2000, 3000, 4000, 6000):  # every count grows with its prompt
+        assert not honest.truncated("x" * chars, chars // 4, None)
+    # Two prompts read as the largest count by coincidence, their lengths far apart: no proof yet.
+    assert not honest.truncated("x" * 9000, 1500, None) and honest.inferred is None
+    # Prompt lengths within half again of each other at the same count: a denser tokenizer, not a ceiling.
+    dense = PromptSizer()
+    for chars in (4000, 4400, 4800, 5200):
+        dense.truncated("y" * chars, 1000, None)
+    assert dense.inferred is None
+    # A prompt cache (Ollama before 0.30 counts only what it evaluated) reads low and varied: nothing
+    # inferred, and nothing learned from counts below what any tokenizer gives.
+    cached = PromptSizer()
+    for chars, read in ((3000, 750), (3100, 40), (3300, 95), (2900, 12), (3500, 60), (3200, 23)):
+        cached.calibrate(chars, read, None)
+    assert cached.inferred is None and cached.chars_per_token == 4.0
+
+
+def test_a_count_that_includes_the_cache_shows_truncation_at_once() -> None:
+    # A reply that says how many of its prompt tokens were cached counts the whole prompt: 5,000 characters
+    # read as 300 tokens (16.7 a token) is more than any tokenizer gives, so the server read a part.
+    whole = PromptSizer()
+    whole.calibrate(5000, 300, None, whole=True)  # the warm-up, itself truncated
+    assert whole.inferred is not None and whole.inferred.tokens == 300
+    assert "more characters a token than any tokenizer gives" in whole.inferred.source
+    assert whole.chars_per_token == 4.0  # not the impossible 16.7 it would have learned
+    assert whole.truncated("x" * 4000, 300, None, whole=True)
+    # The same count from a reply that says nothing of a cache may be a cache hit: one is no proof.
+    silent = PromptSizer()
+    silent.calibrate(5000, 300, None)
+    assert silent.inferred is None and silent.chars_per_token == 4.0
+
+
+@pytest.mark.parametrize("backend", ["ollama", "openai"])
+def test_a_server_truncating_at_a_context_it_never_states_is_caught(
+        backend: str, capsys: pytest.CaptureFixture[str]) -> None:
+    sizes = _prompt_tokens(6)
+    hidden = 500  # four users' original prompts are longer (537 to 1,074 fake tokens), two fit
+    fits = {u for u, n in sizes.items() if n <= 0.9 * hidden}
+    # Ollama behind a gateway that drops num_ctx; an OpenAI-compatible endpoint that states no context.
+    where = ["--num-ctx", "8192"] if backend == "ollama" else ["--backend", "openai"]
+    with FakeOllamaServer(hidden_context=hidden) as fake, pytest.warns(RobustExplainWarning) as said:
+        host = fake.url if backend == "ollama" else fake.url + "/v1"
+        code = cli.main(["run", *where, "--model", "fake-model:latest", "--host", host, "--users", "6",
+                         *SMALL, "--json", "r.json", "--concurrency", "1"])  # replies in the plan's order
+        truncated = fake.truncated_prompts
+    err = capsys.readouterr().err
+    assert code == 0 and "Traceback" not in err  # INCONCLUSIVE under --inconclusive warn
+    doc = _report("r.json")
+    assert truncated > 0
+    told = [str(w.message) for w in said if "truncates prompts at about" in str(w.message)]
+    stated = "less than the 8,192 tokens it states" if backend == "ollama" else "a context it does not state"
+    assert len(told) == 1 and f"truncates prompts at about {hidden} tokens, {stated}: " in told[0]
+    assert "all read as 500 tokens" in told[0] and "lower max-history" in told[0]
+    assert doc["models"][0]["extra"]["inferred_context"]["tokens"] == hidden
+    flagged = [p for p in doc["pairs"] if p.get("overflow")]
+    # Replies before the proof cannot be flagged (in this plan's order, the two before the third read at the
+    # ceiling, 2,481 to 4,712 characters); every gate has flagged pairs, so none is measured; a user whose
+    # prompt fitted is never flagged for their original.
+    assert 0 < truncated - 2 <= doc["calls"]["prompt over the context"] <= truncated
+    assert len(flagged) >= 1
+    assert not any("original" in p["overflow"] for p in flagged if p["key"]["user_id"] in fits)
+    assert [g["verdict"]["outcome"] for g in doc["gates"]] == [INCONCLUSIVE] * len(doc["gates"])
+    assert all("did not fit the model's context" in g["verdict"]["message"] for g in doc["gates"])
+    assert f"exceeds the context of {hidden} tokens" in flagged[0]["overflow_detail"]
 
 
 @pytest.mark.parametrize("outcome", [PASS, FAIL])
@@ -226,3 +318,16 @@ def test_the_fake_server_truncates_like_ollama_and_refuses_like_llama_cpp() -> N
         listed = httpx.get(fake.url + "/v1/models").json()["data"][0]
         assert window_from_openai_entry(listed) == ContextWindow(
             100, "the server's /models meta.n_ctx (llama.cpp, per slot)")
+    # A context never stated: both APIs truncate silently at it, whatever num_ctx was sent.
+    with FakeOllamaServer(hidden_context=200) as hidden:
+        native = httpx.post(hidden.url + "/api/chat", json={
+            "model": "fake-model", "stream": False, "messages": [{"role": "user", "content": prompt}],
+            "options": {"num_ctx": 4096}}).json()
+        openai = httpx.post(hidden.url + "/v1/chat/completions", json={
+            "model": "fake-model", "messages": [{"role": "user", "content": prompt}]}).json()
+        assert native["prompt_eval_count"] == openai["usage"]["prompt_tokens"] == 200
+        assert hidden.truncated_prompts == 2
+        assert window_from_openai_entry(httpx.get(hidden.url + "/v1/models").json()["data"][0]) is None
+    for bad in (True, 4, "200", 2.5):
+        with pytest.raises(ValueError, match="hidden_context must be an integer above 4 tokens"):
+            FakeOllamaServer(hidden_context=bad)  # type: ignore[arg-type]

@@ -913,6 +913,23 @@ def test_ids_in_a_compatibility_form_load_and_are_flagged(tmp_path: Path) -> Non
                     "may imitate other ids in the reports: '\\uff55ser1'")
 
 
+def test_ids_wholly_in_cyrillic_or_greek_letters_that_look_latin_are_flagged() -> None:
+    """"аре" in three Cyrillic letters reads as "ape" without mixing scripts (issue 41, item 3); a real
+    Russian or Greek id has letters that look like no Latin one, and is not flagged."""
+    from pytest_robustexplain.data.io import lookalike_note, whole_script_lookalike
+
+    imitations = ("\u0430\u0440\u0435", "\u0441\u0430\u0445_42", "\u039a\u039f\u0391", "\u03bf\u03bd")
+    assert all(whole_script_lookalike(i) for i in imitations)
+    genuine = ("ape", "user1", "\u043f\u043e\u043b\u044c", "\u0431\u0430\u0440",
+               "\u03a9\u03bc\u03b5\u03b3\u03b1", "\u6771\u4eac", "42")
+    assert not any(whole_script_lookalike(i) for i in genuine)
+    note = lookalike_note(["ape", "\u0430\u0440\u0435", "\u043f\u043e\u043b\u044c", "u\u0455er1"],
+                          "user")
+    assert note == ("1 user id mixes Latin, Cyrillic or Greek letters and may imitate other ids in the "
+                    "reports: 'u\\u0455er1'; 1 user id writes only Cyrillic or Greek letters that look "
+                    "Latin and may imitate other ids in the reports: '\\u0430\\u0440\\u0435'")
+
+
 def test_ids_that_mix_lookalike_scripts_load_and_are_flagged(tmp_path: Path,
                                                              capsys: pytest.CaptureFixture[str]) -> None:
     """"uѕer1" with a Cyrillic ѕ (U+0455) reads as "user1" in every report and is another user (issue 41,

@@ -617,6 +617,47 @@ def test_a_malformed_host_is_one_usage_error_from_both_doors(host: str, pytester
     assert "INTERNALERROR" not in result.stdout.str() + result.stderr.str()
 
 
+KEY = "sk-proj-SECRETa1b2c3d4e5f6g7h8"
+
+
+@pytest.mark.parametrize("backend", ["ollama", "openai"])
+def test_a_key_in_the_hosts_path_reaches_the_server_and_no_record(
+        backend: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """A gateway that takes its key in the path (``https://gw/sk-…/v1``): the requests carry it (the fake
+    answers 401 without it), and no report, message or record shows it — the host is ``…/***/v1``."""
+    monkeypatch.chdir(tmp_path)
+    with FakeOllamaServer() as fake:
+        fake.path_key = KEY
+        host = f"{fake.url}/{KEY}" + ("/v1" if backend == "openai" else "")
+        code = cli.main(["run", "--backend", backend, "--model", "fake-model:latest", "--host", host,
+                         "--users", "3", "--perturbations", "noise", "--severities", "1", "--progress", "off",
+                         "--guard", "off", "--inconclusive", "warn", "--json", "r.json", "--html", "r.html",
+                         "--markdown", "r.md"])
+        chats = fake.calls["/api/chat" if backend == "ollama" else "/v1/chat/completions"]
+        url = fake.url
+    out, err = capsys.readouterr()
+    assert code == 0 and chats > 0, err  # every request went under the key
+    written = [Path(name).read_text(encoding="utf-8") for name in ("r.json", "r.html", "r.md")]
+    written += [out, err, *(p.read_text(encoding="utf-8", errors="replace")
+                            for p in (tmp_path / ".robustexplain-cache").rglob("*") if p.is_file())]
+    assert not any("SECRET" in text for text in written)
+    doc = json.loads(written[0])
+    assert doc["models"][0]["host"] == f"{url}/***" + ("/v1" if backend == "openai" else "")
+    assert sanitize.redact_url(host) == doc["models"][0]["host"]
+
+
+def test_a_path_segment_is_taken_for_a_key_only_when_it_looks_like_one() -> None:
+    redact = sanitize.redact_url
+    assert redact("https://gw.example/hf_AbCdEfGhIjKlMnOpQrSt/v1") == "https://gw.example/***/v1"
+    assert redact("https://gw.example/v1/Zx9Qw3Er7Ty1Ui5Op2As8Df4/x") == "https://gw.example/v1/***/x"
+    for kept in ("https://gw.example/v1", "http://127.0.0.1:11434",
+                 "https://r.openai.azure.com/openai/deployments/gpt-4o-2024-08-06",
+                 "https://h/api/550e8400-e29b-41d4-a716-446655440000/v1",  # a UUID is an id, not a key
+                 "https://h/models/Qwen2.5-Coder-0.5B-Instruct/v1"):
+        assert redact(kept) == kept
+
+
 @pytest.mark.parametrize(("host", "shown"), [
     ("http://127.0.0.1:11434/v1?api_key=GW-SECRET", "http://127.0.0.1:11434/v1?api_key=***"),
     ("http://127.0.0.1:11434/#token=GW-SECRET", "http://127.0.0.1:11434/#***"),

@@ -143,7 +143,7 @@ def test_replies_parse_exactly_as_the_official_response_model(payload: bytes) ->
     def official() -> Any:
         response = ollama.ChatResponse(**json.loads(payload))
         return (response.message.content, response.prompt_eval_count, response.eval_count,
-                response.done_reason, bool(response.message.thinking))
+                response.done_reason, bool(response.message.thinking), response.model)
 
     from pytest_robustexplain.explainers.reply import MalformedReply
 
@@ -164,9 +164,9 @@ def test_counts_and_content_are_handed_on_as_they_came_for_the_one_check() -> No
     that pydantic would coerce is no count there, and a count pydantic refuses does not cost the text."""
     from pytest_robustexplain.explainers.reply import token_count
 
-    content, prompt, completion, _, _ = parse_chat_reply(200, _payload(eval_count="7"))
+    content, prompt, completion, _, _, _ = parse_chat_reply(200, _payload(eval_count="7"))
     assert (content, prompt, completion) == ("A fine watch.", 12, "7") and token_count(completion) is None
-    content, _, completion, _, _ = parse_chat_reply(200, _payload(eval_count=1.5))  # pydantic: refused
+    content, _, completion, _, _, _ = parse_chat_reply(200, _payload(eval_count=1.5))  # pydantic: refused
     assert (content, completion) == ("A fine watch.", 1.5)
 
 

@@ -1,7 +1,8 @@
 """Reply fields of other types or ranges than the protocol's (issue 41, item 4): one check every backend's
 replies pass (``RemoteExplainer.checked``). Content is text, nothing or text parts joined — a number or an
 object fails the call saying so; token counts are finite non-negative integers, anything else is unknown and
-said once; an error sent with status 200 is the call's failure with the server's words."""
+said once; an error sent with status 200 is the call's failure with the server's words; the model a reply
+names is compared with the one asked."""
 
 from __future__ import annotations
 
@@ -9,7 +10,9 @@ import asyncio
 import json
 import math
 import warnings
-from typing import Any
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any, TypeVar
 
 import pytest
 
@@ -18,7 +21,7 @@ from pytest_robustexplain.errors import RobustExplainWarning
 from pytest_robustexplain.explainers.base import FAILURE_ERROR, Explanation
 from pytest_robustexplain.explainers.ollama import OllamaExplainer
 from pytest_robustexplain.explainers.openai_compat import OpenAICompatExplainer
-from pytest_robustexplain.explainers.reply import MalformedReply, reply_text, token_count
+from pytest_robustexplain.explainers.reply import MalformedReply, names_the_model, reply_text, token_count
 from pytest_robustexplain.explainers.retry import RetryPolicy
 from pytest_robustexplain.testing import FakeOllamaServer
 
@@ -27,6 +30,7 @@ pytest_plugins = ["pytester"]
 HISTORY: UserHistory = history_from([{"item_id": "a", "category": "Books", "title": "Dune", "rating": 5}])
 ITEM: Item = item_from({"item_id": "b", "category": "Books", "title": "Hyperion"})
 INF = math.inf
+T = TypeVar("T")
 
 
 def _no_sleep(_seconds: float) -> None:
@@ -55,12 +59,18 @@ def _explain_with(backend: str, **fields: Any) -> tuple[Explanation, list[str]]:
         finally:
             await explainer.aclose()
 
+    return _against_a_server(run, "token counts")
+
+
+def _against_a_server(run: Callable[[FakeOllamaServer], Awaitable[T]], *about: str) -> tuple[T, list[str]]:
+    """What ``run`` returns against a fresh fake server, and the RobustExplainWarnings raised meanwhile that
+    say one of ``about``."""
     with FakeOllamaServer() as server, warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        explanation = asyncio.run(run(server))
+        result = asyncio.run(run(server))
     said = [str(w.message) for w in caught if issubclass(w.category, RobustExplainWarning)
-            and "token counts" in str(w.message)]
-    return explanation, said
+            and any(words in str(w.message) for words in about)]
+    return result, said
 
 
 COUNTS = {
@@ -125,6 +135,82 @@ def test_the_checks_themselves() -> None:
     assert reply_text(None) is None and reply_text("x") == "x" and reply_text(["a", {"text": "b"}]) == "ab"
     with pytest.raises(MalformedReply, match="JSON boolean"):
         reply_text(False)
+
+
+def test_a_model_name_matches_as_servers_vary_it_and_nothing_else() -> None:
+    asked = ("gpt-4o", None, "")
+    for same in ("gpt-4o", "GPT-4o", "gpt-4o-2024-08-06", "gpt-4o-20240806", "gpt-4o-0613", " gpt-4o "):
+        assert names_the_model(same, asked), same
+    for other in ("gpt-4o-mini", "gpt-4o-mini-2024-07-18", "gpt-4", "gpt-4o-2024-08-06-evil", "llama3",
+                  "gpt-4o-12345"):
+        assert not names_the_model(other, asked), other
+    assert names_the_model("fake-model:latest", ("fake-model",))  # Ollama's resolved name
+    # llama.cpp answers with the alias it loaded whatever is asked: its model list serves that name.
+    assert names_the_model("smollm2-135m-instruct", ("smollm2", None, "smollm2-135m-instruct"))
+    assert not names_the_model("qwen2.5", ("smollm2", None, "smollm2-135m-instruct"))
+
+
+def _named(backend: str, name: str) -> tuple[dict[str, int], list[str]]:
+    """The names an explainer's replies gave (its record) and what it said about them, when two replies
+    (after normal ones: preflight, warm-up, a first explanation) name ``name``, and a last one is normal."""
+    async def run(server: FakeOllamaServer) -> dict[str, int]:
+        explainer = _explainer(backend, server.url)
+        try:
+            await explainer.explain(HISTORY, ITEM, seed=1, repeat=0)
+            assert "answered_as" not in explainer.info.extra  # the name asked: nothing to record
+            server.reshape_next(2, model=name)
+            for _ in range(3):
+                explanation = await explainer.explain(HISTORY, ITEM, seed=1, repeat=0)
+                assert explanation.failure is None  # a name is no reason to fail the call
+            answered: dict[str, int] = explainer.info.extra.get("answered_as", {})
+            return answered
+        finally:
+            await explainer.aclose()
+
+    return _against_a_server(run, "names the model", "more than one model")
+
+
+@pytest.mark.parametrize("backend", ["ollama", "openai"])
+def test_replies_naming_another_model_are_recorded_and_said_once(backend: str) -> None:
+    answered, said = _named(backend, "cheap-fallback:1b")
+    # The warm-up and two replies named the model asked, two the fallback (the gateway's, say).
+    assert answered == {"fake-model:latest": 3, "cheap-fallback:1b": 2}
+    assert len(said) == 2
+    assert "a reply names the model 'cheap-fallback:1b', which is not the model asked for" in said[0]
+    assert "replies named more than one model during the run ('fake-model:latest' (2 replies), " \
+           "'cheap-fallback:1b' (1 reply))" in said[1]
+
+
+@pytest.mark.parametrize("backend", ["ollama", "openai"])
+def test_a_name_made_of_control_characters_is_shown_not_obeyed(backend: str) -> None:
+    answered, said = _named(backend, "x\n::error title=pwned::y")
+    shown = "x\u23ce\u2236\u2236error title=pwned\u2236\u2236y"  # ⏎ and ∶∶: seen, not obeyed by a runner
+    assert answered == {"fake-model:latest": 3, shown: 2}
+    assert len(said) == 2 and all("::" not in s and "\n" not in s for s in said) and shown in said[0]
+
+
+def test_a_run_answered_by_another_model_says_so_and_records_it(tmp_path: Path) -> None:
+    from pytest_robustexplain import cli
+
+    report = tmp_path / "r.json"
+    with FakeOllamaServer() as server, warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        server.answer_as = "cheap-fallback:1b"  # a gateway answering every request with its fallback
+        code = cli.main(["run", "--model", "fake-model", "--host", server.url, "--users", "3",
+                         "--perturbations", "noise", "--severities", "1", "--progress", "off", "--cache",
+                         "off", "--guard", "off", "--inconclusive", "warn", "--json", str(report)])
+        made = server.calls["/api/chat"]
+    assert code == 0
+    said = [str(w.message) for w in caught if "names the model 'cheap-fallback:1b'" in str(w.message)]
+    assert len(said) == 1
+    model = json.loads(report.read_text(encoding="utf-8"))["models"][0]
+    assert model["extra"]["answered_as"] == {"cheap-fallback:1b": made}  # the warm-up's reply included
+
+
+@pytest.mark.parametrize("backend", ["ollama", "openai"])
+def test_replies_naming_the_model_asked_say_nothing(backend: str) -> None:
+    answered, said = _named(backend, "fake-model:latest")
+    assert answered == {} and said == []
 
 
 def test_a_run_whose_server_reports_infinite_counts_writes_every_report(pytester: pytest.Pytester) -> None:

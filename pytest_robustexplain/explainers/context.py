@@ -17,6 +17,11 @@ saw it. So:
   reply as **truncated** when its prompt may not have fitted (the estimate is at least 90 % of the context)
   and the server read far fewer tokens than the prompt has (under 75 % of the estimate), or the whole
   context of a prompt estimated longer than it.
+- A server may also truncate at a context it never states (a gateway that drops ``num_ctx``, an
+  OpenAI-compatible endpoint that ignores it): the sizer then **infers** the context from the counts — they
+  stop growing with the prompt (three prompts whose lengths differ by half again all read as the same
+  largest count), or, where a count includes cached tokens (the OpenAI usage contract), one prompt read at
+  more characters a token than any tokenizer gives — and from then on checks every reply against it.
 """
 
 from __future__ import annotations
@@ -45,6 +50,19 @@ LEARNING_SHARE = 0.45
 # Ollama keeps every token up to the context when it truncates (current releases): a count this close to
 # num_ctx is a full context, and a prompt that fills it leaves no room for the reply.
 FULL_SHARE = 0.98
+# What tokenizers give on a prompt's text: English prose runs 4–5 characters a token under the largest
+# vocabularies, ids and dates fewer, byte-level fallback on CJK down to a third. A count beyond this range
+# was not a count of the whole prompt — a prompt cache (Ollama before 0.30 counts only what it evaluated)
+# or a truncation — and teaches nothing.
+MIN_CHARS_PER_TOKEN, MAX_CHARS_PER_TOKEN = 0.25, 8.0
+# Counts that stop growing: this many prompts read as the largest count (within CEILING_TOLERANCE of it)
+# whose lengths differ by CEILING_SPREAD or more. One template's prompts vary a few tens of percent in
+# characters a token; half again is a truncation, and three of them are no prompt cache's coincidence.
+CEILING_REPLIES = 3
+CEILING_TOLERANCE = 0.02
+CEILING_SPREAD = 1.5
+# The counts the sizer keeps to find the ceiling (the recent ones: a long run keeps no unbounded list).
+KEPT_COUNTS = 256
 
 
 @dataclass(frozen=True)
@@ -148,10 +166,20 @@ def window_for_ollama(num_ctx: int, trained: int | None) -> ContextWindow:
 
 
 class PromptSizer:
-    """Token estimates for prompts, in characters per token learned from the run's own replies."""
+    """Token estimates for prompts, in characters per token learned from the run's own replies, and the
+    context a server truncates at when it states none (:attr:`inferred`).
+
+    ``whole``: the reply says how many of its prompt tokens came from a cache (``cached_tokens``,
+    llama.cpp's ``timings.cache_n``, Ollama's ``prompt_eval_cached_count``), so its count is the whole
+    prompt's and one count below what any tokenizer gives already shows a truncation; a count that says
+    nothing of a cache may have left cached tokens out (Ollama before 0.30, on either API), so there only
+    counts that stop growing do."""
 
     def __init__(self) -> None:
         self._ratios: list[float] = []
+        self._counts: list[tuple[int, int]] = []  # (tokens read, characters sent) of recent replies
+        self.inferred: ContextWindow | None = None
+        self.evidence = ""  # what showed the inferred context, in words
 
     @property
     def chars_per_token(self) -> float:
@@ -160,24 +188,67 @@ class PromptSizer:
     def estimate(self, prompt: str) -> int:
         return math.ceil(len(prompt) / self.chars_per_token)
 
-    def calibrate(self, chars: int, reported: int | None, window: ContextWindow | None) -> None:
+    def window(self, stated: ContextWindow | None) -> ContextWindow | None:
+        """The context replies are checked against: the one the server states, or the smaller one its
+        counts show."""
+        if self.inferred is not None and (stated is None or self.inferred.tokens < stated.tokens):
+            return self.inferred
+        return stated
+
+    def calibrate(self, chars: int, reported: int | None, window: ContextWindow | None, *,
+                  whole: bool = False) -> None:
         """Learn from a prompt of ``chars`` characters (the warm-up's sample) when the server surely read
         it whole: a count near a small context may be a truncated one."""
-        if reported and reported > 0 and chars > 0 and (
-                window is None or reported < LEARNING_SHARE * window.tokens):
-            self._learn(chars / reported)
+        if not reported or reported <= 0 or chars <= 0:
+            return
+        self._observe(chars, reported, whole)
+        window = self.window(window)
+        if window is None or reported < LEARNING_SHARE * window.tokens:
+            self._learn(chars, reported)
 
-    def _learn(self, ratio: float) -> None:
-        self._ratios.append(ratio)
-        del self._ratios[:-64]  # the recent ones: a long run (or many users counted) keeps no unbounded list
+    def _learn(self, chars: int, reported: int) -> None:
+        ratio = chars / reported
+        if MIN_CHARS_PER_TOKEN <= ratio <= MAX_CHARS_PER_TOKEN:
+            self._ratios.append(ratio)
+            del self._ratios[:-64]  # the recent ones: a long run (or many users counted) keeps no long list
 
-    def truncated(self, prompt: str, reported: int | None, window: ContextWindow | None) -> bool:
+    def _observe(self, chars: int, reported: int, whole: bool) -> None:
+        """Keep the count, and infer the context the first time the counts show one (module docstring)."""
+        self._counts.append((reported, chars))
+        del self._counts[:-KEPT_COUNTS]
+        if self.inferred is not None:
+            return
+        if whole and chars / reported > MAX_CHARS_PER_TOKEN:
+            self._infer(reported, f"a prompt of {chars:,} characters read as {reported:,} tokens, more "
+                                  f"characters a token than any tokenizer gives")
+            return
+        top = max(n for n, _ in self._counts)
+        near = [c for n, c in self._counts if n >= (1 - CEILING_TOLERANCE) * top]
+        if len(near) >= CEILING_REPLIES and max(near) >= CEILING_SPREAD * min(near):
+            self._infer(top, f"{len(near)} prompts of {min(near):,} to {max(near):,} characters all read as "
+                             f"{top:,} tokens")
+
+    def _infer(self, tokens: int, evidence: str) -> None:
+        self.evidence = evidence
+        self.inferred = ContextWindow(tokens, f"inferred from the server's token counts ({evidence}); the "
+                                              "server states no such context")
+        # What the truncated counts taught is forgotten: only counts well inside the context were whole.
+        self._ratios = [c / n for n, c in self._counts if n < LEARNING_SHARE * tokens
+                        and MIN_CHARS_PER_TOKEN <= c / n <= MAX_CHARS_PER_TOKEN][-64:]
+
+    def truncated(self, prompt: str, reported: int | None, window: ContextWindow | None, *,
+                  whole: bool = False) -> bool:
         """Whether the server read less of ``prompt`` than it holds (and learn from it when it surely read
-        it all). Unknown counts or context: never flagged."""
-        if not reported or reported <= 0 or window is None or not prompt:
+        it all). ``window`` is the stated context (None: not stated); the inferred one, when smaller, is
+        used instead. Unknown counts, or no context stated nor inferred: never flagged."""
+        if not reported or reported <= 0 or not prompt:
+            return False
+        self._observe(len(prompt), reported, whole)
+        window = self.window(window)
+        if window is None:
             return False
         if reported < LEARNING_SHARE * window.tokens:
-            self._learn(len(prompt) / reported)
+            self._learn(len(prompt), reported)
             return False
         estimate = self.estimate(prompt)
         if estimate < CHECKED_SHARE * window.tokens:

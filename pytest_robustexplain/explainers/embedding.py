@@ -33,7 +33,7 @@ from typing import Any
 from ..data import EvalCase, Item, UserHistory
 from ..errors import BackendError, CacheMissError
 from ..safe_files import check_inside
-from ..sanitize import split_credentials
+from ..sanitize import redact_path, split_credentials
 from .base import Explainer, Explanation, ModelInfo, context_check, digest_now
 from .cache import WRITING_MODES, cache_key, validate_mode, write_atomic
 from .context import ContextWindow
@@ -64,8 +64,9 @@ class EmbeddingClient:
                  seed: int = 0) -> None:
         if api not in EMBED_APIS:
             raise BackendError(f"embeddings: unknown API {api!r} (one of {', '.join(EMBED_APIS)})")
-        bare, self._credentials = split_credentials(host.rstrip("/"))  # sent, never shown (sanitize.py)
-        self.model, self.host, self.api = model, bare, api
+        # Requests go to ``url``; ``host`` (a key in its path shown as ***) is what messages show.
+        self.url, self._credentials = split_credentials(host.rstrip("/"))  # credentials sent, never shown
+        self.model, self.host, self.api = model, redact_path(self.url), api
         self._api_key = api_key
         self._timeout, self._connect_timeout = timeout, connect_timeout
         self._retry = RetryPolicy(max_attempts=max_attempts, seed=seed)
@@ -90,7 +91,7 @@ class EmbeddingClient:
         """The model's identity from the server's model list; None when it is not listed (a server
         that lists nothing, or serves the one model it loaded under any name)."""
         try:
-            response = await client.get(self.host + ("/api/tags" if self.api == "ollama" else "/models"))
+            response = await client.get(self.url + ("/api/tags" if self.api == "ollama" else "/models"))
             response.raise_for_status()
             body = response.json()
             if self.api == "ollama":
@@ -131,7 +132,7 @@ class EmbeddingClient:
             await client.aclose()
 
     async def _request(self, texts: list[str], client: Any) -> list[Vector]:
-        response = await client.post(self.host + self.path, json={"model": self.model, "input": texts})
+        response = await client.post(self.url + self.path, json={"model": self.model, "input": texts})
         response.raise_for_status()
         vectors = self._vectors(response.json())
         if len(vectors) != len(texts):
@@ -156,7 +157,7 @@ class EmbeddingClient:
         headers = {"Authorization": f"Bearer {self._api_key}"} if self._api_key else {}
         auth = None if self._api_key or self._credentials is None else httpx.BasicAuth(*self._credentials)
         timeout = httpx.Timeout(self._timeout, connect=self._connect_timeout)
-        return httpx.AsyncClient(headers=headers, auth=auth, timeout=timeout, **http_options(self.host))
+        return httpx.AsyncClient(headers=headers, auth=auth, timeout=timeout, **http_options(self.url))
 
     def _fatal(self, exc: BaseException) -> BackendError:
         if isinstance(exc, Redirected):

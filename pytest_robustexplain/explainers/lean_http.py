@@ -388,9 +388,9 @@ def _plain(obj: Any, fields: dict[str, type]) -> bool:
 
 
 def parse_chat_reply(status: int, payload: bytes, retry_after: str | None = None
-                     ) -> tuple[Any, Any, Any, str | None, bool]:
-    """(content, prompt tokens, completion tokens, done reason, whether it holds reasoning) of a chat reply,
-    or the official client's
+                     ) -> tuple[Any, Any, Any, str | None, bool, Any]:
+    """(content, prompt tokens, completion tokens, done reason, whether it holds reasoning, the model the
+    reply names) of a chat reply, or the official client's
     error (carrying the reply's ``Retry-After`` as ``retry_after``, for the retry policy).
 
     The common shape is read directly; anything else goes through ``ollama.ChatResponse``, so a hostile
@@ -418,7 +418,7 @@ def parse_chat_reply(status: int, payload: bytes, retry_after: str | None = None
         found = (content, counts.get("prompt_eval_count"), counts.get("eval_count"))
         if (isinstance(message, dict) and _plain(rest, _REPLY_FIELDS) and _plain(message, _MESSAGE_FIELDS)
                 and isinstance(message.get("role"), str)):
-            return (*found, data.get("done_reason"), bool(message.get("thinking")))
+            return (*found, data.get("done_reason"), bool(message.get("thinking")), data.get("model"))
     import ollama
 
     if not isinstance(data, dict):
@@ -428,7 +428,7 @@ def parse_chat_reply(status: int, payload: bytes, retry_after: str | None = None
     except Exception as exc:  # pydantic's ValidationError: many lines about the fields
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise MalformedReply(f"the server's chat reply is not one Ollama sends ({first})") from None
-    return (*found, response.done_reason, bool(response.message.thinking))
+    return (*found, response.done_reason, bool(response.message.thinking), response.model)
 
 
 # ------------------------------------------------------------------------------------------ preflight

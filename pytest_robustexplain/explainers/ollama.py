@@ -122,16 +122,16 @@ class OllamaExplainer(RemoteExplainer):
         return httpx.Timeout(self.read_timeout, connect=self.connect_timeout)
 
     def _http(self) -> dict[str, Any]:
-        return http_options(self.host)
+        return http_options(self.url)
 
     def _official_client(self) -> ollama.AsyncClient:
         import ollama
 
-        return ollama.AsyncClient(host=self.host, timeout=self._timeout(), headers=self._basic_auth(),
+        return ollama.AsyncClient(host=self.url, timeout=self._timeout(), headers=self._basic_auth(),
                                   **self._http())
 
     def _make_client(self) -> Any:
-        if self.host.startswith("http://") and not self._basic_auth():  # the lean path sends no credentials
+        if self.url.startswith("http://") and not self._basic_auth():  # the lean path sends no credentials
             return _LeanClient(self)
         return self._official_client()
 
@@ -154,15 +154,15 @@ class OllamaExplainer(RemoteExplainer):
         if isinstance(client, _LeanClient):
             status, payload, retry_after = await client.lean.post_reply(
                 "/api/chat", chat_body(model, prompt, options, self.think))
-            text, prompt_tokens, completion_tokens, stop, thought = parse_chat_reply(status, payload,
-                                                                                     retry_after)
+            text, prompt_tokens, completion_tokens, stop, thought, named = parse_chat_reply(status, payload,
+                                                                                            retry_after)
             return Reply(text=text, prompt_tokens=prompt_tokens, completion_tokens=completion_tokens,
-                         stop_reason=stop, thought=thought)
+                         stop_reason=stop, thought=thought, model=named)
         response = await client.chat(model=model, messages=[{"role": "user", "content": prompt}],
                                      think=self.think, options=options)
         return Reply(text=response.message.content, prompt_tokens=response.prompt_eval_count,
                      completion_tokens=response.eval_count, stop_reason=response.done_reason,
-                     thought=bool(response.message.thinking))
+                     thought=bool(response.message.thinking), model=response.model)
 
     async def _inspect(self, client: Any) -> ModelInfo:
         if isinstance(client, _LeanClient):
@@ -251,7 +251,7 @@ class OllamaExplainer(RemoteExplainer):
         # The ollama client has no call for /api/version; a short-lived httpx client does it.
         import httpx
 
-        async with httpx.AsyncClient(base_url=self.host, timeout=self._timeout(), headers=self._basic_auth(),
+        async with httpx.AsyncClient(base_url=self.url, timeout=self._timeout(), headers=self._basic_auth(),
                                      **self._http()) as http:
             response = await http.get("/api/version")
             if response.status_code == 404:  # very old servers; not worth failing (or a misleading 404)
@@ -288,7 +288,7 @@ class _LeanClient:
 
     def __init__(self, explainer: OllamaExplainer) -> None:
         self._explainer = explainer
-        self.lean = LeanOllamaHttp(explainer.host, connect_timeout=explainer.connect_timeout,
+        self.lean = LeanOllamaHttp(explainer.url, connect_timeout=explainer.connect_timeout,
                                    read_timeout=explainer.read_timeout)
         self._official: ollama.AsyncClient | None = None
 

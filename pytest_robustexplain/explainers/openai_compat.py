@@ -72,9 +72,9 @@ class OpenAICompatExplainer(RemoteExplainer):
     def _make_client(self) -> Any:
         import httpx
 
-        return httpx.AsyncClient(base_url=self.host + "/", headers=self._headers(),
+        return httpx.AsyncClient(base_url=self.url + "/", headers=self._headers(),
                                  timeout=httpx.Timeout(self.read_timeout, connect=self.connect_timeout),
-                                 **http_options(self.host))
+                                 **http_options(self.url))
 
     async def _close_client(self, client: Any) -> None:
         await client.aclose()
@@ -122,7 +122,8 @@ class OpenAICompatExplainer(RemoteExplainer):
         return Reply(text=message.get("content"), prompt_tokens=prompt, completion_tokens=completion,
                      stop_reason=choice.get("finish_reason"),
                      # Ollama's /v1 says "reasoning", llama.cpp's server "reasoning_content".
-                     thought=bool(message.get("reasoning") or message.get("reasoning_content")))
+                     thought=bool(message.get("reasoning") or message.get("reasoning_content")),
+                     whole_count=_counts_cache(usage, data.get("timings")), model=data.get("model"))
 
     async def _inspect(self, client: Any) -> ModelInfo:
         response = await _bounded(client, "GET", "models")
@@ -159,10 +160,10 @@ class OpenAICompatExplainer(RemoteExplainer):
         API): counting is a courtesy, never a reason to fail a run."""
         import httpx
 
-        root = self.host.removesuffix("/v1")
+        root = self.url.removesuffix("/v1")
         counts: list[int] = []
         async with httpx.AsyncClient(timeout=httpx.Timeout(self.read_timeout, connect=self.connect_timeout),
-                                     headers=self._headers(), **http_options(self.host)) as client:
+                                     headers=self._headers(), **http_options(self.url)) as client:
             for text in texts:
                 count = await _tokenize(client, root + "/tokenize", text, self.model)
                 if count is None:
@@ -235,6 +236,18 @@ async def _bounded(client: Any, method: str, url: str, **kwargs: Any) -> Any:
                if k.lower() not in ("content-encoding", "content-length", "transfer-encoding")]
     return httpx.Response(response.status_code, headers=headers, content=bytes(body),
                           request=response.request)
+
+
+def _counts_cache(usage: Any, timings: Any) -> bool:
+    """Whether a completion says how many prompt tokens came from a cache (OpenAI's
+    ``usage.prompt_tokens_details.cached_tokens``, llama.cpp's ``timings.cache_n``): its ``prompt_tokens``
+    is then the whole prompt's. Ollama's /v1 before 0.30 says neither, and counted only what it evaluated."""
+    details = usage.get("prompt_tokens_details") if isinstance(usage, dict) else None
+    for holder, key in ((details, "cached_tokens"), (timings, "cache_n")):
+        value = holder.get(key) if isinstance(holder, dict) else None
+        if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+            return True
+    return False
 
 
 def _error_text(error: Any) -> str:

@@ -27,11 +27,11 @@ from typing import Any, TypeVar
 from ..backends import GenerationOptions
 from ..data import EvalCase, Item, UserHistory
 from ..errors import BackendError, RobustExplainWarning, warn
-from ..sanitize import split_credentials
+from ..sanitize import redact_path, split_credentials, visible
 from .base import FAILURE_CONTEXT, FAILURE_ERROR, Explanation, ModelInfo
 from .context import ContextOverflow, ContextWindow, PromptSizer, overflow_of, overflow_sentence
 from .prompt import PromptTemplate, check_prompt_sizes
-from .reply import finish_reply, reply_text, token_count
+from .reply import finish_reply, model_key, names_the_model, reply_text, token_count
 from .retry import (
     Redirected,
     RetryExhaustedError,
@@ -46,6 +46,10 @@ from .retry import (
 from .window import AdaptiveWindow
 
 T = TypeVar("T")
+
+# The distinct model names a run's replies may record (a server naming a new model on every reply is said
+# after the second; the record stays small).
+MAX_NAMES_KEPT = 8
 
 WARMUP_PROMPT = "Reply with the single word: ready."
 # The warm-up also measures the tokenizer: it is sent after the start of the first real prompt (this many
@@ -113,6 +117,10 @@ class Reply:
     stop_reason: str | None = None  # done_reason / finish_reason as the server said it
     retries: int = 0  # attempts after the first before this reply came
     thought: bool = False  # the reply carried reasoning (Ollama's message.thinking, OpenAI's reasoning)
+    # The reply says how many prompt tokens came from a cache, so its prompt count is the whole prompt's
+    # (context.PromptSizer reads a count below any tokenizer's as a truncation only then).
+    whole_count: bool = False
+    model: Any = None  # the model the reply names (``model``), as the server sent it
 
 
 @dataclass
@@ -135,9 +143,11 @@ class RemoteExplainer(ABC):
         if options.concurrency < 1:
             raise BackendError(f"{self.backend}: concurrency must be at least 1, got {options.concurrency}")
         self.model = model.strip()
-        # Credentials in the URL go to the Authorization header only; the host without them is what every
-        # record, cache file and message shows (sanitize.split_credentials).
-        self.host, self._credentials = split_credentials(host)
+        # Credentials in the URL go to the Authorization header only; ``url`` (without them) is where the
+        # requests go, and ``host`` — the same with a key in its path shown as *** — is what every record,
+        # cache file and message shows (sanitize.split_credentials, redact_path).
+        self.url, self._credentials = split_credentials(host)
+        self.host = redact_path(self.url)
         self.options = options
         self.prompt = prompt if prompt is not None else PromptTemplate()
         self.retry = retry if retry is not None else RetryPolicy(max_attempts=options.max_attempts,
@@ -149,6 +159,11 @@ class RemoteExplainer(ABC):
         self.warmup_error: str | None = None  # why the warm-up failed, when it failed non-fatally
         self._said_counts = False  # token counts that are not counts were warned of (once an explainer)
         self._said_window = False  # the request window backed off for the rate was said (once an explainer)
+        self._said_context = False  # a context inferred from the counts was said (once an explainer)
+        # The models the replies named (shown as they came, made visible), with how many replies named each;
+        # a name not asked for, or a second one, is said once each (_heard_model).
+        self._answered: dict[str, int] = {}
+        self._said_model: set[str] = set()
         # The model's context as the server states it (None: it does not say), and the prompt sizer that
         # learns the tokenizer's characters per token from the replies (context.py).
         self.context: ContextWindow | None = None
@@ -170,7 +185,41 @@ class RemoteExplainer(ABC):
                 f"{self.model} on {self.host} reports token counts that are not counts ({', '.join(bad)} "
                 "tokens): they are recorded as unknown, and the reports count no tokens for those calls "
                 "(said once)"))
+        self._heard_model(reply.model)
         return replace(reply, text=text, prompt_tokens=prompt, completion_tokens=completion)
+
+    def _heard_model(self, named: Any) -> None:
+        """The model a reply names, against the one asked: a gateway that falls back to another model, or a
+        provider that moves its alias mid-run, answers with results that belong to another model. Recorded
+        with the model when a name is not the one asked or there are two (``answered_as``: each name and its
+        replies) and said once for each kind of finding."""
+        if not isinstance(named, str) or not named.strip():
+            return
+        shown = visible(named.strip())[:80]
+        if shown in self._answered or len(self._answered) < MAX_NAMES_KEPT:
+            self._answered[shown] = self._answered.get(shown, 0) + 1
+        asked = (self.model, self.info.name if self.info else None,
+                 self.info.extra.get("served_as") if self.info else None)
+        other = not names_the_model(named, asked)
+        # Recorded once there is something to say (the counts are the process's calls: a run whose replies
+        # all name the model asked records nothing, as before).
+        if self.info is not None and (other or len(self._answered) > 1 or "answered_as" in self.info.extra):
+            self.info.extra["answered_as"] = dict(self._answered)
+        if other and "other" not in self._said_model:
+            self._said_model.add("other")
+            warn(RobustExplainWarning(
+                f"{self.model} on {self.host}: a reply names the model {shown!r}, which is not the model "
+                "asked for: a gateway or proxy may be answering with another model, and the results belong "
+                "to the model that answered (the report records the names replies gave as answered_as; said "
+                "once)"))
+        if len({model_key(n) for n in self._answered}) > 1 and "two" not in self._said_model:
+            self._said_model.add("two")
+            names = ", ".join(f"{n!r} ({count} repl{'y' if count == 1 else 'ies'})"
+                              for n, count in self._answered.items())
+            warn(RobustExplainWarning(
+                f"{self.model} on {self.host}: replies named more than one model during the run ({names}), "
+                "so the explanations may come from different models and the verdicts mix them; rerun to "
+                "measure one (said once)"))
 
     def _rate_limited(self, window: AdaptiveWindow, sent_in: int, status: int | None) -> None:
         """The server refused a request for its rate: the window backs off, and the first time it does the
@@ -313,12 +362,31 @@ class RemoteExplainer(ABC):
                                    thought=reply.thought)
         if reply.retries:
             explanation = replace(explanation, retries=reply.retries)
-        if self.sizer.truncated(prompt, reply.prompt_tokens, self.context):
-            assert self.context is not None  # truncated() says False without a context
-            detail = overflow_sentence(self.sizer.estimate(prompt), self.context.tokens, estimated=True,
+        if self.sizer.truncated(prompt, reply.prompt_tokens, self.context, whole=reply.whole_count):
+            window = self.sizer.window(self.context)
+            assert window is not None  # truncated() says False without a context
+            detail = overflow_sentence(self.sizer.estimate(prompt), window.tokens, estimated=True,
                                        read=reply.prompt_tokens)
             explanation = replace(explanation, truncated=True, detail=explanation.detail or detail)
+        self._say_inferred_context()
         return explanation
+
+    def _say_inferred_context(self) -> None:
+        """The first time the counts show a context smaller than the one stated (or any, when none is), the
+        person running it hears it once, and the model's record carries it for the reports."""
+        inferred = self.sizer.inferred
+        if inferred is None or self._said_context or self.sizer.window(self.context) is not inferred:
+            return
+        self._said_context = True
+        if self.info is not None:
+            self.info.extra["inferred_context"] = inferred.to_dict()
+        stated = (f"less than the {self.context.tokens:,} tokens it states" if self.context is not None
+                  else "a context it does not state")
+        warn(RobustExplainWarning(
+            f"{self.model} on {self.host} truncates prompts at about {inferred.tokens:,} tokens, {stated}: "
+            f"{self.sizer.evidence}. Replies from here on whose prompt did not fit are flagged and their "
+            "gates not measured (a gateway that drops num_ctx, or an endpoint that ignores it, does this): "
+            "lower max-history, or give the server a larger context (said once)"))
 
     async def oversized(self, cases: Sequence[EvalCase]) -> tuple[ContextWindow | None, list[tuple[str, int]],
                                                                   bool]:
@@ -433,7 +501,7 @@ class RemoteExplainer(ABC):
         try:
             reply = await self.retry.run(lambda: self._with_recheck(attempt))
             if head:
-                self.sizer.calibrate(len(prompt), reply.prompt_tokens, self.context)
+                self.sizer.calibrate(len(prompt), reply.prompt_tokens, self.context, whole=reply.whole_count)
         except BackendError:
             raise
         except Exception as exc:

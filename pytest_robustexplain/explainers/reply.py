@@ -175,3 +175,27 @@ def finish_reply(
     return Explanation(text=text, model=model, latency_s=latency_s, prompt_tokens=prompt_tokens,
                        completion_tokens=completion_tokens, failure=failure, detail=detail,
                        stop_reason=stop_reason if isinstance(stop_reason, str) else None)
+
+
+# A provider's dated snapshot of the model asked ("gpt-4o" answers as "gpt-4o-2024-08-06", "gpt-4" as
+# "gpt-4-0613", "claude-3-5-sonnet" as "claude-3-5-sonnet-20241022"): the same model, named precisely.
+_SNAPSHOT = re.compile(r"\d{4}(?:-?\d{2}-?\d{2})?")
+
+
+def model_key(name: str) -> str:
+    """A model name as servers vary it without naming another model (case, Ollama's ``:latest``)."""
+    return name.strip().lower().removesuffix(":latest")
+
+
+def names_the_model(named: str, asked: Any) -> bool:
+    """Whether a reply naming ``named`` answered as one of the names ``asked`` (the name sent, the one the
+    server resolved it to, the one its model list serves — llama.cpp answers with the alias it loaded
+    whatever is asked, so the listed one is the name there) or as a dated snapshot of one."""
+    key = model_key(named)
+    for name in asked:
+        if not isinstance(name, str) or not name.strip():
+            continue
+        known = model_key(name)
+        if key == known or (key.startswith(known + "-") and _SNAPSHOT.fullmatch(key[len(known) + 1:])):
+            return True
+    return False

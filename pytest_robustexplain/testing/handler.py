@@ -106,9 +106,15 @@ class _Handler(BaseHTTPRequestHandler):
     def _dispatch(self, method: str) -> None:
         path = urlsplit(self.path).path
         fake = self.server.fake
+        # A gateway that takes its key in the path serves only under it: elsewhere, 401 as a gateway says.
+        keyed = bool(fake.path_key) and path.startswith(f"/{fake.path_key}/")
+        path = path.removeprefix(f"/{fake.path_key}") if keyed else path
         fake._count_call(path)
         raw = self._read_body()
         try:
+            if fake.path_key and not keyed:
+                self._send_json(401, {"error": "the key in the path is missing"})
+                return
             self._route(method, path, raw)
         except _Abort:
             self.close_connection = True
@@ -437,7 +443,8 @@ class _Handler(BaseHTTPRequestHandler):
                 message["reasoning"] = answer.thinking
             return {
                 "id": f"chatcmpl-{digest_int(time.time_ns(), id(answer)) % 1000}",
-                "object": "chat.completion", "created": int(time.time()), "model": call.model,
+                "object": "chat.completion", "created": int(time.time()),
+                "model": self.server.fake.named(call.model),
                 "system_fingerprint": "fp_ollama",
                 "choices": [{"index": 0, "message": message, "finish_reason": answer.done_reason}],
                 "usage": self._usage(answer),
@@ -445,8 +452,8 @@ class _Handler(BaseHTTPRequestHandler):
         message = {"role": "assistant", "content": answer.content}
         if answer.thinking:
             message["thinking"] = answer.thinking
-        return {"model": call.model, "created_at": go_time(), "message": message, "done": True,
-                "done_reason": answer.done_reason, **self._durations(answer)}
+        return {"model": self.server.fake.named(call.model), "created_at": go_time(), "message": message,
+                "done": True, "done_reason": answer.done_reason, **self._durations(answer)}
 
     @staticmethod
     def _usage(answer: Answer) -> dict[str, int]:
@@ -468,10 +475,10 @@ class _Handler(BaseHTTPRequestHandler):
             self._write_chunk(json.dumps(obj).encode("utf-8") + b"\n")
 
         for piece in self._pieces(answer.thinking):
-            line({"model": call.model, "created_at": go_time(),
+            line({"model": self.server.fake.named(call.model), "created_at": go_time(),
                   "message": {"role": "assistant", "content": "", "thinking": piece}, "done": False})
         for piece in self._pieces(answer.content):
-            line({"model": call.model, "created_at": go_time(),
+            line({"model": self.server.fake.named(call.model), "created_at": go_time(),
                   "message": {"role": "assistant", "content": piece}, "done": False})
         final = self._final_body(call, answer)
         final["message"] = {"role": "assistant", "content": ""}
@@ -486,7 +493,7 @@ class _Handler(BaseHTTPRequestHandler):
         def event(delta: dict[str, Any] | None, finish: str | None,
                   usage: dict[str, int] | None = None) -> None:
             obj: dict[str, Any] = {"id": ident, "object": "chat.completion.chunk",
-                                   "created": int(time.time()), "model": call.model,
+                                   "created": int(time.time()), "model": self.server.fake.named(call.model),
                                    "system_fingerprint": "fp_ollama", "choices": []}
             if delta is not None:
                 obj["choices"] = [{"index": 0, "delta": delta, "finish_reason": finish}]

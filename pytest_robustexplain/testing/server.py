@@ -78,7 +78,8 @@ class FakeOllamaServer:
                  latency: float = 0.0, capacity: int | None = None, think_capable: bool = False,
                  leak_thinking: bool = False, thinks_only: bool = False, version: str = "0.12.6",
                  reply: ReplyFn | None = None, port: int = 0, context_length: int = 8192,
-                 openai_context: int | None = None, judge: str | Mapping[str, str] = "strict") -> None:
+                 openai_context: int | None = None, hidden_context: int | None = None,
+                 judge: str | Mapping[str, str] = "strict") -> None:
         given = (models,) if isinstance(models, str) else tuple(models)
         names = [normalize(m) for m in given if isinstance(m, str)]
         if not names or len(names) != len(given) or not all(n.split(":")[0] for n in names):
@@ -123,6 +124,18 @@ class FakeOllamaServer:
         # context on /v1 (listed in /v1/models meta.n_ctx), a longer prompt refused with llama.cpp's 400.
         self.context_length = context_length
         self.openai_context = openai_context
+        # ``hidden_context``: a gateway or endpoint that truncates at a context it never states (num_ctx
+        # dropped on the way, /v1 without meta): a longer prompt, on either API, truncated as Ollama does it.
+        if hidden_context is not None and not (type(hidden_context) is int and hidden_context > KEEP_TOKENS):
+            raise ValueError(f"FakeOllamaServer hidden_context must be an integer above {KEEP_TOKENS} tokens "
+                             f"(None: none), got {hidden_context!r}")
+        self.hidden_context = hidden_context
+        # The model chat replies name (their ``model``): None names the model asked, as Ollama does; a name
+        # plays a gateway answering with another model (settable while the server runs).
+        self.answer_as: str | None = None
+        # A gateway's key taken in the path (``http://127.0.0.1:port/<path_key>/v1``): "" serves at the root;
+        # a key serves only under it, and anything else is answered 401.
+        self.path_key = ""
         self._faults: deque[Fault] = deque()
         self._loaded: dict[str, float] = {}
         self._connections: dict[socket.socket, threading.Thread] = {}
@@ -615,8 +628,10 @@ class FakeOllamaServer:
     def _fit_context(self, call: ChatCall) -> tuple[ChatCall, int]:
         """The call as the model sees it within its context, and the prompt tokens it read: Ollama's
         native API truncates a longer prompt silently (prompt_eval_count = the context); on /v1 with an
-        ``openai_context`` a longer prompt is refused as llama.cpp refuses it."""
+        ``openai_context`` a longer prompt is refused as llama.cpp refuses it; a ``hidden_context`` truncates
+        on either API, silently, whatever was sent."""
         total = sum(prompt_tokens(m["content"]) for m in call.messages)
+        hidden = self.hidden_context if self.hidden_context is not None else total
         if call.api == "openai":
             limit = self.openai_context
             if limit is not None and total > limit:
@@ -625,12 +640,14 @@ class FakeOllamaServer:
                 raise HttpError(400, message, body={"error": {
                     "code": 400, "message": message, "type": "exceed_context_size_error",
                     "n_prompt_tokens": total, "n_ctx": limit}})
-            return call, total
+            return (call, total) if total <= hidden else self._truncate(call, total, hidden)
         requested = call.options.get("num_ctx")
         sent = int(requested) if isinstance(requested, (int, float)) and requested > 0 else DEFAULT_NUM_CTX
-        limit = min(sent, self.context_length)
-        if total <= limit:
-            return call, total
+        limit = min(sent, self.context_length, hidden)
+        return (call, total) if total <= limit else self._truncate(call, total, limit)
+
+    def _truncate(self, call: ChatCall, total: int, limit: int) -> tuple[ChatCall, int]:
+        """Ollama's silent truncation: the prompt's first KEEP_TOKENS and its tail, ``limit`` tokens read."""
         with self._cond:
             self._truncated += 1
         messages = [dict(m) for m in call.messages]
@@ -641,9 +658,14 @@ class FakeOllamaServer:
         last["content"] = text[:KEEP_TOKENS * CHARS_PER_TOKEN] + (text[-keep_tail:] if keep_tail else "")
         return replace(call, messages=messages), limit
 
+    def named(self, asked: str) -> str:
+        """The model a chat reply names for a request that asked for ``asked`` (:attr:`answer_as`)."""
+        return self.answer_as if self.answer_as is not None else asked
+
     @property
     def truncated_prompts(self) -> int:
-        """Native chat requests whose prompt was longer than the context and was truncated."""
+        """Chat requests whose prompt was longer than the context and was truncated (native, or either API
+        under a ``hidden_context``)."""
         with self._cond:
             return self._truncated
 
