@@ -8,6 +8,7 @@ import json
 import subprocess
 import sys
 from collections.abc import Coroutine
+from pathlib import Path
 from typing import Any, TypeVar
 
 import ollama
@@ -368,11 +369,20 @@ def test_an_idle_connection_the_server_closed_is_replaced_not_distrusted() -> No
         assert server.connections_opened == 2
 
 
-def test_the_openai_backend_never_takes_an_unasked_reply_either() -> None:
-    """Through httpx (the OpenAI-compatible backend) the same server had 17 of 20 replies answer other
-    prompts: httpx keeps the extra bytes in its parser, out of sight. A plain-http server now gets a
-    connection per request."""
+TLS = Path(__file__).parent / "fixtures" / "tls"
+
+
+@pytest.mark.parametrize(("backend", "scheme"), [("openai", "http"), ("openai", "https"), ("ollama", "https")])
+def test_httpx_clients_never_take_an_unasked_reply_either(backend: str, scheme: str,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """Through httpx (the OpenAI-compatible backend; the official Ollama client, which serves https) the
+    same server had 17 of 20 replies answer other prompts: httpx keeps the extra bytes in its parser, out
+    of sight — over https as over http. Every server now gets a connection per request."""
+    from pytest_robustexplain.explainers.ollama import OllamaExplainer
     from pytest_robustexplain.explainers.openai_compat import OpenAICompatExplainer
+
+    monkeypatch.setenv("SSL_CERT_FILE", str(TLS / "cert.pem"))  # the test certificate, trusted
+    tls = (TLS / "cert.pem", TLS / "key.pem") if scheme == "https" else None
 
     def history(user: str) -> UserHistory:
         return UserHistory(user, tuple(Interaction(f"I{k}", "Books", 1_700_000_000 + k, 4.0,
@@ -383,9 +393,12 @@ def test_the_openai_backend_never_takes_an_unasked_reply_either() -> None:
 
         return f"answer to {hashlib.sha256(prompt.encode()).hexdigest()[:16]}"
 
-    with FakeOllamaServer(reply=echo) as server:
+    with FakeOllamaServer(reply=echo, tls=tls) as server:
+        assert server.url.startswith(f"{scheme}://")
+
         async def texts(extra: bool) -> list[str]:
-            explainer = OpenAICompatExplainer("fake-model:latest", base_url=server.url + "/v1")
+            explainer = (OpenAICompatExplainer("fake-model:latest", base_url=server.url + "/v1")
+                         if backend == "openai" else OllamaExplainer("fake-model", host=server.url))
             if extra:
                 server.script(["ok", "extra"] * 6)
             out = [(await explainer.explain(history(f"u{n}"), ITEM, seed=1, repeat=0)).text

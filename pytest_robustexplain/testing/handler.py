@@ -6,6 +6,7 @@ import contextlib
 import json
 import re
 import socket
+import ssl
 import sys
 import time
 import traceback
@@ -43,15 +44,24 @@ class HTTPServer(ThreadingHTTPServer):
     block_on_close = False  # stop() joins handler threads itself, with a deadline
     request_queue_size = 128  # many concurrent clients connect at once; the default backlog is 5
 
-    def __init__(self, fake: FakeOllamaServer, port: int = 0) -> None:
+    def __init__(self, fake: FakeOllamaServer, port: int = 0, tls: ssl.SSLContext | None = None) -> None:
         self.fake = fake
+        self.tls = tls
         super().__init__(("127.0.0.1", port), _Handler)
+
+    def get_request(self) -> tuple[Any, Any]:
+        """The accepted connection, wrapped in TLS when the server serves https (the handshake is done by
+        the connection's own thread, in setup, so a slow client holds up no other)."""
+        sock, address = super().get_request()
+        if self.tls is not None:
+            sock = self.tls.wrap_socket(sock, server_side=True, do_handshake_on_connect=False)
+        return sock, address
 
     def handle_error(self, request: Any, client_address: Any) -> None:
         exc = sys.exc_info()[1]
         # Clients that time out or go away mid-answer are normal in fault tests; anything else is a bug
         # in the fake and is kept for the test to see.
-        if isinstance(exc, (ConnectionError, TimeoutError)) or (
+        if isinstance(exc, (ConnectionError, TimeoutError, ssl.SSLError)) or (
             isinstance(exc, OSError) and self.fake._stopping.is_set()
         ):
             return
@@ -67,6 +77,10 @@ class _Handler(BaseHTTPRequestHandler):
 
     # ---- connection bookkeeping -------------------------------------------------------------
     def setup(self) -> None:
+        if isinstance(self.request, ssl.SSLSocket):
+            self.request.settimeout(10.0)  # a client that never finishes its handshake holds one thread only
+            self.request.do_handshake()
+            self.request.settimeout(None)
         super().setup()
         with contextlib.suppress(OSError):
             self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # as Go servers do

@@ -5,7 +5,9 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import math
+import os
 import socket
+import ssl
 import threading
 import time
 import traceback
@@ -79,7 +81,8 @@ class FakeOllamaServer:
                  leak_thinking: bool = False, thinks_only: bool = False, version: str = "0.12.6",
                  reply: ReplyFn | None = None, port: int = 0, context_length: int = 8192,
                  openai_context: int | None = None, hidden_context: int | None = None,
-                 judge: str | Mapping[str, str] = "strict") -> None:
+                 judge: str | Mapping[str, str] = "strict",
+                 tls: tuple[str | os.PathLike[str], str | os.PathLike[str]] | None = None) -> None:
         given = (models,) if isinstance(models, str) else tuple(models)
         names = [normalize(m) for m in given if isinstance(m, str)]
         if not names or len(names) != len(given) or not all(n.split(":")[0] for n in names):
@@ -130,6 +133,9 @@ class FakeOllamaServer:
             raise ValueError(f"FakeOllamaServer hidden_context must be an integer above {KEEP_TOKENS} tokens "
                              f"(None: none), got {hidden_context!r}")
         self.hidden_context = hidden_context
+        # ``tls``: (certificate file, key file) — serve https with them (a client must trust the certificate,
+        # e.g. through SSL_CERT_FILE); None serves plain http.
+        self._tls = self._tls_context(tls)
         # The model chat replies name (their ``model``): None names the model asked, as Ollama does; a name
         # plays a gateway answering with another model (settable while the server runs).
         self.answer_as: str | None = None
@@ -213,7 +219,7 @@ class FakeOllamaServer:
         if self._httpd is not None:
             raise RuntimeError("FakeOllamaServer is already running")
         self._stopping = threading.Event()
-        httpd = HTTPServer(self, self._port)
+        httpd = HTTPServer(self, self._port, self._tls)
         thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.01},
                                   name=f"fake-ollama-{httpd.server_address[1]}", daemon=True)
         self._httpd, self._thread = httpd, thread
@@ -260,8 +266,19 @@ class FakeOllamaServer:
 
     @property
     def url(self) -> str:
-        """``http://127.0.0.1:PORT`` — the Ollama host; the OpenAI-compatible base URL is ``url + "/v1"``."""
-        return f"http://127.0.0.1:{self.port}"
+        """``http://127.0.0.1:PORT`` (``https://`` with ``tls``) — the Ollama host; the OpenAI-compatible
+        base URL is ``url + "/v1"``."""
+        return f"{'https' if self._tls is not None else 'http'}://127.0.0.1:{self.port}"
+
+    @staticmethod
+    def _tls_context(tls: Any) -> ssl.SSLContext | None:
+        if tls is None:
+            return None
+        if not isinstance(tls, (tuple, list)) or len(tls) != 2:
+            raise ValueError(f"FakeOllamaServer tls must be (certificate file, key file), got {tls!r}")
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        context.load_cert_chain(os.fspath(tls[0]), os.fspath(tls[1]))
+        return context
 
     def __repr__(self) -> str:
         where = self.url if self.running else "stopped"
