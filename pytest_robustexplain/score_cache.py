@@ -1,6 +1,6 @@
 """The score cache: the four metrics of each scored pair on disk, beside the response cache, so a rerun
-whose explanations all come from the response cache never builds the scorer (nltk, which imports
-``scipy.stats``, TextBlob's lexicon and sacrebleu: about a second before the first pair).
+whose explanations all come from the response cache never builds the scorer (TextBlob's tagger and
+lexicon, sacrebleu: about 0.3 s before the first pair; a second and more while it imported nltk).
 
 What is stored. A pair's four metric values (:class:`~pytest_robustexplain.metrics.TextScores`) are a pure
 function of the two texts and of :func:`~pytest_robustexplain.metrics.text_signature` (tokenizer, tagger

@@ -372,7 +372,8 @@ def test_an_idle_connection_the_server_closed_is_replaced_not_distrusted() -> No
 TLS = Path(__file__).parent / "fixtures" / "tls"
 
 
-@pytest.mark.parametrize(("backend", "scheme"), [("openai", "http"), ("openai", "https"), ("ollama", "https")])
+@pytest.mark.parametrize(("backend", "scheme"),
+                         [("openai", "http"), ("openai", "https"), ("ollama", "https")])
 def test_httpx_clients_never_take_an_unasked_reply_either(backend: str, scheme: str,
                                                          monkeypatch: pytest.MonkeyPatch) -> None:
     """Through httpx (the OpenAI-compatible backend; the official Ollama client, which serves https) the

@@ -26,6 +26,7 @@ from pytest_robustexplain.metrics import (
     validate_weights,
     word_tokens,
 )
+from pytest_robustexplain.metrics import text as text_module
 
 # An ~80-word explanation and an edited variant of it, as a run produces them.
 ORIGINAL = (
@@ -154,6 +155,40 @@ def test_keyword_one_side_empty_is_zero_but_not_flagged() -> None:
     # Union = {film, great} is not empty: Jaccard = 0/2 = 0, an ordinary score.
     scores = score_pair("I went there.", "A great film.")
     assert (scores.keyword, scores.keyword_empty) == (0.0, False)
+
+
+def test_the_tokenizer_is_nltks_rule_without_importing_nltk() -> None:
+    from nltk.tokenize import RegexpTokenizer
+
+    from pytest_robustexplain.metrics.base import TOKEN_FLAGS, TOKEN_PATTERN
+
+    nltk_tokens = RegexpTokenizer(TOKEN_PATTERN, flags=TOKEN_FLAGS)
+    rng = random.Random(7)
+    texts = [ORIGINAL, PERTURBED, "a / b & c'd 'e' n't --- 3.5 é 中文", "", " \n\t ", "U.S.A. $3.50 (x)…"]
+    texts += [_random_text(rng, rng.randint(1, 80)) for _ in range(300)]
+    texts += ["".join(rng.choice("ab1 .,'’-\n\u00e9\u4e2d\u0e01") for _ in range(rng.randint(0, 50)))
+              for _ in range(300)]
+    for text in texts:
+        assert text_module.get_tokenizer().tokenize(text) == nltk_tokens.tokenize(text), text
+
+
+def test_the_pattern_tagger_is_textblobs_parser_without_the_textblob_package() -> None:
+    """The parser built from TextBlob's Pattern module tags exactly as ``textblob.en.parser`` (the test
+    below compares with ``textblob.en.tag`` too), and building it imported neither nltk nor ``textblob``."""
+    import subprocess
+    import sys
+
+    code = ("import sys; from pytest_robustexplain.metrics import score_pair; score_pair('A fine film.', "
+            "'A good film.'); print(sorted(m for m in ('nltk', 'textblob', 'scipy.stats', "
+            f"'{text_module.PATTERN_MODULE}') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == f"['{text_module.PATTERN_MODULE}']"
+    from textblob.en import parser
+
+    rng = random.Random(11)
+    for text in [ORIGINAL, PERTURBED, *(_random_text(rng, rng.randint(1, 60)) for _ in range(200))]:
+        tokens = m.all_tokens(text)
+        assert text_module.pattern_parser().find_tags(list(tokens)) == parser.find_tags(list(tokens)), text
 
 
 def test_direct_find_tags_equals_textblob_tag_with_tokenize_false() -> None:

@@ -1,4 +1,12 @@
-"""Tokenisation and tagging: nltk's ``RegexpTokenizer`` and the taggers, imported on first use."""
+"""Tokenisation and tagging: nltk's ``RegexpTokenizer`` rule and the taggers, built on first use.
+
+Neither needs ``import nltk`` on the default path, which cost 1.1 s (nearly all of it ``scipy.stats``, which
+nltk's package imports through ``nltk.collocations``) while the first calls' pairs waited to be scored
+(issue 44): the tokenizer is nltk's rule compiled as nltk compiles it (``RegexpTokenizer.tokenize`` is
+the compiled pattern's ``findall``), and TextBlob's Pattern tagger is built from its own module without the
+``textblob`` package, whose ``__init__`` imports nltk for classes the tagger never uses
+(:func:`pattern_parser`). Both are checked token for token and tag for tag against the libraries
+(``tests/test_metrics.py``, ``tests/test_languages.py``)."""
 
 from __future__ import annotations
 
@@ -20,17 +28,52 @@ _NO_SPACE = re.compile("[\u3040-\u30ff\u31f0-\u31ff\u3400-\u4dbf\u4e00-\u9fff\uf
 
 TaggerFn = Callable[[list[str]], list[tuple[str, str]]]
 
-_tokenizer_lock = threading.Lock()
-_tokenizer: Any = None
+_build_lock = threading.Lock()
+_parser: Any = None
+# The name TextBlob's Pattern module is loaded under (never ``textblob._text``: the ``textblob`` package it
+# would belong to is not imported), so a test can see whether a run built it.
+PATTERN_MODULE = "pytest_robustexplain.metrics.textblob_text"
 
 
-def get_tokenizer() -> Any:
+_tokenizer: RegexpTokens | None = None
+
+
+class RegexpTokens:
+    """nltk's ``RegexpTokenizer(pattern, flags=flags)`` (``gaps=False``): ``tokenize`` is the compiled
+    pattern's ``findall``, compiled by the engine the installed nltk compiles with — the ``regex`` engine
+    where nltk routes its patterns through ``nltk.redos`` (its ``\\w`` takes a combining mark with its
+    letter, as ``re``'s does not), ``re`` for the releases before. nltk's wall-clock limit a match is left
+    out: the pattern is linear (``benchmarks/bench_text.py``)."""
+
+    def __init__(self, pattern: str, flags: int) -> None:
+        if _nltk_uses_regex():
+            import regex
+
+            self._regexp = regex.compile(pattern, flags)
+        else:
+            self._regexp = re.compile(pattern, flags)
+
+    def tokenize(self, text: str) -> list[str]:
+        tokens: list[str] = self._regexp.findall(text)
+        return tokens
+
+
+def _nltk_uses_regex() -> bool:
+    """Whether the installed nltk compiles its tokenizers' patterns with ``regex`` (it ships ``redos.py``):
+    read from the package's files, without importing it."""
+    import importlib.util
+    import os
+
+    spec = importlib.util.find_spec("nltk")
+    roots = list(spec.submodule_search_locations or ()) if spec is not None else []
+    return any(os.path.isfile(os.path.join(root, "redos.py")) for root in roots)
+
+
+def get_tokenizer() -> RegexpTokens:
     global _tokenizer
-    with _tokenizer_lock:
+    with _build_lock:
         if _tokenizer is None:
-            from nltk.tokenize import RegexpTokenizer
-
-            _tokenizer = RegexpTokenizer(TOKEN_PATTERN, flags=TOKEN_FLAGS)
+            _tokenizer = RegexpTokens(TOKEN_PATTERN, TOKEN_FLAGS)
         return _tokenizer
 
 
@@ -83,9 +126,48 @@ def pattern_tag(tokens: list[str]) -> list[tuple[str, str]]:
     calling ``find_tags`` directly gives the same tags (a test checks it) at a third of the cost, which
     matters because tagging is the largest part of scoring a pair.
     """
-    from textblob.en import parser
+    return [(word, tag) for word, tag in pattern_parser().find_tags(list(tokens), map=_as_is)]
 
-    return [(word, tag) for word, tag in parser.find_tags(list(tokens))]
+
+def _as_is(token: str, tag: str) -> tuple[str, str]:
+    return token, tag  # the Penn tags as they are: what textblob.en's parser maps with by default
+
+
+def pattern_parser() -> Any:
+    """TextBlob's English Pattern parser, built as ``textblob/en/__init__.py`` builds it (the same lexicon
+    files, defaults and language) from ``textblob/_text.py``, which imports only the standard library —
+    without the ``textblob`` package, whose ``__init__`` imports nltk. A TextBlob laid out otherwise is used
+    through ``textblob.en`` itself (slower to import, the same tags)."""
+    global _parser
+    with _build_lock:
+        if _parser is None:
+            _parser = _built_parser()
+        return _parser
+
+
+def _built_parser() -> Any:
+    import importlib.util
+    import os
+    import sys
+
+    spec = importlib.util.find_spec("textblob")
+    roots = list(spec.submodule_search_locations or ()) if spec is not None else []
+    source = os.path.join(roots[0], "_text.py") if roots else ""
+    en = os.path.join(roots[0], "en") if roots else ""
+    files = [os.path.join(en, f"en-{name}.txt") for name in ("lexicon", "morphology", "context", "entities")]
+    module_spec = importlib.util.spec_from_file_location(PATTERN_MODULE, source) if source else None
+    if module_spec is None or module_spec.loader is None or not all(map(os.path.isfile, [source, *files])):
+        from textblob.en import parser
+
+        return parser
+    module = sys.modules.get(PATTERN_MODULE)
+    if module is None:
+        module = importlib.util.module_from_spec(module_spec)
+        module_spec.loader.exec_module(module)
+        sys.modules[PATTERN_MODULE] = module
+    lexicon = module.Lexicon(path=files[0], morphology=files[1], context=files[2], entities=files[3],
+                             language="en")
+    return module.Parser(lexicon=lexicon, default=("NN", "NNP", "CD"), language="en")
 
 
 def _textblob_tagger(tokens: list[str]) -> list[tuple[str, str]]:
@@ -117,15 +199,14 @@ def make_tagger(tagger: str) -> TaggerFn:
     import gc
     import warnings
 
-    import textblob.en  # imported now so a broken install fails here, not mid-run
-
-    # TextBlob loads its lexicon lazily and leaves the files open; load it now, with the ResourceWarning
-    # silenced and the files collected, so it is not charged to a user's test (nor fails under -W error).
-    # The files are freed by reference counting as the loader finishes (a full collection finds nothing
-    # left), so a young-generation collection is the guard: a full one walked the whole heap (40-80 ms).
+    # Built now so a broken install fails here, not mid-run. TextBlob loads its lexicon lazily and leaves
+    # the files open; load it now, with the ResourceWarning silenced and the files collected, so it is not
+    # charged to a user's test (nor fails under -W error). The files are freed by reference counting as the
+    # loader finishes (a full collection finds nothing left), so a young-generation collection is the
+    # guard: a full one walked the whole heap (40-80 ms).
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ResourceWarning)
-        textblob.en.parser.find_tags(["warm", "up"])
+        pattern_parser().find_tags(["warm", "up"], map=_as_is)
         gc.collect(1)
     return _textblob_tagger
 
