@@ -207,6 +207,35 @@ def test_a_run_answered_by_another_model_says_so_and_records_it(tmp_path: Path) 
     assert model["extra"]["answered_as"] == {"cheap-fallback:1b": made}  # the warm-up's reply included
 
 
+MARKED_TWO_KINDS = """
+import pytest
+
+@pytest.mark.robustness(perturbations=["noise", "drift"], severities=[1, 5], users=6, guard="off",
+                        inconclusive="warn")
+def test_gate(robustness):
+    pass
+"""
+
+
+def test_what_replies_showed_reaches_the_report_serial_and_under_xdist(
+        pytester: pytest.Pytester, xdist_args: tuple[str, ...]) -> None:
+    """A context inferred from the counts and the names replies gave are found in whichever process made
+    the calls; under xdist the controller's report combines the workers' (the smallest context, every
+    name's replies summed)."""
+    pytester.makepyfile(MARKED_TWO_KINDS)
+    with FakeOllamaServer(hidden_context=500) as server:
+        server.answer_as = "cheap-fallback:1b"
+        result = pytester.runpytest_subprocess(
+            *xdist_args, "-p", "no:randomly", "--robustexplain-model=fake-model",
+            f"--robustexplain-host={server.url}", "--robustexplain-num-ctx=8192",
+            "--robustexplain-cache=off", "--robustexplain-json=r.json", timeout=300)
+        made = server.calls["/api/chat"]
+    assert result.ret == 0, result.stdout.str()
+    model = json.loads((pytester.path / "r.json").read_text(encoding="utf-8"))["models"][0]
+    assert model["extra"]["inferred_context"]["tokens"] == 500
+    assert model["extra"]["answered_as"] == {"cheap-fallback:1b": made}  # each worker's warm-up included
+
+
 @pytest.mark.parametrize("backend", ["ollama", "openai"])
 def test_replies_naming_the_model_asked_say_nothing(backend: str) -> None:
     answered, said = _named(backend, "fake-model:latest")

@@ -29,7 +29,7 @@ from ..errors import (
     WarningQueue,
     warn,
 )
-from ..explainers.base import FAILURE_ERROR, digest_now
+from ..explainers.base import ANSWERED_AS, FAILURE_ERROR, INFERRED_CONTEXT, MODEL_FINDINGS, digest_now
 from ..perturbations import counted
 from ..results import (
     OVERALL,
@@ -141,6 +141,7 @@ class Run:
         self._sweep: Sweep | None = None
         self._changed: dict[str, str] = {}  # model → the digest its server listed at the end (re-pulled)
         self._changed_elsewhere: dict[str, str] = {}  # as other processes (xdist workers) found it
+        self._worker_findings: dict[tuple[str, str], dict[str, Any]] = {}  # (model, worker): _adopt_findings
         self.judging = RunJudge(settings, cache_dir=self.cache_dir, cross_process=cross_process)
 
     # ------------------------------------------------------------------------------- inputs
@@ -574,6 +575,7 @@ class Run:
             self.gates.append(gate_from_dict(payload["gate"], source=source))
         for name, info in payload.get("models", {}).items():
             self.model_infos.setdefault(name, ModelInfo(**info))
+            self._adopt_findings(name, info.get("extra") or {}, str(payload.get("worker", source)))
         for name, value in payload.get("counters", {}).items():
             self.counters[name] = self.counters.get(name, 0) + int(value)
         self.judge_tokens = add_tokens(self.judge_tokens, payload.get("judge_tokens", {}))
@@ -583,6 +585,28 @@ class Run:
             self._dataset_elsewhere = payload["dataset"]
         for message in payload.get("errors", []):
             self.note_error(str(message))
+
+    def _adopt_findings(self, name: str, extra: Mapping[str, Any], worker: str) -> None:
+        """What a model's replies showed in another process (``explainers/remote.py``): the context its
+        counts gave away and the model names its replies gave. Each worker's latest item carries its
+        findings so far; the record keeps the smallest context any worker found and every name's replies
+        summed over the workers."""
+        found = {key: extra[key] for key in MODEL_FINDINGS if isinstance(extra.get(key), dict)}
+        if not found:
+            return
+        self._worker_findings[(name, worker)] = found
+        mine = [f for (model, _), f in self._worker_findings.items() if model == name]
+        combined = dict(self.model_infos[name].extra)
+        contexts = [f[INFERRED_CONTEXT] for f in mine if INFERRED_CONTEXT in f]
+        if contexts:
+            combined[INFERRED_CONTEXT] = min(contexts, key=lambda c: int(c.get("tokens", 0)))
+        answered: dict[str, int] = {}
+        for f in mine:
+            for said, count in f.get(ANSWERED_AS, {}).items():
+                answered[str(said)] = answered.get(str(said), 0) + int(count)
+        if answered:
+            combined[ANSWERED_AS] = answered
+        self.model_infos[name] = replace(self.model_infos[name], extra=combined)
 
     def payload(self, result: Robustness, nodeid: str) -> dict[str, Any]:
         """What :meth:`merge` reads in another process: JSON-native, decoded by the records' own readers."""

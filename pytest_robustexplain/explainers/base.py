@@ -29,6 +29,10 @@ FAILURE_CONTEXT = "context"  # the server refused the prompt as longer than its 
 # no GGUF carries in Ollama's ``/api/show`` ``model_info``, an owner no server lists in ``/v1/models``. A run
 # against it is then labelled as one in every report ("[fake model server — not a language model]"), never
 # as the model whose name it answers to — and never set beside the paper's model of that name.
+# What a model's replies showed during a run, kept in its record's ``extra`` (``remote.py``): the context its
+# token counts gave away, and the model names its replies gave when one was not the model asked.
+INFERRED_CONTEXT, ANSWERED_AS = "inferred_context", "answered_as"
+MODEL_FINDINGS = (INFERRED_CONTEXT, ANSWERED_AS)
 FAKE_SERVER_MARK = "robustexplain.fake_server"
 FAKE_SERVER_OWNER = "robustexplain-fake-server"
 FAKE_SERVER_KIND = "fake model server"

@@ -28,7 +28,7 @@ from ..backends import GenerationOptions
 from ..data import EvalCase, Item, UserHistory
 from ..errors import BackendError, RobustExplainWarning, warn
 from ..sanitize import redact_path, split_credentials, visible
-from .base import FAILURE_CONTEXT, FAILURE_ERROR, Explanation, ModelInfo
+from .base import ANSWERED_AS, FAILURE_CONTEXT, FAILURE_ERROR, INFERRED_CONTEXT, Explanation, ModelInfo
 from .context import ContextOverflow, ContextWindow, PromptSizer, overflow_of, overflow_sentence
 from .prompt import PromptTemplate, check_prompt_sizes
 from .reply import finish_reply, model_key, names_the_model, reply_text, token_count
@@ -204,8 +204,8 @@ class RemoteExplainer(ABC):
         other = not names_the_model(named, asked)
         # Recorded once there is something to say (the counts are the process's calls: a run whose replies
         # all name the model asked records nothing, as before).
-        if self.info is not None and (other or len(self._answered) > 1 or "answered_as" in self.info.extra):
-            self.info.extra["answered_as"] = dict(self._answered)
+        if self.info is not None and (other or len(self._answered) > 1 or ANSWERED_AS in self.info.extra):
+            self.info.extra[ANSWERED_AS] = dict(self._answered)
         if other and "other" not in self._said_model:
             self._said_model.add("other")
             warn(RobustExplainWarning(
@@ -380,7 +380,7 @@ class RemoteExplainer(ABC):
             return
         self._said_context = True
         if self.info is not None:
-            self.info.extra["inferred_context"] = inferred.to_dict()
+            self.info.extra[INFERRED_CONTEXT] = inferred.to_dict()
         stated = (f"less than the {self.context.tokens:,} tokens it states" if self.context is not None
                   else "a context it does not state")
         warn(RobustExplainWarning(
