@@ -20,8 +20,10 @@ saw it. So:
 - A server may also truncate at a context it never states (a gateway that drops ``num_ctx``, an
   OpenAI-compatible endpoint that ignores it): the sizer then **infers** the context from the counts — they
   stop growing with the prompt (three prompts whose lengths differ by half again all read as the same
-  largest count), or, where a count includes cached tokens (the OpenAI usage contract), one prompt read at
-  more characters a token than any tokenizer gives — and from then on checks every reply against it.
+  largest count), or, where a reply says how many of its tokens came from a cache (so its count is the
+  whole prompt's), one prompt read at more characters a token than any tokenizer gives — and from then on
+  checks every reply against it. (A prompt made mostly of one repeated character, which tokenizers pack
+  many to a token, could pass for the second; no template's prompt is.)
 """
 
 from __future__ import annotations
@@ -169,10 +171,10 @@ class PromptSizer:
     """Token estimates for prompts, in characters per token learned from the run's own replies, and the
     context a server truncates at when it states none (:attr:`inferred`).
 
-    ``whole``: the reply says how many of its prompt tokens came from a cache (``cached_tokens``,
-    llama.cpp's ``timings.cache_n``, Ollama's ``prompt_eval_cached_count``), so its count is the whole
-    prompt's and one count below what any tokenizer gives already shows a truncation; a count that says
-    nothing of a cache may have left cached tokens out (Ollama before 0.30, on either API), so there only
+    ``whole``: the reply says how many of its prompt tokens came from a cache (OpenAI's ``cached_tokens``,
+    llama.cpp's ``timings.cache_n``), so its count is the whole prompt's and one count below what any
+    tokenizer gives already shows a truncation; a count that says nothing of a cache may have left cached
+    tokens out (Ollama before 0.30, on either API; Ollama's native replies are all taken so), so there only
     counts that stop growing do."""
 
     def __init__(self) -> None:
