@@ -98,9 +98,10 @@ def test_the_sizer_flags_truncation_on_evidence_only() -> None:
     # Nothing said, nothing known: never flagged.
     assert not sizer.truncated(long, None, window) and not sizer.truncated(long, 0, window)
     assert not PromptSizer().truncated(long, 1000, None)
-    # This sizer has seen two prompts of 3,960 and 8,000 characters read as about 1,000 tokens: a third
-    # shows the ceiling (the context stated), which it then checks against even when none is passed.
-    assert sizer.inferred is None and sizer.truncated(long, 1000, None)
+    # This sizer has seen prompts of 3,960 and 8,000 characters read as about 1,000 tokens: two more show
+    # the ceiling (the context stated), which it then checks against even when none is passed.
+    assert not sizer.truncated("x" * 6000, 1000, None) and sizer.inferred is None
+    assert sizer.truncated(long, 1000, None)
     assert sizer.inferred is not None and sizer.inferred.tokens == 1000
     # Learned from the replies: a tokenizer of 3 characters a token moves the estimate.
     dense = PromptSizer()
@@ -111,19 +112,19 @@ def test_the_sizer_flags_truncation_on_evidence_only() -> None:
 
 def test_counts_that_stop_growing_show_a_context_the_server_never_states() -> None:
     sizer = PromptSizer()
-    # A server that truncates every prompt at 400 tokens and states no context: prompts of 500, 600 and
-    # 800 tokens all read as 400. Two are no proof (a prompt cache can coincide); the third, half again
-    # longer than the first, is.
-    assert not sizer.truncated("x" * 2000, 400, None)
-    assert not sizer.truncated("x" * 2400, 400, None) and sizer.inferred is None
-    assert sizer.truncated("x" * 3200, 400, None)
+    # A server that truncates every prompt at 400 tokens and states no context: prompts of 500, 600, 800
+    # and 1,000 tokens all read as 400. Three are no proof (a prompt cache can coincide); the fourth, twice
+    # as long as the first, is.
+    for chars in (2000, 2400, 3200):
+        assert not sizer.truncated("x" * chars, 400, None) and sizer.inferred is None
+    assert sizer.truncated("x" * 4000, 400, None)
     assert sizer.inferred is not None and sizer.inferred.tokens == 400
-    assert sizer.inferred.source.startswith("inferred from the server's token counts (3 prompts of 2,000 to "
-                                            "3,200 characters all read as 400 tokens)")
+    assert sizer.inferred.source.startswith("inferred from the server's token counts (4 prompts of 2,000 to "
+                                            "4,000 characters all read as 400 tokens)")
     assert sizer.window(None) is sizer.inferred
     assert sizer.window(ContextWindow(8192, "num_ctx sent")) is sizer.inferred  # smaller than the stated
     assert sizer.window(ContextWindow(300, "stated")).tokens == 300  # a smaller stated one stays
-    assert sizer.truncated("x" * 4000, 400, None)  # from here on, every prompt read at the ceiling
+    assert sizer.truncated("x" * 5000, 400, None)  # from here on, every prompt read at the ceiling
     assert not sizer.truncated("x" * 600, 150, None)  # a short prompt read whole is not
     assert sizer.chars_per_token == 4.0  # what it learns comes from counts well inside the context
 
@@ -134,6 +135,13 @@ def test_counts_that_grow_or_a_prompt_cache_infer_nothing() -> None:
         assert not honest.truncated("x" * chars, chars // 4, None)
     # Two prompts read as the largest count by coincidence, their lengths far apart: no proof yet.
     assert not honest.truncated("x" * 9000, 1500, None) and honest.inferred is None
+    # A prompt cache's counts (Ollama before 0.30): four long prompts that happen to read as the largest
+    # count, lengths 5,000 to 10,000, are no ceiling while most prompts as long read elsewhere.
+    coincidence = PromptSizer()
+    for chars, read in ((5000, 1500), (9000, 700), (8000, 300), (8500, 900), (9500, 1200), (7000, 400),
+                        (7500, 1490), (9000, 1500), (10000, 1500)):
+        coincidence.truncated("x" * chars, read, None)
+    assert coincidence.inferred is None
     # Prompt lengths within half again of each other at the same count: a denser tokenizer, not a ceiling.
     dense = PromptSizer()
     for chars in (4000, 4400, 4800, 5200):
@@ -185,10 +193,10 @@ def test_a_server_truncating_at_a_context_it_never_states_is_caught(
     assert "all read as 500 tokens" in told[0] and "lower max-history" in told[0]
     assert doc["models"][0]["extra"]["inferred_context"]["tokens"] == hidden
     flagged = [p for p in doc["pairs"] if p.get("overflow")]
-    # Replies before the proof cannot be flagged (in this plan's order, the two before the third read at the
-    # ceiling, 2,481 to 4,712 characters); every gate has flagged pairs, so none is measured; a user whose
-    # prompt fitted is never flagged for their original.
-    assert 0 < truncated - 2 <= doc["calls"]["prompt over the context"] <= truncated
+    # Replies before the proof cannot be flagged (in this plan's order, the three before the fourth read at
+    # the ceiling); every gate has flagged pairs, so none is measured; a user whose prompt fitted is never
+    # flagged for their original.
+    assert 0 < truncated - 3 <= doc["calls"]["prompt over the context"] <= truncated
     assert len(flagged) >= 1
     assert not any("original" in p["overflow"] for p in flagged if p["key"]["user_id"] in fits)
     assert [g["verdict"]["outcome"] for g in doc["gates"]] == [INCONCLUSIVE] * len(doc["gates"])

@@ -19,11 +19,12 @@ saw it. So:
   context of a prompt estimated longer than it.
 - A server may also truncate at a context it never states (a gateway that drops ``num_ctx``, an
   OpenAI-compatible endpoint that ignores it): the sizer then **infers** the context from the counts — they
-  stop growing with the prompt (three prompts whose lengths differ by half again all read as the same
-  largest count), or, where a reply says how many of its tokens came from a cache (so its count is the
-  whole prompt's), one prompt read at more characters a token than any tokenizer gives — and from then on
-  checks every reply against it. (A prompt made mostly of one repeated character, which tokenizers pack
-  many to a token, could pass for the second; no template's prompt is.)
+  stop growing with the prompt (four prompts whose lengths differ by half again all read as the same
+  largest count, and so do three quarters of the prompts at least as long), or, where a reply says how
+  many of its tokens came from a cache (so its count is the whole prompt's), one prompt read at more
+  characters a token than any tokenizer gives — and from then on checks every reply against it. (A prompt
+  made mostly of one repeated character, which tokenizers pack many to a token, could pass for the second;
+  no template's prompt is.)
 """
 
 from __future__ import annotations
@@ -59,10 +60,14 @@ FULL_SHARE = 0.98
 MIN_CHARS_PER_TOKEN, MAX_CHARS_PER_TOKEN = 0.25, 8.0
 # Counts that stop growing: this many prompts read as the largest count (within CEILING_TOLERANCE of it)
 # whose lengths differ by CEILING_SPREAD or more. One template's prompts vary a few tens of percent in
-# characters a token; half again is a truncation, and three of them are no prompt cache's coincidence.
-CEILING_REPLIES = 3
+# characters a token; half again is a truncation. Simulated (benchmarks/bench_truncation_inference.py,
+# docs/method.md): with three, a prompt cache's partial counts coincided so in up to 4 % of runs; with four
+# and the share below, in at most 1 of 2,000 runs a cell — and then the gates are not measured, saying why.
+CEILING_REPLIES = 4
 CEILING_TOLERANCE = 0.02
 CEILING_SPREAD = 1.5
+# ... and at least this share of the prompts as long as the shortest of them read there too.
+CEILING_SHARE = 0.75
 # The counts the sizer keeps to find the ceiling (the recent ones: a long run keeps no unbounded list).
 KEPT_COUNTS = 256
 
@@ -226,7 +231,12 @@ class PromptSizer:
             return
         top = max(n for n, _ in self._counts)
         near = [c for n, c in self._counts if n >= (1 - CEILING_TOLERANCE) * top]
-        if len(near) >= CEILING_REPLIES and max(near) >= CEILING_SPREAD * min(near):
+        if len(near) < CEILING_REPLIES or max(near) < CEILING_SPREAD * min(near):
+            return
+        # A truncating server reads nearly every prompt at least that long at the ceiling; a prompt cache
+        # that happened to leave three counts there left most such prompts elsewhere.
+        longer = sum(c >= min(near) for _, c in self._counts)
+        if len(near) >= CEILING_SHARE * longer:
             self._infer(top, f"{len(near)} prompts of {min(near):,} to {max(near):,} characters all read as "
                              f"{top:,} tokens")
 
