@@ -9,6 +9,7 @@ import subprocess
 import sys
 import threading
 import time
+import warnings
 from collections.abc import Coroutine
 from dataclasses import replace
 from pathlib import Path
@@ -617,6 +618,12 @@ def test_openai_unlisted_model_warns_and_dead_server_fails_fast() -> None:
             info = run(explainer.preflight())
         # A single served model is what answers: it is recorded as the model's identity.
         assert info.extra["served_as"] == "fake-model:latest" and info.digest
+        # The run's end reads the model list again (a model re-pulled mid-run): what it says was said once.
+        explainer.stats.requests = 1  # as after a generation: the end-of-run check asks only then
+        with warnings.catch_warnings(record=True) as again:
+            warnings.simplefilter("always")
+            assert run(explainer.current_digest()) == info.digest
+        assert not [w for w in again if "not listed" in str(w.message)]
     dead = OpenAICompatExplainer("m", base_url=f"http://127.0.0.1:{free_port()}/v1")
     with pytest.raises(BackendError, match="cannot reach the OpenAI-compatible server"):
         run(dead.preflight())

@@ -60,6 +60,8 @@ class OpenAICompatExplainer(RemoteExplainer):
         options = (options or GENERATION_DEFAULTS).with_overrides(overrides, who="OpenAICompatExplainer")
         super().__init__(model, host=url, options=options, prompt=prompt, retry=retry)
         self.api_key = api_key if api_key is not None else os.environ.get("OPENAI_API_KEY")
+        # The model list is read again at the end of a run (current_digest): what it says is said once.
+        self._said_unlisted = False
 
     def __repr__(self) -> str:
         return f"OpenAICompatExplainer({self.model!r}, base_url={self.host!r})"
@@ -135,11 +137,13 @@ class OpenAICompatExplainer(RemoteExplainer):
                                f"{response.text[:200]!r}") from None
         entry = next((e for e in entries if e.get("id") == self.model), None)
         if entry is None and entries:
-            served = ", ".join(str(e.get("id")) for e in entries)
-            warn(RobustExplainWarning(
-                f"model {self.model!r} is not listed by {self.host}/models (served: {served}); servers such "
-                "as llama.cpp answer every request with the model they loaded, so the results belong to "
-                "that model."))
+            if not self._said_unlisted:
+                self._said_unlisted = True
+                served = ", ".join(str(e.get("id")) for e in entries)
+                warn(RobustExplainWarning(
+                    f"model {self.model!r} is not listed by {self.host}/models (served: {served}); servers "
+                    "such as llama.cpp answer every request with the model they loaded, so the results "
+                    "belong to that model."))
             entry = entries[0] if len(entries) == 1 else None
         known: dict[str, Any] = entry or {}
         meta = known["meta"] if isinstance(known.get("meta"), dict) else {}
