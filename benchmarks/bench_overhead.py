@@ -150,7 +150,7 @@ step("perturbations, stats, sweep", lambda: [__import__("pytest_robustexplain." 
 def scorer():
     from pytest_robustexplain.metrics import Scorer
     Scorer().score("Warm-up text for the tagger lexicon.", "Another warm-up sentence.")
-step("metrics + Scorer + first pair (nltk, textblob, sacrebleu)", scorer)
+step("metrics + Scorer + first pair (TextBlob's tagger module, regex, sacrebleu)", scorer)
 step("explainers.ollama + ollama + httpx", lambda: __import__("pytest_robustexplain.explainers.ollama")
      and __import__("ollama"))
 def client():

@@ -71,6 +71,8 @@ def _nltk_uses_regex() -> bool:
 
 def get_tokenizer() -> RegexpTokens:
     global _tokenizer
+    if _tokenizer is not None:  # built: every text's tokens pass here, so no lock once it is
+        return _tokenizer
     with _build_lock:
         if _tokenizer is None:
             _tokenizer = RegexpTokens(TOKEN_PATTERN, TOKEN_FLAGS)
@@ -139,6 +141,8 @@ def pattern_parser() -> Any:
     without the ``textblob`` package, whose ``__init__`` imports nltk. A TextBlob laid out otherwise is used
     through ``textblob.en`` itself (slower to import, the same tags)."""
     global _parser
+    if _parser is not None:
+        return _parser
     with _build_lock:
         if _parser is None:
             _parser = _built_parser()
