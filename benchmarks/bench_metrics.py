@@ -98,8 +98,8 @@ def main() -> None:
     scorer = Scorer()
     scorer.score("Warm-up text for the tagger lexicon.", "Another warm-up sentence.")
     t2 = time.perf_counter()
-    print(f"import metrics: {t1 - t0:.3f} s; build Scorer + first pair (imports nltk, textblob, "
-          f"sacrebleu, loads lexicon): {t2 - t1:.3f} s")
+    print(f"import metrics: {t1 - t0:.3f} s; build Scorer + first pair (imports TextBlob's tagger module, "
+          f"regex, sacrebleu; loads the lexicon): {t2 - t1:.3f} s")
 
     pairs = make_workload()
     words = [len(word_tokens(e)) for pair in pairs for e in pair]
