@@ -25,7 +25,7 @@ from .base import FAKE_SERVER_KIND, ModelInfo, served_by_fake
 from .context import ContextWindow, window_from_openai_entry
 from .prompt import PromptTemplate
 from .remote import RemoteExplainer, Reply, http_options
-from .reply import MAX_REPLY_BYTES, MalformedReply, ReplyTooLarge
+from .reply import MAX_REPLY_BYTES, MalformedReply, ReplyTooLarge, token_count
 from .retry import RetryPolicy, connect_cause, describe_error, is_connect_failure, status_of
 
 DEFAULT_BASE_URL = DEFAULT_HOSTS["openai"]
@@ -247,11 +247,8 @@ def _counts_cache(usage: Any, timings: Any) -> bool:
     ``usage.prompt_tokens_details.cached_tokens``, llama.cpp's ``timings.cache_n``): its ``prompt_tokens``
     is then the whole prompt's. Ollama's /v1 before 0.30 says neither, and counted only what it evaluated."""
     details = usage.get("prompt_tokens_details") if isinstance(usage, dict) else None
-    for holder, key in ((details, "cached_tokens"), (timings, "cache_n")):
-        value = holder.get(key) if isinstance(holder, dict) else None
-        if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
-            return True
-    return False
+    return any(isinstance(holder, dict) and token_count(holder.get(key)) is not None
+               for holder, key in ((details, "cached_tokens"), (timings, "cache_n")))
 
 
 def _error_text(error: Any) -> str:

@@ -61,12 +61,18 @@ class RegexpTokens:
 def _nltk_uses_regex() -> bool:
     """Whether the installed nltk compiles its tokenizers' patterns with ``regex`` (it ships ``redos.py``):
     read from the package's files, without importing it."""
-    import importlib.util
     import os
 
-    spec = importlib.util.find_spec("nltk")
-    roots = list(spec.submodule_search_locations or ()) if spec is not None else []
-    return any(os.path.isfile(os.path.join(root, "redos.py")) for root in roots)
+    return any(os.path.isfile(os.path.join(root, "redos.py")) for root in _package_roots("nltk"))
+
+
+def _package_roots(name: str) -> list[str]:
+    """The folders of the installed package ``name`` (none when it is not installed), found without
+    running its ``__init__``."""
+    import importlib.util
+
+    spec = importlib.util.find_spec(name)
+    return list(spec.submodule_search_locations or ()) if spec is not None else []
 
 
 def get_tokenizer() -> RegexpTokens:
@@ -154,8 +160,7 @@ def _built_parser() -> Any:
     import os
     import sys
 
-    spec = importlib.util.find_spec("textblob")
-    roots = list(spec.submodule_search_locations or ()) if spec is not None else []
+    roots = _package_roots("textblob")
     source = os.path.join(roots[0], "_text.py") if roots else ""
     en = os.path.join(roots[0], "en") if roots else ""
     files = [os.path.join(en, f"en-{name}.txt") for name in ("lexicon", "morphology", "context", "entities")]
