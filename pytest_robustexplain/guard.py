@@ -166,18 +166,18 @@ def share_lower_bound(k: float, n: int, alpha: float) -> float:
     users' shares: :func:`user_share`)."""
     if n <= 0 or k <= 0:
         return 0.0
-    from scipy.special import betaincinv  # the Beta quantile, without importing scipy.stats
+    from .stats.special import betaincinv  # the Beta quantile, without importing scipy
 
-    return float(betaincinv(k, n - k + 1, alpha))
+    return betaincinv(k, n - k + 1, alpha)
 
 
 def share_upper_bound(k: float, n: int, alpha: float) -> float:
     """One-sided exact (Clopper–Pearson) upper (1 − alpha) bound of a proportion k/n."""
     if n <= 0 or k >= n:
         return 1.0
-    from scipy.special import betaincinv
+    from .stats.special import betaincinv
 
-    return float(betaincinv(k + 1, n - k, 1 - alpha))
+    return betaincinv(k + 1, n - k, 1 - alpha)
 
 
 def user_share(rows: Sequence[tuple[str, bool | float]]) -> tuple[float, int]:
