@@ -10,7 +10,7 @@ PACKAGE = Path(__file__).resolve().parent.parent / "pytest_robustexplain"
 
 # Bottom to top. A part is a top-level module or subpackage of pytest_robustexplain.
 LAYERS: tuple[frozenset[str], ...] = (
-    frozenset({"errors", "sanitize", "yaml_limits", "safe_files", "results", "data", "backends"}),
+    frozenset({"errors", "sanitize", "wording", "yaml_limits", "safe_files", "results", "data", "backends"}),
     frozenset({"perturbations", "metrics", "score_cache", "stats", "donors", "grounding", "copying"}),
     frozenset({"guard", "adversarial", "faithfulness", "polarity", "settings"}),
     frozenset({"checks"}),

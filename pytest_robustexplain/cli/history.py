@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..sanitize import visible
+from ..wording import counted
 from .common import EXIT_OK, PROG, CommandError, write_output
 
 if TYPE_CHECKING:
@@ -35,7 +36,7 @@ def cmd_history(args: argparse.Namespace) -> int:
     if not chosen:
         said = f" for tests matching {args.test!r}" if args.test else ""
         raise CommandError(f"{path} holds {len(records)} runs but no test item{said}")
-    lines = [f"{len(records)} run{'s' if len(records) != 1 else ''} in {path}", ""]
+    lines = [f"{counted(len(records), 'run')} in {path}", ""]
     for trend in chosen:
         lines += [*render_trend(trend, last=args.last), ""]
     write_output("\n".join(lines).rstrip() + "\n", args.output)

@@ -15,6 +15,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TypeVar
 
+from ..wording import counted
+
 T = TypeVar("T")
 
 RETRY_STATUSES: frozenset[int] = frozenset({429, 500, 502, 503, 504})
@@ -27,7 +29,7 @@ class RetryExhaustedError(Exception):
     """Every attempt failed with a retryable error; ``last`` is the final one."""
 
     def __init__(self, attempts: int, last: BaseException) -> None:
-        super().__init__(f"{attempts} attempt{'s' if attempts != 1 else ''} failed; last error: "
+        super().__init__(f"{counted(attempts, 'attempt')} failed; last error: "
                          f"{describe_error(last)}")
         self.attempts = attempts
         self.last = last

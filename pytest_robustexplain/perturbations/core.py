@@ -81,6 +81,7 @@ import numpy as np
 from ..data import Catalog, Interaction, Item, UserHistory
 from ..errors import ConfigError, DataError
 from ..results import COUNTS_PAPER, COUNTS_PROPORTIONAL, PerturbationResult
+from ..wording import counted
 from .registry import DEFAULT_REGISTRY, KindRegistry, register_builtin
 
 NOISE = "noise_injection"
@@ -97,10 +98,6 @@ _MAX_SHUFFLE_DRAWS = 20
 
 
 # --------------------------------------------------------------------------------------------- results
-
-
-def _plural(count: int, word: str) -> str:
-    return f"{count} {word}" if count == 1 else f"{count} {word}s"
 
 
 def _positions_text(positions: Sequence[int], limit: int = 8) -> str:
@@ -126,7 +123,7 @@ def _describe_known(kind: str, changes: dict[str, Any]) -> str:
     categories = ", ".join(str(c) for c in changes.get("categories", []))
     if "inserted" in changes:
         entries = changes["inserted"]
-        what = _plural(len(entries), "random item" if kind == NOISE else "item")
+        what = counted(len(entries), "random item" if kind == NOISE else "item")
         source = f" from least-engaged categories {categories}" if categories else ""
         return f"inserted {what}{source} at {_positions_text([e['position'] for e in entries])}"
     if "moved" in changes:
@@ -134,7 +131,7 @@ def _describe_known(kind: str, changes: dict[str, Any]) -> str:
         if not moved:
             return "moved no items"
         positions = sorted(int(src) for src, _ in moved)
-        return (f"moved {_plural(len(moved), 'item')} among {_positions_text(positions)} "
+        return (f"moved {counted(len(moved), 'item')} among {_positions_text(positions)} "
                 "(timestamps kept in place)")
     if "replaced" in changes:
         entries = changes["replaced"]
@@ -148,12 +145,12 @@ def _describe_known(kind: str, changes: dict[str, Any]) -> str:
         per_field = Counter(e["field"] for e in entries)
         detail = ", ".join(f"{count} {name}" for name, count in sorted(per_field.items()))
         positions = sorted({e["position"] for e in entries})
-        return f"blanked {_plural(len(entries), 'field')} ({detail}) at {_positions_text(positions)}"
+        return f"blanked {counted(len(entries), 'field')} ({detail}) at {_positions_text(positions)}"
     if "flipped" in changes:
         entries = changes["flipped"]
         if not entries:
             return "flipped no ratings (no rated interaction with a category)"
-        return (f"inverted {_plural(len(entries), 'rating')} of {changes['category']} "
+        return (f"inverted {counted(len(entries), 'rating')} of {changes['category']} "
                 f"({100 * float(changes['share']):.0f} % of its rated interactions) at "
                 f"{_positions_text([e['position'] for e in entries])}")
     raise KeyError("no known change key")

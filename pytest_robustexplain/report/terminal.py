@@ -14,6 +14,7 @@ import textwrap
 from typing import TYPE_CHECKING
 
 from ..results import FAIL, OVERALL, PairResult, RunResult, answered_by
+from ..wording import counted
 from .comparison import comparison_note, conclusion, delta_text, model_comparisons, table_rows
 from .summary import (
     CHECKS_TITLE,
@@ -107,7 +108,7 @@ def header_line(run: RunResult, summary: Summary) -> str:
     label = model_info(run, summary.model).label()
     dataset = dataset_of(run)
     return (f"robustexplain — model {label}{f' · dataset {dataset}' if dataset else ''} · seed {run.seed} · "
-            f"{_plural(summary.n_users, 'user')} · {_plural(summary.n_pairs, 'pair')} · "
+            f"{counted(summary.n_users, 'user')} · {counted(summary.n_pairs, 'pair')} · "
             f"{summary.cached_pairs} cached")
 
 
@@ -256,7 +257,7 @@ def _failed_section(failed: list[FailedGate], width: int, verbose: bool) -> list
         title = entry.title if verbose else entry.short_title
         lines += _wrap(f"FAIL {title}", width, initial_indent="  ", subsequent_indent="      ")
         if entry.repeated and not entry.worst:
-            lines.append(f"{_INDENT}({_plural(entry.repeated, 'worst pair')} listed above)")
+            lines.append(f"{_INDENT}({counted(entry.repeated, 'worst pair')} listed above)")
         elif not entry.worst:
             lines.append(f"{_INDENT}(no scored pairs)")
         for rank, pair in enumerate(entry.worst, 1):
@@ -339,10 +340,6 @@ def _wrap(text: str, width: int, *, initial_indent: str = "", subsequent_indent:
     # Never split "Holm-corrected" or "L1-L5" at the hyphen, and never split a word.
     return textwrap.wrap(text, width, break_on_hyphens=False, break_long_words=False,
                          initial_indent=initial_indent, subsequent_indent=subsequent_indent)
-
-
-def _plural(count: int, word: str) -> str:
-    return f"{count} {word}" if count == 1 else f"{count} {word}s"
 
 
 def session_summary(report: ReportModel, *, width: int, verbosity: int,

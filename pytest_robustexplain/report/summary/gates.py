@@ -29,6 +29,7 @@ from ...results import (
     user_metric_name,
 )
 from ...sanitize import visible
+from ...wording import counted
 from ..formatting import fmt_interval, fmt_mean, trim
 
 # Display order of the method's five perturbation kinds; kinds the run used but not listed here follow,
@@ -288,7 +289,7 @@ def slice_text(gate: GateResult) -> str:
         return gate.slice
     kinds = scope.get("kinds", [])
     what = kinds[0] if len(kinds) == 1 else f"{len(kinds)} kinds"
-    users = _plural_of(len(scope.get("users", [])), "user")
+    users = counted(len(scope.get("users", [])), "user")
     return f"{what} {_levels(scope.get('severities', []))} · {users}"
 
 
@@ -297,10 +298,6 @@ def _levels(severities: Sequence[int]) -> str:
     if len(ordered) > 2 and ordered == list(range(ordered[0], ordered[-1] + 1)):
         return f"L{ordered[0]}–L{ordered[-1]}"
     return ",".join(f"L{s}" for s in ordered)
-
-
-def _plural_of(count: int, word: str) -> str:
-    return f"{count} {word}" if count == 1 else f"{count} {word}s"
 
 
 def failed_reason(gate: GateResult) -> str:
