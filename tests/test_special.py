@@ -13,6 +13,7 @@ import random
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 from scipy import special as sp
 
@@ -131,3 +132,12 @@ def test_every_share_bound_of_a_thousand_users_is_scipys() -> None:
                     if b > 0:
                         worst = max(worst, _rel(special.betaincinv(a, b, p), float(sp.betaincinv(a, b, p))))
     assert worst < 2e-13
+
+
+def test_numpy_integers_count_users_as_python_ints_do() -> None:
+    # the exact binomials of the Kolmogorov–Smirnov sum overflowed a numpy int64 (C(2000, 1000) ≈ 1e600)
+    # (counts no other test asks for, so that nothing is remembered from a Python int first)
+    expected = float(sp.smirnovi(1999, 0.0421))
+    assert special.smirnovi(np.int64(1999), 0.0421) == pytest.approx(expected, rel=5e-13)
+    assert special.smirnov(np.int32(77), 0.1234) == special.smirnov(77, 0.1234)
+    assert special.betaincinv(np.int64(3), np.int64(18), np.float64(0.05)) == special.betaincinv(3, 18, 0.05)

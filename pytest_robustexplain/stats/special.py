@@ -19,6 +19,7 @@ tail by the Birnbaum–Tingey sum and its inverse by Brent's method.
 from __future__ import annotations
 
 import math
+import operator
 from collections.abc import Callable
 from functools import lru_cache
 from statistics import NormalDist
@@ -245,6 +246,7 @@ def _log_binomials(n: int) -> tuple[float, ...]:
 def smirnov(n: int, d: float) -> float:
     """P(D_n⁺ ≥ d), the one-sided Kolmogorov–Smirnov tail for n points, exactly (Birnbaum & Tingey 1951):
     d Σ_{j ≤ n(1−d)} C(n, j) (1 − d − j/n)^(n−j) (d + j/n)^(j−1) (``scipy.special.smirnov``)."""
+    n = operator.index(n)  # a numpy integer would overflow the exact binomials below
     if d <= 0.0:
         return 1.0
     if d >= 1.0:
@@ -299,9 +301,13 @@ def _brentq(f: Callable[[float], float], a: float, b: float, rtol: float = 4 * _
     return xcur
 
 
-@lru_cache(maxsize=4096)
 def smirnovi(n: int, p: float) -> float:
     """d with P(D_n⁺ ≥ d) = p (``scipy.special.smirnovi``)."""
+    return _smirnovi(operator.index(n), float(p))
+
+
+@lru_cache(maxsize=4096)
+def _smirnovi(n: int, p: float) -> float:
     if not n >= 1 or not 0.0 <= p <= 1.0:
         return math.nan
     if p == 0.0:
