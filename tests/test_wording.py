@@ -5,14 +5,14 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from pytest_robustexplain.wording import counted, noun
+from pytest_robustexplain.wording import count_noun, noun
 
 PACKAGE = Path(__file__).resolve().parent.parent / "pytest_robustexplain"
 
 
 def test_one_is_singular_and_every_other_count_plural() -> None:
-    assert [counted(n, "user") for n in (0, 1, 2)] == ["0 users", "1 user", "2 users"]
-    assert counted(1, "reply", "replies") == "1 reply" and counted(3, "reply", "replies") == "3 replies"
+    assert [count_noun(n, "user") for n in (0, 1, 2)] == ["0 users", "1 user", "2 users"]
+    assert count_noun(1, "reply", "replies") == "1 reply" and count_noun(3, "reply", "replies") == "3 replies"
     assert noun(1, "severity", "severities") == "severity" and noun(5, "pair") == "pairs"
 
 

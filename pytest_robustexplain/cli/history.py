@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..sanitize import visible
-from ..wording import counted
+from ..wording import count_noun
 from .common import EXIT_OK, PROG, CommandError, write_output
 
 if TYPE_CHECKING:
@@ -36,7 +36,7 @@ def cmd_history(args: argparse.Namespace) -> int:
     if not chosen:
         said = f" for tests matching {args.test!r}" if args.test else ""
         raise CommandError(f"{path} holds {len(records)} runs but no test item{said}")
-    lines = [f"{counted(len(records), 'run')} in {path}", ""]
+    lines = [f"{count_noun(len(records), 'run')} in {path}", ""]
     for trend in chosen:
         lines += [*render_trend(trend, last=args.last), ""]
     write_output("\n".join(lines).rstrip() + "\n", args.output)

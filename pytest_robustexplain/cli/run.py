@@ -19,7 +19,7 @@ from ..errors import ConfigError
 from ..results import GateResult
 from ..sanitize import redact_url
 from ..settings import OPTIONS, Settings, ignored_settings
-from ..wording import counted
+from ..wording import count_noun
 from .common import (
     CLI_SPELLING,
     EXIT_BACKEND,
@@ -183,10 +183,10 @@ def design_lines(settings: Settings, extra: Mapping[str, Any], dataset: Dataset,
     severities = 1 if balanced else len(settings.severities)
     per_model = n_cases * len(settings.perturbations) * severities * settings.repeats
     levels = (f"one of {len(settings.severities)} severities (balanced design)" if balanced
-              else counted(len(settings.severities), "severity", "severities"))
-    return [f"{protocol}dataset {dataset.name}: {counted(n_cases, 'user')} × "
-            f"{counted(len(settings.perturbations), 'kind')} × {levels} × "
-            f"{counted(settings.repeats, 'repeat')} = {per_model} pairs per model"]
+              else count_noun(len(settings.severities), "severity", "severities"))
+    return [f"{protocol}dataset {dataset.name}: {count_noun(n_cases, 'user')} × "
+            f"{count_noun(len(settings.perturbations), 'kind')} × {levels} × "
+            f"{count_noun(settings.repeats, 'repeat')} = {per_model} pairs per model"]
 
 
 def _finish(args: argparse.Namespace, run: Run, result: RunResult) -> int:
@@ -225,7 +225,7 @@ def verdict_line(result: RunResult, failed: Sequence[GateResult]) -> str:
     models = list(dict.fromkeys(g.model for g in result.gates))
     n = len(models)
     if not failed:
-        return f"{PROG}: PASS — {n} of {counted(n, 'model')} passed the gate"
+        return f"{PROG}: PASS — {n} of {count_noun(n, 'model')} passed the gate"
     by_model: dict[str, list[GateResult]] = {}
     for gate in failed:
         by_model.setdefault(gate.model, []).append(gate)
@@ -238,7 +238,7 @@ def verdict_line(result: RunResult, failed: Sequence[GateResult]) -> str:
         else:
             parts.append(f"{model} ({', '.join(f'{g.slice} {g.verdict.outcome}' for g in gates)})")
     names = ", ".join(parts)
-    return f"{PROG}: FAIL — {len(by_model)} of {counted(n, 'model')} failed the gate: {names}"
+    return f"{PROG}: FAIL — {len(by_model)} of {count_noun(n, 'model')} failed the gate: {names}"
 
 
 def _write_junit(settings: Settings, result: RunResult, failed: Sequence[GateResult],

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 from ..checks import relative_pairs as relative_pairs  # engine.decide's public name before checks/ held it
 from ..errors import ConfigError, DataError
 from ..results import OVERALL, Robustness
-from ..wording import counted
+from ..wording import count_noun
 
 if TYPE_CHECKING:
     from ..checks import Check, CheckRegistry, Evidence
@@ -249,7 +249,7 @@ def with_unfit_prompts(verdict: Verdict, pairs: Sequence[PairResult]) -> Verdict
     users = sorted({p.key.user_id for p in unfit})
     first = unfit[0]
     shown = ", ".join(users[:5]) + (f" and {len(users) - 5} more" if len(users) > 5 else "")
-    who = f"{counted(len(users), 'user')}: {shown}"
+    who = f"{count_noun(len(users), 'user')}: {shown}"
     note = (f"{len(unfit)} of {len(pairs)} pairs compare an explanation whose prompt did not fit the model's "
             f"context ({who}; user {first.key.user_id}'s {first.overflow_detail}): the model did not see the "
             "whole history. Lower max-history, or raise the context (num-ctx for Ollama; the server's own "

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 from ..errors import ConfigError
 from ..results import CONTROL_KIND, OVERALL, SWAP_KIND, is_control
 from ..settings import Spelling
-from ..wording import counted
+from ..wording import count_noun
 
 if TYPE_CHECKING:
     from ..checks import Check, CheckRegistry, Probe
@@ -257,7 +257,7 @@ def dry_run_lines(plans: Sequence[SlicePlan], labels: Mapping[str, str], calls: 
     cache already answers, when it can tell), the design lines the door adds (the CLI's protocol and grid),
     then each plan on one line under the door's label for it (pytest: the node id and model of each gated
     item; ``robustexplain run``: each model's largest slice, by model)."""
-    count = counted(len(plans), noun)
+    count = count_noun(len(plans), noun)
     # "at most 540 model calls" when 340 were in the cache read as 540 to pay for (issue 43).
     hits = ("cache hits are free" if cached is None else f"{min(cached, calls):,} already in the response "
             f"cache, so at most {max(calls - cached, 0):,} to make")

@@ -28,7 +28,7 @@ from ..backends import GenerationOptions
 from ..data import EvalCase, Item, UserHistory
 from ..errors import BackendError, RobustExplainWarning, warn
 from ..sanitize import redact_path, split_credentials, visible
-from ..wording import counted
+from ..wording import count_noun
 from .base import ANSWERED_AS, FAILURE_CONTEXT, FAILURE_ERROR, INFERRED_CONTEXT, Explanation, ModelInfo
 from .context import ContextOverflow, ContextWindow, PromptSizer, overflow_of, overflow_sentence
 from .prompt import PromptTemplate, check_prompt_sizes
@@ -216,7 +216,7 @@ class RemoteExplainer(ABC):
                 "once)"))
         if len({model_key(n) for n in self._answered}) > 1 and "two" not in self._said_model:
             self._said_model.add("two")
-            names = ", ".join(f"{n!r} ({counted(count, 'reply', 'replies')})"
+            names = ", ".join(f"{n!r} ({count_noun(count, 'reply', 'replies')})"
                               for n, count in self._answered.items())
             warn(RobustExplainWarning(
                 f"{self.model} on {self.host}: replies named more than one model during the run ({names}), "

@@ -15,7 +15,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TypeVar
 
-from ..wording import counted
+from ..wording import count_noun
 
 T = TypeVar("T")
 
@@ -29,7 +29,7 @@ class RetryExhaustedError(Exception):
     """Every attempt failed with a retryable error; ``last`` is the final one."""
 
     def __init__(self, attempts: int, last: BaseException) -> None:
-        super().__init__(f"{counted(attempts, 'attempt')} failed; last error: "
+        super().__init__(f"{count_noun(attempts, 'attempt')} failed; last error: "
                          f"{describe_error(last)}")
         self.attempts = attempts
         self.last = last

@@ -81,7 +81,7 @@ import numpy as np
 from ..data import Catalog, Interaction, Item, UserHistory
 from ..errors import ConfigError, DataError
 from ..results import COUNTS_PAPER, COUNTS_PROPORTIONAL, PerturbationResult
-from ..wording import counted
+from ..wording import count_noun
 from .registry import DEFAULT_REGISTRY, KindRegistry, register_builtin
 
 NOISE = "noise_injection"
@@ -123,7 +123,7 @@ def _describe_known(kind: str, changes: dict[str, Any]) -> str:
     categories = ", ".join(str(c) for c in changes.get("categories", []))
     if "inserted" in changes:
         entries = changes["inserted"]
-        what = counted(len(entries), "random item" if kind == NOISE else "item")
+        what = count_noun(len(entries), "random item" if kind == NOISE else "item")
         source = f" from least-engaged categories {categories}" if categories else ""
         return f"inserted {what}{source} at {_positions_text([e['position'] for e in entries])}"
     if "moved" in changes:
@@ -131,7 +131,7 @@ def _describe_known(kind: str, changes: dict[str, Any]) -> str:
         if not moved:
             return "moved no items"
         positions = sorted(int(src) for src, _ in moved)
-        return (f"moved {counted(len(moved), 'item')} among {_positions_text(positions)} "
+        return (f"moved {count_noun(len(moved), 'item')} among {_positions_text(positions)} "
                 "(timestamps kept in place)")
     if "replaced" in changes:
         entries = changes["replaced"]
@@ -145,12 +145,12 @@ def _describe_known(kind: str, changes: dict[str, Any]) -> str:
         per_field = Counter(e["field"] for e in entries)
         detail = ", ".join(f"{count} {name}" for name, count in sorted(per_field.items()))
         positions = sorted({e["position"] for e in entries})
-        return f"blanked {counted(len(entries), 'field')} ({detail}) at {_positions_text(positions)}"
+        return f"blanked {count_noun(len(entries), 'field')} ({detail}) at {_positions_text(positions)}"
     if "flipped" in changes:
         entries = changes["flipped"]
         if not entries:
             return "flipped no ratings (no rated interaction with a category)"
-        return (f"inverted {counted(len(entries), 'rating')} of {changes['category']} "
+        return (f"inverted {count_noun(len(entries), 'rating')} of {changes['category']} "
                 f"({100 * float(changes['share']):.0f} % of its rated interactions) at "
                 f"{_positions_text([e['position'] for e in entries])}")
     raise KeyError("no known change key")

@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..results import Interval, PairResult
-from ..wording import counted
+from ..wording import count_noun
 
 
 def fmt_interval(iv: Interval | None, digits: int = 3) -> str:
@@ -69,7 +69,7 @@ def describe_changes(changes: dict[str, Any], limit: int = 160) -> str:
         entries = rest.pop(key, None)
         if isinstance(entries, list):
             noun = "field" if key == "blanked" else "item"
-            parts.append(f"{verb} {counted(len(entries), noun)} "
+            parts.append(f"{verb} {count_noun(len(entries), noun)} "
                          f"at positions {_positions(entries)}")
     moved = rest.pop("moved", None)
     if isinstance(moved, list):

@@ -14,7 +14,7 @@ import textwrap
 from typing import TYPE_CHECKING
 
 from ..results import FAIL, OVERALL, PairResult, RunResult, answered_by
-from ..wording import counted
+from ..wording import count_noun
 from .comparison import comparison_note, conclusion, delta_text, model_comparisons, table_rows
 from .summary import (
     CHECKS_TITLE,
@@ -108,7 +108,7 @@ def header_line(run: RunResult, summary: Summary) -> str:
     label = model_info(run, summary.model).label()
     dataset = dataset_of(run)
     return (f"robustexplain — model {label}{f' · dataset {dataset}' if dataset else ''} · seed {run.seed} · "
-            f"{counted(summary.n_users, 'user')} · {counted(summary.n_pairs, 'pair')} · "
+            f"{count_noun(summary.n_users, 'user')} · {count_noun(summary.n_pairs, 'pair')} · "
             f"{summary.cached_pairs} cached")
 
 
@@ -257,7 +257,7 @@ def _failed_section(failed: list[FailedGate], width: int, verbose: bool) -> list
         title = entry.title if verbose else entry.short_title
         lines += _wrap(f"FAIL {title}", width, initial_indent="  ", subsequent_indent="      ")
         if entry.repeated and not entry.worst:
-            lines.append(f"{_INDENT}({counted(entry.repeated, 'worst pair')} listed above)")
+            lines.append(f"{_INDENT}({count_noun(entry.repeated, 'worst pair')} listed above)")
         elif not entry.worst:
             lines.append(f"{_INDENT}(no scored pairs)")
         for rank, pair in enumerate(entry.worst, 1):

@@ -111,11 +111,6 @@ def _tails(a: float, b: float, x: float, y: float) -> tuple[float, float]:
     return 1.0 - high, high
 
 
-def betainc(a: float, b: float, x: float) -> float:
-    """The regularized incomplete beta function I_x(a, b) (``scipy.special.betainc``)."""
-    return _tails(a, b, x, 1.0 - x)[0]
-
-
 def _density(a: float, b: float, v: float, w: float) -> float:
     """The Beta(a, b) density at v (w = 1 − v)."""
     log_v, log_w = _logs(v, w)

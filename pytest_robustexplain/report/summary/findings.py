@@ -25,7 +25,7 @@ from ...results import (
     money,
     too_many_cut,
 )
-from ...wording import counted, noun
+from ...wording import count_noun, noun
 from ..formatting import fmt_interval, fmt_mean, fmt_p, fmt_pct, trim
 from .compute import Summary
 
@@ -105,7 +105,7 @@ def facts(summary: Summary, *, failures_note: str = "") -> list[tuple[str, str]]
         rows.append(("Model time", time_text(summary.time)))
     if summary.keyword_empty:
         count = len(summary.keyword_empty)
-        rows.append(("Empty keyword sets", f"{counted(count, 'pair')} flagged for review"))
+        rows.append(("Empty keyword sets", f"{count_noun(count, 'pair')} flagged for review"))
     if summary.keyword_unread:
         rows.append((UNREAD_LABEL, unread_text(summary)))
     spread = spread_text(summary)
@@ -159,7 +159,7 @@ def money_text(cost: Mapping[str, Any]) -> str:
     text = f"{money(cost['total'])} for the replies the verdicts read — " + " · ".join(parts)
     if "per_verdict" in cost:
         mean, most, n = cost["per_verdict"]
-        verdicts = counted(n, "verdict")
+        verdicts = count_noun(n, "verdict")
         text += f" · per verdict {money(mean)} on average, {money(most)} at most ({verdicts})"
     return text + _spent_and_price(cost)
 
@@ -193,7 +193,7 @@ def time_text(time: Mapping[str, Any]) -> str:
     if "per_verdict" in time:
         mean, most, count = time["per_verdict"]
         text += (f" · per verdict {duration(mean)} on average, {duration(most)} at most "
-                 f"({counted(count, 'verdict')})")
+                 f"({count_noun(count, 'verdict')})")
     return text + "; cached replies count the time of the call that made them"
 
 
@@ -213,7 +213,7 @@ def unfit_text(summary: Summary) -> str:
     """How many pairs had a prompt the model's context did not hold, whose, and what that does to a gate."""
     users = summary.unfit_users
     shown = ", ".join(users[:5]) + (f" and {len(users) - 5} more" if len(users) > 5 else "")
-    return (f"{summary.unfit_pairs} of {summary.n_all_pairs} pairs ({counted(len(users), 'user')}: "
+    return (f"{summary.unfit_pairs} of {summary.n_all_pairs} pairs ({count_noun(len(users), 'user')}: "
             f"{shown}; {summary.unfit_detail}) — refused or truncated by "
             "the server, so the model did not see the whole history: gates with such pairs are not measured "
             "(INCONCLUSIVE); lower max-history or raise the context")

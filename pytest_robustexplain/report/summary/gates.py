@@ -29,7 +29,7 @@ from ...results import (
     user_metric_name,
 )
 from ...sanitize import visible
-from ...wording import counted
+from ...wording import count_noun
 from ..formatting import fmt_interval, fmt_mean, trim
 
 # Display order of the method's five perturbation kinds; kinds the run used but not listed here follow,
@@ -289,7 +289,7 @@ def slice_text(gate: GateResult) -> str:
         return gate.slice
     kinds = scope.get("kinds", [])
     what = kinds[0] if len(kinds) == 1 else f"{len(kinds)} kinds"
-    users = counted(len(scope.get("users", [])), "user")
+    users = count_noun(len(scope.get("users", [])), "user")
     return f"{what} {_levels(scope.get('severities', []))} · {users}"
 
 
