@@ -297,8 +297,8 @@ def _session(given: Mapping[str, Any]) -> _Session:
 
 def _settings(given: Mapping[str, Any]) -> Settings:
     """The settings a run started here would use, with ``given`` (field names) over every other layer."""
+    from .options import suggest
     from .settings import OPTIONS, settings_from_project
-    from .settings.parsers import suggest
 
     by_field = {spec.field: spec for spec in OPTIONS}
     unknown = [name for name in given if name not in by_field]

@@ -89,6 +89,37 @@ def test_a_registration_is_refused_in_one_sentence() -> None:
     assert "no_price" in registry and "no_price" not in DEFAULT_CHECKS
 
 
+def test_each_method_check_declares_the_settings_it_owns_and_the_table_has_them_once() -> None:
+    from pytest_robustexplain.settings import MARKER_KEYWORDS, OPTIONS, GateSettings, Settings
+
+    owned = {c.name: [spec.field for spec in c.options] for c in BUILTIN if c.options}
+    assert owned == {
+        "injection": ["max_injection_rate"], "hijack": ["max_hijack_rate"],
+        "sensitivity": ["min_sensitivity", "max_insensitive_share", "max_identical_share"],
+        "relative": ["min_relative"], "copying": ["max_copy_rate"],
+        "grounding": ["min_history_reference", "max_unsupported_rate"], "flip": ["min_flip_sensitivity"],
+        "faithfulness": ["min_faithful_rate", "min_judge_agreement"], "polarity": ["max_misattributed_rate"]}
+    fields = [spec.field for spec in OPTIONS]
+    declared = [name for names in owned.values() for name in names]
+    assert all(fields.count(name) == 1 and name in MARKER_KEYWORDS for name in declared)
+    # Not fields of the records: one mapping, answered by name like a field.
+    assert not set(declared) & {f for f in Settings.__dataclass_fields__}
+    assert tuple(declared) == Settings.DECLARED == GateSettings.DECLARED
+
+
+def test_a_registered_check_that_declares_options_is_refused_naming_the_way_it_has() -> None:
+    from pytest_robustexplain.checks import Check
+    from pytest_robustexplain.options import float_parser, opt
+
+    class Hedging(Check):
+        name = "hedging"
+        options = (opt("max-hedging", float_parser(0.0, 1.0), 0.1, "Hedging gate.", marker=True),)
+
+    with pytest.raises(ConfigError, match=r"check 'hedging' declares options \(max-hedging\): only the "
+                       r"built-in checks can; give yours a limit \(default_limit\)"):
+        CheckRegistry(base=DEFAULT_CHECKS).add(Hedging())
+
+
 # ------------------------------------------------------------------------------ end to end
 PRICE_SELLER = '''
 import pytest

@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 
 from pytest_robustexplain import cli
+from pytest_robustexplain.options.parsers import Invalid, parse_price
 from pytest_robustexplain.report.json_report import read_json
 from pytest_robustexplain.report.pr_comment import render_pr_comment
-from pytest_robustexplain.settings.parsers import Invalid, parse_price
 
 pytestmark = pytest.mark.usefixtures("isolated")
 

@@ -12,8 +12,9 @@ PACKAGE = Path(__file__).resolve().parent.parent / "pytest_robustexplain"
 LAYERS: tuple[frozenset[str], ...] = (
     frozenset({"errors", "sanitize", "wording", "yaml_limits", "safe_files", "results", "data", "backends"}),
     frozenset({"perturbations", "metrics", "score_cache", "stats", "donors", "grounding", "copying"}),
-    frozenset({"guard", "adversarial", "faithfulness", "polarity", "settings"}),
+    frozenset({"guard", "adversarial", "faithfulness", "polarity", "options"}),
     frozenset({"checks"}),
+    frozenset({"settings"}),
     frozenset({"explainers"}),
     frozenset({"sweep", "report"}),
     frozenset({"engine", "registrations"}),
@@ -30,6 +31,7 @@ INNER: dict[str, tuple[str, ...]] = {
     "report/html": ("common", "charts", "pairs", "page", "document"),
     "metrics": ("base", "weights", "user", "text", "scoring", "api"),
     "sweep": ("records", "planner", "books", "scoring", "loop", "background"),
+    "options": ("parsers", "spec"),
 }
 # checks/: the interface at the bottom, the registry on top, and one module per check between them that
 # imports only the interface — so a new check is its module, its registration line and its test, with no

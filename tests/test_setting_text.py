@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_robustexplain.settings.parsers import Invalid, parse_models, parse_text, printable
+from pytest_robustexplain.options.parsers import Invalid, parse_models, parse_text, printable
 from pytest_robustexplain.testing import FakeOllamaServer
 
 HOSTILE = "x\n::error title=pwned::boom"

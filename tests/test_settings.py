@@ -64,8 +64,34 @@ def config_error(tmp_path: Path, **kwargs: Any) -> str:
 # --- the option table -------------------------------------------------------------------------------
 
 def test_option_table_is_the_settings_fields_in_order() -> None:
-    settings_fields = [f.name for f in dataclasses.fields(Settings) if f.name != "sources"]
-    assert [spec.field for spec in OPTIONS] == settings_fields
+    from pytest_robustexplain.checks import BUILTIN
+
+    settings_fields = [f.name for f in dataclasses.fields(Settings) if f.name not in ("sources", "declared")]
+    declared = [spec.field for check in BUILTIN for spec in check.options]
+    assert [spec.field for spec in OPTIONS if spec.field not in declared] == settings_fields
+    # The checks' own settings are the table's too, each read like a field, in the record's JSON in order.
+    defaults = Settings.defaults()
+    assert list(defaults.declared) == declared and len(declared) == 13
+    assert [getattr(defaults, name) for name in declared] == [option(name).default for name in declared]
+    assert list(defaults.to_dict()) == [spec.field for spec in OPTIONS] + ["sources"]
+
+
+def test_a_checks_own_setting_is_constructed_read_replaced_and_compared_like_a_field() -> None:
+    defaults = Settings.defaults()
+    flat = {**defaults.by_name(), "max_copy_rate": 0.3}
+    built = Settings(**flat, sources=defaults.sources)
+    assert built.max_copy_rate == 0.3 == dataclasses.replace(defaults, max_copy_rate=0.3).max_copy_rate
+    assert built == dataclasses.replace(defaults, max_copy_rate=0.3) != defaults
+    assert dataclasses.replace(built, cache="off").max_copy_rate == 0.3  # replacing a field keeps the others
+    with pytest.raises(TypeError, match="takes no setting 'max_copy_rat'"):
+        Settings(**flat, max_copy_rat=0.1)
+    with pytest.raises(TypeError, match="misses setting 'max_copy_rate'"):
+        Settings(**{k: v for k, v in flat.items() if k != "max_copy_rate"})
+    with pytest.raises(AttributeError, match="no attribute 'max_copy_rat'"):
+        defaults.max_copy_rat  # noqa: B018
+    gate = apply_marker(defaults, {"max_copy_rate": 0.2}, nodeid="t.py::t")
+    assert gate.max_copy_rate == 0.2 and gate.sources["max_copy_rate"] == "@pytest.mark.robustness on t.py::t"
+    assert gate.to_dict()["max_copy_rate"] == 0.2 and gate.to_dict()["sources"]["max_copy_rate"]
 
 
 def test_option_names_derive_from_one_name() -> None:
@@ -594,7 +620,7 @@ def test_the_marker_keywords_and_the_gate_fields_are_the_option_tables_per_test_
 
     per_test = [spec.field for spec in OPTIONS if spec.marker]
     assert list(MARKER_KEYWORDS) == per_test and len(per_test) == 29
-    assert {f.name for f in dataclasses.fields(GateSettings)} == {*per_test, "sources"}
+    assert set(GateSettings(**dict.fromkeys(per_test)).by_name()) == set(per_test)
     # A setting of the whole run is no keyword: the marker refuses it, naming the test.
     assert not any(spec.marker for spec in OPTIONS if spec.field in ("model", "host", "cache", "json"))
 

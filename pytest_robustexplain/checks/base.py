@@ -16,15 +16,47 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable
 
     from ..data import EvalCase
+    from ..options import OptionSpec
     from ..results import Finding, PairResult, Verdict
-    from ..settings import GateSettings
     from ..stats import StopRule
+
+
+class Gate(Protocol):
+    """What a check reads of one test's gate (``settings.GateSettings``, above the checks, is one): the
+    run's own gate settings by name, the thresholds of a slice, and — through ``__getattr__`` — every
+    setting a check declares (``Check.options``) by its field name (``gate.max_copy_rate``)."""
+
+    @property
+    def alpha(self) -> float: ...
+    @property
+    def guard(self) -> str: ...
+    @property
+    def decision(self) -> str: ...
+    @property
+    def inconclusive(self) -> str: ...
+    @property
+    def perturbations(self) -> tuple[str, ...]: ...
+    @property
+    def weights(self) -> tuple[float, ...] | Mapping[str, float]: ...
+    @property
+    def per_kind(self) -> Mapping[str, Mapping[str, Any]]: ...
+    @property
+    def check_limits(self) -> Mapping[str, float]: ...
+    @property
+    def sources(self) -> Mapping[str, str]: ...
+
+    def explicit(self, name: str) -> bool: ...
+    def combined_threshold(self, kind: str | None = None) -> float: ...
+    def relative_threshold(self, kind: str | None = None) -> float | None: ...
+    def gated_metrics(self, kind: str | None = None) -> tuple[str, ...]: ...
+    def thresholds(self, kind: str | None = None) -> dict[str, float]: ...
+    def __getattr__(self, name: str) -> Any: ...
 
 
 # A service's value of one user, from the user's finished pairs (the judge: the share of the user's
@@ -43,7 +75,7 @@ class Evidence:
     checks share (the cross-user control behind four of them) are computed once through :meth:`memo`.
     """
 
-    gate: GateSettings
+    gate: Gate
     kind: str | None
     pairs: Sequence[PairResult]
     controls: Sequence[PairResult] = ()
@@ -109,6 +141,12 @@ class Check:
     record: ClassVar[str | None] = None
     after_validity: ClassVar[bool] = True
     settings: ClassVar[tuple[str, ...]] = ()
+    # The settings this check owns, declared once here: the option table adds each beside the run's own
+    # (flag, ini key, environment variable, YAML key, origin, did-you-mean, ``--help`` and docs/options.md),
+    # ``marker=True`` makes it a keyword of ``@pytest.mark.robustness`` and a field of the test's gate, which
+    # the check reads back by name (``gate.max_copy_rate``). Built-in checks only: the table is read when
+    # pytest adds its options, before a conftest registers a check (theirs set a limit: ``default_limit``).
+    options: ClassVar[tuple[OptionSpec, ...]] = ()
     # Whether the writers show this check in a section of its own (from its detailed record): the method's
     # checks do. Any other check — the user's, or a new built-in without a section — is a row of the
     # writers' checks table, in the one vocabulary (outcome · value [bounds] · limit · reason).
@@ -125,32 +163,32 @@ class Check:
         """This check's measurement of the slice, or None when the slice gives it nothing to measure."""
         raise NotImplementedError
 
-    def stop_rule(self, gate: GateSettings, kind: str | None, *, floor_is_one: bool) -> StopRule | None:
+    def stop_rule(self, gate: Gate, kind: str | None, *, floor_is_one: bool) -> StopRule | None:
         """Under ``decision=sequential``, the check's own anytime-valid FAIL test, fed user by user, that
         may end the slice early (None: the check decides on every user measured). ``floor_is_one``: the
         slice measures no noise floor (temperature 0), so ρ_floor is 1 from the first user on."""
         return None
 
-    def stop_rules(self, gate: GateSettings, kind: str | None, *, floor_is_one: bool) -> tuple[StopRule, ...]:
+    def stop_rules(self, gate: Gate, kind: str | None, *, floor_is_one: bool) -> tuple[StopRule, ...]:
         """Every sequential test of the check (:meth:`stop_rule`'s, by default): FAIL rules end the slice,
         PASS rules are evidence a slice decided PASS by ρ waits for (``StopRule.verdict``)."""
         rule = self.stop_rule(gate, kind, floor_is_one=floor_is_one)
         return () if rule is None else (rule,)
 
-    def stop_rules_for(self, gate: GateSettings, kind: str | None, *, floor_is_one: bool,
+    def stop_rules_for(self, gate: Gate, kind: str | None, *, floor_is_one: bool,
                        cases: Sequence[EvalCase]) -> tuple[StopRule, ...]:
         """The sequential tests of a slice of ``cases`` — what the engine asks. :meth:`stop_rules`'s by
         default; a check whose user value needs the cases themselves (a predicate over each explanation,
         its history and item: a pair carries neither) overrides this one."""
         return self.stop_rules(gate, kind, floor_is_one=floor_is_one)
 
-    def probe_rules(self, gate: GateSettings, kind: str | None, probe: Probe) -> tuple[StopRule, ...]:
+    def probe_rules(self, gate: Gate, kind: str | None, probe: Probe) -> tuple[StopRule, ...]:
         """Under ``decision=sequential``, the tests of a check the engine measures with a service of its
         own (the judge's calls: ``Evidence.measured``), whose user value is that service's ``probe`` of the
         user's finished pairs (``StopRule.probe``). Empty by default: no such test."""
         return ()
 
-    def limit_of(self, gate: GateSettings) -> float:
+    def limit_of(self, gate: Gate) -> float:
         """The test's limit for this check (``check-limits``), else its own (``default_limit``)."""
         if self.default_limit is None:
             raise TypeError(f"check {self.name!r} declares no limit (default_limit)")

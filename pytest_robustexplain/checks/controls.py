@@ -13,10 +13,10 @@ from .base import SILENT, Check, Decision, Evidence
 
 if TYPE_CHECKING:
     from ..results import GuardResult, PairResult
-    from ..settings import GateSettings
+    from .base import Gate
 
 
-def relative_pairs(gate: GateSettings, kind: str | None, pairs: Sequence[PairResult]) -> list[PairResult]:
+def relative_pairs(gate: Gate, kind: str | None, pairs: Sequence[PairResult]) -> list[PairResult]:
     """The pairs whose R the slice gates: a kind's own when R is gated there (none when it is not, like
     category_drift by default); the overall slice's on the kinds gated at the run's threshold."""
     threshold = gate.relative_threshold(kind)
@@ -65,12 +65,12 @@ STOP_OUTCOME: dict[str, tuple[str, Any]] = {
     "relative": ("relative_outcome", FAIL), "sensitivity": ("outcome", INSENSITIVE)}
 
 
-def enforced_by_guard(gate: GateSettings) -> bool:
+def enforced_by_guard(gate: Gate) -> bool:
     """Whether the guard policy makes the control-based checks' findings failures (``fail``)."""
     return gate.guard == "fail"
 
 
-def stop_alpha(gate: GateSettings) -> float:
+def stop_alpha(gate: Gate) -> float:
     """The alpha a check's own sequential test spends: what the fixed rule's fallback share leaves
     (``guard.GuardSettings.alpha_of`` is the other side)."""
     from ..stats import DEFAULT_FALLBACK_SHARE

@@ -5,24 +5,32 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from ..guard import DEFAULT_MAX_COPY_RATE
+from ..options import float_parser, opt
 from .base import Evidence, share_row
 from .controls import ControlCheck, enforced_by_guard, stop_alpha
 
 if TYPE_CHECKING:
     from ..results import Finding, GuardResult
-    from ..settings import GateSettings
     from ..stats import StopRule
+    from .base import Gate
 
 
 class Copying(ControlCheck):
     name = "copying"
     settings = ("guard", "max_copy_rate", "alpha")
+    options = (
+        opt("max-copy-rate", float_parser(0.0, 1.0), DEFAULT_MAX_COPY_RATE, "Guard: largest share of "
+            "original explanations that copy their prompt back (half of their words in runs of 8 or more "
+            "prompt words) before the gate fails (a one-sided exact bound at alpha); default 0.1.",
+            metavar="X", marker=True),
+    )
 
     def measure(self, evidence: Evidence) -> GuardResult | None:
         found = super().measure(evidence)
         return found if found is not None and found.explained else None
 
-    def stop_rule(self, gate: GateSettings, kind: str | None, *, floor_is_one: bool) -> StopRule | None:
+    def stop_rule(self, gate: Gate, kind: str | None, *, floor_is_one: bool) -> StopRule | None:
         """Each user's share of copied explanations, against ``max_copy_rate``: a model that copies its
         prompt fails after a few users."""
         from .. import guard as guard_mod

@@ -9,13 +9,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from ..options import float_parser, opt
 from .base import SILENT, Check, Decision, Evidence, share_row
 
 if TYPE_CHECKING:
     from ..results import FaithfulnessResult, Finding
-    from ..settings import GateSettings
     from ..stats import StopRule
-    from .base import Probe
+    from .base import Gate, Probe
 
 
 class Faithfulness(Check):
@@ -24,11 +24,21 @@ class Faithfulness(Check):
     connector = "Without the judge: "
     record = "faithfulness"
     settings = ("min_faithful_rate", "alpha")
+    options = (
+        opt("min-faithful-rate", float_parser(0.0, 1.0), None, "Faithfulness gate (with judge-model): share "
+            "of original explanations the judge must find faithful; the gate fails when the rate is "
+            "confidently below it and passes only when confidently at or above it (one-sided exact bounds at "
+            "alpha); default none (reported, not gated).", metavar="X", marker=True),
+        opt("min-judge-agreement", float_parser(-1.0, 1.0), None, "Faithfulness gate (with judge-labels): "
+            "the judge's faithful rate counts only when its Cohen's kappa against people's verdicts is "
+            "confidently at least this (a one-sided jackknife bound at alpha, users as the unit); else the "
+            "gate is not measured and says why; default none.", metavar="KAPPA", marker=True),
+    )
 
     def measure(self, evidence: Evidence) -> FaithfulnessResult | None:
         return evidence.measured.get(self.name)
 
-    def probe_rules(self, gate: GateSettings, kind: str | None, probe: Probe) -> tuple[StopRule, ...]:
+    def probe_rules(self, gate: Gate, kind: str | None, probe: Probe) -> tuple[StopRule, ...]:
         """Each user's share of original explanations the judge found faithful, against
         ``min-faithful-rate``: an explainer whose reasons the judge rejects fails after a few users. The
         engine measures the finding with what the test saw (:func:`~..faithfulness.summarise`'s

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from ..guard import DEFAULT_MIN_FLIP_SENSITIVITY
+from ..options import float_parser, opt
 from .base import SILENT, Check, Decision, Evidence
 
 if TYPE_CHECKING:
@@ -19,6 +21,13 @@ class Flip(Check):
     connector = "The other kinds: "
     record = "flip"
     settings = ("min_flip_sensitivity", "decision", "alpha")
+    options = (
+        opt("min-flip-sensitivity", float_parser(0.0, 1.0), DEFAULT_MIN_FLIP_SENSITIVITY, "Counterfactual "
+            "gate (with the opt-in kind preference_flip, which inverts the ratings of the user's "
+            "most-engaged category): how far ρ_floor − ρ_flip must move the explanation; it must also stop "
+            "citing the flipped category as a reason to like once most of it is flipped; default 0.05.",
+            metavar="X", marker=True),
+    )
 
     def measure(self, evidence: Evidence) -> FlipResult | None:
         from ..polarity import evaluate_flip

@@ -6,18 +6,31 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from ..guard import DEFAULT_MAX_UNSUPPORTED_RATE, DEFAULT_MIN_HISTORY_REFERENCE
+from ..options import float_parser, opt
 from .base import Evidence
 from .controls import ControlCheck, enforced_by_guard, stop_alpha
 
 if TYPE_CHECKING:
     from ..results import Finding, GuardResult
-    from ..settings import GateSettings
     from ..stats import StopRule
+    from .base import Gate
 
 
 class Grounding(ControlCheck):
     name = "grounding"
     settings = ("guard", "min_history_reference", "max_unsupported_rate", "alpha")
+    options = (
+        opt("min-history-reference", float_parser(0.0, 1.0), DEFAULT_MIN_HISTORY_REFERENCE, "Grounding gate: "
+            "share of original explanations that must refer to a category, title, brand or attribute of the "
+            "user's history (a hedge naming most categories, a list of the history or a copied prompt does "
+            "not count); the gate fails when the rate is confidently below it; default 0.5.",
+            metavar="X", marker=True),
+        opt("max-unsupported-rate", float_parser(0.0, 1.0), DEFAULT_MAX_UNSUPPORTED_RATE, "Grounding gate: "
+            "largest share of original explanations that name a catalog category or title from neither the "
+            "history nor the item; the gate fails when the rate is confidently above it; default 0.5.",
+            metavar="X", marker=True),
+    )
 
     def measure(self, evidence: Evidence) -> GuardResult | None:
         found = super().measure(evidence)
@@ -26,7 +39,7 @@ class Grounding(ControlCheck):
     def enforced(self, evidence: Evidence) -> bool:
         return super().enforced(evidence) or evidence.gate.explicit("min_history_reference")
 
-    def stop_rules(self, gate: GateSettings, kind: str | None, *, floor_is_one: bool) -> tuple[StopRule, ...]:
+    def stop_rules(self, gate: Gate, kind: str | None, *, floor_is_one: bool) -> tuple[StopRule, ...]:
         """Each user's share of explanations that refer to their history, against
         ``min_history_reference`` (when that is gated and enforced), and their share that name a category or
         title from neither the history nor the item, against ``max_unsupported_rate``: an explainer that

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from ..options import float_parser, opt
 from .base import SILENT, Check, Decision, Evidence, share_row
 
 if TYPE_CHECKING:
@@ -18,6 +19,12 @@ class Polarity(Check):
     has_section = True
     record = "polarity"
     settings = ("max_misattributed_rate", "alpha")
+    options = (
+        opt("max-misattributed-rate", float_parser(0.0, 1.0), None, "Preference-polarity gate: largest share "
+            "of original explanations (of users with a disliked item or category in their ratings) that cite "
+            "something the user disliked as a reason to like the item; the gate fails when the rate is "
+            "confidently above it; default none (reported, not gated).", metavar="X", marker=True),
+    )
 
     def measure(self, evidence: Evidence) -> PolarityResult | None:
         return evidence.measured.get(self.name)

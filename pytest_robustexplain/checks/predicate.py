@@ -20,8 +20,8 @@ from .base import SILENT, Check, Decision, Evidence, originals, share_row
 if TYPE_CHECKING:
     from ..data import EvalCase, Item, UserHistory
     from ..results import Finding, PairResult
-    from ..settings import GateSettings
     from ..stats import StopRule
+    from .base import Gate
 
 Predicate = Callable[["str", "UserHistory", "Item"], bool]
 MAX_EXAMPLES = 3
@@ -64,7 +64,8 @@ class PredicateCheck(Check):
         texts = originals(evidence.cases, every)
         if not texts:
             return None
-        held = [(case, text, self._holds(text, case.history, case.item, case.user_id))
+        predicate = self.predicate_for(evidence.gate)
+        held = [(case, text, self._holds(predicate, text, case.history, case.item, case.user_id))
                 for case, _, text in texts]
         hits = [(case.user_id, case.item_id, text) for case, text, flagged in held if flagged]
         # Users are the unit of the bounds: one user's explanations are not independent of each other. When
@@ -75,7 +76,7 @@ class PredicateCheck(Check):
         note = stopped.note() if stopped is not None and stopped.check == self.name else ""
         return PredicateFound(len(hits), len(texts), low, high, tuple(hits[:MAX_EXAMPLES]), note)
 
-    def stop_rules_for(self, gate: GateSettings, kind: str | None, *, floor_is_one: bool,
+    def stop_rules_for(self, gate: Gate, kind: str | None, *, floor_is_one: bool,
                        cases: Sequence[EvalCase]) -> tuple[StopRule, ...]:
         """Each user's share of flagged explanations, against the limit: an explainer that has the property
         fails after its first users (at a limit of 0, at its first hit — under "never" no hit is ever
@@ -87,22 +88,29 @@ class PredicateCheck(Check):
         by_user: dict[str, list[EvalCase]] = {}
         for case in cases:
             by_user.setdefault(case.user_id, []).append(case)
+        predicate = self.predicate_for(gate)
         return (StopRule(self.name, self.limit_of(gate), ABOVE, stop_alpha(gate),
-                         lambda pairs, swaps: self._user_share(by_user, (*pairs, *swaps))),)
+                         lambda pairs, swaps: self._user_share(predicate, by_user, (*pairs, *swaps))),)
 
-    def _user_share(self, by_user: Mapping[str, Sequence[EvalCase]], pairs: Sequence[PairResult]
-                    ) -> float | None:
+    def predicate_for(self, gate: Gate) -> Predicate:
+        """The predicate a test's gate asks for: the one registered. A built-in check with a setting of its
+        own (``Check.options``: a word count, a list) overrides this to read it (``gate.<its field>``)."""
+        return self.predicate
+
+    def _user_share(self, predicate: Predicate, by_user: Mapping[str, Sequence[EvalCase]],
+                    pairs: Sequence[PairResult]) -> float | None:
         """The share of one user's original explanations the predicate flags (None: none to read)."""
         texts = originals(by_user.get(pairs[0].key.user_id, ()), pairs) if pairs else []
         try:
-            flagged = [self._holds(text, case.history, case.item, case.user_id) for case, _, text in texts]
+            flagged = [self._holds(predicate, text, case.history, case.item, case.user_id)
+                       for case, _, text in texts]
         except ConfigError:
             return None  # the fixed rule raises it, with its one sentence, when the item is decided
         return sum(flagged) / len(flagged) if flagged else None
 
-    def _holds(self, text: str, history: UserHistory, item: Item, user: str) -> bool:
+    def _holds(self, predicate: Predicate, text: str, history: UserHistory, item: Item, user: str) -> bool:
         try:
-            value: Any = self.predicate(text, history, item)
+            value: Any = predicate(text, history, item)
         except Exception as exc:  # the user's code: one sentence naming the check, never a traceback
             raise ConfigError(f"check {self.name!r}: its predicate raised {type(exc).__name__}: {exc} "
                               f"(on user {user}'s explanation)") from None

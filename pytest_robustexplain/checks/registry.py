@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from collections.abc import Iterable, Iterator
 
     from ..metrics.user import Metric
-    from ..settings import GateSettings
+    from .base import Gate
     from .predicate import Predicate
 
 # The order in which an item's checks are decided (the combining rule reads them in this order): the
@@ -88,6 +88,11 @@ class CheckRegistry:
         if name in self or name == MEASUREMENT:
             raise ConfigError(f"check {name!r} is registered already (checks: {', '.join(self.names())})")
         _check_declared_limit(check)
+        if check.options and check not in BUILTIN:
+            # The option table is made when pytest adds its options, before a conftest registers a check.
+            declared = ", ".join(spec.name for spec in check.options)
+            raise ConfigError(f"check {name!r} declares options ({declared}): only the built-in checks can; "
+                              "give yours a limit (default_limit), set per test with check_limits")
         self._own[name] = check
 
     def register(self, name: Any, predicate: Predicate | None = None, *, max_rate: float = 0.0,
@@ -117,7 +122,7 @@ def _check_declared_limit(check: Check) -> None:
 def check_limits_known(limits: Mapping[str, float], registry: Iterable[Check], where: str) -> None:
     """Refuse a ``check-limits`` entry for a check the test does not have, or one that declares no limit
     (the method's checks have settings of their own), naming the one meant."""
-    from ..settings.parsers import hint
+    from ..options import hint
 
     checks = list(registry)
     limited = tuple(c.name for c in checks if c.default_limit is not None)
@@ -131,10 +136,10 @@ def check_limits_known(limits: Mapping[str, float], registry: Iterable[Check], w
         raise ConfigError(f"{where}: check-limits names {name!r}, which is not a registered check{said}")
 
 
-def metric_names_known(gate: GateSettings, registry: CheckRegistry, ref: str) -> None:
+def metric_names_known(gate: Gate, registry: CheckRegistry, ref: str) -> None:
     """Refuse a user metric that a test's ``min_metric`` (per kind too) or ``weights`` names but its
     conftests did not register, naming the one meant."""
-    from ..settings.parsers import hint
+    from ..options import hint
 
     known = tuple(m.name for m in registry.metrics())
     gated = {m for kind in (None, *gate.per_kind) for m in gate.gated_metrics(kind)} - set(METRICS)

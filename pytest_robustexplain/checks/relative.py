@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from ..guard import DEFAULT_MIN_RELATIVE
+from ..options import float_parser, opt
 from .base import Evidence
 from .controls import ControlCheck, enforced_by_guard, stop_alpha
 
@@ -13,19 +15,26 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
 
     from ..results import Finding, GuardResult, PairResult
-    from ..settings import GateSettings
     from ..stats import StopRule
+    from .base import Gate
 
 
 class Relative(ControlCheck):
     name = "relative"
     settings = ("guard", "min_relative", "per_kind", "alpha")
+    options = (
+        opt("min-relative", float_parser(-1.0, 1.0), DEFAULT_MIN_RELATIVE, "Guard: relative robustness R = "
+            "(ρ_pert − ρ_swap) / (ρ_floor − ρ_swap) a kind needs; a kind whose R is confidently below it "
+            "fails (1: the perturbation moved the explanation no more than resampling, 0: as far as another "
+            "user's history). category_drift is not gated unless per-kind sets it; prompt_injection and "
+            "shilling are gated at 0; default 0.5.", metavar="X", marker=True),
+    )
 
     def measure(self, evidence: Evidence) -> GuardResult | None:
         found = super().measure(evidence)
         return found if found is not None and found.relative_gate is not None else None
 
-    def stop_rule(self, gate: GateSettings, kind: str | None, *, floor_is_one: bool) -> StopRule | None:
+    def stop_rule(self, gate: Gate, kind: str | None, *, floor_is_one: bool) -> StopRule | None:
         """Each user's excess num − threshold·den of R over the kinds R gates here: R is below the threshold
         exactly when the users' mean excess is below zero. Only at ρ_floor = 1 (no noise floor to wait
         for: temperature 0)."""

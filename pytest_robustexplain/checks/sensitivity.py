@@ -6,20 +6,34 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from ..guard import DEFAULT_MAX_IDENTICAL_SHARE, DEFAULT_MAX_INSENSITIVE_SHARE, DEFAULT_MIN_SENSITIVITY
+from ..options import float_parser, opt
 from .base import Evidence
 from .controls import ControlCheck, enforced_by_guard, stop_alpha
 
 if TYPE_CHECKING:
     from ..results import Finding, GuardResult
-    from ..settings import GateSettings
     from ..stats import StopRule
+    from .base import Gate
 
 
 class Sensitivity(ControlCheck):
     name = "sensitivity"
     settings = ("guard", "min_sensitivity", "max_insensitive_share", "max_identical_share", "alpha")
+    options = (
+        opt("min-sensitivity", float_parser(0.0, 1.0), DEFAULT_MIN_SENSITIVITY, "Guard: smallest sensitivity "
+            "S = ρ_floor − ρ_swap a user needs for their explanation to count as depending on their history; "
+            "a gate passes only when S is confidently above it; default 0.05.", metavar="X", marker=True),
+        opt("max-insensitive-share", float_parser(0.0, 1.0), DEFAULT_MAX_INSENSITIVE_SHARE, "Guard: largest "
+            "share of users with insensitive explanations before the gate is INSENSITIVE (decided with a "
+            "one-sided exact bound at alpha); default 0.2.", metavar="X", marker=True),
+        opt("max-identical-share", float_parser(0.0, 1.0), DEFAULT_MAX_IDENTICAL_SHARE, "Guard: largest "
+            "share of cases whose explanation is word for word the same for another user's interactions "
+            "before the gate is INSENSITIVE (a one-sided exact bound at alpha); default 0.05.",
+            metavar="X", marker=True),
+    )
 
-    def stop_rules(self, gate: GateSettings, kind: str | None, *, floor_is_one: bool) -> tuple[StopRule, ...]:
+    def stop_rules(self, gate: Gate, kind: str | None, *, floor_is_one: bool) -> tuple[StopRule, ...]:
         """Two tests by betting, fed each user. PASS: S needs evidence to pass (the burden of proof), so a
         slice whose ρ is decided PASS goes on until "mean S above min_sensitivity" is shown; stopped at ρ's
         PASS alone, the guard's bound read the few users ρ needed (7 for a clear case) and left honest

@@ -14,7 +14,7 @@ from typing import Any
 
 from ..backends import BACKENDS
 from ..errors import RobustExplainError
-from ..settings import DEFAULT_PERTURBATIONS, Spelling
+from ..settings import CHECK_OPTIONS, DEFAULT_PERTURBATIONS, Spelling
 
 PROG = "robustexplain"
 NODEID = "robustexplain run"  # the GateResult.nodeid of the command's verdicts
@@ -24,7 +24,7 @@ EXIT_OK, EXIT_GATE_FAILED, EXIT_USAGE, EXIT_BACKEND, EXIT_INTERRUPTED = 0, 1, 2,
 EXIT_TERMINATED = 143  # 128 + SIGTERM, what a shell reports for a process SIGTERM stopped
 
 # The plugin options ``run`` mirrors, by group. Pytest-only ones (require-model, baselines) are left out.
-RUN_OPTION_GROUPS: Mapping[str, tuple[str, ...]] = {
+_RUN_OPTION_GROUPS: Mapping[str, tuple[str, ...]] = {
     "model and backend": ("model", "backend", "host", "api-key-env", "temperature", "num-predict",
                           "num-ctx", "concurrency", "connect-timeout", "timeout", "retries", "prompt",
                           "embed-model"),
@@ -46,6 +46,12 @@ RUN_OPTION_GROUPS: Mapping[str, tuple[str, ...]] = {
     "reports": ("json", "html", "markdown", "history", "progress"),
     "settings file": ("config",),
 }
+_LISTED = {name for names in _RUN_OPTION_GROUPS.values() for name in names}
+# A check's own setting (``Check.options``) that no group above places is the command's too, in a group of
+# its own: a new check's setting needs no line here.
+_UNLISTED = tuple(spec.name for spec in CHECK_OPTIONS if "run" in spec.doors and spec.name not in _LISTED)
+RUN_OPTION_GROUPS: Mapping[str, tuple[str, ...]] = {**_RUN_OPTION_GROUPS,
+                                                    **({"other checks": _UNLISTED} if _UNLISTED else {})}
 RUN_OPTIONS: frozenset[str] = frozenset(name for names in RUN_OPTION_GROUPS.values() for name in names)
 # Every backend but those only a pytest conftest can supply (callable).
 RUN_BACKENDS: tuple[str, ...] = tuple(b.name for b in BACKENDS.values() if not b.needs_conftest)

@@ -1,8 +1,9 @@
 """Configuration: one table of options, resolved from five layers, validated with messages that say where.
 
-Every setting is declared once in :data:`OPTIONS`. From that table come the command-line options
-(``--robustexplain-<name>``), the ini keys (``robustexplain_<name>``), the environment variables
-(``ROBUSTEXPLAIN_<NAME>``), the keys of ``robustexplain.yaml`` and the fields of :class:`Settings`.
+Every setting is declared once in :data:`OPTIONS` — the run's own in ``table``, each check's in its
+module (``Check.options``, gathered as :data:`CHECK_OPTIONS`). From that table come the command-line
+options (``--robustexplain-<name>``), the ini keys (``robustexplain_<name>``), the environment variables
+(``ROBUSTEXPLAIN_<NAME>``), the keys of ``robustexplain.yaml`` and the values of :class:`Settings`.
 
 Precedence, highest first: command line > environment > ini file > ``robustexplain.yaml`` > default;
 per test, the ``@pytest.mark.robustness(...)`` keywords then override the gate settings
@@ -11,16 +12,18 @@ value raises :class:`~pytest_robustexplain.errors.ConfigError` naming that origi
 ``--robustexplain-min-combined=1.5: must be between 0 and 1``.
 
 The package face only hands names on, so ``from pytest_robustexplain.settings import X`` works for every
-public name. From the bottom up: ``parsers`` (raw value -> typed value), ``table`` (the option table and
-its choices), ``record`` (the :class:`Settings` record), ``checks`` (gate values checked by both the
-resolver and the marker), ``layers`` (the five-layer resolution and the YAML reader), ``pytest_files``
-(the layers pytest reads, for ``robustexplain run``), ``marker`` (the per-test gate). The plugin imports
-this package at start-up, so it imports only the standard library
-(and cheap project modules) at the top; PyYAML is imported only when a YAML file is actually read.
+public name. From the bottom up: ``parsers`` (kept as the import path of ``options.parsers``: raw value ->
+typed value), ``table`` (the option table and its choices), ``record`` (the :class:`Settings` record),
+``checks`` (gate values checked by both the resolver and the marker), ``layers`` (the five-layer resolution
+and the YAML reader), ``pytest_files`` (the layers pytest reads, for ``robustexplain run``), ``marker`` (the
+per-test gate). The plugin imports this package at start-up, so it imports only the standard library (and
+cheap project modules) at the top; PyYAML is imported only when a YAML file is actually read.
 """
 
 from __future__ import annotations
 
+from ..options.parsers import SEVERITY_RANGE as SEVERITY_RANGE
+from ..options.parsers import Parser as Parser
 from ..results import DEFAULT_MIN_METRIC as DEFAULT_MIN_METRIC
 from .checks import CanonicalKind as CanonicalKind
 from .layers import (
@@ -33,13 +36,12 @@ from .layers import (
     settings_from_pytest,
 )
 from .marker import MARKER_DOC, MARKER_KEYWORDS, GateSettings, apply_marker
-from .parsers import SEVERITY_RANGE as SEVERITY_RANGE
-from .parsers import Parser as Parser
 from .pytest_files import PytestFiles, read_pytest_files, settings_from_project
 from .record import Settings
 from .table import (
     BACKENDS,
     CACHE_MODES,
+    CHECK_OPTIONS,
     DECISIONS,
     DEFAULT_HOSTS,
     DEFAULT_PERTURBATIONS,
@@ -59,6 +61,7 @@ from .table import (
 __all__ = [
     "BACKENDS",
     "CACHE_MODES",
+    "CHECK_OPTIONS",
     "DECISIONS",
     "DEFAULT_HOSTS",
     "DEFAULT_PERTURBATIONS",

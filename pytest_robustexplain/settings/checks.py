@@ -11,8 +11,8 @@ from types import MappingProxyType
 from typing import Any
 
 from ..errors import ConfigError
+from ..options.parsers import PER_KIND_KEYS, THRESHOLD, Invalid, hint, metric_names, name_values, unique
 from ..results import ALL_METRICS, EMBEDDING, METRICS
-from .parsers import PER_KIND_KEYS, THRESHOLD, Invalid, hint, metric_names, name_values, unique
 from .table import OptionSpec, option
 
 CanonicalKind = Callable[[str], str]

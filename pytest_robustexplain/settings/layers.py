@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..errors import ConfigError
+from ..options.parsers import Invalid, hint, parse_host, suggest
 from ..sanitize import redact_url
 from .checks import (
     CanonicalKind,
@@ -25,7 +26,6 @@ from .checks import (
     default_canonical_kind,
     parse_per_kind,
 )
-from .parsers import Invalid, hint, parse_host, suggest
 from .record import Settings
 from .table import DOORS, OPTIONS, YAML_NAME, OptionSpec, option
 

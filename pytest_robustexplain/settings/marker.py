@@ -6,11 +6,12 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any
+from typing import Any, ClassVar
 
 from ..errors import ConfigError
+from ..options.parsers import hint
 from ..results import METRICS
 from .checks import (
     CanonicalKind,
@@ -23,9 +24,8 @@ from .checks import (
     parse_min_metric,
     parse_per_kind,
 )
-from .parsers import hint
-from .record import Settings, jsonable
-from .table import BY_FIELD, OPTIONS, option
+from .record import Declared, Settings, jsonable
+from .table import BY_FIELD, CHECK_OPTIONS, OPTIONS, option
 
 # The per-test gate settings, declared once in the option table (``marker=True``): what the marker takes.
 MARKER_KEYWORDS: tuple[str, ...] = tuple(spec.field for spec in OPTIONS if spec.marker)
@@ -41,8 +41,8 @@ MARKER_DOC = (
 )
 
 
-@dataclass(frozen=True)
-class GateSettings:
+@dataclass(frozen=True, init=False)
+class GateSettings(Declared):
     """The gate of one test: the run's settings overridden by its ``@pytest.mark.robustness`` keywords.
 
     ``min_metric`` is one threshold for every metric or a mapping over all four metrics; ``per_kind``
@@ -65,21 +65,11 @@ class GateSettings:
     max_users: int | None
     noise_floor: str
     guard: str
-    min_sensitivity: float
-    max_insensitive_share: float
-    max_identical_share: float
-    min_relative: float
-    max_copy_rate: float
-    min_history_reference: float | None
-    max_unsupported_rate: float
-    max_injection_rate: float
-    max_hijack_rate: float
-    min_faithful_rate: float | None
-    min_judge_agreement: float | None
-    max_misattributed_rate: float | None
-    min_flip_sensitivity: float
     check_limits: Mapping[str, float]
+    declared: Mapping[str, Any] = field(default_factory=dict)  # the checks' own per-test settings
     sources: Mapping[str, str] = field(default_factory=dict)
+
+    DECLARED: ClassVar[tuple[str, ...]] = tuple(spec.field for spec in CHECK_OPTIONS if spec.marker)
 
     def explicit(self, name: str) -> bool:
         """Whether the setting was given (flag, ini, env, YAML, marker), not left at its default."""
@@ -129,13 +119,14 @@ class GateSettings:
                 **{m: self.metric_threshold(m, kind) for m in self.gated_metrics(kind)}}
 
     def to_dict(self) -> dict[str, Any]:
-        return {f.name: jsonable(getattr(self, f.name)) for f in fields(self)}
+        return {**{k: jsonable(v) for k, v in self.by_name().items()}, "sources": jsonable(self.sources)}
 
 
-# GateSettings is written out for the type checker; which fields it has is the option table's to say.
-if {f.name for f in fields(GateSettings)} - {"sources"} != set(MARKER_KEYWORDS):  # pragma: no cover
-    raise TypeError("GateSettings' fields are not the option table's marker=True settings: "
-                    f"{sorted({f.name for f in fields(GateSettings)} ^ set(MARKER_KEYWORDS) - {'sources'})}")
+# GateSettings is written out for the type checker; which settings it has is the option table's to say
+# (the checks' own in ``declared``).
+_EVERY = GateSettings(**dict.fromkeys(MARKER_KEYWORDS))
+if set(_EVERY.by_name()) != set(MARKER_KEYWORDS):  # pragma: no cover
+    raise TypeError("GateSettings' fields are not the option table's marker=True settings")
 
 
 def _marker_where(nodeid: str, key: str, value: Any) -> str:

@@ -1,19 +1,20 @@
-"""The :class:`Settings` record: the resolved run-wide settings, one field per entry of the option table, with
-where each value came from (``sources``), and its JSON form.
+"""The :class:`Settings` record: the resolved run-wide settings, one field per entry of the option table (the
+checks' own settings in one mapping, read as attributes all the same), with where each value came from
+(``sources``), and its JSON form.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field, fields
+from dataclasses import MISSING, dataclass, field, fields
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any
+from typing import Any, ClassVar
 
 from ..backends import GenerationOptions, backend_named
 from ..results import ALL_METRICS
 from ..sanitize import redact_url
-from .table import DEFAULT_HOSTS, OPTIONS
+from .table import CHECK_OPTIONS, DEFAULT_HOSTS, OPTIONS
 
 
 def jsonable(value: Any) -> Any:
@@ -26,9 +27,54 @@ def jsonable(value: Any) -> Any:
     return value
 
 
-@dataclass(frozen=True)
-class Settings:
-    """The resolved run-wide settings; one field per entry of :data:`OPTIONS` (same order, ``_`` names).
+class Declared:
+    """The settings the checks declare (``Check.options``) kept in one mapping, ``declared``, beside a
+    record's own fields — so that a check's new setting needs no field here — and read, compared,
+    constructed and replaced (``dataclasses.replace``) by name like the fields themselves:
+    ``settings.max_copy_rate``. A record lists which declared settings it holds in ``DECLARED``."""
+
+    DECLARED: ClassVar[tuple[str, ...]] = ()
+    declared: Mapping[str, Any]
+
+    def __init__(self, **values: Any) -> None:
+        own = {f.name: f for f in fields(self)}  # type: ignore[arg-type]  # a dataclass's subclass
+        given = {**values.pop("declared", {}), **{k: values.pop(k) for k in list(values) if k not in own}}
+        wrong = sorted(set(given) ^ set(self.DECLARED))
+        if wrong:
+            said = "misses" if wrong[0] in self.DECLARED else "takes no"
+            raise TypeError(f"{type(self).__name__}() {said} setting {wrong[0]!r}")
+        values["declared"] = MappingProxyType({name: given[name] for name in self.DECLARED})
+        for name, spec in own.items():
+            if name in values:
+                object.__setattr__(self, name, values.pop(name))
+            elif spec.default_factory is not MISSING:
+                object.__setattr__(self, name, spec.default_factory())
+            elif spec.default is not MISSING:
+                object.__setattr__(self, name, spec.default)
+            else:
+                raise TypeError(f"{type(self).__name__}() misses setting {name!r}")
+        self.__post_init__()
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "sources", MappingProxyType(dict(self.sources)))
+
+    def __getattr__(self, name: str) -> Any:
+        declared = self.__dict__.get("declared", {})  # empty while an instance is being unpickled
+        if name in declared:
+            return declared[name]
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+
+    def by_name(self) -> dict[str, Any]:
+        """Every setting by name, the record's own fields then the declared ones (``sources`` left out)."""
+        own = {f.name: getattr(self, f.name) for f in fields(self)  # type: ignore[arg-type]
+               if f.name not in ("declared", "sources")}
+        return {**own, **self.declared}
+
+
+@dataclass(frozen=True, init=False)
+class Settings(Declared):
+    """The resolved run-wide settings; one field per entry of :data:`OPTIONS` (same order, ``_`` names), the
+    checks' own settings (``CHECK_OPTIONS``) in ``declared`` and read as attributes all the same.
 
     Paths are absolute. ``None`` means "use the built-in default" (bundled data, the pytest cache dir,
     the backend's default host, all users, no report). ``sources`` maps each field to where its value
@@ -81,25 +127,12 @@ class Settings:
     max_cost: float | None
     noise_floor: str
     guard: str
-    min_sensitivity: float
-    max_insensitive_share: float
-    max_identical_share: float
-    min_relative: float
-    max_copy_rate: float
-    max_injection_rate: float
-    max_hijack_rate: float
-    min_history_reference: float | None
-    max_unsupported_rate: float
     judge_model: str | None
     judge_backend: str
     judge_host: str | None
     judge_criteria: Path | None
     judge_labels: Path | None
-    min_judge_agreement: float | None
     judge: str
-    min_faithful_rate: float | None
-    max_misattributed_rate: float | None
-    min_flip_sensitivity: float
     check_limits: Mapping[str, float]
     baseline: Path | None
     save_baseline: Path | None
@@ -107,12 +140,12 @@ class Settings:
     prompt: Path | None
     progress: str
     config: Path | None
+    declared: Mapping[str, Any] = field(default_factory=dict)
     # Where a value came from is not part of what the settings are: two runs configured differently
     # but to the same values compare equal.
     sources: Mapping[str, str] = field(default_factory=dict, compare=False)
 
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "sources", MappingProxyType(dict(self.sources)))
+    DECLARED: ClassVar[tuple[str, ...]] = tuple(spec.field for spec in CHECK_OPTIONS)
 
     @classmethod
     def defaults(cls) -> Settings:
@@ -161,7 +194,8 @@ class Settings:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready: paths as strings, tuples as lists, plus ``sources``."""
-        out = {f.name: jsonable(getattr(self, f.name)) for f in fields(self) if f.name != "sources"}
+        values = self.by_name()
+        out = {spec.field: jsonable(values[spec.field]) for spec in OPTIONS}
         out["sources"] = dict(self.sources)
         for name in ("host", "judge_host"):  # credentials in a host URL never reach a report
             if getattr(self, name) is not None:
