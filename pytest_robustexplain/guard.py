@@ -54,10 +54,13 @@ from .results import (
     INCONCLUSIVE,
     INSENSITIVE,
     PASS,
+    CopyingResult,
+    GroundingResult,
     GuardExample,
     GuardResult,
     Interval,
     PairResult,
+    RelativeResult,
 )
 
 DEFAULT_MIN_SENSITIVITY = 0.05
@@ -412,18 +415,16 @@ def evaluate(pairs: Sequence[PairResult], swaps: Sequence[PairResult], *, combin
         n_users=len(means), insensitive_users=insensitive, share_low=share_low,
         min_sensitivity=settings.min_sensitivity, max_insensitive_share=settings.max_insensitive_share,
         example=_example(cases) if outcome == INSENSITIVE else None,
-        history_reference=history_ref, unsupported=unsupported,
-        min_history_reference=settings.min_history_reference, grounding_outcome=grounding_outcome,
-        max_unsupported_rate=settings.max_unsupported_rate,
+        grounding=GroundingResult(history_ref, unsupported, settings.min_history_reference,
+                                  settings.max_unsupported_rate, grounding_outcome),
         identical_low=identical_low, max_identical_share=settings.max_identical_share,
         sensitivity_low=sens_low,
         users_needed=_users_needed(user_s, floor, settings.min_sensitivity,
                                    settings.alpha_of(pass_key("sensitivity")))
         if outcome == INCONCLUSIVE and cases else None,
-        relative_gate=relative_gate, min_relative=settings.min_relative, relative_outcome=relative_outcome,
-        copies=copies, explained=explained, copy_low=copy_low, copy_high=copy_high,
-        max_copy_rate=settings.max_copy_rate,
-        copy_outcome=None if not explained else FAIL if copy_low > settings.max_copy_rate else PASS,
+        relative_robustness=RelativeResult(relative_gate, settings.min_relative, relative_outcome),
+        copying=CopyingResult(copies, explained, copy_low, copy_high, settings.max_copy_rate,
+                              None if not explained else FAIL if copy_low > settings.max_copy_rate else PASS),
         failed=failed_left_out(pairs, swaps))
     return _with_message(result, n_swaps=len(swaps))
 
@@ -521,11 +522,11 @@ def describe(g: GuardResult, *, n_swaps: int | None = None) -> str:
 def relative_message(g: GuardResult, *, attack: bool = False) -> str:
     """R against its threshold in words: how far toward another user's explanation the perturbation
     moved this one."""
-    r = g.relative_gate
-    if r is None or g.min_relative is None:
+    r = g.relative_robustness.interval
+    if r is None or g.relative_robustness.limit is None:
         return ""
     numbers = (f"relative robustness R {r.mean:.2f} (one-sided upper bound {r.high:.2f}, needs ≥ "
-               f"{g.min_relative:g})")
+               f"{g.relative_robustness.limit:g})")
     if r.mean < 0:
         what = ("the injected titles moved the explanation further than another user's history does"
                 if attack else "perturbing the history moved the explanation further than another user's "
@@ -545,29 +546,31 @@ def copy_message(g: GuardResult) -> str:
     """The copy rate in words."""
     from .copying import COPY_NGRAM, COPY_SHARE
 
-    if not g.explained:
+    c = g.copying
+    if not c.explained:
         return ""
-    return (f"{g.copies} of {g.explained} explanations copy their prompt back (at least "
+    return (f"{c.copies} of {c.explained} explanations copy their prompt back (at least "
             f"{100 * COPY_SHARE:g} % of their words in runs of {COPY_NGRAM} or more words from the prompt; "
-            f"rate {g.copies / g.explained:.2f}, one-sided bounds [{g.copy_low:.2f}, {g.copy_high:.2f}], "
-            f"limit {g.max_copy_rate:g}).{_stopped(g, 'copying')}")
+            f"rate {c.copies / c.explained:.2f}, one-sided bounds [{c.low:.2f}, {c.high:.2f}], "
+            f"limit {c.limit:g}).{_stopped(g, 'copying')}")
 
 
 def grounding_message(g: GuardResult) -> str:
     """The grounding rates in words (and the grounding gate's verdict)."""
-    if g.history_reference is None:
+    gr = g.grounding
+    if gr.history_reference is None:
         return ""
-    text = (f"{100 * g.history_reference.mean:.0f} % of explanations refer to something from the user's "
-            f"history (rate {g.history_reference.fmt(2)}; a hedge naming most categories, a list of the "
+    text = (f"{100 * gr.history_reference.mean:.0f} % of explanations refer to something from the user's "
+            f"history (rate {gr.history_reference.fmt(2)}; a hedge naming most categories, a list of the "
             "history or a copied prompt does not count)")
-    if g.unsupported is not None:
-        text += f"; {100 * g.unsupported.mean:.0f} % mention a catalog category or title from neither"
-    if g.grounding_outcome == FAIL:
+    if gr.unsupported is not None:
+        text += f"; {100 * gr.unsupported.mean:.0f} % mention a catalog category or title from neither"
+    if gr.outcome == FAIL:
         limits = []
-        if g.min_history_reference is not None:
-            limits.append(f"history references needed ≥ {g.min_history_reference:g}")
-        if g.max_unsupported_rate is not None:
-            limits.append(f"unsupported mentions at most {g.max_unsupported_rate:g}")
+        if gr.min_history_reference is not None:
+            limits.append(f"history references needed ≥ {gr.min_history_reference:g}")
+        if gr.max_unsupported_rate is not None:
+            limits.append(f"unsupported mentions at most {gr.max_unsupported_rate:g}")
         text += f" — confidently outside the limits ({', '.join(limits)})"
     return text + "." + _stopped(g, "grounding")
 

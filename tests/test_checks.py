@@ -271,6 +271,38 @@ def test_a_report_written_before_checks_had_rows_still_reads() -> None:
     assert run.gates and all(g.verdict.findings == {} for g in run.gates)
 
 
+def test_a_schema_2_guard_reads_into_its_checks_records_and_writes_back_nested() -> None:
+    """Schema 3 nests the copying, grounding and relative-robustness numbers the guard record held flat: a
+    report of schema 2 reads into the same values, the old names still answer, and it writes back nested."""
+    from pytest_robustexplain.results import CopyingResult, GroundingResult, RelativeResult, plain
+
+    fixture = Path(__file__).resolve().parent / "data_samples" / "report_v2_before_checks.json"
+    doc = json.loads(fixture.read_text(encoding="utf-8"))
+    assert doc["schema_version"] == 2
+    flats = [g["verdict"]["guard"] for g in doc["gates"] if g["verdict"].get("guard")]
+    guards = [g.verdict.guard for g in run_from_dict(doc, source=str(fixture)).gates if g.verdict.guard]
+    assert len(guards) == len(flats) >= 3
+    for flat, guard in zip(flats, guards, strict=True):
+        assert guard.copying == CopyingResult(flat["copies"], flat["explained"], flat["copy_low"],
+                                              flat["copy_high"], flat["max_copy_rate"], flat["copy_outcome"])
+        gr, r = guard.grounding, guard.relative_robustness
+        assert (gr.outcome, gr.min_history_reference, gr.max_unsupported_rate) == (
+            flat["grounding_outcome"], flat["min_history_reference"], flat["max_unsupported_rate"])
+        assert gr.history_reference is not None and r.interval is not None
+        assert plain(gr.history_reference.to_dict()) == flat["history_reference"]
+        assert (r.limit, r.outcome, plain(r.interval.to_dict())) == (
+            flat["min_relative"], flat["relative_outcome"], flat["relative_gate"])
+        # The names of schema 2 still answer (``robustness.guard.copy_outcome`` in a user's test).
+        assert (guard.copy_outcome, guard.copies, guard.relative_gate, guard.history_reference) == (
+            guard.copying.outcome, guard.copying.copies, guard.relative_robustness.interval,
+            guard.grounding.history_reference)
+        written = guard.to_dict()
+        assert not {"copy_outcome", "relative_gate", "grounding_outcome"} & set(written)
+        assert written["copying"]["outcome"] == flat["copy_outcome"]
+    assert isinstance(guards[0].grounding, GroundingResult) and isinstance(guards[0].relative_robustness,
+                                                                          RelativeResult)
+
+
 def test_the_pr_comment_and_compare_set_the_check_beside_the_baseline(pytester: pytest.Pytester,
                                                                        capsys: pytest.CaptureFixture[str]
                                                                        ) -> None:

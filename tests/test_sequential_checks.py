@@ -262,7 +262,7 @@ def test_an_explainer_that_invents_a_past_purchase_fails_on_unsupported_mentions
     assert verdict["findings"]["grounding"]["outcome"] == FAIL
     assert "unsupported mentions at most 0.5" in verdict["message"]
     # Every explanation refers to the history: the stop is the unsupported-mention test's, at alpha/8.
-    assert verdict["guard"]["history_reference"]["mean"] == 1.0
+    assert verdict["guard"]["grounding"]["history_reference"]["mean"] == 1.0
     assert "The sequential test decided it after 9 users" in verdict["message"]
     # 9 users × 27 calls, and what was in flight when the test rejected: far from the 540 made before.
     assert doc["calls"]["made"] <= 0.6 * 540

@@ -52,17 +52,18 @@ def _evaluate(evidence: Evidence) -> GuardResult:
         return found
     # The check's own test failed the item early: its FAIL stands whatever its fixed rule reads on the few
     # users measured, and every writer says when it was decided.
-    field, value = STOP_OUTCOME[stopped.check]
-    ended = replace(found, **{field: value}, stopped_by=stopped.check, stop_note=stopped.note())
+    record, value = STOP_OUTCOME[stopped.check]
+    outcome = {record: replace(getattr(found, record), outcome=value)} if record else {"outcome": value}
+    ended = replace(found, **outcome, stopped_by=stopped.check, stop_note=stopped.note())
     # The guard's message is told from its fields (the sensitivity's, with its stop note): told again.
     return replace(ended, message=guard_mod.describe(ended, n_swaps=len(evidence.swaps)))
 
 
-# The GuardResult field that holds each control-based check's outcome, and the outcome its own sequential
-# test sets when it fails the item early.
-STOP_OUTCOME: dict[str, tuple[str, Any]] = {
-    "copying": ("copy_outcome", FAIL), "grounding": ("grounding_outcome", FAIL),
-    "relative": ("relative_outcome", FAIL), "sensitivity": ("outcome", INSENSITIVE)}
+# The GuardResult record that holds each control-based check's outcome (None: the control's own), and the
+# outcome its own sequential test sets when it fails the item early.
+STOP_OUTCOME: dict[str, tuple[str | None, Any]] = {
+    "copying": ("copying", FAIL), "grounding": ("grounding", FAIL),
+    "relative": ("relative_robustness", FAIL), "sensitivity": (None, INSENSITIVE)}
 
 
 def enforced_by_guard(gate: Gate) -> bool:

@@ -28,7 +28,7 @@ class Copying(ControlCheck):
 
     def measure(self, evidence: Evidence) -> GuardResult | None:
         found = super().measure(evidence)
-        return found if found is not None and found.explained else None
+        return found if found is not None and found.copying.explained else None
 
     def stop_rule(self, gate: Gate, kind: str | None, *, floor_is_one: bool) -> StopRule | None:
         """Each user's share of copied explanations, against ``max_copy_rate``: a model that copies its
@@ -45,11 +45,12 @@ class Copying(ControlCheck):
         from .. import guard as guard_mod
         from ..results import FAIL
 
-        return ("Copy FAIL", guard_mod.copy_message(found)) if found.copy_outcome == FAIL else None
+        return ("Copy FAIL", guard_mod.copy_message(found)) if found.copying.outcome == FAIL else None
 
     def finding(self, found: GuardResult, evidence: Evidence) -> Finding:
         from .. import guard as guard_mod
 
-        return share_row(self.name, found.copy_outcome, guard_mod.copy_message(found), found.copies,
-                         found.explained, found.copy_low, found.copy_high, found.max_copy_rate,
-                         enforced=self.enforced(evidence), confidence=1 - evidence.gate.alpha)
+        c = found.copying
+        return share_row(self.name, c.outcome, guard_mod.copy_message(found), c.copies, c.explained, c.low,
+                         c.high, c.limit, enforced=self.enforced(evidence),
+                         confidence=1 - evidence.gate.alpha)

@@ -34,7 +34,7 @@ class Grounding(ControlCheck):
 
     def measure(self, evidence: Evidence) -> GuardResult | None:
         found = super().measure(evidence)
-        return found if found is not None and found.history_reference is not None else None
+        return found if found is not None and found.grounding.history_reference is not None else None
 
     def enforced(self, evidence: Evidence) -> bool:
         return super().enforced(evidence) or evidence.gate.explicit("min_history_reference")
@@ -71,7 +71,7 @@ class Grounding(ControlCheck):
         from .. import guard as guard_mod
         from ..results import FAIL
 
-        if found.grounding_outcome != FAIL:
+        if found.grounding.outcome != FAIL:
             return None
         return "Grounding FAIL", guard_mod.grounding_message(found)
 
@@ -79,6 +79,6 @@ class Grounding(ControlCheck):
         from .. import guard as guard_mod
         from ..results import Finding
 
-        return Finding(self.name, found.grounding_outcome, guard_mod.grounding_message(found),
-                       found.history_reference, found.min_history_reference, "min", self.enforced(evidence),
-                       {"cases": found.n_cases})
+        gr = found.grounding
+        return Finding(self.name, gr.outcome, guard_mod.grounding_message(found), gr.history_reference,
+                       gr.min_history_reference, "min", self.enforced(evidence), {"cases": found.n_cases})

@@ -32,7 +32,7 @@ class Relative(ControlCheck):
 
     def measure(self, evidence: Evidence) -> GuardResult | None:
         found = super().measure(evidence)
-        return found if found is not None and found.relative_gate is not None else None
+        return found if found is not None and found.relative_robustness.interval is not None else None
 
     def stop_rule(self, gate: Gate, kind: str | None, *, floor_is_one: bool) -> StopRule | None:
         """Each user's excess num − threshold·den of R over the kinds R gates here: R is below the threshold
@@ -59,7 +59,7 @@ class Relative(ControlCheck):
         from ..adversarial import ATTACK_KINDS
         from ..results import FAIL
 
-        if found.relative_outcome != FAIL:
+        if found.relative_robustness.outcome != FAIL:
             return None
         return "Relative FAIL", guard_mod.relative_message(found, attack=evidence.kind in ATTACK_KINDS)
 
@@ -69,5 +69,6 @@ class Relative(ControlCheck):
         from ..results import Finding
 
         reason = guard_mod.relative_message(found, attack=evidence.kind in ATTACK_KINDS)
-        return Finding(self.name, found.relative_outcome, reason, found.relative_gate, found.min_relative,
-                       "min", self.enforced(evidence), {"cases": found.n_cases, "users": found.n_users})
+        r = found.relative_robustness
+        return Finding(self.name, r.outcome, reason, r.interval, r.limit, "min", self.enforced(evidence),
+                       {"cases": found.n_cases, "users": found.n_users})

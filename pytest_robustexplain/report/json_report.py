@@ -5,7 +5,8 @@
 A file that is not a report, is malformed, or was written with a newer schema raises ``DataError`` naming
 the file, the record and the field.
 
-Schema (``schema_version`` 2; version 1 — no cross-user controls, no ``guard`` — is still read). Scores
+Schema (``schema_version`` 3; version 2 — the copying, grounding and relative-robustness numbers flat in
+``guard`` — and version 1 — no cross-user controls, no ``guard`` — are still read). Scores
 are floats in [0, 1]; a number that is not finite is written
 ``null``. Unknown keys are ignored on reading, so later versions may add fields without a version bump;
 a version bump means a reader of an older version must refuse the file.
@@ -13,7 +14,7 @@ a version bump means a reader of an older version must refuse the file.
 Top level (object):
 
 - ``schema`` — always ``"pytest-robustexplain/report"``.
-- ``schema_version`` — integer, 1 for this layout.
+- ``schema_version`` — integer, 3 for this layout.
 - ``package_version`` — version of pytest-robustexplain that wrote the run.
 - ``signature`` — the metric signature (tokenizer, tagger and version, BLEU settings, weights, package
   version): two runs are only comparable when it matches.
@@ -65,14 +66,14 @@ Top level (object):
   R), ``floor``, ``n_cases``,
   ``identical``, ``n_users``, ``insensitive_users``, ``share_low``, ``min_sensitivity``,
   ``max_insensitive_share``, ``message``, ``example`` (``user_id``, ``donor_id``, ``item_id``,
-  ``user_text``, ``donor_text``, ``combined``) or null, ``history_reference`` / ``unsupported``
-  (intervals of the grounding rates, or null), ``min_history_reference``, ``max_unsupported_rate``,
-  ``grounding_outcome``, ``identical_low``, ``max_identical_share``, ``sensitivity_low`` (one-sided
-  distribution-free lower bound of the users' mean S), ``users_needed``, ``relative_gate`` (R over the gated
-  kinds, Fieller's 1 − 2·alpha interval whose upper end is the one-sided bound the gate reads, or null),
-  ``min_relative``, ``relative_outcome``, ``copies``, ``explained``, ``copy_low``, ``copy_high`` (bounds
-  with users as the unit), ``max_copy_rate``, ``copy_outcome``, ``stopped_by``, ``stop_note``, ``failed``
-  (failed replies left out of the cases)),
+  ``user_text``, ``donor_text``, ``combined``) or null, ``identical_low``, ``max_identical_share``,
+  ``sensitivity_low`` (one-sided distribution-free lower bound of the users' mean S), ``users_needed``, and
+  the records of the checks that read the same control: ``relative_robustness`` (``interval``: R over the
+  gated kinds, Fieller's 1 − 2·alpha interval whose upper end is the one-sided bound the gate reads, or null;
+  ``limit``, ``outcome``), ``copying`` (``copies``, ``explained``, ``low``/``high``: bounds with users as
+  the unit, ``limit``, ``outcome``), ``grounding`` (``history_reference`` / ``unsupported``: intervals of
+  the grounding rates, or null; ``min_history_reference``, ``max_unsupported_rate``, ``outcome``); then
+  ``stopped_by``, ``stop_note``, ``failed`` (failed replies left out of the cases)),
   ``attacks`` (list, one per opt-in adversarial kind the slice ran: ``kind`` ``prompt_injection`` or
   ``shilling``, ``successes``, ``n``, ``low``/``high`` (exact interval of the success rate), ``limit``,
   ``outcome``, ``by_family`` and ``by_severity`` (name → [successes, pairs]), ``examples``, ``stop_note``

@@ -80,11 +80,11 @@ def _rows(now: Summary, before: Summary | None, margin: float) -> list[list[str]
                      fmt_interval(g.sensitivity), _sensitivity_delta(now, before, margin)])
         rows.append(["Insensitive users", f"{len(b.insensitive_users)} of {b.n_users}" if b else "—",
                      f"{len(g.insensitive_users)} of {g.n_users}", "—"])
-        if g.relative_gate is not None:
-            old_r = b.relative_gate if b else None
+        if g.relative_robustness.interval is not None:
+            old_r = b.relative_robustness.interval if b else None
             rows.append(["Relative robustness R (gated kinds; 0: as far as another user's)",
-                         fmt_interval(old_r) if old_r else "—", fmt_interval(g.relative_gate),
-                         _delta(g.relative_gate, old_r)])
+                         fmt_interval(old_r) if old_r else "—", fmt_interval(g.relative_robustness.interval),
+                         _delta(g.relative_robustness.interval, old_r)])
     rows += _faithfulness_rows(now, before)
     rows += _check_rows(now, before)
     if now.money:  # at the price set: what the replies these verdicts read cost

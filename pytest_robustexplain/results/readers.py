@@ -21,7 +21,7 @@ from ..errors import DataError
 from .records import NO_LEGACY, OUTCOMES, GateResult, PairResult, Rule, RunResult
 
 SCHEMA = "pytest-robustexplain/report"
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3  # 3: the guard's copying, grounding and relative-robustness records nested
 
 
 def plain(value: Any) -> Any:
@@ -145,12 +145,15 @@ class _Reader:
 
     def record(self, cls: type[T], value: Any, record: str) -> T:
         """A record read by its dataclass's own fields and types: a field absent from the JSON takes the
-        dataclass's default, or its rule's ``legacy`` value (a report from before the field), else is
+        dataclass's default, or its rule's ``legacy`` value (a report from before the field), or — a
+        record nested in schema 3 — what its rule's ``moved`` reads from the parent's flat fields, else is
         missing; a field named ``outcome`` or ending in ``_outcome`` takes only the outcome words."""
         data = self.obj(value, record)
         values = {}
         for f in _plan(cls):  # type: ignore[arg-type]  # a class is hashable
-            if f.name not in data:
+            if f.name not in data and f.rule.moved is not None:  # written flat in the parent (schema 2)
+                values[f.name] = self.value(f.hint, f.rule.moved(data), record, f.name)
+            elif f.name not in data:
                 if f.has_default:
                     continue
                 if f.rule.legacy is NO_LEGACY:

@@ -35,6 +35,9 @@ class Rule:
     test: Callable[[Any], bool] | None = None
     expected: str = ""
     legacy: Any = NO_LEGACY
+    # A record nested in schema 3 whose fields an older report wrote flat in the parent: the parent's
+    # object -> this field's object, read when the field is absent.
+    moved: Callable[[Mapping[str, Any]], Any] | None = None
 
 
 def is_score(value: Any) -> bool:
@@ -329,6 +332,69 @@ class GuardExample:
         return asdict(self)
 
 
+def _moved(names: Mapping[str, str]) -> Callable[[Mapping[str, Any]], dict[str, Any]]:
+    """Reads a check's record out of a schema-2 ``guard`` object, where its fields sat flat under the
+    old names (``names``: new field -> old name)."""
+    return lambda flat: {new: flat[old] for new, old in names.items() if old in flat}
+
+
+_COPYING_V2 = {"copies": "copies", "explained": "explained", "low": "copy_low", "high": "copy_high",
+               "limit": "max_copy_rate", "outcome": "copy_outcome"}
+_GROUNDING_V2 = {"history_reference": "history_reference", "unsupported": "unsupported",
+                 "min_history_reference": "min_history_reference",
+                 "max_unsupported_rate": "max_unsupported_rate", "outcome": "grounding_outcome"}
+_RELATIVE_V2 = {"interval": "relative_gate", "limit": "min_relative", "outcome": "relative_outcome"}
+
+
+@dataclass(frozen=True)
+class CopyingResult:
+    """The copying check's measurement (``copying.py`` says what counts): ``copies`` of ``explained``
+    original explanations copy their prompt back, with one-sided exact bounds (users as the unit);
+    ``outcome`` FAIL when the rate is confidently above ``limit`` (``max_copy_rate``), None when no
+    explanation was read."""
+
+    copies: int = 0
+    explained: int = 0
+    low: float = 0.0
+    high: float = 1.0
+    limit: float = 0.1
+    outcome: str | None = None
+
+
+@dataclass(frozen=True)
+class GroundingResult:
+    """The grounding check's measurement: the rates of original explanations that refer to the user's
+    history and that name something from neither the history nor the item (intervals, or None), their
+    limits, and ``outcome`` (PASS / FAIL, None when not gated)."""
+
+    history_reference: Interval | None = None
+    unsupported: Interval | None = None
+    min_history_reference: float | None = None
+    max_unsupported_rate: float | None = None
+    outcome: str | None = None
+
+
+@dataclass(frozen=True)
+class RelativeResult:
+    """The relative-robustness check's gate: R over the gated kinds (the overall slice leaves out the
+    ungated ones), a two-sided (1 − 2·alpha) interval whose upper end is the one-sided bound the gate reads;
+    ``outcome`` FAIL when that bound is below ``limit`` (``min_relative``). All None when R is not gated."""
+
+    interval: Interval | None = None
+    limit: float | None = None
+    outcome: str | None = None
+
+
+class _Alias:
+    """A name a ``GuardResult`` field had before schema 3, read from the check's record it moved to."""
+
+    def __init__(self, record: str, name: str) -> None:
+        self.record, self.name = record, name
+
+    def __get__(self, obj: Any, owner: type | None = None) -> Any:
+        return self if obj is None else getattr(getattr(obj, self.record), self.name)
+
+
 @dataclass(frozen=True)
 class GuardResult:
     """The cross-user control of one gated slice: does the explanation depend on the user at all?
@@ -340,7 +406,9 @@ class GuardResult:
     (ρ_pert − ρ_swap) / (ρ_floor − ρ_swap) (1: the perturbation moved the explanation no more than
     resampling; 0: as far as another user's history). ``outcome`` is PASS (the explanations depend on
     the history), INSENSITIVE, or INCONCLUSIVE when nothing could be measured (no donor, failed calls).
-    ``history_reference`` / ``unsupported`` are the grounding rates of the original explanations.
+
+    The checks that read the same control keep their own records: ``copying``, ``grounding`` and
+    ``relative_robustness`` (their fields sat flat here before schema 3; the old names still read).
     """
 
     outcome: str
@@ -363,26 +431,13 @@ class GuardResult:
     max_insensitive_share: float
     message: str = ""
     example: GuardExample | None = None
-    history_reference: Interval | None = None
-    unsupported: Interval | None = None
-    min_history_reference: float | None = None
-    grounding_outcome: str | None = None  # PASS / FAIL of the grounding gate, None when not gated
-    max_unsupported_rate: float | None = None
     identical_low: float = 0.0  # one-sided lower confidence bound of the share of identical texts
     max_identical_share: float = 0.05
     sensitivity_low: float | None = None  # one-sided lower bound of S: PASS needs it above min_sensitivity
     users_needed: int | None = None  # INCONCLUSIVE: about how many users would show the sensitivity
-    # R over the gated kinds (the overall slice leaves out the ungated ones), a two-sided (1 − 2·alpha)
-    # interval whose upper end is the one-sided bound the gate reads; None when R is not gated.
-    relative_gate: Interval | None = None
-    min_relative: float | None = None
-    relative_outcome: str | None = None  # FAIL: R confidently below min_relative
-    copies: int = 0  # original explanations that copy their prompt back (copying.py)
-    explained: int = 0  # original explanations the copy rate is measured on
-    copy_low: float = 0.0  # one-sided exact lower bound of the copy rate
-    copy_high: float = 1.0  # one-sided exact upper bound
-    max_copy_rate: float = 0.1
-    copy_outcome: str | None = None  # FAIL: the copy rate is confidently above max_copy_rate
+    relative_robustness: Annotated[RelativeResult, Rule(moved=_moved(_RELATIVE_V2))] = RelativeResult()
+    copying: Annotated[CopyingResult, Rule(moved=_moved(_COPYING_V2))] = CopyingResult()
+    grounding: Annotated[GroundingResult, Rule(moved=_moved(_GROUNDING_V2))] = GroundingResult()
     # Under decision=sequential, the check whose own anytime-valid test failed the item early (copying,
     # grounding or relative) and the sentence that says when; its fixed rule then read only those users.
     stopped_by: str | None = None
@@ -391,11 +446,27 @@ class GuardResult:
     # nothing: neither side of Δ and R counts it)
     failed: int = 0
 
+    # The names of schema 2, each read from the record it moved to (``robustness.guard.copy_outcome``).
+    history_reference = _Alias("grounding", "history_reference")
+    unsupported = _Alias("grounding", "unsupported")
+    min_history_reference = _Alias("grounding", "min_history_reference")
+    max_unsupported_rate = _Alias("grounding", "max_unsupported_rate")
+    grounding_outcome = _Alias("grounding", "outcome")
+    relative_gate = _Alias("relative_robustness", "interval")
+    min_relative = _Alias("relative_robustness", "limit")
+    relative_outcome = _Alias("relative_robustness", "outcome")
+    copies = _Alias("copying", "copies")
+    explained = _Alias("copying", "explained")
+    copy_low = _Alias("copying", "low")
+    copy_high = _Alias("copying", "high")
+    max_copy_rate = _Alias("copying", "limit")
+    copy_outcome = _Alias("copying", "outcome")
+
     @property
     def flagged(self) -> bool:
         """Whether any control-based check did not pass (what guard "warn" turns into a warning)."""
         return (self.outcome in (INSENSITIVE, INCONCLUSIVE) or
-                FAIL in (self.relative_outcome, self.copy_outcome, self.grounding_outcome))
+                FAIL in (self.relative_robustness.outcome, self.copying.outcome, self.grounding.outcome))
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

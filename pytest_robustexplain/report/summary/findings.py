@@ -395,20 +395,20 @@ def sensitivity_rows(summary: Summary) -> list[tuple[str, str]]:
                                        f"{100 * g.max_insensitive_share:g} %)"
                  + (f": {', '.join(g.insensitive_users[:8])}" + (" …" if len(g.insensitive_users) > 8 else "")
                     if g.insensitive_users else "")))
-    if g.relative_gate is not None and g.min_relative is not None:
-        rows.append(("Relative robustness R, gated", f"{g.relative_gate.mean:.2f} (one-sided upper bound "
-                     f"{g.relative_gate.high:.2f}) · needs ≥ {g.min_relative:g} · {g.relative_outcome}"))
+    r, c, gr = g.relative_robustness, g.copying, g.grounding
+    if r.interval is not None and r.limit is not None:
+        rows.append(("Relative robustness R, gated", f"{r.interval.mean:.2f} (one-sided upper bound "
+                     f"{r.interval.high:.2f}) · needs ≥ {r.limit:g} · {r.outcome}"))
     rows.append(("Same text for another user", f"{g.identical} of {g.n_cases} cases (lower bound "
                                                 f"{g.identical_low:.2f}, limit {g.max_identical_share:g})"))
-    if g.explained:
-        rows.append(("Copies the prompt back", f"{g.copies} of {g.explained} explanations (bounds "
-                     f"[{g.copy_low:.2f}, {g.copy_high:.2f}], limit {g.max_copy_rate:g}) · {g.copy_outcome}"))
-    if g.history_reference is not None:
-        rows.append(("Mentions the user's history", f"{fmt_interval(g.history_reference)} of explanations"
-                     + (f" · needs ≥ {g.min_history_reference:g} · {g.grounding_outcome}"
-                        if g.grounding_outcome else "")))
-    if g.unsupported is not None:
-        rows.append(("Unsupported mentions", f"{fmt_interval(g.unsupported)} of explanations name a "
+    if c.explained:
+        rows.append(("Copies the prompt back", f"{c.copies} of {c.explained} explanations (bounds "
+                     f"[{c.low:.2f}, {c.high:.2f}], limit {c.limit:g}) · {c.outcome}"))
+    if gr.history_reference is not None:
+        rows.append(("Mentions the user's history", f"{fmt_interval(gr.history_reference)} of explanations"
+                     + (f" · needs ≥ {gr.min_history_reference:g} · {gr.outcome}" if gr.outcome else "")))
+    if gr.unsupported is not None:
+        rows.append(("Unsupported mentions", f"{fmt_interval(gr.unsupported)} of explanations name a "
                                              "catalog category or title in neither history nor item"))
     rows.append(("Guard", describe(g)))
     if g.example is not None:
@@ -428,10 +428,10 @@ def guard_properties(g: GuardResult) -> list[tuple[str, str]]:
              ("relative", num(g.relative.mean) if g.relative is not None else "nan"),
              ("insensitive_users", f"{len(g.insensitive_users)}/{g.n_users}"),
              ("identical_for_another_user", f"{g.identical}/{g.n_cases}")]
-    if g.history_reference is not None:
-        props.append(("history_reference", num(g.history_reference.mean)))
-    if g.unsupported is not None:
-        props.append(("unsupported_mentions", num(g.unsupported.mean)))
+    if g.grounding.history_reference is not None:
+        props.append(("history_reference", num(g.grounding.history_reference.mean)))
+    if g.grounding.unsupported is not None:
+        props.append(("unsupported_mentions", num(g.grounding.unsupported.mean)))
     return props
 
 
@@ -443,15 +443,17 @@ def guard_checks_text(summary: Summary) -> str:
         return "not measured (guard off)"
     # The compact form of checks_line: check, outcome, value (thresholds and reasons are -v's and the items').
     parts = [f"sensitivity {g.outcome} {fmt_interval(g.sensitivity, 2)}"]
-    if g.relative_gate is not None and g.relative_outcome:
-        parts.append(f"relative {g.relative_outcome} {fmt_interval(g.relative_gate, 2)}")
-    if g.explained and g.copy_outcome:
-        parts.append(f"copying {g.copy_outcome} {g.copies} of {g.explained}")
-    if g.grounding_outcome:  # the rates it gates: a PASS beside "0 %" of an ungated rate reads as an error
+    r, c, gr = g.relative_robustness, g.copying, g.grounding
+    if r.interval is not None and r.outcome:
+        parts.append(f"relative {r.outcome} {fmt_interval(r.interval, 2)}")
+    if c.explained and c.outcome:
+        parts.append(f"copying {c.outcome} {c.copies} of {c.explained}")
+    if gr.outcome:  # the rates it gates: a PASS beside "0 %" of an ungated rate reads as an error
         rates = [f"{name} {100 * rate.mean:.0f} %" for name, rate, limit in (
-            ("refers", g.history_reference, g.min_history_reference),
-            ("unsupported", g.unsupported, g.max_unsupported_rate)) if rate is not None and limit is not None]
-        parts.append(f"grounding {g.grounding_outcome} {', '.join(rates)}".rstrip())
+            ("refers", gr.history_reference, gr.min_history_reference),
+            ("unsupported", gr.unsupported, gr.max_unsupported_rate))
+            if rate is not None and limit is not None]
+        parts.append(f"grounding {gr.outcome} {', '.join(rates)}".rstrip())
     if g.identical:
         parts.append(f"identical for another user {g.identical} of {g.n_cases}")
     policy = {"warn": " — guard: warn, reported, not enforced", "off": " — guard: off, recorded only"}
@@ -464,12 +466,13 @@ def guard_line(summary: Summary) -> str:
     if g is None:
         return f"{summary.model}: no cross-user controls (guard off or an older report)"
     relative = f" · R {_fmt_relative(g.relative)}" if g.relative is not None else ""
-    if g.relative_gate is not None and g.min_relative is not None:
-        relative += (f" · R gated {g.relative_gate.mean:.2f} (upper {g.relative_gate.high:.2f}, needs ≥ "
-                     f"{g.min_relative:g}: {g.relative_outcome})")
-    grounding = (f" · refers to the history {100 * g.history_reference.mean:.0f} %"
-                 if g.history_reference is not None else "")
-    grounding += f" · copies {g.copies} of {g.explained}" if g.explained else ""
+    r, c, gr = g.relative_robustness, g.copying, g.grounding
+    if r.interval is not None and r.limit is not None:
+        relative += (f" · R gated {r.interval.mean:.2f} (upper {r.interval.high:.2f}, needs ≥ "
+                     f"{r.limit:g}: {r.outcome})")
+    grounding = (f" · refers to the history {100 * gr.history_reference.mean:.0f} %"
+                 if gr.history_reference is not None else "")
+    grounding += f" · copies {c.copies} of {c.explained}" if c.explained else ""
     return (f"{summary.model}: ρ_swap {fmt_interval(g.swap)} · S {fmt_interval(g.sensitivity)} · Δ "
             f"{fmt_interval(g.delta)}{relative} · insensitive users {len(g.insensitive_users)} of {g.n_users}"
             f" · identical {g.identical} of {g.n_cases}{grounding} · {g.outcome}")
