@@ -50,6 +50,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from .results import (
+    DEFAULT_MAX_COPY_RATE,
+    DEFAULT_MAX_IDENTICAL_SHARE,
+    DEFAULT_MAX_INSENSITIVE_SHARE,
+    DEFAULT_MAX_UNSUPPORTED_RATE,
+    DEFAULT_MIN_HISTORY_REFERENCE,
+    DEFAULT_MIN_RELATIVE,
+    DEFAULT_MIN_SENSITIVITY,
     FAIL,
     INCONCLUSIVE,
     INSENSITIVE,
@@ -63,13 +70,6 @@ from .results import (
     RelativeResult,
 )
 
-DEFAULT_MIN_SENSITIVITY = 0.05
-DEFAULT_MAX_INSENSITIVE_SHARE = 0.2
-DEFAULT_MAX_IDENTICAL_SHARE = 0.05
-DEFAULT_MIN_RELATIVE = 0.5
-DEFAULT_MAX_COPY_RATE = 0.1
-DEFAULT_MIN_HISTORY_REFERENCE = 0.5
-DEFAULT_MAX_UNSUPPORTED_RATE = 0.5
 # The preference flip (polarity.py) must move the explanation at least as far as the guard asks of another
 # user's history: the smallest move that counts.
 DEFAULT_MIN_FLIP_SENSITIVITY = DEFAULT_MIN_SENSITIVITY

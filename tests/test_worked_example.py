@@ -85,6 +85,7 @@ def _outcomes(package: Path, tmp_path: Path, *args: str, env: dict[str, str] | N
                 "--robustexplain-users=6", "--robustexplain-cache=off", "--robustexplain-json=r.json", *args,
                 env=env)
     assert done.returncode in (0, 1), done.stdout + done.stderr
+    (tmp_path / "out.txt").write_text(done.stdout, encoding="utf-8")  # the terminal report, for a test
     report = json.loads((tmp_path / "r.json").read_text(encoding="utf-8"))
     return {g["nodeid"].split("::")[1].split("[")[0]: g["verdict"]["findings"]["too_short"]["outcome"]
             for g in report["gates"]}
@@ -100,7 +101,24 @@ def test_the_copy_differs_from_the_package_by_the_module_and_the_registration_li
 
 
 def test_the_checks_own_setting_is_a_marker_keyword_with_its_default(package: Path, tmp_path: Path) -> None:
-    assert _outcomes(package, tmp_path) == {"test_default": "FAIL", "test_three_words": "PASS"}
+    assert _outcomes(package, tmp_path, "--robustexplain-html=r.html", "--robustexplain-markdown=r.md",
+                     "--junitxml=j.xml") == {"test_default": "FAIL", "test_three_words": "PASS"}
+    # The new check is in every writer with no line of theirs: its row, and the failed item's headline.
+    terminal = (tmp_path / "out.txt").read_text(encoding="utf-8")
+    assert "Check too_short FAIL: 6 of 6 explanations are shorter than min_words" in terminal
+    html = (tmp_path / "r.html").read_text(encoding="utf-8")
+    markdown = (tmp_path / "r.md").read_text(encoding="utf-8")
+    assert "too_short" in html and "too\\_short" in markdown
+    assert "6 of 6 explanations are shorter than min_words" in html + markdown
+    junit = (tmp_path / "j.xml").read_text(encoding="utf-8")
+    assert 'name="robustexplain_check_too_short" value="FAIL"' in junit
+    assert 'name="robustexplain_check_too_short" value="PASS"' in junit
+    report = json.loads((tmp_path / "r.json").read_text(encoding="utf-8"))
+    failed = next(g for g in report["gates"] if "test_default" in g["nodeid"])
+    assert failed["verdict"]["message"].startswith("Check too_short FAIL: 6 of 6 explanations")
+    comment = _run(package, tmp_path, "report", "r.json", "--format", "pr-comment",
+                   module="pytest_robustexplain").stdout
+    assert "Check too\\_short FAIL: 6 of 6 explanations are shorter than min\\_words" in comment
 
 
 @pytest.mark.parametrize("given", ["flag", "env", "yaml"])

@@ -275,6 +275,15 @@ GUARD_POLICIES: tuple[str, ...] = ("fail", "warn", "off")
 # records none was gated at.
 DEFAULT_MIN_COMBINED = 0.5
 DEFAULT_MIN_METRIC = 0.35
+# The defaults of the cross-user control's checks (the checks declare the settings; the records that keep
+# them default to the same numbers, and ``guard`` hands them on).
+DEFAULT_MIN_SENSITIVITY = 0.05
+DEFAULT_MAX_INSENSITIVE_SHARE = 0.2
+DEFAULT_MAX_IDENTICAL_SHARE = 0.05
+DEFAULT_MIN_RELATIVE = 0.5
+DEFAULT_MAX_COPY_RATE = 0.1
+DEFAULT_MIN_HISTORY_REFERENCE = 0.5
+DEFAULT_MAX_UNSUPPORTED_RATE = 0.5
 
 
 def is_control(kind: str) -> bool:
@@ -357,7 +366,7 @@ class CopyingResult:
     explained: int = 0
     low: float = 0.0
     high: float = 1.0
-    limit: float = 0.1
+    limit: float = DEFAULT_MAX_COPY_RATE
     outcome: str | None = None
 
 
@@ -432,7 +441,7 @@ class GuardResult:
     message: str = ""
     example: GuardExample | None = None
     identical_low: float = 0.0  # one-sided lower confidence bound of the share of identical texts
-    max_identical_share: float = 0.05
+    max_identical_share: float = DEFAULT_MAX_IDENTICAL_SHARE
     sensitivity_low: float | None = None  # one-sided lower bound of S: PASS needs it above min_sensitivity
     users_needed: int | None = None  # INCONCLUSIVE: about how many users would show the sensitivity
     relative_robustness: Annotated[RelativeResult, Rule(moved=_moved(_RELATIVE_V2))] = RelativeResult()
