@@ -121,9 +121,11 @@ def test_the_checks_own_setting_is_a_marker_keyword_with_its_default(package: Pa
     assert "Check too\\_short FAIL: 6 of 6 explanations are shorter than min\\_words" in comment
 
 
-@pytest.mark.parametrize("given", ["flag", "env", "yaml"])
+@pytest.mark.parametrize("given", ["flag", "flag-xdist", "env", "yaml"])
 def test_the_checks_own_setting_comes_from_every_layer(package: Path, tmp_path: Path, given: str) -> None:
-    args, env = (["--robustexplain-min-words=3"], None) if given == "flag" else ([], None)
+    args, env = (["--robustexplain-min-words=3"], None) if given.startswith("flag") else ([], None)
+    if given == "flag-xdist":  # each worker resolves it the same way
+        args += ["-n", "2"]
     if given == "env":
         env = {"ROBUSTEXPLAIN_MIN_WORDS": "3"}
     if given == "yaml":
@@ -131,8 +133,8 @@ def test_the_checks_own_setting_comes_from_every_layer(package: Path, tmp_path: 
     passed = {"test_default": "PASS", "test_three_words": "PASS"}
     assert _outcomes(package, tmp_path, *args, env=env) == passed
     report = json.loads((tmp_path / "r.json").read_text(encoding="utf-8"))
-    origin = {"flag": "--robustexplain-min-words", "env": "ROBUSTEXPLAIN_MIN_WORDS",
-              "yaml": "robustexplain.yaml"}
+    origin = {"flag": "--robustexplain-min-words", "flag-xdist": "--robustexplain-min-words",
+              "env": "ROBUSTEXPLAIN_MIN_WORDS", "yaml": "robustexplain.yaml"}
     assert origin[given] in report["settings"]["sources"]["min_words"]
 
 

@@ -7,7 +7,7 @@ registry (``registry``) orders them and takes the user's own (``register_check``
 an item's verdict. This face only hands names on.
 """
 
-from .base import MEASUREMENT, SILENT, Check, Decision, Evidence, Probe, originals, share_row
+from .base import MEASUREMENT, SILENT, Check, Decision, Evidence, Gate, Probe, originals, share_row
 from .combine import apply_stage, combine
 from .controls import relative_pairs
 from .predicate import PredicateCheck, PredicateFound
@@ -32,6 +32,7 @@ __all__ = [
     "CheckRegistry",
     "Decision",
     "Evidence",
+    "Gate",
     "PredicateCheck",
     "PredicateFound",
     "Probe",

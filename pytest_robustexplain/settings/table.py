@@ -1,4 +1,5 @@
-"""The option table: every setting declared once in :data:`OPTIONS`, with the choices and defaults it offers.
+"""The option table: every setting declared once in :data:`OPTIONS`, with the choices and defaults it offers —
+the run's own here, each check's in its own module (``Check.options``, gathered as :data:`CHECK_OPTIONS`).
 
 From one :class:`OptionSpec` come the command-line option (``--robustexplain-<name>``), the ini key
 (``robustexplain_<name>``), the environment variable (``ROBUSTEXPLAIN_<NAME>``), the key of
