@@ -17,12 +17,13 @@ import pytest
 from pytest_robustexplain.testing import FakeOllamaServer
 
 
-def simulation() -> ModuleType:
-    """``benchmarks/simulation.py``, the calibration generator and the guard's vectorised rules (not
-    shipped with the package; the benchmarks import it by name, tests by its path)."""
-    name = "robustexplain_benchmark_simulation"
+def simulation(module: str = "simulation") -> ModuleType:
+    """``benchmarks/simulation.py`` (the calibration generator and the guard's vectorised rules), or another
+    benchmark ``module`` (not shipped with the package; the benchmarks import it by name, tests by its
+    path)."""
+    name = f"robustexplain_benchmark_{module}"
     if name not in sys.modules:
-        path = Path(__file__).resolve().parent.parent / "benchmarks" / "simulation.py"
+        path = Path(__file__).resolve().parent.parent / "benchmarks" / f"{module}.py"
         spec = importlib.util.spec_from_file_location(name, path)
         assert spec is not None and spec.loader is not None
         module = importlib.util.module_from_spec(spec)

@@ -171,7 +171,9 @@ def _decided_after(message: str) -> int:
 def test_a_pass_waits_for_the_sensitivity_to_be_shown(pytester: pytest.Pytester, guard: str) -> None:
     """A PASS needs every check that asks for evidence decided (issue 44): ρ's betting test passes the fake
     stable model after a few users, but its S (0.12-0.25) needs more before the guard's bound can show it,
-    so the slice goes on until S's own anytime-valid test has it. Under guard=warn nothing waits."""
+    so the slice goes on until S's own anytime-valid test has it — and (issue 59) until the checks that pass
+    unless shown to fail have seen every user their fixed rules need, here all 20. Under guard=warn nothing
+    waits."""
     extra = f', perturbations=["noise_injection"], guard="{guard}"'
     pytester.makepyfile(test_gate=SEQUENTIAL.format(extra=extra))
     with FakeOllamaServer(mode="stable") as server:
@@ -183,9 +185,30 @@ def test_a_pass_waits_for_the_sensitivity_to_be_shown(pytester: pytest.Pytester,
     rho_users, guard_users = _decided_after(verdict["message"]), verdict["guard"]["n_users"]
     assert verdict["outcome"] == PASS and verdict["guard"]["outcome"] == PASS
     if guard == "fail":
-        assert rho_users < guard_users < 20  # past ρ's decision, short of every user
+        assert rho_users < guard_users == 20  # past ρ's decision: every user the checks need
     else:
         assert guard_users == rho_users
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3, 4, 5])
+def test_an_invented_past_purchase_fails_every_item_under_both_decisions(pytester: pytest.Pytester,
+                                                                       seed: int) -> None:
+    """Issue 59: an explainer that adds a made-up past purchase to every honest explanation passed 4 of 6
+    items under sequential (the slice stopped after 7 users, where the unsupported-mention rule cannot reject
+    7 of 7); a PASS now waits for the users that rule needs, so every item fails as under the mean rule."""
+    from pathlib import Path
+
+    tests = str(Path(__file__).resolve().parent)
+    pytester.makeconftest(GAMING.format(tests=tests, explainer="gaming.invents_a_purchase"))
+    for decision in ("mean", "sequential"):
+        pytester.makepyfile(test_gate=SEQUENTIAL.replace('"sequential"', f'"{decision}"').format(extra=""))
+        pytester.runpytest(f"--robustexplain-seed={seed}", "--robustexplain-json=r.json", "-p",
+                           "no:cacheprovider")
+        gates = read_report(pytester)["gates"]
+        assert len(gates) > 1
+        for gate in gates:
+            assert gate["verdict"]["outcome"] == FAIL, (decision, gate["slice"], gate["verdict"]["message"])
+            assert gate["verdict"]["findings"]["grounding"]["outcome"] == FAIL, (decision, gate["slice"])
 
 
 def test_an_explainer_that_ignores_every_user_is_insensitive_after_four_users(

@@ -12,6 +12,8 @@ from .base import SILENT, Check, Decision, Evidence, share_row
 from .controls import stop_alpha
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from ..results import AttackResult, Finding, Verdict
     from ..stats import StopRule
     from .base import Gate
@@ -68,6 +70,12 @@ class AttackCheck(Check):
             return None
         return StopRule(self.name, float(getattr(gate, self.limit_setting)), ABOVE, stop_alpha(gate),
                         lambda pairs, swaps: user_success_share(pairs, self.kind))
+
+    def users_needed(self, gate: Gate, kind: str | None, planned: int, rules: Sequence[StopRule]) -> int:
+        """The attack's fixed rule is a point rule (the observed rate past the limit), with no alpha."""
+        from ..stats import users_to_catch
+
+        return max((users_to_catch(r.limit, r.side, None, planned) for r in rules), default=0)
 
     def decide(self, found: AttackResult, evidence: Evidence) -> Decision:
         from ..results import FAIL

@@ -188,6 +188,22 @@ class Check:
         user's finished pairs (``StopRule.probe``). Empty by default: no such test."""
         return ()
 
+    def users_needed(self, gate: Gate, kind: str | None, planned: int, rules: Sequence[StopRule]) -> int:
+        """Where the check's burden of proof sits under ``decision=sequential``: the users a slice must have
+        fed before it may stop with PASS, as far as this check goes (``rules``: its tests on the slice).
+
+        A check that must show PASS does so by a PASS rule of its own, whose rejection the slice waits for
+        (0 here). One that passes unless shown to fail — a FAIL rule — holds the PASS until its fixed rule,
+        at the alpha it keeps beside the test, would catch a clear failure about as often as on all
+        ``planned`` users (:func:`~..stats.users_to_catch`): its test alone, at the 7–10 users after which
+        ρ decides, let an explainer flagged in every explanation pass."""
+        from ..results import FAIL
+        from ..stats import DEFAULT_FALLBACK_SHARE, users_to_catch
+
+        kept = DEFAULT_FALLBACK_SHARE / (1 - DEFAULT_FALLBACK_SHARE)  # the fixed rule's alpha beside a test's
+        return max((users_to_catch(r.limit, r.side, r.alpha * kept, planned) for r in rules
+                    if r.verdict == FAIL), default=0)
+
     def limit_of(self, gate: Gate) -> float:
         """The test's limit for this check (``check-limits``), else its own (``default_limit``)."""
         if self.default_limit is None:

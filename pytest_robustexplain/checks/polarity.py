@@ -11,7 +11,11 @@ from ..options import float_parser, opt
 from .base import SILENT, Check, Decision, Evidence, share_row
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from ..results import Finding, PolarityResult
+    from ..stats import StopRule
+    from .base import Gate
 
 
 class Polarity(Check):
@@ -28,6 +32,13 @@ class Polarity(Check):
 
     def measure(self, evidence: Evidence) -> PolarityResult | None:
         return evidence.measured.get(self.name)
+
+    def users_needed(self, gate: Gate, kind: str | None, planned: int, rules: Sequence[StopRule]) -> int:
+        """Gated, it has no test of its own: its fixed rule, at the whole alpha, needs the users."""
+        from ..stats import ABOVE, users_to_catch
+
+        rate = gate.max_misattributed_rate
+        return 0 if rate is None else users_to_catch(rate, ABOVE, gate.alpha, planned)
 
     def decide(self, found: PolarityResult, evidence: Evidence) -> Decision:
         from ..results import FAIL

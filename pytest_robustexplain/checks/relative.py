@@ -54,6 +54,11 @@ class Relative(ControlCheck):
         return StopRule(self.name, guard_mod.relative_excess_limit(threshold), BELOW,
                         stop_alpha(gate), value)
 
+    def users_needed(self, gate: Gate, kind: str | None, planned: int, rules: Sequence[StopRule]) -> int:
+        """Every planned user, when R is gated and enforced: its fixed rule bounds a ratio of the users'
+        means, whose power rests on a spread no one knows before the users are measured."""
+        return planned if gate.relative_threshold(kind) is not None and enforced_by_guard(gate) else 0
+
     def problem(self, found: GuardResult, evidence: Evidence) -> tuple[str, str] | None:
         from .. import guard as guard_mod
         from ..adversarial import ATTACK_KINDS

@@ -156,12 +156,18 @@ def slice_spec(settings: Settings, gate: GateSettings, *, slice_id: str, model: 
         # Every check with a test of its own may end the slice early too (each says when it has one: the
         # control-based checks only when the guard enforces them, an attack when its kind is planned).
         checks, services = list(checks), probes or {}
-        stops = tuple(rule for check in checks
-                      for rule in check.stop_rules_for(gate, kind, floor_is_one=not noise_floor, cases=cases))
-        stops += tuple(rule for check in checks if check.name in services
-                       for rule in check.probe_rules(gate, kind, services[check.name]))
+        rules = {check.name: check.stop_rules_for(gate, kind, floor_is_one=not noise_floor, cases=cases)
+                 for check in checks}
+        probed = {check.name: check.probe_rules(gate, kind, services[check.name])
+                  for check in checks if check.name in services}
+        stops = tuple(rule for mine in (*rules.values(), *probed.values()) for rule in mine)
+        # A PASS waits until each check that passes unless shown to fail has seen the users it needs.
+        planned = len({c.user_id for c in cases})
+        planned = planned if gate.max_users is None else min(planned, gate.max_users)
+        hold = max((c.users_needed(gate, kind, planned, (*rules[c.name], *probed.get(c.name, ())))
+                    for c in checks), default=0)
         sequential = SequentialConfig(gate.thresholds(kind), alpha=gate.alpha, max_users=gate.max_users,
-                                      stops=stops)
+                                      stops=stops, hold=hold)
     # A test's own weights only re-weight ρ of its slice; the run's weights stay the reports' ρ.
     weights = gate.weights if gate.weights != settings.weights else None
     donors = donor_pool.donors(cases, settings.seed) if donor_pool is not None and guarded(gate) else {}

@@ -70,6 +70,7 @@ from .sequential import (
     simulate_one_sided,
     simulate_sequential,
     user_order,
+    users_to_catch,
 )
 from .verdicts import apply_policy, gate
 
@@ -122,4 +123,5 @@ __all__ = [
     "t_quantile",
     "user_order",
     "user_spread",
+    "users_to_catch",
 ]

@@ -267,11 +267,14 @@ class Books:
 
 def _settled(result: SliceResult) -> bool:
     """Whether a sequential slice needs no more users: a check's test failed it, ρ's gate failed it, or
-    ρ's gate passed it and every check that needs evidence to pass (a PASS rule) has it."""
-    gate = result.gate
+    ρ's gate passed it, every check that must show PASS (a PASS rule) has, and every check that passes
+    unless shown to fail has seen the users it needs (``SequentialConfig.hold``)."""
+    gate, config = result.gate, result.spec.sequential
     if result.stopped is not None or gate is None:
         return True
     if not gate.decided:
         return False
-    rules = result.spec.sequential.stops if result.spec.sequential is not None else ()
-    return gate.outcome != PASS or all(result.stops[r.key].rejected for r in rules if r.verdict == PASS)
+    if gate.outcome != PASS or config is None:
+        return True
+    return result.users_fed >= config.hold and all(
+        result.stops[r.key].rejected for r in config.stops if r.verdict == PASS)

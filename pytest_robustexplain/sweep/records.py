@@ -76,6 +76,8 @@ class SequentialConfig:
     # FAIL rule that rejects ends the slice, as the gate's FAIL does; a PASS decided by ρ waits for every
     # PASS rule.
     stops: tuple[StopRule, ...] = ()
+    # The users a PASS waits for (``Check.users_needed``): the checks that pass unless shown to fail.
+    hold: int = 0
 
 
 @dataclass
