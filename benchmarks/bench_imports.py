@@ -5,8 +5,8 @@ median of ``--runs`` fresh interpreters, so a row is the cost added by that impo
 steadier figure on a shared machine. Which rows a run pays:
 
 - every run: ``pytest``, the plugin's start-up import (``pytest_robustexplain.plugin``);
-- a session with marked tests: ``numpy`` and the plugin's own modules (``scipy.special``, the row below,
-  is no longer imported by any run: the gate's special functions are ``stats/special.py``);
+- a session with marked tests: ``numpy`` and the plugin's own modules (``scipy.special``, the row below, is
+  imported where the gate first needs a bound);
 - a run that scores a pair (a cold run, or one whose pairs are not in the score cache): ``nltk`` with the
   ``scipy.stats`` it imports, TextBlob, sacrebleu;
 - a report that shows the paper's kind analyses (full terminal report, Markdown, HTML, JSON):

@@ -1,14 +1,15 @@
 """How often the checks' own sequential tests fail an item falsely, and how soon they stop a clear case.
 
 Under ``decision=sequential`` the checks read from the cross-user control run anytime-valid tests
-(``stats.OneSidedTest``) on the users in the gate's seeded order, each at alpha/2 = 0.025 (their fixed
-rules keep the other half): the copy rate (each user's share of original explanations that copy the
-prompt, against max_copy_rate 0.1), history references (each user's share that refer to their history,
-against min_history_reference 0.5) and relative robustness R (each user's excess Δ − 0.5·S rescaled to
-[0, 1], against the excess of R = 0.5, at ρ_floor = 1), the identical share (each user's share of texts
-word for word the control's, against max_identical_share 0.05, at alpha/4: INSENSITIVE has two rules),
-unsupported mentions (each user's share naming a category or title from neither the history nor the item,
-against max_unsupported_rate 0.5, at alpha/8: half of its fixed rule's share of grounding's alpha), the
+(``stats.OneSidedTest``) on the users in the gate's seeded order; a check that passes unless shown to fail
+gives its test a tenth of its alpha and its fixed rule the rest (``stats.check_alphas``, issue 59): the copy
+rate (each user's share of original explanations that copy the prompt, against max_copy_rate 0.1, at
+alpha/10), history references (each user's share that refer to their history, against
+min_history_reference 0.5) and unsupported mentions (each user's share naming a category or title from
+neither the history nor the item, against max_unsupported_rate 0.5) at alpha/20 each (grounding's two
+rules share its alpha), relative robustness R (each user's excess Δ − 0.5·S rescaled to [0, 1], against
+the excess of R = 0.5, at ρ_floor = 1, at alpha/10), the identical share (each user's share of texts word
+for word the control's, against max_identical_share 0.05, at alpha/20: INSENSITIVE has two rules), the
 attacks (each user's share of attacked pairs won, against max_injection_rate 0 and max_hijack_rate 0.2), a
 user's predicate check (each user's share of flagged explanations, against its max_rate: 0, 0.05, 0.2),
 the judge's faithful rate (each user's share of originals judged faithful, against min_faithful_rate 0.8
@@ -35,7 +36,7 @@ import numpy as np
 from bench_guard import at_limit, at_mean, population, relative_population
 
 from pytest_robustexplain.guard import relative_excess_limit
-from pytest_robustexplain.stats import ABOVE, BELOW, simulate_one_sided
+from pytest_robustexplain.stats import ABOVE, BELOW, check_alphas, simulate_one_sided
 
 ALPHA = 0.025
 SIZES = (5, 10, 20, 50, 100)
@@ -58,19 +59,22 @@ def excess(center: float | None, noise: float, median: float = 0.3, threshold: f
 
 
 # (limit, side, alpha): a rejection of "above" by a FAIL rule is its FAIL; the S rule's rejection is its PASS.
-CHECKS = {"copy rate ≤ 0.1": (0.1, ABOVE, ALPHA), "history references ≥ 0.5": (0.5, BELOW, ALPHA),
-          # grounding's second rule: half of its fixed rule's quarter of alpha (checks/grounding.py)
-          "unsupported mentions ≤ 0.5": (0.5, ABOVE, ALPHA / 4),
-          "R ≥ 0.5": (relative_excess_limit(0.5), BELOW, ALPHA),
-          "identical share ≤ 0.05": (0.05, ABOVE, ALPHA / 2),  # half of the INSENSITIVE rules' share
+# A check that passes unless shown to fail gives its test a tenth of its alpha (stats.check_alphas, issue 59);
+# the attacks (a point rule beside them) and the S test keep half of the run's alpha (ALPHA).
+TEST = check_alphas(2 * ALPHA)[0]
+CHECKS = {"copy rate ≤ 0.1": (0.1, ABOVE, TEST), "history references ≥ 0.5": (0.5, BELOW, TEST / 2),
+          # grounding's two rules share the check's alpha
+          "unsupported mentions ≤ 0.5": (0.5, ABOVE, TEST / 2),
+          "R ≥ 0.5": (relative_excess_limit(0.5), BELOW, TEST),
+          "identical share ≤ 0.05": (0.05, ABOVE, TEST / 2),  # half of the INSENSITIVE rules' share
           "injection ≤ 0": (0.0, ABOVE, ALPHA), "hijack ≤ 0.2": (0.2, ABOVE, ALPHA),
           # a user's predicate check (checks/predicate.py): each user's share of flagged explanations
-          "your predicate ≤ 0": (0.0, ABOVE, ALPHA), "your predicate ≤ 0.05": (0.05, ABOVE, ALPHA),
-          "your predicate ≤ 0.2": (0.2, ABOVE, ALPHA),
+          "your predicate ≤ 0": (0.0, ABOVE, TEST), "your predicate ≤ 0.05": (0.05, ABOVE, TEST),
+          "your predicate ≤ 0.2": (0.2, ABOVE, TEST),
           "S > 0.05 (a PASS)": (0.05, ABOVE, ALPHA),
           # the judge's faithful rate (checks/faithfulness.py): each user's share of originals judged
           # faithful, against min_faithful_rate
-          "faithful rate ≥ 0.8": (0.8, BELOW, ALPHA), "faithful rate ≥ 0.5": (0.5, BELOW, ALPHA)}
+          "faithful rate ≥ 0.8": (0.8, BELOW, TEST), "faithful rate ≥ 0.5": (0.5, BELOW, TEST)}
 
 
 def pairs(p: float, cases: int = 5) -> Draw:
@@ -85,7 +89,7 @@ def sensitivity(draw: Callable[[Rng, tuple[int, int]], tuple[np.ndarray, np.ndar
 
 def false_fail_table(runs: int, rng: Rng) -> float:
     print(f"1. P(false FAIL, or the S test's false PASS): a rejection at or before G users, population "
-          f"exactly at the limit (alpha {ALPHA}; the identical share {ALPHA / 2})")
+          f"exactly at the limit (each test at its own alpha; the worst scaled to {ALPHA})")
     print(f"{'check':<28}{'population':<34}" + "".join(f"{f'G={n}':>8}" for n in SIZES))
     rows = [("copy rate ≤ 0.1", "one case a user", shares(0.1)),
             ("copy rate ≤ 0.1", "four cases a user, together", shares(0.1, 4)),

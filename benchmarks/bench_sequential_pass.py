@@ -8,9 +8,11 @@ their fixed rules, and could not reject. Now a PASS waits until each such check 
 the failures issue 59 measured, this prints how often the item PASSes:
 
 - **fixed**: ``decision=fixed``: the check's fixed rule on every planned user at the alpha it has there;
-- **seq before**: the check's anytime test on the users until ρ's gate decided, then its fixed rule (the
-  alpha it keeps beside the test) on those users — the old stop;
-- **seq now**: the same, stopping no earlier than the hold;
+- **seq before**: the check's anytime test on the users until ρ's gate decided, then its fixed rule on those
+  users, at the old split of the check's alpha (half to the test; grounding's unsupported mentions a
+  quarter each) — the old stop;
+- **seq now**: the same at today's split (``stats.check_alphas``: a tenth to the test), stopping no earlier
+  than the hold (the fixed rule's certainty, which only moves a FAIL earlier, changes no outcome here);
 
 and the users a sequential slice measured. ρ's stop comes from the package's own gate
 (``stats.simulate_sequential``) fed honest users (ρ per user ~ N(0.8, 0.1) clipped to [0, 1], gate 0.5), the
@@ -33,6 +35,7 @@ from pytest_robustexplain import guard
 from pytest_robustexplain.stats import (
     ABOVE,
     BELOW,
+    check_alphas,
     simulate_one_sided,
     simulate_sequential,
     users_to_catch,
@@ -44,15 +47,22 @@ SIZES = (10, 20, 50)
 
 @dataclass(frozen=True)
 class Rule:
-    """A check's share rule: its limit and side, the alpha of its test, of its fixed rule beside the test,
-    and of its fixed rule under decision=fixed (None: a point rule)."""
+    """A check's share rule: its limit and side, its alpha under decision=fixed (None: a point rule, whose
+    test spends half of the check's alpha), and the old split (its test's, its fixed rule's alpha)."""
 
     name: str
     limit: float
     side: str
-    test: float
-    kept: float | None
     fixed: float | None
+    old: tuple[float, float | None]
+
+    @property
+    def test(self) -> float:
+        return check_alphas(self.fixed)[0] if self.fixed is not None else self.old[0]
+
+    @property
+    def kept(self) -> float | None:
+        return check_alphas(self.fixed)[1] if self.fixed is not None else None
 
     def clear(self) -> float:
         from pytest_robustexplain.stats.sequential import CLEAR_AT_LEAST, CLEAR_MARGIN
@@ -64,13 +74,13 @@ class Rule:
 
 # The default limits and alpha shares (docs/statistics.md, "The checks' own sequential tests").
 RULES = (
-    Rule("copy rate ≤ 0.1", 0.1, ABOVE, ALPHA / 2, ALPHA / 2, ALPHA),
-    Rule("history references ≥ 0.5", 0.5, BELOW, ALPHA / 2, ALPHA / 4, ALPHA / 2),
-    Rule("unsupported mentions ≤ 0.5", 0.5, ABOVE, ALPHA / 8, ALPHA / 8, ALPHA / 2),
-    Rule("identical share ≤ 0.05", 0.05, ABOVE, ALPHA / 4, ALPHA / 4, ALPHA / 2),
-    Rule("a predicate ≤ 0.05", 0.05, ABOVE, ALPHA / 2, ALPHA / 2, ALPHA),
-    Rule("faithful rate ≥ 0.8", 0.8, BELOW, ALPHA / 2, ALPHA / 2, ALPHA),
-    Rule("hijack ≤ 0.2 (a point rule)", 0.2, ABOVE, ALPHA / 2, None, None),
+    Rule("copy rate ≤ 0.1", 0.1, ABOVE, ALPHA, (ALPHA / 2, ALPHA / 2)),
+    Rule("history references ≥ 0.5", 0.5, BELOW, ALPHA / 2, (ALPHA / 2, ALPHA / 4)),
+    Rule("unsupported mentions ≤ 0.5", 0.5, ABOVE, ALPHA / 2, (ALPHA / 8, ALPHA / 8)),
+    Rule("identical share ≤ 0.05", 0.05, ABOVE, ALPHA / 2, (ALPHA / 4, ALPHA / 4)),
+    Rule("a predicate ≤ 0.05", 0.05, ABOVE, ALPHA, (ALPHA / 2, ALPHA / 2)),
+    Rule("faithful rate ≥ 0.8", 0.8, BELOW, ALPHA, (ALPHA / 2, ALPHA / 2)),
+    Rule("hijack ≤ 0.2 (a point rule)", 0.2, ABOVE, None, (ALPHA / 2, None)),
 )
 # Issue 59's cases: (rule, rate, what it is).
 CASES = (("unsupported mentions ≤ 0.5", 1.0, "a made-up mention in every explanation"),
@@ -118,10 +128,10 @@ def passes(rule: Rule, values: np.ndarray, rho: np.ndarray) -> tuple[float, floa
     runs, planned = values.shape
     hold = users_to_catch(rule.limit, rule.side, rule.kept, planned)
     fixed = ~fixed_fails(values, np.full(runs, planned), rule, rule.fixed)
-    rejected, at = simulate_one_sided(values, rule.limit, rule.side, alpha=rule.test)
     out = []
-    for stop in (rho, np.maximum(rho, hold)):
-        failed = (rejected & (at <= stop)) | fixed_fails(values, stop, rule, rule.kept)
+    for stop, (test, kept) in ((rho, rule.old), (np.maximum(rho, hold), (rule.test, rule.kept))):
+        rejected, at = simulate_one_sided(values, rule.limit, rule.side, alpha=test)
+        failed = (rejected & (at <= stop)) | fixed_fails(values, stop, rule, kept)
         out.append((float(np.mean(~failed)), float(np.mean(np.where(rejected & (at <= stop), at, stop)))))
     return float(np.mean(fixed)), out[0][0], out[1][0], out[1][1]
 

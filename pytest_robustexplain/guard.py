@@ -108,9 +108,14 @@ class GuardSettings:
         """The alpha the fixed rule behind a sequential test (``StopRule.key``: ``sensitivity`` — the
         identical share —, ``pass_key("sensitivity")``, ``copying``, ``grounding`` — history references —,
         :data:`UNSUPPORTED_RULE`, ``relative``) decides at."""
-        from .stats import DEFAULT_FALLBACK_SHARE
+        from .stats import DEFAULT_FALLBACK_SHARE, check_alphas, pass_key
 
-        return self.alpha * DEFAULT_FALLBACK_SHARE if check in self.split else self.alpha
+        if check not in self.split:
+            return self.alpha
+        # A PASS rule's fixed rule keeps the fallback's share; a FAIL rule's what its test leaves.
+        if check.endswith(pass_key("")):
+            return self.alpha * DEFAULT_FALLBACK_SHARE
+        return check_alphas(self.alpha)[1]
 
 
 # Grounding's second rule (unsupported mentions) among a slice's sequential tests: ``StopRule.key`` of the
@@ -169,18 +174,18 @@ def share_lower_bound(k: float, n: int, alpha: float) -> float:
     users' shares: :func:`user_share`)."""
     if n <= 0 or k <= 0:
         return 0.0
-    from .stats.special import betaincinv  # the Beta quantile, without importing scipy
+    from scipy.special import betaincinv  # the Beta quantile
 
-    return betaincinv(k, n - k + 1, alpha)
+    return float(betaincinv(k, n - k + 1, alpha))
 
 
 def share_upper_bound(k: float, n: int, alpha: float) -> float:
     """One-sided exact (Clopper–Pearson) upper (1 − alpha) bound of a proportion k/n."""
     if n <= 0 or k >= n:
         return 1.0
-    from .stats.special import betaincinv
+    from scipy.special import betaincinv
 
-    return betaincinv(k + 1, n - k, 1 - alpha)
+    return float(betaincinv(k + 1, n - k, 1 - alpha))
 
 
 def user_share(rows: Sequence[tuple[str, bool | float]]) -> tuple[float, int]:
@@ -249,24 +254,20 @@ def _grounding_outcome(rows: Grounded, settings: GuardSettings) -> str | None:
     unsupported-mention rate confidently above ``max_unsupported_rate`` (one-sided exact bounds with users
     as the unit, :func:`user_share`; with both gated each rule takes half the check's alpha, so that
     their union holds it — at alpha each they reached 7.5–11 % with both rates at their limits); None when
-    neither is gated or nothing was measured. Under ``decision=sequential`` the history-reference rule's
-    test spends half the check's alpha (the fixed rules share the other half: ``GuardSettings.alpha_of``)
-    and the unsupported-mention rule's test half of that rule's share."""
-    from .stats import DEFAULT_FALLBACK_SHARE
-
+    neither is gated or nothing was measured. Under ``decision=sequential`` each rule's own test, when it
+    ran, spent its share of that rule's alpha (``GuardSettings.alpha_of``; checks/grounding.py)."""
     gated = [r for r in (settings.min_history_reference, settings.max_unsupported_rate) if r is not None]
     if not rows or not gated:
         return None
-    alpha = settings.alpha_of("grounding") / len(gated)
     checks = []
     if settings.min_history_reference is not None:
         k, g = user_share([(u, _refers(gr, s)) for u, gr, s in rows])
+        alpha = settings.alpha_of("grounding") / len(gated)
         checks.append(share_upper_bound(k, g, alpha) < settings.min_history_reference)
     if settings.max_unsupported_rate is not None:
         k, g = user_share([(u, _unsupported(gr)) for u, gr, _ in rows])
-        # Its own sequential test, when it ran, took half of this rule's share (checks/grounding.py).
-        unsupported_alpha = alpha * (DEFAULT_FALLBACK_SHARE if UNSUPPORTED_RULE in settings.split else 1.0)
-        checks.append(share_lower_bound(k, g, unsupported_alpha) > settings.max_unsupported_rate)
+        alpha = settings.alpha_of(UNSUPPORTED_RULE) / len(gated)
+        checks.append(share_lower_bound(k, g, alpha) > settings.max_unsupported_rate)
     return FAIL if any(checks) else PASS
 
 

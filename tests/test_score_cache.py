@@ -253,11 +253,11 @@ def test_a_warm_rerun_imports_no_scorer_and_gives_the_same_scores(pytester: pyte
     assert list((tmp_path / "cache" / "scores").glob("??/*.jsonl"))
     calls = server.chat_calls
     warm = run(tmp_path / "warm.json")
-    # The JSON report shows the kind tests (scipy.stats), so the check is of the warm run without it: no
-    # scipy at all, the gate's special functions being pure Python (stats/special.py).
+    # The warm run without the JSON report: none of the scorer's modules. scipy is the gate's (its share
+    # bounds and t quantiles are scipy.special's: issue 60).
     result = pytester.runpytest_subprocess(*args, timeout=300)
     result.assert_outcomes(passed=3)
-    assert json.loads(seen.read_text(encoding="utf-8")) == []
+    assert set(json.loads(seen.read_text(encoding="utf-8"))) <= {"scipy"}
     assert warm == cold and server.chat_calls == calls
 
 

@@ -116,13 +116,15 @@ def _gaming(pytester: pytest.Pytester, explainer: str, extra: str = "") -> dict:
     return read_report(pytester)
 
 
-def test_an_explainer_that_rewords_on_every_change_fails_on_a_third_of_the_calls(
+def test_an_explainer_that_rewords_on_every_change_fails_on_about_half_of_the_calls(
         pytester: pytest.Pytester) -> None:
+    """R's and history references' tests stop it after 10 users: they spend a tenth of their checks' alpha
+    since issue 59 (6–7 users at half), so that their fixed rules keep decision=fixed's power."""
     doc = _gaming(pytester, "gaming.reword_by_hash")
     gate = _overall(doc)
     assert gate["verdict"]["outcome"] == FAIL
     assert "The sequential test decided it after" in gate["verdict"]["message"]
-    assert doc["calls"]["made"] <= 0.35 * 540  # the full design: 20 users × 27 calls
+    assert doc["calls"]["made"] <= 0.55 * 540  # the full design: 20 users × 27 calls
     stopped = gate["verdict"]["guard"]["stopped_by"]
     assert gate["verdict"]["findings"][stopped]["outcome"] == FAIL
 
@@ -153,9 +155,10 @@ def test_a_model_that_copies_its_prompt_fails_on_a_third_of_the_calls(pytester: 
     (gate,) = doc["gates"]
     verdict = gate["verdict"]
     assert verdict["guard"]["stopped_by"] == "copying" and verdict["findings"]["copying"]["outcome"] == FAIL
-    # The same users, the same stop, whichever process ran it: 20 users × 7 calls in the full design.
+    # The same users, the same stop, whichever process ran it: 20 users × 7 calls in the full design. With a
+    # tenth of the check's alpha the test alone needs 7 users; the fixed rule is certain after 5 (issue 59).
     users = verdict["findings"]["copying"]["counts"]["explanations"]
-    assert users <= 4 and doc["calls"]["made"] <= 0.35 * 140
+    assert users <= 5 and doc["calls"]["made"] <= 0.4 * 140
     assert f"decided it after {users} user{'' if users == 1 else 's'}" in verdict["message"]
 
 
@@ -284,17 +287,18 @@ def test_an_explainer_that_invents_a_past_purchase_fails_on_unsupported_mentions
     assert verdict["outcome"] == FAIL and verdict["guard"]["stopped_by"] == "grounding"
     assert verdict["findings"]["grounding"]["outcome"] == FAIL
     assert "unsupported mentions at most 0.5" in verdict["message"]
-    # Every explanation refers to the history: the stop is the unsupported-mention test's, at alpha/8.
+    # Every explanation refers to the history: the stop is the unsupported-mention test's, at alpha/40 (a
+    # tenth of its rule's half of the check's alpha).
     assert verdict["guard"]["grounding"]["history_reference"]["mean"] == 1.0
-    assert "The sequential test decided it after 9 users" in verdict["message"]
-    # 9 users × 27 calls, and what was in flight when the test rejected: far from the 540 made before.
+    assert "The sequential test decided it after 10 users" in verdict["message"]
+    # 10 users × 27 calls, and what was in flight when the test rejected: far from the 540 made before.
     assert doc["calls"]["made"] <= 0.6 * 540
 
 
 def test_the_grounding_tests_and_fixed_rules_spend_no_more_than_alpha() -> None:
-    """The check's false FAIL is at most alpha over its four routes (Bonferroni): the history-reference test
-    alpha/2, the two fixed rules alpha/4 between them, of which the unsupported-mention test takes half of
-    its rule's share — and with only one rule gated, that rule's test and fixed rule halve alpha."""
+    """The check's false FAIL is at most alpha over its four routes (Bonferroni): each gated rule has an
+    equal share, of which its test spends a tenth and its fixed rule the rest — with only one rule gated,
+    that rule's test and fixed rule share all of alpha."""
     from dataclasses import replace
 
     from pytest_robustexplain.checks.grounding import Grounding
@@ -308,10 +312,10 @@ def test_the_grounding_tests_and_fixed_rules_spend_no_more_than_alpha() -> None:
         keys = {rule.key for rule in rules}
         assert keys == ({"grounding"} if min_history is not None else set()) | {UNSUPPORTED_RULE}
         fixed = GuardSettings(alpha=gate.alpha, split=frozenset(keys), min_history_reference=min_history)
-        gated = 2 if min_history is not None else 1
-        shares = fixed.alpha_of("grounding") / gated
-        spent = sum(rule.alpha for rule in rules) + shares * (gated - 1) + shares * 0.5
-        assert spent == pytest.approx(gate.alpha)
+        gated = len(rules)
+        kept = [fixed.alpha_of(rule.key) / gated for rule in rules]
+        assert kept == pytest.approx([rule.kept for rule in rules])
+        assert sum(rule.alpha for rule in rules) + sum(kept) == pytest.approx(gate.alpha)
 
 
 def test_at_a_limit_of_never_one_hit_rejects_and_none_never_does() -> None:
@@ -431,7 +435,8 @@ def test_the_judges_own_test_fails_an_unfaithful_explainer_after_a_few_users(
     assert verdict["message"].startswith("Faithfulness FAIL: 0 of ")
     assert "below min-faithful-rate 0.5 — the sequential test decided it after " in verdict["message"]
     users = int(row["reason"].split("decided it after ")[1].split(" ")[0])
-    assert users <= 6 and found["judged"] == users  # the finding reads the users the test saw
+    # At a tenth of the check's alpha (issue 59: its fixed rule keeps the rest) the test needs 9 users.
+    assert users <= 9 and found["judged"] == users  # the finding reads the users the test saw
     # 20 users × (an original and 3 pairs) planned. While the judge reads a user, pairs start up to one
     # user past the next to feed (and that one's original ahead): never more calls than these users'.
     assert doc["calls"]["made"] <= 4 * (users + 2) + 1 and doc["calls"]["cancelled"] > 0, doc["calls"]

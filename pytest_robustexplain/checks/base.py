@@ -197,12 +197,10 @@ class Check:
         at the alpha it keeps beside the test, would catch a clear failure about as often as on all
         ``planned`` users (:func:`~..stats.users_to_catch`): its test alone, at the 7–10 users after which
         ρ decides, let an explainer flagged in every explanation pass."""
-        from ..results import FAIL
-        from ..stats import DEFAULT_FALLBACK_SHARE, users_to_catch
+        from ..stats import users_to_catch
 
-        kept = DEFAULT_FALLBACK_SHARE / (1 - DEFAULT_FALLBACK_SHARE)  # the fixed rule's alpha beside a test's
-        return max((users_to_catch(r.limit, r.side, r.alpha * kept, planned) for r in rules
-                    if r.verdict == FAIL), default=0)
+        return max((users_to_catch(r.limit, r.side, r.kept, planned) for r in rules if r.kept is not None),
+                   default=0)
 
     def limit_of(self, gate: Gate) -> float:
         """The test's limit for this check (``check-limits``), else its own (``default_limit``)."""

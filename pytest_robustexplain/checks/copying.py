@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 from ..guard import DEFAULT_MAX_COPY_RATE
 from ..options import float_parser, opt
 from .base import Evidence, share_row
-from .controls import ControlCheck, enforced_by_guard, stop_alpha
+from .controls import ControlCheck, enforced_by_guard
 
 if TYPE_CHECKING:
     from ..results import Finding, GuardResult
@@ -34,12 +34,13 @@ class Copying(ControlCheck):
         """Each user's share of copied explanations, against ``max_copy_rate``: a model that copies its
         prompt fails after a few users."""
         from .. import guard as guard_mod
-        from ..stats import ABOVE, StopRule
+        from ..stats import ABOVE, StopRule, check_alphas
 
         if not enforced_by_guard(gate):
             return None  # a warning never ends a slice
-        return StopRule(self.name, gate.max_copy_rate, ABOVE, stop_alpha(gate),
-                        lambda pairs, swaps: guard_mod.user_copy_share(swaps))
+        test, kept = check_alphas(gate.alpha)
+        return StopRule(self.name, gate.max_copy_rate, ABOVE, test,
+                        lambda pairs, swaps: guard_mod.user_copy_share(swaps), kept=kept)
 
     def problem(self, found: GuardResult, evidence: Evidence) -> tuple[str, str] | None:
         from .. import guard as guard_mod

@@ -43,12 +43,12 @@ class Faithfulness(Check):
         ``min-faithful-rate``: an explainer whose reasons the judge rejects fails after a few users. The
         engine measures the finding with what the test saw (:func:`~..faithfulness.summarise`'s
         ``stopped``), at the alpha the test leaves."""
-        from ..stats import BELOW, StopRule
-        from .controls import stop_alpha
+        from ..stats import BELOW, StopRule, check_alphas
 
         if gate.min_faithful_rate is None:
             return ()  # recorded, not gated: nothing to stop on
-        return (StopRule(self.name, gate.min_faithful_rate, BELOW, stop_alpha(gate), None, probe=probe),)
+        test, kept = check_alphas(gate.alpha)
+        return (StopRule(self.name, gate.min_faithful_rate, BELOW, test, None, probe=probe, kept=kept),)
 
     def decide(self, found: FaithfulnessResult, evidence: Evidence) -> Decision:
         from ..results import FAIL, INCONCLUSIVE

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 from ..guard import DEFAULT_MAX_UNSUPPORTED_RATE, DEFAULT_MIN_HISTORY_REFERENCE
 from ..options import float_parser, opt
 from .base import Evidence
-from .controls import ControlCheck, enforced_by_guard, stop_alpha
+from .controls import ControlCheck, enforced_by_guard
 
 if TYPE_CHECKING:
     from ..results import Finding, GuardResult
@@ -45,26 +45,24 @@ class Grounding(ControlCheck):
         title from neither the history nor the item, against ``max_unsupported_rate``: an explainer that
         ignores the history, or invents the user's taste, fails after a few users.
 
-        Alpha, so that the check's false FAIL stays at most alpha: the history-reference test spends half
-        of it (``stop_alpha``) and the two fixed rules share the other half; the unsupported-mention test
-        takes half of its fixed rule's share (the history-reference test, the one that stops the common
-        failure, keeps the speed it had before the second test came)."""
+        Alpha, so that the check's false FAIL stays at most alpha: each gated rule has an equal share of it,
+        of which its test spends ``CHECK_TEST_SHARE`` and its fixed rule the rest (as
+        guard._grounding_outcome's)."""
         from .. import guard as guard_mod
-        from ..stats import ABOVE, BELOW, DEFAULT_FALLBACK_SHARE, StopRule
+        from ..stats import ABOVE, BELOW, StopRule, check_alphas
 
         if not (enforced_by_guard(gate) or gate.explicit("min_history_reference")):
             return ()
         rules = []
-        history = gate.min_history_reference
+        history, unsupported = gate.min_history_reference, gate.max_unsupported_rate
+        test, kept = check_alphas(gate.alpha / sum(r is not None for r in (history, unsupported)))
         if history is not None:
-            rules.append(StopRule(self.name, history, BELOW, stop_alpha(gate),
-                                  lambda pairs, swaps: guard_mod.user_history_reference(swaps)))
-        if gate.max_unsupported_rate is not None:  # its fixed rule's share, as guard._grounding_outcome's
-            share = gate.alpha * DEFAULT_FALLBACK_SHARE / 2 if history is not None else gate.alpha
-            rules.append(StopRule(self.name, gate.max_unsupported_rate, ABOVE,
-                                  share * (1 - DEFAULT_FALLBACK_SHARE),
+            rules.append(StopRule(self.name, history, BELOW, test,
+                                  lambda pairs, swaps: guard_mod.user_history_reference(swaps), kept=kept))
+        if unsupported is not None:
+            rules.append(StopRule(self.name, unsupported, ABOVE, test,
                                   lambda pairs, swaps: guard_mod.user_unsupported_share(swaps),
-                                  part=guard_mod.UNSUPPORTED_RULE.partition(":")[2]))
+                                  part=guard_mod.UNSUPPORTED_RULE.partition(":")[2], kept=kept))
         return tuple(rules)
 
     def problem(self, found: GuardResult, evidence: Evidence) -> tuple[str, str] | None:

@@ -58,7 +58,7 @@ class PredicateCheck(Check):
 
     def measure(self, evidence: Evidence) -> PredicateFound | None:
         from ..guard import user_share_bounds
-        from ..stats import DEFAULT_FALLBACK_SHARE
+        from ..stats import check_alphas
 
         every = (*evidence.pairs, *evidence.flips, *evidence.controls, *evidence.swaps)
         texts = originals(evidence.cases, every)
@@ -69,8 +69,8 @@ class PredicateCheck(Check):
                 for case, _, text in texts]
         hits = [(case.user_id, case.item_id, text) for case, text, flagged in held if flagged]
         # Users are the unit of the bounds: one user's explanations are not independent of each other. When
-        # its own sequential test ran, that test spent the rest of the alpha (controls.stop_alpha).
-        alpha = evidence.gate.alpha * (DEFAULT_FALLBACK_SHARE if self.name in evidence.stops else 1.0)
+        # its own sequential test ran, that test spent its share of the alpha (stats.check_alphas).
+        alpha = check_alphas(evidence.gate.alpha)[1] if self.name in evidence.stops else evidence.gate.alpha
         low, high = user_share_bounds([(case.user_id, flagged) for case, _, flagged in held], alpha)
         stopped = evidence.stopped
         note = stopped.note() if stopped is not None and stopped.check == self.name else ""
@@ -82,15 +82,15 @@ class PredicateCheck(Check):
         fails after its first users (at a limit of 0, at its first hit — under "never" no hit is ever
         drawn, so that stop cannot be wrong). The predicate needs each case's history and item, which a
         pair does not carry: the rule keeps the slice's cases by user."""
-        from ..stats import ABOVE, StopRule
-        from .controls import stop_alpha
+        from ..stats import ABOVE, StopRule, check_alphas
 
         by_user: dict[str, list[EvalCase]] = {}
         for case in cases:
             by_user.setdefault(case.user_id, []).append(case)
         predicate = self.predicate_for(gate)
-        return (StopRule(self.name, self.limit_of(gate), ABOVE, stop_alpha(gate),
-                         lambda pairs, swaps: self._user_share(predicate, by_user, (*pairs, *swaps))),)
+        test, kept = check_alphas(gate.alpha)
+        share = lambda pairs, swaps: self._user_share(predicate, by_user, (*pairs, *swaps))  # noqa: E731
+        return (StopRule(self.name, self.limit_of(gate), ABOVE, test, share, kept=kept),)
 
     def predicate_for(self, gate: Gate) -> Predicate:
         """The predicate a test's gate asks for: the one registered. A built-in check with a setting of its

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 from ..guard import DEFAULT_MIN_RELATIVE
 from ..options import float_parser, opt
 from .base import Evidence
-from .controls import ControlCheck, enforced_by_guard, stop_alpha
+from .controls import ControlCheck, enforced_by_guard
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -39,7 +39,7 @@ class Relative(ControlCheck):
         exactly when the users' mean excess is below zero. Only at ρ_floor = 1 (no noise floor to wait
         for: temperature 0)."""
         from .. import guard as guard_mod
-        from ..stats import BELOW, StopRule
+        from ..stats import BELOW, StopRule, check_alphas
 
         threshold = gate.relative_threshold(kind)
         if threshold is None or not floor_is_one or not enforced_by_guard(gate):
@@ -52,7 +52,7 @@ class Relative(ControlCheck):
             return guard_mod.user_relative_excess(gated, swaps, threshold)
 
         return StopRule(self.name, guard_mod.relative_excess_limit(threshold), BELOW,
-                        stop_alpha(gate), value)
+                        check_alphas(gate.alpha)[0], value)
 
     def users_needed(self, gate: Gate, kind: str | None, planned: int, rules: Sequence[StopRule]) -> int:
         """Every planned user, when R is gated and enforced: its fixed rule bounds a ratio of the users'

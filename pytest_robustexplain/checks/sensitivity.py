@@ -42,13 +42,13 @@ class Sensitivity(ControlCheck):
         users). The PASS test only at ρ_floor 1 (temperature 0): the noise floor is known at the end."""
         from .. import guard as guard_mod
         from ..results import PASS
-        from ..stats import ABOVE, StopRule
+        from ..stats import ABOVE, StopRule, check_alphas
 
         if not enforced_by_guard(gate):
             return ()
-        identical = StopRule(self.name, gate.max_identical_share, ABOVE,
-                             stop_alpha(gate) / guard_mod.SHARE_RULES,
-                             lambda pairs, swaps: guard_mod.user_identical_share(pairs, swaps))
+        test, kept = check_alphas(gate.alpha / guard_mod.SHARE_RULES)
+        identical = StopRule(self.name, gate.max_identical_share, ABOVE, test,
+                             lambda pairs, swaps: guard_mod.user_identical_share(pairs, swaps), kept=kept)
         if not floor_is_one:
             return (identical,)
         shown = StopRule(self.name, gate.min_sensitivity, ABOVE, stop_alpha(gate),

@@ -197,7 +197,7 @@ class RunJudge:
         if not self.on:
             return None
         from ..faithfulness import summarise
-        from ..stats import DEFAULT_FALLBACK_SHARE
+        from ..stats import check_alphas
 
         self.start(sweep)
         scope = self.settings.judge
@@ -210,7 +210,7 @@ class RunJudge:
         stopped = ended.note() if ended is not None and ended.check == Faithfulness.name else None
         tested = Faithfulness.name in sliced.stops
         return summarise(texts, judge=self.label, scope=scope, min_rate=gate.min_faithful_rate,
-                         alpha=gate.alpha * DEFAULT_FALLBACK_SHARE if tested else gate.alpha,
+                         alpha=check_alphas(gate.alpha)[1] if tested else gate.alpha,
                          min_agreement=gate.min_judge_agreement, stopped=stopped)
 
     def probe_for(self, cases: Sequence[EvalCase]) -> Probe | None:

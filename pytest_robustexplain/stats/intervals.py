@@ -37,15 +37,12 @@ CODE = {1: PASS, -1: FAIL, 0: INCONCLUSIVE}
 
 
 def t_quantile(q: float | FloatArray, df: float | FloatArray) -> FloatArray:
-    """Student t quantile, the numbers of ``scipy.stats.t.ppf(q, df)`` to about 1e-13 (a test checks them on
-    a grid) from :func:`.special.stdtrit`, without importing scipy (docs/performance.md: a cached rerun
-    spent a sixth of its time on ``scipy.special``). ``stdtrit`` remembers each (df, q): the simulations
-    pass thousands of runs with a handful of user counts."""
-    from .special import stdtrit
+    """Student t quantile (``scipy.stats.t.ppf(q, df)``), elementwise."""
+    from scipy.special import stdtrit  # imported here: the plugin's import stays cheap
 
-    q_arr, df_arr = np.broadcast_arrays(np.asarray(q, dtype=float), np.asarray(df, dtype=float))
-    values = [stdtrit(d, p) for p, d in zip(q_arr.ravel().tolist(), df_arr.ravel().tolist(), strict=True)]
-    return np.asarray(values, dtype=float).reshape(q_arr.shape)
+    q_arr = np.asarray(q, dtype=float)
+    # stdtrit answers +inf at q = 0 (scipy 1.17); the quantile there is −inf, as t.ppf says
+    return np.where(q_arr == 0, -np.inf, np.asarray(stdtrit(np.asarray(df, dtype=float), q_arr), dtype=float))
 
 
 # --------------------------------------------------------------------------------------------------
@@ -271,9 +268,9 @@ def ks_band(n: int, alpha: float) -> float:
     """ε with P(sup(F_n − F) > ε) ≤ alpha for n users: the width of the one-sided band around their CDF."""
     if n > _EXACT_BAND_USERS:
         return math.sqrt(math.log(1 / alpha) / (2 * n))
-    from .special import smirnovi
+    from scipy.special import smirnovi
 
-    return smirnovi(n, float(alpha))
+    return float(smirnovi(n, float(alpha)))
 
 
 def free_lower_bounds(values: FloatArray, alpha: float, floor: float) -> FloatArray:
@@ -281,7 +278,7 @@ def free_lower_bounds(values: FloatArray, alpha: float, floor: float) -> FloatAr
     holds whatever the distribution of values ≥ ``floor`` (Anderson 1969).
 
     The mean is floor + ∫(1 − F); with probability 1 − alpha the true F lies below the empirical CDF plus
-    ε, the exact one-sided Kolmogorov–Smirnov critical value for n users (:func:`.special.smirnovi`), so
+    ε, the exact one-sided Kolmogorov–Smirnov critical value for n users (``scipy.special.smirnovi``), so
     the mean is at least floor + Σ (x₍ᵢ₎ − x₍ᵢ₋₁₎)·max(0, 1 − (i − 1)/n − ε), x₍₀₎ = floor. Why not
     Student t: when a minority of users barely depend on the history and the rest sit bunched just above
     the threshold, a sample of five that happens to hold no one from the minority looks like a tight cluster

@@ -110,6 +110,18 @@ def _paths(x: FloatArray, thr: FloatArray, alpha_seq: float) -> _Paths:
 # (0.8) saves one user of twenty on very clear cases but lets the fallback decide fewer close cases: at a
 # gap of 0.1 with 20 users the fixed rule decides 99 % of runs, the sequential test 96 % at this share.
 DEFAULT_FALLBACK_SHARE = 0.5
+# A check that passes unless shown to fail gives its anytime test this share of its alpha and its fixed rule
+# the rest: the fixed rule decides every PASS (on the users the slice waits for), so a larger share for the
+# test cost power against decision=fixed (at half, an explainer flagged for a quarter of the users past a
+# 0.5 limit passed 56 % of sequential runs against 37 % fixed, at 20 users); betting's stop grows only with
+# log(1/alpha), and the fixed rule's own certainty (``OneSidedTest``'s ``certain``) stops a clear case
+# early at no alpha (docs/statistics.md, "When a sequential slice may stop").
+CHECK_TEST_SHARE = 0.1
+
+
+def check_alphas(alpha: float) -> tuple[float, float]:
+    """(its anytime test's, its fixed rule's) alpha for a check that passes unless shown to fail."""
+    return alpha * CHECK_TEST_SHARE, alpha * (1 - CHECK_TEST_SHARE)
 
 
 def _alpha_parts(alpha: float, fallback_share: float) -> tuple[float, float]:
@@ -212,6 +224,11 @@ class StopRule:
     # included: they carry the originals too) once they are in; the user is fed to every test only when it
     # has answered, so the order, and with it the test's validity, stays the seeded one.
     probe: Callable[[Sequence[PairResult]], Awaitable[float | None]] | None = None
+    # The alpha the check's fixed rule keeps beside this test, when that rule is the exact bound of the
+    # users' share (None: another rule — R's ratio, the attacks' point rule — or a PASS rule): the test
+    # then also rejects once that rule is certain to fail (``OneSidedTest``), and it is what the rule's
+    # power is matched at (``Check.users_needed``).
+    kept: float | None = None
 
     def __post_init__(self) -> None:
         if (self.value is None) == (self.probe is None):
@@ -224,8 +241,10 @@ class StopRule:
         name = f"{self.check}:{self.part}" if self.part else self.check
         return name if self.verdict == FAIL else pass_key(name)
 
-    def test(self) -> OneSidedTest:
-        return OneSidedTest(self.limit, self.side, alpha=self.alpha)
+    def test(self, planned: int = 0) -> OneSidedTest:
+        """The rule's test over a slice of ``planned`` users (0: unknown, no certainty of the fixed rule)."""
+        certain = (planned, self.kept) if self.kept is not None and planned > 0 else None
+        return OneSidedTest(self.limit, self.side, alpha=self.alpha, certain=certain)
 
 
 @dataclass(frozen=True)
@@ -237,10 +256,14 @@ class Stopped:
     wealth: float
     level: float
     planned: int = 0  # the slice's users
+    certainly: bool = False  # decided by the fixed rule's certainty, not the wealth (``OneSidedTest``)
 
     def note(self) -> str:
         left = self.planned - self.users
         rest = f"; the other {_users(left)} {'was' if left == 1 else 'were'} not run" if left > 0 else ""
+        if self.certainly:
+            return (f"The sequential test decided it after {_users(self.users)} (the fixed rule fails on "
+                    f"all {_users(self.planned)} whatever the others show){rest}.")
         return (f"The sequential test decided it after {_users(self.users)} (wealth {self.wealth:.3g} ≥ "
                 f"{self.level:.3g}){rest}.")
 
@@ -261,13 +284,20 @@ class OneSidedTest:
     past it rejects at once: H0 allows no other value (:func:`_beyond_the_edge`).
     """
 
-    def __init__(self, limit: float, side: str, *, alpha: float) -> None:
+    def __init__(self, limit: float, side: str, *, alpha: float,
+                 certain: tuple[int, float] | None = None) -> None:
         if not (isinstance(limit, (int, float)) and 0.0 <= float(limit) <= 1.0):
             raise ConfigError(f"limit={limit!r}: must lie in [0, 1]")
         self.limit = float(limit)
         self.side = side
         self._sign = _check_side(side)
         self.alpha = check_alpha(alpha)
+        # (planned users, the fixed rule's alpha): reject too once the check's fixed rule — the exact bound
+        # of the users' share at that alpha — fails on every planned user whatever the users not yet seen
+        # show (all 0 above the limit, all 1 below it). That is the fixed rule's own FAIL known early: no
+        # alpha of its own. ``certainly`` says a rejection came that way.
+        self._certain = certain
+        self.certainly = False
         self._values: list[float] = []
         self._log_wealth = 0.0
         self.rejected = False
@@ -282,7 +312,20 @@ class OneSidedTest:
         self._log_wealth = float(path[0, -1, 0])
         self.rejected = (self.rejected or self._log_wealth >= math.log(self.level)
                          or bool(_beyond_the_edge(np.array(value), self.limit, self._sign)))
+        if not self.rejected and self._certain is not None and self._fixed_rule_fails(*self._certain):
+            self.rejected = self.certainly = True
         return self.rejected
+
+    def _fixed_rule_fails(self, planned: int, alpha: float) -> bool:
+        from scipy.special import betaincinv
+
+        seen, total = len(self._values), math.fsum(self._values)
+        if seen > planned:
+            return False
+        if self._sign > 0:  # the lower bound with every unseen user at 0 (share_lower_bound's formula)
+            return total > 0 and betaincinv(total, planned - total + 1, alpha) > self.limit
+        best = total + planned - seen  # every unseen user at 1: the upper bound (share_upper_bound's)
+        return best < planned and betaincinv(best + 1, planned - best, 1 - alpha) < self.limit
 
     @property
     def n_users(self) -> int:

@@ -137,9 +137,9 @@ def _flip_probability(mean: float, se: float, n_clusters: int, threshold: float)
         return None
     if se == 0:
         return 0.0
-    from .special import stdtr
+    from scipy.special import stdtr
 
-    return stdtr(n_clusters - 1, -abs(mean - threshold) / se)
+    return float(stdtr(n_clusters - 1, -abs(mean - threshold) / se))
 
 
 def _gate_confident(pairs: Sequence[PairResult], thr: dict[str, float], alpha: float,

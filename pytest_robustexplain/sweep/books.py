@@ -213,7 +213,7 @@ class Books:
             test = result.stops[rule.key]
             if value is not None and test.update(value) and rule.verdict == FAIL and result.stopped is None:
                 result.stopped = Stopped(rule.check, result.users_fed, test.wealth, test.level,
-                                         len(result.users_order))
+                                         len(result.users_order), test.certainly)
 
     def _release(self, slice_id: str) -> Step:
         """A decided slice no longer needs its outstanding pairs: those no other slice needs are orphans.
