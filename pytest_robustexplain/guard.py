@@ -277,10 +277,13 @@ def _copy_read(swaps: Sequence[PairResult]) -> list[PairResult]:
 
 
 def _copies(swap: PairResult) -> bool:
+    """Whether the original explanation copies its prompt back, or lists the user's history back (grounding's
+    ``listed``: as many history titles as make a list) — a copy of the prompt's history in other words."""
     from .copying import is_copy
 
-    share = swap.changes.get("copied")
-    return isinstance(share, (int, float)) and is_copy(float(share))
+    share, grounding = swap.changes.get("copied"), swap.changes.get("grounding")
+    listed = isinstance(grounding, Mapping) and bool(grounding.get("listed"))
+    return (isinstance(share, (int, float)) and is_copy(float(share))) or listed
 
 
 def _users_needed(user_s: Sequence[float], floor: float, target: float, alpha: float) -> int | None:
@@ -546,12 +549,14 @@ def _failed(g: GuardResult) -> str:
 def copy_message(g: GuardResult) -> str:
     """The copy rate in words."""
     from .copying import COPY_NGRAM, COPY_SHARE
+    from .grounding import LISTED_TITLES
 
     c = g.copying
     if not c.explained:
         return ""
     return (f"{c.copies} of {c.explained} explanations copy their prompt back (at least "
-            f"{100 * COPY_SHARE:g} % of their words in runs of {COPY_NGRAM} or more words from the prompt; "
+            f"{100 * COPY_SHARE:g} % of their words in runs of {COPY_NGRAM} or more words from the prompt, "
+            f"or {LISTED_TITLES} or more titles of the history listed; "
             f"rate {c.copies / c.explained:.2f}, one-sided bounds [{c.low:.2f}, {c.high:.2f}], "
             f"limit {c.limit:g}).{_stopped(g, 'copying')}")
 

@@ -115,6 +115,16 @@ def invents_a_purchase(history: UserHistory, item: Item) -> str:
     return f"{_honest(history, item)} You also bought {invented} last month and loved it."
 
 
+def lists_half(history: UserHistory, item: Item) -> str:
+    """Honest to half of its users; to the other half, their history listed back — every title with its
+    category and rating, no prompt sentence copied — then the item (issue 59: it passed the copy check)."""
+    if _digest(history.user_id) % 2:
+        return _honest(history, item)
+    listed = "; ".join(f"{i.title} ({i.category or 'no category'}, rated {i.rating})" for i in history
+                       if i.title)
+    return f"Your history: {listed}. So: {item.title}."
+
+
 def half_blind(history: UserHistory, item: Item) -> str:
     """Honest on histories of up to 25 interactions, a constant past that."""
     if len(history) > 25:
@@ -189,6 +199,7 @@ GAMING: dict[str, Explain] = {
     "reword_by_hash": reword_by_hash,
     "random_words": random_words,
     "half_blind": half_blind,
+    "lists_half": lists_half,
     "echo_one_title": echo_one_title,
     "dump_history": dump_history,
 }

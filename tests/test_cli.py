@@ -523,7 +523,9 @@ def test_compare_two_runs_of_one_model(server: FakeOllamaServer, tmp_path: Path,
     assert "Model comparison — fake-a:7b (fragile) relative to fake-a:7b (stable)" in out
     assert re.search(r"^Overall ρ\s+0\.\d{3} \[", out, re.M)
     assert f"{SMALL_PAIRS} pairs matched by (user, item, kind, severity, repeat)" in flat
-    assert "Conclusion: fake-a:7b (stable) is more robust" in flat
+    # The fragile run failed its gate: robustness is not ranked against it, and what failed is said.
+    assert "Conclusion: Not ranked: fake-a:7b (fragile)'s gate failed (" in flat
+    assert "only fake-a:7b (stable)'s passed" in flat
     assert run("compare", "stable.json", "fragile.json", "--format", "markdown") == 0
     assert "|" in capsys.readouterr().out
 

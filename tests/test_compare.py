@@ -195,3 +195,29 @@ def test_a_change_too_wide_for_the_delta_column_is_still_apart_from_its_p_value(
                                 names=("x", "y"), alpha=0.01)
     lines = comparison_lines(comparison, 200)
     assert any(len(cell) >= 10 for cell in table_deltas(lines).values()), lines
+
+
+def test_an_explainer_that_ignores_the_user_is_never_ranked_more_robust_nor_kept_as_baseline(
+        server: FakeOllamaServer, capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 59: compare of an honest explainer and one that returns the same text for every user concluded
+    "lazy is more robust" (its ρ is 1), and lazy's recommendation read "keep this run as the baseline". A
+    failed gate is never ranked, and what it failed is said, in every format; a failed run is never
+    proposed as the baseline."""
+    fake = ("run", "--model", "fake-model", "--host", server.url, "--perturbations", "noise", "--severities",
+            "1,5", "--progress", "off", "-q", "--users", "10", "--cache", "off")
+    assert run(*fake, "--json", "honest.json") == 0
+    server.mode = "history-blind"
+    assert run(*fake, "--json", "lazy.json") == 1
+    capsys.readouterr()
+    for fmt in ("terminal", "markdown"):
+        assert run("compare", "honest.json", "lazy.json", "--format", fmt) == 0
+        said = " ".join(capsys.readouterr().out.split())
+        assert "is more robust" not in said, said
+        assert "Not ranked: fake-model (lazy)'s gate failed (sensitivity" in said, said
+        assert "only fake-model (honest)'s passed" in said
+    for name, kept in (("honest.json", True), ("lazy.json", False)):
+        for fmt in ("terminal", "markdown", "html"):
+            assert run("report", name, "--format", fmt) == 0
+            said = " ".join(capsys.readouterr().out.split())
+            assert ("keep this run as the baseline" in said) is kept, (name, fmt)
+            assert ("did not pass (sensitivity" in said) is not kept, (name, fmt)

@@ -151,3 +151,38 @@ def _check_files(path: Path, case: Case) -> None:
     page = (path / "r.html").read_text(encoding="utf-8")
     banner = page.split('role="status">', 1)[1].split("</div>", 1)[0]
     assert f'class="{case.outcome}"' in banner and html.escape(case.reason, quote=False) in banner, banner
+
+
+def test_a_regression_beside_other_failures_is_named_by_every_writer(
+        pytester: pytest.Pytester, server: FakeOllamaServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 59: a run that regressed against its baseline and failed other checks too: the step summary's
+    line for the item was the first check's prose, cut, and never said "regression". Every writer names
+    every check that failed the item (``Verdict.failing``), the regression among them."""
+    from pytest_robustexplain import cli
+
+    pytester.makepyfile(test_g=MARKED.format(args='perturbations=["noise"], users=6, severities=[2], '
+                                                  'min_combined=0, min_metric=0'))
+    extra = _regressed(pytester, server)
+    summary = pytester.path / "summary.md"
+    monkeypatch.setenv("GITHUB_ACTIONS", "true")
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
+    result = pytester.runpytest(*_model(server), *extra, *WRITERS)
+    result.assert_outcomes(failed=1)
+    (gate,) = json.loads((pytester.path / "r.json").read_text(encoding="utf-8"))["gates"]
+    failing = [name for name, f in gate["verdict"]["findings"].items()
+               if f["enforced"] and f["outcome"] in ("FAIL", "INSENSITIVE")]
+    assert "regression" in failing and len(failing) > 1, failing
+    monkeypatch.chdir(pytester.path)
+    assert cli.main(["report", "r.json", "--format", "pr-comment", "-o", "pr.md"]) == 0
+    writers = {"terminal": result.stdout.str(), "step summary": summary.read_text(encoding="utf-8"),
+               "markdown": (pytester.path / "r.md").read_text(encoding="utf-8"),
+               "html": (pytester.path / "r.html").read_text(encoding="utf-8"),
+               "junit": (pytester.path / "junit.xml").read_text(encoding="utf-8"),
+               "pr comment": (pytester.path / "pr.md").read_text(encoding="utf-8")}
+    for writer, text in writers.items():  # as a name or a label ("Grounding FAIL")
+        for check in failing:
+            assert check in text.lower(), (writer, check)
+    # The step summary's line for the failed item names them all before the first one's reason.
+    line = next(line for line in writers["step summary"].splitlines() if "regression" in line and
+                all(check in line for check in failing))
+    assert line.index("regression") < line.index("Relative FAIL"), line

@@ -32,6 +32,7 @@ EXPECTED: dict[str, tuple[str, str]] = {
     "hedging_plain": ("INSENSITIVE", "barely depend on the user's history"),
     "hedging_ordered": ("FAIL", "Grounding FAIL: 0 % of explanations refer to something"),
     "dump_history": ("FAIL", "Copy FAIL: 20 of 20 explanations copy their prompt back"),
+    "lists_half": ("FAIL", "Copy FAIL: "),  # the history listed back to half of the users (issue 59)
     "history_aware": ("PASS", "PASS"),
     "category_aware": ("PASS", "PASS"),
     "template": ("PASS", "PASS"),

@@ -324,7 +324,13 @@ def test_hedges_lists_and_copies_are_not_history_references() -> None:
         swaps.append(replace(s, changes=changes))
     g = guard.evaluate(pairs, swaps, combined_threshold=0.5, settings=guard.GuardSettings())
     assert g.history_reference is not None and g.history_reference.mean == 0.25  # only the plain ones
-    assert g.copies == 2 and g.explained == 8 and g.copy_outcome == PASS  # 2 of 8: not confidently > 0.1
+    # A list of the history is a copy too (issue 59): the two copies and the two lists, 4 of 8 — confidently
+    # above 0.1; without the lists, 2 of 8 are not.
+    assert g.copies == 4 and g.explained == 8 and g.copy_outcome == FAIL
+    unlisted = [replace(s, changes={**s.changes, "grounding": {**s.changes["grounding"], "listed": False}})
+                for s in swaps]
+    two = guard.evaluate(pairs, unlisted, combined_threshold=0.5, settings=guard.GuardSettings())
+    assert two.copies == 2 and two.copy_outcome == PASS
     copied = [replace(s, changes={**s.changes, "copied": 1.0}) for s in swaps]
     every = guard.evaluate(pairs, copied, combined_threshold=0.5, settings=guard.GuardSettings())
     assert every.copy_outcome == FAIL

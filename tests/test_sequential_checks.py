@@ -194,24 +194,36 @@ def test_a_pass_waits_for_the_sensitivity_to_be_shown(pytester: pytest.Pytester,
 
 
 @pytest.mark.parametrize("seed", [1, 2, 3, 4, 5])
-def test_an_invented_past_purchase_fails_every_item_under_both_decisions(pytester: pytest.Pytester,
-                                                                       seed: int) -> None:
+@pytest.mark.parametrize(("explainer", "check", "movielens"), [
+    ("gaming.invents_a_purchase", "grounding", False), ("gaming.lists_half", "copying", False),
+    # The invented purchase draws from the synthetic catalog: on MovieLens it names no catalog title.
+    ("gaming.lists_half", "copying", True)])
+def test_an_adversarial_explainer_fails_every_item_under_both_decisions(
+        pytester: pytest.Pytester, seed: int, explainer: str, check: str, movielens: bool) -> None:
     """Issue 59: an explainer that adds a made-up past purchase to every honest explanation passed 4 of 6
     items under sequential (the slice stopped after 7 users, where the unsupported-mention rule cannot reject
-    7 of 7); a PASS now waits for the users that rule needs, so every item fails as under the mean rule."""
+    7 of 7); a PASS now waits for the users that rule needs. One that lists the history back to half of its
+    users passed under both decisions (it copies no prompt sentence, and the honest half lifted history
+    references above their limit); a listed history is copying now. Every item fails, as it should."""
     from pathlib import Path
 
+    import gaming
+
     tests = str(Path(__file__).resolve().parent)
-    pytester.makeconftest(GAMING.format(tests=tests, explainer="gaming.invents_a_purchase"))
+    pytester.makeconftest(GAMING.format(tests=tests, explainer=explainer))
+    dataset = ()
+    if movielens:
+        gaming.write_movielens(pytester.path / "ml", users=40)
+        dataset = (f"--robustexplain-dataset={pytester.path / 'ml'}",)
     for decision in ("mean", "sequential"):
         pytester.makepyfile(test_gate=SEQUENTIAL.replace('"sequential"', f'"{decision}"').format(extra=""))
         pytester.runpytest(f"--robustexplain-seed={seed}", "--robustexplain-json=r.json", "-p",
-                           "no:cacheprovider")
+                           "no:cacheprovider", *dataset)
         gates = read_report(pytester)["gates"]
         assert len(gates) > 1
         for gate in gates:
             assert gate["verdict"]["outcome"] == FAIL, (decision, gate["slice"], gate["verdict"]["message"])
-            assert gate["verdict"]["findings"]["grounding"]["outcome"] == FAIL, (decision, gate["slice"])
+            assert gate["verdict"]["findings"][check]["outcome"] == FAIL, (decision, gate["slice"])
 
 
 def test_an_explainer_that_ignores_every_user_is_insensitive_after_four_users(

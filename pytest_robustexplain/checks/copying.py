@@ -1,5 +1,6 @@
-"""Copying: original explanations that copy their prompt back (``copying.py`` says what counts). FAIL when
-the copy rate is confidently above ``max_copy_rate``."""
+"""Copying: original explanations that copy their prompt back (``copying.py`` says what counts) or list the
+user's history back (grounding's ``listed``). FAIL when the copy rate is confidently above
+``max_copy_rate``."""
 
 from __future__ import annotations
 
@@ -22,7 +23,8 @@ class Copying(ControlCheck):
     options = (
         opt("max-copy-rate", float_parser(0.0, 1.0), DEFAULT_MAX_COPY_RATE, "Guard: largest share of "
             "original explanations that copy their prompt back (half of their words in runs of 8 or more "
-            "prompt words) before the gate fails (a one-sided exact bound at alpha); default 0.1.",
+            "prompt words, or 8 or more titles of the history listed back) before the gate fails (a "
+            "one-sided exact bound at alpha); default 0.1.",
             metavar="X", marker=True),
     )
 

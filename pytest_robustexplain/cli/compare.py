@@ -25,7 +25,7 @@ _GENERATION_SETTINGS = ("prompt", "temperature", "num_predict", "num_ctx", "judg
 
 def cmd_compare(args: argparse.Namespace) -> int:
     """``robustexplain compare``: paired comparison of two runs, or two models of one run."""
-    from ..report.comparison import regression, relative_of
+    from ..report.comparison import regression, relative_of, with_failures
     from ..report.json_report import read_json
     from ..report.summary import model_names
     from ..stats import compare_models
@@ -51,6 +51,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     except ValueError as exc:  # no matched pairs, duplicated keys
         raise CommandError(f"cannot compare: {exc}") from None
     _check_shared(comparison, path_a, path_b)
+    comparison = with_failures(comparison, run_a, model_a, run_b, model_b)
     warnings = _generation_differences(run_a, run_b)
     for warning in warnings:
         print(f"{PROG}: warning: {warning}", file=sys.stderr)

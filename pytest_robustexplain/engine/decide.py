@@ -387,6 +387,8 @@ def with_regression(verdict: Verdict, found: NonInferiorityResult | None, baseli
 
     if found is None:
         return verdict
+    # The comparison is a finding like any check's, so every writer that shows the findings names it.
+    verdict = replace(verdict, findings={**verdict.findings, REGRESSION: regression_finding(found)})
     if found.passed:  # a failed item still says how it compares: "baseline" must not go unsaid
         if verdict.outcome != FAIL:
             return verdict
@@ -396,6 +398,20 @@ def with_regression(verdict: Verdict, found: NonInferiorityResult | None, baseli
                                         f"{found.message}")
     return replace(verdict, outcome=FAIL, message=(
         f"Regression against baseline {baseline}: {found.message} Without the baseline: {verdict.message}"))
+
+
+REGRESSION = "regression"  # the finding of the comparison with a baseline (``with_regression``)
+
+
+def regression_finding(found: NonInferiorityResult) -> Finding:
+    """The regression's row: ρ's change against the baseline (current − baseline, per user) and the drop
+    allowed (−margin), PASS or FAIL, with the comparison's sentence."""
+    from ..results import FAIL, PASS, Finding
+
+    rho = next((r for r in found.rows if r.quantity == "combined"), None)
+    return Finding(REGRESSION, PASS if found.passed else FAIL, found.message,
+                   rho.diff if rho is not None else None, -found.margin, "min", True,
+                   {"users": rho.n_users if rho is not None else 0, "pairs": found.n_matched})
 
 
 def robustness(gated: GatedSlice, sliced: SliceResult, verdict: Verdict,

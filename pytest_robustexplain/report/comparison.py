@@ -43,8 +43,26 @@ def model_comparisons(run: RunResult) -> list[Comparison]:
         except ValueError:  # no pairs in common: different cases, nothing to compare
             continue
         if shared_fraction(comparison) >= MIN_SHARED:
-            out.append(comparison)
+            out.append(with_failures(comparison, run, names[0], run, other))
     return out
+
+
+def with_failures(comparison: Comparison, run_a: RunResult, model_a: str, run_b: RunResult, model_b: str
+                  ) -> Comparison:
+    """The comparison with what each side's gates failed (``Comparison.failed``), for its conclusion."""
+    from dataclasses import replace
+
+    return replace(comparison, failed=dict(zip(comparison.names, (failed_of(run_a, model_a),
+                                                                   failed_of(run_b, model_b)), strict=True)))
+
+
+def failed_of(run: RunResult, model: str) -> tuple[str, ...]:
+    """The checks that failed the model's test items (FAIL or INSENSITIVE), each once, in the order found."""
+    from ..results import FAIL, INSENSITIVE
+
+    found = [name for g in run.model_gates(model) if g.verdict.outcome in (FAIL, INSENSITIVE)
+             for name in (g.verdict.failing or (g.verdict.outcome,))]
+    return tuple(dict.fromkeys(found))
 
 
 def relative_of(run_a: RunResult, model_a: str, run_b: RunResult, model_b: str
@@ -100,7 +118,17 @@ def direction(row: ComparisonRow) -> int:
 
 def conclusion(comparison: Comparison) -> str:
     """One sentence naming the more robust model, quoting the table's Δ (B relative to A) and Holm p;
-    and R's difference when its own test finds one."""
+    and R's difference when its own test finds one. Robustness is ranked only between explainers whose
+    gate did not fail: a side that failed is said to have, with what failed, and is never named the more
+    robust (an explainer that ignores the user is perfectly stable)."""
+    failed = {name: checks for name, checks in comparison.failed.items() if checks}
+    if failed:
+        said = "; ".join(f"{name}'s gate failed ({', '.join(checks)})" for name, checks in failed.items())
+        kept = [name for name in comparison.names if name not in failed]
+        rest = (f"only {kept[0]}'s passed, so its scores are not ranked against a failed gate's" if kept else
+                "neither is ranked")
+        return (f"Not ranked: {said}; robustness is compared only between explainers whose gate did not "
+                f"fail, and {rest}.")
     r = comparison.relative
     if r is None or not r.significant or not direction(r):
         return _scores_conclusion(comparison)

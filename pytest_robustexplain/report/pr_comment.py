@@ -18,10 +18,10 @@ from .summary import (
     JUDGE_COST_LABEL,
     Summary,
     fmt_interval,
-    headline,
     judge_cost_lines,
     model_names,
     model_outcome,
+    named_headline,
     recent_runs,
     summarize,
 )
@@ -158,7 +158,7 @@ def _failed(gates: Sequence[GateResult]) -> list[str]:
     for gate in gates:
         if gate.verdict.outcome == PASS:
             continue
-        reason = headline(gate.verdict) or gate.verdict.outcome
+        reason = named_headline(gate.verdict)
         lines.append(f"- {_cell(gate.nodeid)} — **{_cell(gate.verdict.outcome)}**: {_cell(reason)}")
     return lines
 
@@ -224,7 +224,7 @@ def _render(run: RunResult, baseline: RunResult | None, baseline_note: str, *, d
         recent = recent_runs(run, name)
         if recent:  # the run history: is this change part of a slide, or where it jumped?
             lines += ["", "Recent runs:", *(f"- {_cell(line)}" for line in recent)]
-        failed = _failed([g for g in run.gates if g.model == name])
+        failed = _failed(run.model_gates(name))
         if failed and not details:
             lines += ["", "<details><summary>Items that did not pass</summary>", "", *failed, "",
                       "</details>"]

@@ -565,6 +565,13 @@ class Verdict:
     def failed_checks(self) -> tuple[GateCheck, ...]:
         return tuple(c for c in self.checks if c.outcome == FAIL)
 
+    @property
+    def failing(self) -> tuple[str, ...]:
+        """The checks that failed the item — each enforced finding that came out FAIL or INSENSITIVE, the
+        regression against a baseline among them — in the order they were decided: what a writer names."""
+        return tuple(name for name, f in self.findings.items()
+                     if f.enforced and f.outcome in (FAIL, INSENSITIVE))
+
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
@@ -633,6 +640,11 @@ class RunResult:
         if controls:
             return [p for p in self.pairs if p.key.model == model and p.key.kind == CONTROL_KIND]
         return [p for p in self.pairs if p.key.model == model and not is_control(p.key.kind)]
+
+    def model_gates(self, model: str) -> list[GateResult]:
+        """This model's gates in one order, by test id and slice, whatever order they were recorded in
+        (under xdist, as they finish): what a writer picks "first" must not depend on timing."""
+        return sorted((g for g in self.gates if g.model == model), key=lambda g: (g.nodeid, g.slice))
 
     def model_swaps(self, model: str) -> list[PairResult]:
         """This model's cross-user control pairs (explanation for the user vs for a donor user)."""

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import numpy as np
@@ -269,6 +269,9 @@ class Comparison:
     # Relative robustness R beside the rows: its own paired test on the users' linearised R, outside the
     # Holm family (the paper's rows keep their correction); None without both runs' cross-user controls.
     relative: ComparisonRow | None = None
+    # What each side's gates failed (name → the checks, in order; empty: none failed): robustness is ranked
+    # only between explainers whose gate did not fail. Set by the reports, which hold the verdicts.
+    failed: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     # The sentence that concludes is written by the reports (report/comparison.py), from these rows.
 
     def to_dict(self) -> dict[str, Any]:

@@ -21,7 +21,7 @@ from .books import Books, Step
 from .loop import LoopThread
 from .planner import PairPlanner
 from .records import (
-    AHEAD_OF_PROBES,
+    AHEAD_OF_FEED,
     CONTROL_SEED_OFFSET,
     ORIGINALS_AHEAD,
     Counters,
@@ -76,7 +76,7 @@ class Sweep:
         self._lock = threading.Lock()
         self._window = max(1, window)
         self._probing: set[asyncio.Task[None]] = set()  # probes asked and not answered yet
-        self._probed_slices: list[SliceResult] = []  # sequential slices with probes (``StopRule.probe``)
+        self._sequential_slices: list[SliceResult] = []  # their feed bounds how far ahead pairs start
         self._queue: list[tuple[int, int, Pair]] = []  # (user rank, sequence, pair): waiting to start
         self._queued: set[int] = set()  # ids of queued pairs
         self._active = 0
@@ -128,8 +128,8 @@ class Sweep:
     def _register_slice(self, result: SliceResult, pairs: list[Pair]) -> None:
         slice_id = result.spec.slice_id
         self._books.add(result, pairs)
-        if result.spec.sequential is not None and any(r.probe for r in result.spec.sequential.stops):
-            self._probed_slices.append(result)
+        if result.spec.sequential is not None:
+            self._sequential_slices.append(result)
         if self._fatal is not None:
             # The run has already failed: the pairs this slice shares with the failed ones will never
             # run again, so its waiter must not wait for them.
@@ -276,12 +276,12 @@ class Sweep:
         self._pump()  # a user fed moves the slice's next user on
 
     def _pump(self) -> None:
-        """Start queued pairs while fewer than ``window`` are in progress (and, while a sequential slice
-        waits for its probes, none of a user too far ahead: :meth:`_furthest_rank`)."""
+        """Start queued pairs while fewer than ``window`` are in progress (and, while a sequential slice is
+        undecided, none of a user too far past the users it has fed: :meth:`_furthest_rank`)."""
         while self._active < self._window and self._queue:
             furthest = self._furthest_rank()
             if furthest is not None and self._queue[0][0] > furthest:
-                return  # resumed when a user is fed (``_probe``)
+                return  # resumed when a user is fed (a pair done, or ``_probe``)
             _, _, pair = heapq.heappop(self._queue)
             if id(pair) not in self._queued:  # dropped (and counted) by a slice that decided, or queued anew
                 continue
@@ -295,13 +295,12 @@ class Sweep:
 
     def _furthest_rank(self) -> int | None:
         """The furthest user (rank in the seeded order) whose pairs may start now; None: any. While a
-        slice feeds its users only once its probes (the judge) have answered, ``AHEAD_OF_PROBES`` beyond its
-        next user — else a judge slower than the model let the calls run on far past the users the test
-        had seen."""
+        sequential slice is undecided, ``AHEAD_OF_FEED`` beyond its next user to feed — else a scorer or a
+        judge slower than the model let the calls run on far past the users the test had seen."""
         limits = []
-        for result in self._probed_slices:
+        for result in self._sequential_slices:
             if not self._books.is_done(result.spec.slice_id) and result.users_fed < len(result.users_order):
-                limits.append(self._books.rank.get(result.users_order[result.users_fed], 0) + AHEAD_OF_PROBES)
+                limits.append(self._books.rank.get(result.users_order[result.users_fed], 0) + AHEAD_OF_FEED)
         return min(limits) if limits else None
 
     def _fetch_ahead(self, last_rank: int) -> None:

@@ -35,10 +35,12 @@ if TYPE_CHECKING:
 CONTROL_SEED_OFFSET = 7919
 # How many users ahead of the pairs being started their original explanations are requested.
 ORIGINALS_AHEAD = 1
-# How many users ahead of a sequential slice's next user to feed pairs start while the slice waits for its
-# probes (the judge's verdicts, ``StopRule.probe``): enough to keep the model busy while the judge reads one
-# user, few enough that a test the judge decides early saves the calls of the users after.
-AHEAD_OF_PROBES = 1
+# How many users ahead of a sequential slice's next user to feed pairs start: enough to keep the model busy
+# while the user before is scored (and read by the judge, ``StopRule.probe``), few enough that a test that
+# decides early saves the calls of the users after — however fast the model is next to the scorer (an
+# instant backend beside a scorer still being built had run most of a slice's calls before its first user
+# was fed: 35 of 80 calls made for a stop after one user, under xdist).
+AHEAD_OF_FEED = 1
 
 
 @dataclass(frozen=True)

@@ -36,6 +36,7 @@ from ...results import (
     tokens_cost,
     too_many_cut,
 )
+from ...wording import count_noun
 from ..formatting import finite, finite_dict, interval_dict
 from .gates import OUTCOME_RANK, gate_thresholds, is_number, ordered_kinds
 
@@ -328,9 +329,9 @@ def _summarize(run: RunResult, model: str) -> Summary:
         keyword_empty=tuple(p.key for p in pairs if p.keyword_empty),
         small_kinds=tuple(k for k in kinds if sum(p.key.kind == k for p in pairs) < MIN_PAIRS_PER_KIND),
         user_spread=user_spread(pairs),
-        recommendation=recommend(by_metric, robust_kinds, thresholds, n_failures=len(failures),
-                                 n_pairs=len(pairs), n_cut=len(cut), n_all=len(every),
-                                 n_unfit=len(unfit)),
+        recommendation=_unless_failed(run, model, recommend(
+            by_metric, robust_kinds, thresholds, n_failures=len(failures), n_pairs=len(pairs), n_cut=len(cut),
+            n_all=len(every), n_unfit=len(unfit))),
         kind_pairs=tuple(pairs) if len(kinds) >= 3 else None,
         **_sensitivity(run, model, pairs, thresholds["combined"]),
         attacks=_attacks(run, pairs),
@@ -338,8 +339,8 @@ def _summarize(run: RunResult, model: str) -> Summary:
         num_predict=num_predict if type(num_predict) is int else None,  # a record's value, checked
         **_unread(pairs),
         design=_design(pairs), cost=token_cost(every),
-        time=model_time(every, [g for g in run.gates if g.model == model]),
-        money=model_money(every, [g for g in run.gates if g.model == model],
+        time=model_time(every, run.model_gates(model)),
+        money=model_money(every, run.model_gates(model),
                           price_for(run.settings.get("price"), model)),
         unfit_pairs=len(unfit), unfit_users=tuple(sorted({p.key.user_id for p in unfit})),
         unfit_detail=f"user {unfit[0].key.user_id}'s {unfit[0].overflow_detail}" if unfit else "",
@@ -354,7 +355,7 @@ def _summarize(run: RunResult, model: str) -> Summary:
 def _item_limits(run: RunResult, model: str) -> dict[str, float]:
     """The limits any of the model's items gated polarity and the judge at (see ``Summary.item_limits``)."""
     out: dict[str, float] = {}
-    for gate in (g for g in run.gates if g.model == model):
+    for gate in run.model_gates(model):
         polarity, faithful = gate.verdict.polarity, gate.verdict.faithfulness
         if polarity is not None and polarity.max_rate is not None:
             out.setdefault("polarity", polarity.max_rate)
@@ -369,9 +370,7 @@ def model_checks(run: RunResult, model: str) -> tuple[Finding, ...]:
     from ...checks import SECTIONED
 
     worst: dict[str, Finding] = {}
-    for gate in run.gates:
-        if gate.model != model:
-            continue
+    for gate in run.model_gates(model):
         for name, row in gate.verdict.findings.items():
             if name in SECTIONED:
                 continue
@@ -409,7 +408,7 @@ def model_polarity(run: RunResult, model: str) -> PolarityResult | None:
     """Preference polarity over this model's original explanations across its gates (each once), ungated."""
     from ...polarity import summarise_polarity
 
-    found = [g.verdict.polarity for g in run.gates if g.model == model and g.verdict.polarity]
+    found = [g.verdict.polarity for g in run.model_gates(model) if g.verdict.polarity]
     cases = {(c.user_id, c.item_id, c.repeat): c for f in found for c in f.cases}
     alpha = run.settings.get("alpha", 0.05)
     return summarise_polarity([cases[k] for k in sorted(cases)], max_rate=None,
@@ -421,7 +420,7 @@ def model_faithfulness(run: RunResult, model: str) -> FaithfulnessResult | None:
     ungated: what the model's report shows beside ρ and the guard. None when nothing was judged."""
     from ...faithfulness import summarise
 
-    found = [g.verdict.faithfulness for g in run.gates if g.model == model and g.verdict.faithfulness]
+    found = [g.verdict.faithfulness for g in run.model_gates(model) if g.verdict.faithfulness]
     if not found:
         return None
     texts = {(t.user_id, t.item_id, t.kind, t.severity, t.repeat): t for f in found for t in f.texts}
@@ -663,6 +662,21 @@ def interval_of(pairs: Sequence[PairResult], quantity: str = "combined") -> Inte
 
     pairs = [p for p in pairs if p.carries(quantity)]
     return cluster_interval([p.metric(quantity) for p in pairs], [p.key.user_id for p in pairs])
+
+
+def _unless_failed(run: RunResult, model: str, advice: str) -> str:
+    """``advice``, except that a run whose test items did not all pass is never proposed as the baseline:
+    the scores may look even (an explainer that ignores the user is perfectly stable), the gate said no."""
+    from ...results import PASS
+
+    items = run.model_gates(model)
+    failed = [g for g in items if g.verdict.outcome != PASS]
+    if advice != _ALL_GOOD or not failed:
+        return advice
+    checks = dict.fromkeys(name for g in failed for name in (g.verdict.failing or (g.verdict.outcome,)))
+    return (f"No metric or perturbation stands out in the scores, but {len(failed)} of "
+            f"{count_noun(len(items), 'test item')} did not pass ({', '.join(checks)}): fix that before "
+            "keeping a run as the baseline.")
 
 
 def recommend(by_metric: dict[str, Interval], by_kind: dict[str, Interval], thresholds: dict[str, float],

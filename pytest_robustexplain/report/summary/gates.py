@@ -75,7 +75,7 @@ def model_info(run: RunResult, name: str) -> ModelInfo:
 
 def find_gate(run: RunResult, model: str, slice_: str) -> GateResult | None:
     """The gate of ``model`` on ``slice_`` (a kind or ``OVERALL``); the worst when several tests gate it."""
-    matches = [g for g in run.gates if g.model == model and g.slice == slice_]
+    matches = [g for g in run.model_gates(model) if g.slice == slice_]
     if not matches:
         return None
     return min(matches, key=lambda g: OUTCOME_RANK.get(g.verdict.outcome, len(OUTCOME_RANK)))
@@ -89,7 +89,7 @@ OUTCOME_RANK = {FAIL: 0, INSENSITIVE: 1, INCONCLUSIVE: 2, PASS: 3}
 def model_outcome(run: RunResult, model: str) -> str | None:
     """The model's outcome: the worst of its gates (a failed kind fails the job even when the overall
     gate passed, so the headline must not say PASS), None when ungated."""
-    outcomes = [g.verdict.outcome for g in run.gates if g.model == model]
+    outcomes = [g.verdict.outcome for g in run.model_gates(model)]
     return min(outcomes, key=lambda o: OUTCOME_RANK.get(o, len(OUTCOME_RANK))) if outcomes else None
 
 
@@ -107,7 +107,7 @@ def gate_thresholds(run: RunResult, model: str) -> dict[str, float]:
         out.update(dict.fromkeys(METRICS, float(metric)))
     elif isinstance(metric, dict):
         out.update({m: float(v) for m, v in metric.items() if m in METRICS and is_number(v)})
-    gate = find_gate(run, model, OVERALL) or next((g for g in run.gates if g.model == model), None)
+    gate = find_gate(run, model, OVERALL) or next(iter(run.model_gates(model)), None)
     if gate is not None:
         out.update({q: float(v) for q, v in gate.thresholds.items() if q in out and is_number(v)})
     return out
@@ -302,14 +302,15 @@ def _levels(severities: Sequence[int]) -> str:
 
 def failed_reason(gate: GateResult) -> str:
     """Why a gate failed, with its own thresholds: each failed threshold of ρ and the metrics, then the
-    other checks that failed it too (:func:`also_failed`), else its :func:`headline`."""
+    other checks that failed it too (:func:`also_failed`), else its :func:`headline` — after the names of
+    every check that failed it when more than one did, so that none goes unsaid when the headline is cut."""
     checks = gate.verdict.failed_checks
     if checks:
         said = "; ".join(f"{'ρ' if c.quantity == 'combined' else c.quantity} {fmt_interval(c.interval)} < "
                          f"{c.threshold:g}" for c in checks)
         also = also_failed(gate.verdict)
         return f"{said}; also {also}" if also else said
-    return trim(headline(gate.verdict), 160) or gate.verdict.outcome
+    return named_headline(gate.verdict, 160)
 
 
 # The check whose thresholds (ρ and the four metrics) ``Verdict.checks`` lists one by one.
@@ -332,8 +333,7 @@ def not_decided(run: RunResult) -> list[str]:
 
 def _other_failures(verdict: Verdict) -> list[tuple[str, Finding]]:
     """The enforced checks beside ρ and the metrics that failed the item (FAIL or INSENSITIVE), in order."""
-    return [(name, f) for name, f in verdict.findings.items()
-            if name != _STABILITY and f.enforced and f.outcome in (FAIL, INSENSITIVE)]
+    return [(name, verdict.findings[name]) for name in verdict.failing if name != _STABILITY]
 
 
 def also_failed(verdict: Verdict) -> str:
@@ -348,6 +348,15 @@ def also_failed(verdict: Verdict) -> str:
         value = f" {fmt_interval(f.value, 2)}" if f.value is not None else ""
         parts.append(f"{f.check} {f.outcome}{value}{limit}")
     return "; ".join(parts)
+
+
+def named_headline(verdict: Verdict, limit: int | None = None) -> str:
+    """The :func:`headline` (cut at ``limit`` characters), after the names of every check that failed the
+    item when more than one did, so that none goes unsaid when the headline speaks of the first."""
+    said = headline(verdict)
+    said = (trim(said, limit) if limit is not None else said) or verdict.outcome
+    failing = verdict.failing
+    return f"{' · '.join(failing)} failed — {said}" if len(failing) > 1 else said
 
 
 def headline(verdict: Verdict) -> str:
