@@ -61,16 +61,22 @@ def _kinds(doc: dict[str, Any]) -> list[str]:
 
 
 # ------------------------------------------------------------------------------------------ sequential
+def _stable_sequential_pass(pytester: pytest.Pytester, server: FakeOllamaServer,
+                            guard: str) -> dict[str, Any]:
+    """The fake stable model's one-kind sequential gate under ``guard``: it passes; its report."""
+    pytester.makepyfile(_test_file(min_combined=0.5, min_metric=0.3, decision="sequential",
+                                   perturbations=["noise"]))
+    _run(pytester, server, f"--robustexplain-guard={guard}").assert_outcomes(passed=1)
+    doc = _report(pytester)
+    assert _verdicts(doc) == [("PASS", "sequential")]
+    return doc
+
+
 def test_sequential_stable_passes_early_and_cancels_the_remaining_calls(
         pytester: pytest.Pytester, server: FakeOllamaServer) -> None:
     """Under guard=warn no check that can only FAIL is enforced, so nothing holds ρ's early PASS."""
     server.latency = 0.01  # calls queue behind the concurrency limit, so there is something to cancel
-    pytester.makepyfile(_test_file(min_combined=0.5, min_metric=0.3, decision="sequential",
-                                   perturbations=["noise"]))
-    result = _run(pytester, server, "--robustexplain-guard=warn")
-    result.assert_outcomes(passed=1)
-    doc = _report(pytester)
-    assert _verdicts(doc) == [("PASS", "sequential")]
+    doc = _stable_sequential_pass(pytester, server, "warn")
     # 100 pairs and 20 cross-user controls planned; every seen user (5 pairs each) had its control scored
     # too, and the users after the decision cost nothing.
     kinds = _kinds(doc)
@@ -86,12 +92,7 @@ def test_a_sequential_pass_waits_for_the_checks_that_can_only_fail(
     """Issue 59: under guard=fail the copy, grounding and relative checks pass unless shown to fail, and
     their fixed rules need every planned user to catch a clear failure as often as on the whole design — so
     a PASS measures them all (a FAIL still stops early: test_sequential_fragile_fails)."""
-    pytester.makepyfile(_test_file(min_combined=0.5, min_metric=0.3, decision="sequential",
-                                   perturbations=["noise"]))
-    result = _run(pytester, server, "--robustexplain-guard=fail")
-    result.assert_outcomes(passed=1)
-    doc = _report(pytester)
-    assert _verdicts(doc) == [("PASS", "sequential")]
+    doc = _stable_sequential_pass(pytester, server, "fail")
     kinds = _kinds(doc)
     assert kinds.count("noise_injection") == 100 and kinds.count("swap") == 20
     assert doc["calls"]["cancelled"] == 0

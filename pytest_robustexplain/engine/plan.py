@@ -148,7 +148,7 @@ def slice_spec(settings: Settings, gate: GateSettings, *, slice_id: str, model: 
     ``donor_pool``), the sequential gate the settings ask for (with the stop rules of its ``checks``) and
     the user's own ``metrics`` its test measures. ``probes``: the engine's services by check name (the
     judge's), for the checks measured with one (``Check.probe_rules``)."""
-    from ..sweep import SequentialConfig, SliceSpec
+    from ..sweep import SequentialConfig, SliceSpec, planned_users
 
     sequential = None
     noise_floor = noise_floor_on(settings, gate)
@@ -162,8 +162,7 @@ def slice_spec(settings: Settings, gate: GateSettings, *, slice_id: str, model: 
                   for check in checks if check.name in services}
         stops = tuple(rule for mine in (*rules.values(), *probed.values()) for rule in mine)
         # A PASS waits until each check that passes unless shown to fail has seen the users it needs.
-        planned = len({c.user_id for c in cases})
-        planned = planned if gate.max_users is None else min(planned, gate.max_users)
+        planned = planned_users(cases, gate.max_users)
         hold = max((c.users_needed(gate, kind, planned, (*rules[c.name], *probed.get(c.name, ())))
                     for c in checks), default=0)
         sequential = SequentialConfig(gate.thresholds(kind), alpha=gate.alpha, max_users=gate.max_users,

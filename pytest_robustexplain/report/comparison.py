@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from ..results import RELATIVE, RunResult
-from .summary import fmt_p, fmt_pct, model_names, relative_terms_of
+from .summary import failing_checks, fmt_p, fmt_pct, model_names, relative_terms_of
 
 if TYPE_CHECKING:
     from ..stats import Comparison, ComparisonRow
@@ -60,9 +60,7 @@ def failed_of(run: RunResult, model: str) -> tuple[str, ...]:
     """The checks that failed the model's test items (FAIL or INSENSITIVE), each once, in the order found."""
     from ..results import FAIL, INSENSITIVE
 
-    found = [name for g in run.model_gates(model) if g.verdict.outcome in (FAIL, INSENSITIVE)
-             for name in (g.verdict.failing or (g.verdict.outcome,))]
-    return tuple(dict.fromkeys(found))
+    return failing_checks(g for g in run.model_gates(model) if g.verdict.outcome in (FAIL, INSENSITIVE))
 
 
 def relative_of(run_a: RunResult, model_a: str, run_b: RunResult, model_b: str

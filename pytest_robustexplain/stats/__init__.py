@@ -56,6 +56,8 @@ from .intervals import (
     free_lower_bounds,
     free_users_needed,
     ratio_interval,
+    share_lower_bound,
+    share_upper_bound,
     t_quantile,
 )
 from .sequential import (
@@ -121,6 +123,8 @@ __all__ = [
     "ratio_interval",
     "severity_degradation",
     "severity_test",
+    "share_lower_bound",
+    "share_upper_bound",
     "simulate_confident",
     "simulate_one_sided",
     "simulate_sequential",

@@ -264,6 +264,25 @@ def fieller_interval(num: Mapping[str, float], den: Mapping[str, float], n: int,
 _EXACT_BAND_USERS = 2000
 
 
+def share_lower_bound(k: float, n: int, alpha: float) -> float:
+    """One-sided exact (Clopper–Pearson) lower (1 − alpha) bound of a proportion k/n (``k`` may be a sum of
+    users' shares: ``guard.user_share``)."""
+    if n <= 0 or k <= 0:
+        return 0.0
+    from scipy.special import betaincinv  # the Beta quantile
+
+    return float(betaincinv(k, n - k + 1, alpha))
+
+
+def share_upper_bound(k: float, n: int, alpha: float) -> float:
+    """One-sided exact (Clopper–Pearson) upper (1 − alpha) bound of a proportion k/n."""
+    if n <= 0 or k >= n:
+        return 1.0
+    from scipy.special import betaincinv
+
+    return float(betaincinv(k + 1, n - k, 1 - alpha))
+
+
 def ks_band(n: int, alpha: float) -> float:
     """ε with P(sup(F_n − F) > ε) ≤ alpha for n users: the width of the one-sided band around their CDF."""
     if n > _EXACT_BAND_USERS:

@@ -33,6 +33,8 @@ from .intervals import (
     pair_users,
     pair_values,
     perturbation_pairs,
+    share_lower_bound,
+    share_upper_bound,
     single_model,
 )
 from .verdicts import describe, sample_note
@@ -317,15 +319,12 @@ class OneSidedTest:
         return self.rejected
 
     def _fixed_rule_fails(self, planned: int, alpha: float) -> bool:
-        from scipy.special import betaincinv
-
         seen, total = len(self._values), math.fsum(self._values)
         if seen > planned:
             return False
-        if self._sign > 0:  # the lower bound with every unseen user at 0 (share_lower_bound's formula)
-            return total > 0 and betaincinv(total, planned - total + 1, alpha) > self.limit
-        best = total + planned - seen  # every unseen user at 1: the upper bound (share_upper_bound's)
-        return best < planned and betaincinv(best + 1, planned - best, 1 - alpha) < self.limit
+        if self._sign > 0:  # the lower bound with every unseen user at 0
+            return share_lower_bound(total, planned, alpha) > self.limit
+        return share_upper_bound(total + planned - seen, planned, alpha) < self.limit  # every unseen at 1
 
     @property
     def n_users(self) -> int:

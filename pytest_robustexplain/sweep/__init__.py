@@ -36,6 +36,7 @@ from .records import (
     SequentialConfig,
     SliceResult,
     SliceSpec,
+    planned_users,
     reweighted,
 )
 
@@ -52,6 +53,7 @@ __all__ = [
     "Sweep",
     "grid",
     "perturbations_of",
+    "planned_users",
     "reweighted",
     "severities_for",
 ]

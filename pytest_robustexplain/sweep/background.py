@@ -29,6 +29,7 @@ from .records import (
     Perturbations,
     SliceResult,
     SliceSpec,
+    planned_users,
 )
 from .scoring import PairScorer
 
@@ -108,9 +109,8 @@ class Sweep:
             result.gate = SequentialGate(spec.sequential.thresholds, alpha=spec.sequential.alpha,
                                          max_users=spec.sequential.max_users,
                                          user=[m.name for m in spec.metrics])
-            cap = spec.sequential.max_users
-            users_planned = len(result.users_order) if cap is None else min(len(result.users_order), cap)
-            result.stops = {rule.key: rule.test(users_planned) for rule in spec.sequential.stops}
+            at_most = planned_users(spec.cases, spec.sequential.max_users)
+            result.stops = {rule.key: rule.test(at_most) for rule in spec.sequential.stops}
         planned = self._planner.plan(spec, result.users_order)
         pairs = planned.pairs
         result.trivial += planned.trivial

@@ -67,6 +67,12 @@ class SliceSpec:
     design: str = "full"
 
 
+def planned_users(cases: Sequence[EvalCase], max_users: int | None) -> int:
+    """The users a sequential slice of ``cases`` can feed: each user once, at most ``max_users``."""
+    users = len({case.user_id for case in cases})
+    return users if max_users is None else min(users, max_users)
+
+
 @dataclass(frozen=True)
 class SequentialConfig:
     """Thresholds for an anytime-valid sequential gate over this slice's users."""

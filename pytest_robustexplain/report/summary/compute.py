@@ -38,7 +38,7 @@ from ...results import (
 )
 from ...wording import count_noun
 from ..formatting import finite, finite_dict, interval_dict
-from .gates import OUTCOME_RANK, gate_thresholds, is_number, ordered_kinds
+from .gates import OUTCOME_RANK, failing_checks, gate_thresholds, is_number, ordered_kinds
 
 if TYPE_CHECKING:
     from ...guard import GuardSettings
@@ -673,10 +673,9 @@ def _unless_failed(run: RunResult, model: str, advice: str) -> str:
     failed = [g for g in items if g.verdict.outcome != PASS]
     if advice != _ALL_GOOD or not failed:
         return advice
-    checks = dict.fromkeys(name for g in failed for name in (g.verdict.failing or (g.verdict.outcome,)))
     return (f"No metric or perturbation stands out in the scores, but {len(failed)} of "
-            f"{count_noun(len(items), 'test item')} did not pass ({', '.join(checks)}): fix that before "
-            "keeping a run as the baseline.")
+            f"{count_noun(len(items), 'test item')} did not pass ({', '.join(failing_checks(failed))}): fix "
+            "that before keeping a run as the baseline.")
 
 
 def recommend(by_metric: dict[str, Interval], by_kind: dict[str, Interval], thresholds: dict[str, float],

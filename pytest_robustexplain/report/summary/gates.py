@@ -350,6 +350,12 @@ def also_failed(verdict: Verdict) -> str:
     return "; ".join(parts)
 
 
+def failing_checks(gates: Iterable[GateResult]) -> tuple[str, ...]:
+    """The checks that failed these items (``Verdict.failing``; an item without such a finding, its outcome),
+    each once, in the order found."""
+    return tuple(dict.fromkeys(name for g in gates for name in (g.verdict.failing or (g.verdict.outcome,))))
+
+
 def named_headline(verdict: Verdict, limit: int | None = None) -> str:
     """The :func:`headline` (cut at ``limit`` characters), after the names of every check that failed the
     item when more than one did, so that none goes unsaid when the headline speaks of the first."""
