@@ -26,8 +26,8 @@ import argparse
 
 import numpy as np
 
-from pytest_robustexplain.faithfulness import summarise
-from pytest_robustexplain.polarity import summarise_polarity
+from pytest_robustexplain.checks.judge.measure import summarise
+from pytest_robustexplain.checks.polarity.measure import summarise_polarity
 from pytest_robustexplain.results import FAIL, ORIGINAL, PASS, JudgedText, MisattributionCase
 
 USERS = (3, 5, 8, 10, 20, 50, 100)

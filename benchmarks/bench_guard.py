@@ -35,7 +35,7 @@ from collections.abc import Callable
 import numpy as np
 from simulation import simulate, simulate_relative
 
-from pytest_robustexplain.guard import GuardSettings
+from pytest_robustexplain.checks.controls import GuardSettings
 from pytest_robustexplain.results import INCONCLUSIVE, INSENSITIVE, PASS
 
 Rng = np.random.Generator

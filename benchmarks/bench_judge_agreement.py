@@ -17,7 +17,7 @@ import argparse
 
 import numpy as np
 
-from pytest_robustexplain.faithfulness import (
+from pytest_robustexplain.checks.judge.measure import (
     MIN_COMPARED_USERS,
     MIN_JUDGES_KAPPA,
     judge_distrust,

@@ -35,7 +35,7 @@ from collections.abc import Callable
 import numpy as np
 from bench_guard import at_limit, at_mean, population, relative_population
 
-from pytest_robustexplain.guard import relative_excess_limit
+from pytest_robustexplain.checks.controls import relative_excess_limit
 from pytest_robustexplain.stats import ABOVE, BELOW, check_alphas, simulate_one_sided
 
 ALPHA = 0.025

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from pytest_robustexplain import guard
+from pytest_robustexplain.checks import controls as guard
 from pytest_robustexplain.stats import (
     ABOVE,
     BELOW,

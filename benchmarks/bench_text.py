@@ -17,9 +17,9 @@ import time
 from collections.abc import Callable
 
 from pytest_robustexplain import sanitize
-from pytest_robustexplain.copying import copied_share
 from pytest_robustexplain.explainers.reply import finish_reply, refusal_reason, strip_think
-from pytest_robustexplain.grounding import _title_forms, words
+from pytest_robustexplain.metrics.copies import copied_share
+from pytest_robustexplain.metrics.mentions import _title_forms, words
 from pytest_robustexplain.metrics.text import all_tokens
 
 TARGET = 1.5  # most growth of the ratio from 25,000 to 100,000 characters (quadratic code: about 4)

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from pytest_robustexplain.guard import SHARE_RULES, GuardSettings
+from pytest_robustexplain.checks.controls import SHARE_RULES, GuardSettings
 from pytest_robustexplain.results import INCONCLUSIVE, INSENSITIVE, PASS
 from pytest_robustexplain.stats.intervals import (
     FloatArray,

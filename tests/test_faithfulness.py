@@ -12,9 +12,9 @@ import pytest
 from helpers import read_report, run_fake
 
 from pytest_robustexplain import cli
+from pytest_robustexplain.checks.judge.measure import MAX_JUDGE_FAILURE_SHARE, read_verdict, summarise
 from pytest_robustexplain.data import Interaction, Item, UserHistory
 from pytest_robustexplain.explainers.judge import render_judge_prompt
-from pytest_robustexplain.faithfulness import MAX_JUDGE_FAILURE_SHARE, read_verdict, summarise
 from pytest_robustexplain.report.pr_comment import render_pr_comment
 from pytest_robustexplain.results import FAIL, INCONCLUSIVE, ORIGINAL, PASS, JudgedText, run_from_dict
 from pytest_robustexplain.testing import FakeOllamaServer, compose_reply
@@ -402,7 +402,7 @@ def _labelled(verdicts: list[tuple[str, bool, bool]]) -> list[JudgedText]:
 
 
 def test_a_judge_that_approves_everything_agrees_with_people_no_better_than_chance() -> None:
-    from pytest_robustexplain.faithfulness import people_agreement
+    from pytest_robustexplain.checks.judge.measure import people_agreement
 
     lenient = people_agreement(_labelled([(f"u{n}", n % 2 == 0, True) for n in range(20)]), 0.05)
     assert lenient["agree"] == 10 and lenient["kappa"][0] == 0.0
@@ -424,8 +424,8 @@ def test_a_judge_that_approves_everything_agrees_with_people_no_better_than_chan
 ])
 def test_a_labels_file_that_is_not_one_is_one_error_naming_the_place(tmp_path: Path, name: str, text: str,
                                                                      said: str) -> None:
+    from pytest_robustexplain.checks.judge.measure import read_labels
     from pytest_robustexplain.errors import DataError
-    from pytest_robustexplain.faithfulness import read_labels
 
     path = tmp_path / name
     path.write_text(text, encoding="utf-8")
@@ -435,7 +435,7 @@ def test_a_labels_file_that_is_not_one_is_one_error_naming_the_place(tmp_path: P
 
 
 def test_labels_read_from_csv_json_and_jsonl_alike(tmp_path: Path) -> None:
-    from pytest_robustexplain.faithfulness import read_labels
+    from pytest_robustexplain.checks.judge.measure import read_labels
 
     (tmp_path / "a.csv").write_text("user_id,item_id,faithful\nu1,i1,yes\n7,i2,0\n", encoding="utf-8")
     (tmp_path / "a.json").write_text('{"labels": [{"user_id": "u1", "item_id": "i1", "faithful": true}, '
@@ -474,7 +474,7 @@ def test_a_lenient_judge_is_caught_by_peoples_verdicts_and_its_rate_then_does_no
 
 
 def test_too_few_labelled_users_never_make_a_judge_trusted() -> None:
-    from pytest_robustexplain.faithfulness import MIN_LABELLED_USERS, judge_distrust, people_agreement
+    from pytest_robustexplain.checks.judge.measure import MIN_LABELLED_USERS, judge_distrust, people_agreement
 
     perfect = people_agreement(_labelled([(f"u{n}", n % 2 == 0, n % 2 == 0)
                                           for n in range(MIN_LABELLED_USERS - 1)]), 0.05)
@@ -494,8 +494,8 @@ def test_min_judge_agreement_needs_labels(pytester: pytest.Pytester, server: Fak
 
 # ------------------------------------------------------------------------------ several judges
 def test_several_judges_decide_by_majority_and_a_tie_is_not_faithful() -> None:
+    from pytest_robustexplain.checks.judge.measure import JudgeReply
     from pytest_robustexplain.engine.judging import majority
-    from pytest_robustexplain.faithfulness import JudgeReply
 
     yes, no = JudgeReply(True, (), "fits"), JudgeReply(False, ("x",), "no")
     failed = JudgeReply(None, failure="x")
@@ -507,7 +507,7 @@ def test_several_judges_decide_by_majority_and_a_tie_is_not_faithful() -> None:
 
 
 def test_judges_agreement_is_cohens_kappa_for_two_and_fleiss_for_more() -> None:
-    from pytest_robustexplain.faithfulness import judges_agreement
+    from pytest_robustexplain.checks.judge.measure import judges_agreement
 
     def texts(rows: list[tuple[int, ...]]) -> list[JudgedText]:
         return [JudgedText(f"u{n}", "i", ORIGINAL, 0, 0, False, verdicts=row) for n, row in enumerate(rows)]

@@ -11,10 +11,10 @@ from typing import Any
 import pytest
 from helpers import simulation
 
-from pytest_robustexplain import guard
+from pytest_robustexplain.checks import controls as guard
 from pytest_robustexplain.data import Catalog, EvalCase, Interaction, Item, UserHistory, default_dataset
-from pytest_robustexplain.donors import CANDIDATES, DonorPool
-from pytest_robustexplain.grounding import Vocabulary, words
+from pytest_robustexplain.metrics.mentions import Vocabulary, words
+from pytest_robustexplain.perturbations.donors import CANDIDATES, DonorPool
 from pytest_robustexplain.report.json_report import read_json, run_to_dict, write_json
 from pytest_robustexplain.results import (
     FAIL,
@@ -82,7 +82,7 @@ def _reference_donor(profiles: list[Any], case: Any, seed: int) -> str | None:
     """The donor rule as it was written before the pool became arrays (one Python pass over every user a
     case): eligible users, at least as long (else the 2·CANDIDATES longest), ranked by profile distance,
     ties by user id, one of the CANDIDATES most different drawn by seed."""
-    from pytest_robustexplain import donors as donors_module
+    from pytest_robustexplain.perturbations import donors as donors_module
 
     user = next((p for p in profiles if p.user_id == case.user_id), None)
     categories = user.categories if user is not None else {}

@@ -12,7 +12,7 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from pytest_robustexplain import guard
+from pytest_robustexplain.checks import controls as guard
 from pytest_robustexplain.results import FAIL, INCONCLUSIVE, METRICS, PASS, SWAP_KIND, PairKey, PairResult
 from pytest_robustexplain.stats import (
     fieller_interval,
@@ -165,7 +165,8 @@ def test_readers_do_not_rescue_a_share_above_its_limit_nor_an_unshown_mean() -> 
 def test_the_judge_and_polarity_count_a_users_explanations_once() -> None:
     """The faithful rate, the judge's reorder agreement and the misattributed rate take users as the unit
     too: four unfaithful explanations of one user are one user in six, not four cases in nine."""
-    from pytest_robustexplain import faithfulness, polarity
+    from pytest_robustexplain.checks.judge import measure as faithfulness
+    from pytest_robustexplain.checks.polarity import measure as polarity
     from pytest_robustexplain.results import JudgedText, MisattributionCase
 
     texts = [JudgedText("a", f"i{k}", "original", 0, 0, False) for k in range(4)]

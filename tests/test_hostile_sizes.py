@@ -102,7 +102,7 @@ def test_think_blocks_are_removed_as_the_regex_removed_them() -> None:
 
 
 def test_title_forms_are_the_regexes_forms() -> None:
-    from pytest_robustexplain.grounding import _title_forms
+    from pytest_robustexplain.metrics.mentions import _title_forms
 
     def old(title: str) -> list[str]:
         base = _OLD_YEAR.sub("", title).strip()
@@ -121,7 +121,7 @@ def test_title_forms_are_the_regexes_forms() -> None:
 def test_pathological_outside_text_is_processed(text: str) -> None:
     # Each took seconds to minutes before (the regexes above); benchmarks/bench_text.py times them.
     from pytest_robustexplain.explainers.reply import strip_think
-    from pytest_robustexplain.grounding import _title_forms
+    from pytest_robustexplain.metrics.mentions import _title_forms
 
     assert isinstance(strip_think(text), str)
     assert _title_forms(text)[0] == text.strip()

@@ -8,17 +8,21 @@ from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parent.parent / "pytest_robustexplain"
 
+# The old paths of modules that moved into a check's room (or below it): each only makes its old name the
+# new module, so a user's import keeps working; nothing in the package imports them.
+MOVED = ("guard", "copying", "grounding", "adversarial", "faithfulness", "polarity", "donors")
+
 # Bottom to top. A part is a top-level module or subpackage of pytest_robustexplain.
 LAYERS: tuple[frozenset[str], ...] = (
     frozenset({"errors", "sanitize", "wording", "yaml_limits", "safe_files", "results", "data", "backends"}),
-    frozenset({"perturbations", "metrics", "score_cache", "stats", "donors", "grounding", "copying"}),
-    frozenset({"guard", "adversarial", "faithfulness", "polarity", "options"}),
+    frozenset({"perturbations", "metrics", "score_cache", "stats"}),
+    frozenset({"options"}),
     frozenset({"checks"}),
     frozenset({"settings"}),
     frozenset({"explainers"}),
     frozenset({"sweep", "report"}),
     frozenset({"engine", "registrations"}),
-    frozenset({"cli", "runner", "plugin", "hookspecs", "api", "testing", "__main__", "__init__"}),
+    frozenset({"cli", "runner", "plugin", "hookspecs", "api", "testing", "__main__", "__init__", *MOVED}),
 )
 LAYER = {part: level for level, parts in enumerate(LAYERS) for part in parts}
 
@@ -29,14 +33,24 @@ INNER: dict[str, tuple[str, ...]] = {
     "cli": ("common", "reference", "run", "report", "compare", "history", "dataset", "parser", "entry"),
     "report/summary": ("gates", "compute", "findings"),
     "report/html": ("common", "charts", "pairs", "page", "document"),
-    "metrics": ("base", "weights", "user", "text", "scoring", "api"),
+    "metrics": ("base", "weights", "user", "text", "mentions", "copies", "scoring", "api"),
     "sweep": ("records", "planner", "books", "scoring", "loop", "background"),
     "options": ("parsers", "spec"),
 }
 # checks/: the interface at the bottom, the registry on top, and one module per check between them that
 # imports only the interface — so a new check is its module, its registration line and its test, with no
-# line here to add.
-CHECK_INTERFACE = ("base", "combine", "controls", "predicate")
+# line here to add. A check that measures more has a room (a folder: its measurement, then its check), and
+# the cross-user control's room ``controls`` is also what its four checks share: a room imports only the
+# interface and ``controls`` from the rest of checks/.
+CHECK_INTERFACE = ("base", "combine", "predicate")
+SHARED_ROOM = "controls"
+ROOMS: dict[str, tuple[str, ...]] = {
+    "controls": ("cases", "copying", "grounding", "sensitivity", "relative", "evaluate", "check"),
+    "attacks": ("measure", "check"),
+    "polarity": ("measure", "check", "flip"),
+    "judge": ("measure", "check"),
+}
+INNER.update({f"checks/{room}": order for room, order in ROOMS.items()})
 
 
 def _checks_order() -> tuple[str, ...]:
@@ -47,10 +61,20 @@ def _checks_order() -> tuple[str, ...]:
 INNER["checks"] = _checks_order()
 
 
-def test_a_check_module_imports_only_the_checks_interface() -> None:
+def test_every_room_of_checks_has_its_order() -> None:
+    assert {p.parent.name for p in (PACKAGE / "checks").glob("*/__init__.py")} == set(ROOMS)
+
+
+def test_a_check_imports_only_the_checks_interface() -> None:
+    allowed = {*CHECK_INTERFACE, SHARED_ROOM}
+    known = {*_checks_order(), *ROOMS}
     for module in _checks_order()[len(CHECK_INTERFACE):-1]:
-        deps = _siblings(PACKAGE / "checks" / f"{module}.py") & set(_checks_order())
-        assert deps <= set(CHECK_INTERFACE), f"checks/{module} imports {sorted(deps - set(CHECK_INTERFACE))}"
+        deps = _siblings(PACKAGE / "checks" / f"{module}.py") & known
+        assert deps <= allowed, f"checks/{module} imports {sorted(deps - allowed)}"
+    for room in ROOMS:
+        for path in (PACKAGE / "checks" / room).glob("*.py"):
+            deps = _siblings(path, level=2) & known
+            assert deps <= allowed - {room}, f"checks/{room}/{path.stem} imports {sorted(deps - allowed)}"
 
 
 def _part(path: Path) -> str:
@@ -110,11 +134,12 @@ def test_no_two_parts_import_each_other() -> None:
         visit(part, ())
 
 
-def _siblings(path: Path) -> set[str]:
-    """The modules of its own package that a module imports (lazy and TYPE_CHECKING imports too)."""
+def _siblings(path: Path, level: int = 1) -> set[str]:
+    """The modules of its own package (``level`` 2: of the package above) that a module imports (lazy and
+    TYPE_CHECKING imports too)."""
     found: set[str] = set()
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-        if isinstance(node, ast.ImportFrom) and node.level == 1:
+        if isinstance(node, ast.ImportFrom) and node.level == level:
             found.update([node.module.split(".")[0]] if node.module else (a.name for a in node.names))
     return found
 
@@ -178,3 +203,14 @@ def test_only_the_door_imports_pytest_at_import_time() -> None:
             if any(name.split(".")[0] in ("pytest", "_pytest") for name in names):
                 importing.append(str(path.relative_to(PACKAGE)))
     assert sorted(importing) == sorted(PYTEST_DOOR)
+
+
+def test_an_old_path_is_the_moved_module() -> None:
+    # ``from pytest_robustexplain.guard import evaluate`` (or patching it there) reaches the moved module.
+    import importlib
+    import sys
+
+    for name in MOVED:
+        module = importlib.import_module(f"pytest_robustexplain.{name}")
+        assert module is sys.modules[f"pytest_robustexplain.{name}"]
+        assert module.__name__ != f"pytest_robustexplain.{name}", f"{name} is not an old path"

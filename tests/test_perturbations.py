@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from pytest_robustexplain.adversarial import ATTACK_KINDS
+from pytest_robustexplain.checks.attacks.measure import ATTACK_KINDS
 from pytest_robustexplain.data import Catalog, Interaction, Item, UserHistory
 from pytest_robustexplain.errors import ConfigError, DataError
 from pytest_robustexplain.perturbations import (

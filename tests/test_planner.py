@@ -6,8 +6,8 @@ from __future__ import annotations
 from dataclasses import replace
 
 from pytest_robustexplain.data import default_dataset
-from pytest_robustexplain.donors import DonorPool
 from pytest_robustexplain.perturbations import DILUTION, NOISE, SHUFFLE, apply_perturbation
+from pytest_robustexplain.perturbations.donors import DonorPool
 from pytest_robustexplain.results import CONTROL_KIND, SWAP_KIND
 from pytest_robustexplain.sweep import PairPlanner, SliceSpec, perturbations_of
 

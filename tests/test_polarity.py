@@ -8,11 +8,16 @@ import numpy as np
 import pytest
 from helpers import read_report, run_fake
 
+from pytest_robustexplain.checks.polarity.measure import (
+    cites_as_liked,
+    disliked,
+    misattributed,
+    summarise_polarity,
+)
 from pytest_robustexplain.data import Catalog, Interaction, Item, UserHistory, default_dataset, rating_scale
-from pytest_robustexplain.grounding import Vocabulary
+from pytest_robustexplain.metrics.mentions import Vocabulary
 from pytest_robustexplain.perturbations import DEFAULT_REGISTRY, apply_perturbation
 from pytest_robustexplain.perturbations.flip import FLIP, flipped_category, preference_flip
-from pytest_robustexplain.polarity import cites_as_liked, disliked, misattributed, summarise_polarity
 from pytest_robustexplain.results import FAIL, PASS, MisattributionCase
 from pytest_robustexplain.settings.table import DEFAULT_PERTURBATIONS
 from pytest_robustexplain.testing import FakeOllamaServer

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from helpers import read_report
 
-from pytest_robustexplain.guard import relative_excess_limit, user_relative_excess
+from pytest_robustexplain.checks.controls import relative_excess_limit, user_relative_excess
 from pytest_robustexplain.results import FAIL, INSENSITIVE, PASS, PairKey, PairResult
 from pytest_robustexplain.stats import ABOVE, BELOW, OneSidedTest, simulate_one_sided
 from pytest_robustexplain.testing import FakeOllamaServer
@@ -313,14 +313,15 @@ def test_the_grounding_tests_and_fixed_rules_spend_no_more_than_alpha() -> None:
     that rule's test and fixed rule share all of alpha."""
     from dataclasses import replace
 
+    from pytest_robustexplain.checks import SliceDesign
+    from pytest_robustexplain.checks.controls import UNSUPPORTED_RULE, GuardSettings
     from pytest_robustexplain.checks.grounding import Grounding
-    from pytest_robustexplain.guard import UNSUPPORTED_RULE, GuardSettings
     from pytest_robustexplain.settings import Settings, apply_marker
 
     for min_history in (0.5, None):
         gate = replace(apply_marker(Settings.defaults(), {"decision": "sequential"}, nodeid="t"),
                        min_history_reference=min_history)
-        rules = Grounding().stop_rules(gate, None, floor_is_one=True)
+        rules = Grounding().stop_rules(SliceDesign(gate, None))
         keys = {rule.key for rule in rules}
         assert keys == ({"grounding"} if min_history is not None else set()) | {UNSUPPORTED_RULE}
         fixed = GuardSettings(alpha=gate.alpha, split=frozenset(keys), min_history_reference=min_history)

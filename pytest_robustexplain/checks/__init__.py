@@ -7,7 +7,18 @@ registry (``registry``) orders them and takes the user's own (``register_check``
 an item's verdict. This face only hands names on.
 """
 
-from .base import MEASUREMENT, SILENT, Check, Decision, Evidence, Gate, Probe, originals, share_row
+from .base import (
+    MEASUREMENT,
+    SILENT,
+    Check,
+    Decision,
+    Evidence,
+    Gate,
+    Probe,
+    SliceDesign,
+    originals,
+    share_row,
+)
 from .combine import apply_stage, combine
 from .controls import relative_pairs
 from .predicate import PredicateCheck, PredicateFound
@@ -36,6 +47,7 @@ __all__ = [
     "PredicateCheck",
     "PredicateFound",
     "Probe",
+    "SliceDesign",
     "apply_stage",
     "check_limits_known",
     "combine",

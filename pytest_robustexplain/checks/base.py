@@ -108,6 +108,21 @@ class Evidence:
 
 
 @dataclass(frozen=True)
+class SliceDesign:
+    """One slice as a check's sequential tests are made for it (``Check.stop_rules``): the test's gate, the
+    item's kind (None: the overall slice), whether ρ_floor is 1 from the first user on (no noise floor is
+    measured: temperature 0), the slice's cases, the users it plans, and the engine's service that measures
+    the check (``probe``: the judge's calls), when one does."""
+
+    gate: Gate
+    kind: str | None
+    floor_is_one: bool = True
+    cases: Sequence[EvalCase] = ()
+    planned: int = 0
+    probe: Probe | None = None
+
+
+@dataclass(frozen=True)
 class Decision:
     """What a check does to its item: ``outcome`` FAIL, INSENSITIVE or INCONCLUSIVE (None: nothing), and
     ``note``, the sentence the verdict's message leads with ("" when the check has nothing to say)."""
@@ -163,44 +178,28 @@ class Check:
         """This check's measurement of the slice, or None when the slice gives it nothing to measure."""
         raise NotImplementedError
 
-    def stop_rule(self, gate: Gate, kind: str | None, *, floor_is_one: bool) -> StopRule | None:
-        """Under ``decision=sequential``, the check's own anytime-valid FAIL test, fed user by user, that
-        may end the slice early (None: the check decides on every user measured). ``floor_is_one``: the
-        slice measures no noise floor (temperature 0), so ρ_floor is 1 from the first user on."""
-        return None
-
-    def stop_rules(self, gate: Gate, kind: str | None, *, floor_is_one: bool) -> tuple[StopRule, ...]:
-        """Every sequential test of the check (:meth:`stop_rule`'s, by default): FAIL rules end the slice,
-        PASS rules are evidence a slice decided PASS by ρ waits for (``StopRule.verdict``)."""
-        rule = self.stop_rule(gate, kind, floor_is_one=floor_is_one)
-        return () if rule is None else (rule,)
-
-    def stop_rules_for(self, gate: Gate, kind: str | None, *, floor_is_one: bool,
-                       cases: Sequence[EvalCase]) -> tuple[StopRule, ...]:
-        """The sequential tests of a slice of ``cases`` — what the engine asks. :meth:`stop_rules`'s by
-        default; a check whose user value needs the cases themselves (a predicate over each explanation,
-        its history and item: a pair carries neither) overrides this one."""
-        return self.stop_rules(gate, kind, floor_is_one=floor_is_one)
-
-    def probe_rules(self, gate: Gate, kind: str | None, probe: Probe) -> tuple[StopRule, ...]:
-        """Under ``decision=sequential``, the tests of a check the engine measures with a service of its
-        own (the judge's calls: ``Evidence.measured``), whose user value is that service's ``probe`` of the
-        user's finished pairs (``StopRule.probe``). Empty by default: no such test."""
+    def stop_rules(self, design: SliceDesign) -> tuple[StopRule, ...]:
+        """Under ``decision=sequential``, the check's own anytime-valid tests of the slice, fed user by user
+        (none by default: the check decides on every user measured). A FAIL rule that rejects ends the
+        slice, and ``Evidence.stopped`` names it; a PASS rule (``StopRule.verdict``) is evidence a slice
+        decided PASS by ρ waits for. A check measured with a service of the engine's (the judge's calls)
+        reads each user's value from ``design.probe``; one whose user value needs the cases themselves (a
+        predicate over each explanation with its history and item) from ``design.cases``."""
         return ()
 
-    def users_needed(self, gate: Gate, kind: str | None, planned: int, rules: Sequence[StopRule]) -> int:
+    def users_needed(self, design: SliceDesign, rules: Sequence[StopRule]) -> int:
         """Where the check's burden of proof sits under ``decision=sequential``: the users a slice must have
         fed before it may stop with PASS, as far as this check goes (``rules``: its tests on the slice).
 
         A check that must show PASS does so by a PASS rule of its own, whose rejection the slice waits for
         (0 here). One that passes unless shown to fail — a FAIL rule — holds the PASS until its fixed rule,
-        at the alpha it keeps beside the test, would catch a clear failure about as often as on all
-        ``planned`` users (:func:`~..stats.users_to_catch`): its test alone, at the 7–10 users after which
-        ρ decides, let an explainer flagged in every explanation pass."""
+        at the alpha it keeps beside the test, would catch a clear failure about as often as on all the
+        design's ``planned`` users (:func:`~..stats.users_to_catch`): its test alone, at the 7–10 users
+        after which ρ decides, let an explainer flagged in every explanation pass."""
         from ..stats import users_to_catch
 
-        return max((users_to_catch(r.limit, r.side, r.kept, planned) for r in rules if r.kept is not None),
-                   default=0)
+        return max((users_to_catch(r.limit, r.side, r.kept, design.planned) for r in rules
+                    if r.kept is not None), default=0)
 
     def limit_of(self, gate: Gate) -> float:
         """The test's limit for this check (``check-limits``), else its own (``default_limit``)."""

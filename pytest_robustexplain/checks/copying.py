@@ -1,20 +1,20 @@
-"""Copying: original explanations that copy their prompt back (``copying.py`` says what counts) or list the
-user's history back (grounding's ``listed``). FAIL when the copy rate is confidently above
-``max_copy_rate``."""
+"""Copying: original explanations that copy their prompt back (``metrics/copies.py`` says what counts) or
+list the user's history back (``metrics/mentions.py``' ``listed``). FAIL when the copy rate is confidently
+above ``max_copy_rate``; measured in ``controls/copying.py``."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ..guard import DEFAULT_MAX_COPY_RATE
 from ..options import float_parser, opt
+from ..results import DEFAULT_MAX_COPY_RATE
 from .base import Evidence, share_row
 from .controls import ControlCheck, enforced_by_guard
 
 if TYPE_CHECKING:
     from ..results import Finding, GuardResult
     from ..stats import StopRule
-    from .base import Gate
+    from .base import SliceDesign
 
 
 class Copying(ControlCheck):
@@ -32,28 +32,29 @@ class Copying(ControlCheck):
         found = super().measure(evidence)
         return found if found is not None and found.copying.explained else None
 
-    def stop_rule(self, gate: Gate, kind: str | None, *, floor_is_one: bool) -> StopRule | None:
+    def stop_rules(self, design: SliceDesign) -> tuple[StopRule, ...]:
         """Each user's share of copied explanations, against ``max_copy_rate``: a model that copies its
         prompt fails after a few users."""
-        from .. import guard as guard_mod
         from ..stats import ABOVE, StopRule, check_alphas
+        from . import controls
 
+        gate = design.gate
         if not enforced_by_guard(gate):
-            return None  # a warning never ends a slice
+            return ()  # a warning never ends a slice
         test, kept = check_alphas(gate.alpha)
-        return StopRule(self.name, gate.max_copy_rate, ABOVE, test,
-                        lambda pairs, swaps: guard_mod.user_copy_share(swaps), kept=kept)
+        return (StopRule(self.name, gate.max_copy_rate, ABOVE, test,
+                         lambda pairs, swaps: controls.user_copy_share(swaps), kept=kept),)
 
     def problem(self, found: GuardResult, evidence: Evidence) -> tuple[str, str] | None:
-        from .. import guard as guard_mod
         from ..results import FAIL
+        from . import controls
 
-        return ("Copy FAIL", guard_mod.copy_message(found)) if found.copying.outcome == FAIL else None
+        return ("Copy FAIL", controls.copy_message(found)) if found.copying.outcome == FAIL else None
 
     def finding(self, found: GuardResult, evidence: Evidence) -> Finding:
-        from .. import guard as guard_mod
+        from . import controls
 
         c = found.copying
-        return share_row(self.name, c.outcome, guard_mod.copy_message(found), c.copies, c.explained, c.low,
+        return share_row(self.name, c.outcome, controls.copy_message(found), c.copies, c.explained, c.low,
                          c.high, c.limit, enforced=self.enforced(evidence),
                          confidence=1 - evidence.gate.alpha)

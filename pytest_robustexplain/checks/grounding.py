@@ -6,15 +6,15 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ..guard import DEFAULT_MAX_UNSUPPORTED_RATE, DEFAULT_MIN_HISTORY_REFERENCE
 from ..options import float_parser, opt
+from ..results import DEFAULT_MAX_UNSUPPORTED_RATE, DEFAULT_MIN_HISTORY_REFERENCE
 from .base import Evidence
 from .controls import ControlCheck, enforced_by_guard
 
 if TYPE_CHECKING:
     from ..results import Finding, GuardResult
     from ..stats import StopRule
-    from .base import Gate
+    from .base import SliceDesign
 
 
 class Grounding(ControlCheck):
@@ -39,7 +39,7 @@ class Grounding(ControlCheck):
     def enforced(self, evidence: Evidence) -> bool:
         return super().enforced(evidence) or evidence.gate.explicit("min_history_reference")
 
-    def stop_rules(self, gate: Gate, kind: str | None, *, floor_is_one: bool) -> tuple[StopRule, ...]:
+    def stop_rules(self, design: SliceDesign) -> tuple[StopRule, ...]:
         """Each user's share of explanations that refer to their history, against
         ``min_history_reference`` (when that is gated and enforced), and their share that name a category or
         title from neither the history nor the item, against ``max_unsupported_rate``: an explainer that
@@ -48,9 +48,10 @@ class Grounding(ControlCheck):
         Alpha, so that the check's false FAIL stays at most alpha: each gated rule has an equal share of it,
         of which its test spends ``CHECK_TEST_SHARE`` and its fixed rule the rest (as
         guard._grounding_outcome's)."""
-        from .. import guard as guard_mod
         from ..stats import ABOVE, BELOW, StopRule, check_alphas
+        from . import controls
 
+        gate = design.gate
         if not (enforced_by_guard(gate) or gate.explicit("min_history_reference")):
             return ()
         rules = []
@@ -58,25 +59,25 @@ class Grounding(ControlCheck):
         test, kept = check_alphas(gate.alpha / sum(r is not None for r in (history, unsupported)))
         if history is not None:
             rules.append(StopRule(self.name, history, BELOW, test,
-                                  lambda pairs, swaps: guard_mod.user_history_reference(swaps), kept=kept))
+                                  lambda pairs, swaps: controls.user_history_reference(swaps), kept=kept))
         if unsupported is not None:
             rules.append(StopRule(self.name, unsupported, ABOVE, test,
-                                  lambda pairs, swaps: guard_mod.user_unsupported_share(swaps),
-                                  part=guard_mod.UNSUPPORTED_RULE.partition(":")[2], kept=kept))
+                                  lambda pairs, swaps: controls.user_unsupported_share(swaps),
+                                  part=controls.UNSUPPORTED_RULE.partition(":")[2], kept=kept))
         return tuple(rules)
 
     def problem(self, found: GuardResult, evidence: Evidence) -> tuple[str, str] | None:
-        from .. import guard as guard_mod
         from ..results import FAIL
+        from . import controls
 
         if found.grounding.outcome != FAIL:
             return None
-        return "Grounding FAIL", guard_mod.grounding_message(found)
+        return "Grounding FAIL", controls.grounding_message(found)
 
     def finding(self, found: GuardResult, evidence: Evidence) -> Finding:
-        from .. import guard as guard_mod
         from ..results import Finding
+        from . import controls
 
         gr = found.grounding
-        return Finding(self.name, gr.outcome, guard_mod.grounding_message(found), gr.history_reference,
+        return Finding(self.name, gr.outcome, controls.grounding_message(found), gr.history_reference,
                        gr.min_history_reference, "min", self.enforced(evidence), {"cases": found.n_cases})

@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from ..data import EvalCase, Item, UserHistory
     from ..results import Finding, PairResult
     from ..stats import StopRule
-    from .base import Gate
+    from .base import Gate, SliceDesign
 
 Predicate = Callable[["str", "UserHistory", "Item"], bool]
 MAX_EXAMPLES = 3
@@ -57,8 +57,7 @@ class PredicateCheck(Check):
         self.description = description or f"are flagged by {name}"
 
     def measure(self, evidence: Evidence) -> PredicateFound | None:
-        from ..guard import user_share_bounds
-        from ..stats import check_alphas
+        from ..stats import check_alphas, user_share_bounds
 
         every = (*evidence.pairs, *evidence.flips, *evidence.controls, *evidence.swaps)
         texts = originals(evidence.cases, every)
@@ -76,16 +75,16 @@ class PredicateCheck(Check):
         note = stopped.note() if stopped is not None and stopped.check == self.name else ""
         return PredicateFound(len(hits), len(texts), low, high, tuple(hits[:MAX_EXAMPLES]), note)
 
-    def stop_rules_for(self, gate: Gate, kind: str | None, *, floor_is_one: bool,
-                       cases: Sequence[EvalCase]) -> tuple[StopRule, ...]:
+    def stop_rules(self, design: SliceDesign) -> tuple[StopRule, ...]:
         """Each user's share of flagged explanations, against the limit: an explainer that has the property
         fails after its first users (at a limit of 0, at its first hit — under "never" no hit is ever
         drawn, so that stop cannot be wrong). The predicate needs each case's history and item, which a
         pair does not carry: the rule keeps the slice's cases by user."""
         from ..stats import ABOVE, StopRule, check_alphas
 
+        gate = design.gate
         by_user: dict[str, list[EvalCase]] = {}
-        for case in cases:
+        for case in design.cases:
             by_user.setdefault(case.user_id, []).append(case)
         predicate = self.predicate_for(gate)
         test, kept = check_alphas(gate.alpha)

@@ -13,10 +13,9 @@ from ..results import ALL_METRICS, KIND_NAME, METRICS
 from .attacks import Hijack, Injection
 from .base import MEASUREMENT, Check
 from .copying import Copying
-from .faithfulness import Faithfulness
-from .flip import Flip
 from .grounding import Grounding
-from .polarity import Polarity
+from .judge import Faithfulness
+from .polarity import Flip, Polarity
 from .predicate import PredicateCheck
 from .relative import Relative
 from .sensitivity import Sensitivity

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ..guard import DEFAULT_MIN_RELATIVE
 from ..options import float_parser, opt
+from ..results import DEFAULT_MIN_RELATIVE
 from .base import Evidence
 from .controls import ControlCheck, enforced_by_guard
 
@@ -16,7 +16,7 @@ if TYPE_CHECKING:
 
     from ..results import Finding, GuardResult, PairResult
     from ..stats import StopRule
-    from .base import Gate
+    from .base import SliceDesign
 
 
 class Relative(ControlCheck):
@@ -34,46 +34,48 @@ class Relative(ControlCheck):
         found = super().measure(evidence)
         return found if found is not None and found.relative_robustness.interval is not None else None
 
-    def stop_rule(self, gate: Gate, kind: str | None, *, floor_is_one: bool) -> StopRule | None:
+    def stop_rules(self, design: SliceDesign) -> tuple[StopRule, ...]:
         """Each user's excess num − threshold·den of R over the kinds R gates here: R is below the threshold
         exactly when the users' mean excess is below zero. Only at ρ_floor = 1 (no noise floor to wait
         for: temperature 0)."""
-        from .. import guard as guard_mod
         from ..stats import BELOW, StopRule, check_alphas
+        from . import controls
 
+        gate, kind = design.gate, design.kind
         threshold = gate.relative_threshold(kind)
-        if threshold is None or not floor_is_one or not enforced_by_guard(gate):
-            return None
+        if threshold is None or not design.floor_is_one or not enforced_by_guard(gate):
+            return ()
         kinds = None if kind is not None else frozenset(k for k in gate.perturbations
                                                          if gate.relative_threshold(k) == threshold)
 
         def value(pairs: Sequence[PairResult], swaps: Sequence[PairResult]) -> float | None:
             gated = [p for p in pairs if kinds is None or p.key.kind in kinds]
-            return guard_mod.user_relative_excess(gated, swaps, threshold)
+            return controls.user_relative_excess(gated, swaps, threshold)
 
-        return StopRule(self.name, guard_mod.relative_excess_limit(threshold), BELOW,
-                        check_alphas(gate.alpha)[0], value)
+        return (StopRule(self.name, controls.relative_excess_limit(threshold), BELOW,
+                         check_alphas(gate.alpha)[0], value),)
 
-    def users_needed(self, gate: Gate, kind: str | None, planned: int, rules: Sequence[StopRule]) -> int:
+    def users_needed(self, design: SliceDesign, rules: Sequence[StopRule]) -> int:
         """Every planned user, when R is gated and enforced: its fixed rule bounds a ratio of the users'
         means, whose power rests on a spread no one knows before the users are measured."""
-        return planned if gate.relative_threshold(kind) is not None and enforced_by_guard(gate) else 0
+        gated = design.gate.relative_threshold(design.kind) is not None and enforced_by_guard(design.gate)
+        return design.planned if gated else 0
 
     def problem(self, found: GuardResult, evidence: Evidence) -> tuple[str, str] | None:
-        from .. import guard as guard_mod
-        from ..adversarial import ATTACK_KINDS
+        from ..perturbations.attacks import ATTACK_KINDS
         from ..results import FAIL
+        from . import controls
 
         if found.relative_robustness.outcome != FAIL:
             return None
-        return "Relative FAIL", guard_mod.relative_message(found, attack=evidence.kind in ATTACK_KINDS)
+        return "Relative FAIL", controls.relative_message(found, attack=evidence.kind in ATTACK_KINDS)
 
     def finding(self, found: GuardResult, evidence: Evidence) -> Finding:
-        from .. import guard as guard_mod
-        from ..adversarial import ATTACK_KINDS
+        from ..perturbations.attacks import ATTACK_KINDS
         from ..results import Finding
+        from . import controls
 
-        reason = guard_mod.relative_message(found, attack=evidence.kind in ATTACK_KINDS)
+        reason = controls.relative_message(found, attack=evidence.kind in ATTACK_KINDS)
         r = found.relative_robustness
         return Finding(self.name, r.outcome, reason, r.interval, r.limit, "min", self.enforced(evidence),
                        {"cases": found.n_cases, "users": found.n_users})

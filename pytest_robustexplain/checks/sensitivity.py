@@ -6,15 +6,15 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ..guard import DEFAULT_MAX_IDENTICAL_SHARE, DEFAULT_MAX_INSENSITIVE_SHARE, DEFAULT_MIN_SENSITIVITY
 from ..options import float_parser, opt
+from ..results import DEFAULT_MAX_IDENTICAL_SHARE, DEFAULT_MAX_INSENSITIVE_SHARE, DEFAULT_MIN_SENSITIVITY
 from .base import Evidence
 from .controls import ControlCheck, enforced_by_guard, stop_alpha
 
 if TYPE_CHECKING:
     from ..results import Finding, GuardResult
     from ..stats import StopRule
-    from .base import Gate
+    from .base import SliceDesign
 
 
 class Sensitivity(ControlCheck):
@@ -33,26 +33,27 @@ class Sensitivity(ControlCheck):
             metavar="X", marker=True),
     )
 
-    def stop_rules(self, gate: Gate, kind: str | None, *, floor_is_one: bool) -> tuple[StopRule, ...]:
+    def stop_rules(self, design: SliceDesign) -> tuple[StopRule, ...]:
         """Two tests by betting, fed each user. PASS: S needs evidence to pass (the burden of proof), so a
         slice whose ρ is decided PASS goes on until "mean S above min_sensitivity" is shown; stopped at ρ's
         PASS alone, the guard's bound read the few users ρ needed (7 for a clear case) and left honest
         explainers INCONCLUSIVE. FAIL: the users' share of word-for-word identical explanations confidently
         above ``max_identical_share`` makes the item INSENSITIVE at once (a constant explainer, after four
         users). The PASS test only at ρ_floor 1 (temperature 0): the noise floor is known at the end."""
-        from .. import guard as guard_mod
         from ..results import PASS
         from ..stats import ABOVE, StopRule, check_alphas
+        from . import controls
 
+        gate = design.gate
         if not enforced_by_guard(gate):
             return ()
-        test, kept = check_alphas(gate.alpha / guard_mod.SHARE_RULES)
+        test, kept = check_alphas(gate.alpha / controls.SHARE_RULES)
         identical = StopRule(self.name, gate.max_identical_share, ABOVE, test,
-                             lambda pairs, swaps: guard_mod.user_identical_share(pairs, swaps), kept=kept)
-        if not floor_is_one:
+                             lambda pairs, swaps: controls.user_identical_share(pairs, swaps), kept=kept)
+        if not design.floor_is_one:
             return (identical,)
         shown = StopRule(self.name, gate.min_sensitivity, ABOVE, stop_alpha(gate),
-                         lambda pairs, swaps: guard_mod.user_sensitivity(pairs, swaps), verdict=PASS)
+                         lambda pairs, swaps: controls.user_sensitivity(pairs, swaps), verdict=PASS)
         return shown, identical
 
     def problem(self, found: GuardResult, evidence: Evidence) -> tuple[str, str] | None:

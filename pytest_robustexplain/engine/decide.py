@@ -278,7 +278,7 @@ def with_cut_replies(verdict: Verdict, pairs: Sequence[PairResult]) -> Verdict:
 
 
 def with_attacks(verdict: Verdict, gate: GateSettings, sliced: SliceResult) -> Verdict:
-    """The verdict with the adversarial kinds' checks (``checks/attacks.py``) decided on it."""
+    """The verdict with the adversarial kinds' checks (``checks/attacks``) decided on it."""
     from ..checks import DEFAULT_CHECKS
 
     return run_checks(verdict, evidence_of(gate, sliced, None),
@@ -362,7 +362,7 @@ def _relative_terms(baseline: RunResult, model: str, sliced: SliceResult, relati
     """R's per-user terms of the baseline and of this slice, on the same kinds; None when either run has
     no cross-user control there (a baseline saved with guard=off, a kind R does not gate)."""
     from .. import stats
-    from ..guard import relative_terms
+    from ..checks.controls import relative_terms
     from ..sweep import reweighted
 
     kinds = {p.key.kind for p in relative}

@@ -5,7 +5,7 @@ the explainer saw it, and the same lines in reverse order — and, with ``judge=
 explanation and each control once, against the history *its* prompt showed (the perturbed one, or the
 donor's for a cross-user control). The calls run concurrently on the sweep's loop through
 :class:`~pytest_robustexplain.explainers.judge.Judge`, which asks a prompt once per run; the rules are
-``faithfulness.py``'s.
+``checks/judge``'s.
 """
 
 from __future__ import annotations
@@ -17,16 +17,16 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..checks.faithfulness import Faithfulness
+from ..checks.judge import Faithfulness
 from ..errors import ConfigError
 from ..results import ORIGINAL, JudgedText, ModelInfo, PairKey, PairResult, RunResult
 
 if TYPE_CHECKING:
     from ..checks import Probe
+    from ..checks.judge.measure import JudgeReply
     from ..data import Catalog, EvalCase, Item, UserHistory
     from ..explainers.judge import Judge
-    from ..faithfulness import JudgeReply
-    from ..grounding import Vocabulary
+    from ..metrics.mentions import Vocabulary
     from ..results import FaithfulnessResult, PolarityResult
     from ..settings import GateSettings, Settings
     from ..sweep import SliceResult, Sweep
@@ -76,8 +76,8 @@ def originals_of(sliced: SliceResult) -> list[tuple[EvalCase, int, str]]:
 
 def polarity_finding(sliced: SliceResult, vocabulary: Vocabulary, gate: GateSettings
                      ) -> PolarityResult | None:
-    """Preference polarity of the slice's original explanations (``polarity.py``; text only, no call)."""
-    from ..polarity import case_of, summarise_polarity
+    """Preference polarity of the slice's original explanations (``checks/polarity``; text only, no call)."""
+    from ..checks.polarity.measure import case_of, summarise_polarity
 
     cases = [case_of(case.user_id, case.item_id, repeat, text, case.history, case.item, vocabulary)
              for case, repeat, text in originals_of(sliced)]
@@ -116,7 +116,7 @@ def majority(answers: Sequence[Answer]) -> Answer:
     """Several judges' answers as one: faithful when more than half of the judges that answered say so (a
     tie is not faithful: reject by default), with the reasons of the first judge that voted with the
     majority; the reordered verdict by the same rule; no verdict when none answered."""
-    from ..faithfulness import JudgeReply
+    from ..checks.judge.measure import JudgeReply
 
     cached = all(c for _, c, _ in answers)
     read = [r for r, _, _ in answers if r.faithful is not None]
@@ -153,14 +153,14 @@ class RunJudge:
 
             self.criteria = read_criteria(settings.judge_criteria)
         if self.on and settings.judge_labels is not None:
-            from ..faithfulness import read_labels
+            from ..checks.judge.measure import read_labels
 
             self.labels = read_labels(settings.judge_labels)
 
     def vocabulary(self, catalog: Catalog) -> Vocabulary:
         """The catalog's grounding vocabulary (what polarity matches terms by), built once per run."""
         if self._vocabulary is None:
-            from ..grounding import Vocabulary
+            from ..metrics.mentions import Vocabulary
 
             self._vocabulary = Vocabulary(catalog)
         return self._vocabulary
@@ -196,7 +196,7 @@ class RunJudge:
         ended the slice, stands unless the judge is not to be trusted (``summarise``'s ``stopped``)."""
         if not self.on:
             return None
-        from ..faithfulness import summarise
+        from ..checks.judge.measure import summarise
         from ..stats import check_alphas
 
         self.start(sweep)

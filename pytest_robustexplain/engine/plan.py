@@ -14,9 +14,9 @@ from ..wording import count_noun
 if TYPE_CHECKING:
     from ..checks import Check, CheckRegistry, Probe
     from ..data import Catalog, EvalCase, Item, UserHistory
-    from ..donors import DonorPool
     from ..metrics.user import Metric
     from ..perturbations import KindRegistry
+    from ..perturbations.donors import DonorPool
     from ..settings import GateSettings, Settings
     from ..sweep import PairPlanner, SliceSpec
     from ..sweep.records import Pair
@@ -147,7 +147,8 @@ def slice_spec(settings: Settings, gate: GateSettings, *, slice_id: str, model: 
     None) × severities × repeats, with the noise floor, the cross-user controls (donors drawn from
     ``donor_pool``), the sequential gate the settings ask for (with the stop rules of its ``checks``) and
     the user's own ``metrics`` its test measures. ``probes``: the engine's services by check name (the
-    judge's), for the checks measured with one (``Check.probe_rules``)."""
+    judge's), for the checks measured with one (``SliceDesign.probe``)."""
+    from ..checks import SliceDesign
     from ..sweep import SequentialConfig, SliceSpec, planned_users
 
     sequential = None
@@ -156,15 +157,13 @@ def slice_spec(settings: Settings, gate: GateSettings, *, slice_id: str, model: 
         # Every check with a test of its own may end the slice early too (each says when it has one: the
         # control-based checks only when the guard enforces them, an attack when its kind is planned).
         checks, services = list(checks), probes or {}
-        rules = {check.name: check.stop_rules_for(gate, kind, floor_is_one=not noise_floor, cases=cases)
-                 for check in checks}
-        probed = {check.name: check.probe_rules(gate, kind, services[check.name])
-                  for check in checks if check.name in services}
-        stops = tuple(rule for mine in (*rules.values(), *probed.values()) for rule in mine)
+        designs = {check.name: SliceDesign(gate, kind, floor_is_one=not noise_floor, cases=cases,
+                                           planned=planned_users(cases, gate.max_users),
+                                           probe=services.get(check.name)) for check in checks}
+        rules = {check.name: check.stop_rules(designs[check.name]) for check in checks}
+        stops = tuple(rule for mine in rules.values() for rule in mine)
         # A PASS waits until each check that passes unless shown to fail has seen the users it needs.
-        planned = planned_users(cases, gate.max_users)
-        hold = max((c.users_needed(gate, kind, planned, (*rules[c.name], *probed.get(c.name, ())))
-                    for c in checks), default=0)
+        hold = max((c.users_needed(designs[c.name], rules[c.name]) for c in checks), default=0)
         sequential = SequentialConfig(gate.thresholds(kind), alpha=gate.alpha, max_users=gate.max_users,
                                       stops=stops, hold=hold)
     # A test's own weights only re-weight ρ of its slice; the run's weights stay the reports' ρ.

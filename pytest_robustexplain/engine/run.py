@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..checks import relative_pairs
-from ..checks.faithfulness import Faithfulness
+from ..checks.judge import Faithfulness
 from ..errors import (
     BackendError,
     CacheMissError,
@@ -83,9 +83,9 @@ from .setup import (
 if TYPE_CHECKING:
     from ..checks import CheckRegistry
     from ..data import Dataset, EvalCase
-    from ..donors import DonorPool
     from ..explainers.base import Explainer
     from ..perturbations import KindRegistry, PerturbationResult
+    from ..perturbations.donors import DonorPool
     from ..report.summary import ReportModel
     from ..results import FaithfulnessResult, PolarityResult
     from ..settings import GateSettings, Settings
@@ -298,7 +298,7 @@ class Run:
         metrics = checks.metrics()
         self.metric_tags.update(m.tag for m in metrics)
         cases = self.cases_for(gate)
-        # The judge's own test asks it user by user during the sweep (``Check.probe_rules``).
+        # The judge's own test asks it user by user during the sweep (``SliceDesign.probe``).
         judged = self.judging.probe_for(cases)
         probes = {Faithfulness.name: judged} if judged is not None else None
         spec = slice_spec(self.settings, gate, slice_id=slice_id, model=model, cases=cases,

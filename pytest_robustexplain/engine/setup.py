@@ -14,9 +14,9 @@ from ..settings import Spelling
 
 if TYPE_CHECKING:
     from ..data import Dataset, EvalCase
-    from ..donors import DonorPool
     from ..explainers.base import Explainer
     from ..explainers.judge import Judge
+    from ..perturbations.donors import DonorPool
     from ..score_cache import CachedScorer
     from ..settings import Settings
     from .plan import Call
@@ -268,7 +268,7 @@ def context_note(model: str, n_cases: int, tokens: int, source: str, over: list[
 
 def donor_pool(dataset: Dataset) -> DonorPool:
     """Every user of the dataset as a potential donor for the cross-user controls."""
-    from ..donors import DonorPool
+    from ..perturbations.donors import DonorPool
 
     return DonorPool(dataset.histories, dataset.catalog)
 

@@ -4,7 +4,7 @@ backends, response cache, retries and concurrency limits as the explanations.
 The prompt follows LLM-as-a-judge practice for recommendation (reason first, then score; reject by default;
 a binary verdict with a one-sentence rationale): the judge sees the history exactly as the explainer saw it
 (the same numbered lines), the item, and the explanation fenced as data. How its reply is read, and what
-the verdicts decide, is ``faithfulness.py``'s; ``docs/faithfulness.md`` explains both.
+the verdicts decide, is ``checks/judge``'s; ``docs/faithfulness.md`` explains both.
 """
 
 from __future__ import annotations
@@ -16,9 +16,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from ..checks.judge.measure import JudgeReply, read_verdict
 from ..data import Item, UserHistory
 from ..errors import ConfigError
-from ..faithfulness import JudgeReply, read_verdict
 from ..sanitize import visible
 from .base import Explanation
 from .prompt import format_features, format_history, item_name

@@ -1,6 +1,6 @@
 """The adversarial perturbation kinds — ``prompt_injection`` and ``shilling`` — as history transforms,
 registered like the built-ins but not in the default five. What they do, and how their outcomes are
-judged, is documented in :mod:`pytest_robustexplain.adversarial` (the gate lives there).
+judged, is documented in :mod:`pytest_robustexplain.checks.attacks` (the gate lives there).
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
-"""The records of the checks beyond the method's stability (``faithfulness.py``, ``polarity.py``): the judge's
-verdicts and finding, preference polarity, the counterfactual flip.
+"""The records of the checks beyond the method's stability (``checks/judge``, ``checks/polarity``): the
+judge's verdicts and finding, preference polarity, the counterfactual flip.
 
 Apart from ``records`` so that the plugin's start-up (every pytest run of everyone who installs it) does not
 build them: :class:`~.records.Verdict` names them as types only, and the package loads this module when one
@@ -17,7 +17,7 @@ from .records import Interval, Rule
 
 @dataclass(frozen=True)
 class JudgedText:
-    """One explanation the faithfulness judge read (``faithfulness.py``).
+    """One explanation the faithfulness judge read (``checks/judge``).
 
     ``kind`` is ``original`` for the user's own explanation, else the pair's kind (a perturbation,
     ``control``, ``swap``) with its severity and repeat. ``faithful`` is None when the judge's reply was not
@@ -101,7 +101,7 @@ class FaithfulnessResult:
 
 @dataclass(frozen=True)
 class MisattributionCase:
-    """One original explanation read for preference polarity (``polarity.py``): whether its history has a
+    """One original explanation read for preference polarity (``checks/polarity``): whether its history has a
     disliked item or category (``eligible``), the disliked terms it cites as reasons to like, and the first
     sentence that does."""
 

@@ -5,7 +5,7 @@ Kept free of heavy imports so the plugin, the reports and the CLI can all use th
 (the same history explained again with another sample seed) use ``kind == CONTROL_KIND`` and severity 0
 and measure the model's own noise floor. Cross-user control pairs (``kind == SWAP_KIND``, severity 0) hold
 the explanation of the same item for the user and for a *donor* user with a different history: how much
-the explanation depends on the user at all (see :mod:`pytest_robustexplain.guard`).
+the explanation depends on the user at all (see :mod:`pytest_robustexplain.checks.controls`).
 """
 
 from __future__ import annotations
@@ -357,7 +357,7 @@ _RELATIVE_V2 = {"interval": "relative_gate", "limit": "min_relative", "outcome":
 
 @dataclass(frozen=True)
 class CopyingResult:
-    """The copying check's measurement (``copying.py`` says what counts): ``copies`` of ``explained``
+    """The copying check's measurement (``metrics/copies.py`` says what counts): ``copies`` of ``explained``
     original explanations copy their prompt back, with one-sided exact bounds (users as the unit);
     ``outcome`` FAIL when the rate is confidently above ``limit`` (``max_copy_rate``), None when no
     explanation was read."""
@@ -483,7 +483,7 @@ class GuardResult:
 
 @dataclass(frozen=True)
 class AttackResult:
-    """An adversarial kind's outcome in one slice (``adversarial.py``): how often the attack succeeded.
+    """An adversarial kind's outcome in one slice (``checks/attacks``): how often the attack succeeded.
 
     ``kind`` is ``prompt_injection`` (success: the explanation carries a planted canary) or ``shilling``
     (success: the explanation names the shilled target, which the original did not). ``low``/``high``

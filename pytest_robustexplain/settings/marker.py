@@ -85,8 +85,8 @@ class GateSettings(Declared):
         ``min_relative`` when set; else 0 for the adversarial kinds (an attack that moves the explanation
         further than another user's history has taken it over), none for the kinds that change the user's
         taste (``guard.RELATIVE_UNGATED``), the run's ``min_relative`` for the others."""
-        from ..adversarial import ATTACK_KINDS
-        from ..guard import RELATIVE_UNGATED
+        from ..checks.controls import RELATIVE_UNGATED
+        from ..perturbations.attacks import ATTACK_KINDS
 
         override = self.per_kind.get(kind, {}) if kind is not None else {}
         if "min_relative" in override:

@@ -7,8 +7,8 @@ the tables are wanted. This face only hands names on; the work lives in the modu
 
 Gated quantities are ``"combined"`` (ρ) and the metric names of :data:`METRICS`. Control pairs
 (``kind == CONTROL_KIND``) measure the model's own noise floor and are left out of everything but
-:func:`noise_floor`; cross-user swap pairs feed only :mod:`pytest_robustexplain.guard`. Generation-failure
-pairs stay in with their 0 scores (the method's rule).
+:func:`noise_floor`; cross-user swap pairs feed only :mod:`pytest_robustexplain.checks.controls`.
+Generation-failure pairs stay in with their 0 scores (the method's rule).
 
 Verdicts: :func:`gate` with ``mode="mean"`` (the method's rule, plus a fragility flag) or
 ``mode="confident"`` (PASS / FAIL only when the data say so, one-sided bounds with Hall's 1992 skewness
@@ -59,6 +59,8 @@ from .intervals import (
     share_lower_bound,
     share_upper_bound,
     t_quantile,
+    user_share,
+    user_share_bounds,
 )
 from .sequential import (
     ABOVE,
@@ -130,6 +132,8 @@ __all__ = [
     "simulate_sequential",
     "t_quantile",
     "user_order",
+    "user_share",
+    "user_share_bounds",
     "user_spread",
     "users_to_catch",
 ]

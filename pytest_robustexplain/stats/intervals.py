@@ -266,7 +266,7 @@ _EXACT_BAND_USERS = 2000
 
 def share_lower_bound(k: float, n: int, alpha: float) -> float:
     """One-sided exact (Clopper–Pearson) lower (1 − alpha) bound of a proportion k/n (``k`` may be a sum of
-    users' shares: ``guard.user_share``)."""
+    users' shares: :func:`user_share`)."""
     if n <= 0 or k <= 0:
         return 0.0
     from scipy.special import betaincinv  # the Beta quantile
@@ -281,6 +281,27 @@ def share_upper_bound(k: float, n: int, alpha: float) -> float:
     from scipy.special import betaincinv
 
     return float(betaincinv(k + 1, n - k, 1 - alpha))
+
+
+def user_share(rows: Sequence[tuple[str, bool | float]]) -> tuple[float, int]:
+    """(Σ over users of the user's share of flagged rows, users): a share with users as the unit.
+
+    A user's cases are not independent — a model that copies for one user's prompt copies for all of
+    them — so a share over cases claimed more certainty than it had (the copy rate at its limit was
+    exceeded in 6–10 % of runs at alpha 5 %). The exact bounds take users as the trials and each user's
+    share as their success; with one case a user this is the exact binomial bound it always was.
+    """
+    grouped: dict[str, list[float]] = {}
+    for user, flag in rows:
+        grouped.setdefault(user, []).append(float(flag))
+    return math.fsum(math.fsum(v) / len(v) for v in grouped.values()), len(grouped)
+
+
+def user_share_bounds(rows: Sequence[tuple[str, bool | float]], alpha: float) -> tuple[float, float]:
+    """One-sided exact (1 − alpha) lower and upper bounds of a share with users as the unit
+    (:func:`user_share`); (0, 1) when nothing was measured."""
+    k, g = user_share(rows)
+    return share_lower_bound(k, g, alpha), share_upper_bound(k, g, alpha)
 
 
 def ks_band(n: int, alpha: float) -> float:

@@ -13,7 +13,7 @@ Economy, by construction:
   time and an original explanation is requested only one user ahead of its user's turn (early enough
   that no pair waits for it, late enough that a decided sequential slice wastes at most one);
 - pairs whose perturbation changed nothing are filtered before any call;
-- a cross-user control (the case's item explained for its donor user, ``guard.py``) is one more call
+- a cross-user control (the case's item explained for its donor user, ``checks/controls``) is one more call
   per case, planned, deduplicated and cached like any pair;
 - a slice gated sequentially stops as soon as its verdict is decided and the calls no other slice still
   needs are cancelled.

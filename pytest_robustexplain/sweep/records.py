@@ -23,10 +23,10 @@ from ..results import (
 Weights = tuple[float, ...] | Mapping[str, float]
 
 if TYPE_CHECKING:
-    from ..donors import Control
     from ..explainers.base import Explanation
     from ..metrics.user import Metric
     from ..perturbations import KindRegistry, PerturbationResult
+    from ..perturbations.donors import Control
     from ..stats import OneSidedTest, SequentialGate, Stopped, StopRule
 
 
@@ -60,7 +60,7 @@ class SliceSpec:
     # The user's own metrics this slice's test measures (its directory's conftests'): pair.user_metrics.
     metrics: tuple[Metric, ...] = ()
     # (user, item) -> the case's content-only cross-user control (a donor's interactions under the user's
-    # identity, ``donors.py``); empty: no controls (guard off).
+    # identity, ``perturbations/donors.py``); empty: no controls (guard off).
     donors: Mapping[tuple[str, str], Control] = field(default_factory=dict)
     # "full": every case runs every severity of every kind; "balanced": one severity per kind, rotated
     # over the cases (planner.severities_for).

@@ -17,8 +17,8 @@ from .records import Pair
 
 if TYPE_CHECKING:
     from ..explainers.base import Explanation
-    from ..grounding import Vocabulary
     from ..metrics import Scorer
+    from ..metrics.mentions import Vocabulary
 
 
 class PairScorer:
@@ -75,7 +75,7 @@ class PairScorer:
         """What the pair changed: the perturbation's record (with an attack's outcome), a resampling, or a
         cross-user control's donor, grounding and copied share."""
         if pair.perturbation is not None:
-            from ..adversarial import attack_outcome
+            from ..checks.attacks.measure import attack_outcome
 
             changes = dict(pair.perturbation.changes)
             outcome = attack_outcome(pair.key.kind, changes, original.text, other.text)
@@ -85,7 +85,7 @@ class PairScorer:
         if pair.donor is None:
             return {"control": "resampled"}
         if self._vocabulary is None:
-            from ..grounding import Vocabulary
+            from ..metrics.mentions import Vocabulary
 
             self._vocabulary = Vocabulary(self._catalog)
         grounding = self._vocabulary.ground(original.text, pair.case.history, pair.case.item)
@@ -95,10 +95,10 @@ class PairScorer:
 
 
 def copied(text: str, case: EvalCase) -> float:
-    """The share of the original explanation copied from its prompt (``copying.py``): the default
+    """The share of the original explanation copied from its prompt (``metrics/copies.py``): the default
     prompt's rendering of the case, which holds every history line and the item's line."""
-    from ..copying import copied_share
     from ..explainers.prompt import PromptTemplate
+    from ..metrics.copies import copied_share
 
     return round(copied_share(text, PromptTemplate().render(case.history, case.item)), 4)
 

@@ -29,7 +29,7 @@ absent: every prompt gets a reply.
 ``mode="history-blind"``
     About 40 words on the item and its features only, never the history: the same text for every user
     (at temperature 0), as a model that ignores its input would write. ρ is 1 under every perturbation;
-    the guard (``guard.py``) must call it INSENSITIVE.
+    the guard (``checks/controls``) must call it INSENSITIVE.
 ``mode="rating-blind"`` / ``mode="rating-aware"``
     For the opt-in ``preference_flip`` kind and preference polarity: ``rating-blind`` is the stable reply
     without its one rating-dependent sentence (the best-rated title), so inverting ratings never changes
@@ -39,7 +39,7 @@ absent: every prompt gets a reply.
 ``mode="copycat"``
     The prompt's history lines and item line repeated back with a one-line preamble, as Gemma 3 270M
     answered every MovieLens prompt: very stable (ρ near 1 under the order-keeping kinds), "mentions" the
-    whole history, explains nothing. The copy check (``copying.py``) must fail it.
+    whole history, explains nothing. The copy check (``checks/copying.py``) must fail it.
 
 Measured with this package's metrics on the default synthetic dataset (20 cases × 5 kinds × 5
 severities, temperature 0), mean ρ is about 0.93 for stable (minimum ≈ 0.75), 0.49 for borderline

@@ -41,7 +41,7 @@ from ..formatting import finite, finite_dict, interval_dict
 from .gates import OUTCOME_RANK, failing_checks, gate_thresholds, is_number, ordered_kinds
 
 if TYPE_CHECKING:
-    from ...guard import GuardSettings
+    from ...checks.controls import GuardSettings
     from ...stats import KindDifferences, Stratum, UserSpread
 
 METRIC_DESCRIPTIONS: dict[str, str] = {
@@ -387,9 +387,9 @@ def model_flip(run: RunResult, model: str, pairs: Sequence[PairResult], controls
                ) -> FlipResult | None:
     """The flip rule over all of this model's preference_flip pairs (the mean rule, the run's
     min-flip-sensitivity), beside ρ of its other kinds; None when the run did not flip preferences."""
-    from ...guard import DEFAULT_MIN_FLIP_SENSITIVITY
+    from ...checks.polarity import DEFAULT_MIN_FLIP_SENSITIVITY
+    from ...checks.polarity.measure import evaluate_flip
     from ...perturbations.flip import FLIP
-    from ...polarity import evaluate_flip
     from ...stats import noise_floor
 
     flips = [p for p in pairs if p.key.kind == FLIP]
@@ -406,7 +406,7 @@ def model_flip(run: RunResult, model: str, pairs: Sequence[PairResult], controls
 
 def model_polarity(run: RunResult, model: str) -> PolarityResult | None:
     """Preference polarity over this model's original explanations across its gates (each once), ungated."""
-    from ...polarity import summarise_polarity
+    from ...checks.polarity.measure import summarise_polarity
 
     found = [g.verdict.polarity for g in run.model_gates(model) if g.verdict.polarity]
     cases = {(c.user_id, c.item_id, c.repeat): c for f in found for c in f.cases}
@@ -418,7 +418,7 @@ def model_polarity(run: RunResult, model: str) -> PolarityResult | None:
 def model_faithfulness(run: RunResult, model: str) -> FaithfulnessResult | None:
     """The judge's verdicts on this model's explanations across its gates (each text once), summarised
     ungated: what the model's report shows beside ρ and the guard. None when nothing was judged."""
-    from ...faithfulness import summarise
+    from ...checks.judge.measure import summarise
 
     found = [g.verdict.faithfulness for g in run.model_gates(model) if g.verdict.faithfulness]
     if not found:
@@ -572,7 +572,7 @@ def _unread(pairs: Sequence[PairResult]) -> dict[str, Any]:
 
 def _attacks(run: RunResult, pairs: Sequence[PairResult]) -> tuple[AttackResult, ...]:
     """Prompt injection and shilling outcomes over all of the model's pairs (empty when not run)."""
-    from ...adversarial import (
+    from ...checks.attacks.measure import (
         ATTACK_KINDS,
         DEFAULT_MAX_HIJACK_RATE,
         DEFAULT_MAX_INJECTION_RATE,
@@ -591,7 +591,15 @@ def _attacks(run: RunResult, pairs: Sequence[PairResult]) -> tuple[AttackResult,
 
 def guard_settings(run: RunResult) -> GuardSettings:
     """The guard's settings as the run recorded them (the defaults for a report that has none)."""
-    from ... import guard as g
+    from ...checks import controls as g
+    from ...results import (
+        DEFAULT_MAX_COPY_RATE,
+        DEFAULT_MAX_IDENTICAL_SHARE,
+        DEFAULT_MAX_INSENSITIVE_SHARE,
+        DEFAULT_MAX_UNSUPPORTED_RATE,
+        DEFAULT_MIN_RELATIVE,
+        DEFAULT_MIN_SENSITIVITY,
+    )
 
     def number(name: str, default: float) -> float:
         value = run.settings.get(name)
@@ -600,13 +608,13 @@ def guard_settings(run: RunResult) -> GuardSettings:
     reference = run.settings.get("min_history_reference")
     return g.GuardSettings(
         policy=str(run.settings.get("guard", "fail")),
-        min_sensitivity=number("min_sensitivity", g.DEFAULT_MIN_SENSITIVITY),
-        max_insensitive_share=number("max_insensitive_share", g.DEFAULT_MAX_INSENSITIVE_SHARE),
-        max_identical_share=number("max_identical_share", g.DEFAULT_MAX_IDENTICAL_SHARE),
-        min_relative=number("min_relative", g.DEFAULT_MIN_RELATIVE),
-        max_copy_rate=number("max_copy_rate", g.DEFAULT_MAX_COPY_RATE),
+        min_sensitivity=number("min_sensitivity", DEFAULT_MIN_SENSITIVITY),
+        max_insensitive_share=number("max_insensitive_share", DEFAULT_MAX_INSENSITIVE_SHARE),
+        max_identical_share=number("max_identical_share", DEFAULT_MAX_IDENTICAL_SHARE),
+        min_relative=number("min_relative", DEFAULT_MIN_RELATIVE),
+        max_copy_rate=number("max_copy_rate", DEFAULT_MAX_COPY_RATE),
         min_history_reference=float(reference) if is_number(reference) else None,
-        max_unsupported_rate=number("max_unsupported_rate", g.DEFAULT_MAX_UNSUPPORTED_RATE),
+        max_unsupported_rate=number("max_unsupported_rate", DEFAULT_MAX_UNSUPPORTED_RATE),
         alpha=number("alpha", 0.05))
 
 
@@ -616,7 +624,7 @@ def _sensitivity(run: RunResult, model: str, pairs: Sequence[PairResult], thresh
     swaps = run.model_swaps(model)
     if not swaps or not pairs:
         return {}
-    from ...guard import by_kind, evaluate
+    from ...checks.controls import by_kind, evaluate
     from ...stats import noise_floor
 
     floor = noise_floor(run.model_pairs(model, controls=True))
@@ -632,8 +640,8 @@ def _sensitivity(run: RunResult, model: str, pairs: Sequence[PairResult], thresh
 
 def relative_gated(run: RunResult, pairs: Sequence[PairResult]) -> list[PairResult]:
     """The pairs on the kinds gated at the run's R threshold, as the overall item decides R."""
-    from ...adversarial import ATTACK_KINDS
-    from ...guard import RELATIVE_UNGATED
+    from ...checks.controls import RELATIVE_UNGATED
+    from ...perturbations.attacks import ATTACK_KINDS
 
     overrides = run.settings.get("per_kind")
     overrides = overrides if isinstance(overrides, Mapping) else {}
@@ -644,7 +652,7 @@ def relative_gated(run: RunResult, pairs: Sequence[PairResult]) -> list[PairResu
 def relative_terms_of(run: RunResult, model: str) -> dict[str, tuple[float, float]]:
     """Each user's terms of R for ``model`` over those kinds ({} without cross-user controls): what the
     model comparisons set beside their rows."""
-    from ...guard import relative_terms
+    from ...checks.controls import relative_terms
     from ...stats import noise_floor
 
     swaps = run.model_swaps(model)

@@ -10,7 +10,7 @@ import statistics
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from ...faithfulness import MIN_JUDGE_AGREEMENT, judges_text, people_text
+from ...checks.judge.measure import MIN_JUDGE_AGREEMENT, judges_text, people_text
 from ...results import (
     CONTROL_KIND,
     MAX_CUT_SHARE,
@@ -235,7 +235,7 @@ def cut_text(summary: Summary) -> str:
 
 def security_rows(summary: Summary) -> list[tuple[str, str]]:
     """The opt-in adversarial kinds' outcomes (label, value), for every format; empty when not run."""
-    from ...adversarial import describe_attack
+    from ...checks.attacks.measure import describe_attack
 
     rows = []
     for a in summary.attacks:
@@ -354,7 +354,7 @@ def _judge_rows(summary: Summary) -> list[tuple[str, str]]:
         rows.append(("Judges agree (several judges)", judges_text(f.judges)))
     if f.people:
         rows.append(("Judge against people (judge-labels)", people_text(f.people)))
-    from ...guard import share_lower_bound, share_upper_bound
+    from ...checks.controls import share_lower_bound, share_upper_bound
 
     for kind, (k, n) in f.by_kind.items():
         drop = f.drop_by_kind.get(kind)
@@ -377,7 +377,7 @@ def sensitivity_rows(summary: Summary) -> list[tuple[str, str]]:
     g = summary.sensitivity
     if g is None:
         return [("Cross-user control", "not measured (guard off)")]
-    from ...guard import describe
+    from ...checks.controls import describe
 
     rows = [("Another user's history (ρ_swap)", fmt_interval(g.swap)),
             ("Sensitivity ρ_floor − ρ_swap", f"{fmt_interval(g.sensitivity)} · needs ≥ {g.min_sensitivity:g} "

@@ -9,13 +9,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ..options import float_parser, opt
-from .base import SILENT, Check, Decision, Evidence, share_row
+from ...options import float_parser, opt
+from ..base import SILENT, Check, Decision, Evidence, share_row
 
 if TYPE_CHECKING:
-    from ..results import FaithfulnessResult, Finding
-    from ..stats import StopRule
-    from .base import Gate, Probe
+    from ...results import FaithfulnessResult, Finding
+    from ...stats import StopRule
+    from ..base import SliceDesign
 
 
 class Faithfulness(Check):
@@ -38,20 +38,22 @@ class Faithfulness(Check):
     def measure(self, evidence: Evidence) -> FaithfulnessResult | None:
         return evidence.measured.get(self.name)
 
-    def probe_rules(self, gate: Gate, kind: str | None, probe: Probe) -> tuple[StopRule, ...]:
+    def stop_rules(self, design: SliceDesign) -> tuple[StopRule, ...]:
         """Each user's share of original explanations the judge found faithful, against
         ``min-faithful-rate``: an explainer whose reasons the judge rejects fails after a few users. The
         engine measures the finding with what the test saw (:func:`~..faithfulness.summarise`'s
         ``stopped``), at the alpha the test leaves."""
-        from ..stats import BELOW, StopRule, check_alphas
+        from ...stats import BELOW, StopRule, check_alphas
 
-        if gate.min_faithful_rate is None:
-            return ()  # recorded, not gated: nothing to stop on
+        gate = design.gate
+        if gate.min_faithful_rate is None or design.probe is None:
+            return ()  # recorded, not gated (or no judge to ask): nothing to stop on
         test, kept = check_alphas(gate.alpha)
-        return (StopRule(self.name, gate.min_faithful_rate, BELOW, test, None, probe=probe, kept=kept),)
+        return (StopRule(self.name, gate.min_faithful_rate, BELOW, test, None, probe=design.probe,
+                         kept=kept),)
 
     def decide(self, found: FaithfulnessResult, evidence: Evidence) -> Decision:
-        from ..results import FAIL, INCONCLUSIVE
+        from ...results import FAIL, INCONCLUSIVE
 
         if found.outcome not in (FAIL, INCONCLUSIVE):
             return SILENT

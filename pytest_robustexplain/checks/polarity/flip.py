@@ -7,12 +7,16 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ..guard import DEFAULT_MIN_FLIP_SENSITIVITY
-from ..options import float_parser, opt
-from .base import SILENT, Check, Decision, Evidence
+from ...options import float_parser, opt
+from ...results import DEFAULT_MIN_SENSITIVITY
+from ..base import SILENT, Check, Decision, Evidence
 
 if TYPE_CHECKING:
-    from ..results import Finding, FlipResult
+    from ...results import Finding, FlipResult
+
+# The preference flip must move the explanation at least as far as the guard asks of another user's history:
+# the smallest move that counts.
+DEFAULT_MIN_FLIP_SENSITIVITY = DEFAULT_MIN_SENSITIVITY
 
 
 class Flip(Check):
@@ -30,7 +34,7 @@ class Flip(Check):
     )
 
     def measure(self, evidence: Evidence) -> FlipResult | None:
-        from ..polarity import evaluate_flip
+        from .measure import evaluate_flip
 
         if not evidence.flips:
             return None
@@ -40,14 +44,14 @@ class Flip(Check):
             min_sensitivity=gate.min_flip_sensitivity, decision=gate.decision, alpha=gate.alpha))
 
     def decide(self, found: FlipResult, evidence: Evidence) -> Decision:
-        from ..results import PASS
+        from ...results import PASS
 
         if found.outcome == PASS:
             return SILENT
         return Decision(found.outcome, f"Preference flip {found.outcome}: {found.message}.")
 
     def finding(self, found: FlipResult, evidence: Evidence) -> Finding:
-        from ..results import Finding
+        from ...results import Finding
 
         return Finding(self.name, found.outcome, f"{found.message}.", found.sensitivity,
                        found.min_sensitivity, "min", True,

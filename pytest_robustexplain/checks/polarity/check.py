@@ -7,15 +7,15 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ..options import float_parser, opt
-from .base import SILENT, Check, Decision, Evidence, share_row
+from ...options import float_parser, opt
+from ..base import SILENT, Check, Decision, Evidence, share_row
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from ..results import Finding, PolarityResult
-    from ..stats import StopRule
-    from .base import Gate
+    from ...results import Finding, PolarityResult
+    from ...stats import StopRule
+    from ..base import SliceDesign
 
 
 class Polarity(Check):
@@ -33,15 +33,15 @@ class Polarity(Check):
     def measure(self, evidence: Evidence) -> PolarityResult | None:
         return evidence.measured.get(self.name)
 
-    def users_needed(self, gate: Gate, kind: str | None, planned: int, rules: Sequence[StopRule]) -> int:
+    def users_needed(self, design: SliceDesign, rules: Sequence[StopRule]) -> int:
         """Gated, it has no test of its own: its fixed rule, at the whole alpha, needs the users."""
-        from ..stats import ABOVE, users_to_catch
+        from ...stats import ABOVE, users_to_catch
 
-        rate = gate.max_misattributed_rate
-        return 0 if rate is None else users_to_catch(rate, ABOVE, gate.alpha, planned)
+        rate = design.gate.max_misattributed_rate
+        return 0 if rate is None else users_to_catch(rate, ABOVE, design.gate.alpha, design.planned)
 
     def decide(self, found: PolarityResult, evidence: Evidence) -> Decision:
-        from ..results import FAIL
+        from ...results import FAIL
 
         return Decision(FAIL, f"Polarity FAIL: {found.message}.") if found.outcome == FAIL else SILENT
 

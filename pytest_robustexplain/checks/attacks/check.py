@@ -7,21 +7,21 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from ..options import float_parser, opt
-from .base import SILENT, Check, Decision, Evidence, share_row
-from .controls import stop_alpha
+from ...options import float_parser, opt
+from ..base import SILENT, Check, Decision, Evidence, share_row
+from ..controls import stop_alpha
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from ..results import AttackResult, Finding, Verdict
-    from ..stats import StopRule
-    from .base import Gate
+    from ...results import AttackResult, Finding, Verdict
+    from ...stats import StopRule
+    from ..base import SliceDesign
 
 
 def measure_attacks(evidence: Evidence) -> tuple[AttackResult, ...]:
     """Every attack kind's outcome in the slice, measured once for both checks."""
-    from ..adversarial import INJECTION, SHILLING, evaluate_attacks
+    from .measure import INJECTION, SHILLING, evaluate_attacks
 
     gate = evidence.gate
     return evidence.memo("attacks", lambda: evaluate_attacks(
@@ -31,7 +31,7 @@ def measure_attacks(evidence: Evidence) -> tuple[AttackResult, ...]:
 
 def said(found: AttackResult) -> str:
     """The attack's finding in words, with when its own sequential test decided it."""
-    from ..adversarial import describe_attack
+    from .measure import describe_attack
 
     return f"{describe_attack(found)}." + (f" {found.stop_note}" if found.stop_note else "")
 
@@ -48,7 +48,7 @@ class AttackCheck(Check):
     def measure(self, evidence: Evidence) -> AttackResult | None:
         from dataclasses import replace
 
-        from ..results import FAIL
+        from ...results import FAIL
 
         if self.kind not in evidence.kinds:
             return None
@@ -59,26 +59,27 @@ class AttackCheck(Check):
         # The attack's own test failed the item early: its FAIL stands, said with when it was decided.
         return replace(found, outcome=FAIL, stop_note=stopped.note())
 
-    def stop_rule(self, gate: Gate, kind: str | None, *, floor_is_one: bool) -> StopRule | None:
+    def stop_rules(self, design: SliceDesign) -> tuple[StopRule, ...]:
         """Each user's share of attacked pairs the attack won, against the attack's limit: a model that
         obeys a planted instruction fails after the first users it obeys for (at a limit of 0, the first
         success: under "never", no success is ever drawn, so that stop cannot be wrong)."""
-        from ..adversarial import user_success_share
-        from ..stats import ABOVE, StopRule
+        from ...stats import ABOVE, StopRule
+        from .measure import user_success_share
 
+        gate, kind = design.gate, design.kind
         if self.kind not in (gate.perturbations if kind is None else (kind,)):
-            return None
-        return StopRule(self.name, float(getattr(gate, self.limit_setting)), ABOVE, stop_alpha(gate),
-                        lambda pairs, swaps: user_success_share(pairs, self.kind))
+            return ()
+        return (StopRule(self.name, float(getattr(gate, self.limit_setting)), ABOVE, stop_alpha(gate),
+                         lambda pairs, swaps: user_success_share(pairs, self.kind)),)
 
-    def users_needed(self, gate: Gate, kind: str | None, planned: int, rules: Sequence[StopRule]) -> int:
+    def users_needed(self, design: SliceDesign, rules: Sequence[StopRule]) -> int:
         """The attack's fixed rule is a point rule (the observed rate past the limit), with no alpha."""
-        from ..stats import users_to_catch
+        from ...stats import users_to_catch
 
-        return max((users_to_catch(r.limit, r.side, None, planned) for r in rules), default=0)
+        return max((users_to_catch(r.limit, r.side, None, design.planned) for r in rules), default=0)
 
     def decide(self, found: AttackResult, evidence: Evidence) -> Decision:
-        from ..results import FAIL
+        from ...results import FAIL
 
         if found.outcome != FAIL:
             return SILENT

@@ -1,6 +1,6 @@
 """What the four control-based checks share: the cross-user control's measurement of a slice (one
-``guard.evaluate`` for sensitivity, relative robustness, copying and grounding) and the ``guard`` policy
-that turns their findings into failures, warnings or silence."""
+:func:`.evaluate.evaluate` for sensitivity, relative robustness, copying and grounding) and the ``guard``
+policy that turns their findings into failures, warnings or silence."""
 
 from __future__ import annotations
 
@@ -8,12 +8,15 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from ..results import FAIL, INSENSITIVE
-from .base import SILENT, Check, Decision, Evidence
+from ...results import FAIL, INSENSITIVE
+from ..base import SILENT, Check, Decision, Evidence
+from .cases import GuardSettings
+from .evaluate import evaluate
+from .sensitivity import describe
 
 if TYPE_CHECKING:
-    from ..results import GuardResult, PairResult
-    from .base import Gate
+    from ...results import GuardResult, PairResult
+    from ..base import Gate
 
 
 def relative_pairs(gate: Gate, kind: str | None, pairs: Sequence[PairResult]) -> list[PairResult]:
@@ -35,17 +38,15 @@ def measure_controls(evidence: Evidence) -> GuardResult | None:
 
 
 def _evaluate(evidence: Evidence) -> GuardResult:
-    from .. import guard as guard_mod
-
     gate, kind = evidence.gate, evidence.kind
-    settings = guard_mod.GuardSettings(
+    settings = GuardSettings(
         policy=gate.guard, min_sensitivity=gate.min_sensitivity,
         max_insensitive_share=gate.max_insensitive_share, max_identical_share=gate.max_identical_share,
         min_relative=gate.relative_threshold(kind), max_copy_rate=gate.max_copy_rate,
         min_history_reference=gate.min_history_reference, max_unsupported_rate=gate.max_unsupported_rate,
         alpha=gate.alpha, split=evidence.stops)
     gated = None if kind is not None else relative_pairs(gate, kind, evidence.pairs)
-    found = guard_mod.evaluate(evidence.pairs, evidence.swaps, settings=settings, floor=evidence.floor,
+    found = evaluate(evidence.pairs, evidence.swaps, settings=settings, floor=evidence.floor,
                                combined_threshold=gate.combined_threshold(kind), relative_pairs=gated)
     stopped = evidence.stopped
     if stopped is None or stopped.check not in STOP_OUTCOME:
@@ -56,7 +57,7 @@ def _evaluate(evidence: Evidence) -> GuardResult:
     outcome = {record: replace(getattr(found, record), outcome=value)} if record else {"outcome": value}
     ended = replace(found, **outcome, stopped_by=stopped.check, stop_note=stopped.note())
     # The guard's message is told from its fields (the sensitivity's, with its stop note): told again.
-    return replace(ended, message=guard_mod.describe(ended, n_swaps=len(evidence.swaps)))
+    return replace(ended, message=describe(ended, n_swaps=len(evidence.swaps)))
 
 
 # The GuardResult record that holds each control-based check's outcome (None: the control's own), and the
@@ -75,7 +76,7 @@ def stop_alpha(gate: Gate) -> float:
     """The alpha the sensitivity's PASS test and the attacks' tests spend: what the fallback share leaves
     (``guard.GuardSettings.alpha_of`` is the other side). A check that passes unless shown to fail and has
     an exact fixed rule splits its alpha by ``stats.check_alphas`` instead."""
-    from ..stats import DEFAULT_FALLBACK_SHARE
+    from ...stats import DEFAULT_FALLBACK_SHARE
 
     return gate.alpha * (1 - DEFAULT_FALLBACK_SHARE)
 
@@ -103,7 +104,7 @@ class ControlCheck(Check):
         return enforced_by_guard(evidence.gate) or self.enforced_whatever_the_policy
 
     def decide(self, found: GuardResult, evidence: Evidence) -> Decision:
-        from ..results import FAIL, INCONCLUSIVE, INSENSITIVE
+        from ...results import FAIL, INCONCLUSIVE, INSENSITIVE
 
         problem = self.problem(found, evidence)
         if problem is None:
