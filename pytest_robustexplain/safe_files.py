@@ -34,3 +34,27 @@ def open_inside(root: Path, path: Path, flags: int, mode: int = 0o644) -> int:
     path.parent.mkdir(parents=True, exist_ok=True)
     check_inside(root, path)
     return os.open(path, flags | NO_FOLLOW, mode)
+
+
+# What a cache directory says of itself when a run creates it, as pytest's own cache does: git ignores it,
+# and backup tools know it can be rebuilt (https://bford.info/cachedir/).
+SUPPORTING_FILES = {
+    ".gitignore": "# Created by pytest-robustexplain automatically.\n*\n",
+    "CACHEDIR.TAG": "Signature: 8a477f597d28d172789f06886806bc55\n"
+                    "# This file is a cache directory tag created by pytest-robustexplain.\n",
+}
+
+
+def make_cache_dir(directory: Path) -> None:
+    """Create ``directory`` for a run's cache; when this creates it, it ignores itself in git. A directory
+    that exists already is left as it is (it may be the user's, holding more than the cache)."""
+    if directory.is_dir():
+        return
+    directory.mkdir(parents=True, exist_ok=True)
+    for name, text in SUPPORTING_FILES.items():
+        try:
+            fd = os.open(directory / name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | NO_FOLLOW, 0o644)
+        except OSError:
+            continue  # another process wrote it first, or the directory refuses it: the cache still works
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)

@@ -153,7 +153,7 @@ def test_a_gullible_model_fails_with_the_canary_shown_and_a_robust_one_passes(
     ])
     doc = json.loads((pytester.path / "g.json").read_text(encoding="utf-8"))
     [overall] = [g for g in doc["gates"] if g["slice"] == "overall"]
-    [attack] = [a for a in overall["verdict"]["attacks"] if a["kind"] == "prompt_injection"]
+    [attack] = [a for a in overall["verdict"]["details"]["attacks"] if a["kind"] == "prompt_injection"]
     assert attack["outcome"] == "FAIL" and attack["successes"] >= 1 and attack["n"] == 5
     server.mode = "robust"
     _run(pytester, server).assert_outcomes(passed=3)
@@ -171,7 +171,7 @@ def test_the_limits_are_settings(pytester: pytest.Pytester, server: FakeOllamaSe
         '["prompt_injection", "shilling"]', '["shilling"]'))
     result = _run(pytester, server, "--robustexplain-json=s.json")
     doc = json.loads((pytester.path / "s.json").read_text(encoding="utf-8"))
-    [attack] = doc["gates"][0]["verdict"]["attacks"]
+    [attack] = doc["gates"][0]["verdict"]["details"]["attacks"]
     assert attack["kind"] == "shilling" and attack["n"] == 5
     assert (attack["outcome"] == "FAIL") == (attack["successes"] > 0)
     result.assert_outcomes(**({"failed": 1} if attack["successes"] else {"passed": 1}))
@@ -244,7 +244,7 @@ def test_a_payload_a_conftest_registers_is_planted_in_its_session_only(
     def families() -> dict[str, list[int]]:
         doc = json.loads((pytester.path / "r.json").read_text(encoding="utf-8"))
         [gate] = doc["gates"]  # one kind: its slice is the whole gate
-        [attack] = gate["verdict"]["attacks"]
+        [attack] = gate["verdict"]["details"]["attacks"]
         return dict(attack["by_family"])
 
     # Twice with the conftest in one process: the second session registers the name again, as its own.

@@ -579,6 +579,40 @@ def test_the_html_and_markdown_group_items_by_test_with_its_own_thresholds(pytes
     assert "FAIL" in strict and "&lt; 0.99" in strict  # the item's own threshold beside its outcome
 
 
+def test_a_schema_3_verdict_reads_its_records_into_details_and_writes_back_schema_4() -> None:
+    """Schema 4 keeps each check's record in ``verdict.details``: a report of schema 3, where they were the
+    verdict's fields, reads into the same records (every kind of them), the old names still answer, and it
+    writes back with ``details`` and without the old fields."""
+    from pytest_robustexplain.results import DETAILS, AttackResult, GuardResult, plain
+    from pytest_robustexplain.results.faithful import FaithfulnessResult, FlipResult, PolarityResult
+
+    fixture = Path(__file__).resolve().parent / "data_samples" / "report_v3_before_details.json"
+    doc = json.loads(fixture.read_text(encoding="utf-8"))
+    assert doc["schema_version"] == 3
+    run = run_from_dict(doc, source=str(fixture))
+    kinds = {"guard": GuardResult, "faithfulness": FaithfulnessResult, "polarity": PolarityResult,
+             "flip": FlipResult}
+    seen: set[str] = set()
+    for written, gate in zip(doc["gates"], run.gates, strict=True):
+        old, verdict = written["verdict"], gate.verdict
+        for name in DETAILS:
+            record = verdict.details.get(name)
+            if old[name] in (None, []):
+                assert record is None and getattr(verdict, name) in (None, ())
+                continue
+            seen.add(name)
+            if name == "attacks":
+                assert all(isinstance(a, AttackResult) for a in record) and verdict.attacks == record
+            else:
+                assert isinstance(record, kinds[name]) and getattr(verdict, name) is record
+            back = [a.to_dict() for a in record] if name == "attacks" else record.to_dict()
+            assert plain(back) == old[name]
+        again = plain(verdict.to_dict())
+        assert not set(DETAILS) & set(again) and set(again["details"]) == {
+            n for n in DETAILS if old[n] not in (None, [])}
+    assert seen == set(DETAILS)  # the fixture holds every kind of record
+
+
 @pytest.mark.parametrize(("edit", "said"), [
     (lambda f: f.update({"<b>x</b>": f.pop("stability")}), "expected check names as keys"),
     (lambda f: f["stability"].update(outcome="**PWNED**"), "expected one of PASS, FAIL"),

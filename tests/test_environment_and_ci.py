@@ -197,6 +197,29 @@ def test_without_actions_no_annotation_and_no_summary(pytester: pytest.Pytester,
 
 
 # --------------------------------------------------------------------------------- the response cache
+def test_the_cache_directory_a_run_creates_ignores_itself_in_git(pytester: pytest.Pytester,
+                                                                 server: FakeOllamaServer) -> None:
+    """Issue 62: ``.robustexplain-cache/`` showed up in ``git status``; pytest's own cache ignores itself. A
+    directory the user named that exists already is left as it is (it may hold more than the cache)."""
+    import shutil
+    import subprocess
+
+    pytester.makepyfile(_gate())
+    own = pytester.path / "mine"
+    own.mkdir()
+    run_fake(pytester, server).assert_outcomes(passed=1)
+    run_fake(pytester, server, f"--robustexplain-cache-dir={own}").assert_outcomes(passed=1)
+    cache = pytester.path / ".robustexplain-cache"
+    assert (cache / ".gitignore").read_text(encoding="utf-8").splitlines()[-1] == "*"
+    assert (cache / "CACHEDIR.TAG").read_text(encoding="utf-8").startswith("Signature: 8a477f597d28d172")
+    assert not (own / ".gitignore").exists() and any(own.iterdir())
+    if shutil.which("git"):
+        subprocess.run(["git", "init", "-q"], cwd=pytester.path, check=True)
+        status = subprocess.run(["git", "status", "--porcelain", "--untracked-files=all"], cwd=pytester.path,
+                                check=True, capture_output=True, text=True).stdout
+        assert ".robustexplain-cache" not in status and "mine/" in status
+
+
 def test_cache_off_calls_the_model_again(pytester: pytest.Pytester, server: FakeOllamaServer) -> None:
     pytester.makepyfile(_gate())
     run_fake(pytester, server).assert_outcomes(passed=1)

@@ -33,14 +33,14 @@ def test_guard_warn_from_the_command_line_passes_a_blind_model_with_a_warning(
         pytester: pytest.Pytester) -> None:
     result, verdict = _run(pytester, "history-blind", "--robustexplain-guard=warn", "-rw")
     result.assert_outcomes(passed=1, warnings=1)
-    guard = verdict["guard"]
+    guard = verdict["details"]["guard"]
     assert verdict["outcome"] == "PASS" and isinstance(guard, dict) and guard["outcome"] == "INSENSITIVE"
     result.stdout.fnmatch_lines(["*RobustExplainWarning*barely depend on the user's history*"])
 
 
 def test_guard_off_from_the_command_line_leaves_the_stability_verdict(pytester: pytest.Pytester) -> None:
     result, verdict = _run(pytester, "history-blind", "--robustexplain-guard=off")
-    assert verdict["outcome"] == "PASS" and verdict["guard"] is None
+    assert verdict["outcome"] == "PASS" and verdict["details"].get("guard") is None
     result.assert_outcomes(passed=1)
 
 
@@ -97,7 +97,7 @@ def test_the_flip_and_its_sensitivity_from_the_command_line(pytester: pytest.Pyt
     demanding, verdict = _run(pytester, "rating-aware", "--robustexplain-perturbations=preference_flip",
                               "--robustexplain-min-flip-sensitivity=0.9", keywords=keywords)
     demanding.assert_outcomes(failed=1)
-    flip = verdict["flip"]
+    flip = verdict["details"]["flip"]
     assert isinstance(flip, dict) and flip["outcome"] == "FAIL"
 
 
@@ -127,7 +127,7 @@ def test_a_faithful_rate_from_the_command_line_fails_a_history_dump(pytester: py
     result, verdict = _run(pytester, "copycat", "--robustexplain-judge-model=fake-model",
                            "--robustexplain-min-faithful-rate=0.9", "--robustexplain-guard=off")
     result.assert_outcomes(failed=1)
-    faithfulness = verdict["faithfulness"]
+    faithfulness = verdict["details"]["faithfulness"]
     assert isinstance(faithfulness, dict) and faithfulness["outcome"] == "FAIL"
 
 

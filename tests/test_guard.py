@@ -340,9 +340,9 @@ def test_hedges_lists_and_copies_are_not_history_references() -> None:
 def test_insensitive_fails_whatever_the_inconclusive_policy_and_warn_passes_with_a_warning() -> None:
     g = _evaluate({"a": 1.0, "b": 1.0, "c": 1.0}, {"a": 1.0, "b": 1.0, "c": 1.0})
     for policy in ("fail", "pass", "warn"):
-        assert apply_policy(Verdict(INSENSITIVE, (), guard=g), policy) == (False, False)  # type: ignore[arg-type]
+        assert apply_policy(Verdict(INSENSITIVE, (), details={"guard": g}), policy) == (False, False)
     warned = replace(g, policy="warn")  # type: ignore[type-var]
-    assert apply_policy(Verdict(PASS, (), guard=warned), "fail") == (True, True)  # type: ignore[arg-type]
+    assert apply_policy(Verdict(PASS, (), details={"guard": warned}), "fail") == (True, True)
 
 
 # ------------------------------------------------------------------------------------------- records
@@ -351,10 +351,10 @@ def _run_with_guard() -> RunResult:
     g = _evaluate(dict.fromkeys(users, 1.0), dict.fromkeys(users, 1.0))
     pairs = [_pair(u, 1.0, severity=s) for u in users for s in (1, 3)]
     swaps = [_swap(u, 1.0, same=True) for u in users]
+    verdict = Verdict(INSENSITIVE, (), message="INSENSITIVE: …", details={"guard": g})
     return RunResult(signature="sig", seed=1, models=[{"name": "m", "backend": "template"}],
                      settings={"min_combined": 0.5, "guard": "fail"}, pairs=pairs + swaps,
-                     gates=[GateResult("t.py::test[overall]", "overall", "m",
-                                       Verdict(INSENSITIVE, (), message="INSENSITIVE: …", guard=g))])  # type: ignore[arg-type]
+                     gates=[GateResult("t.py::test[overall]", "overall", "m", verdict)])
 
 
 def test_the_guard_round_trips_through_the_json_report(tmp_path: Path) -> None:
@@ -369,8 +369,8 @@ def test_the_guard_round_trips_through_the_json_report(tmp_path: Path) -> None:
 def test_a_version_1_report_is_still_read(tmp_path: Path) -> None:
     doc = run_to_dict(_run_with_guard())
     doc["schema_version"] = 1
-    for gate in doc["gates"]:
-        gate["verdict"].pop("guard")
+    for gate in doc["gates"]:  # a verdict of schema 1: no details, no guard
+        gate["verdict"].pop("details")
     doc["pairs"] = [p for p in doc["pairs"] if p["key"]["kind"] != SWAP_KIND]
     path = tmp_path / "old.json"
     path.write_text(json.dumps(doc), encoding="utf-8")

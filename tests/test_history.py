@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import threading
 from pathlib import Path
 
@@ -225,3 +226,80 @@ def test_two_runs_that_end_together_on_one_cache_leave_two_complete_records(tmp_
     records, warnings = read_history(tmp_path / "cache" / HISTORY_FILE)
     assert (len(records), warnings) == (2, [])
     assert all(r["items"] and all(i["values"] for i in r["items"]) for r in records)  # each line whole
+
+
+# ------------------------------------------------------------------------------ a hostile history (issue 61)
+def _hostile() -> dict[str, str]:
+    """Lines a history restored from a shared cache may hold, each of which once ended every later run in a
+    traceback (OverflowError, AttributeError, TypeError, RecursionError) or fed a trend a number it cannot
+    hold."""
+    item = _line()["items"][0]
+    huge = {**item, "values": {"stability": 10 ** 400}}
+    return {
+        "a 400-digit number": json.dumps({**_line(), "items": [huge]}),
+        "models as a list": json.dumps({**_line(), "models": ["m"]}),
+        "a model's digest as a list": json.dumps({**_line(), "models": {"m": ["d"]}}),
+        "NaN": json.dumps(_line()).replace("0.8", "NaN"),
+        "an outcome as a list": json.dumps({**_line(), "items": [{**item, "outcome": ["PASS"]}]}),
+        "brackets nested deeply": "[" * 300_000 + "]" * 300_000,
+    }
+
+
+@pytest.mark.parametrize("name", list(_hostile()))
+def test_a_line_that_does_not_validate_is_skipped_naming_it(name: str, tmp_path: Path,
+                                                           capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / HISTORY_FILE
+    path.write_text(json.dumps(_line(rho=0.7)) + "\n" + _hostile()[name] + "\n", encoding="utf-8")
+    append_run(path, _line(rho=0.9))
+    records, warnings = read_history(path)
+    assert [r["items"][0]["values"]["stability"] for r in records] == [0.7, 0.9]
+    assert warnings == [f"{path}: line 2 is not a run record (cut short or edited): skipped"]
+    assert main(["history", "--file", str(path)]) == 0
+    assert "runs 1–2 of 2" in capsys.readouterr().out
+
+
+def test_a_record_of_a_newer_schema_is_named_as_such(tmp_path: Path) -> None:
+    path = tmp_path / HISTORY_FILE
+    path.write_text(json.dumps({**_line(), "v": 2}) + "\n", encoding="utf-8")
+    assert read_history(path) == ([], [f"{path}: line 1 was written by a newer pytest-robustexplain (history "
+                                       "schema 2; this one reads 1): skipped"])
+
+
+def test_the_history_is_bounded_in_bytes_keeping_its_newest_runs(tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    from pytest_robustexplain.report import history
+
+    monkeypatch.setattr(history, "HISTORY_MAX_BYTES", 4096)
+    path = tmp_path / HISTORY_FILE
+    size = len(json.dumps(_line(), separators=(",", ":"))) + 1
+    path.write_text("x" * 10_000 + "\n", encoding="utf-8")  # one huge line, as a shared cache may hold
+    for i in range(40):
+        append_run(path, _line(rho=i / 100))
+    assert path.stat().st_size <= 4096
+    records, warnings = read_history(path)
+    kept = [r["items"][0]["values"]["stability"] for r in records]
+    assert kept == [i / 100 for i in range(40)][-len(kept):] and len(kept) == 4096 // size
+    assert warnings == []
+    path.write_text("x" * 10_000 + "\n" + path.read_text(encoding="utf-8"), encoding="utf-8")
+    records, warnings = read_history(path)  # read: only the newest bytes, and it says so
+    assert len(records) == len(kept) and "bytes at its start left unread" in warnings[0]
+
+
+def test_a_run_writes_its_reports_whatever_the_history_holds(pytester: pytest.Pytester) -> None:
+    """Every hostile line at once: the run passes, writes its JSON and says each skipped line once, serially
+    and under ``robustexplain run`` (one line each there, as the command's other messages)."""
+    pytester.makepyfile(test_gate=GATE)
+    (pytester.path / "h.jsonl").write_text("\n".join(_hostile().values()) + "\n", encoding="utf-8")
+    with FakeOllamaServer() as server:
+        result = run_fake(pytester, server, *UNCACHED, *REPORTS)
+        result.assert_outcomes(passed=1)
+        result.stdout.fnmatch_lines(["*h.jsonl: lines 1, 2, 3, 4, 5 and 1 more are not a run record*"])
+        assert read_json(pytester.path / "r.json").gates
+        cli = pytester.run(sys.executable, "-m", "pytest_robustexplain", "run", "--model", "fake-model",
+                           "--host", server.url, "--users", "3", "--perturbations", "noise", "--severities",
+                           "1", "--cache", "off", "--history", "h.jsonl", "--json", "c.json", "--progress",
+                           "off")
+    assert cli.ret in (0, 1) and (pytester.path / "c.json").exists()
+    warned = [line for line in cli.errlines if "h.jsonl" in line]
+    assert warned and all(line.startswith("robustexplain: warning: ") for line in warned), cli.errlines
+    assert not any("warnings.warn" in line or "RobustExplainWarning" in line for line in cli.errlines)

@@ -146,7 +146,7 @@ def test_praising_what_the_user_disliked_is_measured_and_gated(pytester: pytest.
     pytester.makepyfile(POLARITY_TEST)
     result = pytester.runpytest("-s", "-p", "no:randomly", "--robustexplain-backend=callable",
                                 "--robustexplain-json=r.json")
-    found = read_report(pytester)["gates"][0]["verdict"]["polarity"]
+    found = read_report(pytester)["gates"][0]["verdict"]["details"]["polarity"]
     assert found["eligible"] > 0 and (found["misattributed"] > 0) == misattributed
     assert found["outcome"] == outcome
     if misattributed:
@@ -177,7 +177,7 @@ def test_only_a_rating_aware_explainer_passes_the_preference_flip(pytester: pyte
     with FakeOllamaServer(mode=mode) as server:
         result = run_fake(pytester, server, "-s", "-p", "no:randomly", "--robustexplain-json=r.json")
     result.assert_outcomes(**{"passed" if outcome == "PASS" else "failed": 1})
-    flip = read_report(pytester)["gates"][0]["verdict"]["flip"]
+    flip = read_report(pytester)["gates"][0]["verdict"]["details"]["flip"]
     assert flip["outcome"] == outcome and flip["majority_pairs"] == 24  # 8 users × severities 3, 4, 5
     if mode == "rating-blind":  # ratings never reach its text: nothing moved, every explanation the same
         assert flip["sensitivity"]["mean"] == 0.0 and flip["still_liked"] == 24
@@ -195,10 +195,11 @@ def test_the_flip_beside_robustness_kinds_is_decided_apart(pytester: pytest.Pyte
         result = run_fake(pytester, server, "-p", "no:randomly", "--robustexplain-json=r.json")
     result.assert_outcomes(passed=3)  # noise (stability), preference_flip (its own rule), overall (both)
     gates = {g["slice"]: g["verdict"] for g in read_report(pytester)["gates"]}
-    assert gates["preference_flip"]["checks"] == [] and gates["preference_flip"]["flip"]["outcome"] == PASS
-    assert gates["noise_injection"]["flip"] is None
+    flip = gates["preference_flip"]
+    assert flip["checks"] == [] and flip["details"]["flip"]["outcome"] == PASS
+    assert gates["noise_injection"]["details"].get("flip") is None
     overall = gates["overall"]
-    assert overall["flip"]["robust_rho"] is not None
+    assert overall["details"]["flip"]["robust_rho"] is not None
     # The overall ρ gate is decided on the robustness kinds only: the flip's lower ρ does not drag it.
     assert {c["quantity"] for c in overall["checks"]} >= {"combined"}
     assert overall["checks"][0]["interval"]["n"] == 16  # the noise pairs (8 users × 2 severities) alone

@@ -228,7 +228,7 @@ def test_a_real_model_as_its_own_judge_is_read_strictly_and_cached(
     assert doc["calls"]["judge calls made"] == 2 * USERS and doc["calls"]["judge calls cached"] == 0
     assert doc["settings"]["judge_signature"].startswith(f"{model}@")
     for gate in doc["gates"]:
-        found = gate["verdict"]["faithfulness"]
+        found = gate["verdict"]["details"]["faithfulness"]
         texts = found["texts"]
         assert len(texts) == USERS and found["judged"] + found["failures"] == USERS
         assert all((t["faithful"] is None) == bool(t["failure"]) for t in texts)

@@ -400,7 +400,7 @@ def test_json_round_trips_exactly(run: RunResult, tmp_path: Path) -> None:
     back = read_json(path)
     assert back == built
     doc = json.loads(path.read_text(encoding="utf-8"))
-    assert doc["schema_version"] == SCHEMA_VERSION == 3
+    assert doc["schema_version"] == SCHEMA_VERSION == 4
     assert set(doc["aggregates"]) == {M7, M14}
     assert doc["aggregates"][M7]["n_failures"] == 2
     assert doc["comparisons"][0]["names"] == [M7, M14]
@@ -444,10 +444,10 @@ def _doc(run: RunResult) -> dict[str, Any]:
 
 def test_json_newer_schema_is_refused(run: RunResult, tmp_path: Path) -> None:
     doc = _doc(_only(run, M14))
-    doc["schema_version"] = 4
+    newer = doc["schema_version"] = SCHEMA_VERSION + 1
     path = tmp_path / "future.json"
     path.write_text(json.dumps(doc), encoding="utf-8")
-    with pytest.raises(DataError, match=r"future\.json.*schema_version.*4 is newer.*upgrade"):
+    with pytest.raises(DataError, match=rf"future\.json.*schema_version.*{newer} is newer.*upgrade"):
         read_json(path)
 
 

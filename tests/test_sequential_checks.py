@@ -125,7 +125,7 @@ def test_an_explainer_that_rewords_on_every_change_fails_on_about_half_of_the_ca
     assert gate["verdict"]["outcome"] == FAIL
     assert "The sequential test decided it after" in gate["verdict"]["message"]
     assert doc["calls"]["made"] <= 0.55 * 540  # the full design: 20 users × 27 calls
-    stopped = gate["verdict"]["guard"]["stopped_by"]
+    stopped = gate["verdict"]["details"]["guard"]["stopped_by"]
     assert gate["verdict"]["findings"][stopped]["outcome"] == FAIL
 
 
@@ -134,13 +134,13 @@ def test_honest_explainers_still_pass_under_the_checks_own_tests(pytester: pytes
                                                                  explainer: str) -> None:
     gate = _overall(_gaming(pytester, explainer))
     assert gate["verdict"]["outcome"] == PASS
-    assert gate["verdict"]["guard"]["stopped_by"] is None
+    assert gate["verdict"]["details"]["guard"]["stopped_by"] is None
 
 
 def test_a_warning_never_ends_a_slice(pytester: pytest.Pytester) -> None:
     # guard=warn: relative robustness and copying are warnings; grounding is gated only when set.
     doc = _gaming(pytester, "gaming.reword_by_hash", ', guard="warn", min_history_reference=None')
-    assert _overall(doc)["verdict"]["guard"]["stopped_by"] is None
+    assert _overall(doc)["verdict"]["details"]["guard"]["stopped_by"] is None
 
 
 def test_a_model_that_copies_its_prompt_fails_on_a_third_of_the_calls(pytester: pytest.Pytester,
@@ -154,7 +154,8 @@ def test_a_model_that_copies_its_prompt_fails_on_a_third_of_the_calls(pytester: 
     doc = read_report(pytester)
     (gate,) = doc["gates"]
     verdict = gate["verdict"]
-    assert verdict["guard"]["stopped_by"] == "copying" and verdict["findings"]["copying"]["outcome"] == FAIL
+    assert verdict["details"]["guard"]["stopped_by"] == "copying"
+    assert verdict["findings"]["copying"]["outcome"] == FAIL
     # The same users, the same stop, whichever process ran it: 20 users × 7 calls in the full design. With a
     # tenth of the check's alpha the test alone needs 7 users; the fixed rule is certain after 5 (issue 59).
     users = verdict["findings"]["copying"]["counts"]["explanations"]
@@ -185,8 +186,8 @@ def test_a_pass_waits_for_the_sensitivity_to_be_shown(pytester: pytest.Pytester,
         result.assert_outcomes(passed=1)
     (gate,) = read_report(pytester)["gates"]
     verdict = gate["verdict"]
-    rho_users, guard_users = _decided_after(verdict["message"]), verdict["guard"]["n_users"]
-    assert verdict["outcome"] == PASS and verdict["guard"]["outcome"] == PASS
+    rho_users, guard_users = _decided_after(verdict["message"]), verdict["details"]["guard"]["n_users"]
+    assert verdict["outcome"] == PASS and verdict["details"]["guard"]["outcome"] == PASS
     if guard == "fail":
         assert rho_users < guard_users == 20  # past ρ's decision: every user the checks need
     else:
@@ -233,7 +234,7 @@ def test_an_explainer_that_ignores_every_user_is_insensitive_after_four_users(
     passed the constant text (7 users) — or, waiting for S's evidence, every user."""
     doc = _gaming(pytester, "gaming.constant_with_id")
     gate = _overall(doc)
-    guard = gate["verdict"]["guard"]
+    guard = gate["verdict"]["details"]["guard"]
     assert gate["verdict"]["outcome"] == INSENSITIVE and guard["outcome"] == INSENSITIVE
     assert guard["stopped_by"] == "sensitivity" and guard["n_users"] == 4
     assert "The sequential test decided it after 4 users" in guard["message"]
@@ -263,7 +264,7 @@ def test_a_model_that_obeys_injections_fails_after_the_first_user_it_obeys_for(
         result.assert_outcomes(failed=1)
     doc = read_report(pytester)
     verdict = _overall(doc)["verdict"]
-    (attack,) = [a for a in verdict["attacks"] if a["kind"] == "prompt_injection"]
+    (attack,) = [a for a in verdict["details"]["attacks"] if a["kind"] == "prompt_injection"]
     row = verdict["findings"]["injection"]
     assert attack["outcome"] == row["outcome"] == FAIL and attack["successes"] >= 1
     assert "The sequential test decided it after" in attack["stop_note"]
@@ -283,9 +284,9 @@ def test_a_model_that_resists_injections_is_not_stopped_by_the_injection_test(
             "--robustexplain-model=fake-model", f"--robustexplain-host={server.url}", "-k", "overall",
             "--robustexplain-json=r.json", "-p", "no:cacheprovider")
     verdict = _overall(read_report(pytester))["verdict"]
-    (attack,) = verdict["attacks"]
+    (attack,) = verdict["details"]["attacks"]
     assert attack["outcome"] == PASS and attack["successes"] == 0 and attack["stop_note"] == ""
-    assert verdict["guard"]["stopped_by"] is None
+    assert verdict["details"]["guard"]["stopped_by"] is None
     assert "Security FAIL" not in result.stdout.str()
 
 
@@ -296,12 +297,12 @@ def test_an_explainer_that_invents_a_past_purchase_fails_on_unsupported_mentions
     # ρ (about 0.8) sits at the test's threshold, so ρ's own test cannot end the slice early.
     doc = _gaming(pytester, "gaming.invents_a_purchase", ", min_combined=0.8")
     verdict = _overall(doc)["verdict"]
-    assert verdict["outcome"] == FAIL and verdict["guard"]["stopped_by"] == "grounding"
+    assert verdict["outcome"] == FAIL and verdict["details"]["guard"]["stopped_by"] == "grounding"
     assert verdict["findings"]["grounding"]["outcome"] == FAIL
     assert "unsupported mentions at most 0.5" in verdict["message"]
     # Every explanation refers to the history: the stop is the unsupported-mention test's, at alpha/40 (a
     # tenth of its rule's half of the check's alpha).
-    assert verdict["guard"]["grounding"]["history_reference"]["mean"] == 1.0
+    assert verdict["details"]["guard"]["grounding"]["history_reference"]["mean"] == 1.0
     assert "The sequential test decided it after 10 users" in verdict["message"]
     # 10 users × 27 calls, and what was in flight when the test rejected: far from the 540 made before.
     assert doc["calls"]["made"] <= 0.6 * 540
@@ -437,7 +438,7 @@ def test_the_judges_own_test_fails_an_unfaithful_explainer_after_a_few_users(
     doc = read_report(pytester)
     (gate,) = doc["gates"]
     verdict, row = gate["verdict"], gate["verdict"]["findings"]["faithfulness"]
-    found = verdict["faithfulness"]
+    found = verdict["details"]["faithfulness"]
     if cited:
         result.assert_outcomes(passed=1)
         assert verdict["outcome"] == row["outcome"] == found["outcome"] == PASS

@@ -135,7 +135,7 @@ def test_the_cut_rule_keeps_the_checks_it_was_given() -> None:
 
 def test_a_failure_the_attacks_found_stands_with_the_note() -> None:
     attack = AttackResult("prompt_injection", successes=3, n=3, low=0.3, high=1.0, limit=0.0, outcome=FAIL)
-    failed = replace(_verdict(FAIL), attacks=(attack,))
+    failed = _verdict(FAIL).with_detail("attacks", (attack,))
     over = [_pair(f"u{i}", ("perturbed",)) for i in range(3)]
     judged = with_cut_replies(failed, over)
     assert judged.outcome == FAIL and "Also: 3 of 3 pairs" in judged.message  # a canary, cut or not

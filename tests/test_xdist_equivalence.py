@@ -113,10 +113,10 @@ def test_every_gate_gives_the_same_report_serial_and_under_xdist(
     assert len(one["comparisons"]) == 1 and one["pairs"]
     gates = {(g["nodeid"].split("::")[-1], g["slice"]): g["verdict"] for g in one["gates"]
              if g["model"] == "fake-model"}
-    assert gates[("test_fixed[fake-model-overall]", "overall")]["faithfulness"]["judged"] > 0
-    assert gates[("test_fixed[fake-model-overall]", "overall")]["polarity"] is not None
-    assert gates[("test_flip[fake-model-preference_flip]", "preference_flip")]["flip"] is not None
-    assert gates[("test_security[fake-model-prompt_injection]", "prompt_injection")]["attacks"]
+    assert gates[("test_fixed[fake-model-overall]", "overall")]["details"]["faithfulness"]["judged"] > 0
+    assert gates[("test_fixed[fake-model-overall]", "overall")]["details"]["polarity"] is not None
+    assert gates[("test_flip[fake-model-preference_flip]", "preference_flip")]["details"]["flip"] is not None
+    assert gates[("test_security[fake-model-prompt_injection]", "prompt_injection")]["details"]["attacks"]
     if mode == "rating-aware":  # the release before, again: every gate passes
         assert outcomes == {"PASS"} and _outcomes(serial) == {"passed": 29}
     else:  # a regression against the baseline and fragile explanations

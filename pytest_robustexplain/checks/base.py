@@ -8,7 +8,7 @@ The engine runs the registry's checks in order and folds their decisions into th
 combining rule (:mod:`.combine`); a check never edits the verdict itself.
 
 Built-in checks that keep a detailed record for the reports (the cross-user control's ``GuardResult``, the
-attacks, the judge, polarity, the flip) name the :class:`~..results.Verdict` field it goes in
+attacks, the judge, polarity, the flip) name the key of :attr:`~..results.Verdict.details` it goes in
 (``record``); a user's check has its row alone.
 """
 
@@ -216,10 +216,9 @@ class Check:
         raise NotImplementedError
 
     def keep(self, verdict: Verdict, found: Any) -> Verdict:
-        """The verdict with this check's detailed record in its field (``record``), when it has one."""
-        from dataclasses import replace
-
-        return replace(verdict, **{self.record: found}) if self.record else verdict
+        """The verdict with this check's detailed record in its ``details`` (under ``record``), when it has
+        one."""
+        return verdict.with_detail(self.record, found) if self.record else verdict
 
     @property
     def group(self) -> str:

@@ -8,9 +8,11 @@ import argparse
 import contextlib
 import os
 import sys
+import warnings
 from collections.abc import Callable, Sequence
+from typing import Any
 
-from ..errors import BackendError, CacheMissError, RobustExplainError
+from ..errors import BackendError, CacheMissError, RobustExplainError, RobustExplainWarning
 from .common import (
     CLI_SPELLING,
     EXIT_BACKEND,
@@ -34,6 +36,25 @@ def main(argv: Sequence[str] | None = None) -> int:
         return exc.code if isinstance(exc.code, int) else EXIT_USAGE
     args.argv = args_list
     handler: Callable[[argparse.Namespace], int] = args.handler
+    # The package's warnings read as one line each, as the command's errors do (Python's form names our source
+    # file and line); anyone else's as Python writes them. Only how a warning is written changes: whoever
+    # records warnings (``pytest.warns`` around an in-process ``main``) still gets every one.
+    written = warnings.formatwarning
+    warnings.formatwarning = lambda *said, **named: _one_line(written, *said, **named)
+    try:
+        return _handled(handler, args)
+    finally:
+        warnings.formatwarning = written
+
+
+def _one_line(written: Callable[..., str], message: Warning | str, category: type[Warning], *rest: Any,
+              **named: Any) -> str:
+    if issubclass(category, RobustExplainWarning):
+        return f"{PROG}: warning: {CLI_SPELLING.text(str(message))}\n"
+    return written(message, category, *rest, **named)
+
+
+def _handled(handler: Callable[[argparse.Namespace], int], args: argparse.Namespace) -> int:
     try:
         return handler(args)
     except (BackendError, CacheMissError) as exc:

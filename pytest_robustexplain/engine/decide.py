@@ -138,7 +138,8 @@ def _flip_only(gate: GateSettings, sliced: SliceResult, evidence: Evidence, afte
     found = flip.measure(evidence)
     assert found is not None  # the slice has flip pairs
     verdict = Verdict(found.outcome, (), mode=gate.decision, message=f"Preference flip {found.outcome}: "
-                      f"{found.message}.", flip=found, findings={flip.name: flip.finding(found, evidence)})
+                      f"{found.message}.", findings={flip.name: flip.finding(found, evidence)},
+                      details={"flip": found})
     every = (*evidence.flips, *sliced.controls, *sliced.swaps)
     return with_cut_replies(with_unfit_prompts(verdict, every), every)
 

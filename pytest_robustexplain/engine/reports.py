@@ -94,6 +94,7 @@ def record_history(settings: Settings, result: RunResult, *, cache_dir: Path, ba
     place (a read-only cache directory must not turn every passing run into a failed one)."""
     from ..errors import RobustExplainWarning, warn
     from ..report.history import HISTORY_FILE, append_run, current_commit, run_line, run_trends
+    from ..safe_files import make_cache_dir
 
     if settings.history == "off" or result.settings.get("partial") or not result.gates:
         return None
@@ -101,6 +102,8 @@ def record_history(settings: Settings, result: RunResult, *, cache_dir: Path, ba
         return None  # the default place is the cache directory, which this cache mode does not write
     path = settings.history if isinstance(settings.history, Path) else cache_dir / HISTORY_FILE
     try:
+        if path.parent == cache_dir:
+            make_cache_dir(cache_dir)
         text = append_run(path, run_line(result, commit=current_commit(os.environ, base_dir or Path.cwd())))
         trend, warnings = run_trends(text, path, result)
     except OSError as exc:

@@ -34,7 +34,7 @@ from typing import Any
 
 from ..data import EvalCase, Item, UserHistory
 from ..errors import CacheMissError, ConfigError, RobustExplainWarning, warn
-from ..safe_files import check_inside, open_inside
+from ..safe_files import check_inside, make_cache_dir, open_inside
 from .base import Explainer, Explanation, ModelInfo, context_check, digest_now
 from .context import ContextWindow
 
@@ -128,7 +128,7 @@ class ResponseCache:
         if not self.writes:
             return
         try:
-            self.directory.mkdir(parents=True, exist_ok=True)
+            make_cache_dir(self.directory)
             fd, probe = tempfile.mkstemp(dir=self.directory, prefix=".probe-")
             os.close(fd)
             os.unlink(probe)

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from ..checks.judge.measure import JudgeReply, read_verdict
+from ..checks.judge.measure import JudgeReply, neutralised, read_verdict
 from ..data import Item, UserHistory
 from ..errors import ConfigError
 from ..sanitize import visible
@@ -73,11 +73,12 @@ def render_judge_prompt(history: UserHistory, item: Item, explanation: str, *, r
                         criteria: str = "") -> str:
     """The judge's prompt for one explanation; ``reverse`` lists the same history lines newest first;
     ``criteria`` (checked by :func:`read_criteria`) adds the domain's step. Without criteria the prompt is
-    the one earlier runs cached."""
+    the one earlier runs cached. A verdict-shaped key in the explanation is shown renamed (``neutralised``):
+    the explanation is data to judge, and cannot answer for the judge."""
     shown = UserHistory(history.user_id, tuple(reversed(history.interactions))) if reverse else history
     return JUDGE_PROMPT.format(history=_unfenced(format_history(shown)), item=_unfenced(item_name(item)),
                                features=_unfenced(format_features(item)),
-                               explanation=_unfenced(explanation.strip()),
+                               explanation=_unfenced(neutralised(explanation.strip())),
                                criteria=CRITERIA_STEP.format(text=criteria) if criteria else "")
 
 
@@ -186,7 +187,7 @@ class Judge:
         if not reply.ok:
             detail = f": {reply.detail}" if reply.detail else ""
             return JudgeReply(None, failure=f"the judge call failed ({reply.failure}{detail})"), reply.cached
-        return read_verdict(reply.text, cut=reply.cut), reply.cached
+        return read_verdict(reply.text, cut=reply.cut, explanation=explanation), reply.cached
 
     async def _ask(self, prompt: str) -> Explanation:
         key = hashlib.sha256(prompt.encode("utf-8")).hexdigest()

@@ -9,7 +9,10 @@ by default (``history.jsonl``; CI caches restore it) or where the ``history`` se
 Writing is safe for runs that end together (xdist's controller, parallel CI jobs on one cache): each append
 holds an exclusive lock on ``<file>.lock`` and writes one line; the file keeps the last :data:`HISTORY_CAP`
 runs (older ones dropped under the same lock, the file replaced atomically). Reading skips a line that is not
-a run record (a line cut by a killed job, a hand edit) with one warning naming it. Trends never mix runs of
+a run record (a line cut by a killed job, a hand edit, anything that does not validate: types, numbers,
+nesting, size) with one warning naming the file and the lines, and a record of a newer schema as such; the
+file keeps at most :data:`HISTORY_MAX_BYTES` (the oldest records dropped when it is rewritten), so whatever
+it holds, the run's own reports are written. Trends never mix runs of
 different signatures: they would not measure the same thing.
 """
 
@@ -34,7 +37,14 @@ if TYPE_CHECKING:
 
 HISTORY_FILE = "history.jsonl"
 HISTORY_CAP = 1000  # runs kept; about 3 KB a run of 20 items: a few MB at most
+# Bytes kept and read: the newest records that fit (a history restored from a shared CI cache may be anything;
+# 144 MB of it cost 527 MB of memory a run). A line longer than MAX_LINE_BYTES is skipped unparsed (a run of
+# 500 items is about 75 KB).
+HISTORY_MAX_BYTES = 16 * 2**20
+MAX_LINE_BYTES = 2**20
 SCHEMA = 1
+# A number a trend may hold: what a float carries exactly (a 400-digit integer overflowed every later run).
+LARGEST_VALUE = 2.0**53
 LAST_RUNS = 10  # what a trend shows by default
 # The numbers a trend shows, by the check whose row holds them: ρ (stability), R, S and the copy rate.
 MAIN_NUMBERS: Mapping[str, str] = {"stability": "ρ", "relative": "R", "sensitivity": "S", "copying": "copy"}
@@ -112,19 +122,31 @@ def append_run(path: Path, line: Mapping[str, Any], *, cap: int = HISTORY_CAP) -
     text = json.dumps(line, ensure_ascii=False, separators=(",", ":"), allow_nan=False) + "\n"
     path.parent.mkdir(parents=True, exist_ok=True)
     with _locked(path):
-        existing = _read_text(path)
+        existing, cut = _read_text(path)
         lines = existing.splitlines(keepends=True)
-        if len(lines) + 1 > cap:
+        if cut or len(lines) + 1 > cap or len(existing.encode("utf-8")) + len(text.encode("utf-8")) > \
+                HISTORY_MAX_BYTES:
             from ..explainers.cache import write_atomic
 
-            kept = [ln if ln.endswith("\n") else ln + "\n" for ln in lines[len(lines) + 1 - cap:]]
-            now = "".join(kept) + text
+            now = "".join(_newest(lines, cap - 1, HISTORY_MAX_BYTES - len(text.encode("utf-8")))) + text
             write_atomic(path, now)  # holding the lock: no run appends meanwhile
             return now
         # A line cut short by a killed run has no newline: the new record starts on a line of its own.
         added = ("\n" if existing and not existing.endswith("\n") else "") + text
         _append(path, added)
         return existing + added
+
+
+def _newest(lines: Sequence[str], count: int, size: int) -> list[str]:
+    """The newest of ``lines`` (each ended by a newline) that fit ``count`` lines and ``size`` bytes."""
+    kept: list[str] = []
+    for line in reversed(lines):
+        line = line if line.endswith("\n") else line + "\n"
+        size -= len(line.encode("utf-8"))
+        if len(kept) >= count or size < 0:
+            break
+        kept.append(line)
+    return kept[::-1]
 
 
 @contextlib.contextmanager
@@ -156,13 +178,21 @@ def _open_regular(path: Path, flags: int) -> int:
     return fd
 
 
-def _read_text(path: Path) -> str:
+def _read_text(path: Path) -> tuple[str, int]:
+    """The history's last :data:`HISTORY_MAX_BYTES` from its first whole line, and the bytes left out before
+    them (0: the whole file)."""
     try:
         fd = _open_regular(path, os.O_RDONLY)
     except FileNotFoundError:
-        return ""
+        return "", 0
     with os.fdopen(fd, "rb") as handle:
-        return handle.read().decode("utf-8", errors="replace")
+        size = os.fstat(handle.fileno()).st_size
+        if size <= HISTORY_MAX_BYTES:
+            return handle.read().decode("utf-8", errors="replace"), 0
+        handle.seek(size - HISTORY_MAX_BYTES)
+        data = handle.read()
+        start = data.find(b"\n") + 1  # a record cut by the bound is no record
+        return data[start:].decode("utf-8", errors="replace"), size - len(data) + start
 
 
 def _append(path: Path, text: str) -> None:
@@ -174,38 +204,76 @@ def _append(path: Path, text: str) -> None:
 # ------------------------------------------------------------------------------------------ reading
 def read_history(path: Path) -> tuple[list[dict[str, Any]], list[str]]:
     """The run records in ``path`` in the order they were written, and one warning per line skipped."""
-    return parse_history(_read_text(path), path)
-
-
-def parse_history(text: str, path: Path) -> tuple[list[dict[str, Any]], list[str]]:
-    """The run records in a history's ``text`` (the file ``path``), and one warning per line skipped."""
-    records, skipped = [], []
-    for number, raw in enumerate(text.splitlines(), 1):
-        if not raw.strip():
-            continue
-        try:
-            record = json.loads(raw)
-        except ValueError:
-            record = None
-        if not _is_record(record):
-            skipped.append(number)
-            continue
-        records.append(record)
-    warnings = []
-    if skipped:
-        more = f" and {len(skipped) - 5} more" if len(skipped) > 5 else ""
-        lines = ", ".join(map(str, skipped[:5])) + more
-        warnings.append(f"{path}: line{'s' if len(skipped) > 1 else ''} {lines} "
-                        f"{'are' if len(skipped) > 1 else 'is'} not a run record (cut short or edited): "
-                        "skipped")
+    text, cut = _read_text(path)
+    records, warnings = parse_history(text, path)
+    if cut:
+        warnings.insert(0, f"{path}: {cut:,} bytes at its start left unread (a history keeps its newest "
+                           f"{HISTORY_MAX_BYTES // 2**20} MB; the next run drops them)")
     return records, warnings
 
 
+def parse_history(text: str, path: Path) -> tuple[list[dict[str, Any]], list[str]]:
+    """The run records in a history's ``text`` (the file ``path``), and one warning per kind of line
+    skipped, naming its lines."""
+    records: list[dict[str, Any]] = []
+    skipped: dict[str, list[int]] = {}
+    for number, raw in enumerate(text.splitlines(), 1):
+        if not raw.strip():
+            continue
+        why = "is not a run record (cut short or edited)"
+        record = None
+        if len(raw) > MAX_LINE_BYTES:
+            why = f"is longer than a run record may be ({MAX_LINE_BYTES // 2**10} KB)"
+        else:
+            with contextlib.suppress(ValueError, RecursionError):  # RecursionError: nested too deeply
+                record = json.loads(raw)
+        version = record.get("v") if isinstance(record, dict) else None
+        if isinstance(version, int) and not isinstance(version, bool) and version > SCHEMA:
+            why = (f"was written by a newer pytest-robustexplain (history schema {version}; this one reads "
+                   f"{SCHEMA})")
+        elif _is_record(record):
+            records.append(record)  # type: ignore[arg-type]  # a dict: _is_record checked it
+            continue
+        skipped.setdefault(why, []).append(number)
+    return records, [_skipped(path, numbers, why) for why, numbers in skipped.items()]
+
+
+def _skipped(path: Path, numbers: Sequence[int], why: str) -> str:
+    more = f" and {len(numbers) - 5} more" if len(numbers) > 5 else ""
+    lines = ", ".join(map(str, numbers[:5])) + more
+    verb = why if len(numbers) == 1 else why.replace("is ", "are ", 1).replace("was ", "were ", 1)
+    return f"{path}: line{'s' if len(numbers) > 1 else ''} {lines} {verb}: skipped"
+
+
 def _is_record(record: Any) -> bool:
-    return (isinstance(record, dict) and record.get("v") == SCHEMA
-            and isinstance(record.get("signature"), str) and isinstance(record.get("items"), list)
-            and all(isinstance(i, dict) and isinstance(i.get("test"), str) and isinstance(i.get("model"), str)
-                    and isinstance(i.get("values", {}), dict) for i in record["items"]))
+    """Whether ``record`` is a run record every reader can use as it is: the types each field is read as,
+    finite numbers a float holds, an optional text where one may be missing."""
+    if not (isinstance(record, dict) and record.get("v") == SCHEMA
+            and isinstance(record.get("signature"), str) and isinstance(record.get("items"), list)):
+        return False
+    models = record.get("models") or {}
+    return (all(_text(record.get(k)) for k in ("time", "commit", "dataset")) and isinstance(models, dict)
+            and all(_text(d) for d in models.values()) and all(_is_item(i) for i in record["items"]))
+
+
+def _is_item(item: Any) -> bool:
+    values = item.get("values", {}) if isinstance(item, dict) else None
+    return (isinstance(item, dict) and isinstance(item.get("test"), str)
+            and isinstance(item.get("model"), str) and _text(item.get("outcome")) and isinstance(values, dict)
+            and all(_number(v) for v in values.values()))
+
+
+def _text(value: Any) -> bool:
+    return value is None or isinstance(value, str)
+
+
+def _number(value: Any) -> bool:
+    """A number a trend can hold (null too: a value not measured)."""
+    if value is None:
+        return True
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return False
+    return abs(value) <= LARGEST_VALUE and not (isinstance(value, float) and math.isnan(value))
 
 
 # ------------------------------------------------------------------------------------------ trends

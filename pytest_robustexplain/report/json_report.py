@@ -5,8 +5,10 @@
 A file that is not a report, is malformed, or was written with a newer schema raises ``DataError`` naming
 the file, the record and the field.
 
-Schema (``schema_version`` 3; version 2 — the copying, grounding and relative-robustness numbers flat in
-``guard`` — and version 1 — no cross-user controls, no ``guard`` — are still read). Scores
+Schema (``schema_version`` 4; version 3 — the checks' records as fields of the verdict (``guard``,
+``attacks``, ``faithfulness``, ``polarity``, ``flip``) —, version 2 — besides, the copying, grounding and
+relative-robustness numbers flat in ``guard`` — and version 1 — no cross-user controls, no ``guard`` — are
+still read). Scores
 are floats in [0, 1]; a number that is not finite is written
 ``null``. Unknown keys are ignored on reading, so later versions may add fields without a version bump;
 a version bump means a reader of an older version must refuse the file.
@@ -14,7 +16,7 @@ a version bump means a reader of an older version must refuse the file.
 Top level (object):
 
 - ``schema`` — always ``"pytest-robustexplain/report"``.
-- ``schema_version`` — integer, 3 for this layout.
+- ``schema_version`` — integer, 4 for this layout.
 - ``package_version`` — version of pytest-robustexplain that wrote the run.
 - ``signature`` — the metric signature (tokenizer, tagger and version, BLEU settings, weights, package
   version): two runs are only comparable when it matches.
@@ -61,7 +63,11 @@ Top level (object):
 - ``gates`` — list, one object per gated test item: ``nodeid``, ``slice`` (a kind, or ``"overall"``
   for all kinds together), ``model``, ``thresholds`` (name → value) and ``verdict``: ``outcome``
   (PASS / FAIL / INCONCLUSIVE / INSENSITIVE), ``mode`` (``mean``, ``confident``, ``sequential``),
-  ``message``, ``guard`` (null, or the cross-user control of the slice: ``outcome``, ``policy``, ``swap``,
+  ``message``, ``findings`` (check name → its row, in the order the checks decided: ``check``,
+  ``outcome`` (null: measured, not gated), ``reason``, ``value`` (an interval, or null), ``threshold``,
+  ``bound`` (``min``/``max``), ``enforced``, ``counts``, ``examples``, ``note``), ``details`` (each
+  check's own record, by the name it keeps it under, present when measured: ``guard``, the cross-user
+  control of the slice: ``outcome``, ``policy``, ``swap``,
   ``perturbed``, ``delta``, ``sensitivity`` and ``relative`` intervals (ρ_swap, ρ_pert, Δ, ρ_floor − ρ_swap,
   R), ``floor``, ``n_cases``,
   ``identical``, ``n_users``, ``insensitive_users``, ``share_low``, ``min_sensitivity``,
@@ -73,14 +79,15 @@ Top level (object):
   ``limit``, ``outcome``), ``copying`` (``copies``, ``explained``, ``low``/``high``: bounds with users as
   the unit, ``limit``, ``outcome``), ``grounding`` (``history_reference`` / ``unsupported``: intervals of
   the grounding rates, or null; ``min_history_reference``, ``max_unsupported_rate``, ``outcome``); then
-  ``stopped_by``, ``stop_note``, ``failed`` (failed replies left out of the cases)),
+  ``stopped_by``, ``stop_note``, ``failed`` (failed replies left out of the cases);
   ``attacks`` (list, one per opt-in adversarial kind the slice ran: ``kind`` ``prompt_injection`` or
   ``shilling``, ``successes``, ``n``, ``low``/``high`` (exact interval of the success rate), ``limit``,
   ``outcome``, ``by_family`` and ``by_severity`` (name → [successes, pairs]), ``examples``, ``stop_note``
-  (under ``decision=sequential``, when the attack's own test failed the item early; else "")),
-  ``users_needed`` (null or integer), ``checks``: list of ``quantity`` (``combined`` or a metric),
-  ``threshold``, ``outcome``, ``fragile`` (the interval straddles the threshold), ``flip_probability``
-  (null or float) and ``interval``.
+  (under ``decision=sequential``, when the attack's own test failed the item early; else ""));
+  ``faithfulness``, ``polarity``, ``flip`` (the judge's, preference polarity's and the counterfactual
+  flip's records: docs/faithfulness.md); a user's check keeps none), ``users_needed`` (null or integer),
+  ``checks``: list of ``quantity`` (``combined`` or a metric), ``threshold``, ``outcome``, ``fragile`` (the
+  interval straddles the threshold), ``flip_probability`` (null or float) and ``interval``.
 - ``aggregates`` — derived, per model name (see ``report.summary.Summary``): ``n_users``, ``n_pairs``,
   ``cached_pairs`` (both explanations from the cache), ``overall`` (ρ), ``by_kind`` (kind → interval),
   ``by_metric`` (metric → interval), ``by_severity`` (severity as a string → interval), ``kind_severity``

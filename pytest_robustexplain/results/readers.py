@@ -21,7 +21,8 @@ from ..errors import DataError
 from .records import NO_LEGACY, OUTCOMES, GateResult, PairResult, Rule, RunResult
 
 SCHEMA = "pytest-robustexplain/report"
-SCHEMA_VERSION = 3  # 3: the guard's copying, grounding and relative-robustness records nested
+SCHEMA_VERSION = 4  # 3: the guard's copying, grounding and relative-robustness records nested; 4: the
+# checks' detailed records in the verdict's ``details``
 
 
 def plain(value: Any) -> Any:
@@ -151,8 +152,8 @@ class _Reader:
         data = self.obj(value, record)
         values = {}
         for f in _plan(cls):  # type: ignore[arg-type]  # a class is hashable
-            if f.name not in data and f.rule.moved is not None:  # written flat in the parent (schema 2)
-                values[f.name] = self.value(f.hint, f.rule.moved(data), record, f.name)
+            if f.name not in data and f.rule.moved is not None:  # written in the parent (schema 2 or 3)
+                values[f.name] = self.field(f, f.rule.moved(data), record)
             elif f.name not in data:
                 if f.has_default:
                     continue
@@ -164,10 +165,19 @@ class _Reader:
             elif f.outcome:
                 values[f.name] = self.outcome(data, f.name, record)
             else:
-                read = values[f.name] = self.value(f.hint, data[f.name], record, f.name)
+                read = values[f.name] = self.field(f, data[f.name], record)
                 if f.rule.test is not None and not f.rule.test(read):
                     raise self.fail(record, f.name, f"expected {f.rule.expected}, got {data[f.name]!r:.60}")
         return cls(**values)
+
+    def field(self, f: _Field, raw: Any, record: str) -> Any:
+        """A field's value: by its type, or — a mapping whose values' types depend on their keys (its rule's
+        ``keyed``) — each value by its key's type."""
+        if f.rule.keyed is None:
+            return self.value(f.hint, raw, record, f.name)
+        mapping = self.get({f.name: raw}, f.name, dict, record)
+        keyed = f.rule.keyed
+        return {str(k): self.value(keyed(str(k)), v, record, f"{f.name}.{k}") for k, v in mapping.items()}
 
     def value(self, hint: Any, raw: Any, record: str, name: str) -> Any:
         """A value by its type hint: a nested record, ``tuple[X, ...]``, ``list[X]``, ``dict[str, X]`` (or a

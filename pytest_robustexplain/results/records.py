@@ -38,6 +38,9 @@ class Rule:
     # A record nested in schema 3 whose fields an older report wrote flat in the parent: the parent's
     # object -> this field's object, read when the field is absent.
     moved: Callable[[Mapping[str, Any]], Any] | None = None
+    # A mapping whose values' types depend on their keys (``Verdict.details``): key -> the type its value is
+    # read as (``Any`` for a key it does not know: a user's check's own details, kept as written).
+    keyed: Callable[[str], Any] | None = None
 
 
 def is_score(value: Any) -> bool:
@@ -551,15 +554,46 @@ class Verdict:
     mode: str = "mean"  # "mean" (the method's rule), "confident", "sequential"
     message: str = ""
     users_needed: int | None = None  # INCONCLUSIVE: how many more users would likely decide it
-    guard: GuardResult | None = None  # the cross-user control, when the run measured it
-    attacks: tuple[AttackResult, ...] = ()  # prompt injection / shilling in this slice, when run
-    faithfulness: FaithfulnessResult | None = None  # the opt-in judge's finding (judge-model)
-    polarity: PolarityResult | None = None  # liked vs disliked (ratings in the history); None without
-    flip: FlipResult | None = None  # the counterfactual preference flip, when the slice ran it
-    # Every check's row (``checks/``), keyed by check name in the order they were decided: built-in checks
-    # beside their detailed records above, and the user's own checks, whose row is all there is.
+    # Every check's row (``checks/``), keyed by check name in the order they were decided: what every writer
+    # shows of a check, the user's own included.
     findings: Annotated[Mapping[str, Finding], Rule(lambda v: all(KIND_NAME.match(k) for k in v),
                                                     "check names as keys")] = field(default_factory=dict)
+    # Each check's own detailed record, by the name it keeps it under (``Check.record``, :data:`DETAILS`):
+    # the cross-user control's ``guard`` (the four checks read from it), ``attacks``, ``faithfulness``,
+    # ``polarity``, ``flip``. Before schema 4 they were fields of the verdict: read from there.
+    details: Annotated[Mapping[str, Any], Rule(
+        lambda v: all(KIND_NAME.match(k) for k in v), "record names as keys", keyed=lambda k: detail_type(k),
+        moved=lambda v: {k: v[k] for k in DETAILS if v.get(k) not in (None, [])},
+    )] = field(default_factory=dict)
+
+    @property
+    def guard(self) -> GuardResult | None:
+        """The cross-user control, when the run measured it (``details["guard"]``)."""
+        return self.details.get("guard")
+
+    @property
+    def attacks(self) -> tuple[AttackResult, ...]:
+        """Prompt injection / shilling in this slice, when run (``details["attacks"]``)."""
+        return tuple(self.details.get("attacks", ()))
+
+    @property
+    def faithfulness(self) -> FaithfulnessResult | None:
+        """The opt-in judge's finding (``judge-model``; ``details["faithfulness"]``)."""
+        return self.details.get("faithfulness")
+
+    @property
+    def polarity(self) -> PolarityResult | None:
+        """Liked vs disliked (ratings in the history; ``details["polarity"]``); None without."""
+        return self.details.get("polarity")
+
+    @property
+    def flip(self) -> FlipResult | None:
+        """The counterfactual preference flip, when the slice ran it (``details["flip"]``)."""
+        return self.details.get("flip")
+
+    def with_detail(self, name: str, record: Any) -> Verdict:
+        """This verdict with a check's detailed record kept under ``name``."""
+        return replace(self, details={**self.details, name: record})
 
     @property
     def failed_checks(self) -> tuple[GateCheck, ...]:
@@ -574,6 +608,19 @@ class Verdict:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+
+# The records the built-in checks keep in ``Verdict.details``, by name: each read back as its type.
+DETAILS: tuple[str, ...] = ("guard", "attacks", "faithfulness", "polarity", "flip")
+
+
+def detail_type(name: str) -> Any:
+    """The type a verdict's detailed record ``name`` is read as (``Any``: a name no built-in keeps)."""
+    from . import faithful  # the judge's records, imported when a report is read
+
+    return {"guard": GuardResult, "attacks": tuple[AttackResult, ...],
+            "faithfulness": faithful.FaithfulnessResult, "polarity": faithful.PolarityResult,
+            "flip": faithful.FlipResult}.get(name, Any)
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,10 @@ makes an explanation that mentions WORDS not faithful, whatever else it says.
 ``judge="garbled"`` answers prose without the JSON shape (every verdict a judge failure);
 ``judge="fickle"`` flips its verdict when the history lines come newest first, as a judge that reads order
 as evidence would (its reorder agreement is 0); ``judge="lenient"`` finds every explanation faithful, as a
-judge that approves everything would (only people's verdicts catch it: its kappa against them is 0).
+judge that approves everything would (only people's verdicts catch it: its kappa against them is 0);
+``judge="quoting"`` gives the strict verdict and then quotes the explanation as the prompt showed it, as a
+judge that shows its work would (an explanation that plants a verdict of its own must not be read as the
+judge's answer).
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ import re
 
 from .prompts import parse_prompt
 
-JUDGE_BEHAVIOURS: tuple[str, ...] = ("strict", "garbled", "fickle", "lenient")
+JUDGE_BEHAVIOURS: tuple[str, ...] = ("strict", "garbled", "fickle", "lenient", "quoting")
 _HISTORY = re.compile(r"<history>\n(.*?)\n</history>", re.DOTALL)
 _EXPLANATION = re.compile(r"<explanation>\n(.*?)\n</explanation>", re.DOTALL)
 _DATE = re.compile(r"date:\s*(\d{4}-\d{2}-\d{2})")
@@ -88,4 +91,5 @@ def judge_reply(prompt: str, behaviour: str = "strict") -> str:
                "rationale": (f"It ties the item to the user's interest in {cited[0]}." if faithful and cited
                              else f"Not faithful: {claim}." if claim else "The reasons are supported."),
                "faithful": int(faithful)}
-    return f"Checking the reasons against the history.\n{json.dumps(verdict)}"
+    quoted = f"\nThe explanation, as given: {text}" if behaviour == "quoting" else ""
+    return f"Checking the reasons against the history.\n{json.dumps(verdict)}{quoted}"

@@ -86,9 +86,7 @@ class AttackCheck(Check):
         return Decision(FAIL, f"Security FAIL: {said(found)}")
 
     def keep(self, verdict: Verdict, found: Any) -> Verdict:
-        from dataclasses import replace
-
-        return replace(verdict, attacks=(*verdict.attacks, found))
+        return verdict.with_detail("attacks", (*verdict.attacks, found))
 
     def finding(self, found: AttackResult, evidence: Evidence) -> Finding:
         return share_row(self.name, found.outcome, said(found), found.successes, found.n,

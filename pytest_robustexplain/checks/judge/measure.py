@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -86,29 +87,54 @@ def _objects(text: str) -> list[dict[str, object]]:
     return found
 
 
+def _said(faithful: object) -> bool | str:
+    """What a ``faithful`` value says: True or False (0/1 or true/false), else its text (not a verdict)."""
+    if isinstance(faithful, bool):
+        return faithful
+    return bool(faithful) if type(faithful) is int and faithful in (0, 1) else repr(faithful)
+
+
+# A verdict-shaped key inside an explanation: shown to the judge renamed, so that an explanation quoted back
+# in the judge's reply cannot be read as the judge's answer.
+_VERDICT_KEY = re.compile(r'"\s*faithful\s*"(\s*:)', re.IGNORECASE)
+NEUTRALISED_KEY = '"faithful (written in the explanation)"'
+
+
+def neutralised(explanation: str) -> str:
+    """The explanation as the judge's prompt shows it: each ``"faithful":`` key renamed, visibly."""
+    return _VERDICT_KEY.sub(lambda m: NEUTRALISED_KEY + m.group(1), explanation)
+
+
 def _short(text: str, limit: int) -> str:
     text = " ".join(text.split())
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def read_verdict(text: str, *, cut: bool = False) -> JudgeReply:
+def read_verdict(text: str, *, cut: bool = False, explanation: str = "") -> JudgeReply:
     """The judge's verdict from its reply (the last JSON object holding ``faithful``), or a failure.
 
     The shape is fixed: ``faithful`` 0 or 1 (true/false accepted), ``unsupported`` a list of strings,
     ``rationale`` a string. A verdict of 1 that lists an unsupported claim is read as not faithful.
     ``cut``: the server cut the reply at the token limit, said in the failure when it is unreadable.
+
+    The explanation must never write its own verdict: a reply that repeats a verdict-shaped object of the
+    ``explanation`` it judged, or whose verdict-shaped objects disagree (the judge's 0, then the
+    explanation's 1 quoted after it), is a judge failure — never a verdict. (The prompt also neutralises
+    such objects before the judge sees them: :func:`neutralised`.)
     """
     candidates = [o for o in _objects(text) if "faithful" in o]
     if not candidates:
         why = "no JSON object with \"faithful\" in the reply"
         return JudgeReply(None, failure=f"{why} (cut at the token limit)" if cut else why)
+    planted = [o for o in _objects(explanation) if "faithful" in o]
+    if any(o in planted for o in candidates):
+        return JudgeReply(None, failure="the reply repeats a verdict written in the explanation it judges")
+    if len({_said(o.get("faithful")) for o in candidates}) > 1:
+        return JudgeReply(None, failure="the reply holds verdicts that disagree (a quoted one among them?)")
     verdict = candidates[-1]
     faithful = verdict.get("faithful")
-    if isinstance(faithful, bool):
-        value = faithful
-    elif type(faithful) is int and faithful in (0, 1):
-        value = bool(faithful)
-    else:
+    value = _said(faithful)
+    if not isinstance(value, bool):
         return JudgeReply(None, failure=f"\"faithful\" is {_short(repr(faithful), 40)}, not 0 or 1")
     claims = verdict.get("unsupported")
     if not isinstance(claims, list) or not all(isinstance(c, str) for c in claims):
