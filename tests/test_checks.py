@@ -417,6 +417,55 @@ def test_a_limit_for_no_such_check_is_one_usage_error(pytester: pytest.Pytester,
     assert "Traceback" not in result.stderr.str()
 
 
+@pytest.mark.parametrize("name", ["keyword", "combined"])
+def test_a_check_cannot_take_a_built_in_metrics_name(pytester: pytest.Pytester, name: str) -> None:
+    """Issue 61: its row would stand beside the metric's in every report under one name."""
+    pytester.makeconftest(f"""
+def pytest_robustexplain_register_checks(register_check):
+    register_check("{name}", lambda text, history, item: False)
+""")
+    pytester.makepyfile(test_gate=GATED)
+    result = pytester.runpytest(*ARGS)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([f"*check '{name}': the name of a built-in metric or quantity*"])
+
+
+SAYS_FAILED = """
+from pytest_robustexplain import Check
+from pytest_robustexplain.checks import Decision
+from pytest_robustexplain.results import Finding
+
+class Loose(Check):
+    name = "loose"
+
+    def measure(self, evidence):
+        return 1
+
+    def decide(self, found, evidence):
+        return Decision(OUTCOME, "Loose: the explanations are loose.")
+
+    def finding(self, found, evidence):
+        return Finding(self.name, ROW, "loose")
+
+def pytest_robustexplain_register_checks(register_check):
+    register_check(Loose())
+"""
+
+
+@pytest.mark.parametrize(("outcome", "row", "said"), [
+    ('"FAILED"', '"FAIL"', "check 'loose' (Loose) decided 'FAILED': a check decides FAIL, INSENSITIVE"),
+    ('"FAIL"', '"failed"', "check 'loose' (Loose) wrote a row with 'failed': a row's outcome is one of"),
+])
+def test_a_check_that_says_an_outcome_the_verdict_does_not_know_is_refused(
+        pytester: pytest.Pytester, outcome: str, row: str, said: str) -> None:
+    """Issue 61: "FAILED" was ignored and its note dropped — the item passed."""
+    pytester.makeconftest(SAYS_FAILED.replace("OUTCOME", outcome).replace("ROW", row))
+    pytester.makepyfile(test_gate=GATED)
+    result = pytester.runpytest(*ARGS)
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines([f"*{said}*"])
+
+
 def test_a_check_object_that_breaks_is_one_sentence_naming_it(pytester: pytest.Pytester) -> None:
     pytester.makeconftest("""
 from pytest_robustexplain import Check

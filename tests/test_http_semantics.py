@@ -21,7 +21,7 @@ pytestmark = pytest.mark.usefixtures("isolated")
 
 
 class Told(Exception):
-    """A retryable error carrying a Retry-After, as the lean client's ResponseError does."""
+    """A retryable error carrying a Retry-After, as the Ollama client's ResponseError does."""
 
     def __init__(self, retry_after: str | None) -> None:
         super().__init__("HTTP 429: rate limit exceeded")
@@ -147,35 +147,12 @@ def test_a_rate_limited_server_slows_the_run_and_every_call_is_made(backend: str
     assert doc["calls"]["retried"] == limited and doc["calls"]["made"] == 3 + len(doc["pairs"])
 
 
-@pytest.mark.parametrize(("payload", "said"), [
-    (b"not json at all", "is not JSON"),
-    (b"[1, 2, 3]", "is a JSON list, not an object"),
-    (b'{"message": "hello", "done": true}', "is not one Ollama sends"),
-])
-def test_a_malformed_chat_reply_is_one_sentence_not_the_parsers_text(payload: bytes, said: str) -> None:
-    from pytest_robustexplain.explainers.lean_http import parse_chat_reply
-    from pytest_robustexplain.explainers.reply import MalformedReply
-
-    with pytest.raises(MalformedReply, match=said) as caught:
-        parse_chat_reply(200, payload)
-    assert "\n" not in str(caught.value)
-
-
-@pytest.mark.parametrize(("reply", "said"), [
-    (b"HELLO THERE\r\n\r\n", "did not answer in HTTP"),
-    (b"HTTP/1.1 abc OK\r\n\r\n", "did not answer in HTTP"),
-    (b"HTTP/1.1 200 OK\r\nContent-Length: lots\r\n\r\n{}", "broken Content-Length"),
-    (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n", "broken chunk size"),
-])
-def test_a_reply_that_is_not_http_is_one_sentence_naming_the_host(reply: bytes, said: str) -> None:
+def _answering(reply: bytes) -> tuple[Any, int]:
+    """A one-connection server that answers whatever it is asked with ``reply``: (its socket, its port)."""
     import socket
     import threading
 
-    from pytest_robustexplain.explainers.lean_http import LeanOllamaHttp
-    from pytest_robustexplain.explainers.reply import MalformedReply
-
     listener = socket.create_server(("127.0.0.1", 0))
-    port = listener.getsockname()[1]
 
     def answer() -> None:
         conn, _ = listener.accept()
@@ -185,24 +162,63 @@ def test_a_reply_that_is_not_http_is_one_sentence_naming_the_host(reply: bytes, 
             conn.recv(1)  # hold the connection until the client gives up on it
 
     threading.Thread(target=answer, daemon=True).start()
+    return listener, listener.getsockname()[1]
+
+
+def _ask(port: int) -> None:
+    from pytest_robustexplain.explainers.ollama import OllamaExplainer
 
     async def ask() -> None:
-        client = LeanOllamaHttp(f"http://127.0.0.1:{port}", connect_timeout=2.0, read_timeout=5.0)
+        explainer = OllamaExplainer("m", host=f"http://127.0.0.1:{port}")
+        client = explainer._make_client()
         try:
-            await client.post("/api/chat", b"{}")
+            await explainer._request(client, "Explain.", seed=1, num_predict=10)
         finally:
-            await client.aclose()
+            await client.close()
 
+    asyncio.run(ask())
+
+
+@pytest.mark.parametrize(("payload", "said"), [
+    (b"not json at all", "is not JSON"),
+    (b"[1, 2, 3]", "is a JSON list, not an object"),
+    (b'{"message": "hello", "done": true}', "is not one Ollama sends"),
+])
+def test_a_malformed_chat_reply_is_one_sentence_not_the_parsers_text(payload: bytes, said: str) -> None:
+    from pytest_robustexplain.explainers.reply import MalformedReply
+
+    head = f"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {len(payload)}\r\n\r\n"
+    listener, port = _answering(head.encode() + payload)
     try:
         with pytest.raises(MalformedReply, match=said) as caught:
-            asyncio.run(ask())
+            _ask(port)
     finally:
         listener.close()
-    assert f"127.0.0.1:{port}" in str(caught.value)
+    assert "\n" not in str(caught.value)
+
+
+@pytest.mark.parametrize("reply", [
+    b"HELLO THERE\r\n\r\n",
+    b"HTTP/1.1 abc OK\r\n\r\n",
+    b"HTTP/1.1 200 OK\r\nContent-Length: lots\r\n\r\n{}",
+    b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n",
+])
+def test_a_reply_that_is_not_http_is_a_transport_error_the_policy_retries(reply: bytes) -> None:
+    import httpx
+
+    from pytest_robustexplain.explainers.retry import is_retryable
+
+    listener, port = _answering(reply)
+    try:
+        with pytest.raises(httpx.TransportError) as caught:
+            _ask(port)
+    finally:
+        listener.close()
+    assert is_retryable(caught.value)
 
 
 @pytest.mark.parametrize("status", [301, 302, 307, 308])
-@pytest.mark.parametrize("path", ["lean", "official", "openai"])
+@pytest.mark.parametrize("path", ["plain", "official", "openai"])
 def test_a_redirected_model_call_stops_the_run_naming_both_addresses(
         status: int, path: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """A moved server or a proxy: never followed (a 301 would turn the POST into a GET and the user would

@@ -341,15 +341,36 @@ def test_a_reply_in_an_encoding_the_client_does_not_read_is_one_sentence() -> No
     assert "compressed with 'br', which this client does not read" in explanation.detail
 
 
-def test_a_small_gzip_that_expands_past_the_limit_is_refused_unread() -> None:
+@pytest.mark.parametrize("backend", ["ollama", "openai"])
+def test_a_small_gzip_that_expands_past_the_limit_is_refused_as_it_inflates(backend: str) -> None:
+    """Issues 60 and 61: a 20 KB gzip body that inflates to 20 MB is refused by what it inflates to, on
+    every backend (httpx inflated a whole chunk before any bound saw it: 730 MB at 4 requests in flight)."""
     import gzip
 
-    from pytest_robustexplain.explainers.lean_http import LeanOllamaHttp
-    from pytest_robustexplain.explainers.reply import ReplyTooLarge
+    from pytest_robustexplain.explainers.reply import MAX_REPLY_BYTES
+    from pytest_robustexplain.testing.handler import bomb_body
 
-    lean = LeanOllamaHttp("http://127.0.0.1:9", connect_timeout=1.0, read_timeout=1.0)
-    bomb = gzip.compress(b"\0" * (lean.max_body + 1))
-    assert len(bomb) < lean.max_body // 100  # a thousandfold
-    with pytest.raises(ReplyTooLarge):
-        lean._decoded(bomb, "gzip")
-    assert lean._decoded(gzip.compress(b'{"a": 1}'), "GZIP") == b'{"a": 1}'
+    assert len(bomb_body()) < MAX_REPLY_BYTES // 100 and len(gzip.decompress(bomb_body())) > MAX_REPLY_BYTES
+
+    async def run(server: FakeOllamaServer) -> Explanation:
+        explainer = _explainer(backend, server.url)
+        try:
+            await explainer.explain(HISTORY, ITEM, seed=1, repeat=0)
+            server.bomb_next(1)
+            return await explainer.explain(HISTORY, ITEM, seed=2, repeat=0)
+        finally:
+            await explainer.aclose()
+
+    with FakeOllamaServer() as server:
+        explanation = asyncio.run(run(server))
+    assert explanation.failure == FAILURE_ERROR and "longer than 8 MiB" in explanation.detail
+
+
+def test_the_transport_inflates_never_past_its_bound() -> None:
+    import zlib
+
+    from pytest_robustexplain.explainers.transport import _inflate
+
+    packed = zlib.compress(b"\0" * 1_000_000, 9)
+    out = _inflate(zlib.decompressobj(32 + zlib.MAX_WBITS), packed, 1000)
+    assert sum(map(len, out)) <= 1000  # what lies past the bound is never inflated

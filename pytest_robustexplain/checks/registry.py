@@ -9,6 +9,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from ..errors import ConfigError
+from ..metrics.user import RESERVED
 from ..results import ALL_METRICS, KIND_NAME, METRICS
 from .attacks import Hijack, Injection
 from .base import MEASUREMENT, Check
@@ -86,6 +87,9 @@ class CheckRegistry:
             raise _bad_name(name)
         if name in self or name == MEASUREMENT:
             raise ConfigError(f"check {name!r} is registered already (checks: {', '.join(self.names())})")
+        if name in RESERVED and check not in BUILTIN:  # a row beside the metric's, under one name
+            raise ConfigError(f"check {name!r}: the name of a built-in metric or quantity "
+                              f"({', '.join(sorted(RESERVED))}); name the check otherwise")
         _check_declared_limit(check)
         if check.options and check not in BUILTIN:
             # The option table is made when pytest adds its options, before a conftest registers a check.

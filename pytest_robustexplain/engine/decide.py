@@ -15,7 +15,7 @@ from ..results import OVERALL, Robustness
 from ..wording import count_noun
 
 if TYPE_CHECKING:
-    from ..checks import Check, CheckRegistry, Evidence
+    from ..checks import Check, CheckRegistry, Decision, Evidence
     from ..perturbations import PerturbationResult
     from ..results import Finding, PairResult, RunResult, Verdict
     from ..settings import GateSettings, Settings
@@ -95,10 +95,26 @@ def run_checks(verdict: Verdict, evidence: Evidence, checks: Sequence[Check]) ->
                     continue
                 verdict = check.keep(verdict, found)
                 decision = check.decide(found, evidence)
-                findings[check.name] = replace(check.finding(found, evidence), note=decision.note)
+                findings[check.name] = replace(_known(check, check.finding(found, evidence), decision),
+                                               note=decision.note)
             decided.append((check, decision))
         verdict = apply_stage(verdict, decided)
     return replace(verdict, findings=findings)
+
+
+def _known(check: Check, finding: Finding, decision: Decision) -> Finding:
+    """``finding``, when it and ``decision`` say outcomes the verdict knows: a check that decides "FAILED"
+    was once ignored, its note dropped — one sentence naming it instead."""
+    from ..results import FAIL, INCONCLUSIVE, INSENSITIVE, OUTCOMES, Finding
+
+    if decision.outcome not in (None, FAIL, INSENSITIVE, INCONCLUSIVE):
+        raise ConfigError(f"check {check.name!r} ({type(check).__name__}) decided {decision.outcome!r}: a "
+                          "check decides FAIL, INSENSITIVE, INCONCLUSIVE or nothing (None)")
+    if not isinstance(finding, Finding) or finding.outcome not in (None, *OUTCOMES):
+        said = repr(finding.outcome) if isinstance(finding, Finding) else f"a {type(finding).__name__}"
+        raise ConfigError(f"check {check.name!r} ({type(check).__name__}) wrote a row with {said}: a row's "
+                          f"outcome is one of {', '.join(OUTCOMES)} or None (measured, not gated)")
+    return finding
 
 
 @contextmanager

@@ -14,7 +14,7 @@ import hashlib
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 from ..checks.judge.measure import JudgeReply, neutralised, read_verdict
 from ..data import Item, UserHistory
@@ -111,16 +111,6 @@ def read_criteria(path: Path) -> str:
     return text
 
 
-class Completes(Protocol):
-    """What the judge needs of an explainer: a reply to a prompt as it is (the remote backends, and the
-    response cache around them)."""
-
-    backend: str
-    model: str
-
-    async def complete(self, prompt: str, *, seed: int, purpose: str) -> Explanation: ...
-
-
 @dataclass
 class JudgeStats:
     """The judge's calls (this process): asked, answered from the response cache, failed."""
@@ -169,7 +159,7 @@ class JudgeStats:
 class Judge:
     """Asks ``explainer`` for verdicts; the same prompt is asked once per run (slices share originals)."""
 
-    explainer: Any  # Completes; Any so a CachedExplainer (whose complete is typed loosely) fits
+    explainer: Any  # what has ``complete(prompt, seed=, purpose=)``: a remote backend or the response cache
     seed: int
     criteria: str = ""  # the domain's criteria (judge-criteria), read and checked
     stats: JudgeStats = field(default_factory=JudgeStats)

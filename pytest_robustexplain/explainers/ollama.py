@@ -7,8 +7,9 @@ changes between requests, because a different context size makes Ollama reload t
 Thinking models (``"thinking"`` in the capabilities ``/api/show`` reports) get ``think=False``; any
 ``<think>`` block that leaks into the content anyway is stripped before scoring.
 
-For a plain-``http://`` host, generation requests and the preflight go through the lean client
-(:mod:`.lean_http`): same requests, same answers, the official client taking over for anything unusual.
+The chat request is the official client's (:mod:`.ollama_chat`: the same body and headers), sent through
+httpx and read field by field; the preflight (the model list, its details) through the official client.
+Every reply is read through the one transport (:mod:`.transport`): decoded as it streams, bounded.
 """
 
 from __future__ import annotations
@@ -22,16 +23,7 @@ from ..errors import BackendError
 from ..sanitize import split_credentials
 from .base import FAKE_SERVER_KIND, ModelInfo, served_by_fake
 from .context import ContextWindow, trained_context, window_for_ollama
-from .lean_http import (
-    LeanOllamaHttp,
-    NotPlain,
-    chat_body,
-    parse_chat_reply,
-    plain_show,
-    plain_tags,
-    plain_version,
-    show_body,
-)
+from .ollama_chat import chat_body, official_headers, parse_chat_reply
 from .prompt import PromptTemplate
 from .remote import RemoteExplainer, Reply, http_options
 from .retry import RetryPolicy, connect_cause, is_connect_failure, status_of
@@ -79,16 +71,6 @@ def normalise_digest(digest: str | None) -> str | None:
     return digest or None
 
 
-def _raise_timeout(exc: Exception) -> None:
-    """Raise ``exc`` when it is a timeout: a transport problem in the lean preflight is otherwise handed to
-    the official client, which meets it again and says what it is, but a timeout it would only wait out a
-    second time."""
-    import httpx
-
-    if isinstance(exc, httpx.TimeoutException):
-        raise exc
-
-
 def name_matches(requested: str, listed: str) -> bool:
     return listed == requested or (":" not in requested and listed == f"{requested}:latest")
 
@@ -131,9 +113,7 @@ class OllamaExplainer(RemoteExplainer):
                                   **self._http())
 
     def _make_client(self) -> Any:
-        if self.url.startswith("http://") and not self._basic_auth():  # the lean path sends no credentials
-            return _LeanClient(self)
-        return self._official_client()
+        return _Clients(self)
 
     async def _close_client(self, client: Any) -> None:
         await client.close()
@@ -151,25 +131,15 @@ class OllamaExplainer(RemoteExplainer):
         model = self.info.name if self.info is not None else self.model
         options = {"temperature": self.temperature, "seed": seed, "num_predict": num_predict,
                    "num_ctx": self.num_ctx}
-        if isinstance(client, _LeanClient):
-            status, payload, retry_after = await client.lean.post_reply(
-                "/api/chat", chat_body(model, prompt, options, self.think))
-            text, prompt_tokens, completion_tokens, stop, thought, named = parse_chat_reply(status, payload,
-                                                                                            retry_after)
-            return Reply(text=text, prompt_tokens=prompt_tokens, completion_tokens=completion_tokens,
-                         stop_reason=stop, thought=thought, model=named)
-        response = await client.chat(model=model, messages=[{"role": "user", "content": prompt}],
-                                     think=self.think, options=options)
-        return Reply(text=response.message.content, prompt_tokens=response.prompt_eval_count,
-                     completion_tokens=response.eval_count, stop_reason=response.done_reason,
-                     thought=bool(response.message.thinking), model=response.model)
+        response = await client.http.post("/api/chat", content=chat_body(model, prompt, options, self.think))
+        text, prompt_tokens, completion_tokens, stop, thought, named = parse_chat_reply(
+            response.status_code, response.content, response.headers.get("retry-after"))
+        return Reply(text=text, prompt_tokens=prompt_tokens, completion_tokens=completion_tokens,
+                     stop_reason=stop, thought=thought, model=named)
 
     async def _inspect(self, client: Any) -> ModelInfo:
-        if isinstance(client, _LeanClient):
-            info = await self._inspect_lean(client.lean)
-            if info is not None:
-                return info
         version = await self._server_version()
+        client = client.official
         try:
             listing = await client.list()
         except Exception as exc:
@@ -201,49 +171,6 @@ class OllamaExplainer(RemoteExplainer):
                    "family": details.family if details else None,
                    "size_bytes": int(entry.size) if entry.size is not None else None,
                    "context_length": trained_context(shown.modelinfo),
-                   **({"kind": FAKE_SERVER_KIND} if fake else {})},
-        )
-
-    async def _inspect_lean(self, lean: LeanOllamaHttp) -> ModelInfo | None:
-        """The ModelInfo the official path below builds, read from plain replies without importing
-        ``ollama``, ``httpx`` or pydantic; None hands over to the official path, which then answers or
-        fails exactly as it always did: an error status, a redirect, a refused or dropped connection, a
-        reply the official models might read differently. Raised here: a model the (plain) listing lacks,
-        the official path's own error, and a timeout, for which the official client would wait as long
-        again."""
-        try:
-            version = plain_version(*await lean.get("/api/version"))
-            entries = plain_tags(*await lean.get("/api/tags"))
-        except (NotPlain, ConnectionError):
-            return None
-        except Exception as exc:
-            _raise_timeout(exc)
-            return None
-        entry = next((e for e in entries if e.get("model") and name_matches(self.model, e["model"])), None)
-        if entry is None:
-            raise self._not_found()
-        name = entry["model"]
-        try:
-            shown = plain_show(*await lean.post("/api/show", show_body(name)))
-        except (NotPlain, ConnectionError):
-            return None
-        except Exception as exc:
-            _raise_timeout(exc)
-            return None
-        details = shown.get("details")
-        if details is None:  # ``shown.details or entry.details``: a details object is always truthy
-            details = entry.get("details")
-        size = entry.get("size")
-        fake = served_by_fake(shown.get("model_info"))
-        return ModelInfo(
-            name=name, backend=self.backend, digest=normalise_digest(entry.get("digest")),
-            parameter_size=details.get("parameter_size") if details is not None else None,
-            quantization=details.get("quantization_level") if details is not None else None,
-            server_version=version, host=self.host, is_llm=not fake,
-            extra={"capabilities": list(shown.get("capabilities") or []),
-                   "family": details.get("family") if details is not None else None,
-                   "size_bytes": int(size) if size is not None else None,
-                   "context_length": trained_context(shown.get("model_info")),
                    **({"kind": FAKE_SERVER_KIND} if fake else {})},
         )
 
@@ -281,15 +208,17 @@ class OllamaExplainer(RemoteExplainer):
         return BackendError(f"model {self.model} not found on {self.host}; run `ollama pull {self.model}`")
 
 
-class _LeanClient:
-    """The client of one event loop for a plain-http server: generation requests through the lean path
-    (:mod:`.lean_http`), everything else (preflight's listing and model details, redirects) through the
-    official client, created only when first needed."""
+class _Clients:
+    """One event loop's clients of a server: httpx for the chat requests, the official client for the
+    preflight (built when first needed)."""
 
     def __init__(self, explainer: OllamaExplainer) -> None:
+        import httpx
+
         self._explainer = explainer
-        self.lean = LeanOllamaHttp(explainer.url, connect_timeout=explainer.connect_timeout,
-                                   read_timeout=explainer.read_timeout)
+        self.http = httpx.AsyncClient(base_url=explainer.url, timeout=explainer._timeout(),
+                                      headers={**official_headers(), **explainer._basic_auth()},
+                                      **explainer._http())
         self._official: ollama.AsyncClient | None = None
 
     @property
@@ -298,13 +227,7 @@ class _LeanClient:
             self._official = self._explainer._official_client()
         return self._official
 
-    async def list(self) -> Any:
-        return await self.official.list()
-
-    async def show(self, name: str) -> Any:
-        return await self.official.show(name)
-
     async def close(self) -> None:
-        await self.lean.aclose()
+        await self.http.aclose()
         if self._official is not None:
             await self._official.close()

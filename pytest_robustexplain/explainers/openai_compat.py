@@ -25,7 +25,7 @@ from .base import FAKE_SERVER_KIND, ModelInfo, served_by_fake
 from .context import ContextWindow, window_from_openai_entry
 from .prompt import PromptTemplate
 from .remote import RemoteExplainer, Reply, http_options
-from .reply import MAX_REPLY_BYTES, MalformedReply, ReplyTooLarge, token_count
+from .reply import MalformedReply, token_count
 from .retry import RetryPolicy, connect_cause, describe_error, is_connect_failure, status_of
 
 DEFAULT_BASE_URL = DEFAULT_HOSTS["openai"]
@@ -97,7 +97,7 @@ class OpenAICompatExplainer(RemoteExplainer):
             "max_tokens": num_predict,
             "stream": False,
         }
-        response = await _bounded(client, "POST", "chat/completions", json=body)
+        response = await client.post("chat/completions", json=body)
         response.raise_for_status()
         return self._parse_completion(response)
 
@@ -128,7 +128,7 @@ class OpenAICompatExplainer(RemoteExplainer):
                      whole_count=_counts_cache(usage, data.get("timings")), model=data.get("model"))
 
     async def _inspect(self, client: Any) -> ModelInfo:
-        response = await _bounded(client, "GET", "models")
+        response = await client.get("models")
         response.raise_for_status()
         try:
             entries = [e for e in response.json().get("data", []) if isinstance(e, dict)]
@@ -218,28 +218,6 @@ async def _tokenize(client: Any, url: str, text: str, model: str) -> int | None:
             if isinstance(data.get("count"), int):
                 return int(data["count"])
     return None
-
-
-async def _bounded(client: Any, method: str, url: str, **kwargs: Any) -> Any:
-    """The response with its body read, refused unread past :data:`~.reply.MAX_REPLY_BYTES` (a streamed
-    read, so a huge reply is never held whole)."""
-    import httpx
-
-    async with client.stream(method, url, **kwargs) as response:
-        announced = response.headers.get("content-length", "")
-        if announced.isdigit() and int(announced) > MAX_REPLY_BYTES:
-            raise ReplyTooLarge(int(announced))
-        body = bytearray()
-        async for chunk in response.aiter_bytes():  # decoded: a compressed bomb is counted as it unpacks
-            body += chunk
-            if len(body) > MAX_REPLY_BYTES:
-                raise ReplyTooLarge
-    # A whole response again, so errors (raise_for_status, a context error's body) read as they did; its
-    # body is decoded already, so it no longer says how it was encoded or how long it was on the wire.
-    headers = [(k, v) for k, v in response.headers.multi_items()
-               if k.lower() not in ("content-encoding", "content-length", "transfer-encoding")]
-    return httpx.Response(response.status_code, headers=headers, content=bytes(body),
-                          request=response.request)
 
 
 def _counts_cache(usage: Any, timings: Any) -> bool:

@@ -73,20 +73,23 @@ def http_options(url: str) -> dict[str, Any]:
     """httpx client options for ``url``, the same for every client a backend builds: redirects refused
     (:class:`~.retry.Redirected`: the hook sees every 3xx before httpx could follow it), and no certificate
     store for a plain-http server — building one cost ~30 ms per client (an SSL context and the system's
-    certificates), for nothing, since a plain-http server is never left for another.
+    certificates), for nothing, since a plain-http server is never left for another. Every reply is read
+    through :class:`~.transport.BoundedTransport`: decoded as it streams, refused past the reply bound.
 
     Every server gets a connection per request, never a pooled one: httpx keeps whatever a server sent past
     a reply in its parser and hands it to the next request on that connection as *its* reply (a server
     that sent one reply twice had 17 of 20 answers belong to other prompts, over http and https alike), and
     nothing public shows those bytes. A local connection costs a fraction of a millisecond; over https a
-    handshake costs about 4 ms of CPU here (client and server, ``tests/test_lean_http.py``'s server) and a
-    round trip or two over a network — against model calls of seconds. (The lean client, plain http only,
-    pools: it sees every byte and closes a connection that carried one nobody asked for.)"""
+    handshake costs about 4 ms of CPU and a round trip or two over a network — against model calls of
+    seconds."""
     import httpx
 
-    options: dict[str, Any] = {"follow_redirects": False, "event_hooks": {"response": [_refuse_redirect]},
-                               "limits": httpx.Limits(max_keepalive_connections=0)}
-    return {**options, "verify": False} if url.startswith("http://") else options
+    from .transport import BoundedTransport
+
+    inner = httpx.AsyncHTTPTransport(limits=httpx.Limits(max_keepalive_connections=0),
+                                     verify=not url.startswith("http://"))
+    return {"follow_redirects": False, "event_hooks": {"response": [_refuse_redirect]},
+            "transport": BoundedTransport(inner)}
 
 
 async def _refuse_redirect(response: Any) -> None:

@@ -46,7 +46,7 @@ def status_of(exc: BaseException) -> int | None:
 
 def retry_after_of(exc: BaseException) -> float | None:
     """Seconds the server asked the client to wait (``Retry-After``: delay-seconds or an HTTP date), from
-    an error that carries it: an httpx status error's response, or the lean client's ``retry_after``."""
+    an error that carries it: an httpx status error's response, or the Ollama client's ``retry_after``."""
     raw = getattr(exc, "retry_after", None)
     if raw is None:
         headers = getattr(getattr(exc, "response", None), "headers", None)

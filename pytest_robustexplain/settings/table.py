@@ -129,7 +129,8 @@ OPTIONS: tuple[OptionSpec, ...] = (
     enum_opt("cache", CACHE_MODES, "read-write", "Response cache mode ('replay-only' fails on any cache "
              "miss, for offline CI)."),
     opt("cache-dir", parse_path, None, "Response cache directory, shared by pytest and robustexplain run; "
-        "default ./.robustexplain-cache in the rootdir.", metavar="DIR", path="output-dir"),
+        "default ./.robustexplain-cache in the rootdir (a directory the run creates ignores itself in git, "
+        "as pytest's cache does).", metavar="DIR", path="output-dir"),
     opt("json", parse_path, None, "Write the JSON report (the full run) to this file.", metavar="FILE",
         path="output"),
     opt("html", parse_path, None, "Write the HTML report to this file.", metavar="FILE", path="output"),

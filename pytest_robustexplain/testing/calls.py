@@ -8,7 +8,7 @@ from typing import Any
 
 # Names accepted by FakeOllamaServer.script(); "ok" answers normally.
 FAULTS: tuple[str, ...] = ("ok", "fail", "fail500", "hang", "drop", "empty", "refuse", "bloat", "extra",
-                           "trailers")
+                           "trailers", "bomb")
 BLOAT_BYTES = 20_000_000  # what a "bloat" reply's content holds: a server that ignores every limit
 DEFAULT_HANG_SECONDS = 600.0  # longer than any sane client read timeout; stop() releases it
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import re
 import socket
@@ -16,6 +17,7 @@ from urllib.parse import unquote, urlsplit
 
 from ..explainers.base import FAKE_SERVER_OWNER
 from .calls import (
+    BLOAT_BYTES,
     FAIL_MESSAGES,
     Answer,
     ChatCall,
@@ -371,6 +373,10 @@ class _Handler(BaseHTTPRequestHandler):
         if ticket.fault is not None and ticket.fault.kind == "compress":
             self._send_compressed(body, ticket.fault.encoding)
             return
+        if ticket.fault is not None and ticket.fault.kind == "bomb":
+            self._send_bytes(200, bomb_body(), "application/json; charset=utf-8",
+                             headers={"Content-Encoding": "gzip"})
+            return
         self._send_json(200, body)
         if ticket.fault is not None and ticket.fault.kind == "extra":
             self._send_json(200, body)  # unasked; flushed with the first, so it arrives with it
@@ -542,3 +548,11 @@ def reshaped(body: dict[str, Any], fields: tuple[tuple[str, Any], ...]) -> dict[
         else:
             node[last] = value
     return out
+
+
+@functools.cache
+def bomb_body() -> bytes:
+    """A gzip body of about 20 KB that inflates to :data:`BLOAT_BYTES` of spaces (a "bomb" reply)."""
+    import gzip
+
+    return gzip.compress(b" " * BLOAT_BYTES, compresslevel=9)

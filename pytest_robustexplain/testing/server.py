@@ -358,6 +358,11 @@ class FakeOllamaServer:
         or gateway that ignores every limit)."""
         self._queue(Fault("bloat"), _non_negative_count(n, "bloat_next"))
 
+    def bomb_next(self, n: int = 1) -> None:
+        """The next ``n`` chat requests are answered with a gzip body of about 20 KB that inflates to 20 MB
+        (a compression bomb: a client must refuse it by what it inflates to, not by what came)."""
+        self._queue(Fault("bomb"), _non_negative_count(n, "bomb_next"))
+
     def extra_next(self, n: int = 1) -> None:
         """The next ``n`` chat requests are answered twice on their connection: the reply, then the same
         reply again, unasked (a broken proxy or server). A client that reads it as the next request's
@@ -390,8 +395,8 @@ class FakeOllamaServer:
         """Queue faults by name, one per coming chat request, in order.
 
         Names: ``ok`` (normal answer), ``fail`` (503), ``fail500`` (500), ``hang`` (default seconds),
-        ``drop``, ``empty``, ``refuse``, ``bloat``, ``extra``, ``trailers``. All fault methods append to
-        the same queue.
+        ``drop``, ``empty``, ``refuse``, ``bloat``, ``extra``, ``trailers``, ``bomb``. All fault methods
+        append to the same queue.
         """
         if isinstance(faults, str):
             raise ValueError("FakeOllamaServer.script takes a list of fault names, not a single string")
