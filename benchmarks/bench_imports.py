@@ -11,8 +11,8 @@ steadier figure on a shared machine. Which rows a run pays:
   ``scipy.stats`` it imports, TextBlob, sacrebleu;
 - a report that shows the paper's kind analyses (full terminal report, Markdown, HTML, JSON):
   ``scipy.stats``;
-- an ``https://`` Ollama host, or a plain-http server whose replies the lean path does not read itself:
-  ``ollama`` (httpx, pydantic, and the default client it builds at import).
+- a run that calls a model (every backend's client is httpx; the Ollama preflight, the official ``ollama``
+  client, with pydantic and the default client it builds at import).
 
 For where a single import spends its time: ``python -X importtime -c "import nltk"``. Bytecode matters:
 run with ``PYTHONDONTWRITEBYTECODE`` unset (and a warm ``PYTHONPYCACHEPREFIX``, as the first run here

@@ -46,8 +46,10 @@ from pytest_robustexplain.testing import FakeOllamaServer
 TARGET_WALL_S = 3.0
 TARGET_PAIRS_PER_S = 1000.0
 TARGET_RSS_MB = 250.0
-TARGET_COLD_RATIO = 5.0  # the paper protocol's wall time over a trivial pytest run's (issue 15)
-TARGET_WARM_RATIO = 4.0  # a warm rerun (0 model calls) over a trivial pytest run
+# The paper protocol's wall time at zero latency over a trivial pytest run's (issue 15: x5; issue 60: x7, so
+# that no library is re-implemented to meet it), and a warm rerun's (0 model calls: x4, then x5).
+TARGET_COLD_RATIO = 7.0
+TARGET_WARM_RATIO = 5.0
 
 PAPER_MARKER = "min_combined=0.5, min_metric=0.35, users=20, severities=[1, 2, 3, 4, 5]"
 
