@@ -58,10 +58,11 @@ class _Decoded(httpx.AsyncByteStream):
         self.response, self.encoding, self.limit = response, encoding, limit
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
-        # wbits 32 + MAX_WBITS reads a gzip or a zlib header (a "deflate" body is zlib-wrapped as HTTP says).
-        inflater = zlib.decompressobj(32 + zlib.MAX_WBITS) if self.encoding else None
+        inflater = None
         left = self.limit
         async for raw in self.response.aiter_raw():
+            if self.encoding and inflater is None:
+                inflater = inflater_for(self.encoding, raw)
             pieces = [raw] if inflater is None else _inflate(inflater, raw, left + 1)
             for piece in pieces:
                 left -= len(piece)
@@ -71,6 +72,18 @@ class _Decoded(httpx.AsyncByteStream):
 
     async def aclose(self) -> None:
         await self.response.aclose()
+
+
+def inflater_for(encoding: str, first: bytes) -> Any:
+    """The decoder of a body whose first bytes are ``first``: wbits 32 + MAX_WBITS reads a gzip or a zlib
+    header (a "deflate" body is zlib-wrapped, as HTTP says); a deflate body some servers send without the
+    header is read raw."""
+    if encoding == "deflate":
+        try:
+            zlib.decompressobj(32 + zlib.MAX_WBITS).decompress(first[:64], 1)
+        except zlib.error:
+            return zlib.decompressobj(-zlib.MAX_WBITS)
+    return zlib.decompressobj(32 + zlib.MAX_WBITS)
 
 
 def _inflate(inflater: Any, data: bytes, most: int) -> list[bytes]:
