@@ -308,7 +308,7 @@ def test_vectors_of_another_length_than_the_models_first_are_refused() -> None:
 
 # ------------------------------------------------------------------------------ compressed bodies
 @pytest.mark.parametrize("backend", ["ollama", "openai"])
-@pytest.mark.parametrize("encoding", ["gzip", "deflate"])
+@pytest.mark.parametrize("encoding", ["gzip", "deflate", "identity"])
 def test_a_compressed_reply_is_read(backend: str, encoding: str) -> None:
     async def run(server: FakeOllamaServer) -> Explanation:
         explainer = _explainer(backend, server.url)

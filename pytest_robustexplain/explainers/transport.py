@@ -43,7 +43,7 @@ class BoundedTransport(httpx.AsyncBaseTransport):
                                  f"does not read (it asked for {ACCEPTED})")
         headers = [(k, v) for k, v in response.headers.multi_items()
                    if k.lower() not in ("content-encoding", "content-length")]
-        stream = _Decoded(response, encoding, self.limit)
+        stream = _Decoded(response, "" if encoding == "identity" else encoding, self.limit)
         return httpx.Response(response.status_code, headers=headers, stream=stream,
                               extensions=response.extensions, request=request)
 
