@@ -599,3 +599,14 @@ def test_two_disagreeing_judges_give_kappa_the_majority_and_an_unmeasured_gate(
     assert ",judge-b" in report["settings"]["judge_signature"]
     assert "Judges agree (several judges)" in result.stdout.str()
     assert "Judges agree (Cohen's κ)" in render_pr_comment(run_from_dict(report))
+
+
+def test_judges_agreement_that_cannot_be_measured_is_one_plain_sentence() -> None:
+    """Issue 62: "Cohen's κ undefined: every judge gave one verdict only between 2 judges on 6 …"."""
+    from pytest_robustexplain.checks.judge.measure import judges_text
+
+    said = judges_text({"kappa": [None, None, None], "statistic": "Cohen's", "judges": 2, "compared": 6})
+    assert said.startswith("Cohen's κ cannot be measured between 2 judges on 6 explanations: each judge ")
+    assert judges_text({"kappa": [0.12, -0.2, 0.45], "statistic": "Cohen's", "judges": 2, "compared": 6}) == (
+        "Cohen's κ 0.12 [-0.20, 0.45] between 2 judges on 6 explanations; the majority decides (a tie is not "
+        "faithful)")

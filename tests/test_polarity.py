@@ -154,6 +154,8 @@ def test_praising_what_the_user_disliked_is_measured_and_gated(pytester: pytest.
         result.assert_outcomes(failed=1)
         out = result.stdout.str()
         assert "Polarity FAIL" in out and "cite one as a reason to like" in out
+        # No judge ran: its section's heading says what it holds, and no judge (issue 62).
+        assert "Faithfulness (liked vs disliked, from the ratings)" in out and "judge-model" not in out
     else:
         assert found["misattributed"] == 0
         result.assert_outcomes(passed=1)

@@ -88,3 +88,23 @@ def test_your_own_explainer_on_movielens_as_the_readme_runs_it(tmp_path: Path) -
     assert "model recommendation_agent" in out or "recommendation_agent" in out
     html = next(a.split("=", 1)[1] for a in args if a.startswith("--robustexplain-html="))
     assert (tmp_path / html).stat().st_size > 10_000
+
+
+def test_every_report_format_the_readme_names_is_one_the_command_writes(tmp_path: Path) -> None:
+    """Issue 62: the README named `--format … junit|tables`, which the command refused."""
+    from pytest_robustexplain.cli import main
+
+    said = re.search(r"robustexplain report\s+run\.json --format ([a-z|-]+)`, `--tables (\w+)`", README)
+    assert said is not None, "the README's report command moved: keep this test on it"
+    sample = ROOT / "tests" / "data_samples" / "report_sample.json"
+    for fmt in said.group(1).split("|"):
+        assert main(["report", str(sample), "--format", fmt, "-o", str(tmp_path / f"r.{fmt}")]) == 0, fmt
+    assert main(["report", str(sample), "--tables", said.group(2), "-o", str(tmp_path / "t.txt")]) == 0
+
+
+def test_the_examples_readme_lists_every_example() -> None:
+    """Issue 62: it left out ``custom_metric/`` and ``guide_ci/``."""
+    listed = (ROOT / "examples" / "README.md").read_text(encoding="utf-8")
+    examples = [p.name + ("/" if p.is_dir() else "") for p in (ROOT / "examples").iterdir()
+                if p.name != "README.md" and not p.name.startswith((".", "__"))]
+    assert examples and all(f"`{name}`" in listed for name in examples), examples

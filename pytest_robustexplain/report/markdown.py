@@ -29,6 +29,7 @@ from .summary import (
     explanation_text,
     facts,
     failed_gates,
+    faithfulness_heading,
     faithfulness_rows,
     find_gate,
     fmt_d,
@@ -138,8 +139,7 @@ def _details(run: RunResult, summary: Summary, failed: list[FailedGate]) -> list
     lines += table(["Guard", "Value"], [list(row) for row in sensitivity_rows(summary)])
     faithful = faithfulness_rows(summary)
     if faithful:
-        lines += ["", "**Faithfulness** (liked vs disliked, from the ratings; the judge, with judge-model)",
-                  ""]
+        lines += ["", f"**Faithfulness** ({faithfulness_heading(summary)})", ""]
         lines += table(["Check", "Value"], [list(row) for row in faithful])
     mine = check_rows(summary)
     if mine:

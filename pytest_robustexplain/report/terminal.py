@@ -30,6 +30,7 @@ from .summary import (
     explanation_text,
     facts,
     failed_gates,
+    faithfulness_heading,
     faithfulness_rows,
     find_gate,
     fmt_d,
@@ -221,8 +222,7 @@ def _rows_section(title: str, rows: list[tuple[str, str]], width: int) -> list[s
 
 
 def _faithfulness_section(summary: Summary, width: int) -> list[str]:
-    return _rows_section("Faithfulness (liked vs disliked, from the ratings; the judge, with judge-model)",
-                         faithfulness_rows(summary), width)
+    return _rows_section(f"Faithfulness ({faithfulness_heading(summary)})", faithfulness_rows(summary), width)
 
 
 def _checks_section(summary: Summary, width: int) -> list[str]:

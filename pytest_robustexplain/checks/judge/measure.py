@@ -331,10 +331,12 @@ def judges_agreement(texts: Sequence[JudgedText], alpha: float) -> dict[str, Any
 def judges_text(judges: Mapping[str, Any]) -> str:
     """``Cohen's κ 0.12 [-0.20, 0.45] between 2 judges on 6 explanations; the majority decides``."""
     kappa, low, high = judges["kappa"]
-    said = "undefined: every judge gave one verdict only" if kappa is None else (
-        f"{kappa:.2f} [{low:.2f}, {high:.2f}]")
-    return (f"{judges['statistic']} κ {said} between {judges['judges']} judges on {judges['compared']} "
-            "explanations; the majority decides (a tie is not faithful)")
+    between = f"between {judges['judges']} judges on {judges['compared']} explanations"
+    if kappa is None:  # one plain sentence: the agreement cannot be measured, and why
+        said = f"{judges['statistic']} κ cannot be measured {between}: each judge gave the one same verdict"
+    else:
+        said = f"{judges['statistic']} κ {kappa:.2f} [{low:.2f}, {high:.2f}] {between}"
+    return f"{said}; the majority decides (a tie is not faithful)"
 
 
 def people_agreement(texts: Sequence[JudgedText], alpha: float) -> dict[str, Any]:

@@ -24,6 +24,7 @@ from ..summary import (
     describe_changes,
     facts,
     failed_gates,
+    faithfulness_heading,
     faithfulness_rows,
     find_gate,
     fmt_d,
@@ -217,8 +218,8 @@ def _faithfulness(summary: Summary) -> str:
     rows = [[e(label), e(value)] for label, value in faithfulness_rows(summary)]
     if not rows:
         return ""
-    return ("<h3>Faithfulness — liked vs disliked, from the ratings; the judge, with judge-model</h3>"
-            + _table(["", ""], rows) + _judged(summary))
+    return (f"<h3>Faithfulness — {e(faithfulness_heading(summary))}</h3>" + _table(["", ""], rows)
+            + _judged(summary))
 
 
 def _checks(summary: Summary) -> str:

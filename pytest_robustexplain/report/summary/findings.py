@@ -256,6 +256,12 @@ def faithfulness_rows(summary: Summary) -> list[tuple[str, str]]:
     return [*_polarity_rows(summary), *_flip_rows(summary), *_judge_rows(summary)]
 
 
+def faithfulness_heading(summary: Summary) -> str:
+    """What the faithfulness section holds, after its title: the judge named only when one judged."""
+    judged = "; the judge, with judge-model" if summary.faithfulness is not None else ""
+    return f"liked vs disliked, from the ratings{judged}"
+
+
 # The checks table: every check without a section of its own — the user's (a conftest's, the Python API's).
 CHECKS_TITLE = "More checks (outcome · value [bounds] · limit · reason)"
 
