@@ -955,6 +955,30 @@ def test_ids_that_mix_lookalike_scripts_load_and_are_flagged(tmp_path: Path,
     assert code == 0, capsys.readouterr().err
 
 
+def test_two_ids_that_are_one_text_in_two_unicode_forms_are_refused(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 61: "José" composed (NFC) and decomposed (NFD) were two users that read as one in every
+    report."""
+    import json
+    import unicodedata
+
+    from pytest_robustexplain import cli
+
+    composed, decomposed = "Jos\u00e9", unicodedata.normalize("NFD", "Jos\u00e9")
+    users = [{"user_id": uid, "interactions": [{"item_id": "i1", "timestamp": 1, "rating": 4},
+                                               {"item_id": "i2", "timestamp": 2, "rating": 5}]}
+             for uid in (composed, decomposed, "user2")]
+    (tmp_path / "h.json").write_text(json.dumps(users), encoding="utf-8")
+    (tmp_path / "c.json").write_text(json.dumps([{"item_id": i, "title": i, "category": "c"}
+                                                 for i in ("i1", "i2", "i3")]), encoding="utf-8")
+    code = cli.main(["run", "--backend", "template", "--histories", str(tmp_path / "h.json"),
+                     "--catalog", str(tmp_path / "c.json"), "--dry-run", "--progress", "off", "-q"])
+    err = capsys.readouterr().err
+    assert code == cli.EXIT_USAGE, err
+    assert "user ids 'Jose\\u0301' and 'Jos\\xe9' are one text in two Unicode forms" in err, err
+    assert "Traceback" not in err
+
+
 # ---------------------------------------------------------------------------------------------------------
 # Values at their edges (issue 41, item 5): one data error naming the place, never a crash later
 # ---------------------------------------------------------------------------------------------------------

@@ -321,6 +321,17 @@ def compatibility_form(text: str) -> bool:
     return unicodedata.normalize("NFKC", text) != text
 
 
+def one_form_each(ids: Iterable[str], what: str, source: str) -> None:
+    """DataError when two ``ids`` are one text in two Unicode forms ("José" composed and decomposed): two
+    users that read as one in every report, whose histories a run would keep apart."""
+    seen: dict[str, str] = {}
+    for given in sorted(ids):
+        first = seen.setdefault(unicodedata.normalize("NFC", given), given)
+        if first != given:
+            raise DataError(f"{what} ids {first!a} and {given!a} are one text in two Unicode forms "
+                            f"(composed and decomposed); give each {what} one id", source=source)
+
+
 def mixed_script(text: str) -> bool:
     """Whether ``text``'s letters come from more than one of :data:`LOOKALIKE_SCRIPTS` (a homoglyph id)."""
     scripts = {name.split(" ", 1)[0] for name in (unicodedata.name(c, "") for c in text if c.isalpha())}

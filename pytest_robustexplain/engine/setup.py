@@ -63,11 +63,13 @@ def load_configured_dataset(settings: Settings) -> Dataset:
 
 def _flag_lookalike_ids(dataset: Dataset) -> None:
     """A warning naming the user and item ids whose letters mix scripts that look alike (homoglyphs): they
-    load — an id such as "user_Ω" is legitimate — but two of them may read as one in every report."""
-    from ..data.io import lookalike_note
+    load — an id such as "user_Ω" is legitimate — but two of them may read as one in every report; two ids
+    that are one text in two Unicode forms are refused."""
+    from ..data.io import lookalike_note, one_form_each
     from ..errors import RobustExplainWarning, warn
 
     for ids, what in ((dataset.histories, "user"), (dataset.catalog, "item")):
+        one_form_each(ids, what, dataset.name)
         note = lookalike_note(ids, what)
         if note:
             warn(RobustExplainWarning(f"{dataset.name}: {note}"))
