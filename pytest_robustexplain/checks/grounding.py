@@ -47,7 +47,7 @@ class Grounding(ControlCheck):
 
         Alpha, so that the check's false FAIL stays at most alpha: each gated rule has an equal share of it,
         of which its test spends ``CHECK_TEST_SHARE`` and its fixed rule the rest (as
-        guard._grounding_outcome's)."""
+        ``controls.grounding_decision``'s)."""
         from ..stats import ABOVE, BELOW, StopRule, check_alphas
         from . import controls
 

@@ -71,7 +71,7 @@ def _is_httpx(exc: BaseException, name: str) -> bool:
     its identity: code that re-imports httpx (pytester restoring ``sys.modules`` after an in-process run,
     importlib.reload) holds exceptions of another copy of the class, which ``isinstance`` would miss —
     and a refused connection would then be retried and described as an unknown failure. Nor does it
-    import httpx, which a run on the lean client never needs."""
+    import httpx: a run whose replies are all cached calls no client."""
     return any(cls.__name__ == name and cls.__module__.split(".")[0] == "httpx" for cls in type(exc).__mro__)
 
 
