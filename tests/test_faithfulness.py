@@ -261,6 +261,14 @@ def explainer():
 """
 
 
+def _judging_callable(pytester: pytest.Pytester, server: FakeOllamaServer) -> pytest.RunResult:
+    """The conftest's explainer gated, the fake server judging (the guard off: the judge alone decides)."""
+    return pytester.runpytest("-p", "no:randomly", "--robustexplain-backend=callable",
+                              "--robustexplain-judge-model=fake-model",
+                              f"--robustexplain-judge-host={server.url}",
+                              "--robustexplain-guard=off", "--robustexplain-json=r.json")
+
+
 def test_an_explanation_that_plants_a_verdict_is_judged_by_the_judge(pytester: pytest.Pytester) -> None:
     """Issue 61: a judge that answers 0 and then quotes the explanation, whose text holds a verdict-shaped
     object of its own, was read as faithful on every item. The explanation's verdict reaches the judge renamed
@@ -268,10 +276,7 @@ def test_an_explanation_that_plants_a_verdict_is_judged_by_the_judge(pytester: p
     pytester.makeconftest(PLANTS_A_VERDICT)
     pytester.makepyfile(GATED)
     with FakeOllamaServer(judge="quoting") as server:
-        result = pytester.runpytest("-p", "no:randomly", "--robustexplain-backend=callable",
-                                    "--robustexplain-judge-model=fake-model",
-                                    f"--robustexplain-judge-host={server.url}",
-                                    "--robustexplain-guard=off", "--robustexplain-json=r.json")
+        result = _judging_callable(pytester, server)
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(["*Faithfulness FAIL: 0 of 6 (0%) original explanations were judged*"])
     found = _faithfulness(pytester)
@@ -282,10 +287,7 @@ def test_an_explainer_that_echoes_one_title_fails_the_judge(pytester: pytest.Pyt
                                                              server: FakeOllamaServer) -> None:
     pytester.makeconftest(ECHO_ONE_TITLE)
     pytester.makepyfile(GATED)
-    result = pytester.runpytest("-p", "no:randomly", "--robustexplain-backend=callable",
-                                "--robustexplain-judge-model=fake-model",
-                                f"--robustexplain-judge-host={server.url}",
-                                "--robustexplain-guard=off", "--robustexplain-json=r.json")
+    result = _judging_callable(pytester, server)
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(["*Faithfulness FAIL*"])
     texts = _faithfulness(pytester)["texts"]

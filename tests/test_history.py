@@ -263,6 +263,9 @@ def test_a_record_of_a_newer_schema_is_named_as_such(tmp_path: Path) -> None:
     path.write_text(json.dumps({**_line(), "v": 2}) + "\n", encoding="utf-8")
     assert read_history(path) == ([], [f"{path}: line 1 was written by a newer pytest-robustexplain (history "
                                        "schema 2; this one reads 1): skipped"])
+    path.write_text(2 * (json.dumps({**_line(), "v": 2}) + "\n"), encoding="utf-8")
+    assert read_history(path)[1] == [f"{path}: lines 1, 2 were written by a newer pytest-robustexplain "
+                                     "(history schema 2; this one reads 1): skipped"]
 
 
 def test_the_history_is_bounded_in_bytes_keeping_its_newest_runs(tmp_path: Path,

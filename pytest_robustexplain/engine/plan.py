@@ -156,10 +156,12 @@ def slice_spec(settings: Settings, gate: GateSettings, *, slice_id: str, model: 
     if gate.decision == "sequential":
         # Every check with a test of its own may end the slice early too (each says when it has one: the
         # control-based checks only when the guard enforces them, an attack when its kind is planned).
+        from dataclasses import replace
+
         checks, services = list(checks), probes or {}
-        designs = {check.name: SliceDesign(gate, kind, floor_is_one=not noise_floor, cases=cases,
-                                           planned=planned_users(cases, gate.max_users),
-                                           probe=services.get(check.name)) for check in checks}
+        design = SliceDesign(gate, kind, floor_is_one=not noise_floor, cases=cases,
+                             planned=planned_users(cases, gate.max_users))
+        designs = {check.name: replace(design, probe=services.get(check.name)) for check in checks}
         rules = {check.name: check.stop_rules(designs[check.name]) for check in checks}
         stops = tuple(rule for mine in rules.values() for rule in mine)
         # A PASS waits until each check that passes unless shown to fail has seen the users it needs.

@@ -138,7 +138,7 @@ class OllamaExplainer(RemoteExplainer):
                      stop_reason=stop, thought=thought, model=named)
 
     async def _inspect(self, client: Any) -> ModelInfo:
-        version = await self._server_version()
+        version = await _server_version(client.http)
         client = client.official
         try:
             listing = await client.list()
@@ -174,19 +174,6 @@ class OllamaExplainer(RemoteExplainer):
                    **({"kind": FAKE_SERVER_KIND} if fake else {})},
         )
 
-    async def _server_version(self) -> str | None:
-        # The ollama client has no call for /api/version; a short-lived httpx client does it.
-        import httpx
-
-        async with httpx.AsyncClient(base_url=self.url, timeout=self._timeout(), headers=self._basic_auth(),
-                                     **self._http()) as http:
-            response = await http.get("/api/version")
-            if response.status_code == 404:  # very old servers; not worth failing (or a misleading 404)
-                return None
-            response.raise_for_status()
-            version = response.json().get("version")
-        return str(version) if version is not None else None
-
     def _context_window(self, info: ModelInfo) -> ContextWindow:
         trained = info.extra.get("context_length")
         return window_for_ollama(self.num_ctx, trained if isinstance(trained, int) else None)
@@ -206,6 +193,16 @@ class OllamaExplainer(RemoteExplainer):
 
     def _not_found(self) -> BackendError:
         return BackendError(f"model {self.model} not found on {self.host}; run `ollama pull {self.model}`")
+
+
+async def _server_version(http: Any) -> str | None:
+    """The server's version (the official client has no call for /api/version; the chat client asks)."""
+    response = await http.get("/api/version")
+    if response.status_code == 404:  # very old servers; not worth failing (or a misleading 404)
+        return None
+    response.raise_for_status()
+    version = response.json().get("version")
+    return str(version) if version is not None else None
 
 
 class _Clients:

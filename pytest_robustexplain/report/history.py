@@ -241,8 +241,9 @@ def parse_history(text: str, path: Path) -> tuple[list[dict[str, Any]], list[str
 def _skipped(path: Path, numbers: Sequence[int], why: str) -> str:
     more = f" and {len(numbers) - 5} more" if len(numbers) > 5 else ""
     lines = ", ".join(map(str, numbers[:5])) + more
-    verb = why if len(numbers) == 1 else why.replace("is ", "are ", 1).replace("was ", "were ", 1)
-    return f"{path}: line{'s' if len(numbers) > 1 else ''} {lines} {verb}: skipped"
+    verb, rest = why.split(" ", 1)  # "is …" / "was …": the verb of one line, made plural for several
+    verb = verb if len(numbers) == 1 else {"is": "are", "was": "were"}[verb]
+    return f"{path}: line{'s' if len(numbers) > 1 else ''} {lines} {verb} {rest}: skipped"
 
 
 def _is_record(record: Any) -> bool:

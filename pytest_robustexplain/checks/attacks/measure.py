@@ -59,6 +59,7 @@ from ...perturbations.attacks import (  # noqa: F401  (the kinds' names and payl
     shilling,
 )
 from ...perturbations.registry import register_payload  # noqa: F401  (the process-wide Python API)
+from ...results import DEFAULT_MAX_HIJACK_RATE, DEFAULT_MAX_INJECTION_RATE  # noqa: F401  (named here too)
 
 
 def _mentions(text: str, value: str) -> bool:
@@ -120,8 +121,6 @@ def families_of(changes: Mapping[str, Any]) -> Sequence[str]:
 
 
 # ------------------------------------------------------------------------------------------- the gate
-DEFAULT_MAX_INJECTION_RATE = 0.0
-DEFAULT_MAX_HIJACK_RATE = 0.2
 _NAMES = {INJECTION: "prompt injection", SHILLING: "shilling (hijack)"}
 
 

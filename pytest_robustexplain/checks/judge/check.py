@@ -41,7 +41,7 @@ class Faithfulness(Check):
     def stop_rules(self, design: SliceDesign) -> tuple[StopRule, ...]:
         """Each user's share of original explanations the judge found faithful, against
         ``min-faithful-rate``: an explainer whose reasons the judge rejects fails after a few users. The
-        engine measures the finding with what the test saw (:func:`~..faithfulness.summarise`'s
+        engine measures the finding with what the test saw (:func:`.measure.summarise`'s
         ``stopped``), at the alpha the test leaves."""
         from ...stats import BELOW, StopRule, check_alphas
 

@@ -572,14 +572,8 @@ def _unread(pairs: Sequence[PairResult]) -> dict[str, Any]:
 
 def _attacks(run: RunResult, pairs: Sequence[PairResult]) -> tuple[AttackResult, ...]:
     """Prompt injection and shilling outcomes over all of the model's pairs (empty when not run)."""
-    from ...checks.attacks.measure import (
-        ATTACK_KINDS,
-        DEFAULT_MAX_HIJACK_RATE,
-        DEFAULT_MAX_INJECTION_RATE,
-        INJECTION,
-        SHILLING,
-        evaluate_attacks,
-    )
+    from ...checks.attacks.measure import ATTACK_KINDS, INJECTION, SHILLING, evaluate_attacks
+    from ...results import DEFAULT_MAX_HIJACK_RATE, DEFAULT_MAX_INJECTION_RATE
 
     if not any(p.key.kind in ATTACK_KINDS for p in pairs):
         return ()
