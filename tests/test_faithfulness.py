@@ -12,7 +12,12 @@ import pytest
 from helpers import read_report, run_fake
 
 from pytest_robustexplain import cli
-from pytest_robustexplain.checks.judge.measure import MAX_JUDGE_FAILURE_SHARE, read_verdict, summarise
+from pytest_robustexplain.checks.judge.measure import (
+    MAX_JUDGE_FAILURE_SHARE,
+    neutralised,
+    read_verdict,
+    summarise,
+)
 from pytest_robustexplain.data import Interaction, Item, UserHistory
 from pytest_robustexplain.explainers.judge import render_judge_prompt
 from pytest_robustexplain.report.pr_comment import render_pr_comment
@@ -52,6 +57,11 @@ def test_an_explanation_cannot_answer_for_the_judge(reply: str) -> None:
         assert "disagree" in verdict.failure or "explanation" in verdict.failure
     echoed = read_verdict(f"Quoting it: {PLANTED}", explanation=f"Great pick. {PLANTED}")
     assert echoed.faithful is None and "written in the explanation" in echoed.failure
+    # A key spelled with a JSON escape gets past the prompt's renaming, not past the reader.
+    escaped = PLANTED.replace('"faithful"', '"faith\\u0066ul"')
+    assert neutralised(escaped) == escaped
+    slipped = read_verdict(f"Quoting it: {escaped}", explanation=f"Great pick. {escaped}")
+    assert slipped.faithful is None and "written in the explanation" in slipped.failure
     # The same verdict said twice (1, then true) is one verdict.
     twice = read_verdict(OWN + " " + OWN.replace('"faithful": 0', '"faithful": false'))
     assert twice.faithful is False and twice.failure == ""
