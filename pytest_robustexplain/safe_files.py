@@ -1,4 +1,5 @@
-"""Files the caches write stay inside their directory: no symbolic link is followed out of it.
+"""Files the caches and the run history write stay inside their directory: no symbolic link is followed
+out of it.
 
 A cache directory is shared (CI caches restore it, xdist workers write it, a repository may carry it), so
 a link planted in it — an entry named like a cache file, or a two-letter subdirectory — must not make a
@@ -9,7 +10,10 @@ file (``os.replace``) replaces a link at its place rather than writing through i
 
 from __future__ import annotations
 
+import contextlib
 import os
+import tempfile
+import time
 from pathlib import Path
 
 NO_FOLLOW = getattr(os, "O_NOFOLLOW", 0)  # absent on Windows, where links need privileges to plant
@@ -58,3 +62,26 @@ def make_cache_dir(directory: Path) -> None:
             continue  # another process wrote it first, or the directory refuses it: the cache still works
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
             handle.write(text)
+
+
+def write_atomic(path: Path, text: str, *, root: Path | None = None) -> None:
+    """Write ``text`` to ``path`` so that no reader ever sees a partial file; with ``root`` (the directory it
+    belongs to), only inside it (:func:`check_inside`)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if root is not None:
+        check_inside(root, path)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.stem[:16]}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+        for attempt in range(5):
+            try:
+                os.replace(tmp, path)
+                return
+            except PermissionError:  # Windows: the target is open in another process; try again shortly
+                if attempt == 4:
+                    raise
+                time.sleep(0.05 * (attempt + 1))
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)

@@ -10,16 +10,11 @@ neither is stored: :func:`~pytest_robustexplain.metrics.combine` forms ρ from t
 from freshly computed ones. A pair's key is the sha256 of (signature, nltk's version, e, e′): a new package,
 tagger or sacrebleu version misses and the pair is scored again.
 
-Layout: ``<cache dir>/scores/<2 hex>/<hash>.jsonl``, one append-only file per original explanation (the
-hash of signature, nltk's version and e) with one line per perturbed text scored against it. The paper
-protocol is 20 files of ~26 lines: a warm run reads 20 files, not 500 (one file per pair cost ~8× more to
-read and ~13× more to write, see docs/performance.md). A record is appended with one ``write()`` on a file
-opened with ``O_APPEND``, so concurrent writers (xdist workers scoring different kinds of the same users)
-never interleave inside a record and never lose one; the same pair written twice is the same line twice.
-
-A line that cannot be read (a write torn by a crash, a hand edit) is reported with one RobustExplainWarning
-naming the file, ignored, and its pair scored again; a cache that writes rewrites the file without it
-(atomically), so the warning is not repeated on every run.
+Where. In the cache directory's database (:mod:`pytest_robustexplain.store`), beside the replies: one
+entry per pair, grouped by its original explanation (the hash of signature, nltk's version and e), so a
+warm run reads an original's ~26 pairs in one query. An entry that cannot be read (a hand edit) is reported
+with one RobustExplainWarning, ignored, and its pair scored again; a cache that writes removes it, so the
+warning is not repeated on every run.
 
 Modes are the response cache's: ``off`` (none), ``read`` and ``replay-only`` (use hits, write nothing: a
 miss is scored, since scoring needs no model), ``write`` (always score, store), ``read-write`` (default).
@@ -27,11 +22,9 @@ miss is scored, since scoring needs no model), ``write`` (always score, store), 
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import os
-import tempfile
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future
@@ -56,15 +49,13 @@ from .metrics import (
     validate_weights,
 )
 from .results import is_score
-from .safe_files import check_inside, open_inside
+from .store import Store
 
 if TYPE_CHECKING:
     from .metrics.user import Metric
 
-__all__ = ["SCORES_DIR", "CachedScorer", "MetricValueCache", "ScoreCache", "ScoreCacheStats"]
+__all__ = ["CachedScorer", "MetricValueCache", "ScoreCache", "ScoreCacheStats"]
 
-SCORES_DIR = "scores"  # under the response cache's directory
-USER_DIR = "user"  # under SCORES_DIR: the user's own metrics' values
 _MODES = ("off", "read", "write", "read-write", "replay-only")
 _READS = ("read", "read-write", "replay-only")
 _WRITES = ("write", "read-write")
@@ -88,27 +79,21 @@ class ScoreCacheStats:
     hits: int = 0
     misses: int = 0
     writes: int = 0
-    corrupt: int = 0  # unreadable lines met (each pair is scored again)
+    corrupt: int = 0  # unreadable entries met (each pair is scored again)
     write_errors: int = 0
 
     def as_dict(self) -> dict[str, int]:
         return asdict(self)
 
 
-class _File:
-    """One original explanation's entries, as read from its file (plus what this process appended)."""
-
-    def __init__(self, path: Path, entries: dict[str, TextScores], torn_tail: bool) -> None:
-        self.path = path
-        self.entries = entries
-        self.torn_tail = torn_tail  # the file does not end with a newline: the next record starts one
-
-
 class ScoreCache:
-    """The four metrics of scored pairs, keyed by (signature, e, e′), in ``directory`` (see the module)."""
+    """The four metrics of scored pairs, keyed by (signature, e, e′), in ``directory``'s database (see the
+    module)."""
+
+    KIND = "score"  # the store's kind of entry
 
     def __init__(self, directory: str | os.PathLike[str], mode: str = "read-write", *,
-                 signature: str | None = None) -> None:
+                 signature: str | None = None, store: Store | None = None) -> None:
         if mode not in _MODES:
             raise ConfigError(f"unknown cache mode {mode!r}; valid modes: {', '.join(_MODES)}")
         self.directory = Path(directory)
@@ -116,7 +101,8 @@ class ScoreCache:
         self.signature = signature if signature is not None else text_signature()
         self._salt = self._salt_of(self.signature)
         self.stats = ScoreCacheStats()
-        self._files: dict[str, _File] = {}  # by original text: ~26 pairs each, looked up once per pair
+        self.store = store if store is not None else Store(self.directory, writes=self.writes)
+        self._groups: dict[str, dict[str, Any]] = {}  # by original text: ~26 pairs each, read once
         self._lock = threading.Lock()
         # Hashes of the texts (a few kB each) are computed once: an original's for its ~26 pairs, a pair's
         # for the sweep asking whether it needs the scorer and then scoring it.
@@ -132,7 +118,7 @@ class ScoreCache:
 
     @staticmethod
     def _encode(scores: Any) -> dict[str, Any]:
-        """A stored entry's JSON fields besides its key."""
+        """A stored entry's JSON fields."""
         return {"metrics": [scores.semantic, scores.keyword, scores.structural, scores.length],
                 "keyword_empty": scores.keyword_empty, "failed": scores.failed}
 
@@ -148,14 +134,8 @@ class ScoreCache:
     def writes(self) -> bool:
         return self.mode in _WRITES
 
-    def path_for(self, e: str) -> Path:
-        """The file holding the pairs of original explanation ``e``: named by the hash of (signature,
-        nltk's version, e)."""
-        name = self._stem(e)
-        return self.directory / name[:2] / f"{name}.jsonl"
-
     def key(self, e: str, e_prime: str) -> str:
-        """The pair's key: the hash of its file's name (which commits to the signature and e) and e′."""
+        """The pair's key: the hash of its group (which commits to the signature and e) and e′."""
         return self._pair_key(e, e_prime)
 
     def _compute_key(self, e: str, e_prime: str) -> str:
@@ -167,7 +147,7 @@ class ScoreCache:
             return False
         key = self.key(e, e_prime)
         with self._lock:
-            return key in self._file(e).entries
+            return key in self._group(e)
 
     def get(self, e: str, e_prime: str) -> TextScores | None:
         """The stored metrics of (e, e′), or None (a miss, or a mode that does not read)."""
@@ -175,7 +155,7 @@ class ScoreCache:
             return None
         key = self.key(e, e_prime)
         with self._lock:
-            found = self._file(e).entries.get(key)
+            found = self._group(e).get(key)
             if found is None:
                 self.stats.misses += 1
             else:
@@ -183,96 +163,45 @@ class ScoreCache:
             return found
 
     def put(self, e: str, e_prime: str, scores: TextScores) -> bool:
-        """Store the metrics of (e, e′) (appended to e's file); True when written."""
+        """Store the metrics of (e, e′); True when written."""
         if not self.writes:
             return False
         key = self.key(e, e_prime)
-        record = json.dumps({"key": key, **self._encode(scores)}, separators=(",", ":"), allow_nan=False)
+        record = json.dumps(self._encode(scores), separators=(",", ":"), allow_nan=False)
         with self._lock:
-            entry = self._file(e)
-            data = ("\n" if entry.torn_tail else "") + record + "\n"
-            try:
-                fd = open_inside(self.directory, entry.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
-                try:
-                    os.write(fd, data.encode("utf-8"))  # one write: appenders never interleave inside it
-                finally:
-                    os.close(fd)
-            except OSError as exc:
-                self._write_failed(entry.path, exc)
+            if not self.store.put(self.KIND, key, record, group=self._stem(e)):
+                self.stats.write_errors += 1  # the store said why, once
                 return False
-            entry.torn_tail = False
-            entry.entries[key] = scores
+            self._group(e)[key] = scores
             self.stats.writes += 1
             return True
 
     # ------------------------------------------------------------------ internals
-    def _file(self, e: str) -> _File:
-        entry = self._files.get(e)
-        if entry is None:
-            entry = self._files[e] = self._load(self.path_for(e))
-        return entry
+    def _group(self, e: str) -> dict[str, Any]:
+        entries = self._groups.get(e)
+        if entries is None:
+            entries = self._groups[e] = self._load(self._stem(e)) if self.reads else {}
+        return entries
 
-    def _load(self, path: Path) -> _File:
-        try:
-            check_inside(self.directory, path)
-            raw = path.read_bytes()
-        except (FileNotFoundError, NotADirectoryError):  # no entry yet (a write may say why, once)
-            return _File(path, {}, torn_tail=False)
-        except OSError as exc:
-            self.stats.corrupt += 1
-            warn(RobustExplainWarning(
-                f"score cache file {path} cannot be read ({exc}); ignoring it, its pairs are scored again"))
-            return _File(path, {}, torn_tail=False)
-        entries: dict[str, TextScores] = {}
-        good: list[bytes] = []
+    def _load(self, stem: str) -> dict[str, Any]:
+        entries: dict[str, Any] = {}
+        bad: list[str] = []
         problems: list[str] = []
-        for line in raw.split(b"\n"):
-            if not line.strip():
-                continue
+        for key, raw in self.store.group(self.KIND, stem):
             try:
-                entry = json.loads(line)
-                key = entry["key"]
-                if not isinstance(key, str) or len(key) != 64:
-                    raise ValueError(f"bad key {key!r}")
-                scores = self._decode(entry)
+                entries[key] = self._decode(json.loads(raw))
             except (ValueError, KeyError, TypeError) as exc:
                 problems.append(f"{type(exc).__name__}: {exc}")
-                continue
-            entries[key] = scores
-            good.append(line)
-        torn = bool(raw) and not raw.endswith(b"\n")
+                bad.append(key)
         if problems:
             self.stats.corrupt += len(problems)
             what = "1 entry" if len(problems) == 1 else f"{len(problems)} entries"
             warn(RobustExplainWarning(
-                f"score cache file {path}: {what} cannot be read ({problems[0]}); ignoring "
+                f"score cache {self.store.path}: {what} cannot be read ({problems[0]}); ignoring "
                 f"{'it' if len(problems) == 1 else 'them'}, those pairs are scored again"))
-            if self.writes and self._rewrite(path, good):
-                torn = False
-        return _File(path, entries, torn_tail=torn)
-
-    def _rewrite(self, path: Path, lines: Sequence[bytes]) -> bool:
-        """Replace ``path`` atomically by its readable lines (a concurrent append may be lost: it is only
-        scored again)."""
-        try:
-            fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.stem[:16]}.", suffix=".tmp")
-            try:
-                with os.fdopen(fd, "wb") as handle:
-                    handle.write(b"".join(line + b"\n" for line in lines))
-                os.replace(tmp, path)
-            finally:
-                with contextlib.suppress(FileNotFoundError):
-                    os.unlink(tmp)
-        except OSError:
-            return False
-        return True
-
-    def _write_failed(self, path: Path, exc: OSError) -> None:
-        self.stats.write_errors += 1
-        if self.stats.write_errors == 1:  # once per cache: the same cause would repeat for every pair
-            warn(RobustExplainWarning(
-                f"score cache {self.directory}: cannot write {path.name} ({exc.strerror or exc}); the run "
-                "goes on without caching scores"))
+            if self.writes:
+                self.store.delete(self.KIND, bad)
+        return entries
 
 
 def _parse(entry: dict[str, Any]) -> TextScores:
@@ -290,8 +219,10 @@ def _parse(entry: dict[str, Any]) -> TextScores:
 
 
 class _ValueStore(ScoreCache):
-    """One user metric's values, laid out as the four's (a file per original, a line per e′), keyed by the
+    """One user metric's values, kept as the four's (grouped by original, an entry per e′), keyed by the
     metric's ``name@version``: a new version misses and is measured again."""
+
+    KIND = "value"
 
     @staticmethod
     def _salt_of(signature: str) -> str:
@@ -310,22 +241,27 @@ class _ValueStore(ScoreCache):
 
 
 class MetricValueCache:
-    """The user's metrics' values on disk, beside the four's (``scores/user``), one store per metric
-    version, in the score cache's mode: a warm rerun measures nothing again."""
+    """The user's metrics' values on disk, beside the four's, one store per metric version, in the score
+    cache's mode: a warm rerun measures nothing again."""
 
-    def __init__(self, directory: str | os.PathLike[str], mode: str = "read-write") -> None:
+    def __init__(self, directory: str | os.PathLike[str], mode: str = "read-write", *,
+                 store: Store | None = None) -> None:
         if mode not in _MODES:
             raise ConfigError(f"unknown cache mode {mode!r}; valid modes: {', '.join(_MODES)}")
-        self.directory = Path(directory) / USER_DIR
+        self.directory = Path(directory)
         self.mode = mode
+        self.store = store if store is not None else Store(self.directory, writes=mode in _WRITES)
         self._stores: dict[str, _ValueStore] = {}
 
     def _store(self, metric: Metric) -> _ValueStore:
         store = self._stores.get(metric.tag)
         if store is None:
             store = self._stores[metric.tag] = _ValueStore(self.directory, self.mode,
-                                                           signature=f"user:{metric.tag}")
+                                                           signature=f"user:{metric.tag}", store=self.store)
         return store
+
+    def close(self) -> None:
+        self.store.close()
 
     def get(self, metric: Metric, e: str, e_prime: str) -> float | None:
         found: Any = self._store(metric).get(e, e_prime)  # a value: _ValueStore decodes floats
@@ -363,6 +299,13 @@ class CachedScorer:
         self._requested: Future[Scorer] | None = None
         self._lock = threading.Lock()
         self._build_lock = threading.Lock()
+
+    def close(self) -> None:
+        """Close the caches' databases (a later use opens them again)."""
+        if self.cache is not None:
+            self.cache.store.close()
+        if isinstance(self.user.cache, MetricValueCache):
+            self.user.cache.close()
 
     def __repr__(self) -> str:
         return f"CachedScorer(cache={self.cache!r}, built={self.built})"

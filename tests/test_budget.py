@@ -5,14 +5,17 @@ on how fast this machine is."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
+import sqlite3
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from pytest_robustexplain import cli
+from pytest_robustexplain.store import DB_NAME
 from pytest_robustexplain.testing import FakeOllamaServer
 
 pytestmark = pytest.mark.usefixtures("isolated")
@@ -99,8 +102,9 @@ def test_a_dry_run_estimates_the_time_at_the_pace_a_run_measured(server: FakeOll
     server.latency = 0.05  # each reply takes at least this long
     assert cli.main([*argv, "--json", "r.json"]) == 0
     capsys.readouterr()
-    (pace_file,) = (cache / "pace").iterdir()
-    pace = json.loads(pace_file.read_text(encoding="utf-8"))
+    with contextlib.closing(sqlite3.connect(cache / DB_NAME)) as db:
+        [(kept,)] = db.execute("SELECT value FROM kept WHERE kind = 'pace'").fetchall()
+    pace = json.loads(kept)
     assert pace["model"] == "fake-model" and pace["calls"] == 15 and pace["median_s"] >= 0.05
     assert pace["concurrency"] == 4
     assert cli.main([*argv, "--dry-run", "--users", "20"]) == 0
@@ -124,6 +128,7 @@ def test_a_dry_run_estimates_the_time_at_the_pace_a_run_measured(server: FakeOll
     result.stdout.fnmatch_lines(["*fake-model: ≈ * min for these 100 calls at the pace last measured*"])
     capsys.readouterr()
     # A corrupt record is no estimate (and no error).
-    pace_file.write_text("{not json", encoding="utf-8")
+    with contextlib.closing(sqlite3.connect(cache / DB_NAME)) as db, db:
+        db.execute("UPDATE kept SET value = '{not json' WHERE kind = 'pace'")
     assert cli.main([*argv, "--dry-run"]) == 0
     assert "pace last measured" not in capsys.readouterr().out

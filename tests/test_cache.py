@@ -1,10 +1,12 @@
-"""The response cache: keys, modes, corrupt entries, atomic writes under concurrency, offline replay."""
+"""The response cache: keys, modes, corrupt entries, whole entries under concurrency, offline replay."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import multiprocessing
+import sqlite3
 import threading
 from collections.abc import Coroutine
 from concurrent.futures import ThreadPoolExecutor
@@ -31,9 +33,28 @@ from pytest_robustexplain.explainers.cache import (
 from pytest_robustexplain.explainers.ollama import OllamaExplainer
 from pytest_robustexplain.explainers.retry import RetryPolicy
 from pytest_robustexplain.explainers.template import TemplateExplainer
+from pytest_robustexplain.store import DB_NAME
 from pytest_robustexplain.testing import FakeOllamaServer
 
 T = TypeVar("T")
+
+
+def _raw(directory: Path, key: str) -> str:
+    """An entry's stored text, read with SQLite itself (not through the cache under test)."""
+    with contextlib.closing(sqlite3.connect(directory / DB_NAME)) as db:
+        [(text,)] = db.execute("SELECT value FROM kept WHERE kind = 'reply' AND key = ?", (key,)).fetchall()
+    return str(text)
+
+
+def _edit(directory: Path, key: str, text: str) -> None:
+    """Replace an entry's text by hand, as someone (or a restored cache) could."""
+    with contextlib.closing(sqlite3.connect(directory / DB_NAME)) as db, db:
+        db.execute("UPDATE kept SET value = ? WHERE kind = 'reply' AND key = ?", (text, key))
+
+
+def _entries(directory: Path) -> list[str]:
+    with contextlib.closing(sqlite3.connect(directory / DB_NAME)) as db:
+        return [str(v) for (v,) in db.execute("SELECT value FROM kept WHERE kind = 'reply' ORDER BY key")]
 
 
 def run(coro: Coroutine[Any, Any, T]) -> T:
@@ -100,17 +121,16 @@ def test_keys_are_canonical_and_sensitive_to_everything_that_matters() -> None:
     assert len(keys) == 4 and cache_key(base) not in keys
 
 
-def test_round_trip_layout_and_no_temp_files(tmp_path: Path) -> None:
+def test_round_trip_in_the_directorys_one_database(tmp_path: Path) -> None:
     cache = ResponseCache(tmp_path)
     explanation = Explanation(text="hello", model="m", latency_s=0.5, prompt_tokens=3, completion_tokens=1)
     key = cache_key({"a": 1})
     assert cache.put(key, {"a": 1}, explanation)
-    path = tmp_path / key[:2] / f"{key}.json"
-    assert path.is_file()
-    assert json.loads(path.read_text(encoding="utf-8"))["identity"] == {"a": 1}
+    assert json.loads(_raw(tmp_path, key))["identity"] == {"a": 1}  # read by another connection
     hit = cache.get(key)
     assert hit is not None and hit.cached and hit.text == "hello" and hit.prompt_tokens == 3
-    assert [p.name for p in path.parent.iterdir()] == [path.name]
+    cache.store.close()
+    assert [p.name for p in tmp_path.iterdir()] == [DB_NAME]  # the journal's files go with the last one
     # Failures are never stored.
     failure = Explanation(text="", model="m", failure="error", detail="boom")
     assert not cache.put(cache_key({"b": 2}), {"b": 2}, failure)
@@ -148,15 +168,15 @@ def test_corrupt_entry_is_warned_about_and_regenerated(tmp_path: Path) -> None:
     cache = ResponseCache(tmp_path)
     explainer = CachedExplainer(inner, cache)
     run(explainer.explain(history(), ITEM, seed=1, repeat=0))
-    [entry] = list(tmp_path.glob("??/*.json"))
-    entry.write_text('{"key": "truncated', encoding="utf-8")
+    key = cache_key(inner.request_identity(history(), ITEM, seed=1, repeat=0))
+    _edit(tmp_path, key, '{"key": "truncated')
     queue = WarningQueue()
-    with pytest.warns(RobustExplainWarning, match=str(entry.name)):
+    with pytest.warns(RobustExplainWarning, match=f"entry {key[:12]}… in .*{DB_NAME} is corrupt"):
         with routed_to(queue):  # as the sweep's loop is
             again = run(explainer.explain(history(), ITEM, seed=1, repeat=0))
         queue.flush()  # the read ran on a worker thread; the engine flushes after each wait
     assert not again.cached and inner.calls == 2 and cache.stats.corrupt == 1
-    assert json.loads(entry.read_text(encoding="utf-8"))["explanation"]["text"] == again.text
+    assert json.loads(_raw(tmp_path, key))["explanation"]["text"] == again.text
     assert run(explainer.explain(history(), ITEM, seed=1, repeat=0)).cached
 
 
@@ -169,16 +189,15 @@ def test_an_entry_whose_identity_does_not_match_its_key_is_discarded(tmp_path: P
     explainer = CachedExplainer(inner, cache)
     run(explainer.explain(history(), ITEM, seed=1, repeat=0))
     run(explainer.explain(history(), ITEM, seed=2, repeat=0))
-    first, second = (cache.path_for(cache_key(inner.request_identity(history(), ITEM, seed=s, repeat=0)))
-                     for s in (1, 2))
-    entry = json.loads(first.read_text(encoding="utf-8"))
+    first, second = (cache_key(inner.request_identity(history(), ITEM, seed=s, repeat=0)) for s in (1, 2))
+    entry = json.loads(_raw(tmp_path, first))
     if edit == "identity":
         entry["identity"]["seed"] = 99
     elif edit == "no identity":
         del entry["identity"]
     else:
-        entry["identity"] = json.loads(second.read_text(encoding="utf-8"))["identity"]
-    first.write_text(json.dumps(entry), encoding="utf-8")
+        entry["identity"] = json.loads(_raw(tmp_path, second))["identity"]
+    _edit(tmp_path, first, json.dumps(entry))
     queue = WarningQueue()
     with pytest.warns(RobustExplainWarning, match="identity does not match its key"):
         with routed_to(queue):
@@ -195,16 +214,18 @@ def test_modes(tmp_path: Path, mode: str, reads: bool, writes: bool) -> None:
     seeded = CachedExplainer(CountingExplainer(), ResponseCache(tmp_path / "seed"))
     run(seeded.explain(history(), ITEM, seed=1, repeat=0))
     directory = tmp_path / "seed"
-    before = {p: p.stat().st_mtime_ns for p in directory.glob("??/*.json")}
+    key = cache_key(CountingExplainer().request_identity(history(), ITEM, seed=1, repeat=0))
+    _edit(directory, key, _raw(directory, key).replace('"created": "', '"created": "1999'))  # marked
+    [before] = _entries(directory)
     inner = CountingExplainer()
     explainer = CachedExplainer(inner, ResponseCache(directory, mode))
     result = run(explainer.explain(history(), ITEM, seed=1, repeat=0))
     assert result.cached is reads and inner.calls == (0 if reads else 1)
     run(explainer.explain(history("u2"), ITEM, seed=1, repeat=0))
-    after = set(directory.glob("??/*.json"))
+    after = _entries(directory)
     assert (len(after) == 2) is writes
-    if mode == "write":  # regenerated and rewritten even though the entry existed
-        assert any(p.stat().st_mtime_ns != t for p, t in before.items())
+    if mode == "write":  # regenerated and rewritten even though the entry existed (a new "created")
+        assert before not in after
 
 
 def test_unknown_mode_lists_the_valid_ones(tmp_path: Path) -> None:
@@ -282,12 +303,10 @@ def _write_entries(directory: str, worker: int) -> int:
 
 
 def _check_entries(directory: Path) -> None:
-    files = sorted(directory.glob("??/*.json"))
-    assert len(files) == 8
-    for path in files:
-        entry = json.loads(path.read_text(encoding="utf-8"))
-        assert entry["explanation"]["text"].endswith(_BIG)
-    assert not [p for p in directory.rglob("*.tmp")]
+    entries = _entries(directory)
+    assert len(entries) == 8
+    for raw in entries:
+        assert json.loads(raw)["explanation"]["text"].endswith(_BIG)
 
 
 def test_concurrent_threads_and_processes_never_tear_entries(tmp_path: Path) -> None:

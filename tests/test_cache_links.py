@@ -1,6 +1,6 @@
 """No cache writes through a symbolic link (issue 26 item 6): a link planted in a cache directory — a file
-named like an entry, a two-letter subdirectory, a lock file — is refused with a warning, and nothing is
-created, appended to or replaced outside the cache directory."""
+named as the cache's database or one of its journal files, a lock file — is refused with a warning, and
+nothing is created, appended to or replaced outside the cache directory."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from pytest_robustexplain.explainers.base import Explanation
 from pytest_robustexplain.explainers.cache import ResponseCache
 from pytest_robustexplain.safe_files import LinkRefused, check_inside
 from pytest_robustexplain.score_cache import CachedScorer, ScoreCache
+from pytest_robustexplain.store import DB_NAME
 
 E, E_PRIME = "You will love the Wireless Earbuds Pro.", "The Wireless Earbuds Pro suit you."
 KEY = "ab" + "0" * 62
@@ -28,15 +29,12 @@ def outside(tmp_path: Path) -> Path:
     return there
 
 
-def _plant(path: Path, outside: Path, plant: str) -> dict[str, str]:
-    """A link where the cache will write ``path``: the entry itself, or its two-letter directory; returns
-    what ``outside`` holds before the run."""
-    path.parent.parent.mkdir(parents=True, exist_ok=True)
-    if plant == "entry":
-        path.parent.mkdir()
-        path.symlink_to(outside / "victim.txt")
-    else:
-        path.parent.symlink_to(outside, target_is_directory=True)
+def _plant(root: Path, outside: Path, suffix: str) -> dict[str, str]:
+    """A link where SQLite would open the database or one of its journal files, to a file outside (the
+    database's to an existing file, a journal's to one SQLite would create); what ``outside`` holds before."""
+    root.mkdir(parents=True, exist_ok=True)
+    target = outside / ("victim.txt" if suffix == "" else f"new{suffix}")
+    (root / (DB_NAME + suffix)).symlink_to(target)
     return _snapshot(outside)
 
 
@@ -58,29 +56,32 @@ def test_check_inside_refuses_links_and_parents_outside(tmp_path: Path, outside:
         check_inside(root, root / "cd" / "x.json")
 
 
-@pytest.mark.parametrize("plant", ["entry", "directory"])
-def test_the_score_cache_never_appends_through_a_link(tmp_path: Path, outside: Path, plant: str) -> None:
-    root = tmp_path / "scores"
-    before = _plant(ScoreCache(root).path_for(E), outside, plant)
+SIDE_FILES = ["", "-wal", "-shm", "-journal"]
+
+
+@pytest.mark.parametrize("suffix", SIDE_FILES)
+def test_the_score_cache_never_writes_through_a_link(tmp_path: Path, outside: Path, suffix: str) -> None:
+    root = tmp_path / "cache"
+    before = _plant(root, outside, suffix)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         scorer = CachedScorer(cache=ScoreCache(root))
         scores = scorer.score(E, E_PRIME)
     assert 0 < scores.combined <= 1  # scored all the same
-    assert _snapshot(outside) == before  # nothing appended, nothing created
+    assert _snapshot(outside) == before  # nothing written, nothing created
     said = " ".join(str(w.message) for w in caught if issubclass(w.category, RobustExplainWarning))
     assert "not followed" in said
 
 
-@pytest.mark.parametrize("plant", ["entry", "directory"])
-def test_the_response_cache_never_writes_through_a_link(tmp_path: Path, outside: Path, plant: str) -> None:
+@pytest.mark.parametrize("suffix", SIDE_FILES)
+def test_the_response_cache_never_writes_through_a_link(tmp_path: Path, outside: Path, suffix: str) -> None:
     cache = ResponseCache(tmp_path / "responses")
-    before = _plant(cache.path_for(KEY), outside, plant)
+    before = _plant(cache.directory, outside, suffix)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         assert cache.get(KEY) is None  # a link is no entry
-        cache.put(KEY, {"k": 1}, Explanation(text="hello", model="m"))
-    assert _snapshot(outside) == before and not any(outside.glob(".*.tmp"))
+        assert not cache.put(KEY, {"k": 1}, Explanation(text="hello", model="m"))
+    assert _snapshot(outside) == before
     assert any("not followed" in str(w.message) for w in caught)
 
 

@@ -481,14 +481,17 @@ def test_an_unwritable_cache_directory_is_one_usage_error_before_any_call(
 
 def test_a_full_disk_or_a_directory_in_the_way_only_skips_caching(
         pytester: pytest.Pytester, server: FakeOllamaServer, monkeypatch: pytest.MonkeyPatch) -> None:
-    import errno
+    from pytest_robustexplain.store import Store
 
-    from pytest_robustexplain.explainers import cache as cache_module
+    configure = Store._configure
 
-    def full(path: Any, text: str, **_: Any) -> None:
-        raise OSError(errno.ENOSPC, "No space left on device")
+    def full(self: Store, connection: Any) -> None:  # SQLite's own "disk full": no page may be added
+        configure(self, connection)
+        if self.writes:
+            pages = connection.execute("PRAGMA page_count").fetchone()[0]
+            connection.execute(f"PRAGMA max_page_count = {pages}")
 
-    monkeypatch.setattr(cache_module, "write_atomic", full)
+    monkeypatch.setattr(Store, "_configure", full)
     pytester.makepyfile(MARKED.replace(", min_combined=0.95", ", inconclusive=\"warn\""))  # 3 users
     result = pytester.runpytest("-p", "no:randomly", "--robustexplain-model=fake-model",
                                 f"--robustexplain-host={server.url}", "--robustexplain-cache-dir=c", "-W",
@@ -497,7 +500,7 @@ def test_a_full_disk_or_a_directory_in_the_way_only_skips_caching(
     outcomes = result.parseoutcomes()
     assert outcomes.get("passed", 0) + outcomes.get("failed", 0) == 3  # every item decided, none errored
     result.stdout.fnmatch_lines(
-        ["*cannot write * (No space left on device); the run goes on without caching*"])
+        ["*cannot write (database or disk is full); the run goes on without keeping what it cannot write*"])
 
 
 def test_a_callable_explainer_that_hangs_is_bounded_by_the_timeout(pytester: pytest.Pytester) -> None:

@@ -14,7 +14,8 @@ MOVED = ("guard", "copying", "grounding", "adversarial", "faithfulness", "polari
 
 # Bottom to top. A part is a top-level module or subpackage of pytest_robustexplain.
 LAYERS: tuple[frozenset[str], ...] = (
-    frozenset({"errors", "sanitize", "wording", "yaml_limits", "safe_files", "results", "data", "backends"}),
+    frozenset({"errors", "sanitize", "wording", "yaml_limits", "safe_files", "store", "results", "data",
+               "backends"}),
     frozenset({"perturbations", "metrics", "score_cache", "stats"}),
     frozenset({"options"}),
     frozenset({"checks"}),

@@ -1,11 +1,13 @@
 """The score cache: hits give exactly the scores a fresh Scorer computes, under any weights; a corrupt
-entry is one warning and a recomputation; another signature misses; concurrent appenders lose nothing;
+entry is one warning and a recomputation; another signature misses; concurrent writers lose nothing;
 and a rerun on a warm cache never imports nltk, TextBlob, sacrebleu or scipy.stats."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import multiprocessing
+import sqlite3
 import threading
 import warnings
 from pathlib import Path
@@ -15,6 +17,7 @@ import pytest
 from pytest_robustexplain.errors import ConfigError, RobustExplainWarning
 from pytest_robustexplain.metrics import Scorer, text_signature
 from pytest_robustexplain.score_cache import CachedScorer, ScoreCache
+from pytest_robustexplain.store import DB_NAME
 from pytest_robustexplain.testing import FakeOllamaServer
 
 ORIGINAL = "You will love the Wireless Earbuds Pro because you bought noise-cancelling headphones."
@@ -27,7 +30,7 @@ PAIRS = [
     ("Quickly, slowly.", "Really quickly."),  # no noun or adjective: keyword_empty
     ("User’s pick: sci-fi at 4.5 stars.", "User's pick: sci-fi, 4.5 stars!"),
 ]
-HEAVY = ("nltk", "textblob", "sacrebleu", "scipy", "pytest_robustexplain.metrics.textblob_text")
+HEAVY = ("nltk", "textblob", "sacrebleu", "scipy")
 
 
 def _never() -> Scorer:
@@ -60,16 +63,22 @@ def test_hits_equal_a_fresh_computation_under_any_weights(tmp_path: Path) -> Non
         five.score(*PAIRS[0])
 
 
-def test_layout_one_append_only_file_per_original(tmp_path: Path) -> None:
+def _rows(directory: Path) -> list[tuple[str, str, str]]:
+    """(group, key, text) of every score entry, read with SQLite itself."""
+    with contextlib.closing(sqlite3.connect(directory / DB_NAME)) as db:
+        return list(db.execute("SELECT grp, key, value FROM kept WHERE kind = 'score' ORDER BY grp, key"))
+
+
+def test_entries_are_grouped_by_their_original(tmp_path: Path) -> None:
     cache = _fill(tmp_path).cache
     assert cache is not None
-    files = sorted(tmp_path.glob("??/*.jsonl"))
-    assert files == sorted({cache.path_for(e) for e, _ in PAIRS})
-    lines = cache.path_for(ORIGINAL).read_text(encoding="utf-8").splitlines()
-    assert len(lines) == 4  # ORIGINAL's five pairs but the blank one
-    record = json.loads(lines[0])
-    assert record["key"] == cache.key(*PAIRS[0]) and len(record["metrics"]) == 4
-    assert not list(tmp_path.rglob("*.tmp"))
+    rows = _rows(tmp_path)
+    by_group = {group: [key for g, key, _ in rows if g == group] for group, _, _ in rows}
+    assert len(by_group) == len({e for e, _ in PAIRS})  # one group an original, read in one query
+    mine = [key for key in (cache.key(e, e_prime) for e, e_prime in PAIRS if e == ORIGINAL)
+            if any(key == k for _, k, _ in rows)]
+    assert len(mine) == 4 and sorted(mine) in [sorted(keys) for keys in by_group.values()]  # the blank: none
+    assert all(len(json.loads(text)["metrics"]) == 4 for _, _, text in rows)
 
 
 def test_another_signature_misses(tmp_path: Path) -> None:
@@ -91,38 +100,26 @@ def test_another_signature_misses(tmp_path: Path) -> None:
 def test_corrupt_entry_is_one_warning_then_recomputed_and_dropped(tmp_path: Path) -> None:
     cache = _fill(tmp_path).cache
     assert cache is not None
-    path = cache.path_for(ORIGINAL)
-    lines = path.read_text(encoding="utf-8").splitlines()
-    first = json.loads(lines[0])
-    lines[0] = json.dumps({**first, "metrics": [0.5, 0.5, "x", 0.5]})  # a hand edit
-    lines[1] = lines[1][: len(lines[1]) // 2]  # a write torn by a crash
-    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    cache.store.close()
+    keys = [cache.key(*PAIRS[0]), cache.key(*PAIRS[1])]
+    first = json.loads(dict((k, t) for _, k, t in _rows(tmp_path))[keys[0]])
+    with contextlib.closing(sqlite3.connect(tmp_path / DB_NAME)) as db, db:
+        db.execute("UPDATE kept SET value = ? WHERE key = ?",
+                   (json.dumps({**first, "metrics": [0.5, 0.5, "x", 0.5]}), keys[0]))  # a hand edit
+        db.execute("UPDATE kept SET value = substr(value, 1, 20) WHERE key = ?", (keys[1],))  # cut short
 
     again = ScoreCache(tmp_path)
     scorer = CachedScorer(cache=again)
-    with pytest.warns(RobustExplainWarning, match=r"score cache file .*: 2 entries cannot be read") as caught:
+    with pytest.warns(RobustExplainWarning, match=r"score cache .*: 2 entries cannot be read") as caught:
         scores = [scorer.score(e, e_prime) for e, e_prime in PAIRS]
-    assert len(caught) == 1 and str(path) in str(caught[0].message)
+    assert len(caught) == 1 and DB_NAME in str(caught[0].message)
     assert scores == [Scorer().score(e, e_prime) for e, e_prime in PAIRS]
     assert again.stats.corrupt == 2 and again.stats.writes == 2 and scorer.built
 
     with warnings.catch_warnings():
-        warnings.simplefilter("error")  # rewritten without the bad lines: no warning the next time
+        warnings.simplefilter("error")  # removed and written again: no warning the next time
         third = CachedScorer(cache=ScoreCache(tmp_path), make_scorer=_never)
         assert [third.score(e, e_prime) for e, e_prime in PAIRS] == scores
-
-
-def test_a_torn_last_line_does_not_swallow_the_next_record(tmp_path: Path) -> None:
-    cache = _fill(tmp_path, "write").cache
-    assert cache is not None
-    path = cache.path_for(ORIGINAL)
-    path.write_bytes(path.read_bytes().rstrip(b"\n"))  # the last record lost its newline (still valid)
-    reader = ScoreCache(tmp_path, "write")
-    CachedScorer(cache=reader).score(ORIGINAL, "A brand new perturbed explanation.")
-    assert all(json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip())
-    warm = CachedScorer(cache=ScoreCache(tmp_path, "read"), make_scorer=_never)
-    warm.score(ORIGINAL, "A brand new perturbed explanation.")
-    warm.score(*PAIRS[0])
 
 
 @pytest.mark.parametrize(("mode", "reads", "writes"), [
@@ -144,7 +141,7 @@ def test_an_unwritable_cache_warns_once_and_still_scores(tmp_path: Path) -> None
     blocker = tmp_path / "blocked"
     blocker.write_text("a file where the cache directory should be", encoding="utf-8")
     scorer = CachedScorer(cache=ScoreCache(blocker / "scores"))
-    with pytest.warns(RobustExplainWarning, match="cannot write") as caught:
+    with pytest.warns(RobustExplainWarning, match="scores/robustexplain.sqlite3: cannot be used") as caught:
         scores = [scorer.score(e, e_prime) for e, e_prime in PAIRS]
     assert len(caught) == 1 and scores == [Scorer().score(e, e_prime) for e, e_prime in PAIRS]
 
@@ -194,7 +191,7 @@ def _append(directory: str, worker: int) -> int:
     return worker
 
 
-def test_concurrent_processes_append_without_losing_or_tearing_records(tmp_path: Path) -> None:
+def test_concurrent_processes_write_without_losing_or_tearing_records(tmp_path: Path) -> None:
     context = multiprocessing.get_context("spawn")
     with context.Pool(3) as procs:
         assert sorted(procs.starmap(_append, [(str(tmp_path), w) for w in range(3)])) == [0, 1, 2]
@@ -245,12 +242,9 @@ def test_a_warm_rerun_imports_no_scorer_and_gives_the_same_scores(pytester: pyte
                 for p in pairs]
 
     cold = run(tmp_path / "cold.json")
-    # The cold run builds the scorer: sacrebleu and TextBlob's tagger module, and neither nltk nor the
-    # textblob package (metrics/text.py).
-    cold_modules = set(json.loads(seen.read_text(encoding="utf-8")))
-    assert cold_modules >= {"sacrebleu", "pytest_robustexplain.metrics.textblob_text"}
-    assert not cold_modules & {"nltk", "textblob"}
-    assert list((tmp_path / "cache" / "scores").glob("??/*.jsonl"))
+    # The cold run builds the scorer: sacrebleu, nltk's tokenizer and TextBlob's tagger (metrics/text.py).
+    assert set(json.loads(seen.read_text(encoding="utf-8"))) >= {"sacrebleu", "nltk", "textblob"}
+    assert _rows(tmp_path / "cache")
     calls = server.chat_calls
     warm = run(tmp_path / "warm.json")
     # The warm run without the JSON report: none of the scorer's modules. scipy is the gate's (its share

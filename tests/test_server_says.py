@@ -87,10 +87,9 @@ def test_the_stop_reason_survives_the_response_cache(tmp_path: Path) -> None:
     again = cache.get(key)
     assert again is not None and again.cut and again.cached
     # An entry written before the field existed reads as "not said", not as cut.
-    path = cache.path_for(key)
-    entry = json.loads(path.read_text(encoding="utf-8"))
+    entry = json.loads(cache.store.get("reply", key) or "")
     del entry["explanation"]["stop_reason"]
-    path.write_text(json.dumps(entry), encoding="utf-8")
+    cache.store.put("reply", key, json.dumps(entry))
     older = cache.get(key)
     assert older is not None and older.stop_reason is None and not older.cut
 

@@ -6,8 +6,10 @@ built-in)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
+import sqlite3
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -20,6 +22,7 @@ from pytest_robustexplain.metrics import check_user_weights, weight_items
 from pytest_robustexplain.metrics.user import MetricMeasure, make_metric, split_signature, tags_signature
 from pytest_robustexplain.results import FAIL, PairKey, PairResult, run_from_dict
 from pytest_robustexplain.score_cache import MetricValueCache
+from pytest_robustexplain.store import DB_NAME
 from pytest_robustexplain.sweep import reweighted
 from pytest_robustexplain.testing import FakeOllamaServer
 
@@ -121,7 +124,7 @@ def test_a_batch_of_the_wrong_length_is_refused() -> None:
         MetricMeasure().measure([_pair("a", "b"), _pair("c", "d")], [metric])
 
 
-def test_values_are_cached_on_disk_per_version_and_a_torn_line_is_measured_again(tmp_path: Path) -> None:
+def test_values_are_cached_on_disk_per_version_and_an_unreadable_one_is_measured_again(tmp_path: Path) -> None:
     calls: list[str] = []
 
     def fn(a: str, b: str) -> float:
@@ -136,8 +139,9 @@ def test_values_are_cached_on_disk_per_version_and_a_torn_line_is_measured_again
     v2 = make_metric("quarter", fn, version="2")  # a new version is another metric: measured again
     MetricMeasure(MetricValueCache(tmp_path)).measure([_pair("x", "y")], [v2])
     assert len(calls) == 2
-    (stored,) = [p for p in (tmp_path / "user").rglob("*.jsonl") if '"value"' in p.read_text()][:1]
-    stored.write_text('{"key": "' + "0" * 64 + '", "value": 7}\n', encoding="utf-8")  # out of range
+    with contextlib.closing(sqlite3.connect(tmp_path / DB_NAME)) as db, db:  # one value out of range
+        db.execute("UPDATE kept SET value = '{\"value\": 7}' WHERE kind = 'value' AND "
+                   "key = (SELECT min(key) FROM kept WHERE kind = 'value')")
     with pytest.warns(Warning, match="cannot be read"):
         MetricMeasure(MetricValueCache(tmp_path)).measure([_pair("x", "y")], [v1, v2])
     assert len(calls) == 3  # only the broken one's pair again

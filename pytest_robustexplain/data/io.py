@@ -613,7 +613,6 @@ def _cell(value: Any) -> Any:
     """A DataFrame cell as plain data: missing (NaN, NaT, None) → None, numpy scalars → Python numbers,
     pandas or datetime timestamps → Unix seconds."""
     import datetime
-    import math
 
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return None

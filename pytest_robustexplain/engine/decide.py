@@ -437,7 +437,7 @@ def robustness(gated: GatedSlice, sliced: SliceResult, verdict: Verdict,
     """The record of a decided slice: its pairs, verdict, an interval per quantity, the worst pairs."""
     from .. import stats
     from ..report.summary import worst_pairs
-    from ..results import Robustness, metrics_of
+    from ..results import metrics_of
 
     kind = None if gated.slice == OVERALL else gated.slice
     pairs = sliced.pairs

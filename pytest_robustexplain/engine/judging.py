@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from ..metrics.mentions import Vocabulary
     from ..results import FaithfulnessResult, PolarityResult
     from ..settings import GateSettings, Settings
+    from ..store import Store
     from ..sweep import SliceResult, Sweep
 
 
@@ -139,9 +140,11 @@ class RunJudge:
     """The run's faithfulness judge (``judge-model``): built and preflighted once — a dead judge server or a
     missing judge model fails the run before its calls — then asked for every finished slice."""
 
-    def __init__(self, settings: Settings, *, cache_dir: Path, cross_process: bool = False) -> None:
+    def __init__(self, settings: Settings, *, cache_dir: Path, kept: Store, cross_process: bool = False
+                 ) -> None:
         self.settings = settings
         self._cache_dir = cache_dir
+        self._kept = kept
         self._cross_process = cross_process
         self._judges: list[Judge] = []  # one per judge model, in the order judge-model names them
         self.infos: dict[str, ModelInfo] = {}  # each judge model's facts (its digest), from preflight
@@ -182,7 +185,7 @@ class RunJudge:
 
         judges = []
         for model in self.settings.judge_models:
-            judge = build_judge(self.settings, model=model, cache_dir=self._cache_dir,
+            judge = build_judge(self.settings, model=model, cache_dir=self._cache_dir, kept=self._kept,
                                 cross_process=self._cross_process)
             assert judge is not None
             self.infos[model] = sweep.run_coroutine(judge.explainer.preflight())
@@ -267,7 +270,7 @@ class RunJudge:
                 raise ConfigError(f"max-cost {settings.max_cost:g}: judge model {model!r} has no price "
                                   f"(price: {named}); the judge's calls count — give it one (0/0 for a "
                                   "judge that costs nothing), or a price for every model")
-            measured = load_judge_tokens(self._cache_dir, judge_backend(settings), model)
+            measured = load_judge_tokens(self._kept, judge_backend(settings), model)
             if measured is not None:
                 found.append((model, measured.call_cost(price), f"{model}'s tokens a judge call last time"))
             else:
@@ -303,7 +306,7 @@ class RunJudge:
             price = price_for(self.settings.price, model)
             if price is None:
                 continue
-            measured = load_judge_tokens(self._cache_dir, judge_backend(self.settings), model)
+            measured = load_judge_tokens(self._kept, judge_backend(self.settings), model)
             if measured is None:
                 lines.append(f"{model} (judge): the cost is known once a run has counted a judge call's "
                              "tokens (none recorded yet)")
@@ -320,7 +323,7 @@ class RunJudge:
         from .setup import judge_backend
 
         if self.on:
-            remember_judge_tokens(self._cache_dir, result, backend=judge_backend(self.settings))
+            remember_judge_tokens(self._kept, result, backend=judge_backend(self.settings))
 
     def record(self) -> dict[str, Any]:
         """What the run record says of the judges (settings ``judge_signature``): each model and digest."""

@@ -1,24 +1,22 @@
-"""How fast a model answered last time: recorded after a run in the cache directory, read by ``--dry-run``
-to say what a planned run will take before any call is made."""
+"""How fast a model answered last time: recorded after a run in the cache directory's database
+(:mod:`..store`), read by ``--dry-run`` to say what a planned run will take before any call is made."""
 
 from __future__ import annotations
 
-import contextlib
-import hashlib
 import json
 import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..results import PairResult, RunResult
 
 if TYPE_CHECKING:
+    from ..store import Store
     from ..sweep import SliceSpec
 
 T = TypeVar("T")
-PACE_DIR = "pace"
+PACE = "pace"  # the store's kind of entry
 # Fewer timed calls than this say little about a model's pace (the first call also loads the model).
 MIN_CALLS = 3
 
@@ -84,19 +82,18 @@ def measured_pace(pairs: Sequence[PairResult], *, model: str, backend: str, conc
                 completion)
 
 
-def pace_path(cache_dir: Path, backend: str, model: str) -> Path:
-    digest = hashlib.sha256(f"{backend}\x1f{model}".encode()).hexdigest()[:24]
-    return cache_dir / PACE_DIR / f"{digest}.json"
+def pace_key(backend: str, model: str) -> str:
+    return f"{backend}\x1f{model}"
 
 
-def save_pace(cache_dir: Path, pace: Pace) -> None:
-    """Record the pace (best effort: a cache directory that cannot be written loses nothing else)."""
-    _save(cache_dir, pace_path(cache_dir, pace.backend, pace.model), pace)
+def save_pace(kept: Store, pace: Pace) -> None:
+    """Record the pace (best effort: a store that cannot be written loses nothing else)."""
+    _save(kept, pace_key(pace.backend, pace.model), pace)
 
 
-def load_pace(cache_dir: Path, backend: str, model: str) -> Pace | None:
+def load_pace(kept: Store, backend: str, model: str) -> Pace | None:
     """The recorded pace of ``model`` on ``backend``, None when there is none or it cannot be read."""
-    pace = _load(cache_dir, pace_path(cache_dir, backend, model), Pace)
+    pace = _load(kept, pace_key(backend, model), Pace)
     if pace is None:
         return None
     numbers_ok = (isinstance(pace.median_s, (int, float)) and 0 < pace.median_s < 86_400
@@ -107,25 +104,20 @@ def load_pace(cache_dir: Path, backend: str, model: str) -> Pace | None:
     return pace if numbers_ok and same and tokens_ok else None
 
 
-def _save(cache_dir: Path, path: Path, record: Any) -> None:
-    """A small record (a dataclass) written to ``path`` as JSON, best effort."""
-    from ..explainers.cache import write_atomic
-
-    with contextlib.suppress(OSError):
-        write_atomic(path, json.dumps(asdict(record)), root=cache_dir)
+def _save(kept: Store, key: str, record: Any) -> None:
+    """A small record (a dataclass) kept in the run's store, best effort."""
+    kept.put(PACE, key, json.dumps(asdict(record)))
 
 
-def _load(cache_dir: Path, path: Path, kind: type[T]) -> T | None:
-    """The ``kind`` record at ``path``; None when there is none or it cannot be read: a link planted there
-    (LinkRefused is an OSError), more than 4 KB, not JSON, not the record's fields."""
-    from ..safe_files import check_inside
-
+def _load(kept: Store, key: str, kind: type[T]) -> T | None:
+    """The ``kind`` record kept under ``key``; None when there is none or it cannot be read: more than
+    4 KB, not JSON, not the record's fields."""
+    raw = kept.get(PACE, key)
+    if raw is None or len(raw) > 4096:
+        return None
     try:
-        check_inside(cache_dir, path)
-        if path.stat().st_size > 4096:
-            return None
-        return kind(**json.loads(path.read_text(encoding="utf-8")))
-    except (OSError, ValueError, TypeError):
+        return kind(**json.loads(raw))
+    except (ValueError, TypeError):
         return None
 
 
@@ -134,16 +126,16 @@ def _a_token_mean(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and 0 <= value < 10_000_000
 
 
-def remember_pace(cache_dir: Path, result: RunResult, *, backend: str, concurrency: int) -> None:
+def remember_pace(kept: Store, result: RunResult, *, backend: str, concurrency: int) -> None:
     """Record each model's pace in ``result`` (xdist workers' pairs included) for a later dry run."""
     for model in sorted({p.key.model for p in result.pairs}):
         pace = measured_pace(result.pairs, model=model, backend=backend, concurrency=concurrency,
                              at=result.finished_at)
         if pace is not None:
-            save_pace(cache_dir, pace)
+            save_pace(kept, pace)
 
 
-def pace_lines(cache_dir: Path, backend: str, specs: Mapping[str, Sequence[SliceSpec]],
+def pace_lines(kept: Store, backend: str, specs: Mapping[str, Sequence[SliceSpec]],
                max_minutes: float | None, prices: Mapping[str, Any] | None = None) -> list[str]:
     """What each planned model's calls (``specs``: its slices) will take at the pace a previous run
     recorded — and cost, at its price — and how many users a time budget buys at it."""
@@ -152,7 +144,7 @@ def pace_lines(cache_dir: Path, backend: str, specs: Mapping[str, Sequence[Slice
 
     lines = []
     for model, slices in specs.items():
-        pace = load_pace(cache_dir, backend, model) if model else None
+        pace = load_pace(kept, backend, model) if model else None
         price = price_for(prices, model)
         if pace is None:
             if price is not None and model:
@@ -199,7 +191,7 @@ class JudgeCallTokens:
         return tokens_cost(self.prompt_tokens, self.completion_tokens, price)
 
 
-def remember_judge_tokens(cache_dir: Path, result: RunResult, *, backend: str) -> None:
+def remember_judge_tokens(kept: Store, result: RunResult, *, backend: str) -> None:
     """Record each judge model's mean tokens a call (``result.judge_tokens``, every process's), for the
     next dry run's estimate and max-cost's bound (best effort, as :func:`save_pace`)."""
 
@@ -209,13 +201,13 @@ def remember_judge_tokens(cache_dir: Path, result: RunResult, *, backend: str) -
             continue
         found = JudgeCallTokens(model, backend, replies, round(counts.get("prompt", 0) / replies, 1),
                                 round(counts.get("completion", 0) / replies, 1), result.finished_at)
-        _save(cache_dir, pace_path(cache_dir, backend + JUDGE_SUFFIX, model), found)
+        _save(kept, pace_key(backend + JUDGE_SUFFIX, model), found)
 
 
-def load_judge_tokens(cache_dir: Path, backend: str, model: str) -> JudgeCallTokens | None:
+def load_judge_tokens(kept: Store, backend: str, model: str) -> JudgeCallTokens | None:
     """A judge model's recorded tokens a call on ``backend``; None when there are none or they cannot be
-    read (a planted link, a file too large, numbers out of range)."""
-    found = _load(cache_dir, pace_path(cache_dir, backend + JUDGE_SUFFIX, model), JudgeCallTokens)
+    read (too large, numbers out of range)."""
+    found = _load(kept, pace_key(backend + JUDGE_SUFFIX, model), JudgeCallTokens)
     if found is None:
         return None
     ok = (_a_token_mean(found.prompt_tokens) and _a_token_mean(found.completion_tokens)

@@ -30,6 +30,7 @@ from ..errors import (
     warn,
 )
 from ..explainers.base import ANSWERED_AS, FAILURE_ERROR, INFERRED_CONTEXT, MODEL_FINDINGS, digest_now
+from ..explainers.cache import WRITING_MODES
 from ..perturbations import counted
 from ..results import (
     OVERALL,
@@ -43,6 +44,7 @@ from ..results import (
     gate_scope,
 )
 from ..settings import Spelling
+from ..store import Store
 from .decide import (
     Outcome,
     check_baseline,
@@ -110,6 +112,8 @@ class Run:
         self.kinds = counted(kinds, settings.perturbation_counts)  # None: the process's registry
         self.checks = checks  # the run's checks (None: the process's registry)
         self.cache_dir = cache_directory(settings, base_dir)
+        # The run's one store of what it keeps (its caches and the pace share it: a failure is said once).
+        self.kept = Store(self.cache_dir, writes=settings.cache in WRITING_MODES)
         self.base_dir = base_dir
         self.cross_process = cross_process
         self.extra_settings = dict(extra_settings or {})
@@ -142,7 +146,8 @@ class Run:
         self._changed: dict[str, str] = {}  # model → the digest its server listed at the end (re-pulled)
         self._changed_elsewhere: dict[str, str] = {}  # as other processes (xdist workers) found it
         self._worker_findings: dict[tuple[str, str], dict[str, Any]] = {}  # (model, worker): _adopt_findings
-        self.judging = RunJudge(settings, cache_dir=self.cache_dir, cross_process=cross_process)
+        self.judging = RunJudge(settings, cache_dir=self.cache_dir, kept=self.kept,
+                                cross_process=cross_process)
 
     # ------------------------------------------------------------------------------- inputs
     def say(self, note: str) -> None:
@@ -185,7 +190,7 @@ class Run:
             if price is None:
                 raise ConfigError(f"max-cost {settings.max_cost:g}: model {model!r} has no price (price: "
                                   f"{', '.join(settings.price)}); give it one, or a price for every model")
-            pace = load_pace(self.cache_dir, settings.backend, model) if model else None
+            pace = load_pace(self.kept, settings.backend, model) if model else None
             measured = pace.call_cost(price) if pace is not None else None
             if measured is not None:
                 found.append((measured, f"{model}'s tokens a call last time"))
@@ -215,7 +220,8 @@ class Run:
         if model not in self._explainers:
             explainer = self._make_explainer(model)
             self.register(model, explainer if explainer is not None else build_explainer(
-                self.settings, model, cache_dir=self.cache_dir, cross_process=self.cross_process))
+                self.settings, model, cache_dir=self.cache_dir, cross_process=self.cross_process,
+                kept=self.kept))
         return self._explainers[model]
 
     def register(self, model: str, explainer: Explainer) -> ModelInfo:
@@ -396,7 +402,7 @@ class Run:
             models = max(1, len({s.spec.model for s in self._slices.values()} | set(configured_models(
                 self.settings))))
             slots = self.slots
-            scorer = build_scorer(self.settings, cache_dir=self.cache_dir)
+            scorer = build_scorer(self.settings, cache_dir=self.cache_dir, kept=self.kept)
             budget = self.settings.max_minutes
             self._sweep = Sweep({}, self.dataset.catalog, scorer=scorer, window=2 * slots * models,
                                 budget_s=None if budget is None else 60 * budget, warnings=self.warnings,
@@ -650,11 +656,10 @@ class Run:
 
     def _remember_pace(self, result: RunResult) -> None:
         """Record each model's pace in the cache directory, for a later dry run's time estimate."""
-        from ..explainers.cache import WRITING_MODES
         from .pace import remember_pace
 
         if self.settings.cache in WRITING_MODES:
-            remember_pace(self.cache_dir, result, backend=self.settings.backend, concurrency=self.slots)
+            remember_pace(self.kept, result, backend=self.settings.backend, concurrency=self.slots)
             self.judging.remember(result)
 
     def pace_lines(self) -> list[str]:
@@ -664,7 +669,7 @@ class Run:
         by_model: dict[str, list[SliceSpec]] = {}
         for planned in self._slices.values():
             by_model.setdefault(planned.spec.model, []).append(planned.spec)
-        return pace_lines(self.cache_dir, self.settings.backend, by_model, self.settings.max_minutes,
+        return pace_lines(self.kept, self.settings.backend, by_model, self.settings.max_minutes,
                           self.settings.price)
 
     def _record(self, *, partial: bool, pairs: Sequence[PairResult] = ()) -> RunResult:
@@ -726,4 +731,5 @@ class Run:
     def close(self) -> None:
         if self._sweep is not None:
             self._sweep.close()
+        self.kept.close()
         self.flush_warnings()  # anything the sweep's threads warned of after the last wait

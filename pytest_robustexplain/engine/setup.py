@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from ..perturbations.donors import DonorPool
     from ..score_cache import CachedScorer
     from ..settings import Settings
+    from ..store import Store
     from .plan import Call
 
 
@@ -127,7 +128,7 @@ def backend_options(settings: Settings) -> dict[str, Any]:
 
 
 def build_explainer(settings: Settings, model: str, *, cache_dir: Path, custom: Explainer | None = None,
-                    cross_process: bool = False) -> Explainer:
+                    cross_process: bool = False, kept: Store | None = None) -> Explainer:
     """The explainer for ``model`` (``custom`` when a hook supplied one), behind the response cache, spread
     over the hosts when several are configured, and adding embeddings when an embedding model is set.
 
@@ -137,12 +138,12 @@ def build_explainer(settings: Settings, model: str, *, cache_dir: Path, custom: 
 
     explainer = custom if custom is not None else _backend_explainer(settings, model)
     if settings.cache != "off" and explainer.backend != "template":
-        cache = ResponseCache(cache_dir, settings.cache)
+        cache = ResponseCache(cache_dir, settings.cache, store=kept)
         cache.check_writable()  # before a single model call is spent
         explainer = CachedExplainer(explainer, cache, cross_process=cross_process)
     if settings.embed_model is None:
         return explainer
-    return _with_embeddings(settings, explainer, cache_dir, settings.embed_model)
+    return _with_embeddings(settings, explainer, cache_dir, settings.embed_model, kept)
 
 
 # The judge reasons before its verdict (preferences, reasons, then the JSON): at least this many tokens.
@@ -157,8 +158,8 @@ def judge_backend(settings: Settings) -> str:
     return settings.backend if BACKENDS[settings.backend].default_host else "ollama"
 
 
-def build_judge(settings: Settings, *, cache_dir: Path, cross_process: bool = False, model: str | None = None
-                ) -> Judge | None:
+def build_judge(settings: Settings, *, cache_dir: Path, cross_process: bool = False, model: str | None = None,
+                kept: Store | None = None) -> Judge | None:
     """The faithfulness judge (None without ``judge-model``): its model on its backend and host, asked at
     temperature 0 with room to reason, behind the response cache like the explanations."""
     from dataclasses import replace
@@ -178,25 +179,26 @@ def build_judge(settings: Settings, *, cache_dir: Path, cross_process: bool = Fa
         options["api_key"] = os.environ.get(settings.api_key_env) or None
     explainer: Any = make_explainer(backend, model or settings.judge_models[0], **options)
     if settings.cache != "off":
-        cache = ResponseCache(cache_dir, settings.cache)
+        cache = ResponseCache(cache_dir, settings.cache, store=kept)
         cache.check_writable()
         explainer = CachedExplainer(explainer, cache, cross_process=cross_process)
     criteria = read_criteria(settings.judge_criteria) if settings.judge_criteria is not None else ""
     return Judge(explainer, seed=settings.seed, criteria=criteria)
 
 
-def build_scorer(settings: Settings, *, cache_dir: Path | None = None) -> CachedScorer:
-    """The run's scorer, with the run's weights: behind the score cache in ``cache_dir/scores`` (the
+def build_scorer(settings: Settings, *, cache_dir: Path | None = None, kept: Store | None = None
+                 ) -> CachedScorer:
+    """The run's scorer, with the run's weights: behind the score cache in ``cache_dir`` (the
     response cache's directory and mode) when the response cache is on, so a rerun on cached explanations
     never builds the metrics' Scorer (nltk, TextBlob, sacrebleu). Like the response cache, none for the
     template backend (its runs are throwaway) or with ``cache=off``; the Scorer is then built on the first
     pair, not here. The user's own metrics' values are cached beside the four's, in the same mode."""
-    from ..score_cache import SCORES_DIR, CachedScorer, MetricValueCache, ScoreCache
+    from ..score_cache import CachedScorer, MetricValueCache, ScoreCache
 
     cache = user_cache = None
     if cache_dir is not None and settings.cache != "off" and settings.backend != "template":
-        cache = ScoreCache(cache_dir / SCORES_DIR, settings.cache)
-        user_cache = MetricValueCache(cache_dir / SCORES_DIR, settings.cache)
+        cache = ScoreCache(cache_dir, settings.cache, store=kept)
+        user_cache = MetricValueCache(cache_dir, settings.cache, store=kept)
     return CachedScorer(weights=settings.weights, cache=cache, user_cache=user_cache)
 
 
@@ -218,9 +220,10 @@ def cached_count(settings: Settings, model: str, cache_dir: Path, calls: Iterabl
         if info is None or adopt is None:
             return None
         adopt(info)  # the digest and resolved name the keys carry (a re-pulled model will miss)
-        return sum(cache.path_for(cache_key(explainer.request_identity(h, i, seed=s, repeat=r))).is_file()
+        return sum(cache.has(cache_key(explainer.request_identity(h, i, seed=s, repeat=r)))
                    for h, i, s, r in calls)
     finally:
+        cache.store.close()
         asyncio.run(explainer.aclose())
 
 
@@ -238,7 +241,7 @@ def _backend_explainer(settings: Settings, model: str) -> Explainer:
 
 
 def _with_embeddings(settings: Settings, explainer: Explainer, cache_dir: Path,
-                     embed_model: str) -> Explainer:
+                     embed_model: str, kept: Store | None) -> Explainer:
     """The opt-in fifth metric: explanations carry vectors from the embedding model on the first host."""
     from ..explainers.embedding import with_embeddings
     from ..explainers.ollama import resolve_host
@@ -248,7 +251,8 @@ def _with_embeddings(settings: Settings, explainer: Explainer, cache_dir: Path,
     host = settings.hosts[0] if settings.hosts else (DEFAULT_HOSTS["openai"] if api == "openai"
                                                      else resolve_host(None))
     return with_embeddings(explainer, embed_model, host=host, api=api, cache_dir=cache_dir,
-                           cache_mode=settings.cache, api_key=os.environ.get(settings.api_key_env) or None,
+                           cache_mode=settings.cache, store=kept,
+                           api_key=os.environ.get(settings.api_key_env) or None,
                            timeout=settings.timeout, connect_timeout=settings.connect_timeout,
                            max_attempts=settings.retries + 1, seed=settings.seed)
 

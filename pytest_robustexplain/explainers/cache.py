@@ -2,24 +2,24 @@
 
 Key: sha256 of the canonical JSON of the explainer's ``request_identity`` — backend, model digest, full
 prompt, options, seed and repeat index — so repeats are distinct entries and a re-pulled model (new
-digest) misses. Layout: one file per entry, ``<directory>/<first 2 hex>/<hash>.json``, written to a
-temporary file in the same directory and moved into place with ``os.replace``: readers and concurrent
-writers (threads, xdist workers) see either no entry or a whole one, never a torn file. Two writers of
-the same key write the same content, so the last rename winning is harmless.
+digest) misses. Entries live in the cache directory's database (:mod:`pytest_robustexplain.store`): a
+reader or a concurrent writer (threads, xdist workers) sees no entry or a whole one. Two writers of the same
+key write the same content, so the last one winning is harmless.
 
 Only successful explanations are stored; failures are always regenerated. An unreadable or corrupt
-entry is reported with a RobustExplainWarning naming the file, then ignored and overwritten.
+entry is reported with a RobustExplainWarning naming it, then ignored and overwritten.
 
 Modes: ``off`` (no cache), ``read`` (use hits, write nothing), ``write`` (always generate, store),
 ``read-write`` (default), ``replay-only`` (never call the model; a miss raises CacheMissError). For
-replay without a server, the model facts learned at preflight are stored too
-(``<directory>/models/``) and replayed instead of contacting the server.
+replay without a server, the model facts learned at preflight are stored too and replayed instead of
+contacting the server.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import hashlib
 import json
 import os
@@ -34,13 +34,15 @@ from typing import Any
 
 from ..data import EvalCase, Item, UserHistory
 from ..errors import CacheMissError, ConfigError, RobustExplainWarning, warn
-from ..safe_files import check_inside, make_cache_dir, open_inside
+from ..safe_files import make_cache_dir, open_inside
+from ..store import DB_NAME, Store
 from .base import Explainer, Explanation, ModelInfo, context_check, digest_now
 from .context import ContextWindow
 
 CACHE_MODES: tuple[str, ...] = ("off", "read", "write", "read-write", "replay-only")
 WRITING_MODES: tuple[str, ...] = ("write", "read-write")  # the modes that store what they fetch
 ENTRY_FORMAT = 1
+REPLY, MODEL = "reply", "model"  # the store's kinds of entry
 _EXPLANATION_FIELDS = ("text", "model", "latency_s", "prompt_tokens", "completion_tokens")
 # Newer than the entry format: absent from older entries (None, False, "" then). A truncated prompt's reply
 # is stored with its flag and the sentence saying how far the prompt overran the context.
@@ -75,29 +77,6 @@ class ReplayMissError(CacheMissError):
         self.directory = directory
 
 
-def write_atomic(path: Path, text: str, *, root: Path | None = None) -> None:
-    """Write ``text`` to ``path`` so that no reader ever sees a partial file; with ``root`` (the cache
-    directory it belongs to), only inside it (:func:`~pytest_robustexplain.safe_files.check_inside`)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    if root is not None:
-        check_inside(root, path)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.stem[:16]}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-        for attempt in range(5):
-            try:
-                os.replace(tmp, path)
-                return
-            except PermissionError:  # Windows: the target is open in another process; try again shortly
-                if attempt == 4:
-                    raise
-                time.sleep(0.05 * (attempt + 1))
-    finally:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-
-
 @dataclass
 class CacheStats:
     hits: int = 0
@@ -113,29 +92,44 @@ class CacheStats:
 class ResponseCache:
     """Successful explanations on disk, keyed by request identity."""
 
-    def __init__(self, directory: str | os.PathLike[str], mode: str = "read-write") -> None:
+    def __init__(self, directory: str | os.PathLike[str], mode: str = "read-write", *,
+                 store: Store | None = None) -> None:
+        """``store``: the run's one store of the directory (its caches share it, so a failure is said
+        once); by default a store of its own."""
         self.directory = Path(directory)
         self.mode = validate_mode(mode)
         self.stats = CacheStats()
         self._lock = threading.Lock()  # stats are shared by every thread using this cache
+        self.store = store if store is not None else Store(self.directory, writes=self.writes)
 
     def __repr__(self) -> str:
         return f"ResponseCache({str(self.directory)!r}, mode={self.mode!r})"
 
     def check_writable(self) -> None:
         """Before any model call: a cache that will be written must be writable (one ConfigError naming
-        the directory and the cause, instead of an error on every item or an INTERNALERROR)."""
-        if not self.writes:
-            return
+        the directory and the cause, instead of an error on every item or an INTERNALERROR); what an older
+        release left there is named once."""
         try:
-            make_cache_dir(self.directory)
-            fd, probe = tempfile.mkstemp(dir=self.directory, prefix=".probe-")
-            os.close(fd)
-            os.unlink(probe)
+            if self.writes:
+                make_cache_dir(self.directory)
+                fd, probe = tempfile.mkstemp(dir=self.directory, prefix=".probe-")
+                os.close(fd)
+                os.unlink(probe)
         except OSError as exc:
-            raise ConfigError(f"response cache directory {self.directory}: not writable "
-                              f"({exc.strerror or exc}); give a writable one (cache-dir) or turn the cache "
-                              "off (cache=off)") from None
+            if exc.errno not in (errno.EROFS, errno.ENOSPC):
+                raise ConfigError(f"response cache directory {self.directory}: not writable "
+                                  f"({exc.strerror or exc}); give a writable one (cache-dir) or turn the "
+                                  "cache off (cache=off)") from None
+            # The disk, not the setting: what is kept is still read, nothing more is kept (said once).
+            self.store.unwritable = True
+            warn(RobustExplainWarning(
+                f"response cache directory {self.directory}: {exc.strerror or exc}; the run goes on "
+                "without keeping what it fetches"))
+        old = old_layout(self.directory)
+        if old:
+            warn(RobustExplainWarning(
+                f"response cache {self.directory}: {old} of an older pytest-robustexplain (a file per "
+                f"entry) are not read any more (the cache is {DB_NAME} now); delete them to free the space"))
 
     @property
     def reads(self) -> bool:
@@ -145,24 +139,18 @@ class ResponseCache:
     def writes(self) -> bool:
         return self.mode in WRITING_MODES
 
-    def path_for(self, key: str) -> Path:
-        return self.directory / key[:2] / f"{key}.json"
+    def has(self, key: str) -> bool:
+        """Whether an entry is stored under ``key`` (read as it is: counts nothing)."""
+        return self.store.get(REPLY, key) is not None
 
     def get(self, key: str) -> Explanation | None:
         """The stored explanation (``cached=True``), or None on a miss or a corrupt entry."""
-        path = self.path_for(key)
-        try:
-            check_inside(self.directory, path)
-            raw = path.read_text(encoding="utf-8")
-        except FileNotFoundError:
+        raw = self.store.get(REPLY, key)
+        if raw is None:
             self._count("misses")
             return None
-        except (OSError, UnicodeDecodeError) as exc:
-            return self._corrupt(path, f"cannot be read ({exc})")
         try:
             entry = json.loads(raw)
-            if entry.get("key") != key:
-                raise ValueError(f"it holds key {entry.get('key')!r}")
             # The key names the request; the identity stored beside it must still hash to it, or the entry
             # was edited (or copied from another request) and its text answers something else.
             if not isinstance(entry.get("identity"), dict) or cache_key(entry["identity"]) != key:
@@ -179,7 +167,7 @@ class ResponseCache:
                 raise ValueError("its text is missing or empty")
             explanation = Explanation(**fields, cached=True)
         except (ValueError, KeyError, TypeError, AttributeError) as exc:
-            return self._corrupt(path, f"is corrupt ({type(exc).__name__}: {exc})")
+            return self._corrupt(key, f"is corrupt ({type(exc).__name__}: {exc})")
         self._count("hits")
         return explanation
 
@@ -189,30 +177,16 @@ class ResponseCache:
             return False
         entry = {
             "format": ENTRY_FORMAT,
-            "key": key,
             "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             "identity": identity,
             "explanation": {name: getattr(explanation, name)
                             for name in (*_EXPLANATION_FIELDS, *_OPTIONAL_FIELDS)},
         }
-        try:
-            write_atomic(self.path_for(key), json.dumps(entry, ensure_ascii=False, indent=1, sort_keys=True),
-                         root=self.directory)
-        except OSError as exc:
-            # A full disk or a directory in the way: the explanation is still good, only not cached.
-            self._write_failed(self.path_for(key), exc)
-            return False
-        self._count("writes")
-        return True
-
-    def _write_failed(self, path: Path, exc: OSError) -> None:
-        self._count("write_errors")
-        with self._lock:
-            first = self.stats.write_errors == 1
-        if first:  # once per cache: the same cause would repeat for every entry
-            warn(RobustExplainWarning(
-                f"response cache {self.directory}: cannot write {path.name} ({exc.strerror or exc}); "
-                "the run goes on without caching what cannot be written"))
+        # A full disk or a read-only one: the explanation is still good, only not cached (the store says
+        # so once).
+        written = self.store.put(REPLY, key, json.dumps(entry, ensure_ascii=False, sort_keys=True))
+        self._count("writes" if written else "write_errors")
+        return written
 
     @contextlib.contextmanager
     def key_lock(self, key: str) -> Iterator[None]:
@@ -241,32 +215,26 @@ class ResponseCache:
                 fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
 
     # ------------------------------------------------------------------ model facts for offline replay
-    def _model_path(self, backend: str, model: str) -> Path:
-        digest = hashlib.sha256(f"{backend}\0{model}".encode()).hexdigest()[:24]
-        return self.directory / "models" / f"{digest}.json"
-
     def put_model_info(self, info: ModelInfo) -> None:
         """Remember what preflight learned, so replay-only runs can rebuild the same cache keys."""
         if self.writes:
             data = {"requested": info.extra.get("requested", info.name), **asdict(info)}
-            path = self._model_path(info.backend, str(data["requested"]))
-            try:
-                text = json.dumps(data, ensure_ascii=False, indent=1, sort_keys=True, default=str)
-                write_atomic(path, text, root=self.directory)
-            except OSError as exc:
-                self._write_failed(path, exc)
+            self.store.put(MODEL, _model_key(info.backend, str(data["requested"])),
+                           json.dumps(data, ensure_ascii=False, sort_keys=True, default=str))
 
     def get_model_info(self, backend: str, model: str) -> ModelInfo | None:
         """The recorded ModelInfo for (backend, requested model name), or None."""
-        path = self._model_path(backend, model)
+        raw = self.store.get(MODEL, _model_key(backend, model))
+        if raw is None:
+            return None
         try:
-            data = json.loads(path.read_text(encoding="utf-8"))
+            data = json.loads(raw)
             data.pop("requested", None)
             return ModelInfo(**data)
-        except FileNotFoundError:
-            return None
-        except (OSError, ValueError, TypeError) as exc:
-            warn(RobustExplainWarning(f"ignoring unreadable cache file {path}: {exc}"))
+        except (ValueError, TypeError, AttributeError) as exc:
+            warn(RobustExplainWarning(
+                f"response cache {self.store.path}: ignoring the unreadable model facts of {model!r} "
+                f"({exc})"))
             return None
 
     # ------------------------------------------------------------------ internals
@@ -274,11 +242,12 @@ class ResponseCache:
         with self._lock:
             setattr(self.stats, name, getattr(self.stats, name) + 1)
 
-    def _corrupt(self, path: Path, problem: str) -> Explanation | None:
+    def _corrupt(self, key: str, problem: str) -> Explanation | None:
         self._count("corrupt")
         self._count("misses")
         warn(RobustExplainWarning(
-            f"response cache entry {path} {problem}; ignoring it, it will be regenerated"))
+            f"response cache entry {key[:12]}… in {self.store.path} {problem}; ignoring it, it will be "
+            "regenerated"))
         return None
 
 
@@ -385,6 +354,7 @@ class CachedExplainer:
 
     async def aclose(self) -> None:
         await self.inner.aclose()
+        self.cache.store.close()
 
     async def current_digest(self) -> str | None:
         """The inner explainer's (none when replaying: no server is asked)."""
@@ -414,6 +384,24 @@ class CachedExplainer:
             f"key {key[:12]}…) in {self.cache.directory}; rerun with --robustexplain-cache=read-write and "
             "the model server running to record it",
             user_id=history.user_id, item_id=item.item_id, key=key, directory=self.cache.directory)
+
+
+def _model_key(backend: str, model: str) -> str:
+    return f"{backend}\0{model}"
+
+
+def old_layout(directory: Path) -> str:
+    """What an older release left in a cache directory (its folders of one file per entry), or ""."""
+    names = ("scores", "models", "pace", "embeddings")
+    try:
+        old = sorted(p.name for p in directory.iterdir() if p.is_dir() and not p.is_symlink() and (
+            p.name in names or (len(p.name) == 2 and all(c in "0123456789abcdef" for c in p.name))))
+    except OSError:
+        return ""
+    if not old:
+        return ""
+    shown = ", ".join(old[:4]) + (", …" if len(old) > 4 else "")
+    return f"{len(old)} folder{'s' if len(old) > 1 else ''} ({shown})"
 
 
 def _with_requested(info: ModelInfo, requested: str) -> ModelInfo:

@@ -19,7 +19,6 @@ vectors; it is recorded beside the vectors for ``replay-only`` runs, which reach
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import math
 import os
@@ -32,10 +31,10 @@ from typing import Any
 
 from ..data import EvalCase, Item, UserHistory
 from ..errors import BackendError, CacheMissError
-from ..safe_files import check_inside
 from ..sanitize import redact_path, split_credentials
+from ..store import Store
 from .base import Explainer, Explanation, ModelInfo, context_check, digest_now
-from .cache import WRITING_MODES, cache_key, validate_mode, write_atomic
+from .cache import WRITING_MODES, cache_key, validate_mode
 from .context import ContextWindow
 from .ollama import name_matches, normalise_digest
 from .openai_compat import model_fingerprint
@@ -49,6 +48,8 @@ from .retry import (
     status_of,
     within_deadline,
 )
+
+EMBEDDING, EMBEDDING_MODEL = "embedding", "embedding-model"  # the store's kinds of entry
 
 Vector = tuple[float, ...]
 EMBED_APIS: tuple[str, ...] = ("ollama", "openai")
@@ -172,35 +173,32 @@ class EmbeddingClient:
 
 
 class EmbeddingCache:
-    """Vectors on disk, one file per text (``<directory>/<2 hex>/<key>.json``), written atomically."""
+    """Vectors on disk, one entry per text, in the cache directory's database (:mod:`..store`)."""
 
-    def __init__(self, directory: str | os.PathLike[str], mode: str = "read-write") -> None:
+    def __init__(self, directory: str | os.PathLike[str], mode: str = "read-write", *,
+                 store: Store | None = None) -> None:
         self.directory = Path(directory)
         self.mode = validate_mode(mode)
+        # A full disk only costs the next run a request (the store says so once).
+        self.store = store if store is not None else Store(self.directory, writes=self.mode in WRITING_MODES)
 
     def key(self, api: str, model: str, digest: str | None, text: str) -> str:
         return cache_key({"api": api, "embed_model": model, "embed_digest": digest, "text": text})
 
-    def _facts_path(self, api: str, model: str) -> Path:
-        return self.directory / "models" / f"{cache_key({'api': api, 'embed_model': model})[:24]}.json"
-
     def put_digest(self, api: str, model: str, digest: str | None) -> None:
         """Record the digest preflight found, so a replay-only run rebuilds the same keys offline."""
-        if self.mode in WRITING_MODES:
-            entry = {"format": 1, "api": api, "embed_model": model, "embed_digest": digest}
-            with contextlib.suppress(OSError):
-                write_atomic(self._facts_path(api, model), json.dumps(entry), root=self.directory)
+        entry = {"format": 1, "api": api, "embed_model": model, "embed_digest": digest}
+        self.store.put(EMBEDDING_MODEL, cache_key({"api": api, "embed_model": model}), json.dumps(entry))
 
     def recorded_digest(self, api: str, model: str) -> str | None:
         """The digest a preflight recorded for (api, model); CacheMissError when none was."""
-        path = self._facts_path(api, model)
         try:
-            check_inside(self.directory, path)
-            entry = json.loads(path.read_text(encoding="utf-8"))
+            entry = json.loads(self.store.get(EMBEDDING_MODEL, cache_key({"api": api, "embed_model": model}))
+                               or "null")
             if entry.get("embed_model") == model and entry.get("api") == api:
                 digest = entry.get("embed_digest")
                 return digest if isinstance(digest, str) else None
-        except (OSError, ValueError, AttributeError):
+        except (ValueError, AttributeError):
             pass
         raise CacheMissError(f"replay-only: no recorded facts for embedding model {model!r} in "
                              f"{self.directory}; run once with the server (cache mode read-write) first")
@@ -208,22 +206,16 @@ class EmbeddingCache:
     def get(self, key: str) -> Vector | None:
         if self.mode not in ("read", "read-write", "replay-only"):
             return None
-        path = self.directory / key[:2] / f"{key}.json"
         try:
-            check_inside(self.directory, path)
-            entry = json.loads(path.read_text(encoding="utf-8"))
+            entry = json.loads(self.store.get(EMBEDDING, key) or "null")
             return tuple(float(x) for x in entry["vector"]) if entry.get("key") == key else None
-        except (OSError, ValueError, KeyError, TypeError):
+        except (ValueError, KeyError, TypeError, AttributeError):
             return None  # missing or unreadable: fetched again (and rewritten)
 
     def put(self, key: str, model: str, vector: Vector) -> None:
-        if self.mode not in WRITING_MODES:
-            return
         entry = {"format": 1, "key": key, "embed_model": model,
                  "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "vector": list(vector)}
-        # A full disk only costs the next run a request (the response cache warns about it once).
-        with contextlib.suppress(OSError):
-            write_atomic(self.directory / key[:2] / f"{key}.json", json.dumps(entry), root=self.directory)
+        self.store.put(EMBEDDING, key, json.dumps(entry))
 
 
 def check_vector(vector: Vector, model: str, host: str, length: int | None = None) -> None:
@@ -317,6 +309,8 @@ class EmbeddingExplainer:
     async def aclose(self) -> None:
         await self.inner.aclose()
         await self.embedder.client.aclose()
+        if self.embedder.cache is not None:
+            self.embedder.cache.store.close()
 
     async def current_digest(self) -> str | None:
         return await digest_now(self.inner)
@@ -328,10 +322,10 @@ class EmbeddingExplainer:
 
 
 def with_embeddings(explainer: Explainer, model: str, *, host: str, api: str, cache_dir: Path | None,
-                    cache_mode: str, **client_options: Any) -> EmbeddingExplainer:
+                    cache_mode: str, store: Store | None = None, **client_options: Any) -> EmbeddingExplainer:
     """``explainer`` whose explanations carry vectors from the embedding ``model`` (cached under
     ``cache_dir/embeddings`` unless ``cache_mode`` is "off"); ``client_options`` as EmbeddingClient's."""
-    cache = None if cache_mode == "off" or cache_dir is None else EmbeddingCache(cache_dir / "embeddings",
-                                                                                  cache_mode)
+    cache = None if cache_mode == "off" or cache_dir is None else EmbeddingCache(cache_dir, cache_mode,
+                                                                                  store=store)
     client = EmbeddingClient(model, host=host, api=api, **client_options)
     return EmbeddingExplainer(explainer, Embedder(client, cache))

@@ -57,7 +57,6 @@ def retry_after_of(exc: BaseException) -> float | None:
     if text.isdigit():
         return float(text)
     import email.utils
-    import time
 
     try:
         when = email.utils.parsedate_to_datetime(text)

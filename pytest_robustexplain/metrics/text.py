@@ -1,12 +1,12 @@
-"""Tokenisation and tagging: nltk's ``RegexpTokenizer`` rule and the taggers, built on first use.
+"""Tokenisation and tagging through the libraries' public APIs, built on first use: nltk's ``RegexpTokenizer``
+on the package's pattern and TextBlob's English Pattern parser (``textblob.en.parser``).
 
-Neither needs ``import nltk`` on the default path, which cost 1.1 s (nearly all of it ``scipy.stats``, which
-nltk's package imports through ``nltk.collocations``) while the first calls' pairs waited to be scored
-(issue 44): the tokenizer is nltk's rule compiled as nltk compiles it (``RegexpTokenizer.tokenize`` is
-the compiled pattern's ``findall``), and TextBlob's Pattern tagger is built from its own module without the
-``textblob`` package, whose ``__init__`` imports nltk for classes the tagger never uses
-(:func:`pattern_parser`). Both are checked token for token and tag for tag against the libraries
-(``tests/test_metrics.py``, ``tests/test_languages.py``)."""
+Importing either costs ~0.7 s (nltk's package imports ``scipy.stats`` through ``nltk.collocations``; the
+``textblob`` package imports nltk), paid by a run that scores a text and never by a warm rerun whose scores
+are all cached (``tests/test_score_cache.py``). The package once compiled nltk's rule itself and loaded
+TextBlob's private ``_text.py`` to skip that second (issue 44); a library release that moved a private file
+would have broken scoring, so it uses the libraries as they publish themselves (issue 60,
+docs/performance.md says what the import costs a cold run)."""
 
 from __future__ import annotations
 
@@ -30,58 +30,20 @@ TaggerFn = Callable[[list[str]], list[tuple[str, str]]]
 
 _build_lock = threading.Lock()
 _parser: Any = None
-# The name TextBlob's Pattern module is loaded under (never ``textblob._text``: the ``textblob`` package it
-# would belong to is not imported), so a test can see whether a run built it.
-PATTERN_MODULE = "pytest_robustexplain.metrics.textblob_text"
+_tokenizer: Any = None
 
 
-_tokenizer: RegexpTokens | None = None
-
-
-class RegexpTokens:
-    """nltk's ``RegexpTokenizer(pattern, flags=flags)`` (``gaps=False``): ``tokenize`` is the compiled
-    pattern's ``findall``, compiled by the engine the installed nltk compiles with — the ``regex`` engine
-    where nltk routes its patterns through ``nltk.redos`` (its ``\\w`` takes a combining mark with its
-    letter, as ``re``'s does not), ``re`` for the releases before. nltk's wall-clock limit a match is left
-    out: the pattern is linear (``benchmarks/bench_text.py``)."""
-
-    def __init__(self, pattern: str, flags: int) -> None:
-        if _nltk_uses_regex():
-            import regex
-
-            self._regexp = regex.compile(pattern, flags)
-        else:
-            self._regexp = re.compile(pattern, flags)
-
-    def tokenize(self, text: str) -> list[str]:
-        tokens: list[str] = self._regexp.findall(text)
-        return tokens
-
-
-def _nltk_uses_regex() -> bool:
-    """Whether the installed nltk compiles its tokenizers' patterns with ``regex`` (it ships ``redos.py``):
-    read from the package's files, without importing it."""
-    import os
-
-    return any(os.path.isfile(os.path.join(root, "redos.py")) for root in _package_roots("nltk"))
-
-
-def _package_roots(name: str) -> list[str]:
-    """The folders of the installed package ``name`` (none when it is not installed), found without
-    running its ``__init__``."""
-    import importlib.util
-
-    spec = importlib.util.find_spec(name)
-    return list(spec.submodule_search_locations or ()) if spec is not None else []
-
-
-def get_tokenizer() -> RegexpTokens:
+def get_tokenizer() -> Any:
+    """nltk's ``RegexpTokenizer(TOKEN_PATTERN, flags=TOKEN_FLAGS)``, built once (every text's tokens pass
+    here, so no lock once it is)."""
     global _tokenizer
-    if _tokenizer is not None:  # built: every text's tokens pass here, so no lock once it is
+    if _tokenizer is not None:
         return _tokenizer
     with _build_lock:
         if _tokenizer is None:
-            _tokenizer = RegexpTokens(TOKEN_PATTERN, TOKEN_FLAGS)
+            from nltk.tokenize import RegexpTokenizer  # imported here: ~0.7 s, only when a text is scored
+
+            _tokenizer = RegexpTokenizer(TOKEN_PATTERN, flags=TOKEN_FLAGS)
         return _tokenizer
 
 
@@ -142,41 +104,16 @@ def _as_is(token: str, tag: str) -> tuple[str, str]:
 
 
 def pattern_parser() -> Any:
-    """TextBlob's English Pattern parser, built as ``textblob/en/__init__.py`` builds it (the same lexicon
-    files, defaults and language) from ``textblob/_text.py``, which imports only the standard library —
-    without the ``textblob`` package, whose ``__init__`` imports nltk. A TextBlob laid out otherwise is used
-    through ``textblob.en`` itself (slower to import, the same tags)."""
+    """TextBlob's English Pattern parser, ``textblob.en.parser`` (imported here: it imports nltk)."""
     global _parser
     if _parser is not None:
         return _parser
     with _build_lock:
         if _parser is None:
-            _parser = _built_parser()
+            from textblob.en import parser
+
+            _parser = parser
         return _parser
-
-
-def _built_parser() -> Any:
-    import importlib.util
-    import os
-    import sys
-
-    roots = _package_roots("textblob")
-    source = os.path.join(roots[0], "_text.py") if roots else ""
-    en = os.path.join(roots[0], "en") if roots else ""
-    files = [os.path.join(en, f"en-{name}.txt") for name in ("lexicon", "morphology", "context", "entities")]
-    module_spec = importlib.util.spec_from_file_location(PATTERN_MODULE, source) if source else None
-    if module_spec is None or module_spec.loader is None or not all(map(os.path.isfile, [source, *files])):
-        from textblob.en import parser
-
-        return parser
-    module = sys.modules.get(PATTERN_MODULE)
-    if module is None:
-        module = importlib.util.module_from_spec(module_spec)
-        module_spec.loader.exec_module(module)
-        sys.modules[PATTERN_MODULE] = module
-    lexicon = module.Lexicon(path=files[0], morphology=files[1], context=files[2], entities=files[3],
-                             language="en")
-    return module.Parser(lexicon=lexicon, default=("NN", "NNP", "CD"), language="en")
 
 
 def _textblob_tagger(tokens: list[str]) -> list[tuple[str, str]]:

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..safe_files import NO_FOLLOW, open_inside
+from ..safe_files import NO_FOLLOW, open_inside, write_atomic
 
 if TYPE_CHECKING:
     from ..results import RunResult
@@ -126,8 +126,6 @@ def append_run(path: Path, line: Mapping[str, Any], *, cap: int = HISTORY_CAP) -
         lines = existing.splitlines(keepends=True)
         if cut or len(lines) + 1 > cap or len(existing.encode("utf-8")) + len(text.encode("utf-8")) > \
                 HISTORY_MAX_BYTES:
-            from ..explainers.cache import write_atomic
-
             now = "".join(_newest(lines, cap - 1, HISTORY_MAX_BYTES - len(text.encode("utf-8")))) + text
             write_atomic(path, now)  # holding the lock: no run appends meanwhile
             return now

@@ -195,8 +195,10 @@ class Sweep:
             await explainer.aclose()
 
     def close(self) -> None:
-        """Cancel what is left, close the explainers and stop the background thread."""
+        """Cancel what is left, close the explainers and stop the background thread; then the score
+        cache's database (its last writes were on that thread)."""
         self._thread.close()
+        self._scorer.scorer.close()
 
     def _schedule(self, *slice_ids: str) -> None:
         """Queue the pairs of these slices, earliest users first across all of them, and start some.

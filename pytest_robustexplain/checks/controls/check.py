@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from ...results import FAIL, INSENSITIVE
+from ...results import FAIL, INCONCLUSIVE, INSENSITIVE
 from ..base import SILENT, Check, Decision, Evidence
 from .cases import GuardSettings
 from .evaluate import evaluate
@@ -104,8 +104,6 @@ class ControlCheck(Check):
         return enforced_by_guard(evidence.gate) or self.enforced_whatever_the_policy
 
     def decide(self, found: GuardResult, evidence: Evidence) -> Decision:
-        from ...results import FAIL, INCONCLUSIVE, INSENSITIVE
-
         problem = self.problem(found, evidence)
         if problem is None:
             return SILENT
