@@ -19,12 +19,13 @@ import atexit
 import os
 import threading
 from collections.abc import Callable, Iterable, Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from .checks import Check, register_check, register_metric
 from .data import Catalog, Interaction, Item, UserHistory, catalog_from, history_from, is_frame, item_from
-from .errors import ConfigError
+from .errors import BackendError, ConfigError, WarningQueue
 from .metrics import (
     PairScores,
     compute_keyword_stability,
@@ -33,9 +34,11 @@ from .metrics import (
     compute_structural_consistency,
     score_pair,
 )
+from .options import suggest
 from .perturbations import PerturbationResult, available_kinds, counted
 from .perturbations import apply_perturbation as _apply
 from .results import COUNTS_PROPORTIONAL, PERTURBATION_COUNTS
+from .settings import OPTIONS, Spelling, settings_from_project
 
 if TYPE_CHECKING:
     from .explainers.base import Explainer
@@ -233,7 +236,6 @@ class _Session:
 
     def __init__(self, settings: Settings, model: str) -> None:
         from .engine import build_explainer, cache_directory
-        from .errors import WarningQueue
         from .sweep.loop import LoopThread
 
         self.settings, self.model = settings, model
@@ -251,8 +253,6 @@ class _Session:
             self.warnings.flush()
 
     def explain(self, history: UserHistory, item: Item, seed: int | None) -> str:
-        from .errors import BackendError
-
         try:
             explanation = self.loop.run(self.explainer.explain(
                 history, item, seed=self.settings.seed if seed is None else seed, repeat=0))
@@ -275,14 +275,10 @@ atexit.register(close_explainers)
 
 
 def _session(given: Mapping[str, Any]) -> _Session:
-    from dataclasses import replace
-
     settings = _settings(given)
     models = settings.models_to_test
     if not models:
         from .engine import no_model_reason
-        from .settings import Spelling
-
         raise ConfigError(f"generate_explanation: {no_model_reason(Spelling(prefix=''))}")
     if len(models) > 1:
         raise ConfigError(f"generate_explanation asks one model; {', '.join(models)} are configured "
@@ -297,9 +293,6 @@ def _session(given: Mapping[str, Any]) -> _Session:
 
 def _settings(given: Mapping[str, Any]) -> Settings:
     """The settings a run started here would use, with ``given`` (field names) over every other layer."""
-    from .options import suggest
-    from .settings import OPTIONS, settings_from_project
-
     by_field = {spec.field: spec for spec in OPTIONS}
     unknown = [name for name in given if name not in by_field]
     if unknown:

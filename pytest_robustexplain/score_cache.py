@@ -48,6 +48,7 @@ from .metrics import (
     text_signature,
     validate_weights,
 )
+from .metrics.user import MetricMeasure
 from .results import is_score
 from .store import Store
 
@@ -288,8 +289,6 @@ class CachedScorer:
                  cache: ScoreCache | None = None, tagger: str = DEFAULT_TAGGER,
                  make_scorer: Callable[[], Scorer] | None = None,
                  user_cache: MetricValueCache | None = None) -> None:
-        from .metrics.user import MetricMeasure
-
         self._weights: Weights = validate_weights(weights)
         self.cache = cache
         # The user's own metrics, measured per test (the sweep's books ask), behind their own cache.

@@ -377,3 +377,31 @@ def test_the_transport_inflates_never_past_its_bound() -> None:
     raw = zlib.compressobj(wbits=-zlib.MAX_WBITS)  # deflate without its zlib header, as some servers send
     body = raw.compress(b'{"a": 1}') + raw.flush()
     assert b"".join(_inflate(inflater_for("deflate", body), body, 100)) == b'{"a": 1}'
+
+
+def test_one_vector_for_every_text_is_said_and_huge_vectors_keep_their_cosine() -> None:
+    """A model that gives every text the same vector — here ±1e200, whose squares overflow — is said once, and
+    the cosine of such vectors is read at their scale (1.0 for equal vectors), not as 0 from an overflow."""
+    from pytest_robustexplain.errors import RobustExplainWarning
+    from pytest_robustexplain.explainers.embedding import SAME_VECTOR_TEXTS, Embedder
+    from pytest_robustexplain.metrics.base import cosine
+
+    class Client:
+        api, model, host = "ollama", "flat-embed", "http://127.0.0.1:9"
+
+        async def embed(self, texts: list[str]) -> list[tuple[float, ...]]:
+            return [(1e200, -1e200, 1e200) for _ in texts]
+
+    embedder = Embedder(Client())  # type: ignore[arg-type]
+
+    async def go() -> list[tuple[float, ...]]:
+        return [await embedder.vector(f"text {n}") for n in range(SAME_VECTOR_TEXTS + 3)]
+
+    with pytest.warns(RobustExplainWarning, match=f"'flat-embed' gave one vector for {SAME_VECTOR_TEXTS} "
+                                                  "different explanations") as caught:
+        vectors = asyncio.run(go())
+    assert len(caught) == 1
+    assert cosine(vectors[0], vectors[1]) == 1.0
+    assert cosine((1e200, 0.0), (0.0, 1e200)) == 0.0
+    assert cosine((1e-200, 1e-200), (1e-200, 0.0)) == pytest.approx(math.sqrt(0.5))
+    assert cosine((0.6, 0.8), (0.8, 0.6)) == 0.96  # the usual vectors: as before, to the last digit

@@ -397,6 +397,8 @@ def test_yaml_empty_file_and_explicit_paths(tmp_path: Path) -> None:
     ("weights", "semantic=0.5,keyword=0.5", "missing weight(s) for structural, length"),
     ("weights", "0.2,0.2,0.2,0.2,0.2", "gives 'embedding' a share of ρ, but no embedding model is set"),
     ("host", "http://a,http://a", "host 'http://a' is listed twice"),
+    # A judge twice would agree with itself: κ perfect by construction (issue 61).
+    ("judge-model", "judge:1b, judge:1b", "judge model 'judge:1b' is listed twice; give each judge once"),
     ("weights", "semantc=0.25,keyword=0.25,structural=0.25,length=0.25",
      "unknown metric 'semantc'; did you mean 'semantic'?"),
     ("weights", "semantic=0.5,0.5,0,0", "'0.5': mix of plain and name=value weights"),

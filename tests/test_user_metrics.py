@@ -124,7 +124,7 @@ def test_a_batch_of_the_wrong_length_is_refused() -> None:
         MetricMeasure().measure([_pair("a", "b"), _pair("c", "d")], [metric])
 
 
-def test_values_are_cached_on_disk_per_version_and_an_unreadable_one_is_measured_again(tmp_path: Path) -> None:
+def test_values_are_cached_per_version_and_an_unreadable_one_is_measured_again(tmp_path: Path) -> None:
     calls: list[str] = []
 
     def fn(a: str, b: str) -> float:

@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..results import counts_of
 from .common import EXIT_GATE_FAILED, EXIT_OK, PROG, CommandError, terminal_width, write_output
 from .report import partial_note
 
@@ -153,8 +154,6 @@ def _guard_comparison(run_a: RunResult, model_a: str, run_b: RunResult, model_b:
 
 def check_comparable(run_a: RunResult, path_a: str, run_b: RunResult, path_b: str) -> None:
     """Refuse runs whose scores or pairs do not mean the same thing (CommandError with the reason)."""
-    from ..results import counts_of
-
     counts_a, counts_b = counts_of(run_a.signature), counts_of(run_b.signature)
     if counts_a != counts_b:  # said before the signature that records it: the cause, not a symptom
         raise CommandError(

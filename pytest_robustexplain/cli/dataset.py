@@ -8,6 +8,20 @@ import argparse
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ..data import (
+    CASES_FILE,
+    CATALOG_FILE,
+    DEFAULT_SEED,
+    HISTORIES_FILE,
+    HISTORY_CSV_COLUMNS,
+    ITEM_FIELDS,
+    generate_synthetic,
+    load_catalog,
+    load_dataset,
+    load_histories,
+    load_movielens,
+    save_dataset,
+)
 from .common import EXIT_OK, PROG, CommandError
 
 if TYPE_CHECKING:
@@ -16,8 +30,6 @@ if TYPE_CHECKING:
 
 def cmd_dataset_generate(args: argparse.Namespace) -> int:
     """``robustexplain dataset generate``: the synthetic dataset, written in the project's format."""
-    from ..data import DEFAULT_SEED, generate_synthetic
-
     seed = DEFAULT_SEED if args.seed is None else args.seed
     if seed < 0:
         raise CommandError(f"--seed {seed}: must be a non-negative integer")
@@ -29,8 +41,6 @@ def cmd_dataset_generate(args: argparse.Namespace) -> int:
 
 def cmd_dataset_import(args: argparse.Namespace) -> int:
     """``robustexplain dataset import``: histories/catalog files or MovieLens → the project's format."""
-    from ..data import DEFAULT_SEED, load_dataset, load_movielens
-
     seed = DEFAULT_SEED if args.seed is None else args.seed
     out = _output_dir(args.out, args.force)
     if args.movielens is not None:
@@ -54,8 +64,6 @@ def cmd_dataset_import(args: argparse.Namespace) -> int:
             raise CommandError(f"--{flag} {path}: {problem}")
     hist_columns, cat_columns = import_columns(args.columns, args.catalog_columns, Path(args.histories),
                                                Path(args.catalog))
-    from ..data import load_catalog, load_histories
-
     histories = load_histories(args.histories, columns=hist_columns)
     catalog = load_catalog(args.catalog, columns=cat_columns)
     dataset = load_dataset(histories, catalog, args.cases, n_cases=args.n_cases, seed=seed,
@@ -85,8 +93,6 @@ def import_columns(columns: str | None, catalog_columns: str | None, histories: 
     a column of both, or of one only); a column found in neither file is an error naming the headers.
     ``--catalog-columns`` applies to the catalog only and overrides ``--columns`` there.
     """
-    from ..data import HISTORY_CSV_COLUMNS, ITEM_FIELDS
-
     shared = parse_columns(columns, "--columns")
     only_catalog = parse_columns(catalog_columns, "--catalog-columns")
     valid = tuple(dict.fromkeys((*HISTORY_CSV_COLUMNS, *ITEM_FIELDS)))
@@ -127,8 +133,6 @@ def _csv_header(path: Path) -> list[str] | None:
 
 
 def _output_dir(out: str, force: bool) -> Path:
-    from ..data import CASES_FILE, CATALOG_FILE, HISTORIES_FILE
-
     path = Path(out)
     if path.exists() and not path.is_dir():
         raise CommandError(f"--out {out}: is a file, not a directory")
@@ -139,8 +143,6 @@ def _output_dir(out: str, force: bool) -> Path:
 
 
 def _save(dataset: Dataset, out: Path) -> int:
-    from ..data import CASES_FILE, CATALOG_FILE, HISTORIES_FILE, save_dataset
-
     try:
         save_dataset(dataset, out)
     except OSError as exc:

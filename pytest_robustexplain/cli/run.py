@@ -18,7 +18,15 @@ from typing import TYPE_CHECKING, Any, TextIO
 from ..errors import ConfigError
 from ..results import GateResult
 from ..sanitize import redact_url
-from ..settings import OPTIONS, Settings, ignored_settings
+from ..settings import (
+    OPTIONS,
+    REPORT_OUTPUTS,
+    Settings,
+    apply_marker,
+    check_report_paths,
+    ignored_settings,
+    settings_from_project,
+)
 from ..wording import count_noun
 from .common import (
     CLI_SPELLING,
@@ -50,8 +58,6 @@ def resolve_run_settings(args: argparse.Namespace, *, env: Mapping[str, str] | N
                          cwd: Path | None = None) -> tuple[Settings, dict[str, Any]]:
     """The run's Settings (shared resolution and validation) and what to record beside them
     (``protocol`` and the options that depart from it)."""
-    from ..settings import settings_from_project
-
     here = Path(os.path.abspath(cwd or Path.cwd()))
     cli = {spec.dest: getattr(args, spec.dest, None) for spec in OPTIONS if spec.name in RUN_OPTIONS}
     # The same layers as pytest (its ini file, addopts, rootdir), so both doors gate the same settings.
@@ -118,8 +124,6 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     settings, extra = resolve_run_settings(args)
     if args.junitxml:  # the command's own report: not on the path of another
-        from ..settings import REPORT_OUTPUTS, check_report_paths
-
         outputs = {name: (getattr(settings, name), _where(settings, name)) for name in REPORT_OUTPUTS}
         outputs["junitxml"] = (Path(os.path.abspath(args.junitxml)), f"--junitxml={args.junitxml}")
         check_report_paths(outputs)
@@ -162,8 +166,6 @@ def _show(value: Any) -> str:
 def _plan(run: Run, models: Sequence[str]) -> list[GatedSlice]:
     """The gated items of a bare ``@pytest.mark.robustness`` test, named as pytest names them."""
     from ..engine import expand
-    from ..settings import apply_marker
-
     gate = apply_marker(run.settings, {}, nodeid=NODEID)
     # Each model × each kind and the overall, as pytest expands a bare marked test (the same rule).
     refs = [run.expect(f"{NODEID}[{param}]", gate, param).ref for param in expand(models, gate)]

@@ -3,15 +3,41 @@ regression against a baseline and the inconclusive policy — one set of rules f
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from itertools import groupby
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from .. import stats
+from ..checks import BUILTIN, DEFAULT_CHECKS, MEASUREMENT, Evidence, apply_stage
 from ..checks import relative_pairs as relative_pairs  # engine.decide's public name before checks/ held it
-from ..errors import ConfigError, DataError
-from ..results import OVERALL, Robustness
+from ..checks.controls import relative_terms
+from ..errors import ConfigError, DataError, RobustExplainError
+from ..explainers.base import FAILURE_EMPTY
+from ..metrics import metric_signature
+from ..metrics.user import split_signature
+from ..results import (
+    CUT_REPLIES,
+    FAIL,
+    INCONCLUSIVE,
+    INSENSITIVE,
+    MAX_CUT_SHARE,
+    OUTCOMES,
+    OVERALL,
+    PASS,
+    Finding,
+    GateCheck,
+    Interval,
+    Robustness,
+    Verdict,
+    counts_of,
+    counts_signature,
+    metrics_of,
+    too_many_cut,
+)
 from ..wording import count_noun
 
 if TYPE_CHECKING:
@@ -36,8 +62,6 @@ def decide(gate: GateSettings, sliced: SliceResult, kind: str | None = None, *,
     opt-in ``preference_flip`` pairs are decided by the flip check, never by the stability thresholds: a
     faithful explainer should change there; an item of that kind alone is decided by it alone.
     """
-    from ..checks import DEFAULT_CHECKS
-
     registry = list(checks if checks is not None else DEFAULT_CHECKS)
     evidence = evidence_of(gate, sliced, kind, measured)
     # The first check's (stability's) measurement is the verdict the others decide on.
@@ -64,7 +88,6 @@ def evidence_of(gate: GateSettings, sliced: SliceResult, kind: str | None,
                 measured: Mapping[str, Any] | None = None) -> Evidence:
     """What the checks of a finished slice read: its pairs apart from the flip kind's, the controls, the
     cross-user controls under the slice's weights, the cases."""
-    from ..checks import Evidence
     from ..perturbations.flip import FLIP
     from ..sweep import reweighted
 
@@ -80,11 +103,6 @@ def evidence_of(gate: GateSettings, sliced: SliceResult, kind: str | None,
 def run_checks(verdict: Verdict, evidence: Evidence, checks: Sequence[Check]) -> Verdict:
     """The verdict after ``checks``: each measured, its record kept and its row written; each stage's
     decisions folded by the combining rule (``checks/combine.py``)."""
-    from dataclasses import replace
-    from itertools import groupby
-
-    from ..checks import apply_stage
-
     findings = dict(verdict.findings)
     for _, stage in groupby(checks, key=lambda c: c.group):
         decided = []
@@ -105,8 +123,6 @@ def run_checks(verdict: Verdict, evidence: Evidence, checks: Sequence[Check]) ->
 def _known(check: Check, finding: Finding, decision: Decision) -> Finding:
     """``finding``, when it and ``decision`` say outcomes the verdict knows: a check that decides "FAILED"
     was once ignored, its note dropped — one sentence naming it instead."""
-    from ..results import FAIL, INCONCLUSIVE, INSENSITIVE, OUTCOMES, Finding
-
     if decision.outcome not in (None, FAIL, INSENSITIVE, INCONCLUSIVE):
         raise ConfigError(f"check {check.name!r} ({type(check).__name__}) decided {decision.outcome!r}: a "
                           "check decides FAIL, INSENSITIVE, INCONCLUSIVE or nothing (None)")
@@ -121,9 +137,6 @@ def _known(check: Check, finding: Finding, decision: Decision) -> Finding:
 def _users_code(check: Check) -> Iterator[None]:
     """A check the user wrote that breaks is one sentence naming it, never a traceback through the engine
     (a built-in check that breaks is a bug of ours: its traceback stands)."""
-    from ..checks import BUILTIN
-    from ..errors import RobustExplainError
-
     try:
         yield
     except RobustExplainError:
@@ -137,8 +150,6 @@ def _users_code(check: Check) -> Iterator[None]:
 
 def _started(start: Check, evidence: Evidence) -> Verdict:
     """The verdict the checks start from (stability's), with its row."""
-    from dataclasses import replace
-
     verdict = start.measure(evidence)
     assert verdict is not None  # stability always measures a slice with pairs
     return replace(verdict, findings={start.name: start.finding(verdict, evidence)})
@@ -148,8 +159,6 @@ def _flip_only(gate: GateSettings, sliced: SliceResult, evidence: Evidence, afte
                ) -> Verdict:
     """An item of the flip kind alone: the flip check's outcome is the verdict; replies cut at the token
     limit or prompts that did not fit still leave it unmeasured."""
-    from ..results import Verdict
-
     flip = next(c for c in after if c.name == "flip")
     found = flip.measure(evidence)
     assert found is not None  # the slice has flip pairs
@@ -164,9 +173,6 @@ def with_empty_replies(verdict: Verdict, pairs: Sequence[PairResult]) -> Verdict
     """A gate none of whose pairs had a reply to compare says so in its first sentence — not as four zero
     scores and a count of failures — with the likely cause: a thinking model that answered only in its
     reasoning (it ignores think=false, or spends the token limit before it answers)."""
-    from dataclasses import replace
-
-    from ..explainers.base import FAILURE_EMPTY
     from ..explainers.reply import THOUGHT_ONLY
 
     if not pairs or any(p.failure != FAILURE_EMPTY for p in pairs):
@@ -183,8 +189,6 @@ def with_empty_replies(verdict: Verdict, pairs: Sequence[PairResult]) -> Verdict
 
 def with_time_budget(verdict: Verdict, sliced: SliceResult) -> Verdict:
     """The verdict of a slice the time budget cut short says on how many of its users it rests."""
-    from dataclasses import replace
-
     if sliced.out_of_time is None:
         return verdict
     measured, planned = sliced.out_of_time
@@ -194,11 +198,6 @@ def with_time_budget(verdict: Verdict, sliced: SliceResult) -> Verdict:
 
 def _unmeasured_in_time(gate: GateSettings, sliced: SliceResult, kind: str | None) -> Verdict:
     """INCONCLUSIVE for a slice none of whose users finished within the time budget."""
-    import math
-    from dataclasses import replace
-
-    from ..results import INCONCLUSIVE, GateCheck, Interval, Verdict
-
     planned = sliced.out_of_time[1] if sliced.out_of_time else 0
     checks = tuple(GateCheck(q, t, Interval(math.nan, 0.0, 1.0, 0, 0, 1 - gate.alpha), INCONCLUSIVE)
                    for q, t in gate.thresholds(kind).items())
@@ -216,8 +215,6 @@ NOT_MEASURED = "Not measured: "
 def _found_already(verdict: Verdict) -> bool:
     """Whether the verdict already rests on evidence an unmeasured pair cannot undo: a FAIL or
     INSENSITIVE that the controls (guard "fail") or an attack found."""
-    from ..results import FAIL, INCONCLUSIVE, INSENSITIVE
-
     guard = verdict.guard
     found = (guard is not None and guard.policy == "fail" and guard.flagged and guard.outcome != INCONCLUSIVE
              ) or any(a.outcome == FAIL for a in verdict.attacks)
@@ -227,10 +224,6 @@ def _found_already(verdict: Verdict) -> bool:
 def _not_measured(verdict: Verdict, note: str) -> Verdict:
     """INCONCLUSIVE with ``note`` first and what the scores said after it; or, when the verdict already
     rests on evidence (:func:`_found_already`), the verdict with the note added."""
-    from dataclasses import replace
-
-    from ..results import INCONCLUSIVE
-
     if _found_already(verdict):
         return replace(verdict, message=f"{verdict.message} Also: {note}",
                        findings=_measurement(verdict, None, note))
@@ -246,9 +239,6 @@ def _measurement(verdict: Verdict, outcome: str | None, note: str) -> dict[str, 
     """The verdict's rows with the ``measurement`` row: why the scores are not a measurement (replies cut at
     the token limit, prompts that did not fit, the time budget), so the rows explain the item's outcome
     too. ``outcome`` None: said beside a verdict that rests on other evidence, deciding nothing."""
-    from ..checks import MEASUREMENT
-    from ..results import Finding
-
     earlier = verdict.findings.get(MEASUREMENT)
     reason = f"{note} Also: {earlier.reason}" if earlier is not None else note
     row = Finding(MEASUREMENT, outcome, reason, enforced=outcome is not None,
@@ -280,8 +270,6 @@ def with_cut_replies(verdict: Verdict, pairs: Sequence[PairResult]) -> Verdict:
 
     A failure the controls or an attack found stands (with the note): the first num_predict tokens of a
     copied prompt, an injected canary or a text that ignores the user are evidence already."""
-    from ..results import CUT_REPLIES, MAX_CUT_SHARE, too_many_cut
-
     cut = [p for p in pairs if p.cut]
     if not too_many_cut(len(cut), len(pairs)):
         return verdict
@@ -296,8 +284,6 @@ def with_cut_replies(verdict: Verdict, pairs: Sequence[PairResult]) -> Verdict:
 
 def with_attacks(verdict: Verdict, gate: GateSettings, sliced: SliceResult) -> Verdict:
     """The verdict with the adversarial kinds' checks (``checks/attacks``) decided on it."""
-    from ..checks import DEFAULT_CHECKS
-
     return run_checks(verdict, evidence_of(gate, sliced, None),
                       [c for c in DEFAULT_CHECKS if c.group == "attacks"])
 
@@ -305,8 +291,6 @@ def with_attacks(verdict: Verdict, gate: GateSettings, sliced: SliceResult) -> V
 def with_guard(verdict: Verdict, gate: GateSettings, sliced: SliceResult, kind: str | None) -> Verdict:
     """The verdict with the cross-user control's four checks (sensitivity, relative robustness, copying,
     grounding: ``checks/``) decided on it."""
-    from ..checks import DEFAULT_CHECKS
-
     return run_checks(verdict, evidence_of(gate, sliced, kind),
                       [c for c in DEFAULT_CHECKS if c.group == "controls"])
 
@@ -314,10 +298,6 @@ def with_guard(verdict: Verdict, gate: GateSettings, sliced: SliceResult, kind: 
 def check_baseline(baseline: RunResult, path: Path, settings: Settings, *, save_flag: str) -> None:
     """Refuse a baseline whose numbers are not comparable with this run's (another metric signature, or
     histories perturbed by the other perturbation-counts rule)."""
-    from ..metrics import metric_signature
-    from ..metrics.user import split_signature
-    from ..results import counts_of, counts_signature
-
     # The user's own metrics belong to the tests that measure them: each test checks its own (regression).
     counts = counts_signature(settings.perturbation_counts)
     current = metric_signature(weights=settings.weights, embedding=settings.embed_model) + counts
@@ -364,8 +344,6 @@ def regression(baseline: RunResult, model: str, sliced: SliceResult, *, margin: 
 
 def _user_metrics_match(baseline: RunResult, sliced: SliceResult, source: str, save_flag: str) -> None:
     """Refuse a baseline that measured one of this test's own metrics at another version."""
-    from ..metrics.user import split_signature
-
     versions = split_signature(baseline.signature)[1]
     for metric in sliced.spec.metrics:
         if versions.get(metric.name, metric.version) != metric.version:
@@ -378,8 +356,6 @@ def _relative_terms(baseline: RunResult, model: str, sliced: SliceResult, relati
                     ) -> tuple[dict[str, tuple[float, float]], dict[str, tuple[float, float]]] | None:
     """R's per-user terms of the baseline and of this slice, on the same kinds; None when either run has
     no cross-user control there (a baseline saved with guard=off, a kind R does not gate)."""
-    from .. import stats
-    from ..checks.controls import relative_terms
     from ..sweep import reweighted
 
     kinds = {p.key.kind for p in relative}
@@ -398,10 +374,6 @@ def _relative_terms(baseline: RunResult, model: str, sliced: SliceResult, relati
 def with_regression(verdict: Verdict, found: NonInferiorityResult | None, baseline: Path | None) -> Verdict:
     """A failed regression fails the gate, with the reason: part of the verdict, so that every writer
     (JSON gates, Markdown and step summary, annotations, the -q line, JUnit) says FAIL and why."""
-    from dataclasses import replace
-
-    from ..results import FAIL
-
     if found is None:
         return verdict
     # The comparison is a finding like any check's, so every writer that shows the findings names it.
@@ -423,8 +395,6 @@ REGRESSION = "regression"  # the finding of the comparison with a baseline (``wi
 def regression_finding(found: NonInferiorityResult) -> Finding:
     """The regression's row: ρ's change against the baseline (current − baseline, per user) and the drop
     allowed (−margin), PASS or FAIL, with the comparison's sentence."""
-    from ..results import FAIL, PASS, Finding
-
     rho = next((r for r in found.rows if r.quantity == "combined"), None)
     return Finding(REGRESSION, PASS if found.passed else FAIL, found.message,
                    rho.diff if rho is not None else None, -found.margin, "min", True,
@@ -435,10 +405,7 @@ def robustness(gated: GatedSlice, sliced: SliceResult, verdict: Verdict,
                found: NonInferiorityResult | None,
                perturbations: Sequence[PerturbationResult]) -> Robustness:
     """The record of a decided slice: its pairs, verdict, an interval per quantity, the worst pairs."""
-    from .. import stats
     from ..report.summary import worst_pairs
-    from ..results import metrics_of
-
     kind = None if gated.slice == OVERALL else gated.slice
     pairs = sliced.pairs
     intervals = {c.quantity: c.interval for c in verdict.checks}

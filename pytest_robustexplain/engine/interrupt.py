@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shlex
 import signal
 import threading
 from collections.abc import Callable, Sequence
@@ -118,8 +119,6 @@ def resume_hint(*, backend: str, cache: str, cache_dir: Path, command: Sequence[
                 spelling: Spelling) -> str:
     """How to pick up an interrupted run, given what the response cache kept (``command``: the rerun's
     words, already redacted; none under pytest, whose command line the user has)."""
-    import shlex
-
     again = f": {shlex.join(command)}" if command else ""
     if backend == "template":
         return f"the template explainer is instant and not cached; rerun to start over{again}"

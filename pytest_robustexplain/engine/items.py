@@ -10,6 +10,8 @@ a line into the terminal.
 
 from __future__ import annotations
 
+import secrets
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -312,8 +314,6 @@ class ItemRun:
 
     def progress(self, reporter: Any, *, quiet: bool, capture: Any = None) -> Progress:
         """The progress line a wait draws on pytest's terminal ``reporter`` (see :class:`Progress`)."""
-        import time
-
         from ..report.progress import Progress
 
         return Progress.for_reporter(lambda: self.engine.sweep.counters.progress_line(time.monotonic()),
@@ -340,7 +340,6 @@ class ItemRun:
         """xdist controller: the stop file every worker watches, created when SIGTERM reaches the
         controller (armed here); ``cleanup`` is handed its removal, for when the workers are gone."""
         if self._stopper is None:
-            import secrets
             import tempfile
 
             from .interrupt import StopFile, Stopper

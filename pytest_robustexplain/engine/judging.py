@@ -17,9 +17,20 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..checks import originals
 from ..checks.judge import Faithfulness
 from ..errors import ConfigError
-from ..results import ORIGINAL, JudgedText, ModelInfo, PairKey, PairResult, RunResult
+from ..results import (
+    ORIGINAL,
+    JudgedText,
+    ModelInfo,
+    PairKey,
+    PairResult,
+    RunResult,
+    money,
+    price_for,
+    tokens_cost,
+)
 
 if TYPE_CHECKING:
     from ..checks import Probe
@@ -70,8 +81,6 @@ def original_jobs(found: Sequence[tuple[EvalCase, int, str]]) -> list[JudgeJob]:
 
 def originals_of(sliced: SliceResult) -> list[tuple[EvalCase, int, str]]:
     """(case, repeat, text) of each case's original explanation (:func:`checks.originals`)."""
-    from ..checks import originals
-
     return originals(sliced.spec.cases, (*sliced.pairs, *sliced.controls, *sliced.swaps))
 
 
@@ -222,8 +231,6 @@ class RunJudge:
         finding asks it — the same prompts, so the finding asks none of them again."""
         if not self.on:
             return None
-        from ..checks import originals
-
         async def probe(pairs: Sequence[PairResult]) -> float | None:
             jobs = original_jobs(originals(cases, pairs))
             read = [t.faithful for t in await run_jobs(self._judges, jobs) if t.faithful is not None]
@@ -257,7 +264,6 @@ class RunJudge:
         a call last time (:func:`~.pace.load_judge_tokens`), else the most a judge call can take (a full
         num-ctx prompt and the judge's reply room). A judge without a price is a ConfigError under max-cost:
         its calls count."""
-        from ..results import price_for, tokens_cost
         from .pace import load_judge_tokens
         from .setup import JUDGE_NUM_PREDICT, judge_backend
 
@@ -283,7 +289,6 @@ class RunJudge:
         """What the judges' calls on one user of ``gate`` cost at most (each judge reads the user's original
         forward and reversed, and with judge=all every pair), and the clause that says so; (0, "") without
         a judge."""
-        from ..results import money
         from .plan import calls_per_user
 
         costs = self.call_costs()
@@ -297,7 +302,6 @@ class RunJudge:
     def dry_run_lines(self, judge_calls: int) -> list[str]:
         """What the dry run says the judges' ``judge_calls`` (each judge's, at most) will cost at their
         prices, from their tokens a call last time; nothing for a judge without a price."""
-        from ..results import money, price_for
         from .pace import load_judge_tokens
         from .setup import judge_backend
 

@@ -9,7 +9,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from ..results import PairResult, RunResult
+from ..results import PairResult, RunResult, money, price_for, tokens_cost
 
 if TYPE_CHECKING:
     from ..store import Store
@@ -37,8 +37,6 @@ class Pace:
 
     def call_cost(self, price: tuple[float, float]) -> float | None:
         """What one call cost on average at ``price`` (None: the server did not count tokens)."""
-        from ..results import tokens_cost
-
         if self.prompt_tokens is None or self.completion_tokens is None:
             return None
         return tokens_cost(self.prompt_tokens, self.completion_tokens, price)
@@ -139,7 +137,6 @@ def pace_lines(kept: Store, backend: str, specs: Mapping[str, Sequence[SliceSpec
                max_minutes: float | None, prices: Mapping[str, Any] | None = None) -> list[str]:
     """What each planned model's calls (``specs``: its slices) will take at the pace a previous run
     recorded — and cost, at its price — and how many users a time budget buys at it."""
-    from ..results import money, price_for
     from .plan import max_calls
 
     lines = []
@@ -186,8 +183,6 @@ class JudgeCallTokens:
     measured_at: str
 
     def call_cost(self, price: tuple[float, float]) -> float:
-        from ..results import tokens_cost
-
         return tokens_cost(self.prompt_tokens, self.completion_tokens, price)
 
 

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
+from ..checks import SliceDesign
 from ..errors import ConfigError
-from ..results import CONTROL_KIND, OVERALL, SWAP_KIND, is_control
+from ..results import CONTROL_KIND, OVERALL, SWAP_KIND, is_control, money
 from ..settings import Spelling
 from ..wording import count_noun
 
@@ -125,8 +126,6 @@ def users_within_cost(settings: Settings, gate: GateSettings, users: int, per_ca
     most a call costs on the run's models; ``basis`` says where that figure comes from) — with ``judged``,
     what the judges' calls on a user cost at most and the clause that says so — and the note that says
     so, as :func:`users_within` does for ``max-calls``."""
-    from ..results import money
-
     budget = settings.max_cost
     calls = calls_per_user(settings, gate)
     per_user = calls * per_call + judged[0]
@@ -148,7 +147,6 @@ def slice_spec(settings: Settings, gate: GateSettings, *, slice_id: str, model: 
     ``donor_pool``), the sequential gate the settings ask for (with the stop rules of its ``checks``) and
     the user's own ``metrics`` its test measures. ``probes``: the engine's services by check name (the
     judge's), for the checks measured with one (``SliceDesign.probe``)."""
-    from ..checks import SliceDesign
     from ..sweep import SequentialConfig, SliceSpec, planned_users
 
     sequential = None
@@ -156,8 +154,6 @@ def slice_spec(settings: Settings, gate: GateSettings, *, slice_id: str, model: 
     if gate.decision == "sequential":
         # Every check with a test of its own may end the slice early too (each says when it has one: the
         # control-based checks only when the guard enforces them, an attack when its kind is planned).
-        from dataclasses import replace
-
         checks, services = list(checks), probes or {}
         design = SliceDesign(gate, kind, floor_is_one=not noise_floor, cases=cases,
                              planned=planned_users(cases, gate.max_users))

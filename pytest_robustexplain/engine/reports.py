@@ -12,7 +12,11 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..results import GateResult, ModelInfo, PairResult, RunResult
+from .. import __version__
+from ..errors import RobustExplainWarning, warn
+from ..metrics import metric_signature
+from ..metrics.user import tags_signature
+from ..results import GateResult, ModelInfo, PairResult, RunResult, counts_signature
 from ..settings import Spelling
 
 if TYPE_CHECKING:
@@ -92,7 +96,6 @@ def record_history(settings: Settings, result: RunResult, *, cache_dir: Path, ba
     the record (``settings.history_trend``, what the reports show beside today's numbers). None when done or
     off; else one message — an error when the ``history`` setting named the file, a warning at the default
     place (a read-only cache directory must not turn every passing run into a failed one)."""
-    from ..errors import RobustExplainWarning, warn
     from ..report.history import HISTORY_FILE, append_run, current_commit, run_line, run_trends
     from ..safe_files import make_cache_dir
 
@@ -160,11 +163,6 @@ def run_record(settings: Settings, *, models: Sequence[dict[str, Any]], pairs: S
     item's last gate (a re-decided item replaces its earlier gate), the wall time since ``started``
     (``time.monotonic``); ``metric_tags`` (``name@version``) the user metrics its tests measured, which the
     signature lists."""
-    from .. import __version__
-    from ..metrics import metric_signature
-    from ..metrics.user import tags_signature
-    from ..results import counts_signature
-
     last: dict[str, GateResult] = {}
     for gate in gates:
         last[gate.nodeid] = gate

@@ -18,7 +18,7 @@ from dataclasses import asdict, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..checks import relative_pairs
+from ..checks import DEFAULT_CHECKS, check_limits_known, metric_names_known, relative_pairs
 from ..checks.judge import Faithfulness
 from ..errors import (
     BackendError,
@@ -41,7 +41,13 @@ from ..results import (
     Robustness,
     RunResult,
     add_tokens,
+    gate_from_dict,
     gate_scope,
+    merge_pairs,
+    pair_from_dict,
+    plain,
+    price_for,
+    tokens_cost,
 )
 from ..settings import Spelling
 from ..store import Store
@@ -181,7 +187,6 @@ class Run:
         """The most a call costs on the run's models at their prices, and on what that rests: the tokens a
         call took last time (the recorded pace), else the most a call can take (a full num-ctx prompt and
         num-predict completion tokens). A model without a price is a ConfigError: max-cost cannot bound it."""
-        from ..results import price_for, tokens_cost
         from .pace import load_pace
 
         settings, found = self.settings, []
@@ -318,8 +323,6 @@ class Run:
     def _limits_known(self, gate: GateSettings, ref: str) -> None:
         """The user's own checks and metrics a gate names exist for its test (known once its conftests
         registered them): a usage error at collection naming the one meant."""
-        from ..checks import check_limits_known, metric_names_known
-
         if gate.check_limits:
             check_limits_known(gate.check_limits, self.checks_for(ref),
                                f"{ref}: {gate.sources.get('check_limits', 'check-limits')}")
@@ -328,8 +331,6 @@ class Run:
     def checks_for(self, ref: str) -> CheckRegistry:
         """The checks gating an item: its own (its directory's conftests') when it has them, else the run's,
         else the process's."""
-        from ..checks import DEFAULT_CHECKS
-
         item = self.items.get(ref)
         if item is not None and item.checks is not None:
             return item.checks
@@ -493,8 +494,6 @@ class Run:
         """What the door does with the slice's item (waiting for it first): the one rule of both doors."""
         result = self.result(slice_id, poll=poll)
         planned = self._slices[slice_id]
-        from ..results import price_for
-
         return outcome_of(planned.nodeid, result, planned.gate.inconclusive,
                           price_for(self.settings.price, planned.spec.model))
 
@@ -572,8 +571,6 @@ class Run:
     # ------------------------------------------------------------------------------- the record
     def merge(self, payload: Mapping[str, Any], *, source: str) -> None:
         """Add what another process decided (an xdist worker's item): pairs, gate and model facts."""
-        from ..results import gate_from_dict, pair_from_dict
-
         for data in payload.get("pairs", []):
             self.keep(pair_from_dict(data, source=source))
         self.metric_tags.update(str(tag) for tag in payload.get("metric_tags", []))
@@ -616,8 +613,6 @@ class Run:
 
     def payload(self, result: Robustness, nodeid: str) -> dict[str, Any]:
         """What :meth:`merge` reads in another process: JSON-native, decoded by the records' own readers."""
-        from ..results import plain
-
         gate = next(g for g in reversed(self.gates) if g.nodeid == nodeid)
         info = self.model_infos.get(result.model)
         # The run-weighted versions (what the reports show), not the slice's own re-weighting.
@@ -635,8 +630,6 @@ class Run:
 
     def keep(self, pair: PairResult) -> None:
         """Record a decided pair for the reports; a pair two tests share keeps the user metrics of both."""
-        from ..results import merge_pairs
-
         self.pairs[pair.key] = merge_pairs(self.pairs.get(pair.key), pair)
 
     def call_counters(self) -> dict[str, int]:

@@ -3,14 +3,21 @@ response cache, the cache directory and the donor pool of the cross-user control
 
 from __future__ import annotations
 
+import hashlib
 import os
 from collections.abc import Iterable, Sequence
+from dataclasses import replace
 from pathlib import Path
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
+from .. import data
 from ..backends import BACKENDS
-from ..errors import ConfigError
-from ..settings import Spelling
+from ..data import EvalCase, UserHistory
+from ..data.io import lookalike_note, one_form_each
+from ..errors import ConfigError, RobustExplainWarning, warn
+from ..explainers import make_explainer
+from ..settings import DEFAULT_HOSTS, Spelling
 
 if TYPE_CHECKING:
     from ..data import Dataset, EvalCase
@@ -41,8 +48,6 @@ def load_configured_dataset(settings: Settings) -> Dataset:
     (20 by default) are a seeded sample; a cases file keeps its own order, and so does the bundled set
     (its 20 cases are listed: the seed changes its perturbations, not which users are asked).
     """
-    from .. import data
-
     if settings.histories is not None:
         if settings.catalog is None:
             raise ConfigError(f"{settings.sources.get('histories', 'histories')}: a histories file needs a "
@@ -66,9 +71,6 @@ def _flag_lookalike_ids(dataset: Dataset) -> None:
     """A warning naming the user and item ids whose letters mix scripts that look alike (homoglyphs): they
     load — an id such as "user_Ω" is legitimate — but two of them may read as one in every report; two ids
     that are one text in two Unicode forms are refused."""
-    from ..data.io import lookalike_note, one_form_each
-    from ..errors import RobustExplainWarning, warn
-
     for ids, what in ((dataset.histories, "user"), (dataset.catalog, "item")):
         one_form_each(ids, what, dataset.name)
         note = lookalike_note(ids, what)
@@ -80,11 +82,6 @@ def recent_only(dataset: Dataset, max_history: int | None) -> Dataset:
     """Every history cut to its ``max_history`` most recent interactions (what the model is shown)."""
     if max_history is None or all(len(h) <= max_history for h in dataset.histories.values()):
         return dataset
-    from dataclasses import replace
-    from types import MappingProxyType
-
-    from ..data import EvalCase, UserHistory
-
     def cut(history: UserHistory) -> UserHistory:
         return UserHistory(history.user_id, history.interactions[-max_history:])
 
@@ -103,9 +100,6 @@ def take_cases(cases: Sequence[EvalCase], users: int | None) -> tuple[tuple[Eval
 
 def seeded_cases(dataset: Dataset, seed: int) -> Dataset:
     """The dataset with its cases in a seeded order that does not depend on the file's order."""
-    import hashlib
-    from dataclasses import replace
-
     def key(case: EvalCase) -> bytes:
         return hashlib.sha256(f"cases\x1f{seed}\x1f{case.user_id}\x1f{case.item_id}".encode()).digest()
 
@@ -162,9 +156,6 @@ def build_judge(settings: Settings, *, cache_dir: Path, cross_process: bool = Fa
                 kept: Store | None = None) -> Judge | None:
     """The faithfulness judge (None without ``judge-model``): its model on its backend and host, asked at
     temperature 0 with room to reason, behind the response cache like the explanations."""
-    from dataclasses import replace
-
-    from ..explainers import make_explainer
     from ..explainers.cache import CachedExplainer, ResponseCache
     from ..explainers.judge import Judge, read_criteria
 
@@ -229,8 +220,6 @@ def cached_count(settings: Settings, model: str, cache_dir: Path, calls: Iterabl
 
 def _backend_explainer(settings: Settings, model: str) -> Explainer:
     """The backend's explainer; one per host behind a :class:`HostsExplainer` when there are several."""
-    from ..explainers import make_explainer
-
     options = backend_options(settings)
     if len(settings.hosts) < 2 or settings.backend == "template":
         return make_explainer(settings.backend, model, **options)
@@ -245,8 +234,6 @@ def _with_embeddings(settings: Settings, explainer: Explainer, cache_dir: Path,
     """The opt-in fifth metric: explanations carry vectors from the embedding model on the first host."""
     from ..explainers.embedding import with_embeddings
     from ..explainers.ollama import resolve_host
-    from ..settings import DEFAULT_HOSTS
-
     api = "openai" if settings.backend == "openai" else "ollama"
     host = settings.hosts[0] if settings.hosts else (DEFAULT_HOSTS["openai"] if api == "openai"
                                                      else resolve_host(None))

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from ..data import EvalCase, Item, UserHistory
-from ..errors import BackendError, CacheMissError
+from ..errors import BackendError, CacheMissError, RobustExplainWarning, warn
 from ..sanitize import redact_path, split_credentials
 from ..store import Store
 from .base import Explainer, Explanation, ModelInfo, context_check, digest_now
@@ -50,6 +50,7 @@ from .retry import (
 )
 
 EMBEDDING, EMBEDDING_MODEL = "embedding", "embedding-model"  # the store's kinds of entry
+SAME_VECTOR_TEXTS = 5  # distinct texts with one vector between them: a model that does not embed
 
 Vector = tuple[float, ...]
 EMBED_APIS: tuple[str, ...] = ("ollama", "openai")
@@ -263,6 +264,11 @@ class Embedder:
             check_vector(vector, self.client.model, self.client.host, self.length)
             self.length = len(vector)
             self._memo[text] = vector
+            if len(self._memo) == SAME_VECTOR_TEXTS and len(set(self._memo.values())) == 1:
+                warn(RobustExplainWarning(
+                    f"embedding model {self.client.model!r} gave one vector for {SAME_VECTOR_TEXTS} "
+                    "different explanations: its similarity is the same for any two texts and says "
+                    "nothing about them (is it an embedding model?)"))
         return vector
 
     async def _load(self, text: str) -> Vector:

@@ -17,6 +17,7 @@
 from __future__ import annotations
 
 import asyncio
+import base64
 import time
 import weakref
 from abc import ABC, abstractmethod
@@ -241,8 +242,6 @@ class RemoteExplainer(ABC):
         """The Authorization header of the URL's ``user:password@`` (empty without)."""
         if self._credentials is None:
             return {}
-        import base64
-
         token = base64.b64encode(":".join(self._credentials).encode("utf-8")).decode("ascii")
         return {"Authorization": f"Basic {token}"}
 

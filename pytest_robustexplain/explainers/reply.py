@@ -6,6 +6,7 @@ the text. A failed generation never becomes text: it is an Explanation with ``fa
 
 from __future__ import annotations
 
+import bisect
 import math
 import re
 from typing import Any
@@ -114,8 +115,6 @@ def _without_blocks(text: str) -> str:
     first closing tag of its name after it, left to right — what ``<(think|thinking)>.*?</\1>`` removes, in
     linear time. (That regex scans to the end of the reply from every unclosed opening tag: a reply of
     15,000 ``<think>`` took seconds, a long one hours.)"""
-    import bisect
-
     tags = [(m.start(), m.end(), bool(m.group(1)), m.group(2).lower()) for m in _THINK_TAG.finditer(text)]
     if not tags:
         return text

@@ -15,6 +15,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TypeVar
 
+from ..sanitize import visible
 from ..wording import count_noun
 
 T = TypeVar("T")
@@ -107,8 +108,6 @@ class Redirected(Exception):
 
     def advice(self, host: str) -> str:
         """The sentence for a run against ``host``: what happened and the host to set instead."""
-        from ..sanitize import visible
-
         asked = self.url[len(host):] if self.url.startswith(host) else ""  # the path below the host
         target = visible(self.location) or "no address (the reply has no Location)"
         said = (f"{host} redirected {self.method} {asked or self.url} (HTTP {self.redirect_status}) to "
@@ -158,8 +157,6 @@ async def within_deadline(request: Awaitable[T], deadline: float | None) -> T:
 
 def describe_error(exc: BaseException) -> str:
     """A one-line description: type plus message, or the HTTP status and the server's reason."""
-    from ..sanitize import visible
-
     status = status_of(exc)
     message = visible(str(exc).strip()) or type(exc).__name__  # a server's error body: outside text
     if status is not None and str(status) not in message:

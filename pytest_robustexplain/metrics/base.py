@@ -120,4 +120,10 @@ def cosine(a: Sequence[float], b: Sequence[float]) -> float:
     if len(a) != len(b):
         raise ValueError(f"embedding vectors differ in length ({len(a)} and {len(b)})")
     norm = math.sqrt(math.fsum(x * x for x in a) * math.fsum(y * y for y in b))
+    if not 0 < norm < math.inf and any(a) and any(b):
+        # Squares past the float range (±1e200) or below it (1e-200): the cosine does not depend on the
+        # vectors' scale, so each is divided by its largest number first (not done otherwise: the usual
+        # vectors' last digit stays as it was).
+        a, b = [x / max(map(abs, a)) for x in a], [y / max(map(abs, b)) for y in b]
+        norm = math.sqrt(math.fsum(x * x for x in a) * math.fsum(y * y for y in b))
     return clamp(math.fsum(x * y for x, y in zip(a, b, strict=True)) / norm) if norm > 0 else 0.0

@@ -187,6 +187,10 @@ def parse_judge_models(raw: Any) -> str:
     names = parse_models(raw)
     if not names:
         raise Invalid("empty value")
+    listed = [item.strip() for item in _split_list(raw) if isinstance(item, str)]
+    twice = next((name for i, name in enumerate(listed) if name in listed[:i]), None)
+    if twice is not None:  # two judges that are one agree by construction: their κ would mean nothing
+        raise Invalid(f"judge model {printable(twice)!r} is listed twice; give each judge once")
     if any("," in name for name in names):  # a YAML list entry "a,b" would split differently later
         raise Invalid("a judge model name cannot hold a comma")
     return ",".join(names)

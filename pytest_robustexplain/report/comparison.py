@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from ..results import RELATIVE, RunResult
+from ..results import FAIL, INSENSITIVE, RELATIVE, RunResult
 from .summary import failing_checks, fmt_p, fmt_pct, model_names, relative_terms_of
 
 if TYPE_CHECKING:
@@ -50,16 +51,12 @@ def model_comparisons(run: RunResult) -> list[Comparison]:
 def with_failures(comparison: Comparison, run_a: RunResult, model_a: str, run_b: RunResult, model_b: str
                   ) -> Comparison:
     """The comparison with what each side's gates failed (``Comparison.failed``), for its conclusion."""
-    from dataclasses import replace
-
     return replace(comparison, failed=dict(zip(comparison.names, (failed_of(run_a, model_a),
                                                                    failed_of(run_b, model_b)), strict=True)))
 
 
 def failed_of(run: RunResult, model: str) -> tuple[str, ...]:
     """The checks that failed the model's test items (FAIL or INSENSITIVE), each once, in the order found."""
-    from ..results import FAIL, INSENSITIVE
-
     return failing_checks(g for g in run.model_gates(model) if g.verdict.outcome in (FAIL, INSENSITIVE))
 
 

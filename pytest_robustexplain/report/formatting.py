@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..results import Interval, PairResult
+from ..sanitize import visible
 from ..wording import count_noun
 
 
@@ -43,8 +44,6 @@ def fmt_d(value: float | None) -> str:
 def trim(text: str, limit: int = 200) -> str:
     """Whitespace collapsed, control and bidi characters shown (outside text: :func:`sanitize.visible`), and
     cut at a word boundary near ``limit`` characters, with an ellipsis."""
-    from ..sanitize import visible
-
     flat = visible(" ".join(text.split()))
     if len(flat) <= limit:
         return flat

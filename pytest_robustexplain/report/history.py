@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..results import judge_money, price_for
 from ..safe_files import NO_FOLLOW, open_inside, write_atomic
 
 if TYPE_CHECKING:
@@ -58,7 +59,6 @@ class HistoryError(OSError):
 # ------------------------------------------------------------------------------------------ the record
 def run_line(run: RunResult, *, commit: str | None) -> dict[str, Any]:
     """The history's line for one finished run."""
-    from ..results import judge_money, price_for
     from .summary.compute import model_money, token_cost
 
     cost = token_cost(run.pairs)

@@ -15,6 +15,7 @@ import xml.etree.ElementTree as ET
 from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
 
+from ..checks import SECTIONED
 from ..results import (
     OVERALL,
     FaithfulnessResult,
@@ -81,8 +82,6 @@ def item_cost(pairs: Sequence[PairResult], price: tuple[float, float] | None) ->
 
 
 def _check_properties(findings: Mapping[str, Finding]) -> list[tuple[str, str]]:
-    from ..checks import SECTIONED
-
     props = []
     for name, f in findings.items():
         if name in SECTIONED:  # charted through their own properties above

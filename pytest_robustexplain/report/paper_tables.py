@@ -16,8 +16,9 @@ import re
 import textwrap
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import partial
 
-from ..results import METRICS, Interval, PairResult, RunResult
+from ..results import COUNTS_PAPER, METRICS, Interval, PairResult, RunResult, counts_of
 from .summary import fmt_mean, guard_line, interval_of, model_info, model_names, ordered_kinds, summarize
 
 # Column names the paper uses for the five kinds.
@@ -116,7 +117,6 @@ def _markdown(head: str, notes: Sequence[str], tables: Sequence[Table], guard: S
 
 def _html(title: str, about: str, notes: Sequence[str], tables: Sequence[Table], guard: Sequence[str]) -> str:
     """The tables as one HTML page (every text escaped; text nodes only, so quotes stay as they are)."""
-    from functools import partial
     from html import escape as escape_all
 
     escape = partial(escape_all, quote=False)
@@ -150,8 +150,6 @@ def _not_models(run: RunResult, names: Sequence[str]) -> list[str]:
 
 def _formulas(run: RunResult) -> str:
     """Where this run's formulas depart from the paper's text, and the text from the authors' code."""
-    from ..results import COUNTS_PAPER, counts_of
-
     inserted = ("exactly s items (perturbation-counts=paper, the paper's words)"
                 if counts_of(run.signature) == COUNTS_PAPER else
                 "round(0.1·s·n) items of a history of n (perturbation-counts=proportional; the paper says s)")

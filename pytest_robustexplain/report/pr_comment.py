@@ -14,6 +14,7 @@ from collections.abc import Sequence
 
 from ..results import FAIL, INCONCLUSIVE, INSENSITIVE, PASS, GateResult, Interval, RunResult, money
 from ..sanitize import comment_inert
+from ..settings import option
 from .summary import (
     JUDGE_COST_LABEL,
     Summary,
@@ -190,8 +191,6 @@ def render_pr_comment(run: RunResult, baseline: RunResult | None = None, *, base
 
 def _margin(run: RunResult) -> float:
     """The run's regression margin in ρ (its ``max_regression`` setting, else the option's default)."""
-    from ..settings import option
-
     value = run.settings.get("max_regression")
     return float(value) if isinstance(value, (int, float)) else float(option("max-regression").default)
 

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, overload
 
 from ..data import Catalog, EvalCase
+from ..metrics.weights import weight_items
 from ..results import (
     ANSWERED_BY,
     PairKey,
@@ -227,7 +228,5 @@ def reweighted(pair: PairResult, weights: Weights | None) -> PairResult:
     that give a user metric a share read its value from the pair (measured for the slice first)."""
     if weights is None or pair.failure is not None:
         return pair
-    from ..metrics.weights import weight_items
-
     combined = math.fsum(w * pair.metric(m) for m, w in weight_items(weights))
     return replace(pair, combined=min(1.0, max(0.0, combined)))

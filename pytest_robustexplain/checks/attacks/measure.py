@@ -59,7 +59,7 @@ from ...perturbations.attacks import (  # noqa: F401  (the kinds' names and payl
     shilling,
 )
 from ...perturbations.registry import register_payload  # noqa: F401  (the process-wide Python API)
-from ...results import DEFAULT_MAX_HIJACK_RATE, DEFAULT_MAX_INJECTION_RATE  # noqa: F401  (named here too)
+from ...results import DEFAULT_MAX_HIJACK_RATE, DEFAULT_MAX_INJECTION_RATE, FAIL, PASS, AttackResult  # noqa: F401  (named here too)
 
 
 def _mentions(text: str, value: str) -> bool:
@@ -150,7 +150,6 @@ def user_success_share(pairs: Sequence[Any], kind: str) -> float | None:
 def evaluate_attacks(pairs: Sequence[Any], limits: Mapping[str, float], *, confidence: float = 0.95
                      ) -> tuple[Any, ...]:
     """One :class:`~pytest_robustexplain.results.AttackResult` per adversarial kind among ``pairs``."""
-    from ...results import FAIL, PASS, AttackResult
     from ...stats import user_share_bounds
 
     out = []

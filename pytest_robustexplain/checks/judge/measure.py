@@ -30,6 +30,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ...data.io import (
+    Where,
+    check_fields,
+    csv_records,
+    document_records,
+    extension,
+    jsonl_records,
+    required_id,
+)
+from ...errors import DataError
 from ...results import (  # noqa: F401  (JUDGE_SCOPES: what the judge reads, named here too)
     FAIL,
     INCONCLUSIVE,
@@ -210,17 +220,6 @@ _NO = {"0", "false", "no", "unfaithful", "not faithful"}
 def read_labels(path: Path) -> dict[tuple[str, str], bool]:
     """People's verdicts by (user, item) from ``judge-labels``: CSV (user_id,item_id,faithful), JSON or
     YAML (a list, or ``{labels: [...]}``) or JSONL. A DataError names the file, record and field."""
-    from ...data.io import (
-        Where,
-        check_fields,
-        csv_records,
-        document_records,
-        extension,
-        jsonl_records,
-        required_id,
-    )
-    from ...errors import DataError
-
     ext = extension(path)
     if ext == ".csv":
         records = csv_records(path, LABEL_FIELDS, LABEL_FIELDS, None)

@@ -34,6 +34,7 @@ from ...data import Item, UserHistory, rating_scale
 from ...metrics.mentions import Key, Vocabulary, category_forms, words
 from ...results import (
     FAIL,
+    INCONCLUSIVE,
     PASS,
     FlipResult,
     MisattributionCase,
@@ -159,7 +160,6 @@ def evaluate_flip(flips: Sequence[PairResult], *, floor: float, robust: Sequence
     those explanations). ``decision`` "mean" compares the means (the method's rule); otherwise both must
     hold confidently (one-sided bounds at alpha) to pass, and fail confidently to fail."""
     from ...perturbations.flip import MAJORITY_SEVERITY
-    from ...results import INCONCLUSIVE
     from ...stats import (
         cluster_interval,
         user_share_bounds,  # numpy: imported when bounds are asked for

@@ -9,15 +9,30 @@ from __future__ import annotations
 
 import math
 import statistics
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
+from ...checks import SECTIONED
+from ...checks import controls as g
+from ...checks.controls import RELATIVE_UNGATED, by_kind, evaluate, relative_terms
+from ...checks.polarity import DEFAULT_MIN_FLIP_SENSITIVITY
+from ...metrics import script_of, tagger_reads
 from ...results import (
+    DEFAULT_MAX_COPY_RATE,
+    DEFAULT_MAX_HIJACK_RATE,
+    DEFAULT_MAX_IDENTICAL_SHARE,
+    DEFAULT_MAX_INJECTION_RATE,
+    DEFAULT_MAX_INSENSITIVE_SHARE,
+    DEFAULT_MAX_UNSUPPORTED_RATE,
     DEFAULT_MIN_COMBINED,
     DEFAULT_MIN_METRIC,
+    DEFAULT_MIN_RELATIVE,
+    DEFAULT_MIN_SENSITIVITY,
     METRICS,
+    PASS,
     AttackResult,
     FaithfulnessResult,
     Finding,
@@ -367,8 +382,6 @@ def _item_limits(run: RunResult, model: str) -> dict[str, float]:
 def model_checks(run: RunResult, model: str) -> tuple[Finding, ...]:
     """The rows of the checks without a section of their own (the user's) over this model's gates: per
     check, the gate where it came out worst (FAIL before INCONCLUSIVE before PASS; the first on a tie)."""
-    from ...checks import SECTIONED
-
     worst: dict[str, Finding] = {}
     for gate in run.model_gates(model):
         for name, row in gate.verdict.findings.items():
@@ -387,7 +400,6 @@ def model_flip(run: RunResult, model: str, pairs: Sequence[PairResult], controls
                ) -> FlipResult | None:
     """The flip rule over all of this model's preference_flip pairs (the mean rule, the run's
     min-flip-sensitivity), beside ρ of its other kinds; None when the run did not flip preferences."""
-    from ...checks.polarity import DEFAULT_MIN_FLIP_SENSITIVITY
     from ...checks.polarity.measure import evaluate_flip
     from ...perturbations.flip import FLIP
     from ...stats import noise_floor
@@ -551,10 +563,6 @@ def _stratum(st: Stratum) -> dict[str, Any]:
 def _unread(pairs: Sequence[PairResult]) -> dict[str, Any]:
     """How many pairs have an explanation the keyword tagger cannot read, and in which scripts (each
     distinct text looked at once: an original serves many pairs)."""
-    from collections import Counter
-
-    from ...metrics import script_of, tagger_reads
-
     script: dict[str, str | None] = {}  # text -> None when the tagger reads it, else its script
     scripts: Counter[str] = Counter()
     unread = 0
@@ -573,8 +581,6 @@ def _unread(pairs: Sequence[PairResult]) -> dict[str, Any]:
 def _attacks(run: RunResult, pairs: Sequence[PairResult]) -> tuple[AttackResult, ...]:
     """Prompt injection and shilling outcomes over all of the model's pairs (empty when not run)."""
     from ...checks.attacks.measure import ATTACK_KINDS, INJECTION, SHILLING, evaluate_attacks
-    from ...results import DEFAULT_MAX_HIJACK_RATE, DEFAULT_MAX_INJECTION_RATE
-
     if not any(p.key.kind in ATTACK_KINDS for p in pairs):
         return ()
     injection, hijack = run.settings.get("max_injection_rate"), run.settings.get("max_hijack_rate")
@@ -585,16 +591,6 @@ def _attacks(run: RunResult, pairs: Sequence[PairResult]) -> tuple[AttackResult,
 
 def guard_settings(run: RunResult) -> GuardSettings:
     """The guard's settings as the run recorded them (the defaults for a report that has none)."""
-    from ...checks import controls as g
-    from ...results import (
-        DEFAULT_MAX_COPY_RATE,
-        DEFAULT_MAX_IDENTICAL_SHARE,
-        DEFAULT_MAX_INSENSITIVE_SHARE,
-        DEFAULT_MAX_UNSUPPORTED_RATE,
-        DEFAULT_MIN_RELATIVE,
-        DEFAULT_MIN_SENSITIVITY,
-    )
-
     def number(name: str, default: float) -> float:
         value = run.settings.get(name)
         return float(value) if is_number(value) else default
@@ -618,7 +614,6 @@ def _sensitivity(run: RunResult, model: str, pairs: Sequence[PairResult], thresh
     swaps = run.model_swaps(model)
     if not swaps or not pairs:
         return {}
-    from ...checks.controls import by_kind, evaluate
     from ...stats import noise_floor
 
     floor = noise_floor(run.model_pairs(model, controls=True))
@@ -634,7 +629,6 @@ def _sensitivity(run: RunResult, model: str, pairs: Sequence[PairResult], thresh
 
 def relative_gated(run: RunResult, pairs: Sequence[PairResult]) -> list[PairResult]:
     """The pairs on the kinds gated at the run's R threshold, as the overall item decides R."""
-    from ...checks.controls import RELATIVE_UNGATED
     from ...perturbations.attacks import ATTACK_KINDS
 
     overrides = run.settings.get("per_kind")
@@ -646,7 +640,6 @@ def relative_gated(run: RunResult, pairs: Sequence[PairResult]) -> list[PairResu
 def relative_terms_of(run: RunResult, model: str) -> dict[str, tuple[float, float]]:
     """Each user's terms of R for ``model`` over those kinds ({} without cross-user controls): what the
     model comparisons set beside their rows."""
-    from ...checks.controls import relative_terms
     from ...stats import noise_floor
 
     swaps = run.model_swaps(model)
@@ -669,8 +662,6 @@ def interval_of(pairs: Sequence[PairResult], quantity: str = "combined") -> Inte
 def _unless_failed(run: RunResult, model: str, advice: str) -> str:
     """``advice``, except that a run whose test items did not all pass is never proposed as the baseline:
     the scores may look even (an explainer that ignores the user is perfectly stable), the gate said no."""
-    from ...results import PASS
-
     items = run.model_gates(model)
     failed = [g for g in items if g.verdict.outcome != PASS]
     if advice != _ALL_GOOD or not failed:

@@ -10,6 +10,7 @@ import statistics
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from ...checks.controls import describe, share_lower_bound, share_upper_bound
 from ...checks.judge.measure import MIN_JUDGE_AGREEMENT, judges_text, people_text
 from ...results import (
     CONTROL_KIND,
@@ -360,8 +361,6 @@ def _judge_rows(summary: Summary) -> list[tuple[str, str]]:
         rows.append(("Judges agree (several judges)", judges_text(f.judges)))
     if f.people:
         rows.append(("Judge against people (judge-labels)", people_text(f.people)))
-    from ...checks.controls import share_lower_bound, share_upper_bound
-
     for kind, (k, n) in f.by_kind.items():
         drop = f.drop_by_kind.get(kind)
         shown = f" · drop from the originals {fmt_interval(drop)}" if drop is not None else ""
@@ -383,8 +382,6 @@ def sensitivity_rows(summary: Summary) -> list[tuple[str, str]]:
     g = summary.sensitivity
     if g is None:
         return [("Cross-user control", "not measured (guard off)")]
-    from ...checks.controls import describe
-
     rows = [("Another user's history (ρ_swap)", fmt_interval(g.swap)),
             ("Sensitivity ρ_floor − ρ_swap", f"{fmt_interval(g.sensitivity)} · needs ≥ {g.min_sensitivity:g} "
                                               f"· {g.outcome}"),

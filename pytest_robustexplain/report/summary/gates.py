@@ -8,6 +8,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, fields, replace
 from typing import Any, TypeGuard
 
+from ...checks import BUILTIN
 from ...results import (
     DEFAULT_MIN_COMBINED,
     DEFAULT_MIN_METRIC,
@@ -369,8 +370,6 @@ def headline(verdict: Verdict) -> str:
     """The first sentence of a verdict's message that says why it came out as it did: warnings (a check
     under ``guard=warn``, which decides nothing) lead the message when nothing after them decided, and are
     passed over, with the connector that follows them ("Stability alone: ")."""
-    from ...checks import BUILTIN
-
     connectors = {c.name: c.connector for c in BUILTIN}
     message = verdict.message
     for name, f in verdict.findings.items():
