@@ -904,7 +904,7 @@ def test_an_id_with_a_letter_that_prints_as_nothing_is_refused(blank: str, tmp_p
 def test_ids_in_a_compatibility_form_load_and_are_flagged(tmp_path: Path) -> None:
     """A fullwidth "ｕser1" reads as "user1" in most fonts (issue 41, item 3): flagged like mixed scripts;
     plain non-Latin ids are not."""
-    from pytest_robustexplain.data.io import compatibility_form, lookalike_note
+    from pytest_robustexplain.data.ids import compatibility_form, lookalike_note
 
     assert compatibility_form("\uff55ser1") and compatibility_form("\U0001d42eser1")
     assert not any(compatibility_form(i) for i in ("user1", "Zoë", "東京", "ユーザー1"))
@@ -916,7 +916,7 @@ def test_ids_in_a_compatibility_form_load_and_are_flagged(tmp_path: Path) -> Non
 def test_ids_wholly_in_cyrillic_or_greek_letters_that_look_latin_are_flagged() -> None:
     """"аре" in three Cyrillic letters reads as "ape" without mixing scripts (issue 41, item 3); a real
     Russian or Greek id has letters that look like no Latin one, and is not flagged."""
-    from pytest_robustexplain.data.io import lookalike_note, whole_script_lookalike
+    from pytest_robustexplain.data.ids import lookalike_note, whole_script_lookalike
 
     imitations = ("\u0430\u0440\u0435", "\u0441\u0430\u0445_42", "\u039a\u039f\u0391", "\u03bf\u03bd")
     assert all(whole_script_lookalike(i) for i in imitations)
@@ -937,7 +937,7 @@ def test_ids_that_mix_lookalike_scripts_load_and_are_flagged(tmp_path: Path,
     import json
 
     from pytest_robustexplain import cli
-    from pytest_robustexplain.data.io import mixed_script
+    from pytest_robustexplain.data.ids import mixed_script
     from pytest_robustexplain.errors import RobustExplainWarning
 
     assert mixed_script("u\u0455er1") and mixed_script("\u0430dmin") and mixed_script("user_\u03a9")

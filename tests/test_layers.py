@@ -32,7 +32,7 @@ LAYER = {part: level for level, parts in enumerate(LAYERS) for part in parts}
 INNER: dict[str, tuple[str, ...]] = {
     "settings": ("parsers", "table", "record", "checks", "layers", "pytest_files", "marker"),
     "cli": ("common", "reference", "run", "report", "compare", "history", "dataset", "parser", "entry"),
-    "report/summary": ("gates", "compute", "findings"),
+    "report/summary": ("gates", "spend", "advice", "compute", "findings"),
     "report/html": ("common", "charts", "pairs", "page", "document"),
     "metrics": ("base", "weights", "user", "text", "mentions", "copies", "scoring", "api"),
     "sweep": ("records", "planner", "books", "scoring", "loop", "background"),

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from .. import data
 from ..backends import BACKENDS
 from ..data import EvalCase, UserHistory
-from ..data.io import lookalike_note, one_form_each
+from ..data.ids import lookalike_note, one_form_each
 from ..errors import ConfigError, RobustExplainWarning, warn
 from ..explainers import make_explainer
 from ..settings import DEFAULT_HOSTS, Spelling

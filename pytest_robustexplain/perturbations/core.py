@@ -81,7 +81,7 @@ import numpy as np
 from ..data import Catalog, Interaction, Item, UserHistory
 from ..errors import ConfigError, DataError
 from ..results import COUNTS_PAPER, COUNTS_PROPORTIONAL, PerturbationResult
-from ..wording import count_noun
+from .describe import describe
 from .registry import DEFAULT_REGISTRY, KindRegistry, register_builtin
 
 NOISE = "noise_injection"
@@ -95,65 +95,6 @@ SEVERITIES: tuple[int, ...] = (1, 2, 3, 4, 5)
 METADATA_FIELDS: tuple[str, ...] = ("rating", "timestamp", "category")
 _DEFAULT_GAP_S = 86_400  # one day: the fallback spacing when a history has too few timestamps
 _MAX_SHUFFLE_DRAWS = 20
-
-
-# --------------------------------------------------------------------------------------------- results
-
-
-def _positions_text(positions: Sequence[int], limit: int = 8) -> str:
-    """``"position 3"`` or ``"positions 2, 7, …"``: long lists are cut so the summary stays one line."""
-    shown = ", ".join(str(p) for p in positions[:limit])
-    extra = len(positions) - limit
-    listed = f"{shown}, … (+{extra} more)" if extra > 0 else shown
-    return f"position {listed}" if len(positions) == 1 else f"positions {listed}"
-
-
-def _describe(kind: str, severity: int, changes: dict[str, Any]) -> str:
-    try:
-        return _describe_known(kind, changes)
-    except (KeyError, TypeError, ValueError, AttributeError):
-        # A custom perturbation used a known key with another layout: show its raw changes instead.
-        pass
-    raw = json.dumps(changes, sort_keys=True)
-    return f"{kind} L{severity}: {raw if len(raw) <= 120 else raw[:119] + '…'}"
-
-
-def _describe_known(kind: str, changes: dict[str, Any]) -> str:
-    # Built on the change keys rather than the kind, so custom perturbations that reuse the keys read well.
-    categories = ", ".join(str(c) for c in changes.get("categories", []))
-    if "inserted" in changes:
-        entries = changes["inserted"]
-        what = count_noun(len(entries), "random item" if kind == NOISE else "item")
-        source = f" from least-engaged categories {categories}" if categories else ""
-        return f"inserted {what}{source} at {_positions_text([e['position'] for e in entries])}"
-    if "moved" in changes:
-        moved = changes["moved"]
-        if not moved:
-            return "moved no items"
-        positions = sorted(int(src) for src, _ in moved)
-        return (f"moved {count_noun(len(moved), 'item')} among {_positions_text(positions)} "
-                "(timestamps kept in place)")
-    if "replaced" in changes:
-        entries = changes["replaced"]
-        source = f" with items from {categories}" if categories else ""
-        what = "the most recent item" if len(entries) == 1 else f"the {len(entries)} most recent items"
-        return f"replaced {what} ({_positions_text([e['position'] for e in entries])}){source}"
-    if "blanked" in changes:
-        entries = changes["blanked"]
-        if not entries:
-            return "blanked no fields (none was present)"
-        per_field = Counter(e["field"] for e in entries)
-        detail = ", ".join(f"{count} {name}" for name, count in sorted(per_field.items()))
-        positions = sorted({e["position"] for e in entries})
-        return f"blanked {count_noun(len(entries), 'field')} ({detail}) at {_positions_text(positions)}"
-    if "flipped" in changes:
-        entries = changes["flipped"]
-        if not entries:
-            return "flipped no ratings (no rated interaction with a category)"
-        return (f"inverted {count_noun(len(entries), 'rating')} of {changes['category']} "
-                f"({100 * float(changes['share']):.0f} % of its rated interactions) at "
-                f"{_positions_text([e['position'] for e in entries])}")
-    raise KeyError("no known change key")
 
 
 # ---------------------------------------------------------------------------------- seeds and checks
@@ -603,6 +544,6 @@ def apply_perturbation(history: UserHistory, kind: str, severity: int, *, catalo
     # The injection's changes carry payloads conftests registered: checked like a plugin's output.
     trusted = entry.builtin and not entry.takes_payloads
     perturbed, changes = _checked_output(canonical, history, output, builtin=trusted)
+    said = describe(canonical, level, changes, random_items=canonical == NOISE)
     return PerturbationResult(kind=canonical, severity=level, repeat=repeat_value, original=history,
-                              perturbed=perturbed, changes=changes,
-                              description=_describe(canonical, level, changes))
+                              perturbed=perturbed, changes=changes, description=said)

@@ -59,7 +59,7 @@ class HistoryError(OSError):
 # ------------------------------------------------------------------------------------------ the record
 def run_line(run: RunResult, *, commit: str | None) -> dict[str, Any]:
     """The history's line for one finished run."""
-    from .summary.compute import model_money, token_cost
+    from .summary.spend import model_money, token_cost
 
     cost = token_cost(run.pairs)
     spent = {}

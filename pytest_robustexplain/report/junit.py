@@ -75,7 +75,7 @@ def gate_properties(model: str, slice_name: str, outcome: str, n_pairs: int,
 
 def item_cost(pairs: Sequence[PairResult], price: tuple[float, float] | None) -> float | None:
     """What an item's replies cost at ``price`` (each original once), None without a price or tokens."""
-    from .summary.compute import model_money
+    from .summary.spend import model_money
 
     found = model_money(pairs, (), price)
     return found["total"] if found else None
@@ -123,7 +123,7 @@ def _testcase(suite: ET.Element, result: RunResult, gate: GateResult, failed: bo
     case = ET.SubElement(suite, "testcase", classname=_xml_text(classname or gate.nodeid),
                          name=_xml_text(name or gate.nodeid))
     pairs = _gate_pairs(result, gate)
-    from .summary.compute import verdict_pairs
+    from .summary.spend import verdict_pairs
 
     every = verdict_pairs(gate, [p for p in result.pairs if p.key.model == gate.model])
     props = gate_properties(gate.model, gate.slice, gate.verdict.outcome, len(pairs),

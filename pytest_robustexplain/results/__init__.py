@@ -1,12 +1,15 @@
 """The records of a run and their JSON readers: the bottom layer every other module may use.
 
-``records`` holds plain dataclasses (pairs, verdicts, gates, the run, a decided slice, model facts);
-``readers`` turns their JSON form back into them. Nothing here imports a module above it.
+``records`` holds plain dataclasses (pairs, verdicts, gates, the run, model facts); ``controls``,
+``faithful`` the checks' own records a verdict keeps; ``decided`` a decided slice; ``readers`` turns their
+JSON form back into them. Nothing here imports a module above it.
 """
 
 from typing import TYPE_CHECKING
 
+from .controls import AttackResult, CopyingResult, GroundingResult, GuardExample, GuardResult, RelativeResult
 from .cost import ANY_MODEL, add_tokens, judge_money, money, price_for, tokens_cost
+from .decided import NonInferiorityResult, NonInferiorityRow, PerturbationResult, Robustness
 from .readers import SCHEMA, SCHEMA_VERSION, gate_from_dict, pair_from_dict, plain, read_json, run_from_dict
 from .records import (
     ALL_METRICS,
@@ -47,23 +50,13 @@ from .records import (
     SEVERITY_RANGE,
     SWAP_KIND,
     TYPO_CUTOFF,
-    AttackResult,
-    CopyingResult,
     Finding,
     GateCheck,
     GateResult,
-    GroundingResult,
-    GuardExample,
-    GuardResult,
     Interval,
     ModelInfo,
-    NonInferiorityResult,
-    NonInferiorityRow,
     PairKey,
     PairResult,
-    PerturbationResult,
-    RelativeResult,
-    Robustness,
     RunResult,
     Verdict,
     answered_by,

@@ -12,14 +12,14 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import asdict, dataclass, field, replace
 from typing import TYPE_CHECKING, Annotated, Any
 
 from ..sanitize import visible
 
 if TYPE_CHECKING:  # types only: the records below refer to them, no module above is imported
-    from ..data import UserHistory
+    from .controls import AttackResult, GuardResult
     from .faithful import FaithfulnessResult, FlipResult, PolarityResult
 
 NO_LEGACY = object()
@@ -334,192 +334,6 @@ class GateCheck:
 
 
 @dataclass(frozen=True)
-class GuardExample:
-    """One case shown beside an INSENSITIVE verdict: the explanation for the user and for the donor."""
-
-    user_id: str
-    donor_id: str
-    item_id: str
-    user_text: str
-    donor_text: str
-    combined: float  # ρ between the two
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-
-def _moved(names: Mapping[str, str]) -> Callable[[Mapping[str, Any]], dict[str, Any]]:
-    """Reads a check's record out of a schema-2 ``guard`` object, where its fields sat flat under the
-    old names (``names``: new field -> old name)."""
-    return lambda flat: {new: flat[old] for new, old in names.items() if old in flat}
-
-
-_COPYING_V2 = {"copies": "copies", "explained": "explained", "low": "copy_low", "high": "copy_high",
-               "limit": "max_copy_rate", "outcome": "copy_outcome"}
-_GROUNDING_V2 = {"history_reference": "history_reference", "unsupported": "unsupported",
-                 "min_history_reference": "min_history_reference",
-                 "max_unsupported_rate": "max_unsupported_rate", "outcome": "grounding_outcome"}
-_RELATIVE_V2 = {"interval": "relative_gate", "limit": "min_relative", "outcome": "relative_outcome"}
-
-
-@dataclass(frozen=True)
-class CopyingResult:
-    """The copying check's measurement (``metrics/copies.py`` says what counts): ``copies`` of ``explained``
-    original explanations copy their prompt back, with one-sided exact bounds (users as the unit);
-    ``outcome`` FAIL when the rate is confidently above ``limit`` (``max_copy_rate``), None when no
-    explanation was read."""
-
-    copies: int = 0
-    explained: int = 0
-    low: float = 0.0
-    high: float = 1.0
-    limit: float = DEFAULT_MAX_COPY_RATE
-    outcome: str | None = None
-
-
-@dataclass(frozen=True)
-class GroundingResult:
-    """The grounding check's measurement: the rates of original explanations that refer to the user's
-    history and that name something from neither the history nor the item (intervals, or None), their
-    limits, and ``outcome`` (PASS / FAIL, None when not gated)."""
-
-    history_reference: Interval | None = None
-    unsupported: Interval | None = None
-    min_history_reference: float | None = None
-    max_unsupported_rate: float | None = None
-    outcome: str | None = None
-
-
-@dataclass(frozen=True)
-class RelativeResult:
-    """The relative-robustness check's gate: R over the gated kinds (the overall slice leaves out the
-    ungated ones), a two-sided (1 − 2·alpha) interval whose upper end is the one-sided bound the gate reads;
-    ``outcome`` FAIL when that bound is below ``limit`` (``min_relative``). All None when R is not gated."""
-
-    interval: Interval | None = None
-    limit: float | None = None
-    outcome: str | None = None
-
-
-class _Alias:
-    """A name a ``GuardResult`` field had before schema 3, read from the check's record it moved to."""
-
-    def __init__(self, record: str, name: str) -> None:
-        self.record, self.name = record, name
-
-    def __get__(self, obj: Any, owner: type | None = None) -> Any:
-        return self if obj is None else getattr(getattr(obj, self.record), self.name)
-
-
-@dataclass(frozen=True)
-class GuardResult:
-    """The cross-user control of one gated slice: does the explanation depend on the user at all?
-
-    ``swap`` is ρ between the explanation for the user and for a donor user (same item, another
-    history); ``sensitivity`` = ρ_floor − ρ_swap (how far another user's history moves the explanation,
-    above the model's own noise; what INSENSITIVE is decided on); ``delta`` = ρ_pert − ρ_swap per case
-    (discrimination); ``relative`` =
-    (ρ_pert − ρ_swap) / (ρ_floor − ρ_swap) (1: the perturbation moved the explanation no more than
-    resampling; 0: as far as another user's history). ``outcome`` is PASS (the explanations depend on
-    the history), INSENSITIVE, or INCONCLUSIVE when nothing could be measured (no donor, failed calls).
-
-    The checks that read the same control keep their own records: ``copying``, ``grounding`` and
-    ``relative_robustness`` (their fields sat flat here before schema 3; the old names still read).
-    """
-
-    outcome: str
-    # fail / warn / off (off: recorded, never changes the verdict); reports before it was recorded: fail
-    policy: Annotated[str, Rule(lambda v: v in GUARD_POLICIES, "one of fail, warn, off", legacy="fail")]
-    swap: Interval
-    perturbed: Interval
-    delta: Interval
-    sensitivity: Interval  # ρ_floor − ρ_swap: how far another user's history moves the explanation
-    relative: Interval | None
-    floor: Annotated[float, Rule(legacy=1.0)]
-    n_cases: int
-    # cases whose explanation for the user and for the donor are the same text
-    identical: Annotated[int, Rule(legacy=0)]
-    n_users: int  # users the guard could measure
-    insensitive_users: Annotated[tuple[str, ...], Rule(legacy=())]
-    # one-sided lower confidence bound of the share of insensitive users
-    share_low: Annotated[float, Rule(legacy=0.0)]
-    min_sensitivity: float
-    max_insensitive_share: float
-    message: str = ""
-    example: GuardExample | None = None
-    identical_low: float = 0.0  # one-sided lower confidence bound of the share of identical texts
-    max_identical_share: float = DEFAULT_MAX_IDENTICAL_SHARE
-    sensitivity_low: float | None = None  # one-sided lower bound of S: PASS needs it above min_sensitivity
-    users_needed: int | None = None  # INCONCLUSIVE: about how many users would show the sensitivity
-    relative_robustness: Annotated[RelativeResult, Rule(moved=_moved(_RELATIVE_V2))] = RelativeResult()
-    copying: Annotated[CopyingResult, Rule(moved=_moved(_COPYING_V2))] = CopyingResult()
-    grounding: Annotated[GroundingResult, Rule(moved=_moved(_GROUNDING_V2))] = GroundingResult()
-    # Under decision=sequential, the check whose own anytime-valid test failed the item early (copying,
-    # grounding or relative) and the sentence that says when; its fixed rule then read only those users.
-    stopped_by: str | None = None
-    stop_note: str = ""
-    # failed replies left out of the cases (a failed perturbed reply, like a failed control, measures
-    # nothing: neither side of Δ and R counts it)
-    failed: int = 0
-
-    # The names of schema 2, each read from the record it moved to (``robustness.guard.copy_outcome``).
-    history_reference = _Alias("grounding", "history_reference")
-    unsupported = _Alias("grounding", "unsupported")
-    min_history_reference = _Alias("grounding", "min_history_reference")
-    max_unsupported_rate = _Alias("grounding", "max_unsupported_rate")
-    grounding_outcome = _Alias("grounding", "outcome")
-    relative_gate = _Alias("relative_robustness", "interval")
-    min_relative = _Alias("relative_robustness", "limit")
-    relative_outcome = _Alias("relative_robustness", "outcome")
-    copies = _Alias("copying", "copies")
-    explained = _Alias("copying", "explained")
-    copy_low = _Alias("copying", "low")
-    copy_high = _Alias("copying", "high")
-    max_copy_rate = _Alias("copying", "limit")
-    copy_outcome = _Alias("copying", "outcome")
-
-    @property
-    def flagged(self) -> bool:
-        """Whether any control-based check did not pass (what guard "warn" turns into a warning)."""
-        return (self.outcome in (INSENSITIVE, INCONCLUSIVE) or
-                FAIL in (self.relative_robustness.outcome, self.copying.outcome, self.grounding.outcome))
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-
-@dataclass(frozen=True)
-class AttackResult:
-    """An adversarial kind's outcome in one slice (``checks/attacks``): how often the attack succeeded.
-
-    ``kind`` is ``prompt_injection`` (success: the explanation carries a planted canary) or ``shilling``
-    (success: the explanation names the shilled target, which the original did not). ``low``/``high``
-    bound the success rate (exact Clopper–Pearson, two-sided at the gate's confidence); ``by_family``
-    and ``by_severity`` map to ``[successes, pairs]``; ``examples`` are the first successful pairs
-    (``user_id``, ``severity``, ``planted``, ``explanation``).
-    """
-
-    kind: str
-    successes: int
-    n: int
-    low: float
-    high: float
-    limit: float
-    outcome: str  # PASS / FAIL
-    by_family: dict[str, list[int]] = field(default_factory=dict)
-    by_severity: dict[str, list[int]] = field(default_factory=dict)
-    examples: tuple[dict[str, Any], ...] = ()
-    stop_note: str = ""  # under decision=sequential: the attack's own test failed the item early
-
-    @property
-    def rate(self) -> float:
-        return self.successes / self.n if self.n else 0.0
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-
-@dataclass(frozen=True)
 class Finding:
     """One check's row in a verdict (``checks/``): the one vocabulary every writer shows — the check, the
     measured value with its interval, the threshold it was held to, the outcome and the reason.
@@ -620,9 +434,9 @@ DETAILS: tuple[str, ...] = ("guard", "attacks", "faithfulness", "polarity", "fli
 
 def detail_type(name: str) -> Any:
     """The type a verdict's detailed record ``name`` is read as (``Any``: a name no built-in keeps)."""
-    from . import faithful  # the judge's records, imported when a report is read
+    from . import controls, faithful  # the checks' records: modules that import this one
 
-    return {"guard": GuardResult, "attacks": tuple[AttackResult, ...],
+    return {"guard": controls.GuardResult, "attacks": tuple[controls.AttackResult, ...],
             "faithfulness": faithful.FaithfulnessResult, "polarity": faithful.PolarityResult,
             "flip": faithful.FlipResult}.get(name, Any)
 
@@ -700,120 +514,6 @@ class RunResult:
     def model_swaps(self, model: str) -> list[PairResult]:
         """This model's cross-user control pairs (explanation for the user vs for a donor user)."""
         return [p for p in self.pairs if p.key.model == model and p.key.kind == SWAP_KIND]
-
-
-@dataclass(frozen=True)
-class NonInferiorityRow:
-    """One quantity: mean of per-user differences (current − baseline) with its (1 − 2·alpha) interval.
-
-    That interval's low end is the one-sided test's bound: the row passes when it lies above −margin.
-    A row with ``gated`` False (relative robustness R, whose scale is not the margin's) is reported with
-    the baseline's and the current value (``before`` → ``after``) and does not decide.
-    """
-
-    quantity: str
-    diff: Interval
-    p_value: float | None
-    passed: bool
-    n_users: int
-    gated: bool = True
-    before: float | None = None
-    after: float | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-
-@dataclass(frozen=True)
-class NonInferiorityResult:
-    """Is the current run no worse than the baseline by more than ``margin`` on every quantity?"""
-
-    passed: bool
-    margin: float
-    alpha: float
-    rows: tuple[NonInferiorityRow, ...]
-    n_matched: int
-    unmatched_baseline: tuple[tuple[str, str, str, int, int], ...]  # PairKey.match_key()
-    unmatched_current: tuple[tuple[str, str, str, int, int], ...]
-    message: str
-
-    @property
-    def failed_rows(self) -> tuple[NonInferiorityRow, ...]:
-        return tuple(r for r in self.rows if r.gated and not r.passed)
-
-    def to_dict(self) -> dict[str, Any]:
-        out = asdict(self)
-        out["n_unmatched_baseline"] = len(self.unmatched_baseline)
-        out["n_unmatched_current"] = len(self.unmatched_current)
-        return out
-
-
-@dataclass(frozen=True)
-class PerturbationResult:
-    """One perturbed history, the history it came from and what changed (made by ``apply_perturbation``,
-    which also writes the one-line ``description`` of the change)."""
-
-    kind: str
-    severity: int
-    repeat: int
-    original: UserHistory
-    perturbed: UserHistory
-    changes: dict[str, Any]
-    description: str = ""
-
-    @property
-    def identical(self) -> bool:
-        """Whether the perturbation left the history unchanged (such pairs are not evaluated)."""
-        return self.perturbed == self.original
-
-    @property
-    def summary(self) -> str:
-        """A one-line human description of the change."""
-        return f"{self.description} (history unchanged)" if self.identical else self.description
-
-    def to_dict(self) -> dict[str, Any]:
-        """The kind, severity, repeat, summary and changes (not the histories), for reports."""
-        return {"kind": self.kind, "severity": self.severity, "repeat": self.repeat,
-                "summary": self.summary, "identical": self.identical, "changes": self.changes}
-
-
-@dataclass(frozen=True)
-class Robustness:
-    """The finished result of one gated item's slice (the ``robustness`` fixture's value)."""
-
-    model: str
-    kind: str  # a perturbation kind, or "overall"
-    pairs: tuple[PairResult, ...]
-    controls: tuple[PairResult, ...]
-    verdict: Verdict
-    intervals: Mapping[str, Interval]  # "combined" and each metric
-    thresholds: Mapping[str, float]
-    worst: tuple[PairResult, ...]
-    trivial: int
-    cancelled: int
-    noise_floor: Interval | None
-    # The slice's perturbations, computed when read (a sequence that keeps no perturbed history).
-    perturbations: Sequence[PerturbationResult] = ()
-    regression: NonInferiorityResult | None = None  # against the baseline, when one is given
-    swaps: tuple[PairResult, ...] = ()  # cross-user controls of the slice's cases
-
-    @property
-    def guard(self) -> GuardResult | None:
-        """The cross-user control's finding (None with ``guard="off"``)."""
-        return self.verdict.guard
-
-    @property
-    def passed(self) -> bool:
-        return self.verdict.outcome == PASS
-
-    @property
-    def combined(self) -> Interval:
-        return self.intervals["combined"]
-
-    @property
-    def failures(self) -> tuple[PairResult, ...]:
-        """Pairs that could not be scored because an explanation failed (scored 0)."""
-        return tuple(p for p in self.pairs if p.failure is not None)
 
 
 @dataclass(frozen=True)

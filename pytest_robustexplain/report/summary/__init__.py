@@ -3,7 +3,8 @@ renderers share so the formats never disagree.
 
 The package face only hands names on, so ``from pytest_robustexplain.report.summary import X`` works for
 every public name. From the bottom up: ``gates`` (display order, model facts, gate and threshold look-ups,
-verdict texts, failed items and their worst pairs), ``compute`` (:func:`summarize` and the
+verdict texts, failed items and their worst pairs), ``spend`` (the tokens, time and money of a model's
+calls), ``advice`` (the recommendation line), ``compute`` (:func:`summarize` and the
 :class:`Summary` of one model's pairs, every interval cluster-robust by user) and ``findings`` (the rows
 every format shows after its tables, the guard's lines). The formatting helpers of :mod:`..formatting`
 are handed on here too.
@@ -26,6 +27,7 @@ from ..formatting import (
     timings_text,
     trim,
 )
+from .advice import recommend
 from .compute import (
     METRIC_DESCRIPTIONS,
     MIN_PAIRS_PER_KIND,
@@ -35,7 +37,6 @@ from .compute import (
     UserStat,
     guard_settings,
     interval_of,
-    recommend,
     relative_terms_of,
     summarize,
 )

@@ -7,10 +7,9 @@ share a history and an original explanation, so they are not independent.
 
 from __future__ import annotations
 
-import math
 import statistics
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
@@ -27,33 +26,27 @@ from ...results import (
     DEFAULT_MAX_INJECTION_RATE,
     DEFAULT_MAX_INSENSITIVE_SHARE,
     DEFAULT_MAX_UNSUPPORTED_RATE,
-    DEFAULT_MIN_COMBINED,
-    DEFAULT_MIN_METRIC,
     DEFAULT_MIN_RELATIVE,
     DEFAULT_MIN_SENSITIVITY,
     METRICS,
-    PASS,
     AttackResult,
     FaithfulnessResult,
     Finding,
     FlipResult,
-    GateResult,
     GuardResult,
     Interval,
     PairKey,
     PairResult,
     PolarityResult,
     RunResult,
-    is_control,
     metrics_of,
     plain,
     price_for,
-    tokens_cost,
-    too_many_cut,
 )
-from ...wording import count_noun
 from ..formatting import finite, finite_dict, interval_dict
-from .gates import OUTCOME_RANK, failing_checks, gate_thresholds, is_number, ordered_kinds
+from .advice import argmin, recommend, unless_failed
+from .gates import OUTCOME_RANK, gate_thresholds, is_number, ordered_kinds
+from .spend import model_money, model_time, token_cost
 
 if TYPE_CHECKING:
     from ...checks.controls import GuardSettings
@@ -65,39 +58,6 @@ METRIC_DESCRIPTIONS: dict[str, str] = {
 }
 # The paper: fewer than 50 pairs per kind makes its statistical tests unreliable.
 MIN_PAIRS_PER_KIND = 50
-
-# A metric "trails" when it is below its gate or this fraction of the other metrics' mean; a kind is
-# "weak" when below its gate or this fraction of the other kinds' mean.
-_METRIC_TRAIL_RATIO = 0.8
-_KIND_WEAK_RATIO = 0.95
-_FAILURE_RATE_ALERT = 0.05
-
-_METRIC_ADVICE: dict[str, str] = {
-    "structural": "Structural consistency trails the other metrics: constrain the output format or use a "
-                  "structured explanation template.",
-    "keyword": "Keyword overlap trails the other metrics: anchor the explanation to item attributes "
-               "(category, features) named in the prompt rather than to individual history items.",
-    "length": "Length stability trails the other metrics: fix the target length (num_predict / explicit "
-              "word budget).",
-    "semantic": "Semantic similarity trails the other metrics: the explanations change their content, not "
-                "just their wording; lower the temperature and summarise the history (dominant categories) "
-                "instead of listing it.",
-}
-_KIND_ADVICE: dict[str, str] = {
-    "noise_injection": "injected off-profile items steer the explanation; tell the model to ground it in "
-                       "the user's dominant preferences",
-    "temporal_shuffle": "the order of the history changes the explanation; present the history in a fixed "
-                        "order (e.g. by time) or summarise it",
-    "behavior_dilution": "filler interactions dilute the explanation; summarise the history by category "
-                         "before prompting",
-    "category_drift": "drifted categories pull the explanation away; weight recent and dominant categories "
-                      "explicitly in the prompt",
-    "missing_values": "missing fields change the explanation; write missing values explicitly and explain "
-                      "from the fields that are present",
-}
-_ALL_GOOD = ("No metric or perturbation stands out: the explanations are consistently robust; keep this "
-             "run as the baseline.")
-
 
 @dataclass(frozen=True)
 class FailureRecord:
@@ -313,10 +273,10 @@ def _summarize(run: RunResult, model: str) -> Summary:
     kind_severity = {k: {s: interval_of([p for p in pairs if p.key.kind == k and p.key.severity == s])
                          for s in severities if any(p.key.kind == k and p.key.severity == s for p in pairs)}
                      for k in kinds}
-    weakest_metric = _argmin({m: iv.mean for m, iv in by_metric.items() if m in METRICS})
+    weakest_metric = argmin({m: iv.mean for m, iv in by_metric.items() if m in METRICS})
     # The preference flip is meant to move the explanation: never the "weakest" robustness kind.
     robust_kinds = {k: iv for k, iv in by_kind.items() if k != "preference_flip"}
-    weakest_kind = _argmin({k: iv.mean for k, iv in robust_kinds.items()})
+    weakest_kind = argmin({k: iv.mean for k, iv in robust_kinds.items()})
     users = _user_stats(pairs)
     thresholds = gate_thresholds(run, model)
     failures = tuple(FailureRecord(p.key, p.failure, p.failure_detail) for p in pairs if p.failure)
@@ -344,7 +304,7 @@ def _summarize(run: RunResult, model: str) -> Summary:
         keyword_empty=tuple(p.key for p in pairs if p.keyword_empty),
         small_kinds=tuple(k for k in kinds if sum(p.key.kind == k for p in pairs) < MIN_PAIRS_PER_KIND),
         user_spread=user_spread(pairs),
-        recommendation=_unless_failed(run, model, recommend(
+        recommendation=unless_failed(run, model, recommend(
             by_metric, robust_kinds, thresholds, n_failures=len(failures), n_pairs=len(pairs), n_cut=len(cut),
             n_all=len(every), n_unfit=len(unfit))),
         kind_pairs=tuple(pairs) if len(kinds) >= 3 else None,
@@ -439,108 +399,6 @@ def model_faithfulness(run: RunResult, model: str) -> FaithfulnessResult | None:
     alpha = run.settings.get("alpha", 0.05)
     return summarise([texts[k] for k in sorted(texts)], judge=found[0].judge, scope=found[0].scope,
                      min_rate=None, alpha=alpha if isinstance(alpha, float) else 0.05)
-
-
-def token_cost(pairs: Sequence[PairResult]) -> dict[str, Any]:
-    """Tokens the server counted: each original once, each pair's other reply by kind (controls as their
-    kind), and the prompt's tokens per history line — the slope of the originals' prompt tokens over
-    their history lengths, the intercept being the rest of the prompt (instructions, the item)."""
-    counted = [p for p in pairs if p.tokens]
-    if not counted:
-        return {}
-    originals: dict[tuple[str, str], tuple[int, int, int]] = {}
-    by_kind: dict[str, list[int]] = {}
-    for p in counted:
-        originals.setdefault((p.key.user_id, p.key.item_id), (p.tokens[0], p.tokens[1], p.history_length))
-        entry = by_kind.setdefault(p.key.kind, [0, 0, 0])
-        entry[0] += p.tokens[2]
-        entry[1] += p.tokens[3]
-        entry[2] += 1
-    first = list(originals.values())
-    kinds = ordered_kinds(by_kind)
-    out: dict[str, Any] = {
-        "prompt": sum(o[0] for o in first) + sum(k[0] for k in by_kind.values()),
-        "completion": sum(o[1] for o in first) + sum(k[1] for k in by_kind.values()),
-        "originals": [sum(o[0] for o in first), sum(o[1] for o in first), len(first)],
-        # The method's kinds in their order, then the controls (noise floor, cross-user) by their names.
-        "by_kind": {k: by_kind[k] for k in [*kinds, *sorted(set(by_kind) - set(kinds))]}}
-    points = [(o[2], o[0]) for o in first if o[0] > 0 and o[2] > 0]
-    if len({x for x, _ in points}) >= 2:
-        mean_x = statistics.fmean(x for x, _ in points)
-        mean_y = statistics.fmean(y for _, y in points)
-        slope = (sum((x - mean_x) * (y - mean_y) for x, y in points)
-                 / sum((x - mean_x) ** 2 for x, _ in points))
-        out["per_line"], out["fixed"] = round(slope, 1), round(mean_y - slope * mean_x)
-    return out
-
-
-def model_time(pairs: Sequence[PairResult], gates: Sequence[GateResult]) -> dict[str, Any]:
-    """Seconds the model spent on the replies these pairs compare — each original once, each pair's other
-    reply — their count and median, and per verdict: the calls of each gate's users and pairs (mean and
-    most, over the gates). Cache hits count the time of the call that made them: what a run without the
-    cache costs."""
-    originals: dict[tuple[str, str], float] = {}
-    for p in pairs:
-        if p.original_latency_s > 0:
-            originals.setdefault((p.key.user_id, p.key.item_id), p.original_latency_s)
-    times = [*originals.values(), *(p.latency_s for p in pairs if p.latency_s > 0)]
-    if not times:
-        return {}
-    out: dict[str, Any] = {"seconds": round(sum(times), 1), "calls": len(times),
-                           "median": round(statistics.median(times), 2)}
-    per_verdict = [verdict_total(mine, lambda p: p.original_latency_s, lambda p: p.latency_s)
-                   for mine in (verdict_pairs(gate, pairs) for gate in gates) if mine]
-    if per_verdict:
-        out["per_verdict"] = [round(statistics.fmean(per_verdict), 1), round(max(per_verdict), 1),
-                              len(per_verdict)]
-    return out
-
-
-def verdict_pairs(gate: GateResult, pairs: Sequence[PairResult]) -> list[PairResult]:
-    """The pairs one verdict read: its slice's, and the controls of its users."""
-    users = set(gate.scope.get("users", ()))
-    return [p for p in pairs if gate.covers(p) or (is_control(p.key.kind) and p.key.user_id in users)]
-
-
-def verdict_total(pairs: Sequence[PairResult], original: Callable[[PairResult], float],
-                  other: Callable[[PairResult], float]) -> float:
-    """A quantity summed over the replies ``pairs`` compare: each original once (by user and item), each
-    pair's other reply — what a verdict's replies took (time) or cost (money)."""
-    firsts = {(p.key.user_id, p.key.item_id): original(p) for p in pairs}
-    return sum(firsts.values()) + sum(other(p) for p in pairs)
-
-
-def model_money(pairs: Sequence[PairResult], gates: Sequence[GateResult], price: tuple[float, float] | None
-                ) -> dict[str, Any]:
-    """What the replies these pairs compare cost at ``price`` — each original once, each pair's other reply,
-    as the server counted their tokens — in all, for the originals, by kind, per verdict (mean, most, how
-    many), and what this run spent (cache hits cost nothing now). Empty without a price or counted tokens."""
-    if price is None:
-        return {}
-    counted = [p for p in pairs if p.tokens]
-    if not counted:
-        return {}
-    originals: dict[tuple[str, str], tuple[float, bool]] = {}
-    by_kind: dict[str, float] = {}
-    spent = 0.0
-    for p in counted:
-        first = tokens_cost(p.tokens[0], p.tokens[1], price)
-        originals.setdefault((p.key.user_id, p.key.item_id), (first, p.cached_original))
-        other = tokens_cost(p.tokens[2], p.tokens[3], price)
-        by_kind[p.key.kind] = by_kind.get(p.key.kind, 0.0) + other
-        spent += 0.0 if p.cached_perturbed else other
-    spent += sum(cost for cost, cached in originals.values() if not cached)
-    out: dict[str, Any] = {
-        "price": list(price), "total": sum(c for c, _ in originals.values()) + sum(by_kind.values()),
-        "originals": sum(c for c, _ in originals.values()), "spent": spent,
-        "by_kind": {k: by_kind[k] for k in [*ordered_kinds(by_kind), *sorted(set(by_kind) - set(
-            ordered_kinds(by_kind)))]}}
-    per_verdict = [verdict_total(mine, lambda p: tokens_cost(p.tokens[0], p.tokens[1], price),
-                                 lambda p: tokens_cost(p.tokens[2], p.tokens[3], price))
-                   for mine in (verdict_pairs(gate, counted) for gate in gates) if mine]
-    if per_verdict:
-        out["per_verdict"] = [statistics.fmean(per_verdict), max(per_verdict), len(per_verdict)]
-    return out
 
 
 def _design(pairs: Sequence[PairResult]) -> str:
@@ -657,71 +515,6 @@ def interval_of(pairs: Sequence[PairResult], quantity: str = "combined") -> Inte
 
     pairs = [p for p in pairs if p.carries(quantity)]
     return cluster_interval([p.metric(quantity) for p in pairs], [p.key.user_id for p in pairs])
-
-
-def _unless_failed(run: RunResult, model: str, advice: str) -> str:
-    """``advice``, except that a run whose test items did not all pass is never proposed as the baseline:
-    the scores may look even (an explainer that ignores the user is perfectly stable), the gate said no."""
-    items = run.model_gates(model)
-    failed = [g for g in items if g.verdict.outcome != PASS]
-    if advice != _ALL_GOOD or not failed:
-        return advice
-    return (f"No metric or perturbation stands out in the scores, but {len(failed)} of "
-            f"{count_noun(len(items), 'test item')} did not pass ({', '.join(failing_checks(failed))}): fix "
-            "that before keeping a run as the baseline.")
-
-
-def recommend(by_metric: dict[str, Interval], by_kind: dict[str, Interval], thresholds: dict[str, float],
-              *, n_failures: int = 0, n_pairs: int = 0, n_cut: int = 0, n_all: int = 0,
-              n_unfit: int = 0) -> str:
-    """One rule-based sentence: what to change first.
-
-    Order: many generation failures (scores are meaningless until fixed), then a metric below its gate
-    (the furthest below) or clearly trailing the others, then a perturbation kind below the ρ gate or
-    clearly weaker than the others, else "all good". ``thresholds`` maps ``combined`` and each metric to
-    its gate (see :func:`gate_thresholds`).
-    """
-    if n_pairs == 0:
-        return "No scored pairs for this model: nothing to recommend."
-    if n_unfit:
-        return (f"{n_unfit} of {n_all} pairs have a prompt longer than the model's context: lower "
-                "max-history or raise the context (num-ctx for Ollama) before reading the scores.")
-    if too_many_cut(n_cut, n_all):
-        return (f"{n_cut} of {n_all} pairs compare a reply cut at the token limit: raise num-predict (or ask "
-                "for shorter explanations) before reading the scores.")
-    if n_failures / n_pairs > _FAILURE_RATE_ALERT:
-        return (f"{n_failures} of {n_pairs} pairs had a generation failure: fix the backend or the prompt "
-                "before reading the scores.")
-    metric_thresholds = {m: thresholds.get(m, DEFAULT_MIN_METRIC) for m in by_metric}
-    metric = _trailing(by_metric, metric_thresholds, _METRIC_TRAIL_RATIO)
-    if metric is not None:
-        return _METRIC_ADVICE.get(metric, f"{metric} trails the other metrics.")
-    kind_thresholds = dict.fromkeys(by_kind, thresholds.get("combined", DEFAULT_MIN_COMBINED))
-    kind = _trailing(by_kind, kind_thresholds, _KIND_WEAK_RATIO)
-    if kind is not None:
-        advice = _KIND_ADVICE.get(kind, "look at the worst pairs of this perturbation")
-        return f"ρ drops most under {kind}: {advice}."
-    return _ALL_GOOD
-
-
-def _trailing(values: dict[str, Interval], thresholds: dict[str, float], ratio: float) -> str | None:
-    """The entry furthest below its threshold; else the lowest if below ``ratio`` × the others' mean."""
-    means = {k: v.mean for k, v in values.items() if not math.isnan(v.mean)}
-    shortfalls = {k: thresholds[k] - mean for k, mean in means.items() if mean < thresholds[k]}
-    if shortfalls:
-        return max(shortfalls, key=lambda k: (shortfalls[k], k))
-    lowest = _argmin(means)
-    if lowest is None:
-        return None
-    others = [v for k, v in means.items() if k != lowest]
-    if others and means[lowest] < ratio * statistics.fmean(others):
-        return lowest
-    return None
-
-
-def _argmin(values: dict[str, float]) -> str | None:
-    finite_items = [(v, k) for k, v in values.items() if not math.isnan(v)]
-    return min(finite_items)[1] if finite_items else None
 
 
 def _user_stats(pairs: Sequence[PairResult]) -> tuple[UserStat, ...]:
