@@ -24,7 +24,18 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from .checks import Check, register_check, register_metric
-from .data import Catalog, Interaction, Item, UserHistory, catalog_from, history_from, is_frame, item_from
+from .data import (
+    Catalog,
+    Interaction,
+    Item,
+    UserHistory,
+    catalog_from,
+    default_dataset,
+    history_from,
+    is_frame,
+    item_from,
+)
+from .data.io import Where
 from .errors import BackendError, ConfigError, WarningQueue
 from .metrics import (
     PairScores,
@@ -161,14 +172,25 @@ class EvalUser(NamedTuple):
     history: History
 
 
-def load_test_fixture(path: str | os.PathLike[str] = "fixtures/robustness_eval.json"
-                      ) -> list[tuple[EvalUser, dict[str, Any]]]:
+DEFAULT_FIXTURE = "fixtures/robustness_eval.json"  # the guide's fixture, from a checkout's root
+
+
+def load_test_fixture(path: str | os.PathLike[str] | None = None) -> list[tuple[EvalUser, dict[str, Any]]]:
     """The ``(user, item)`` pairs of an evaluation fixture (format ``robustexplain-eval/1``: users, each with
     a history and recommended items, and the catalog), one pair per recommended item. ``user.history`` is a
-    :class:`History` (plain dicts, knowing the fixture's catalog); ``item`` a dict."""
-    from .data.evalset import read_eval_fixture
+    :class:`History` (plain dicts, knowing the fixture's catalog); ``item`` a dict.
 
-    catalog, users = read_eval_fixture(path)
+    Without ``path``: the guide's fixture, ``fixtures/robustness_eval.json`` where it is (a checkout's root),
+    else the same fixture made from the bundled synthetic dataset it was written from — so the guide's
+    examples run from any directory of an installed package. A path given that is not there is an error
+    that says so."""
+    from .data.evalset import eval_fixture, eval_fixture_from, read_eval_fixture
+
+    if path is None and not Path(DEFAULT_FIXTURE).is_file():
+        bundled = eval_fixture(default_dataset())
+        catalog, users = eval_fixture_from(bundled, Where("the bundled evaluation fixture"))
+    else:
+        catalog, users = read_eval_fixture(DEFAULT_FIXTURE if path is None else path)
     pairs = []
     for history, items in users:
         user = EvalUser(history.user_id, History(history.to_dicts(), catalog=catalog))

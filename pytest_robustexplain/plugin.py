@@ -10,12 +10,13 @@ runs and decides; :mod:`.runner` holds what only pytest knows about an item.
 from __future__ import annotations
 
 from collections.abc import Generator, Iterator
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from .errors import RobustExplainWarning
+from .errors import ConfigError, RobustExplainWarning
 from .registrations import registered_checks, registered_kinds
 from .runner import (  # cheap: the engine is imported lazily
     MARKER,
@@ -99,7 +100,7 @@ class RobustExplainPlugin:
 
             hook = self.config.hook.pytest_robustexplain_make_explainer
             self._items = ItemRun(self.settings, base_dir=self.config.rootpath, kinds=self._kinds,
-                                  lazy=is_xdist_worker(self.config), say=self._say,
+                                  lazy=is_xdist_worker(self.config),
                                   watch=getattr(self.config, "workerinput", {}).get(STOP_INPUT),
                                   make_explainer=lambda model: hook(settings=self.settings, model=model))
         return self._items
@@ -140,11 +141,12 @@ class RobustExplainPlugin:
         listing = self.config.option.collectonly or self.config.option.setupplan
         with engine_errors(usage=True):
             for item, marker, param in marked:
-                self.items.expect(item.nodeid, (marker.kwargs, marker.args), param,
-                                  own_explainer=overrides_explainer(item), checks=self._checks_for(item))
+                self.items.expect(item.nodeid, (marker.kwargs, marker.args), param, own_explainer=(
+                    overrides_explainer(item)), checks=partial(self._checks_for, item))
             planned = self.items.plan(listing=bool(listing))
-        if planned.lines:
-            self._say("\n".join(f"robustexplain: {line}" for line in planned.lines), plain=True)
+        if planned.lines and (reporter := self.config.pluginmanager.get_plugin("terminalreporter")):
+            reporter.ensure_newline()  # what collection planned (prices, overrides), at once
+            reporter.write_line("\n".join(f"robustexplain: {line}" for line in planned.lines))
         for item in session.items:
             if item.nodeid in planned.skip:
                 item.add_marker(pytest.mark.skip(reason=planned.skip[item.nodeid]))
@@ -155,15 +157,8 @@ class RobustExplainPlugin:
         folder = item.path.parent
         if folder not in self._checks:
             self._checks[folder] = registered_checks(item.ihook.pytest_robustexplain_register_checks,
-                                                    pytest.UsageError)
+                                                    ConfigError)
         return self._checks[folder]
-
-    def _say(self, note: str, *, plain: bool = False) -> None:
-        """A note from the engine on the terminal (a size or a setting the user should know about)."""
-        reporter = self.config.pluginmanager.get_plugin("terminalreporter")
-        if reporter is not None:
-            reporter.ensure_newline()
-            reporter.write_line(note if plain else f"robustexplain: {note}", yellow=not plain)
 
     # ----------------------------------------------------------------------------------- running
     @pytest.hookimpl(wrapper=True)
@@ -243,6 +238,8 @@ class RobustExplainPlugin:
         if end.worker_output is not None:
             self.config.workeroutput["robustexplain"] = end.worker_output  # type: ignore[attr-defined]
         self.notes += [(line, False) for line in end.notes]  # workers' marker overrides; what a stop saved
+        if end.usage_error:  # a worker's, which stopped the session: the exit status a serial run has
+            session.exitstatus = pytest.ExitCode.USAGE_ERROR
         if end.done is None:
             return
         self.config.hook.pytest_robustexplain_report(run=end.done.result, config=self.config)

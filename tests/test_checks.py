@@ -239,16 +239,21 @@ def pytest_robustexplain_register_checks(register_check):
     result.stdout.fnmatch_lines(["*check 'broken': its predicate must return True or False, got int*"])
 
 
-def test_a_refused_registration_is_a_usage_error_naming_the_hook(pytester: pytest.Pytester) -> None:
+@pytest.mark.parametrize("workers", [(), ("-n", "2")])
+def test_a_refused_registration_is_a_usage_error_naming_the_hook(pytester: pytest.Pytester,
+                                                                 workers: tuple[str, ...]) -> None:
+    """Serially and in xdist workers alike: the one line naming the hook, and the usage error's exit status —
+    a worker once died at collection and xdist ended in 35 lines of INTERNALERROR without it (issue 61)."""
     pytester.makeconftest("""
 def pytest_robustexplain_register_checks(register_check):
     register_check("copying", lambda text, history, item: False)
 """)
     pytester.makepyfile(test_gate=GATED)
-    result = pytester.runpytest(*ARGS)
+    result = pytester.runpytest_subprocess(*ARGS, *workers)
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stderr.fnmatch_lines(
-        ["*pytest_robustexplain_register_checks: check 'copying' is registered already*"])
+    said = "*robustexplain: pytest_robustexplain_register_checks: check 'copying' is registered already*"
+    (result.stdout if workers else result.stderr).fnmatch_lines([said])
+    assert "INTERNALERROR" not in result.stdout.str() + result.stderr.str()
 
 
 def test_a_conftests_check_gates_its_directory_serially_and_under_xdist(pytester: pytest.Pytester,

@@ -134,6 +134,38 @@ def test_an_explainer_written_for_dicts_is_told_what_it_gets_and_how_to_adapt(
     pytester.runpytest("--robustexplain-backend=callable").assert_outcomes(passed=1)
 
 
+TYPO_EXPLAINER = """
+import pytest
+
+@pytest.fixture
+def explainer():
+    def explain(history, item):
+        return f"Because you liked {item.titel}"
+    return explain
+
+@pytest.mark.robustness(users=3, perturbations=["noise", "drift"], severities=[1], guard="off")
+def test_gate(robustness):
+    pass
+"""
+
+
+def test_a_broken_explainer_is_said_once_with_its_file_and_line_and_only_the_hint_that_applies(
+        pytester: pytest.Pytester) -> None:
+    """A typo in the user's explainer (``item.titel``): the first item says the exception with the file and
+    line of the user's code and the field it likely meant — not the hint for dict-style explainers — and the
+    other items that failed the same way name that item instead of repeating it (issue 62)."""
+    pytester.makepyfile(test_typo=TYPO_EXPLAINER)
+    result = pytester.runpytest("--robustexplain-backend=callable", "-p", "no:randomly")
+    result.assert_outcomes(errors=3)
+    out = result.stdout.str()
+    cause = "AttributeError: 'Item' object has no attribute 'titel' (at test_typo.py:6, in explain) — did "
+    assert cause + "you mean 'title'?" in out and "records, not dicts" not in out
+    failed = [line for line in result.stdout.lines if line.startswith("robustexplain: explain")]
+    assert len(failed) == 3 and sum(cause in line for line in failed) == 1
+    assert all(line.endswith("the same first error as test_typo.py::test_gate[noise_injection]")
+               for line in failed if cause not in line)
+
+
 def test_the_dicts_are_the_api_shape() -> None:
     from pytest_robustexplain import history_from
 

@@ -38,6 +38,22 @@ def test_guard_warn_from_the_command_line_passes_a_blind_model_with_a_warning(
     result.stdout.fnmatch_lines(["*RobustExplainWarning*barely depend on the user's history*"])
 
 
+def test_an_explainer_that_ignores_the_user_is_said_in_full_once_and_referred_to_by_the_other_items(
+        pytester: pytest.Pytester) -> None:
+    """One root cause, three INSENSITIVE items: the first item's message says the finding in full (the
+    guard's reason and the cases explained for two users), the others name that item; -v says each in full."""
+    result, _ = _run(pytester, "history-blind", "-p", "no:randomly",
+                     keywords='perturbations=["noise", "drift"], severities=[1, 5], users=6')
+    result.assert_outcomes(failed=3)
+    out = result.stdout.str()
+    first = "test_gate.py::test_gate[noise_injection]"
+    assert out.count(f"the same finding as {first}, said in full there") == 2
+    assert out.count("barely depend on the user's history") >= 1
+    verbose, _ = _run(pytester, "history-blind", "-p", "no:randomly", "-v",
+                      keywords='perturbations=["noise", "drift"], severities=[1, 5], users=6')
+    assert "said in full there" not in verbose.stdout.str()
+
+
 def test_guard_off_from_the_command_line_leaves_the_stability_verdict(pytester: pytest.Pytester) -> None:
     result, verdict = _run(pytester, "history-blind", "--robustexplain-guard=off")
     assert verdict["outcome"] == "PASS" and verdict["details"].get("guard") is None

@@ -51,6 +51,18 @@ def test_the_committed_fixture_is_the_generators(tmp_path: Path) -> None:
         "write_eval_fixture(eval_fixture(default_dataset()), 'fixtures/robustness_eval.json')\"")
 
 
+def test_the_guides_fixture_loads_from_any_directory_and_a_missing_one_says_so(quiet_env: Path) -> None:
+    """Outside a checkout (no fixtures/ folder here), ``load_test_fixture()`` gives the fixture the file was
+    written from; a path given that is not there is "file not found", not "not valid JSON" (issue 62)."""
+    bundled = api.load_test_fixture()
+    from_file = api.load_test_fixture(FIXTURE)
+    assert [(u.user_id, u.history, i) for u, i in bundled] == [
+        (u.user_id, u.history, i) for u, i in from_file]
+    with pytest.raises(DataError, match=r"missing\.json: file not found") as raised:
+        api.load_test_fixture("missing.json")
+    assert "JSON" not in str(raised.value)
+
+
 def test_the_fixture_holds_ten_users_with_three_unseen_items_each() -> None:
     catalog, users = read_eval_fixture(FIXTURE)
     assert len(users) == 10 and len(catalog) == 200

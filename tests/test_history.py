@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 import threading
 from pathlib import Path
@@ -141,16 +142,29 @@ def test_ten_runs_show_the_drop_at_run_six_with_the_tests_verdict(pytester: pyte
     capsys.readouterr()  # the inner runs' output
     assert main(["history", "--file", str(history)]) == 0
     out = capsys.readouterr().out
-    assert "item test_gate.py::test_gate[noise_injection] · model fake-model · signature " in out
-    outcomes = next(line for line in out.splitlines() if line.strip().startswith("outcome")).split()[1:]
-    assert outcomes == ["PASS"] * 5 + ["FAIL"] * 5
-    assert "ρ: range " in out and "· changed at run 6: " in out
+    # Compact: a heading per test, model and dataset, one line for the item, its change on it.
+    heading = r"^test test_gate.py::test_gate · model fake-model · dataset synthetic\S* · signature "
+    assert re.search(heading, out, re.M)
+    [line] = [line for line in out.splitlines() if line.startswith("  [noise_injection]")]
+    assert line.startswith("  [noise_injection] runs 1–10 PASS×5 FAIL×5, last FAIL · ρ ")
+    assert "· ρ changed at run 6" in line and "too few" not in out
+    assert main(["history", "--file", str(history), "--format", "json"]) == 0
+    [item] = json.loads(capsys.readouterr().out)["items"]
+    assert item["outcomes"] == ["PASS"] * 5 + ["FAIL"] * 5 and item["changes"]["stability"]["run"] == 6
+    assert len(item["values"]["stability"]) == 10
     # The reports of the tenth run: today's ρ beside the recent runs, the change where it happened.
     html = (pytester.path / "r.html").read_text(encoding="utf-8")
     comment = render_pr_comment(read_json(pytester.path / "r.json"))
     for text in (html, comment.replace("\\_", "_")):  # Markdown escapes the underscores
         assert "test_gate.py::test_gate[noise_injection]: ρ " in text
         assert "; last 10 runs " in text and "; changed at run 6: " in text
+    # The HTML draws the trend: ρ (the one enforced check with guard off) over the ten runs, the values
+    # in words under the chart, its text alternative.
+    [figure] = re.findall(r'<figure class="trend">.*?</figure>', html)
+    assert 'alt="trend of ρ over runs 1–10 of test_gate.py::test_gate[noise_injection]"' in figure
+    assert 'src="data:image/svg+xml;base64,' in figure
+    caption = re.search(r"<figcaption>(.*?)</figcaption>", figure).group(1)  # type: ignore[union-attr]
+    assert caption.startswith("ρ, runs 1–10: ") and "; changed at run 6: " in caption
 
 
 def test_history_off_or_a_cache_that_writes_none_keeps_none_and_a_named_file_that_fails_is_an_error(
@@ -192,7 +206,8 @@ def test_the_command_reports_a_damaged_history_and_a_missing_one(tmp_path: Path,
     assert main(["history", "--file", str(path)]) == 0
     said = capsys.readouterr()
     assert said.err.count("not a run record") == 1
-    assert "runs 1–3 of 3" in said.out and "too few runs to test for a change" in said.out
+    assert "[overall] runs 1–3 PASS×3, last PASS · ρ 0.79" in said.out
+    assert said.out.count("too few to test for a change") == 1
     assert main(["history", "--file", str(tmp_path / "none.jsonl")]) == 2
     assert "no run history at" in capsys.readouterr().err
 
@@ -255,7 +270,7 @@ def test_a_line_that_does_not_validate_is_skipped_naming_it(name: str, tmp_path:
     assert [r["items"][0]["values"]["stability"] for r in records] == [0.7, 0.9]
     assert warnings == [f"{path}: line 2 is not a run record (cut short or edited): skipped"]
     assert main(["history", "--file", str(path)]) == 0
-    assert "runs 1–2 of 2" in capsys.readouterr().out
+    assert "[overall] runs 1–2 PASS×2" in capsys.readouterr().out
 
 
 def test_a_record_of_a_newer_schema_is_named_as_such(tmp_path: Path) -> None:

@@ -224,3 +224,21 @@ def test_both_doors_warn_about_the_same_items(pytester: pytest.Pytester, server:
     assert cli.main(["run", "--progress", "off", *common]) == cli.EXIT_OK
     run_warned = set(re.findall(r"warning: robustexplain run\[(\w+)" + copied, capsys.readouterr().err))
     assert pytest_warned == run_warned == {"noise_injection", "temporal_shuffle", "overall"}
+
+
+@pytest.mark.parametrize("workers", [[], ["-n", "2"]])
+def test_notes_and_the_skip_reason_are_said_once_in_the_summary_under_plain_pytest(
+        pytester: pytest.Pytester, workers: list[str]) -> None:
+    """Under pytest's capture (no -s) and in xdist workers, what the run says — more users asked for than the
+    data has; why every gate is skipped without a model — is in the terminal summary, once (issue 62)."""
+    marker = 'robustness(perturbations=["noise"], severities=[1])\n'
+    pytester.makepyfile(BARE.replace("robustness\n", marker, 1))
+    said = "robustexplain: users=1000 asked for, but the dataset has 20 evaluation cases: running 20"
+    result = pytester.runpytest_subprocess(*workers, "-q", "--robustexplain-backend=template",
+                                           "--robustexplain-users=1000")
+    result.assert_outcomes(passed=1)
+    assert result.stdout.str().count(said) == 1 and said in result.stdout.lines  # a line of its own
+    result = pytester.runpytest_subprocess(*workers, "-q")  # the main job: no model configured
+    result.assert_outcomes(skipped=1)
+    [line] = [line for line in result.stdout.lines if "gated test item skipped" in line]
+    assert line.startswith("robustexplain: 1 gated test item skipped: ") and "model" in line

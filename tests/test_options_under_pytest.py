@@ -166,6 +166,37 @@ def test_a_cases_file_fixes_who_is_asked_about_what(pytester: pytest.Pytester) -
     assert ("alice", "E4") in asked and ("bob", "B3") in asked
 
 
+COLUMNS = "user_id=userId,item_id=itemId,category=genre,timestamp=time,rating=stars"
+
+
+@pytest.mark.parametrize("source", ["flag", "ini", "env", "yaml"])
+def test_your_own_csv_columns_from_every_settings_source(
+        pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, source: str) -> None:
+    """The CSV files' own column names (userId, itemId, genre, time, stars) mapped from the command line, the
+    ini file, the environment or robustexplain.yaml alike (issue 62: once only from Python)."""
+    for name in ("histories.csv", "catalog.csv", "cases.csv"):
+        shutil.copy(SAMPLES / name, pytester.path / name)
+    pytester.makepyfile(_gate(extra=", inconclusive='pass'"))
+    files = ("--robustexplain-histories=histories.csv", "--robustexplain-catalog=catalog.csv",
+             "--robustexplain-cases=cases.csv")
+    given: tuple[str, ...] = ()
+    if source == "flag":
+        given = (f"--robustexplain-columns={COLUMNS}",)
+    elif source == "ini":
+        pytester.makeini(f"[pytest]\nrobustexplain_columns = {COLUMNS}\n")
+    elif source == "env":
+        monkeypatch.setenv("ROBUSTEXPLAIN_COLUMNS", COLUMNS)
+    else:
+        mapping = "".join(f"  {pair.replace('=', ': ')}\n" for pair in COLUMNS.split(","))
+        (pytester.path / "robustexplain.yaml").write_text(f"columns:\n{mapping}", encoding="utf-8")
+    _template(pytester, *files, *given).assert_outcomes(passed=1)
+    asked = {(p["key"]["user_id"], p["key"]["item_id"]) for p in _pairs(pytester)}
+    assert asked >= {("alice", "E4"), ("bob", "B3")}
+    result = _template(pytester, *files, "--robustexplain-columns=colour=c")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert "--robustexplain-columns: unknown field 'colour'" in result.stderr.str()
+
+
 def test_a_histories_file_without_a_catalog_says_so(pytester: pytest.Pytester) -> None:
     shutil.copy(SAMPLES / "histories.json", pytester.path / "histories.json")
     pytester.makepyfile(_gate())

@@ -4,6 +4,7 @@ MovieLens-style directory. CI runs the README's two Quick start commands; this h
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shlex
@@ -108,3 +109,35 @@ def test_the_examples_readme_lists_every_example() -> None:
     examples = [p.name + ("/" if p.is_dir() else "") for p in (ROOT / "examples").iterdir()
                 if p.name != "README.md" and not p.name.startswith((".", "__"))]
     assert examples and all(f"`{name}`" in listed for name in examples), examples
+
+
+def test_the_first_days_history_and_trend_as_the_readme_says(tmp_path: Path) -> None:
+    """Issue 62: the README's first gate run three times as a newcomer reruns it, then the history command it
+    names — compact, the test, model and dataset named, the "too few runs" note once, JSON on request — and
+    the HTML report of the last run, which draws the item's trend with its words."""
+    from pytest_robustexplain.cli import main
+
+    assert "`robustexplain history` prints each test item's last runs" in README
+    args = [*_command(".venv/bin/pytest examples/test_explanations.py"), "--robustexplain-html=r.html"]
+    shutil.copytree(ROOT / "examples", tmp_path / "examples")
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("ROBUSTEXPLAIN_", "GITHUB_")) and k != "OLLAMA_HOST"}
+    with FakeOllamaServer() as fake:
+        env.update(OLLAMA_HOST=fake.url, COLUMNS="200")
+        for _ in range(3):
+            done = subprocess.run([sys.executable, "-m", "pytest", *args, "-p", "no:cacheprovider"],
+                                  cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+            assert done.returncode == 0, done.stdout[-3000:]
+    history = tmp_path / ".robustexplain-cache" / "history.jsonl"
+    out = tmp_path / "history.txt"
+    assert main(["history", "--file", str(history), "-o", str(out)]) == 0
+    text = out.read_text(encoding="utf-8")
+    assert text.startswith("3 runs in ") and text.count("too few to test for a change") == 1
+    assert re.search(r"^test examples/test_explanations\.py::test_explanations_are_robust · model fake-model"
+                     r" · dataset \S+ · signature [0-9a-f]{8}$", text, flags=re.MULTILINE), text
+    lines = [line for line in text.splitlines() if line.startswith("  [")]
+    assert len(lines) == 6 and all("runs 1–3 PASS×3, last PASS · ρ 0." in line for line in lines), text
+    assert main(["history", "--file", str(history), "--format", "json", "-o", str(out)]) == 0
+    assert {len(item["outcomes"]) for item in json.loads(out.read_text())["items"]} == {3}
+    page = (tmp_path / "r.html").read_text(encoding="utf-8")
+    assert page.count('<figure class="trend">') == 6 and "ρ, runs 1–3: " in page

@@ -1121,3 +1121,52 @@ def test_the_pairs_table_sorts_filters_searches_and_pages(run: RunResult, page: 
     assert status == "pairs 1–12 of 12 (312 in the run)" and set(cells) == {"L3"}
     assert steps["page 2"][0] == "pairs 26–50 of 312"
     assert steps["last page"][0] == "pairs 301–312 of 312" and len(steps["last page"][1]) == 12
+
+
+_TREND_PROBE = """<!DOCTYPE html><html><body><pre id="result">waiting</pre><script>
+// Notes, once the framed report has loaded, each trend chart's drawn size, its text alternative and caption.
+const frame = document.createElement("iframe");
+frame.addEventListener("load", () => {
+  const figures = Array.from(frame.contentDocument.querySelectorAll("figure.trend"));
+  document.getElementById("result").textContent = JSON.stringify(figures.map((f) => {
+    const img = f.querySelector("img");
+    const caption = f.querySelector("figcaption").innerText;
+    return [img.complete, img.naturalWidth, img.naturalHeight, img.alt, caption];
+  }));
+});
+frame.src = "report.html";
+document.body.appendChild(frame);
+</script></body></html>"""
+
+
+def test_the_trend_of_ten_runs_is_drawn_with_its_change_and_its_text_alternative(
+        run: RunResult, tmp_path: Path, chromium: Any) -> None:
+    """A history of ten runs whose ρ drops at run six, its intervals and limit kept: the HTML report draws
+    the item's trend as an image the browser decodes, says the values and the change under it, and names
+    it in its text alternative (issue 62)."""
+    from pytest_robustexplain.report.history import chart_of, recent, trends
+
+    gate = run.gates[0]
+    records = []
+    for index in range(10):
+        rho = 0.9 if index < 5 else 0.6
+        records.append({"v": 1, "time": f"2026-12-0{index % 9 + 1}T10:00:00+00:00", "commit": f"{index:07d}",
+                        "signature": run.signature, "dataset": "synthetic", "models": {gate.model: None},
+                        "items": [{"test": gate.nodeid, "model": gate.model, "outcome": "PASS",
+                                   "values": {"stability": rho, "relative": 0.7},
+                                   "bounds": {"stability": [rho - 0.05, rho + 0.04]},
+                                   "limits": {"stability": 0.5, "relative": 0.5}}]})
+    [trend] = trends(records)
+    settings = {**run.settings, "history_trend": [{"test": gate.nodeid, "model": gate.model, "runs": 10,
+                                                   "said": recent(trend), "chart": chart_of(trend)}]}
+    (tmp_path / "report.html").write_text(html_report.render_html(replace(run, settings=settings)),
+                                          encoding="utf-8")
+    probe = tmp_path / "probe.html"
+    probe.write_text(_TREND_PROBE, encoding="utf-8")
+    [(complete, width, height, alt, caption)] = chromium(probe)
+    assert complete and width > 300 and height > 150  # decoded and drawn
+    assert alt == f"trend of ρ, R over runs 1–10 of {gate.nodeid}"
+    rho_line, relative_line = caption.splitlines()
+    assert rho_line == ("ρ, runs 1–10: 0.90, 0.90, 0.90, 0.90, 0.90, 0.60, 0.60, 0.60, 0.60, 0.60; changed "
+                        "at run 6: 0.90 → 0.60 (p 0.007)")
+    assert relative_line == "R, runs 1–10: " + ", ".join(["0.70"] * 10)

@@ -13,8 +13,7 @@ from ..data import (
     CATALOG_FILE,
     DEFAULT_SEED,
     HISTORIES_FILE,
-    HISTORY_CSV_COLUMNS,
-    ITEM_FIELDS,
+    csv_column_maps,
     generate_synthetic,
     load_catalog,
     load_dataset,
@@ -87,49 +86,11 @@ def parse_columns(text: str | None, flag: str) -> dict[str, str]:
 
 def import_columns(columns: str | None, catalog_columns: str | None, histories: Path, catalog: Path
                    ) -> tuple[dict[str, str] | None, dict[str, str] | None]:
-    """The column mappings for the histories file and the catalog file.
-
-    ``--columns`` renames, in each CSV file, the columns that file has (``item_id=movieId`` may rename
-    a column of both, or of one only); a column found in neither file is an error naming the headers.
-    ``--catalog-columns`` applies to the catalog only and overrides ``--columns`` there.
-    """
-    shared = parse_columns(columns, "--columns")
-    only_catalog = parse_columns(catalog_columns, "--catalog-columns")
-    valid = tuple(dict.fromkeys((*HISTORY_CSV_COLUMNS, *ITEM_FIELDS)))
-    for field in shared:
-        if field not in valid:
-            raise CommandError(f"--columns: unknown field {field!r}; fields: {', '.join(valid)}")
-    for field in only_catalog:
-        if field not in ITEM_FIELDS:
-            raise CommandError(f"--catalog-columns: unknown field {field!r}; catalog fields: "
-                               f"{', '.join(ITEM_FIELDS)}")
-    if only_catalog and catalog.suffix.lower() != ".csv":
-        raise CommandError(f"--catalog-columns renames CSV columns; {catalog} is not a CSV file")
-    hist_header, cat_header = _csv_header(histories), _csv_header(catalog)
-    if shared and hist_header is None and cat_header is None:
-        raise CommandError("--columns renames CSV columns; neither file is a CSV file")
-    for field, column in shared.items():
-        if column not in (hist_header or ()) and column not in (cat_header or ()):
-            headers = "; ".join(f"{path.name}: {', '.join(header)}" for path, header in
-                                ((histories, hist_header), (catalog, cat_header)) if header is not None)
-            raise CommandError(f"--columns {field}={column}: no CSV column {column!r} ({headers})")
-    hist = {f: c for f, c in shared.items() if f in HISTORY_CSV_COLUMNS and c in (hist_header or ())}
-    cat = {f: c for f, c in shared.items() if f in ITEM_FIELDS and c in (cat_header or ())}
-    cat.update(only_catalog)
-    return hist or None, cat or None
-
-
-def _csv_header(path: Path) -> list[str] | None:
-    """The header cells of a CSV file (None for other formats; the loader reports unreadable files)."""
-    import csv
-
-    if path.suffix.lower() != ".csv":
-        return None
-    try:
-        with open(path, encoding="utf-8-sig", newline="") as handle:
-            return [cell.strip() for cell in next(csv.reader(handle), [])]
-    except (OSError, UnicodeDecodeError, csv.Error):
-        return []
+    """``--columns`` and ``--catalog-columns`` as the two files' column mappings
+    (:func:`~pytest_robustexplain.data.csv_column_maps`, which the ``columns`` settings use too)."""
+    return csv_column_maps(parse_columns(columns, "--columns"),
+                           parse_columns(catalog_columns, "--catalog-columns"), histories, catalog,
+                           flags=("--columns", "--catalog-columns"))
 
 
 def _output_dir(out: str, force: bool) -> Path:

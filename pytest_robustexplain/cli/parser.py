@@ -158,19 +158,21 @@ def _add_compare(commands: Any) -> None:
 
 def _add_history(commands: Any) -> None:
     history = commands.add_parser(
-        "history", help="the run history: each test's recent runs, their range and any change",
-        description=textwrap.fill("Print the run history (one line per gated run, appended at its end) as a "
-                                  "table per test item and model: each run's outcome, ρ, R, S and copy rate, "
-                                  "their range over the last runs and the most likely change with its "
-                                  "permutation p-value (8 runs or more). Runs of different signatures are "
-                                  "never mixed.", 79))
+        "history", help="the run history: each test item's recent runs, last values and any change",
+        description=textwrap.fill("Print the run history (one line per gated run, appended at its end), "
+                                  "grouped by test, model and dataset: one line an item with its outcomes "
+                                  "over the last runs, its last ρ, R, S and copy rate, and the most likely "
+                                  "change in each with its permutation p-value (8 runs or more). Runs of "
+                                  "different signatures are never mixed.", 79))
     history.add_argument("--file", metavar="PATH", default=None,
                          help="history file; default <cache-dir>/history.jsonl")
     history.add_argument("--cache-dir", metavar="DIR", default=None,
                          help=f"cache directory holding history.jsonl; default ./{DEFAULT_CACHE_DIR}")
-    history.add_argument("--last", type=int, default=10, metavar="N", help="runs shown per test; default 10")
+    history.add_argument("--last", type=int, default=10, metavar="N", help="runs read per item; default 10")
     history.add_argument("--test", metavar="TEXT", default=None,
                          help="only test items whose id contains TEXT")
+    history.add_argument("--format", choices=("text", "json"), default="text",
+                         help="output format; default text; json: every item's outcomes, values and changes")
     history.add_argument("-o", "--output", metavar="PATH", default=None,
                          help="write to this file instead of standard output")
     history.set_defaults(handler=cmd_history)

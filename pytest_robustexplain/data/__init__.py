@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from .datasets import (
     category_counts,
+    csv_column_maps,
     dominant_category,
     draw_cases,
     load_cases,
@@ -64,6 +65,7 @@ __all__ = [
     "UserHistory",
     "catalog_from",
     "category_counts",
+    "csv_column_maps",
     "default_dataset",
     "dominant_category",
     "draw_cases",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import csv
 import json
 import math
 from collections.abc import Iterable, Mapping
@@ -253,6 +254,48 @@ def check_count(value: int | None, name: str, minimum: int = 1) -> None:
 # ---------------------------------------------------------------------------------------------------------
 # Datasets: load, save, directories
 # ---------------------------------------------------------------------------------------------------------
+
+
+def csv_column_maps(shared: Mapping[str, str], only_catalog: Mapping[str, str], histories: Path,
+                    catalog: Path, *, flags: tuple[str, str] = ("columns", "catalog-columns")
+                    ) -> tuple[dict[str, str] | None, dict[str, str] | None]:
+    """The column mappings for the histories file and the catalog file: ``shared`` renames, in each CSV
+    file, the columns that file has (``item_id=movieId`` may rename a column of both, or of one only); a
+    column found in neither file is an error naming the headers. ``only_catalog`` applies to the catalog
+    only and overrides ``shared`` there. ``flags`` name the two settings in the errors."""
+    valid = tuple(dict.fromkeys((*HISTORY_CSV_COLUMNS, *ITEM_FIELDS)))
+    for field in shared:
+        if field not in valid:
+            raise ConfigError(f"{flags[0]}: unknown field {field!r}; fields: {', '.join(valid)}")
+    for field in only_catalog:
+        if field not in ITEM_FIELDS:
+            raise ConfigError(f"{flags[1]}: unknown field {field!r}; catalog fields: "
+                              f"{', '.join(ITEM_FIELDS)}")
+    if only_catalog and catalog.suffix.lower() != ".csv":
+        raise ConfigError(f"{flags[1]} renames CSV columns; {catalog} is not a CSV file")
+    hist_header, cat_header = _csv_header(histories), _csv_header(catalog)
+    if shared and hist_header is None and cat_header is None:
+        raise ConfigError(f"{flags[0]} renames CSV columns; neither file is a CSV file")
+    for field, column in shared.items():
+        if column not in (hist_header or ()) and column not in (cat_header or ()):
+            headers = "; ".join(f"{path.name}: {', '.join(header)}" for path, header in
+                                ((histories, hist_header), (catalog, cat_header)) if header is not None)
+            raise ConfigError(f"{flags[0]} {field}={column}: no CSV column {column!r} ({headers})")
+    hist = {f: c for f, c in shared.items() if f in HISTORY_CSV_COLUMNS and c in (hist_header or ())}
+    cat = {f: c for f, c in shared.items() if f in ITEM_FIELDS and c in (cat_header or ())}
+    cat.update(only_catalog)
+    return hist or None, cat or None
+
+
+def _csv_header(path: Path) -> list[str] | None:
+    """The header cells of a CSV file (None for other formats; the loader reports unreadable files)."""
+    if path.suffix.lower() != ".csv":
+        return None
+    try:
+        with open(path, encoding="utf-8-sig", newline="") as handle:
+            return [cell.strip() for cell in next(csv.reader(handle), [])]
+    except (OSError, UnicodeDecodeError, csv.Error):
+        return []
 
 
 def load_dataset(histories: PathLike | Mapping[str, UserHistory], catalog: PathLike | Catalog,

@@ -62,14 +62,23 @@ def write_eval_fixture(fixture: dict[str, Any], path: PathLike) -> None:
     Path(path).write_text(text, encoding="utf-8")
 
 
-def read_eval_fixture(path: PathLike) -> tuple[Catalog, list[tuple[UserHistory, tuple[Item, ...]]]]:
+Fixture = tuple[Catalog, list[tuple[UserHistory, tuple[Item, ...]]]]  # its catalog; each user with its items
+
+
+def read_eval_fixture(path: PathLike) -> Fixture:
     """The fixture's catalog and its users, each with the items recommended to them; a record that is not
     what the format says is a DataError naming the file and the record."""
     where = Where(str(path))
+    text = read_text(Path(path))  # a missing or unreadable file says so (a DataError naming it)
     try:
-        document = loads(read_text(Path(path)))
+        document = loads(text)
     except ValueError as exc:  # not JSON, or a key given twice
         raise where.error(f"not valid JSON ({exc})") from None
+    return eval_fixture_from(document, where)
+
+
+def eval_fixture_from(document: Any, where: Where) -> Fixture:
+    """:func:`read_eval_fixture` of a fixture already read (``where`` names it in every error)."""
     data = check_fields(document, EVAL_FIELDS, where, "an evaluation fixture")
     if data.get("format") != EVAL_FORMAT:
         raise where.error(f"format must be {EVAL_FORMAT!r} (got {data.get('format')!r})")

@@ -18,8 +18,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..errors import BackendError, ConfigError, RobustExplainError
-from ..results import OVERALL
+from ..results import INSENSITIVE, OVERALL
 from ..settings import PYTEST_SPELLING, apply_marker
+from ..wording import count_noun
 from .plan import expand
 from .setup import check_callable, configured_models, no_model_reason, without_model
 
@@ -84,6 +85,7 @@ class Ending:
     # and how many calls more than one worker made.
     notes: list[str] = field(default_factory=list)
     done: RunOutcome | None = None
+    usage_error: str = ""  # an xdist worker's, which stopped the session
 
     def error_notes(self, exits: int | None) -> list[tuple[str, bool]]:
         """One red line per report that could not be written, then that every verdict stands — and, when
@@ -108,13 +110,18 @@ class ItemRun:
     only when it runs; ``watch`` is the stop file an xdist worker's controller creates on SIGTERM."""
 
     def __init__(self, settings: Settings, *, base_dir: Path, kinds: KindRegistry | None = None,
-                 lazy: bool = False, watch: str | None = None, say: Callable[[str], None] | None = None,
+                 lazy: bool = False, watch: str | None = None,
                  make_explainer: Callable[[str], Explainer | None] | None = None) -> None:
         self.settings = settings
         self.kinds = kinds  # the kinds this session's conftests registered, over the process's
         self.lazy = lazy
         self.lines: dict[str, int] = {}  # ref -> the test's line (1-based), for GitHub annotations
-        self._base_dir, self._watch, self._say, self._make_explainer = base_dir, watch, say, make_explainer
+        self._base_dir, self._watch, self._make_explainer = base_dir, watch, make_explainer
+        # What the run says to the person running it (a size, a setting, why the gated tests are skipped):
+        # said once, in the terminal summary — said when it happened, it went into pytest's capture (or, in
+        # an xdist worker, nowhere). A worker hands its notes to the controller.
+        self.notes: dict[str, None] = {}
+        self._insensitive: dict[str, str] = {}  # by model: the item whose failure says INSENSITIVE in full
         self._engine: Run | None = None
         self._stopper: Stopper | None = None  # SIGTERM and the xdist stop file, once a model will be called
         # By test (its node id without the slice): where its marker overrides a value the run was given
@@ -139,9 +146,12 @@ class ItemRun:
             from .run import Run
 
             self._engine = Run(self.settings, base_dir=self._base_dir, spelling=PYTEST_SPELLING,
-                               say=self._say, cross_process=self.lazy, make_explainer=self._make_explainer,
+                               say=self.note, cross_process=self.lazy, make_explainer=self._make_explainer,
                                kinds=self.kinds)
         return self._engine
+
+    def note(self, line: str) -> None:
+        self.notes[line] = None
 
     @property
     def plans(self) -> Mapping[str, ItemPlan]:
@@ -163,14 +173,27 @@ class ItemRun:
         return expand(configured_models(self.settings), gate)
 
     def expect(self, ref: str, marker: tuple[Mapping[str, Any], Sequence[Any]], param: SliceParam, *,
-               own_explainer: bool, checks: CheckRegistry | None) -> None:
+               own_explainer: bool, checks: Callable[[], CheckRegistry | None]) -> None:
         """An item the door collected: its marker's (keywords, arguments), its slice parameter, whether its
-        conftest overrides the ``explainer`` fixture, and its directory's checks (None: the process's)."""
+        conftest overrides the ``explainer`` fixture, and its directory's checks (``checks()``, None: the
+        process's; a refused registration is a ConfigError)."""
         gate = self.gate_for(ref, *marker)
-        self.engine.expect(ref, gate, param, own_explainer=own_explainer, checks=checks)
+        self.engine.expect(ref, gate, param, own_explainer=own_explainer, checks=self._registered(checks))
         test = ref.split("[", 1)[0]
         if test not in self._overrides:
             self._overrides[test] = overrides_note(test, self.settings, marker[0])
+
+    def _registered(self, checks: Callable[[], CheckRegistry | None]) -> CheckRegistry | None:
+        """The directory's checks. An xdist worker keeps a refused registration for its first item's set-up,
+        which fails with its one line and stops the session (:meth:`start`); raised at collection it ended
+        the worker, and xdist's session in an INTERNALERROR that never said why (issue 61)."""
+        try:
+            return checks()
+        except ConfigError as exc:
+            if not self.lazy:
+                raise
+            self._usage_error = self._usage_error or str(exc)
+            return None
 
     def plan(self, *, listing: bool) -> Planned:
         """Plan the expected items: a dry run prices them all and skips them, without a model they are
@@ -248,6 +271,8 @@ class ItemRun:
         if error:
             raise ConfigError(reason)
         self.engine.forget(unserved)
+        # pytest says a skip's reason only under -rs: the main job that skips every gate says why once.
+        self.note(f"{count_noun(len(unserved), 'gated test item')} skipped: {reason}")
         return Planned(dict.fromkeys(unserved, reason))
 
     # ------------------------------------------------------------------------------- running items
@@ -273,6 +298,8 @@ class ItemRun:
             raise
 
     def _start(self, ref: str, own_explainer: Callable[[], Any]) -> None:
+        if self._usage_error:
+            raise ConfigError(self._usage_error)
         plan = self.plans[ref]
         if plan.slice_id:
             return
@@ -298,11 +325,17 @@ class ItemRun:
         return self.engine.outcome(self.plans[ref].slice_id)
 
     def failure(self, outcome: Outcome, *, verbosity: int) -> str:
-        """The failed item's message at the door's verbosity (below 0: quiet, above: verbose)."""
-        from ..report.failure import failure_message
+        """The failed item's message at the door's verbosity (below 0: quiet, above: verbose); an
+        INSENSITIVE item after the first of its model points to that one (``-v`` says each in full)."""
+        from ..report.failure import failure_message, same_finding_message
 
-        info = self.engine.model_infos.get(outcome.result.model)
-        return failure_message(outcome.result, model_info=info, verbose=verbosity > 0, quiet=verbosity < 0)
+        result = outcome.result
+        info = self.engine.model_infos.get(result.model)
+        if result.verdict.outcome == INSENSITIVE and verbosity <= 0:
+            first = self._insensitive.setdefault(result.model, outcome.nodeid)
+            if first != outcome.nodeid:
+                return same_finding_message(result, first, model_info=info)
+        return failure_message(result, model_info=info, verbose=verbosity > 0, quiet=verbosity < 0)
 
     def perturbations(self, ref: str) -> list[PerturbationResult]:
         """The planned perturbations of a marked item, or the run's default plan for any other test."""
@@ -417,7 +450,7 @@ class ItemRun:
     def worker_output(self) -> dict[str, Any]:
         """What an xdist worker tells the controller at its end: its call counters, the models whose
         digest changed while it ran, why slices could not be decided, its marker overrides and usage error."""
-        said = {"overrides": [note for note in self._overrides.values() if note],
+        said = {"overrides": [note for note in self._overrides.values() if note], "notes": list(self.notes),
                 "usage_error": self._usage_error,
                 "marked": [] if self.settings.dry_run else sorted(self.plans),
                 "reported": list(self._reported)}
@@ -429,6 +462,7 @@ class ItemRun:
 
     def merge_worker(self, output: Mapping[str, Any]) -> None:
         self._workers_overrides.update(dict.fromkeys(str(note) for note in output.get("overrides", ())))
+        self.notes.update(dict.fromkeys(str(note) for note in output.get("notes", ())))
         self._usage_error = self._usage_error or str(output.get("usage_error") or "")
         self._workers_marked.update(dict.fromkeys(str(ref) for ref in output.get("marked", ())))
         self._reported.update(dict.fromkeys(str(ref) for ref in output.get("reported", ())))
@@ -443,9 +477,10 @@ class ItemRun:
                 return Ending(worker_output=self.worker_output())
             if interrupted:  # by a worker's usage error (xdist says it), or Ctrl-C or SIGTERM
                 stopped = [] if self._usage_error else self.stopped()
-                return Ending(notes=[*self._workers_overrides, *stopped])
+                return Ending(notes=[*self._workers_overrides, *self.notes, *stopped],
+                              usage_error=self._usage_error)
             self._not_reported()
-            return Ending(notes=[*self._workers_overrides, *self.duplicate_calls_note()],
+            return Ending(notes=[*self._workers_overrides, *self.notes, *self.duplicate_calls_note()],
                           done=self._engine.finish() if self._engine is not None else None)
         finally:
             self.close()

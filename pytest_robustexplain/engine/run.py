@@ -132,6 +132,7 @@ class Run:
         # Why slices could not be decided (every call failed, the server broke off), each said once: the
         # report says so even when nothing was decided, so a CI job that failed this way still has one.
         self.errors: list[str] = []
+        self._causes: dict[str, str] = {}  # a failure's first error -> the item that said it in full
         self.started, self.started_at = time.monotonic(), utc_now()
         self.warnings = WarningQueue()  # this run's warnings from other threads, said at each wait
         self._say = say or (lambda note: None)
@@ -470,7 +471,7 @@ class Run:
         try:
             sliced = self.sweep.wait(slice_id, poll=poll, interval=interval)
         except RobustExplainError as exc:
-            message = f"{planned.spec.model}: {exc}"
+            message = self._said_once(f"{planned.spec.model}: {exc}", planned.nodeid)
             self.note_error(message)
             raise BackendError(message) from None  # one message, not a chain of three
         finally:
@@ -480,6 +481,13 @@ class Run:
         done = self.decide(planned, sliced, found, polar)
         self._results[slice_id] = done
         return done
+
+    def _said_once(self, message: str, item: str) -> str:
+        """A cause several items share (every call failed with the same first error) in full for the first,
+        named by the others with where it is said: one root cause, not its paragraph in every item."""
+        head, found, cause = message.partition("; first error: ")
+        first = self._causes.setdefault(cause, item) if found else item
+        return message if first == item else f"{head}; the same first error as {first}"
 
     def note_error(self, message: str) -> None:
         """Keep why a slice could not be decided, for the record (once per message)."""

@@ -52,7 +52,13 @@ def load_configured_dataset(settings: Settings) -> Dataset:
         if settings.catalog is None:
             raise ConfigError(f"{settings.sources.get('histories', 'histories')}: a histories file needs a "
                               "catalog file too (--robustexplain-catalog)")
-        loaded = data.load_dataset(settings.histories, settings.catalog, settings.cases, seed=settings.seed)
+        hist_columns, cat_columns = data.csv_column_maps(
+            settings.columns, settings.catalog_columns, settings.histories, settings.catalog,
+            flags=(settings.sources.get("columns", "columns"), settings.sources.get("catalog_columns",
+                                                                                     "catalog-columns")))
+        catalog = data.load_catalog(settings.catalog, columns=cat_columns)  # first: load_dataset's order
+        histories = data.load_histories(settings.histories, columns=hist_columns)
+        loaded = data.load_dataset(histories, catalog, settings.cases, seed=settings.seed)
         if settings.cases is None:
             loaded = seeded_cases(loaded, settings.seed)
     elif isinstance(settings.dataset, Path):

@@ -10,13 +10,18 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import os
+import sysconfig
 import time
+import traceback
 import weakref
 from collections.abc import Callable
+from dataclasses import fields
 from typing import Any
 
-from ..data import Item, UserHistory
+from ..data import Interaction, Item, UserHistory
 from ..errors import ConfigError
+from ..options import suggest
 from .base import FAILURE_ERROR, Explainer, Explanation, ModelInfo
 from .prompt import case_payload
 from .reply import finish_reply
@@ -90,7 +95,7 @@ class CallableExplainer:
             except asyncio.TimeoutError:
                 return self._error(f"no answer within {self.timeout:g} s (timeout)", started)
             except Exception as exc:
-                return self._error(f"{type(exc).__name__}: {exc}{_plain_data_hint(exc)}", started)
+                return self._error(raised(exc), started)
             latency = time.perf_counter() - started
         if not isinstance(result, str):
             return self._error(f"the explainer callable {self.model} returned {type(result).__name__}, "
@@ -125,10 +130,37 @@ class CallableExplainer:
         return Explanation(text="", model=self.model, latency_s=elapsed, failure=FAILURE_ERROR, detail=detail)
 
 
-def _plain_data_hint(exc: Exception) -> str:
-    """For an explainer written for dicts (``interaction.get("title")``, ``item["title"]``): what it gets."""
-    text = str(exc)
-    if not any(f"'{name}' object" in text for name in ("Interaction", "UserHistory", "Item")):
+def raised(exc: BaseException) -> str:
+    """What the user's explainer raised, as one line: the exception, where in their code (the innermost frame
+    outside this package and Python's own library), and a hint only where one applies."""
+    return f"{type(exc).__name__}: {exc}{_where(exc)}{_hint(exc)}"
+
+
+_OURS = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+_PYTHON = sysconfig.get_paths()["stdlib"]
+
+
+def _where(exc: BaseException) -> str:
+    for frame in reversed(traceback.extract_tb(exc.__traceback__)):
+        path = os.path.abspath(frame.filename)
+        if not path.startswith((_OURS + os.sep, _PYTHON + os.sep)) and not frame.filename.startswith("<"):
+            shown = os.path.relpath(path) if path.startswith(os.getcwd() + os.sep) else path
+            return f" (at {shown}:{frame.lineno}, in {frame.name})"
+    return ""
+
+
+_RECORDS = {record.__name__: tuple(f.name for f in fields(record))
+            for record in (UserHistory, Item, Interaction)}
+_DICT_WAYS = ("get", "keys", "items", "values", "__getitem__")
+
+
+def _hint(exc: BaseException) -> str:
+    """For an explainer written for dicts (``item.get("title")``, ``item["title"]``): what it gets; for a
+    misspelt field (``item.titel``): the field."""
+    record = type(getattr(exc, "obj", None)).__name__
+    if isinstance(exc, AttributeError) and record in _RECORDS and exc.name not in _DICT_WAYS:
+        return suggest(str(exc.name), _RECORDS[record]).replace(";", " —", 1)
+    if not any(f"'{name}' object" in str(exc) for name in _RECORDS):
         return ""
     return (" — the explainer gets records, not dicts: a UserHistory (iterate it for Interaction records) "
             "and an Item, read by attribute (interaction.title, item.category); for one written for plain "

@@ -400,6 +400,22 @@ def parse_price(raw: Any) -> Mapping[str, tuple[float, float]]:
     return MappingProxyType(prices)
 
 
+def parse_columns(raw: Any) -> Mapping[str, str]:
+    """CSV column names by field, ``user_id=userId,item_id=movieId`` (a mapping in YAML); which fields a
+    file may rename is checked against its header when the data is read."""
+    if raw is None or (isinstance(raw, str) and not raw.strip()):
+        return MappingProxyType({})
+    named = name_values(raw, "columns")
+    if named is None:
+        raise Invalid("expected FIELD=COLUMN pairs separated by commas (e.g. user_id=userId,item_id=movieId)")
+    columns = {}
+    for field, column in named.items():
+        if not (isinstance(field, str) and field.strip() and isinstance(column, str) and column.strip()):
+            raise Invalid(f"{field!r}={column!r}: give a field name and a column name")
+        columns[field.strip()] = column.strip()
+    return MappingProxyType(columns)
+
+
 def _one_price(raw: Any) -> tuple[float, float]:
     if isinstance(raw, Mapping):
         if set(raw) != {"input", "output"}:

@@ -11,6 +11,22 @@ if TYPE_CHECKING:
     from ..results import ModelInfo, Robustness
 
 
+def _header(result: Robustness, model_info: ModelInfo | None) -> str:
+    model = model_info.label() if model_info is not None else result.model
+    verdict = result.verdict
+    return (f"robustness gate {verdict.outcome} for {result.kind} · model {model} · "
+            f"{len(result.pairs)} pairs from {result.combined.n_clusters} users ({verdict.mode} decision)")
+
+
+def same_finding_message(result: Robustness, first: str, *, model_info: ModelInfo | None = None) -> str:
+    """An INSENSITIVE item after the first of its model: its header and where the finding — one root cause,
+    the explainer ignoring the user — is said in full, not its paragraph again in every item (issue 62)."""
+    guard = result.guard
+    shown = f" (sensitivity {guard.sensitivity.fmt()})" if guard is not None else ""
+    return (f"{_header(result, model_info)}\n  INSENSITIVE{shown}: the explanations do not depend on the "
+            f"user's history, the same finding as {first}, said in full there")
+
+
 def failure_message(result: Robustness, *, model_info: ModelInfo | None = None, verbose: bool = True,
                     quiet: bool = False) -> str:
     """Thresholds that failed with the measured interval, then the three worst pairs side by side; for
@@ -20,10 +36,8 @@ def failure_message(result: Robustness, *, model_info: ModelInfo | None = None, 
     the robustness report, which lists each failed item's worst pairs once — unless ``quiet`` (``-q``), whose
     report is one line a model: then only ``-v`` shows them.
     """
-    model = model_info.label() if model_info is not None else result.model
     verdict = result.verdict
-    lines = [f"robustness gate {verdict.outcome} for {result.kind} · model {model} · "
-             f"{len(result.pairs)} pairs from {result.combined.n_clusters} users ({verdict.mode} decision)"]
+    lines = [_header(result, model_info)]
     if not verbose and verdict.outcome == FAIL:  # what was planted and read stays: it is the finding
         # Every pair failed: the scores are all 0, and the verdict's message leads with why.
         every_failed = bool(result.pairs) and len(result.failures) == len(result.pairs)

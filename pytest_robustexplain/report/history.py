@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..results import judge_money, price_for
 from ..safe_files import NO_FOLLOW, open_inside, write_atomic
+from ..sanitize import visible
 
 if TYPE_CHECKING:
     from ..results import RunResult
@@ -83,10 +84,16 @@ def run_line(run: RunResult, *, commit: str | None) -> dict[str, Any]:
 
 
 def _item(gate: Any) -> dict[str, Any]:
-    values = {name: _finite(row.value.mean) for name, row in gate.verdict.findings.items()
-              if row.value is not None}
+    """An item's outcome and each check's value; the interval's ends where both are finite, and the limit of
+    each enforced check (what a trend chart draws: ρ and the enforced checks)."""
+    rows = {name: row for name, row in gate.verdict.findings.items() if row.value is not None}
+    values = {name: _finite(row.value.mean) for name, row in rows.items()}
+    ends = {name: (_finite(row.value.low), _finite(row.value.high)) for name, row in rows.items()}
+    limits = {name: _finite(row.threshold) for name, row in rows.items() if row.enforced}
     return {"test": gate.nodeid, "slice": gate.slice, "model": gate.model, "outcome": gate.verdict.outcome,
-            "values": {name: v for name, v in values.items() if v is not None}}
+            "values": {name: v for name, v in values.items() if v is not None},
+            "bounds": {name: list(pair) for name, pair in ends.items() if None not in pair},
+            "limits": {name: v for name, v in limits.items() if v is not None}}
 
 
 def _finite(value: float) -> float | None:
@@ -256,10 +263,14 @@ def _is_record(record: Any) -> bool:
 
 
 def _is_item(item: Any) -> bool:
-    values = item.get("values", {}) if isinstance(item, dict) else None
-    return (isinstance(item, dict) and isinstance(item.get("test"), str)
-            and isinstance(item.get("model"), str) and _text(item.get("outcome")) and isinstance(values, dict)
-            and all(_number(v) for v in values.values()))
+    if not isinstance(item, dict):
+        return False
+    values, bounds, limits = item.get("values", {}), item.get("bounds", {}), item.get("limits", {})
+    return (isinstance(item.get("test"), str) and isinstance(item.get("model"), str)
+            and _text(item.get("outcome")) and all(isinstance(d, dict) for d in (values, bounds, limits))
+            and all(_number(v) for v in (*values.values(), *limits.values()))
+            and all(isinstance(b, list) and len(b) == 2 and all(_number(v) for v in b)
+                    for b in bounds.values()))
 
 
 def _text(value: Any) -> bool:
@@ -285,6 +296,8 @@ class Run:
     digest: str | None
     outcome: str
     values: Mapping[str, float]
+    bounds: Mapping[str, tuple[float, float]] = field(default_factory=dict)  # each value's interval
+    limits: Mapping[str, float] = field(default_factory=dict)  # each enforced check's limit
 
 
 @dataclass
@@ -319,12 +332,70 @@ def trends(records: Sequence[Mapping[str, Any]]) -> list[Trend]:
         for item in record["items"]:
             key = (item["test"], item["model"], record["signature"], str(record.get("dataset") or ""))
             trend = found.setdefault(key, Trend(*key))
-            values = {k: float(v) for k, v in item.get("values", {}).items()
-                      if isinstance(v, (int, float)) and not isinstance(v, bool)}
+            values = {k: float(v) for k, v in item.get("values", {}).items() if _a_value(v)}
+            bounds = {k: (float(b[0]), float(b[1])) for k, b in item.get("bounds", {}).items()
+                      if all(_a_value(v) for v in b)}
+            limits = {k: float(v) for k, v in item.get("limits", {}).items() if _a_value(v)}
             trend.runs.append(Run(str(record.get("time") or ""), record.get("commit"),
                                   (record.get("models") or {}).get(item["model"]),
-                                  str(item.get("outcome") or "?"), values))
+                                  str(item.get("outcome") or "?"), values, bounds, limits))
     return list(found.values())
+
+
+def _a_value(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def chart_of(trend: Trend, last: int = LAST_RUNS) -> dict[str, Any]:
+    """What a trend chart draws of the last runs: each run's commit and outcome, and for ρ and each check
+    enforced in any of them its value, interval ends and limit per run (None where a run did not measure
+    it), with the change found in it when one is significant."""
+    runs = trend.runs[-last:]
+    names = list(dict.fromkeys(name for r in runs for name in r.limits))
+    checks = {}
+    for name in names:
+        change = trend.change(name, last)
+        checks[name] = {
+            "label": MAIN_NUMBERS.get(name, name), "values": [r.values.get(name) for r in runs],
+            "low": [r.bounds[name][0] if name in r.bounds else None for r in runs],
+            "high": [r.bounds[name][1] if name in r.bounds else None for r in runs],
+            "limits": [r.limits.get(name) for r in runs],
+            "change": {"at": change.at, "before": change.before, "after": change.after, "p": change.p}
+            if change is not None and change.significant else None}
+    return {"first": len(trend.runs) - len(runs) + 1,
+            "runs": [{"commit": (r.commit or "")[:7] or None, "outcome": r.outcome} for r in runs],
+            "checks": checks}
+
+
+def chart_words(chart: Mapping[str, Any]) -> list[str]:
+    """Each charted check's values over the runs, and its change, in words: a trend chart's text
+    alternative (the chart itself adds nothing these lines do not say)."""
+    first, runs = int(chart["first"]), len(chart["runs"])
+    lines = []
+    for check in chart["checks"].values():
+        shown = ", ".join("–" if v is None else f"{v:.2f}" for v in check["values"])
+        line = f"{visible(str(check['label']))}, runs {first}–{first + runs - 1}: {shown}"
+        change = check["change"]
+        if change:
+            line += (f"; changed at run {first + int(change['at'])}: {change['before']:.2f} → "
+                     f"{change['after']:.2f} (p {change['p']:.3f})")
+        lines.append(line)
+    return lines
+
+
+def is_chart(chart: Any) -> bool:
+    """Whether ``chart`` (read back from a JSON report, which anyone may hand the report command) has the
+    shape :func:`chart_of` gives, every number a number: only then is it drawn."""
+    if not (isinstance(chart, dict) and _a_value(chart.get("first")) and isinstance(chart.get("runs"), list)
+            and isinstance(chart.get("checks"), dict) and 2 <= len(chart["runs"]) <= LAST_RUNS):
+        return False
+    n = len(chart["runs"])
+    return all(isinstance(c, dict) and isinstance(c.get("label"), str)
+               and all(isinstance(c.get(k), list) and len(c[k]) == n and all(_number(v) for v in c[k])
+                       for k in ("values", "low", "high", "limits"))
+               and (c.get("change") is None or (isinstance(c["change"], dict) and all(
+                   _a_value(c["change"].get(k)) for k in ("at", "before", "after", "p"))))
+               for c in chart["checks"].values())
 
 
 def recent(trend: Trend, check: str = "stability", last: int = LAST_RUNS) -> str:
@@ -354,5 +425,5 @@ def run_trends(text: str, path: Path, run: RunResult) -> tuple[list[dict[str, An
         trend = found.get((gate.nodeid, gate.model))
         if trend is not None and len(trend.runs) > 1:
             out.append({"test": gate.nodeid, "model": gate.model, "runs": len(trend.runs),
-                        "said": recent(trend)})
+                        "said": recent(trend), "chart": chart_of(trend)})
     return out, warnings

@@ -88,6 +88,8 @@ class Settings(Declared):
     histories: Path | None
     catalog: Path | None
     cases: Path | None
+    columns: Mapping[str, str]  # CSV column names of the histories and catalog files, by field
+    catalog_columns: Mapping[str, str]  # the catalog's only, over ``columns``
     dataset: str | Path
     perturbations: tuple[str, ...]
     severities: tuple[int, ...]

@@ -21,6 +21,7 @@ from ..options.parsers import (
     int_parser,
     parse_bool,
     parse_check_limits,
+    parse_columns,
     parse_dataset,
     parse_env_name,
     parse_history,
@@ -91,6 +92,12 @@ OPTIONS: tuple[OptionSpec, ...] = (
         metavar="FILE", path="file"),
     opt("cases", parse_path, None, "Evaluation cases file: user and recommended item per line "
         "(default: the bundled synthetic set).", metavar="FILE", path="file"),
+    opt("columns", parse_columns, MappingProxyType({}), "Your own CSV column names for the histories and "
+        "catalog files: FIELD=COLUMN,... (a mapping in YAML), e.g. user_id=userId,item_id=movieId; each "
+        "file's columns it has are renamed; default none.", metavar="FIELD=COLUMN,..."),
+    opt("catalog-columns", parse_columns, MappingProxyType({}), "CSV column names of the catalog file "
+        "only, over columns there: FIELD=COLUMN,... (a mapping in YAML); default none.",
+        metavar="FIELD=COLUMN,..."),
     opt("dataset", parse_dataset, "synthetic", "'synthetic' (bundled, the paper's setup) or the path of a "
         "MovieLens-style directory; default synthetic.", metavar="synthetic|DIR", path="dir"),
     opt("perturbations", parse_kinds, DEFAULT_PERTURBATIONS, _PERTURB_HELP, metavar="KIND[,KIND...]",

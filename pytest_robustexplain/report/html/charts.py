@@ -9,11 +9,12 @@ import contextlib
 import io
 import re
 import warnings
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from ...results import METRICS
 from ...sanitize import visible
+from ..history import chart_words, is_chart
 from ..summary import Summary, fmt_mean, fmt_pct
 from .common import GATE_STOPS, e, gate_position
 
@@ -129,6 +130,44 @@ class Plotter:
             charts = [self.heatmap(summary, thresholds["combined"]), self.metric_bars(summary, thresholds),
                       self.severity_curve(summary, thresholds["combined"])]
             return '<div class="charts">' + "".join(self._img(c) for c in charts) + "</div>"
+
+    def trends(self, entries: Sequence[Mapping[str, Any]]) -> str:
+        """One chart for each item's recent runs (the run history's ``chart``): ρ and each enforced check
+        over the runs with its interval, its limit dashed, a detected change dotted; the values in words
+        under it, the chart's text alternative."""
+        with self.style():
+            return "".join(self._trend(entry) for entry in entries if is_chart(entry.get("chart")))
+
+    def _trend(self, entry: Mapping[str, Any]) -> str:
+        chart, nan = entry["chart"], float("nan")
+        checks = list(chart["checks"].values())
+        if not checks:
+            return ""
+        xs = list(range(int(chart["first"]), int(chart["first"]) + len(chart["runs"])))
+        fig = self._figure(1.15 * len(checks) + 1.0)
+        for ax, check in zip(fig.subplots(len(checks), 1, sharex=True, squeeze=False)[:, 0], checks,
+                             strict=True):
+            values = [nan if v is None else float(v) for v in check["values"]]
+            below = [0.0 if lo is None or v != v else max(0.0, v - lo)
+                     for v, lo in zip(values, check["low"], strict=True)]
+            above = [0.0 if hi is None or v != v else max(0.0, hi - v)
+                     for v, hi in zip(values, check["high"], strict=True)]
+            ax.errorbar(xs, values, yerr=[below, above], marker="o", markersize=3, capsize=2, linewidth=1,
+                        color="#4c78a8")
+            ax.step(xs, [nan if v is None else v for v in check["limits"]], where="mid", color="#cf222e",
+                    linestyle="--", linewidth=1)
+            if check["change"]:
+                ax.axvline(xs[0] + int(check["change"]["at"]) - 0.5, color="#9a6700", linestyle=":",
+                           linewidth=1.5)
+            ax.set_ylabel(self._text(check["label"], 60))
+        fig.axes[-1].set_xticks(xs, [str(x) for x in xs])
+        fig.axes[-1].set_xlabel("run (limit dashed, a change dotted)")
+        test = str(entry.get("test", ""))
+        fig.suptitle(self._text(f"{test} — runs {xs[0]}–{xs[-1]}", _TITLE_WIDTH, 10))
+        alt = (f"trend of {', '.join(str(c['label']) for c in checks)} over runs {xs[0]}–{xs[-1]} of "
+               f"{test}")
+        words = "<br>".join(e(line) for line in chart_words(chart))
+        return f'<figure class="trend">{self._img((fig, alt))}<figcaption>{words}</figcaption></figure>'
 
     def comparison(self, summaries: list[Summary]) -> str:
         with self.style():

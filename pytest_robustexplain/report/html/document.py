@@ -43,7 +43,7 @@ text-align:left;vertical-align:top;font-variant-numeric:tabular-nums}th{backgrou
 .charts{display:grid;grid-template-columns:repeat(auto-fill,minmax(min(100%,26rem),1fr));gap:.8rem;
 margin:1rem 0}
 .charts img{width:100%;max-width:36rem;height:auto;box-sizing:border-box;border:1px solid #eaeef2;
-background:#fff}
+background:#fff}figure.trend{margin:0}figure.trend figcaption{font-size:.85rem;color:#57606a}
 .explanation{white-space:pre-wrap;max-width:32rem;font-size:.92rem}del{background:#ffebe9;text-decoration:none}
 ins{background:#dafbe1;text-decoration:none}details pre{white-space:pre-wrap;font-size:.8rem;max-width:28rem}
 .meta td:first-child{font-weight:600}.meta td+td{overflow-wrap:anywhere}

@@ -125,7 +125,7 @@ def model_section(run: RunResult, summary: Summary, plotter: Plotter | None) -> 
              f"{summary.cached_pairs} cached · backend {e(info.backend)}"
              + (f" · server {e(info.server_version)}" if info.server_version else "")
              + (f" · host {e(info.host)}" if info.host else "") + "</p>",
-             _gate_table(run, summary), _recent(run, summary.model), _metric_table(run, summary),
+             _gate_table(run, summary), _recent(run, summary.model, plotter), _metric_table(run, summary),
              _heatmap_table(summary, gate_thresholds(run, summary.model)["combined"]),
              _sensitivity(summary), _faithfulness(summary), _checks(summary), _security(summary),
              _facts(summary)]
@@ -145,13 +145,17 @@ def model_section(run: RunResult, summary: Summary, plotter: Plotter | None) -> 
     return "\n".join(parts)
 
 
-def _recent(run: RunResult, model: str) -> str:
-    """Today's ρ beside each item's recent runs (the run history); nothing without one."""
+def _recent(run: RunResult, model: str, plotter: Plotter | None) -> str:
+    """Today's ρ beside each item's recent runs (the run history), and their trend charts when matplotlib
+    draws; nothing without a history."""
     lines = recent_runs(run, model)
     if not lines:
         return ""
+    entries = [t for t in run.settings.get("history_trend") or () if isinstance(t, dict)
+               and t.get("model") == model]
+    charts = plotter.trends(entries) if plotter is not None else ""
     return ('<h3>Recent runs</h3><ul class="recent">' + "".join(f"<li>{e(line)}</li>" for line in lines)
-            + "</ul>")
+            + "</ul>" + (f'<div class="charts">{charts}</div>' if charts else ""))
 
 
 def _gate_table(run: RunResult, summary: Summary) -> str:
