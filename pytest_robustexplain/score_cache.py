@@ -288,11 +288,11 @@ class CachedScorer:
     def __init__(self, *, weights: Mapping[str, Any] | Sequence[Any] | None = None,
                  cache: ScoreCache | None = None, tagger: str = DEFAULT_TAGGER,
                  make_scorer: Callable[[], Scorer] | None = None,
-                 user_cache: MetricValueCache | None = None) -> None:
+                 user_cache: MetricValueCache | None = None, budget_s: float | None = None) -> None:
         self._weights: Weights = validate_weights(weights)
         self.cache = cache
         # The user's own metrics, measured per test (the sweep's books ask), behind their own cache.
-        self.user = MetricMeasure(user_cache)
+        self.user = MetricMeasure(user_cache, budget_s=budget_s)
         self._make = make_scorer or (lambda: Scorer(weights=self._weights, tagger=tagger))
         self._scorer: Scorer | None = None
         self._requested: Future[Scorer] | None = None

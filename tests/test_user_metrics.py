@@ -14,7 +14,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
-from helpers import read_report, run_fake
+from helpers import marked, read_report, run_fake
 
 from pytest_robustexplain.checks import DEFAULT_CHECKS, CheckRegistry
 from pytest_robustexplain.errors import ConfigError
@@ -360,3 +360,24 @@ def test_the_sequential_gate_stops_on_a_user_metric(pytester: pytest.Pytester) -
     checks = {c["quantity"]: c for c in gate["verdict"]["checks"]}
     assert checks["chars3"]["outcome"] == FAIL
     assert checks["chars3"]["interval"]["n_clusters"] < 20  # decided before every user was measured
+
+
+def test_a_user_metric_that_hangs_stops_the_run_at_max_minutes_naming_it(pytester: pytest.Pytester) -> None:
+    """A metric that never returns held the sweep's loop — the budget's own clock included — for as long as it
+    liked (90 s for three pairs under max-minutes 0.2); now the run stops when the budget runs out, with one
+    line naming the metric (issue 61). The function waits on an event nobody sets, far past the budget."""
+    pytester.makeconftest("""
+import threading
+
+NEVER = threading.Event()
+
+def pytest_robustexplain_register_checks(register_metric):
+    register_metric("stuck", lambda e, f: NEVER.wait(600) or 0.5, version="1")
+""")
+    pytester.makepyfile(test_gate=marked('perturbations=["noise"], severities=[1], users=3, guard="off", '
+                                         'inconclusive="warn"'))
+    result = pytester.runpytest_subprocess("--robustexplain-backend=template", "-p", "no:cacheprovider",
+                                           "--robustexplain-max-minutes=0.2", timeout=120)
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines(["*user metric 'stuck' gave no values for * pairs within the run's "
+                                 "max-minutes (0.2 min)*"])

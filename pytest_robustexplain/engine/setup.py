@@ -196,7 +196,8 @@ def build_scorer(settings: Settings, *, cache_dir: Path | None = None, kept: Sto
     if cache_dir is not None and settings.cache != "off" and settings.backend != "template":
         cache = ScoreCache(cache_dir, settings.cache, store=kept)
         user_cache = MetricValueCache(cache_dir, settings.cache, store=kept)
-    return CachedScorer(weights=settings.weights, cache=cache, user_cache=user_cache)
+    budget = None if settings.max_minutes is None else 60 * settings.max_minutes
+    return CachedScorer(weights=settings.weights, cache=cache, user_cache=user_cache, budget_s=budget)
 
 
 def cached_count(settings: Settings, model: str, cache_dir: Path, calls: Iterable[Call]) -> int | None:

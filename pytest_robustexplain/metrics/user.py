@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import math
 import threading
+import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Protocol
@@ -132,11 +133,14 @@ class ValueCache(Protocol):
 
 class MetricMeasure:
     """Measures user metrics over pairs: from memory, then ``cache``, then the metric itself (one batch
-    per call of :meth:`measure` for what neither holds). ``evaluations`` counts the values computed."""
+    per call of :meth:`measure` for what neither holds). ``evaluations`` counts the values computed;
+    ``budget_s`` (max-minutes), from now, bounds how long the user's function may take."""
 
-    def __init__(self, cache: ValueCache | None = None) -> None:
+    def __init__(self, cache: ValueCache | None = None, *, budget_s: float | None = None) -> None:
         self.cache = cache
         self.evaluations = 0
+        self._deadline = None if budget_s is None else time.monotonic() + budget_s
+        self._budget_s = budget_s
         self._memo: dict[tuple[str, str, str], float] = {}
         self._lock = threading.Lock()
 
@@ -157,6 +161,33 @@ class MetricMeasure:
             out.append(replace(pair, user_metrics=dict(sorted({**pair.user_metrics, **own}.items()))))
         return out
 
+    def _evaluated(self, metric: Metric, missing: list[tuple[str, str]]) -> list[float]:
+        """The user's function on ``missing``, within the run's budget: a function that has not returned
+        when it runs out stops the run with one line naming it (it held the sweep's loop, the budget's own
+        clock included: a hanging metric ran for as long as it liked). The thread it runs on is left to
+        finish on its own, as Python cannot stop one."""
+        if self._deadline is None or self._budget_s is None:
+            return metric.evaluate(missing)
+        outcome: list[tuple[list[float] | None, BaseException | None]] = []
+
+        def run() -> None:
+            try:
+                outcome.append((metric.evaluate(missing), None))
+            except BaseException as exc:  # raised again on the loop's thread, as without a budget
+                outcome.append((None, exc))
+
+        worker = threading.Thread(target=run, daemon=True, name=f"robustexplain metric {metric.name}")
+        worker.start()
+        worker.join(max(0.0, self._deadline - time.monotonic()))
+        if not outcome:
+            raise ConfigError(f"user metric {metric.name!r} gave no values for {len(missing)} pairs within "
+                              f"the run's max-minutes ({self._budget_s / 60:g} min): make it faster, or give "
+                              "the run more time")
+        values, error = outcome[0]
+        if error is not None:
+            raise error
+        return values or []
+
     def values(self, metric: Metric, texts: Sequence[tuple[str, str]]) -> list[float]:
         with self._lock:
             found: dict[tuple[str, str], float] = {}
@@ -173,7 +204,7 @@ class MetricMeasure:
                     found[(e, e_prime)] = value
             if missing:
                 self.evaluations += len(missing)
-                for pair, value in zip(missing, metric.evaluate(missing), strict=True):
+                for pair, value in zip(missing, self._evaluated(metric, missing), strict=True):
                     found[pair] = value
                     if self.cache is not None:
                         self.cache.put(metric, *pair, value)
