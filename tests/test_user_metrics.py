@@ -380,4 +380,34 @@ def pytest_robustexplain_register_checks(register_metric):
                                            "--robustexplain-max-minutes=0.2", timeout=120)
     result.assert_outcomes(errors=1)
     result.stdout.fnmatch_lines(["*user metric 'stuck' gave no values for * pairs within the run's "
-                                 "max-minutes (0.2 min)*"])
+                                 "max-minutes (0.2 min, and 5 s after it)*"])
+
+
+def test_a_quick_user_metric_is_measured_on_the_users_a_spent_budget_decides_on(
+        pytester: pytest.Pytester, server: FakeOllamaServer) -> None:
+    """When max-minutes runs out the slices are decided on the users that finished, and their user metric is
+    measured after the budget's end: a quick one is waited for, not refused for the budget."""
+    pytester.makeconftest("""
+def pytest_robustexplain_register_checks(register_metric):
+    register_metric("half", lambda e, f: 0.5, version="1")
+""")
+    pytester.makepyfile(test_gate=marked('perturbations=["noise"], severities=[1, 5], guard="off", '
+                                         'inconclusive="warn"'))
+    args = ("-p", "no:cacheprovider", "--robustexplain-json=r.json", "--robustexplain-cache-dir=cache")
+    run_fake(pytester, server, "--robustexplain-users=3", *args).assert_outcomes(passed=1)
+    server.hang_next(1000)  # from now on only the three cached users can finish
+    pytester.makeconftest("""
+import time
+
+def half(e, f):
+    time.sleep(0.05)  # quick, but not done the instant its thread starts
+    return 0.5
+
+def pytest_robustexplain_register_checks(register_metric):
+    register_metric("half", half, version="2")  # a new version: measured again, not read from the cache
+""")
+    result = run_fake(pytester, server, "--robustexplain-users=6", "--robustexplain-max-minutes=0.05", *args)
+    result.assert_outcomes(passed=1)
+    doc = read_report(pytester)
+    assert "ran out: decided on the first 3 of 6 users" in doc["gates"][0]["verdict"]["message"]
+    assert {p["user_metrics"]["half"] for p in doc["pairs"] if p["key"]["kind"] == "noise_injection"} == {0.5}

@@ -141,10 +141,14 @@ _PYTHON = sysconfig.get_paths()["stdlib"]
 
 
 def _where(exc: BaseException) -> str:
+    try:
+        here = os.getcwd() + os.sep
+    except OSError:  # the working directory is gone: paths shown whole
+        here = "\0"
     for frame in reversed(traceback.extract_tb(exc.__traceback__)):
-        path = os.path.abspath(frame.filename)
+        path = os.path.abspath(frame.filename) if here != "\0" else frame.filename
         if not path.startswith((_OURS + os.sep, _PYTHON + os.sep)) and not frame.filename.startswith("<"):
-            shown = os.path.relpath(path) if path.startswith(os.getcwd() + os.sep) else path
+            shown = path[len(here):] if path.startswith(here) else path
             return f" (at {shown}:{frame.lineno}, in {frame.name})"
     return ""
 

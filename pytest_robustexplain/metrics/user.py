@@ -123,6 +123,9 @@ def split_signature(signature: str) -> tuple[str, dict[str, str]]:
     return builtin, versions
 
 
+MIN_WAIT_S = 5.0  # the least a user metric's batch is waited for under a time budget
+
+
 class ValueCache(Protocol):
     """Where measured values are kept across runs (``score_cache.MetricValueCache``)."""
 
@@ -178,11 +181,13 @@ class MetricMeasure:
 
         worker = threading.Thread(target=run, daemon=True, name=f"robustexplain metric {metric.name}")
         worker.start()
-        worker.join(max(0.0, self._deadline - time.monotonic()))
+        # At least a few seconds: the slices a budget's end cuts short are decided on the users they have,
+        # and their values are measured after it.
+        worker.join(max(MIN_WAIT_S, self._deadline - time.monotonic()))
         if not outcome:
             raise ConfigError(f"user metric {metric.name!r} gave no values for {len(missing)} pairs within "
-                              f"the run's max-minutes ({self._budget_s / 60:g} min): make it faster, or give "
-                              "the run more time")
+                              f"the run's max-minutes ({self._budget_s / 60:g} min, and {MIN_WAIT_S:g} s "
+                              "after it): make it faster, or give the run more time")
         values, error = outcome[0]
         if error is not None:
             raise error
