@@ -471,6 +471,19 @@ def test_a_check_that_says_an_outcome_the_verdict_does_not_know_is_refused(
     result.stdout.fnmatch_lines([f"*{said}*"])
 
 
+def test_a_check_that_hangs_stops_the_run_at_max_minutes_naming_it(pytester: pytest.Pytester) -> None:
+    """Issue 61: a check of the user's that never returns held the run past its budget; it is waited for
+    until max-minutes runs out (5 s at least), then the run stops with one line naming it."""
+    hangs = "        import threading\n        threading.Event().wait(600)\n        return 1\n"
+    pytester.makeconftest(SAYS_FAILED.replace("OUTCOME", '"FAIL"').replace("ROW", '"FAIL"').replace(
+        "        return 1\n", hangs))
+    pytester.makepyfile(test_gate=GATED)
+    result = pytester.runpytest_subprocess(*ARGS, "--robustexplain-max-minutes=0.1", timeout=120)
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines(["*check 'loose' (Loose) did not decide within the run's max-minutes "
+                                 "(and 5 s after it)*"])
+
+
 def test_a_check_object_that_breaks_is_one_sentence_naming_it(pytester: pytest.Pytester) -> None:
     pytester.makeconftest("""
 from pytest_robustexplain import Check

@@ -7,6 +7,7 @@ import math
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
+from functools import partial
 from itertools import groupby
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -18,7 +19,7 @@ from ..checks.controls import relative_terms
 from ..errors import ConfigError, DataError, RobustExplainError
 from ..explainers.base import FAILURE_EMPTY
 from ..metrics import metric_signature
-from ..metrics.user import split_signature
+from ..metrics.user import MIN_WAIT_S, split_signature, within_budget
 from ..results import (
     CUT_REPLIES,
     FAIL,
@@ -51,7 +52,8 @@ if TYPE_CHECKING:
 
 
 def decide(gate: GateSettings, sliced: SliceResult, kind: str | None = None, *,
-           measured: Mapping[str, Any] | None = None, checks: CheckRegistry | None = None) -> Verdict:
+           measured: Mapping[str, Any] | None = None, checks: CheckRegistry | None = None,
+           deadline: float | None = None) -> Verdict:
     """The verdict of a finished slice: the registry's checks (``checks/``) in order, folded by the one
     combining rule, with the rules that make a slice "Not measured" between the checks of its scores and
     the checks that read its text.
@@ -61,6 +63,7 @@ def decide(gate: GateSettings, sliced: SliceResult, kind: str | None = None, *,
     left the histories unchanged): there is nothing to decide on, and that must not read as a PASS. The
     opt-in ``preference_flip`` pairs are decided by the flip check, never by the stability thresholds: a
     faithful explainer should change there; an item of that kind alone is decided by it alone.
+    ``deadline`` (``time.monotonic()``, the run's max-minutes) bounds how long a check of the user's may take.
     """
     registry = list(checks if checks is not None else DEFAULT_CHECKS)
     evidence = evidence_of(gate, sliced, kind, measured)
@@ -70,18 +73,18 @@ def decide(gate: GateSettings, sliced: SliceResult, kind: str | None = None, *,
     after = [c for c in rest if c.after_validity]
     if sliced.pairs and not evidence.pairs:  # the flip kind alone
         flip_only = _flip_only(gate, sliced, evidence, after)
-        return run_checks(flip_only, evidence, [c for c in after if c.name != "flip"])
+        return run_checks(flip_only, evidence, [c for c in after if c.name != "flip"], deadline)
     if not sliced.pairs and sliced.out_of_time is not None:
-        return run_checks(_unmeasured_in_time(gate, sliced, kind), evidence, after)
+        return run_checks(_unmeasured_in_time(gate, sliced, kind), evidence, after, deadline)
     if not sliced.pairs:
         raise DataError(f"model {sliced.spec.model!r}: no pair to score in slice {sliced.spec.slice_id!r}: "
                         f"all {sliced.trivial} planned perturbations left the history unchanged "
                         "(histories too short for these kinds and severities?)")
-    verdict = run_checks(_started(start, evidence), evidence, before)
+    verdict = run_checks(_started(start, evidence), evidence, before, deadline)
     every = (*evidence.pairs, *sliced.controls, *sliced.swaps)
     verdict = with_cut_replies(with_empty_replies(verdict, every), every)
     verdict = with_time_budget(with_unfit_prompts(verdict, every), sliced)
-    return run_checks(verdict, evidence, after)
+    return run_checks(verdict, evidence, after, deadline)
 
 
 def evidence_of(gate: GateSettings, sliced: SliceResult, kind: str | None,
@@ -100,24 +103,41 @@ def evidence_of(gate: GateSettings, sliced: SliceResult, kind: str | None,
                     stops=frozenset(sliced.stops), stopped=sliced.stopped)
 
 
-def run_checks(verdict: Verdict, evidence: Evidence, checks: Sequence[Check]) -> Verdict:
+def run_checks(verdict: Verdict, evidence: Evidence, checks: Sequence[Check],
+               deadline: float | None = None) -> Verdict:
     """The verdict after ``checks``: each measured, its record kept and its row written; each stage's
-    decisions folded by the combining rule (``checks/combine.py``)."""
+    decisions folded by the combining rule (``checks/combine.py``). A check of the user's is waited for
+    until ``deadline`` at most (``metrics.user.within_budget``)."""
     findings = dict(verdict.findings)
     for _, stage in groupby(checks, key=lambda c: c.group):
         decided = []
         for check in stage:
-            with _users_code(check):
-                found = check.measure(evidence)
-                if found is None:
-                    continue
-                verdict = check.keep(verdict, found)
-                decision = check.decide(found, evidence)
-                findings[check.name] = replace(_known(check, check.finding(found, evidence), decision),
-                                               note=decision.note)
+            if deadline is None or any(check is c for c in BUILTIN):
+                done = _checked(check, verdict, evidence)
+            else:
+                late = (f"check {check.name!r} ({type(check).__name__}) did not decide within the run's "
+                        f"max-minutes (and {MIN_WAIT_S:g} s after it): make it faster, or give the run "
+                        "more time")
+                done = within_budget(partial(_checked, check, verdict, evidence), deadline, late)
+            if done is None:
+                continue
+            verdict, decision, findings[check.name] = done
             decided.append((check, decision))
         verdict = apply_stage(verdict, decided)
     return replace(verdict, findings=findings)
+
+
+def _checked(check: Check, verdict: Verdict, evidence: Evidence) -> tuple[Verdict, Decision, Finding] | None:
+    """One check on ``verdict``: its measurement kept, its decision, its row; None when it measured
+    nothing here."""
+    with _users_code(check):
+        found = check.measure(evidence)
+        if found is None:
+            return None
+        verdict = check.keep(verdict, found)
+        decision = check.decide(found, evidence)
+        return verdict, decision, replace(_known(check, check.finding(found, evidence), decision),
+                                          note=decision.note)
 
 
 def _known(check: Check, finding: Finding, decision: Decision) -> Finding:

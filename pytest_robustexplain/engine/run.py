@@ -515,7 +515,9 @@ class Run:
         kind = None if planned.slice == OVERALL else planned.slice
         measured = {Faithfulness.name: faithfulness, "polarity": polarity}
         checks = self.checks_for(planned.nodeid)
-        verdict = decide(planned.gate, sliced, kind, measured=measured, checks=checks)
+        budget = self.settings.max_minutes
+        verdict = decide(planned.gate, sliced, kind, measured=measured, checks=checks,
+                         deadline=None if budget is None else self.started + 60 * budget)
         found = None
         baseline = self.baseline
         if baseline is not None:

@@ -19,7 +19,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from ..errors import ConfigError
 from ..results import ALL_METRICS, KIND_NAME, RELATIVE, is_score, user_metric_name
@@ -123,7 +123,33 @@ def split_signature(signature: str) -> tuple[str, dict[str, str]]:
     return builtin, versions
 
 
-MIN_WAIT_S = 5.0  # the least a user metric's batch is waited for under a time budget
+MIN_WAIT_S = 5.0  # the least the user's code is waited for under a time budget
+
+T = TypeVar("T")
+
+
+def within_budget(fn: Callable[[], T], deadline: float, late: str) -> T:
+    """``fn()`` — the user's metric or check — run on a thread of its own and waited for until ``deadline``
+    (``time.monotonic()``), at least :data:`MIN_WAIT_S`: the slices a budget's end cuts short are decided
+    on the users they have, after it. Not returned by then: a ConfigError saying ``late``; the thread,
+    which Python cannot stop, is left to end on its own. What ``fn`` raises is raised here."""
+    outcome: list[tuple[Any, BaseException | None]] = []
+
+    def run() -> None:
+        try:
+            outcome.append((fn(), None))
+        except BaseException as exc:  # raised again on the caller's thread, as without a budget
+            outcome.append((None, exc))
+
+    worker = threading.Thread(target=run, daemon=True, name="robustexplain user code")
+    worker.start()
+    worker.join(max(MIN_WAIT_S, deadline - time.monotonic()))
+    if not outcome:
+        raise ConfigError(late)
+    value, error = outcome[0]
+    if error is not None:
+        raise error
+    return value
 
 
 class ValueCache(Protocol):
@@ -165,33 +191,14 @@ class MetricMeasure:
         return out
 
     def _evaluated(self, metric: Metric, missing: list[tuple[str, str]]) -> list[float]:
-        """The user's function on ``missing``, within the run's budget: a function that has not returned
-        when it runs out stops the run with one line naming it (it held the sweep's loop, the budget's own
-        clock included: a hanging metric ran for as long as it liked). The thread it runs on is left to
-        finish on its own, as Python cannot stop one."""
+        """The user's function on ``missing``, within the run's budget (:func:`within_budget`): a hanging
+        metric held the sweep's loop — the budget's own clock included — for as long as it liked."""
         if self._deadline is None or self._budget_s is None:
             return metric.evaluate(missing)
-        outcome: list[tuple[list[float] | None, BaseException | None]] = []
-
-        def run() -> None:
-            try:
-                outcome.append((metric.evaluate(missing), None))
-            except BaseException as exc:  # raised again on the loop's thread, as without a budget
-                outcome.append((None, exc))
-
-        worker = threading.Thread(target=run, daemon=True, name=f"robustexplain metric {metric.name}")
-        worker.start()
-        # At least a few seconds: the slices a budget's end cuts short are decided on the users they have,
-        # and their values are measured after it.
-        worker.join(max(MIN_WAIT_S, self._deadline - time.monotonic()))
-        if not outcome:
-            raise ConfigError(f"user metric {metric.name!r} gave no values for {len(missing)} pairs within "
-                              f"the run's max-minutes ({self._budget_s / 60:g} min, and {MIN_WAIT_S:g} s "
-                              "after it): make it faster, or give the run more time")
-        values, error = outcome[0]
-        if error is not None:
-            raise error
-        return values or []
+        said = (f"user metric {metric.name!r} gave no values for {len(missing)} pairs within the run's "
+                f"max-minutes ({self._budget_s / 60:g} min, and {MIN_WAIT_S:g} s after it): make it faster, "
+                "or give the run more time")
+        return within_budget(lambda: metric.evaluate(missing), self._deadline, said)
 
     def values(self, metric: Metric, texts: Sequence[tuple[str, str]]) -> list[float]:
         with self._lock:
