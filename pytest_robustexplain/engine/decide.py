@@ -112,7 +112,7 @@ def run_checks(verdict: Verdict, evidence: Evidence, checks: Sequence[Check],
     for _, stage in groupby(checks, key=lambda c: c.group):
         decided = []
         for check in stage:
-            if deadline is None or any(check is c for c in BUILTIN):
+            if deadline is None or _ours(check):
                 done = _checked(check, verdict, evidence)
             else:
                 late = (f"check {check.name!r} ({type(check).__name__}) did not decide within the run's "
@@ -125,6 +125,11 @@ def run_checks(verdict: Verdict, evidence: Evidence, checks: Sequence[Check],
             decided.append((check, decision))
         verdict = apply_stage(verdict, decided)
     return replace(verdict, findings=findings)
+
+
+def _ours(check: Check) -> bool:
+    """Whether ``check`` is a built-in one (the user's are bounded in time and their errors worded)."""
+    return any(check is c for c in BUILTIN)
 
 
 def _checked(check: Check, verdict: Verdict, evidence: Evidence) -> tuple[Verdict, Decision, Finding] | None:
@@ -162,7 +167,7 @@ def _users_code(check: Check) -> Iterator[None]:
     except RobustExplainError:
         raise
     except Exception as exc:
-        if any(check is c for c in BUILTIN):
+        if _ours(check):
             raise
         raise ConfigError(f"check {check.name!r} ({type(check).__name__}) raised {type(exc).__name__}: "
                           f"{exc}") from None

@@ -143,12 +143,12 @@ _PYTHON = sysconfig.get_paths()["stdlib"]
 def _where(exc: BaseException) -> str:
     try:
         here = os.getcwd() + os.sep
-    except OSError:  # the working directory is gone: paths shown whole
-        here = "\0"
+    except OSError:  # the working directory is gone: paths shown as the frames name them
+        here = None
     for frame in reversed(traceback.extract_tb(exc.__traceback__)):
-        path = os.path.abspath(frame.filename) if here != "\0" else frame.filename
+        path = frame.filename if here is None else os.path.abspath(frame.filename)
         if not path.startswith((_OURS + os.sep, _PYTHON + os.sep)) and not frame.filename.startswith("<"):
-            shown = path[len(here):] if path.startswith(here) else path
+            shown = path.removeprefix(here) if here is not None else path
             return f" (at {shown}:{frame.lineno}, in {frame.name})"
     return ""
 
