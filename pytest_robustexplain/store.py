@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import sqlite3
 import threading
+import time
 import urllib.parse
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -102,8 +103,15 @@ class Store:
             if connection is None:
                 return False
             try:
-                with connection:  # one transaction: every row or none
+                # One transaction, every row or none (the connection commits each statement by itself
+                # otherwise); IMMEDIATE takes the write lock first, waiting for it up to BUSY_S.
+                connection.execute("BEGIN IMMEDIATE")
+                try:
                     connection.executemany(sql, rows)
+                except BaseException:
+                    connection.rollback()
+                    raise
+                connection.commit()
             except sqlite3.Error as exc:
                 self.unwritable = True
                 warn(RobustExplainWarning(
@@ -135,11 +143,25 @@ class Store:
         connection = sqlite3.connect(uri, uri=True, timeout=BUSY_S, check_same_thread=False,
                                      isolation_level=None)
         try:
-            self._configure(connection)
+            self._configure_when_free(connection)
         except BaseException:
             connection.close()
             raise
         return connection
+
+    def _configure_when_free(self, connection: sqlite3.Connection) -> None:
+        """Configure, trying again while another process holds the lock. Processes that create the
+        database at once can deadlock on the switch to WAL (each holds the read lock the other's write
+        waits for); SQLite then answers "database is locked" at once instead of waiting ``BUSY_S``."""
+        deadline = time.monotonic() + BUSY_S
+        while True:
+            try:
+                self._configure(connection)
+                return
+            except sqlite3.OperationalError as exc:
+                if "locked" not in str(exc) or time.monotonic() > deadline:
+                    raise
+            time.sleep(0.01)  # the winner's switch takes a millisecond
 
     def _configure(self, connection: sqlite3.Connection) -> None:
         """The journal and the table (a read-only store only checks that it reads a database)."""

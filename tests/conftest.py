@@ -57,6 +57,15 @@ def _import_the_package() -> None:
 _import_the_package()
 
 
+@pytest.fixture(autouse=True)
+def _not_on_ci(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Inner pytest runs print alike on a developer's machine and on CI: pytest cuts the short summary's
+    messages to the terminal's width except when ``CI`` or ``BUILD_NUMBER`` is set (a test counting a
+    message then saw it twice as often on CI)."""
+    monkeypatch.delenv("CI", raising=False)
+    monkeypatch.delenv("BUILD_NUMBER", raising=False)
+
+
 @pytest.fixture
 def isolated(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
     """The test's own working directory, without ROBUSTEXPLAIN_*, OLLAMA_HOST or GitHub Actions variables

@@ -192,6 +192,41 @@ def test_a_lock_held_too_long_is_one_line(tmp_path: Path, monkeypatch: pytest.Mo
     store.close()
 
 
+def test_processes_creating_the_database_at_once_wait_for_each_other(tmp_path: Path,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two processes switching a new database to WAL at once deadlock, and SQLite answers the loser "database
+    is locked" without waiting (on CI an xdist worker ran uncached and said so). The loser tries again."""
+    configure, tries = Store._configure, []
+
+    def locked_twice(self: Store, connection: Any) -> None:
+        tries.append(1)
+        if len(tries) <= 2:
+            raise sqlite3.OperationalError("database is locked")
+        configure(self, connection)
+
+    monkeypatch.setattr(Store, "_configure", locked_twice)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        store = Store(tmp_path, writes=True)
+        assert store.put("reply", "k", "v") and store.get("reply", "k") == "v"
+    assert len(tries) == 3
+    store.close()
+
+
+def test_a_database_locked_past_the_wait_is_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    def locked(self: Store, connection: Any) -> None:
+        raise sqlite3.OperationalError("database is locked")
+
+    monkeypatch.setattr(store_module, "BUSY_S", 0.05)
+    monkeypatch.setattr(Store, "_configure", locked)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        store = Store(tmp_path, writes=True)
+        assert not store.put("reply", "k", "v") and store.get("reply", "k") is None
+    said = _said(caught)
+    assert len(said) == 1 and "cannot be used (database is locked)" in said[0]
+
+
 def test_a_reader_creates_nothing(tmp_path: Path) -> None:
     store = Store(tmp_path / "absent", writes=False)
     assert store.get("reply", "k") is None and not store.put("reply", "k", "v")
