@@ -84,9 +84,9 @@ def test_help_texts_say_the_real_defaults(capsys: pytest.CaptureFixture[str]) ->
 def test_the_short_report_wraps_its_sentences_instead_of_cutting_them(tmp_path: Path) -> None:
     """A CI log has no terminal width: the recommendation is wrapped at 80 columns, whole, never cut with
     an ellipsis, and the guard's one line leads with its outcome, so a cut never hides it (point 13)."""
+    from pytest_robustexplain.checks.controls import guard_line
     from pytest_robustexplain.report.json_report import read_json
     from pytest_robustexplain.report.summary import summarize
-    from pytest_robustexplain.report.summary.findings import guard_line
     from pytest_robustexplain.report.terminal import render_terminal
 
     assert cli.main(["run", "--backend", "template", "--users", "20", "--perturbations", "noise",

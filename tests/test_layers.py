@@ -46,7 +46,7 @@ INNER: dict[str, tuple[str, ...]] = {
 CHECK_INTERFACE = ("base", "combine", "predicate")
 SHARED_ROOM = "controls"
 ROOMS: dict[str, tuple[str, ...]] = {
-    "controls": ("cases", "copying", "grounding", "sensitivity", "relative", "evaluate", "check"),
+    "controls": ("cases", "copying", "grounding", "sensitivity", "relative", "evaluate", "report", "check"),
     "attacks": ("measure", "check"),
     "polarity": ("measure", "check", "flip"),
     "judge": ("measure", "check"),

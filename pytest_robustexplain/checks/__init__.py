@@ -4,7 +4,8 @@ Each module here is one check (``stability``, ``injection``/``hijack``, ``sensit
 ``copying``, ``grounding``, ``flip``, ``faithfulness``, ``polarity``) over :class:`Check` (``base``); the
 registry (``registry``) orders them and takes the user's own (``register_check``, the hook
 ``pytest_robustexplain_register_checks``); :mod:`.combine` is the one rule that folds their decisions into
-an item's verdict. This face only hands names on.
+an item's verdict; each check also gives its rows of the report's sections (:mod:`.sections`). This face
+only hands names on.
 """
 
 from .base import (
@@ -16,6 +17,7 @@ from .base import (
     Gate,
     Probe,
     SliceDesign,
+    Table,
     originals,
     share_row,
 )
@@ -31,13 +33,17 @@ from .registry import (
     metric_names_known,
     register_check,
     register_metric,
+    sections,
 )
+from .sections import FURTHER, SECTIONS, Section
 
 __all__ = [
     "BUILTIN",
     "DEFAULT_CHECKS",
+    "FURTHER",
     "MEASUREMENT",
     "SECTIONED",
+    "SECTIONS",
     "SILENT",
     "Check",
     "CheckRegistry",
@@ -47,7 +53,9 @@ __all__ = [
     "PredicateCheck",
     "PredicateFound",
     "Probe",
+    "Section",
     "SliceDesign",
+    "Table",
     "apply_stage",
     "check_limits_known",
     "combine",
@@ -56,5 +64,6 @@ __all__ = [
     "register_check",
     "register_metric",
     "relative_pairs",
+    "sections",
     "share_row",
 ]

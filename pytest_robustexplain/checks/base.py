@@ -162,10 +162,11 @@ class Check:
     # the check reads back by name (``gate.max_copy_rate``). Built-in checks only: the table is read when
     # pytest adds its options, before a conftest registers a check (theirs set a limit: ``default_limit``).
     options: ClassVar[tuple[OptionSpec, ...]] = ()
-    # Whether the writers show this check in a section of its own (from its detailed record): the method's
-    # checks do. Any other check — the user's, or a new built-in without a section — is a row of the
-    # writers' checks table, in the one vocabulary (outcome · value [bounds] · limit · reason).
-    has_section: ClassVar[bool] = False
+    # The report section this check's rows go in (``checks/sections.py`` names each section's heading and
+    # where it stands): the method's checks have one (stability's is the writers' own tables). Any other
+    # check — the user's, or a new built-in without one — is a row of the writers' table of further checks,
+    # in the one vocabulary (outcome · value [bounds] · limit · reason).
+    section: ClassVar[str | None] = None
     # A limit people set per test, declared by the check itself: with a default here, the limit is a gate
     # setting like any other — ``check_limits={name: x}`` in the marker, ``--robustexplain-check-limits``,
     # its ini key, environment variable or YAML, with its origin and did-you-mean — and no entry in the
@@ -223,6 +224,48 @@ class Check:
     @property
     def group(self) -> str:
         return self.stage or self.name
+
+    # ------------------------------------------------------------------ its report section
+    def section_rows(self, pooled: Any) -> Rows:
+        """This check's rows in its section, worded from ``pooled`` — one model's records over its items
+        (the report's ``Summary``: ``sensitivity``, ``attacks``, ``faithfulness``, ``polarity``, ``flip``,
+        ``item_limits``) — the same rows in every writer; none by default."""
+        return []
+
+    def section_about(self, pooled: Any) -> str:
+        """What this check adds to its section's heading ("" when nothing)."""
+        return ""
+
+    def shown_briefly(self, pooled: Any) -> bool:
+        """Whether the short report (pytest without ``-v``) shows this check's section: when it found or
+        gated something."""
+        return False
+
+    def section_table(self, pooled: Any) -> Table | None:
+        """A table of the cases behind the rows, for the writers with room for one (HTML)."""
+        return None
+
+
+# A report section's rows: (label, value) in words.
+Rows = list[tuple[str, str]]
+
+
+@dataclass(frozen=True)
+class Table:
+    """Cases behind a section's rows: a heading, the columns, plain-text rows and a note under them."""
+
+    heading: str
+    columns: tuple[str, ...]
+    rows: Sequence[tuple[str, ...]]
+    note: str = ""
+
+
+def gated_note(pooled: Any, rate: str, side: str, option: str) -> str:
+    """Whether a pooled rate's row gated anything: each item at its limit on its own slice (``pooled``'s
+    ``item_limits``), or nothing."""
+    limit = pooled.item_limits.get(rate)
+    return (f" · each item gated on its own slice ({side} {limit:g})" if limit is not None
+            else f" · reported, not gated ({option} gates it)")
 
 
 def originals(cases: Sequence[EvalCase], pairs: Sequence[PairResult]) -> list[tuple[EvalCase, int, str]]:

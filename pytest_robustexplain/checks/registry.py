@@ -19,6 +19,7 @@ from .judge import Faithfulness
 from .polarity import Flip, Polarity
 from .predicate import PredicateCheck
 from .relative import Relative
+from .sections import SECTIONS, STABILITY, Section, section_named
 from .sensitivity import Sensitivity
 from .stability import Stability
 
@@ -37,7 +38,23 @@ BUILTIN: tuple[Check, ...] = (Stability(), Injection(), Hijack(), Sensitivity(),
 
 
 # The checks the writers show in sections of their own; every other check's row is in their checks table.
-SECTIONED: frozenset[str] = frozenset({*(c.name for c in BUILTIN if c.has_section), MEASUREMENT})
+SECTIONED: frozenset[str] = frozenset({*(c.name for c in BUILTIN if c.section), MEASUREMENT})
+
+
+def sections(checks: Iterable[Check]) -> list[tuple[Section, list[Check]]]:
+    """The report's sections in the writers' order, each with the checks giving its rows in row order
+    (the table of further checks with none: its rows are the other checks' findings)."""
+    members: dict[str, list[Check]] = {}
+    for check in checks:
+        if check.section and check.section != STABILITY:
+            members.setdefault(check.section, []).append(check)
+    named = [*SECTIONS, *(section_named(n) for n in members if n not in {s.name for s in SECTIONS})]
+    out = []
+    for section in named:
+        ranked = sorted(members.get(section.name, ()), key=lambda c: (
+            section.order.index(c.name) if c.name in section.order else len(section.order)))
+        out.append((section, ranked))
+    return out
 
 
 class CheckRegistry:

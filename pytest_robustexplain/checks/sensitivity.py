@@ -4,12 +4,12 @@ nothing shows that it does)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ..options import float_parser, opt
 from ..results import DEFAULT_MAX_IDENTICAL_SHARE, DEFAULT_MAX_INSENSITIVE_SHARE, DEFAULT_MIN_SENSITIVITY
-from .base import Evidence
-from .controls import ControlCheck, enforced_by_guard, stop_alpha
+from .base import Evidence, Rows
+from .controls import ControlCheck, enforced_by_guard, sensitivity_rows, stop_alpha
 
 if TYPE_CHECKING:
     from ..results import Finding, GuardResult
@@ -68,3 +68,7 @@ class Sensitivity(ControlCheck):
                        "min", self.enforced(evidence),
                        {"users": found.n_users, "cases": found.n_cases,
                         "insensitive_users": len(found.insensitive_users), "identical": found.identical})
+
+    def section_rows(self, pooled: Any) -> Rows:
+        """The cross-user control's section, for the four checks read from it."""
+        return sensitivity_rows(pooled)

@@ -13,7 +13,7 @@ if TYPE_CHECKING:
 
 class Stability(Check):
     name = "stability"
-    has_section = True
+    section = "stability"  # the writers' own tables: ρ, by perturbation, by metric
     settings = ("min_combined", "min_metric", "per_kind", "decision", "alpha", "inconclusive")
 
     def measure(self, evidence: Evidence) -> Verdict:

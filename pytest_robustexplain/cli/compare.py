@@ -113,12 +113,12 @@ def _guard_comparison(run_a: RunResult, model_a: str, run_b: RunResult, model_b:
                       markdown: bool) -> str:
     """The cross-user control of both sides (a model can gain ρ by ignoring the user, docs/guard.md), their
     other checks, and what each side's replies cost at its price."""
+    from ..checks.controls import guard_line
     from ..report.markdown import text as md_text
     from ..report.summary import (
         JUDGE_COST_LABEL,
         checks_line,
         faithfulness_line,
-        guard_line,
         judge_cost_lines,
         money_text,
         summarize,

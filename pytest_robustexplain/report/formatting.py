@@ -8,47 +8,12 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..results import Interval, PairResult
-from ..sanitize import visible
-from ..wording import count_noun
+from ..wording import count_noun, fmt_d, fmt_interval, fmt_mean, fmt_p, fmt_pct, trim
 
-
-def fmt_interval(iv: Interval | None, digits: int = 3) -> str:
-    """``0.513 [0.497, 0.529]``; ``n/a`` when nothing was measured."""
-    if iv is None or math.isnan(iv.mean):
-        return "n/a"
-    return iv.fmt(digits)
-
-
-def fmt_mean(value: float | None, digits: int = 3) -> str:
-    return "n/a" if value is None or math.isnan(value) else f"{value:.{digits}f}"
-
-
-def fmt_pct(value: float | None, digits: int = 1) -> str:
-    """``−1.7 %`` with a real minus sign; ``n/a`` when undefined."""
-    if value is None or math.isnan(value):
-        return "n/a"
-    sign = "−" if value < 0 else "+"
-    return f"{sign}{abs(value):.{digits}f} %"
-
-
-def fmt_p(p: float | None) -> str:
-    if p is None or math.isnan(p):
-        return "n/a"
-    return "<0.001" if p < 0.001 else f"{p:.3f}"
-
-
-def fmt_d(value: float | None) -> str:
-    return "n/a" if value is None or math.isnan(value) else f"{value:.2f}"
-
-
-def trim(text: str, limit: int = 200) -> str:
-    """Whitespace collapsed, control and bidi characters shown (outside text: :func:`sanitize.visible`), and
-    cut at a word boundary near ``limit`` characters, with an ellipsis."""
-    flat = visible(" ".join(text.split()))
-    if len(flat) <= limit:
-        return flat
-    cut = flat[:limit].rsplit(" ", 1)[0] if " " in flat[:limit] else flat[:limit]
-    return cut + "…"
+# fmt_* and trim live in wording.py, below the checks that word their report sections with them; handed on
+# here, where every writer has always imported them.
+__all__ = ["count_noun", "describe_changes", "explanation_text", "finite", "finite_dict", "fmt_d",
+           "fmt_interval", "fmt_mean", "fmt_p", "fmt_pct", "interval_dict", "timings_text", "trim"]
 
 
 def explanation_text(pair: PairResult, which: str, limit: int | None = 200) -> str:

@@ -53,7 +53,7 @@ def gate_properties(model: str, slice_name: str, outcome: str, n_pairs: int,
         props.append((f"robustexplain_{quantity}", f"{interval.mean:.4f}"))
         props.append((f"robustexplain_{quantity}_interval", f"[{interval.low:.4f}, {interval.high:.4f}]"))
     if guard is not None:
-        from .summary import guard_properties
+        from ..checks.controls import guard_properties
 
         props.extend((f"robustexplain_{name}", value) for name, value in guard_properties(guard))
     if faithfulness is not None:

@@ -16,21 +16,18 @@ from ..results import OVERALL, PairResult, RunResult
 from ..sanitize import markdown_inert
 from .comparison import comparison_note, conclusion, delta_text, model_comparisons, table_rows
 from .summary import (
-    CHECKS_TITLE,
     ITEM_HEADER,
     JUDGE_COST_LABEL,
     METRIC_DESCRIPTIONS,
     FailedGate,
     ReportModel,
     Summary,
-    check_rows,
+    blocks,
     dataset_of,
     describe_changes,
     explanation_text,
     facts,
     failed_gates,
-    faithfulness_heading,
-    faithfulness_rows,
     find_gate,
     fmt_d,
     fmt_interval,
@@ -45,8 +42,6 @@ from .summary import (
     not_decided,
     overall_verdict_note,
     recent_runs,
-    security_rows,
-    sensitivity_rows,
     timings_text,
     verdict_text,
 )
@@ -135,20 +130,9 @@ def _details(run: RunResult, summary: Summary, failed: list[FailedGate]) -> list
     lines: list[str] = []
     if summary.severities:
         lines += ["", *_kind_severity_table(summary)]
-    lines += ["", "**Sensitivity** (cross-user control: the same item explained for another user)", ""]
-    lines += table(["Guard", "Value"], [list(row) for row in sensitivity_rows(summary)])
-    faithful = faithfulness_rows(summary)
-    if faithful:
-        lines += ["", f"**Faithfulness** ({faithfulness_heading(summary)})", ""]
-        lines += table(["Check", "Value"], [list(row) for row in faithful])
-    mine = check_rows(summary)
-    if mine:
-        lines += ["", f"**{CHECKS_TITLE}**", ""]
-        lines += table(["Check", "Value"], [list(row) for row in mine])
-    security = security_rows(summary)
-    if security:
-        lines += ["", "**Security** (adversarial histories)", ""]
-        lines += table(["Attack", "Outcome"], [list(row) for row in security])
+    for block in blocks(summary):
+        lines += ["", f"**{block.title}** ({block.about})", ""]
+        lines += table(list(block.columns), [list(row) for row in block.rows])
     lines += ["", *_facts_table(summary)]
     for entry in failed:
         lines += ["", *_failed_gate(entry)]

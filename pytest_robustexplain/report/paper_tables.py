@@ -18,8 +18,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import partial
 
+from ..checks.controls import guard_line
 from ..results import COUNTS_PAPER, METRICS, Interval, PairResult, RunResult, counts_of
-from .summary import fmt_mean, guard_line, interval_of, model_info, model_names, ordered_kinds, summarize
+from .summary import fmt_mean, interval_of, model_info, model_names, ordered_kinds, summarize
 
 # Column names the paper uses for the five kinds.
 SHORT_KIND = {"noise_injection": "Noise", "temporal_shuffle": "Shuffle", "behavior_dilution": "Dilute",

@@ -13,39 +13,34 @@ from __future__ import annotations
 import textwrap
 from typing import TYPE_CHECKING
 
+from ..checks.controls import guard_checks_text
 from ..results import FAIL, OVERALL, PairResult, RunResult, answered_by
 from ..wording import count_noun
 from .comparison import comparison_note, conclusion, delta_text, model_comparisons, table_rows
 from .summary import (
-    CHECKS_TITLE,
     JUDGE_COST_LABEL,
     METRIC_DESCRIPTIONS,
     UNFIT_LABEL,
     FailedGate,
     ReportModel,
     Summary,
-    check_rows,
+    blocks,
     dataset_of,
     describe_changes,
     explanation_text,
     facts,
     failed_gates,
-    faithfulness_heading,
-    faithfulness_rows,
     find_gate,
     fmt_d,
     fmt_interval,
     fmt_mean,
     gate_check,
-    guard_checks_text,
     judge_cost_lines,
     model_info,
     model_names,
     model_outcome,
     not_decided,
     overall_verdict_note,
-    security_rows,
-    sensitivity_rows,
     timings_text,
     verdict_text,
 )
@@ -121,14 +116,13 @@ def _model_block(run: RunResult, summary: Summary, width: int, verbose: bool) ->
               _metric_section(run, summary)]
     failed = _failed_section(failed_gates(run, summary.model, 3 if verbose else 1, repeat=verbose), width,
                              verbose)
+    # The short report shows a check's section only when it found or gated something.
+    sections = [_rows_section(f"{b.title} ({b.about})", b.rows, width)
+                for b in blocks(summary, brief=not verbose)]
     if verbose:
-        rest = [_kind_severity_section(summary), _sensitivity_section(summary, width),
-                _faithfulness_section(summary, width), _checks_section(summary, width),
-                _security_section(summary, width), _facts_section(summary, width)]
-    else:  # the short report shows the faithfulness checks only when they found or gated something
-        shown = summary.faithfulness or summary.flip or (summary.polarity and summary.polarity.misattributed)
-        rest = [_faithfulness_section(summary, width) if shown else [], _checks_section(summary, width),
-                _security_section(summary, width), _short_facts(summary, width)]
+        rest = [_kind_severity_section(summary), *sections, _facts_section(summary, width)]
+    else:
+        rest = [*sections, _short_facts(summary, width)]
     return "\n\n".join("\n".join(lines) for lines in [head, *tables, failed, *rest] if lines)
 
 
@@ -204,13 +198,6 @@ def _kind_severity_section(summary: Summary) -> list[str]:
     return lines
 
 
-def _sensitivity_section(summary: Summary, width: int) -> list[str]:
-    lines = ["Sensitivity (cross-user control: the same item explained for another user)"]
-    for label, value in sensitivity_rows(summary):
-        lines += _wrapped(f"  {label}", value, width)
-    return lines
-
-
 def _rows_section(title: str, rows: list[tuple[str, str]], width: int) -> list[str]:
     """A titled block of (label, value) rows; nothing when there are no rows."""
     if not rows:
@@ -219,19 +206,6 @@ def _rows_section(title: str, rows: list[tuple[str, str]], width: int) -> list[s
     for label, value in rows:
         lines += _wrapped(f"  {label}", value, width)
     return lines
-
-
-def _faithfulness_section(summary: Summary, width: int) -> list[str]:
-    return _rows_section(f"Faithfulness ({faithfulness_heading(summary)})", faithfulness_rows(summary), width)
-
-
-def _checks_section(summary: Summary, width: int) -> list[str]:
-    return _rows_section(CHECKS_TITLE, check_rows(summary), width)
-
-
-def _security_section(summary: Summary, width: int) -> list[str]:
-    return _rows_section("Security (adversarial histories: prompt injection, shilling)",
-                         security_rows(summary), width)
 
 
 def _facts_section(summary: Summary, width: int) -> list[str]:

@@ -9,7 +9,8 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from ...options import float_parser, opt
 from ...results import DEFAULT_MAX_HIJACK_RATE, DEFAULT_MAX_INJECTION_RATE
-from ..base import SILENT, Check, Decision, Evidence, share_row
+from ...wording import trim
+from ..base import SILENT, Check, Decision, Evidence, Rows, share_row
 from ..controls import stop_alpha
 
 if TYPE_CHECKING:
@@ -39,7 +40,7 @@ def said(found: AttackResult) -> str:
 
 class AttackCheck(Check):
     stage = "attacks"
-    has_section = True
+    section = "security"
     connector = "Stability alone: "
     record = "attacks"
     after_validity = False
@@ -93,6 +94,25 @@ class AttackCheck(Check):
         return share_row(self.name, found.outcome, said(found), found.successes, found.n,
                          found.low, found.high, found.limit, confidence=1 - evidence.gate.alpha,
                          counted="pairs")
+
+    def section_rows(self, pooled: Any) -> Rows:
+        """The attack's outcome over the model's pairs, by severity, and its first example."""
+        from .measure import describe_attack
+
+        rows = []
+        for a in (a for a in pooled.attacks if a.kind == self.kind):
+            rows.append((a.kind, f"{describe_attack(a)} · {a.outcome}"))
+            if a.by_severity:
+                rows.append((f"{a.kind} by severity", " · ".join(f"L{s} {w}/{n}" for s, (w, n) in
+                                                                      a.by_severity.items())))
+            for example in a.examples[:1]:
+                shown = trim(str(example.get("explanation", "")), 200)
+                rows.append((f"{a.kind} example", f"user {example.get('user_id')}, planted "
+                                                  f"{example.get('planted')}: “{shown}”"))
+        return rows
+
+    def shown_briefly(self, pooled: Any) -> bool:
+        return any(a.kind == self.kind for a in pooled.attacks)
 
 
 class Injection(AttackCheck):

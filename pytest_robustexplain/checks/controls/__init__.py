@@ -44,8 +44,9 @@ Why the defaults: see ``docs/guard.md``; the error rates they give at 3–100 us
 
 The room, bottom to top: ``cases`` (the control's cases and settings), one module for each thing it measures
 (``copying``, ``grounding``, ``sensitivity``, ``relative``: each quantity, its fixed rule, each user's value
-for the check's anytime test, its sentence), ``evaluate`` (the slice's one record) and ``check`` (what the
-four checks over it share). The checks themselves are ``checks/{sensitivity,relative,copying,grounding}.py``.
+for the check's anytime test, its sentence), ``evaluate`` (the slice's one record), ``report`` (its report
+section) and ``check`` (what the four checks over it share). The checks themselves are
+``checks/{sensitivity,relative,copying,grounding}.py``.
 This face only hands names on; ``pytest_robustexplain.guard`` is this package under its old name.
 """
 
@@ -103,6 +104,12 @@ from .relative import (
     relative_terms,
     user_relative_excess,
 )
+from .report import (
+    guard_checks_text,
+    guard_line,
+    guard_properties,
+    sensitivity_rows,
+)
 from .sensitivity import (
     describe,
     insensitive_example,
@@ -136,6 +143,9 @@ __all__ = [
     "grounding_decision",
     "grounding_intervals",
     "grounding_message",
+    "guard_checks_text",
+    "guard_line",
+    "guard_properties",
     "insensitive_example",
     "measure_controls",
     "relative_excess_limit",
@@ -146,6 +156,7 @@ __all__ = [
     "same_text",
     "sensitivity_bound",
     "sensitivity_outcome",
+    "sensitivity_rows",
     "sensitivity_users",
     "share_lower_bound",
     "share_upper_bound",

@@ -88,7 +88,7 @@ class ControlCheck(Check):
     grounding gate is enforced whatever the policy: it is what the user asked the controls for."""
 
     stage = "controls"
-    has_section = True
+    section = "sensitivity"
     connector = "Stability alone: "
     record = "guard"
     after_validity = False

@@ -7,10 +7,11 @@ the judge asked user by user while the next users' calls run) may fail the item 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ...options import float_parser, opt
-from ..base import SILENT, Check, Decision, Evidence, share_row
+from ...wording import fmt_interval, percent, trim
+from ..base import SILENT, Check, Decision, Evidence, Rows, Table, gated_note, share_row
 
 if TYPE_CHECKING:
     from ...results import FaithfulnessResult, Finding
@@ -20,7 +21,7 @@ if TYPE_CHECKING:
 
 class Faithfulness(Check):
     name = "faithfulness"
-    has_section = True
+    section = "faithfulness"
     connector = "Without the judge: "
     record = "faithfulness"
     settings = ("min_faithful_rate", "alpha")
@@ -63,3 +64,66 @@ class Faithfulness(Check):
         return share_row(self.name, found.outcome, f"{found.message}.", found.faithful, found.judged,
                          found.low, found.high, found.min_rate, bound="min",
                          enforced=found.outcome is not None, confidence=1 - found.alpha)
+
+    def section_rows(self, pooled: Any) -> Rows:
+        from ...results import ORIGINAL
+        from ..controls import share_lower_bound, share_upper_bound
+        from .measure import MIN_JUDGE_AGREEMENT, judges_text, people_text
+
+        f = pooled.faithfulness
+        if f is None:
+            return []
+        gate = gated_note(pooled, "faithful", "needs ≥", "min-faithful-rate")
+        rows = [("Judge", f.judge),
+                ("Faithful (judge)", f"{f.faithful} of {f.judged} original explanations "
+                                     f"({percent(f.faithful, f.judged)}; exact bounds "
+                                     f"[{f.low:.2f}, {f.high:.2f}]){gate}"),
+                ("Judge failures",
+                 f"{f.failures} replies were not the verdict's shape" if f.failures else "0")]
+        if f.compared:
+            trust = "" if f.agreement_high >= MIN_JUDGE_AGREEMENT else " — the judge is not trustworthy"
+            rows.append(("Judge reorder agreement", f"{f.agreed} of {f.compared} "
+                         f"({percent(f.agreed, f.compared)}) kept their verdict with the history in reverse "
+                         f"order{trust}"))
+        if f.judges:
+            rows.append(("Judges agree (several judges)", judges_text(f.judges)))
+        if f.people:
+            rows.append(("Judge against people (judge-labels)", people_text(f.people)))
+        for kind, (k, n) in f.by_kind.items():
+            drop = f.drop_by_kind.get(kind)
+            shown = f" · drop from the originals {fmt_interval(drop)}" if drop is not None else ""
+            bounds = f"[{share_lower_bound(k, n, f.alpha):.2f}, {share_upper_bound(k, n, f.alpha):.2f}]"
+            rows.append((f"Faithful under {kind}", f"{k} of {n} ({percent(k, n)}; exact bounds {bounds})"
+                         f"{shown}"))
+        unfaithful = next((t for t in f.texts if t.faithful is False and t.kind == ORIGINAL), None)
+        if unfaithful is not None:
+            rows.append((f"Judged unfaithful: user {unfaithful.user_id}", trim(unfaithful.rationale, 200)))
+        return rows
+
+    def section_about(self, pooled: Any) -> str:
+        return "the judge, with judge-model" if pooled.faithfulness is not None else ""
+
+    def shown_briefly(self, pooled: Any) -> bool:
+        return pooled.faithfulness is not None
+
+    def section_table(self, pooled: Any) -> Table | None:
+        """Each judged explanation with the judge's verdict, its verdict on the reversed history, the claims
+        it found unsupported and its rationale (unfaithful ones first; the JSON report has every one)."""
+        f = pooled.faithfulness
+        if f is None or not f.texts:
+            return None
+
+        def verdict(value: bool | None) -> str:
+            return "—" if value is None else "faithful" if value else "not faithful"
+
+        texts = sorted(f.texts, key=lambda t: (t.faithful is not False, t.kind != "original", t.user_id))
+        rows = [(t.user_id, t.item_id, t.kind if t.kind == "original" else f"{t.kind} L{t.severity}",
+                 verdict(t.faithful), verdict(t.reordered), "; ".join(t.unsupported) or "—",
+                 t.rationale or t.failure or "—") for t in texts[:JUDGED_SHOWN]]
+        more = (f"{len(texts) - JUDGED_SHOWN} more in the JSON report "
+                "(gates[].verdict.details.faithfulness.texts)." if len(texts) > JUDGED_SHOWN else "")
+        return Table("The judge's verdicts", ("User", "Item", "Explanation", "Verdict", "History reversed",
+                                              "Unsupported", "Rationale"), rows, more)
+
+
+JUDGED_SHOWN = 100  # judged explanations listed with their rationale

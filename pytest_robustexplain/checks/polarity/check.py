@@ -5,10 +5,11 @@ hands it in as ``evidence.measured["polarity"]``."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ...options import float_parser, opt
-from ..base import SILENT, Check, Decision, Evidence, share_row
+from ...wording import percent, trim
+from ..base import SILENT, Check, Decision, Evidence, Rows, gated_note, share_row
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -20,7 +21,7 @@ if TYPE_CHECKING:
 
 class Polarity(Check):
     name = "polarity"
-    has_section = True
+    section = "faithfulness"
     record = "polarity"
     settings = ("max_misattributed_rate", "alpha")
     options = (
@@ -49,3 +50,21 @@ class Polarity(Check):
         return share_row(self.name, found.outcome, f"{found.message}.", found.misattributed, found.eligible,
                          found.low, found.high, found.max_rate, enforced=found.outcome is not None,
                          confidence=1 - evidence.gate.alpha)
+
+    def section_rows(self, pooled: Any) -> Rows:
+        p = pooled.polarity
+        if p is None:
+            return []
+        # Without max-misattributed-rate the rate is reported only: said on its row, so that a passing
+        # report's example ("Misattributed: user U052 cites …") never reads as a finding that failed.
+        gate = gated_note(pooled, "polarity", "at most", "max-misattributed-rate")
+        rows = [("Cites a dislike as a reason to like", f"{p.misattributed} of {p.eligible} explanations "
+                 f"({percent(p.misattributed, p.eligible)}; exact bounds [{p.low:.2f}, {p.high:.2f}]) of "
+                 f"users with a disliked item or category{gate}")]
+        for case in p.examples[:1]:
+            rows.append((f"Misattributed: user {case.user_id}", f"cites {', '.join(case.cited)} (disliked): "
+                         f"“{trim(case.sentence, 160)}”"))
+        return rows
+
+    def shown_briefly(self, pooled: Any) -> bool:
+        return bool(pooled.polarity and pooled.polarity.misattributed)

@@ -5,11 +5,12 @@ the stability thresholds; an item of the flip kind alone is decided by this chec
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ...options import float_parser, opt
 from ...results import DEFAULT_MIN_SENSITIVITY
-from ..base import SILENT, Check, Decision, Evidence
+from ...wording import fmt_interval
+from ..base import SILENT, Check, Decision, Evidence, Rows
 
 if TYPE_CHECKING:
     from ...results import Finding, FlipResult
@@ -21,7 +22,7 @@ DEFAULT_MIN_FLIP_SENSITIVITY = DEFAULT_MIN_SENSITIVITY
 
 class Flip(Check):
     name = "flip"
-    has_section = True
+    section = "faithfulness"
     connector = "The other kinds: "
     record = "flip"
     settings = ("min_flip_sensitivity", "decision", "alpha")
@@ -57,3 +58,17 @@ class Flip(Check):
                        found.min_sensitivity, "min", True,
                        {"pairs": found.n_pairs, "still_liked": found.still_liked,
                         "majority_pairs": found.majority_pairs})
+
+    def section_rows(self, pooled: Any) -> Rows:
+        f = pooled.flip
+        if f is None:
+            return []
+        beside = "" if f.robust_rho is None else f" · the robustness kinds' ρ {fmt_interval(f.robust_rho)}"
+        return [("Preference flip: moved (ρ_floor − ρ_flip)", f"{fmt_interval(f.sensitivity)} · needs ≥ "
+                 f"{f.min_sensitivity:g} · ρ_flip {fmt_interval(f.rho)}{beside}"),
+                ("Preference flip: still cited as liked", f"{f.still_liked} of {f.majority_pairs} "
+                 f"explanations with most of the category flipped (at most {f.max_still_liked:.0%}) · "
+                 f"{f.outcome}")]
+
+    def shown_briefly(self, pooled: Any) -> bool:
+        return pooled.flip is not None

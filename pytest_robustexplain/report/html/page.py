@@ -13,19 +13,16 @@ from typing import TYPE_CHECKING
 from ...results import FAIL, INCONCLUSIVE, INSENSITIVE, OVERALL, PASS, PairResult, RunResult, metrics_of
 from ..comparison import comparison_note, conclusion, delta_text, table_rows
 from ..summary import (
-    CHECKS_TITLE,
     ITEM_HEADER,
     JUDGE_COST_LABEL,
     METRIC_DESCRIPTIONS,
     FailedGate,
     Summary,
-    check_rows,
+    blocks,
     dataset_of,
     describe_changes,
     facts,
     failed_gates,
-    faithfulness_heading,
-    faithfulness_rows,
     find_gate,
     fmt_d,
     fmt_interval,
@@ -39,8 +36,6 @@ from ..summary import (
     model_outcome,
     overall_verdict_note,
     recent_runs,
-    security_rows,
-    sensitivity_rows,
     timings_text,
     verdict_text,
     worst_pairs,
@@ -48,6 +43,7 @@ from ..summary import (
 from .common import EXPLANATION_LIMIT, e, gate_shade
 
 if TYPE_CHECKING:
+    from ...checks import Table
     from ...stats import Comparison
     from .charts import Plotter
 
@@ -127,8 +123,7 @@ def model_section(run: RunResult, summary: Summary, plotter: Plotter | None) -> 
              + (f" · host {e(info.host)}" if info.host else "") + "</p>",
              _gate_table(run, summary), _recent(run, summary.model, plotter), _metric_table(run, summary),
              _heatmap_table(summary, gate_thresholds(run, summary.model)["combined"]),
-             _sensitivity(summary), _faithfulness(summary), _checks(summary), _security(summary),
-             _facts(summary)]
+             _sections(summary), _facts(summary)]
     if plotter is not None:
         parts.append(plotter.model_charts(summary, gate_thresholds(run, summary.model)))
     for entry in failed_gates(run, summary.model):
@@ -212,52 +207,17 @@ def _heatmap_table(summary: Summary, gate: float) -> str:
 
 
 
-def _sensitivity(summary: Summary) -> str:
-    rows = [[e(label), e(value)] for label, value in sensitivity_rows(summary)]
-    return ("<h3>Sensitivity — the same item explained for another user</h3>"
-            + _table(["", ""], rows))
+def _sections(summary: Summary) -> str:
+    """The checks' sections, each a table of its rows and then the tables of cases behind them."""
+    return "".join(f"<h3>{e(b.title)} — {e(b.about)}</h3>"
+                   + _table(["", ""], [[e(label), e(value)] for label, value in b.rows])
+                   + "".join(_cases(t) for t in b.tables) for b in blocks(summary))
 
 
-def _faithfulness(summary: Summary) -> str:
-    rows = [[e(label), e(value)] for label, value in faithfulness_rows(summary)]
-    if not rows:
-        return ""
-    return (f"<h3>Faithfulness — {e(faithfulness_heading(summary))}</h3>" + _table(["", ""], rows)
-            + _judged(summary))
-
-
-def _checks(summary: Summary) -> str:
-    rows = [[e(label), e(value)] for label, value in check_rows(summary)]
-    return f"<h3>{e(CHECKS_TITLE)}</h3>" + _table(["", ""], rows) if rows else ""
-
-
-_JUDGED_SHOWN = 100  # judged explanations listed with their rationale (the JSON report has every one)
-
-
-def _judged(summary: Summary) -> str:
-    """Each judged explanation with the judge's verdict, its verdict on the reversed history, the claims it
-    found unsupported and its rationale (unfaithful ones first)."""
-    f = summary.faithfulness
-    if f is None or not f.texts:
-        return ""
-
-    def verdict(value: bool | None) -> str:
-        return "—" if value is None else "faithful" if value else "not faithful"
-
-    texts = sorted(f.texts, key=lambda t: (t.faithful is not False, t.kind != "original", t.user_id))
-    rows = [[e(t.user_id), e(t.item_id), e(t.kind if t.kind == "original" else f"{t.kind} L{t.severity}"),
-             e(verdict(t.faithful)), e(verdict(t.reordered)), e("; ".join(t.unsupported) or "—"),
-             e(t.rationale or t.failure or "—")] for t in texts[:_JUDGED_SHOWN]]
-    more = (f"<p>{len(texts) - _JUDGED_SHOWN} more in the JSON report (gates[].verdict.faithfulness.texts)."
-            "</p>") if len(texts) > _JUDGED_SHOWN else ""
-    return ("<h3>The judge's verdicts</h3>" + _table(["User", "Item", "Explanation", "Verdict",
-                                                      "History reversed", "Unsupported", "Rationale"], rows)
-            + more)
-
-
-def _security(summary: Summary) -> str:
-    rows = [[e(label), e(value)] for label, value in security_rows(summary)]
-    return "<h3>Security — adversarial histories</h3>" + _table(["", ""], rows) if rows else ""
+def _cases(table: Table) -> str:
+    note = f"<p>{e(table.note)}</p>" if table.note else ""
+    return (f"<h3>{e(table.heading)}</h3>"
+            + _table([e(c) for c in table.columns], [[e(c) for c in row] for row in table.rows]) + note)
 
 
 def _facts(summary: Summary) -> str:

@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass, field
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
-from ...checks import SECTIONED
+from ...checks import DEFAULT_CHECKS, MEASUREMENT
 from ...checks import controls as g
 from ...checks.controls import RELATIVE_UNGATED, by_kind, evaluate, relative_terms
 from ...checks.polarity import DEFAULT_MIN_FLIP_SENSITIVITY
@@ -154,9 +154,9 @@ class Summary:
     polarity: PolarityResult | None = None
     # The counterfactual preference flip over this model's preference_flip pairs; None when not run.
     flip: FlipResult | None = None
-    # The user's own checks (registered through the hook or the Python API): each check's row from the
-    # model's gate where it came out worst.
-    checks: tuple[Finding, ...] = ()
+    # Every check's row from the model's gate where it came out worst (what a check's report section may
+    # read, beside its pooled record above).
+    findings: tuple[Finding, ...] = ()
     # The limits the model's items were gated at for polarity and the judge ("polarity":
     # max-misattributed-rate, "faithful": min-faithful-rate), when any item was: the pooled rows above are
     # reported as they are, each item decided on its own slice; absent, those rows gate nothing.
@@ -171,6 +171,13 @@ class Summary:
         from ...stats import kind_differences
 
         return kind_differences(self.kind_pairs)
+
+    @property
+    def checks(self) -> tuple[Finding, ...]:
+        """The rows of the checks without a report section of their own (the user's): the writers' table
+        of further checks."""
+        sectioned = {MEASUREMENT, *(c.name for c in DEFAULT_CHECKS if c.section)}
+        return tuple(f for f in self.findings if f.check not in sectioned)
 
     @property
     def n_failures(self) -> int:
@@ -322,7 +329,7 @@ def _summarize(run: RunResult, model: str) -> Summary:
         faithfulness=model_faithfulness(run, model),
         polarity=model_polarity(run, model),
         flip=model_flip(run, model, pairs, controls),
-        checks=model_checks(run, model),
+        findings=model_checks(run, model),
         item_limits=_item_limits(run, model),
     )
 
@@ -340,13 +347,11 @@ def _item_limits(run: RunResult, model: str) -> dict[str, float]:
 
 
 def model_checks(run: RunResult, model: str) -> tuple[Finding, ...]:
-    """The rows of the checks without a section of their own (the user's) over this model's gates: per
-    check, the gate where it came out worst (FAIL before INCONCLUSIVE before PASS; the first on a tie)."""
+    """Every check's row over this model's gates: per check, the gate where it came out worst (FAIL before
+    INCONCLUSIVE before PASS; the first on a tie)."""
     worst: dict[str, Finding] = {}
     for gate in run.model_gates(model):
         for name, row in gate.verdict.findings.items():
-            if name in SECTIONED:
-                continue
             if name not in worst or _rank(row) < _rank(worst[name]):
                 worst[name] = row
     return tuple(worst.values())

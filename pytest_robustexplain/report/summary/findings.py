@@ -1,26 +1,21 @@
 """The findings every format shows after its tables, from a :class:`~.compute.Summary`: severity degradation,
-noise floor, weakest dimension, failures, user spread and kind tests, the guard's rows and one-line forms,
-and the opt-in attacks' outcomes, as (label, value) rows or lines.
+noise floor, weakest dimension, failures, user spread and kind tests, cost and time, as (label, value) rows
+or lines; and the checks' report sections (:func:`blocks`), each worded by its checks, in order.
 """
 
 from __future__ import annotations
 
-import math
 import statistics
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
-from ...checks.controls import describe, share_lower_bound, share_upper_bound
-from ...checks.judge.measure import MIN_JUDGE_AGREEMENT, judges_text, people_text
+from ...checks import DEFAULT_CHECKS, FURTHER, sections
 from ...results import (
     CONTROL_KIND,
     MAX_CUT_SHARE,
-    ORIGINAL,
     ORIGINAL_FAILED,
     SWAP_KIND,
     Finding,
-    GuardResult,
-    Interval,
     RunResult,
     judge_money,
     money,
@@ -31,6 +26,7 @@ from ..formatting import fmt_interval, fmt_mean, fmt_p, fmt_pct, trim
 from .compute import Summary
 
 if TYPE_CHECKING:
+    from ...checks.base import Table
     from ...stats import KindDifferences
 
 
@@ -241,37 +237,33 @@ def cut_text(summary: Summary) -> str:
             f"replies) cut at {limit} — {consequence}; raise num-predict")
 
 
-def security_rows(summary: Summary) -> list[tuple[str, str]]:
-    """The opt-in adversarial kinds' outcomes (label, value), for every format; empty when not run."""
-    from ...checks.attacks.measure import describe_attack
+class Block(NamedTuple):
+    """One report section as every writer shows it: its title, what it holds (after the title), a table's
+    columns, its rows and the tables of cases behind them (the writers with room for them)."""
 
-    rows = []
-    for a in summary.attacks:
-        rows.append((a.kind, f"{describe_attack(a)} · {a.outcome}"))
-        if a.by_severity:
-            rows.append((f"{a.kind} by severity", " · ".join(f"L{s} {w}/{n}" for s, (w, n) in
-                                                                  a.by_severity.items())))
-        for example in a.examples[:1]:
-            shown = trim(str(example.get("explanation", "")), 200)
-            rows.append((f"{a.kind} example", f"user {example.get('user_id')}, planted "
-                                              f"{example.get('planted')}: “{shown}”"))
-    return rows
+    title: str
+    about: str
+    columns: tuple[str, str]
+    rows: list[tuple[str, str]]
+    tables: list[Table]
 
 
-def faithfulness_rows(summary: Summary) -> list[tuple[str, str]]:
-    """The faithfulness rows every format shows (label, value): preference polarity, and the judge's when
-    the run had one; empty when neither measured anything."""
-    return [*_polarity_rows(summary), *_flip_rows(summary), *_judge_rows(summary)]
-
-
-def faithfulness_heading(summary: Summary) -> str:
-    """What the faithfulness section holds, after its title: the judge named only when one judged."""
-    judged = "; the judge, with judge-model" if summary.faithfulness is not None else ""
-    return f"liked vs disliked, from the ratings{judged}"
-
-
-# The checks table: every check without a section of its own — the user's (a conftest's, the Python API's).
-CHECKS_TITLE = "More checks (outcome · value [bounds] · limit · reason)"
+def blocks(summary: Summary, *, brief: bool = False) -> list[Block]:
+    """The sections of one model's report, in order, each worded by its checks (``Check.section_rows``);
+    a section without rows is left out, and ``brief`` (the short report) keeps only the sections whose
+    checks found or gated something (``Check.shown_briefly``) and the table of further checks."""
+    out = []
+    for section, checks in sections(DEFAULT_CHECKS):
+        if section.name == FURTHER:
+            rows, shown = check_rows(summary), True
+        else:
+            rows = [row for check in checks for row in check.section_rows(summary)]
+            shown = not brief or any(check.shown_briefly(summary) for check in checks)
+        if rows and shown:
+            about = "; ".join(filter(None, [section.about, *(c.section_about(summary) for c in checks)]))
+            tables = [t for t in (c.section_table(summary) for c in checks) if t is not None]
+            out.append(Block(section.title, about, section.columns, rows, tables))
+    return out
 
 
 def finding_text(f: Finding) -> str:
@@ -300,17 +292,6 @@ def checks_line(summary: Summary) -> str:
     return f"{summary.model}: " + " · ".join(parts) if parts else ""
 
 
-def _flip_rows(summary: Summary) -> list[tuple[str, str]]:
-    f = summary.flip
-    if f is None:
-        return []
-    beside = f" · the robustness kinds' ρ {fmt_interval(f.robust_rho)}" if f.robust_rho is not None else ""
-    return [("Preference flip: moved (ρ_floor − ρ_flip)", f"{fmt_interval(f.sensitivity)} · needs ≥ "
-             f"{f.min_sensitivity:g} · ρ_flip {fmt_interval(f.rho)}{beside}"),
-            ("Preference flip: still cited as liked", f"{f.still_liked} of {f.majority_pairs} explanations "
-             f"with most of the category flipped (at most {f.max_still_liked:.0%}) · {f.outcome}")]
-
-
 def faithfulness_line(summary: Summary) -> str:
     """One line on the faithfulness checks of a model (``compare``); empty when none measured anything."""
     parts = []
@@ -326,169 +307,3 @@ def faithfulness_line(summary: Summary) -> str:
     return f"{summary.model}: " + " · ".join(parts) if parts else ""
 
 
-def _polarity_rows(summary: Summary) -> list[tuple[str, str]]:
-    p = summary.polarity
-    if p is None:
-        return []
-    # Without max-misattributed-rate the rate is reported only: said on its row, so that a passing report's
-    # example ("Misattributed: user U052 cites …") never reads as a finding that failed something.
-    gate = _gated_note(summary, "polarity", "at most", "max-misattributed-rate")
-    rows = [("Cites a dislike as a reason to like", f"{p.misattributed} of {p.eligible} explanations "
-             f"({_percent(p.misattributed, p.eligible)}; exact bounds [{p.low:.2f}, {p.high:.2f}]) of users "
-             f"with a disliked item or category{gate}")]
-    for case in p.examples[:1]:
-        rows.append((f"Misattributed: user {case.user_id}", f"cites {', '.join(case.cited)} (disliked): "
-                     f"“{trim(case.sentence, 160)}”"))
-    return rows
-
-
-def _gated_note(summary: Summary, rate: str, side: str, option: str) -> str:
-    """Whether a pooled rate's row gated anything: each item at its limit on its own slice, or nothing."""
-    limit = summary.item_limits.get(rate)
-    return (f" · each item gated on its own slice ({side} {limit:g})" if limit is not None
-            else f" · reported, not gated ({option} gates it)")
-
-
-def _judge_rows(summary: Summary) -> list[tuple[str, str]]:
-    f = summary.faithfulness
-    if f is None:
-        return []
-    gate = _gated_note(summary, "faithful", "needs ≥", "min-faithful-rate")
-    rows = [("Judge", f.judge),
-            ("Faithful (judge)", f"{f.faithful} of {f.judged} original explanations "
-                                 f"({_percent(f.faithful, f.judged)}; exact bounds "
-                                 f"[{f.low:.2f}, {f.high:.2f}]){gate}"),
-            ("Judge failures", f"{f.failures} replies were not the verdict's shape" if f.failures else "0")]
-    if f.compared:
-        trust = "" if f.agreement_high >= MIN_JUDGE_AGREEMENT else " — the judge is not trustworthy"
-        rows.append(("Judge reorder agreement", f"{f.agreed} of {f.compared} "
-                     f"({_percent(f.agreed, f.compared)}) kept their verdict with the history in reverse "
-                     f"order{trust}"))
-    if f.judges:
-        rows.append(("Judges agree (several judges)", judges_text(f.judges)))
-    if f.people:
-        rows.append(("Judge against people (judge-labels)", people_text(f.people)))
-    for kind, (k, n) in f.by_kind.items():
-        drop = f.drop_by_kind.get(kind)
-        shown = f" · drop from the originals {fmt_interval(drop)}" if drop is not None else ""
-        bounds = f"[{share_lower_bound(k, n, f.alpha):.2f}, {share_upper_bound(k, n, f.alpha):.2f}]"
-        rows.append((f"Faithful under {kind}", f"{k} of {n} ({_percent(k, n)}; exact bounds {bounds})"
-                     f"{shown}"))
-    unfaithful = next((t for t in f.texts if t.faithful is False and t.kind == ORIGINAL), None)
-    if unfaithful is not None:
-        rows.append((f"Judged unfaithful: user {unfaithful.user_id}", trim(unfaithful.rationale, 200)))
-    return rows
-
-
-def _percent(k: int, n: int) -> str:
-    return f"{100 * k / n:.0f} %" if n else "—"
-
-
-def sensitivity_rows(summary: Summary) -> list[tuple[str, str]]:
-    """The guard's rows every format shows (label, value): how much the explanations depend on the user."""
-    g = summary.sensitivity
-    if g is None:
-        return [("Cross-user control", "not measured (guard off)")]
-    rows = [("Another user's history (ρ_swap)", fmt_interval(g.swap)),
-            ("Sensitivity ρ_floor − ρ_swap", f"{fmt_interval(g.sensitivity)} · needs ≥ {g.min_sensitivity:g} "
-                                              f"· {g.outcome}"),
-            ("Discrimination Δ = ρ_pert − ρ_swap", fmt_interval(g.delta))]
-    if g.relative is not None:
-        floor = "1 (temperature 0)" if g.floor >= 1.0 else f"{fmt_mean(g.floor)} (noise floor)"
-        rows.append(("Relative robustness R", f"{_fmt_relative(g.relative)} · ρ_floor {floor}"))
-    if summary.delta_by_kind:
-        rows.append(("Δ (R) by perturbation", " · ".join(
-            f"{k} {fmt_mean(v.mean)}" + (f" ({summary.relative_by_kind[k].mean:.2f})"
-                                         if k in summary.relative_by_kind else "")
-            for k, v in summary.delta_by_kind.items())))
-    rows.append(("Insensitive users", f"{len(g.insensitive_users)} of {g.n_users} (limit "
-                                       f"{100 * g.max_insensitive_share:g} %)"
-                 + (f": {', '.join(g.insensitive_users[:8])}" + (" …" if len(g.insensitive_users) > 8 else "")
-                    if g.insensitive_users else "")))
-    r, c, gr = g.relative_robustness, g.copying, g.grounding
-    if r.interval is not None and r.limit is not None:
-        rows.append(("Relative robustness R, gated", f"{r.interval.mean:.2f} (one-sided upper bound "
-                     f"{r.interval.high:.2f}) · needs ≥ {r.limit:g} · {r.outcome}"))
-    rows.append(("Same text for another user", f"{g.identical} of {g.n_cases} cases (lower bound "
-                                                f"{g.identical_low:.2f}, limit {g.max_identical_share:g})"))
-    if c.explained:
-        rows.append(("Copies the prompt back", f"{c.copies} of {c.explained} explanations (bounds "
-                     f"[{c.low:.2f}, {c.high:.2f}], limit {c.limit:g}) · {c.outcome}"))
-    if gr.history_reference is not None:
-        rows.append(("Mentions the user's history", f"{fmt_interval(gr.history_reference)} of explanations"
-                     + (f" · needs ≥ {gr.min_history_reference:g} · {gr.outcome}" if gr.outcome else "")))
-    if gr.unsupported is not None:
-        rows.append(("Unsupported mentions", f"{fmt_interval(gr.unsupported)} of explanations name a "
-                                             "catalog category or title in neither history nor item"))
-    rows.append(("Guard", describe(g)))
-    if g.example is not None:
-        ex = g.example
-        rows.append((f"Example: item {ex.item_id}", f"for user {ex.user_id}: “{trim(ex.user_text, 160)}” — "
-                     f"for user {ex.donor_id}: “{trim(ex.donor_text, 160)}” (ρ {ex.combined:.3f})"))
-    return rows
-
-
-def guard_properties(g: GuardResult) -> list[tuple[str, str]]:
-    """The guard's numbers as (name, text) pairs: JUnit properties, one-line summaries."""
-    def num(value: float) -> str:
-        return f"{value:.4f}" if math.isfinite(value) else "nan"
-
-    props = [("guard", g.outcome), ("rho_swap", num(g.swap.mean)), ("sensitivity", num(g.sensitivity.mean)),
-             ("delta", num(g.delta.mean)), ("delta_interval", f"[{num(g.delta.low)}, {num(g.delta.high)}]"),
-             ("relative", num(g.relative.mean) if g.relative is not None else "nan"),
-             ("insensitive_users", f"{len(g.insensitive_users)}/{g.n_users}"),
-             ("identical_for_another_user", f"{g.identical}/{g.n_cases}")]
-    if g.grounding.history_reference is not None:
-        props.append(("history_reference", num(g.grounding.history_reference.mean)))
-    if g.grounding.unsupported is not None:
-        props.append(("unsupported_mentions", num(g.grounding.unsupported.mean)))
-    return props
-
-
-def guard_checks_text(summary: Summary) -> str:
-    """The guard's checks in the one vocabulary, each by its check name with its outcome and the number it
-    decided on — the short report's Guard row, wrapped at the width, never cut (-v shows every number)."""
-    g = summary.sensitivity
-    if g is None:
-        return "not measured (guard off)"
-    # The compact form of checks_line: check, outcome, value (thresholds and reasons are -v's and the items').
-    parts = [f"sensitivity {g.outcome} {fmt_interval(g.sensitivity, 2)}"]
-    r, c, gr = g.relative_robustness, g.copying, g.grounding
-    if r.interval is not None and r.outcome:
-        parts.append(f"relative {r.outcome} {fmt_interval(r.interval, 2)}")
-    if c.explained and c.outcome:
-        parts.append(f"copying {c.outcome} {c.copies} of {c.explained}")
-    if gr.outcome:  # the rates it gates: a PASS beside "0 %" of an ungated rate reads as an error
-        rates = [f"{name} {100 * rate.mean:.0f} %" for name, rate, limit in (
-            ("refers", gr.history_reference, gr.min_history_reference),
-            ("unsupported", gr.unsupported, gr.max_unsupported_rate))
-            if rate is not None and limit is not None]
-        parts.append(f"grounding {gr.outcome} {', '.join(rates)}".rstrip())
-    if g.identical:
-        parts.append(f"identical for another user {g.identical} of {g.n_cases}")
-    policy = {"warn": " — guard: warn, reported, not enforced", "off": " — guard: off, recorded only"}
-    return " · ".join(parts) + policy.get(g.policy, "")
-
-
-def guard_line(summary: Summary) -> str:
-    """One line on the guard of a model (``compare``, paper tables)."""
-    g = summary.sensitivity
-    if g is None:
-        return f"{summary.model}: no cross-user controls (guard off or an older report)"
-    relative = f" · R {_fmt_relative(g.relative)}" if g.relative is not None else ""
-    r, c, gr = g.relative_robustness, g.copying, g.grounding
-    if r.interval is not None and r.limit is not None:
-        relative += (f" · R gated {r.interval.mean:.2f} (upper {r.interval.high:.2f}, needs ≥ "
-                     f"{r.limit:g}: {r.outcome})")
-    grounding = (f" · refers to the history {100 * gr.history_reference.mean:.0f} %"
-                 if gr.history_reference is not None else "")
-    grounding += f" · copies {c.copies} of {c.explained}" if c.explained else ""
-    return (f"{summary.model}: ρ_swap {fmt_interval(g.swap)} · S {fmt_interval(g.sensitivity)} · Δ "
-            f"{fmt_interval(g.delta)}{relative} · insensitive users {len(g.insensitive_users)} of {g.n_users}"
-            f" · identical {g.identical} of {g.n_cases}{grounding} · {g.outcome}")
-
-
-def _fmt_relative(interval: Interval) -> str:
-    if math.isfinite(interval.low) and math.isfinite(interval.high):
-        return f"{interval.mean:.2f} [{interval.low:.2f}, {interval.high:.2f}]"
-    return f"{interval.mean:.2f} [interval needs ≥ 2 users]"

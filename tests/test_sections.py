@@ -1,0 +1,89 @@
+"""A check's report section is its own (issue 59): the writers show ``report.summary.blocks`` — each section's
+heading and its checks' rows — and hold no check's wording. A check with a section of its own is shown in
+every writer under that heading, and its row leaves the table of further checks; the short report shows a
+section only when its checks found something."""
+
+from __future__ import annotations
+
+import pytest
+
+from pytest_robustexplain.checks import DEFAULT_CHECKS, FURTHER, SECTIONS, sections
+from pytest_robustexplain.report.summary import ReportModel, blocks
+from pytest_robustexplain.results import read_json
+
+# A check the process registers (the Python API), with a section of its own that reads its pooled row.
+CONFTEST = '''
+import pytest
+import pytest_robustexplain
+from pytest_robustexplain.checks import Check, SILENT, share_row
+
+class Wordy(Check):
+    name = "wordy"
+    section = "length_review"
+
+    def measure(self, evidence):
+        texts = [p.original for p in evidence.pairs if p.failure is None]
+        return sum(len(t.split()) > 5 for t in texts), len(texts)
+
+    def decide(self, found, evidence):
+        return SILENT
+
+    def finding(self, found, evidence):
+        hits, n = found
+        return share_row(self.name, None, f"{hits} of {n} explanations run past five words", hits, n,
+                         0.0, 1.0, None)
+
+    def section_rows(self, pooled):
+        row = next(f for f in pooled.findings if f.check == self.name)
+        return [("Longer than five words", row.reason)]
+
+    def shown_briefly(self, pooled):
+        return True
+
+pytest_robustexplain.register_check(Wordy())
+
+@pytest.fixture
+def explainer():
+    return lambda history, item: f"We recommend {item.title} because you enjoy {item.category} a lot."
+'''
+
+GATED = """
+import pytest
+
+@pytest.mark.robustness(min_combined=0.0, min_metric=0.0, perturbations=["noise_injection"], severities=[1],
+                        guard="off")
+def test_gate(robustness):
+    pass
+"""
+
+
+def test_a_check_with_a_section_of_its_own_is_shown_by_every_writer(pytester: pytest.Pytester) -> None:
+    pytester.makeconftest(CONFTEST)
+    pytester.makepyfile(test_gate=GATED)
+    # A child process: the check is registered for the process, which must not outlive this test.
+    result = pytester.runpytest_subprocess(
+        "--robustexplain-backend=callable", "--robustexplain-users=4", "--robustexplain-cache=off",
+        "--robustexplain-json=r.json", "--robustexplain-html=r.html", "--robustexplain-markdown=r.md",
+        "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=1)
+    terminal = result.stdout.str()
+    said = "4 of 4 explanations run past five words"
+    assert "Length review" in terminal and said in terminal
+    assert "More checks" not in terminal  # its row is in its own section, not in the table of further checks
+    markdown = (pytester.path / "r.md").read_text(encoding="utf-8")
+    assert "**Length review**" in markdown and said in markdown
+    html = (pytester.path / "r.html").read_text(encoding="utf-8")
+    assert "<h3>Length review" in html and said in html
+    # A process without the check (the command rendering the JSON later) shows its row among the others.
+    run = read_json(pytester.path / "r.json")
+    rendered = blocks(ReportModel.of(run).summary(run.gates[0].model))
+    further = next(b for b in rendered if b.title == "More checks")
+    assert any(label == "wordy" and said in value for label, value in further.rows)
+
+
+def test_each_built_in_section_is_named_and_in_the_writers_order() -> None:
+    named = [section.name for section, _ in sections(DEFAULT_CHECKS)]
+    assert named[:len(SECTIONS)] == [s.name for s in SECTIONS] and FURTHER in named
+    for section, checks in sections(DEFAULT_CHECKS):
+        order = [c.name for c in checks if c.name in section.order]
+        assert order == [n for n in section.order if n in order]  # its rows in the section's order
