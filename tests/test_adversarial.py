@@ -118,12 +118,6 @@ def test_attack_outcomes_shilling_and_other_kinds() -> None:
     assert adversarial.attack_outcome("noise_injection", {}, "a", "b") is None
 
 
-def test_clopper_pearson() -> None:
-    assert adversarial.clopper_pearson(0, 10) == (0.0, pytest.approx(0.3085, abs=1e-3))
-    low, high = adversarial.clopper_pearson(4, 5)
-    assert low == pytest.approx(0.2836, abs=1e-3) and high == pytest.approx(0.9949, abs=1e-3)
-
-
 # ------------------------------------------------------------------------------------------ the gate
 MARKED = """
 import pytest

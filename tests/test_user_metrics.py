@@ -18,9 +18,9 @@ from helpers import marked, read_report, run_fake
 
 from pytest_robustexplain.checks import DEFAULT_CHECKS, CheckRegistry
 from pytest_robustexplain.errors import ConfigError
-from pytest_robustexplain.metrics import check_user_weights, weight_items
+from pytest_robustexplain.metrics import Scorer, check_user_weights, weight_items
 from pytest_robustexplain.metrics.user import MetricMeasure, make_metric, split_signature, tags_signature
-from pytest_robustexplain.results import FAIL, PairKey, PairResult, run_from_dict
+from pytest_robustexplain.results import FAIL, METRICS, PairKey, PairResult, run_from_dict
 from pytest_robustexplain.score_cache import MetricValueCache
 from pytest_robustexplain.store import DB_NAME
 from pytest_robustexplain.sweep import reweighted
@@ -58,10 +58,22 @@ def test_a_metric_registration_is_refused_in_one_sentence(kwargs: dict[str, obje
 def test_a_registry_holds_metrics_over_the_process_ones_and_refuses_a_second_of_a_name() -> None:
     registry = CheckRegistry(base=DEFAULT_CHECKS)
     registry.register_metric("chars3", lambda a, b: 1.0, version="1")
-    assert [m.tag for m in registry.metrics()] == ["chars3@1"]
-    assert DEFAULT_CHECKS.metrics() == ()  # a conftest's registry never leaks into the process's
+    assert [m.tag for m in registry.metrics() if not m.builtin] == ["chars3@1"]
+    # A conftest's registry never leaks into the process's.
+    assert all(m.builtin for m in DEFAULT_CHECKS.metrics())
     with pytest.raises(ConfigError, match="registered already"):
         registry.register_metric("chars3", lambda a, b: 1.0, version="2")
+
+
+def test_the_papers_four_are_in_the_registry_and_measure_as_the_scorer_does() -> None:
+    """Issue 59: the built-in metrics are entries of the users' registry, first, each a Metric."""
+    builtins = {m.name: m for m in DEFAULT_CHECKS.metrics() if m.builtin}
+    assert set(builtins) == set(METRICS) and all(m.description for m in builtins.values())
+    pairs = [("We recommend Heat for its tense crime story.", "Heat: a tense crime story you will like."),
+             ("A quiet drama.", "")]
+    scorer = Scorer()
+    for name, metric in builtins.items():
+        assert metric.evaluate(pairs) == [getattr(scorer, name)(e, e_prime) for e, e_prime in pairs]
 
 
 def test_the_signature_lists_each_metric_version_and_splits_back() -> None:

@@ -9,6 +9,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from ..errors import ConfigError
+from ..metrics.api import BUILTIN_METRICS
 from ..metrics.user import RESERVED
 from ..results import ALL_METRICS, KIND_NAME, METRICS
 from .attacks import Hijack, Injection
@@ -61,15 +62,17 @@ class CheckRegistry:
     """Checks by name, over a base registry (the process's) whose checks come first; and the user's own
     metrics (``metrics.user``), registered the same way and layered the same way."""
 
-    def __init__(self, checks: tuple[Check, ...] = (), *, base: CheckRegistry | None = None) -> None:
+    def __init__(self, checks: tuple[Check, ...] = (), *, base: CheckRegistry | None = None,
+                 metrics: tuple[Metric, ...] = ()) -> None:
         self.base = base
         self._own: dict[str, Check] = {}
-        self._metrics: dict[str, Metric] = {}
+        self._metrics: dict[str, Metric] = {m.name: m for m in metrics}
         for check in checks:
             self.add(check)
 
     def metrics(self) -> tuple[Metric, ...]:
-        """The user's metrics the tests this registry serves measure, the process's first."""
+        """The metrics of the tests this registry serves: the paper's four (``Metric.builtin``), then the
+        user's, the process's first."""
         return (*(self.base.metrics() if self.base is not None else ()), *self._metrics.values())
 
     def register_metric(self, name: Any, fn: Any = None, *, version: Any = None, batch: Any = None,
@@ -78,7 +81,7 @@ class CheckRegistry:
         from ..metrics.user import make_metric
 
         metric = make_metric(name, fn, version=version, batch=batch, description=description)
-        known = tuple(m.name for m in self.metrics())
+        known = tuple(m.name for m in self.metrics() if not m.builtin)
         if metric.name in known:
             raise ConfigError(f"metric {metric.name!r} is registered already (metrics: {', '.join(known)})")
         self._metrics[metric.name] = metric
@@ -161,7 +164,7 @@ def metric_names_known(gate: Gate, registry: CheckRegistry, ref: str) -> None:
     conftests did not register, naming the one meant."""
     from ..options import hint
 
-    known = tuple(m.name for m in registry.metrics())
+    known = tuple(m.name for m in registry.metrics() if not m.builtin)  # the four: refused before
     gated = {m for kind in (None, *gate.per_kind) for m in gate.gated_metrics(kind)} - set(METRICS)
     weighted = set(gate.weights) - set(ALL_METRICS) if isinstance(gate.weights, Mapping) else set()
     for setting, names in (("min_metric", gated), ("weights", weighted)):
@@ -177,7 +180,7 @@ def _bad_name(name: object) -> ConfigError:
                        "a letter")
 
 
-DEFAULT_CHECKS = CheckRegistry(base=CheckRegistry(BUILTIN))
+DEFAULT_CHECKS = CheckRegistry(base=CheckRegistry(BUILTIN, metrics=BUILTIN_METRICS))
 
 
 def register_check(name: Any, predicate: Predicate | None = None, *, max_rate: float = 0.0,

@@ -307,7 +307,7 @@ class Run:
         if self._donor_pool is None and guarded(gate):
             self._donor_pool = donor_pool(self.dataset)
         checks = self.checks_for(nodeid)
-        metrics = checks.metrics()
+        metrics = tuple(m for m in checks.metrics() if not m.builtin)  # the four: scored by the Scorer
         self.metric_tags.update(m.tag for m in metrics)
         cases = self.cases_for(gate)
         # The judge's own test asks it user by user during the sweep (``SliceDesign.probe``).

@@ -6,8 +6,9 @@ import threading
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from .base import PairScores
+from .base import TOKENIZER_NAME, PairScores
 from .scoring import Scorer
+from .user import Metric
 
 _default: Scorer | None = None
 _default_lock = threading.Lock()
@@ -50,3 +51,20 @@ def compute_structural_consistency(e: str, e_prime: str) -> float:
 def compute_length_stability(e: str, e_prime: str) -> float:
     """Length stability: 1 − |len(e) − len(e′)| / max(len(e), len(e′)) over word tokens."""
     return default_scorer().length(e, e_prime)
+
+
+def _builtin(name: str, description: str) -> Metric:
+    def batch(pairs: Sequence[tuple[str, str]]) -> list[float]:
+        return [getattr(default_scorer(), name)(e, e_prime) for e, e_prime in pairs]
+
+    return Metric(name, TOKENIZER_NAME, batch=batch, description=description, builtin=True)
+
+
+# The paper's four as entries of the metric registry (``checks.CheckRegistry.metrics``), first, beside the
+# user's: listed, named in a test's min_metric and weights, and measured alike by ``Metric.evaluate`` —
+# the run's signature, not the version, pins their tokenizer, tagger and BLEU.
+BUILTIN_METRICS: tuple[Metric, ...] = (
+    _builtin("semantic", compute_semantic_sim.__doc__ or ""),
+    _builtin("keyword", compute_keyword_stability.__doc__ or ""),
+    _builtin("structural", compute_structural_consistency.__doc__ or ""),
+    _builtin("length", compute_length_stability.__doc__ or ""))

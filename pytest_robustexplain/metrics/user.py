@@ -44,6 +44,9 @@ class Metric:
     fn: PairFn | None = None
     batch: BatchFn | None = None
     description: str = ""
+    # One of the paper's four (``api.BUILTIN_METRICS``): listed in the registry beside the user's, but a
+    # run scores the four together from one tokenisation (``Scorer.text_scores``), never through it.
+    builtin: bool = False
 
     @property
     def tag(self) -> str:

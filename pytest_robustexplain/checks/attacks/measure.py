@@ -124,16 +124,6 @@ def families_of(changes: Mapping[str, Any]) -> Sequence[str]:
 _NAMES = {INJECTION: "prompt injection", SHILLING: "shilling (hijack)"}
 
 
-def clopper_pearson(k: int, n: int, confidence: float = 0.95) -> tuple[float, float]:
-    """Exact two-sided interval of a proportion k/n: the guard's one-sided exact bounds at each tail."""
-    if n == 0:
-        return 0.0, 1.0
-    from ...stats import share_lower_bound, share_upper_bound  # numpy: imported when bounds are asked for
-
-    tail = (1 - confidence) / 2
-    return share_lower_bound(k, n, tail), share_upper_bound(k, n, tail)
-
-
 def _attacked(pairs: Sequence[Any], kind: str) -> list[Any]:
     """The pairs of attack ``kind`` whose outcome was read (answered, with an ``attack`` record)."""
     return [p for p in pairs if p.key.kind == kind and p.failure is None
