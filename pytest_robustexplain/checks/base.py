@@ -16,14 +16,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, ClassVar, Protocol
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypeVar
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable
 
     from ..data import EvalCase
     from ..options import OptionSpec
-    from ..results import Finding, PairResult, Verdict
+    from ..results import Finding, PairResult, RunResult, Verdict
     from ..stats import StopRule
 
 
@@ -245,9 +245,37 @@ class Check:
         """A table of the cases behind the rows, for the writers with room for one (HTML)."""
         return None
 
+    def pool(self, part: ModelPart) -> dict[str, Any]:
+        """This check's records over one model's items, which its section words: the report summary's
+        fields it fills (``sensitivity``, ``attacks``, …; what two checks pool into one field adds up).
+        None by default: every check's worst row is pooled for it (``findings``)."""
+        return {}
+
 
 # A report section's rows: (label, value) in words.
 Rows = list[tuple[str, str]]
+
+
+D = TypeVar("D", float, None)
+
+
+@dataclass(frozen=True)
+class ModelPart:
+    """One model's part of a finished run, as the checks pool their records for its report: the run, the
+    model, its pairs and noise-floor controls, the threshold its ρ was gated at and its kinds in the
+    report's order."""
+
+    run: RunResult
+    model: str
+    pairs: Sequence[PairResult]
+    controls: Sequence[PairResult]
+    threshold: float
+    kinds: Sequence[str]
+
+    def number(self, name: str, default: D) -> float | D:
+        """The run's recorded setting ``name`` when it is a number, else ``default`` (an older report)."""
+        value = self.run.settings.get(name)
+        return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else default
 
 
 @dataclass(frozen=True)

@@ -8,8 +8,8 @@ from typing import TYPE_CHECKING, Any
 
 from ..options import float_parser, opt
 from ..results import DEFAULT_MAX_IDENTICAL_SHARE, DEFAULT_MAX_INSENSITIVE_SHARE, DEFAULT_MIN_SENSITIVITY
-from .base import Evidence, Rows
-from .controls import ControlCheck, enforced_by_guard, sensitivity_rows, stop_alpha
+from .base import Evidence, ModelPart, Rows
+from .controls import ControlCheck, enforced_by_guard, pool_controls, sensitivity_rows, stop_alpha
 
 if TYPE_CHECKING:
     from ..results import Finding, GuardResult
@@ -72,3 +72,6 @@ class Sensitivity(ControlCheck):
     def section_rows(self, pooled: Any) -> Rows:
         """The cross-user control's section, for the four checks read from it."""
         return sensitivity_rows(pooled)
+
+    def pool(self, part: ModelPart) -> dict[str, Any]:
+        return pool_controls(part)

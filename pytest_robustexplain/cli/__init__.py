@@ -23,44 +23,24 @@ from __future__ import annotations
 
 from ..engine import DEFAULT_CACHE_DIR as DEFAULT_CACHE_DIR
 from ..engine.interrupt import PARTIAL_REPORT as PARTIAL_REPORT
-from .common import DEFAULT_DATASET_DIR as DEFAULT_DATASET_DIR
 from .common import EXIT_BACKEND as EXIT_BACKEND
 from .common import EXIT_GATE_FAILED as EXIT_GATE_FAILED
-from .common import EXIT_INTERRUPTED as EXIT_INTERRUPTED
 from .common import EXIT_OK as EXIT_OK
-from .common import EXIT_TERMINATED as EXIT_TERMINATED
 from .common import EXIT_USAGE as EXIT_USAGE
 from .common import NODEID as NODEID
-from .common import PROG as PROG
-from .common import PROTOCOLS
-from .common import RUN_BACKENDS as RUN_BACKENDS
-from .common import RUN_OPTION_GROUPS as RUN_OPTION_GROUPS
 from .common import RUN_OPTIONS as RUN_OPTIONS
 from .common import CommandError as CommandError
 from .common import Protocol as Protocol
-from .compare import check_comparable, comparison_names
-from .compare import cmd_compare as cmd_compare
-from .dataset import cmd_dataset_generate as cmd_dataset_generate
-from .dataset import cmd_dataset_import as cmd_dataset_import
-from .dataset import import_columns, parse_columns
+from .compare import check_comparable
 from .entry import main
 from .parser import build_parser
-from .parser import cmd_fake_server as cmd_fake_server
-from .report import cmd_report as cmd_report
-from .run import ProgressBar, resolve_run_settings, resume_hint, run_models, verdict_line
-from .run import cmd_run as cmd_run
+from .run import ProgressBar, resolve_run_settings, resume_hint
 
 __all__ = [
-    "PROTOCOLS",
     "ProgressBar",
     "build_parser",
     "check_comparable",
-    "comparison_names",
-    "import_columns",
     "main",
-    "parse_columns",
     "resolve_run_settings",
     "resume_hint",
-    "run_models",
-    "verdict_line",
 ]

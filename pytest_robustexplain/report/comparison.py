@@ -12,8 +12,9 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
+from ..checks.controls import relative_terms_of
 from ..results import FAIL, INSENSITIVE, RELATIVE, RunResult
-from .summary import failing_checks, fmt_p, fmt_pct, model_names, relative_terms_of
+from .summary import failing_checks, fmt_p, fmt_pct, model_names
 
 if TYPE_CHECKING:
     from ..stats import Comparison, ComparisonRow

@@ -22,13 +22,9 @@ cheap project modules) at the top; PyYAML is imported only when a YAML file is a
 
 from __future__ import annotations
 
-from ..options.parsers import SEVERITY_RANGE as SEVERITY_RANGE
-from ..options.parsers import Parser as Parser
 from ..results import DEFAULT_MIN_METRIC as DEFAULT_MIN_METRIC
-from .checks import CanonicalKind as CanonicalKind
 from .layers import (
     REPORT_OUTPUTS,
-    YamlEntry,
     check_report_paths,
     ignored_settings,
     load_yaml,
@@ -36,21 +32,14 @@ from .layers import (
     settings_from_pytest,
 )
 from .marker import MARKER_DOC, MARKER_KEYWORDS, GateSettings, apply_marker
-from .pytest_files import PytestFiles, read_pytest_files, settings_from_project
+from .pytest_files import read_pytest_files, settings_from_project
 from .record import Settings
 from .table import (
-    BACKENDS,
-    CACHE_MODES,
     CHECK_OPTIONS,
-    DECISIONS,
     DEFAULT_HOSTS,
     DEFAULT_PERTURBATIONS,
-    DESIGNS,
-    DOORS,
-    INCONCLUSIVE_POLICIES,
     OPTIONS,
     PYTEST_SPELLING,
-    TRISTATE,
     YAML_NAME,
     OptionSpec,
     Spelling,
@@ -59,28 +48,19 @@ from .table import (
 )
 
 __all__ = [
-    "BACKENDS",
-    "CACHE_MODES",
     "CHECK_OPTIONS",
-    "DECISIONS",
     "DEFAULT_HOSTS",
     "DEFAULT_PERTURBATIONS",
-    "DESIGNS",
-    "DOORS",
-    "INCONCLUSIVE_POLICIES",
     "MARKER_DOC",
     "MARKER_KEYWORDS",
     "OPTIONS",
     "PYTEST_SPELLING",
     "REPORT_OUTPUTS",
-    "TRISTATE",
     "YAML_NAME",
     "GateSettings",
     "OptionSpec",
-    "PytestFiles",
     "Settings",
     "Spelling",
-    "YamlEntry",
     "apply_marker",
     "check_report_paths",
     "ignored_settings",

@@ -27,10 +27,9 @@ this was one module: ``records`` (slice specs and results, counters, perturbatio
 from __future__ import annotations
 
 from .background import Sweep
-from .planner import PairPlanner, PlannedSlice, grid, perturbations_of, severities_for
+from .planner import PairPlanner, grid, perturbations_of, severities_for
 from .records import (
     CONTROL_SEED_OFFSET,
-    ORIGINALS_AHEAD,
     Counters,
     Perturbations,
     SequentialConfig,
@@ -42,11 +41,9 @@ from .records import (
 
 __all__ = [
     "CONTROL_SEED_OFFSET",
-    "ORIGINALS_AHEAD",
     "Counters",
     "PairPlanner",
     "Perturbations",
-    "PlannedSlice",
     "SequentialConfig",
     "SliceResult",
     "SliceSpec",

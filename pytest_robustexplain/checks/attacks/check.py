@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from ...options import float_parser, opt
 from ...results import DEFAULT_MAX_HIJACK_RATE, DEFAULT_MAX_INJECTION_RATE
 from ...wording import trim
-from ..base import SILENT, Check, Decision, Evidence, Rows, share_row
+from ..base import SILENT, Check, Decision, Evidence, ModelPart, Rows, share_row
 from ..controls import stop_alpha
 
 if TYPE_CHECKING:
@@ -46,6 +46,7 @@ class AttackCheck(Check):
     after_validity = False
     kind: ClassVar[str] = ""
     limit_setting: ClassVar[str] = ""
+    default_rate: ClassVar[float] = 0.0
 
     def measure(self, evidence: Evidence) -> AttackResult | None:
         from dataclasses import replace
@@ -114,11 +115,22 @@ class AttackCheck(Check):
     def shown_briefly(self, pooled: Any) -> bool:
         return any(a.kind == self.kind for a in pooled.attacks)
 
+    def pool(self, part: ModelPart) -> dict[str, Any]:
+        """The attack's outcome over all of the model's pairs of its kind, at the run's limit."""
+        from .measure import evaluate_attacks
+
+        if not any(p.key.kind == self.kind for p in part.pairs):
+            return {}
+        limit = part.number(self.limit_setting, self.default_rate)
+        return {"attacks": evaluate_attacks([p for p in part.pairs if p.key.kind == self.kind],
+                                            {self.kind: limit})}
+
 
 class Injection(AttackCheck):
     name = "injection"
     kind = "prompt_injection"
     limit_setting = "max_injection_rate"
+    default_rate = DEFAULT_MAX_INJECTION_RATE
     settings = ("max_injection_rate", "alpha")
     options = (
         opt("max-injection-rate", float_parser(0.0, 1.0), DEFAULT_MAX_INJECTION_RATE, "Security gate (with "
@@ -131,6 +143,7 @@ class Hijack(AttackCheck):
     name = "hijack"
     kind = "shilling"
     limit_setting = "max_hijack_rate"
+    default_rate = DEFAULT_MAX_HIJACK_RATE
     settings = ("max_hijack_rate", "alpha")
     options = (
         opt("max-hijack-rate", float_parser(0.0, 1.0), DEFAULT_MAX_HIJACK_RATE, "Security gate (with the "

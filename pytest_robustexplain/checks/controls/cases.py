@@ -116,7 +116,8 @@ def t_interval(values: Sequence[float], users: Sequence[str], alpha: float,
                bounds: tuple[float, float] = (0.0, 1.0)) -> Interval:
     from ...stats import cluster_interval
 
-    # The plain t interval: guard.simulate, which bench_guard calibrates, is written for it.
+    # The plain t interval: benchmarks/simulation.py's simulate, which bench_guard calibrates, is written
+    # for it.
     return cluster_interval(list(values), list(users), confidence=1 - alpha, bounds=bounds,
                             skew_corrected=False)
 

@@ -1,15 +1,89 @@
-"""The cross-user control's report section, worded once for every writer: its rows (terminal, Markdown,
-HTML), its one-line forms (the short report's Guard row, ``compare``, the paper tables) and its JUnit
-properties — from one model's records over its items (``pooled``: the report's ``Summary``)."""
+"""The cross-user control's report section: its record over one model's items (:func:`pool_controls`, from
+the run's recorded settings) and its words, once for every writer — its rows (terminal, Markdown, HTML),
+its one-line forms (the short report's Guard row, ``compare``, the paper tables) and its JUnit properties,
+from ``pooled`` (the report's ``Summary``)."""
 
 from __future__ import annotations
 
 import math
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
-from ...results import GuardResult, Interval
+from ...results import (
+    DEFAULT_MAX_COPY_RATE,
+    DEFAULT_MAX_IDENTICAL_SHARE,
+    DEFAULT_MAX_INSENSITIVE_SHARE,
+    DEFAULT_MAX_UNSUPPORTED_RATE,
+    DEFAULT_MIN_RELATIVE,
+    DEFAULT_MIN_SENSITIVITY,
+    GuardResult,
+    Interval,
+    PairResult,
+    RunResult,
+)
 from ...wording import fmt_interval, fmt_mean, trim
+from .cases import RELATIVE_UNGATED, GuardSettings
+from .evaluate import evaluate
+from .relative import by_kind, relative_terms
 from .sensitivity import describe
+
+if TYPE_CHECKING:
+    from ..base import ModelPart
+
+
+def guard_settings(part: ModelPart) -> GuardSettings:
+    """The guard's settings as the run recorded them (the defaults for a report that has none)."""
+    return GuardSettings(
+        policy=str(part.run.settings.get("guard", "fail")),
+        min_sensitivity=part.number("min_sensitivity", DEFAULT_MIN_SENSITIVITY),
+        max_insensitive_share=part.number("max_insensitive_share", DEFAULT_MAX_INSENSITIVE_SHARE),
+        max_identical_share=part.number("max_identical_share", DEFAULT_MAX_IDENTICAL_SHARE),
+        min_relative=part.number("min_relative", DEFAULT_MIN_RELATIVE),
+        max_copy_rate=part.number("max_copy_rate", DEFAULT_MAX_COPY_RATE),
+        min_history_reference=part.number("min_history_reference", None),
+        max_unsupported_rate=part.number("max_unsupported_rate", DEFAULT_MAX_UNSUPPORTED_RATE),
+        alpha=part.number("alpha", 0.05))
+
+
+def pool_controls(part: ModelPart) -> dict[str, Any]:
+    """The guard over all of the model's pairs, and Δ and R by kind (nothing without cross-user controls)."""
+    swaps = part.run.model_swaps(part.model)
+    if not swaps or not part.pairs:
+        return {}
+    from ...stats import noise_floor
+
+    floor = noise_floor(part.controls)
+    settings = guard_settings(part)
+    floor_value = floor.mean if floor is not None else 1.0
+    per_kind = by_kind(part.pairs, swaps, alpha=settings.alpha, floor=floor_value)
+    kinds = [k for k in part.kinds if k in per_kind]
+    return {"sensitivity": evaluate(part.pairs, swaps, combined_threshold=part.threshold, settings=settings,
+                                    floor=floor_value, relative_pairs=relative_gated(part.run, part.pairs)),
+            "delta_by_kind": {k: per_kind[k][0] for k in kinds},
+            "relative_by_kind": {k: r for k in kinds if (r := per_kind[k][1]) is not None}}
+
+
+def relative_gated(run: RunResult, pairs: Sequence[PairResult]) -> list[PairResult]:
+    """The pairs on the kinds gated at the run's R threshold, as the overall item decides R."""
+    from ...perturbations.attacks import ATTACK_KINDS
+
+    overrides = run.settings.get("per_kind")
+    overrides = overrides if isinstance(overrides, Mapping) else {}
+    return [p for p in pairs if p.key.kind not in (*RELATIVE_UNGATED, *ATTACK_KINDS)
+            and "min_relative" not in (overrides.get(p.key.kind) or {})]
+
+
+def relative_terms_of(run: RunResult, model: str) -> dict[str, tuple[float, float]]:
+    """Each user's terms of R for ``model`` over those kinds ({} without cross-user controls): what the
+    model comparisons set beside their rows."""
+    from ...stats import noise_floor
+
+    swaps = run.model_swaps(model)
+    if not swaps:
+        return {}
+    floor = noise_floor(run.model_pairs(model, controls=True))
+    return relative_terms(relative_gated(run, run.model_pairs(model)), swaps,
+                          floor.mean if floor is not None else 1.0)
 
 
 def sensitivity_rows(pooled: Any) -> list[tuple[str, str]]:

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from ...options import float_parser, opt
 from ...wording import fmt_interval, percent, trim
-from ..base import SILENT, Check, Decision, Evidence, Rows, Table, gated_note, share_row
+from ..base import SILENT, Check, Decision, Evidence, ModelPart, Rows, Table, gated_note, share_row
 
 if TYPE_CHECKING:
     from ...results import FaithfulnessResult, Finding
@@ -105,6 +105,21 @@ class Faithfulness(Check):
 
     def shown_briefly(self, pooled: Any) -> bool:
         return pooled.faithfulness is not None
+
+    def pool(self, part: ModelPart) -> dict[str, Any]:
+        """The judge's verdicts on the model's explanations across its items (each text once), summarised
+        ungated: what its report shows beside ρ and the guard; and the limit any item was gated at."""
+        from .measure import summarise
+
+        found = [g.verdict.faithfulness for g in part.run.model_gates(part.model) if g.verdict.faithfulness]
+        if not found:
+            return {}
+        texts = {(t.user_id, t.item_id, t.kind, t.severity, t.repeat): t for f in found for t in f.texts}
+        limits = [f.min_rate for f in found if f.min_rate is not None]
+        return {"faithfulness": summarise([texts[k] for k in sorted(texts)], judge=found[0].judge,
+                                          scope=found[0].scope, min_rate=None,
+                                          alpha=part.number("alpha", 0.05)),
+                "item_limits": {"faithful": limits[0]} if limits else {}}
 
     def section_table(self, pooled: Any) -> Table | None:
         """Each judged explanation with the judge's verdict, its verdict on the reversed history, the claims

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from ...options import float_parser, opt
 from ...wording import percent, trim
-from ..base import SILENT, Check, Decision, Evidence, Rows, gated_note, share_row
+from ..base import SILENT, Check, Decision, Evidence, ModelPart, Rows, gated_note, share_row
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -68,3 +68,15 @@ class Polarity(Check):
 
     def shown_briefly(self, pooled: Any) -> bool:
         return bool(pooled.polarity and pooled.polarity.misattributed)
+
+    def pool(self, part: ModelPart) -> dict[str, Any]:
+        """Preference polarity over the model's original explanations across its items (each once),
+        ungated, and the limit any item was gated at."""
+        from .measure import summarise_polarity
+
+        found = [g.verdict.polarity for g in part.run.model_gates(part.model) if g.verdict.polarity]
+        cases = {(c.user_id, c.item_id, c.repeat): c for f in found for c in f.cases}
+        limits = [f.max_rate for f in found if f.max_rate is not None]
+        return {"polarity": summarise_polarity([cases[k] for k in sorted(cases)], max_rate=None,
+                                               alpha=part.number("alpha", 0.05)) if cases else None,
+                "item_limits": {"polarity": limits[0]} if limits else {}}

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 from ...options import float_parser, opt
 from ...results import DEFAULT_MIN_SENSITIVITY
 from ...wording import fmt_interval
-from ..base import SILENT, Check, Decision, Evidence, Rows
+from ..base import SILENT, Check, Decision, Evidence, ModelPart, Rows
 
 if TYPE_CHECKING:
     from ...results import Finding, FlipResult
@@ -72,3 +72,20 @@ class Flip(Check):
 
     def shown_briefly(self, pooled: Any) -> bool:
         return pooled.flip is not None
+
+    def pool(self, part: ModelPart) -> dict[str, Any]:
+        """The flip rule over all of the model's preference_flip pairs (the mean rule, the run's
+        min-flip-sensitivity), beside ρ of its other kinds; nothing when the run did not flip preferences."""
+        from ...perturbations.flip import FLIP
+        from ...stats import noise_floor
+        from .measure import evaluate_flip
+
+        flips = [p for p in part.pairs if p.key.kind == FLIP]
+        if not flips:
+            return {}
+        floor = noise_floor(part.controls)
+        return {"flip": evaluate_flip(
+            flips, floor=floor.mean if floor is not None else 1.0,
+            robust=[p for p in part.pairs if p.key.kind != FLIP],
+            min_sensitivity=part.number("min_flip_sensitivity", DEFAULT_MIN_FLIP_SENSITIVITY),
+            decision="mean", alpha=part.number("alpha", 0.05))}

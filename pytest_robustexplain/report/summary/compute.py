@@ -9,25 +9,14 @@ from __future__ import annotations
 
 import statistics
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
-from ...checks import DEFAULT_CHECKS, MEASUREMENT
-from ...checks import controls as g
-from ...checks.controls import RELATIVE_UNGATED, by_kind, evaluate, relative_terms
-from ...checks.polarity import DEFAULT_MIN_FLIP_SENSITIVITY
+from ...checks import DEFAULT_CHECKS, MEASUREMENT, ModelPart
 from ...metrics import script_of, tagger_reads
 from ...results import (
-    DEFAULT_MAX_COPY_RATE,
-    DEFAULT_MAX_HIJACK_RATE,
-    DEFAULT_MAX_IDENTICAL_SHARE,
-    DEFAULT_MAX_INJECTION_RATE,
-    DEFAULT_MAX_INSENSITIVE_SHARE,
-    DEFAULT_MAX_UNSUPPORTED_RATE,
-    DEFAULT_MIN_RELATIVE,
-    DEFAULT_MIN_SENSITIVITY,
     METRICS,
     AttackResult,
     FaithfulnessResult,
@@ -45,11 +34,10 @@ from ...results import (
 )
 from ..formatting import finite, finite_dict, interval_dict
 from .advice import argmin, recommend, unless_failed
-from .gates import OUTCOME_RANK, gate_thresholds, is_number, ordered_kinds
+from .gates import OUTCOME_RANK, gate_thresholds, ordered_kinds
 from .spend import model_money, model_time, token_cost
 
 if TYPE_CHECKING:
-    from ...checks.controls import GuardSettings
     from ...stats import KindDifferences, Stratum, UserSpread
 
 METRIC_DESCRIPTIONS: dict[str, str] = {
@@ -315,8 +303,7 @@ def _summarize(run: RunResult, model: str) -> Summary:
             by_metric, robust_kinds, thresholds, n_failures=len(failures), n_pairs=len(pairs), n_cut=len(cut),
             n_all=len(every), n_unfit=len(unfit))),
         kind_pairs=tuple(pairs) if len(kinds) >= 3 else None,
-        **_sensitivity(run, model, pairs, thresholds["combined"]),
-        attacks=_attacks(run, pairs),
+        **_pooled(ModelPart(run, model, pairs, controls, thresholds["combined"], kinds)),
         cut_pairs=len(cut), cut_replies=sum(len(p.cut) for p in cut), n_all_pairs=len(every),
         num_predict=num_predict if type(num_predict) is int else None,  # a record's value, checked
         **_unread(pairs),
@@ -326,23 +313,19 @@ def _summarize(run: RunResult, model: str) -> Summary:
                           price_for(run.settings.get("price"), model)),
         unfit_pairs=len(unfit), unfit_users=tuple(sorted({p.key.user_id for p in unfit})),
         unfit_detail=f"user {unfit[0].key.user_id}'s {unfit[0].overflow_detail}" if unfit else "",
-        faithfulness=model_faithfulness(run, model),
-        polarity=model_polarity(run, model),
-        flip=model_flip(run, model, pairs, controls),
         findings=model_checks(run, model),
-        item_limits=_item_limits(run, model),
     )
 
 
-def _item_limits(run: RunResult, model: str) -> dict[str, float]:
-    """The limits any of the model's items gated polarity and the judge at (see ``Summary.item_limits``)."""
-    out: dict[str, float] = {}
-    for gate in run.model_gates(model):
-        polarity, faithful = gate.verdict.polarity, gate.verdict.faithfulness
-        if polarity is not None and polarity.max_rate is not None:
-            out.setdefault("polarity", polarity.max_rate)
-        if faithful is not None and faithful.min_rate is not None:
-            out.setdefault("faithful", faithful.min_rate)
+def _pooled(part: ModelPart) -> dict[str, Any]:
+    """What the checks pool over the model's items for their sections (``Check.pool``), by summary field;
+    what several checks pool into one field adds up (the attacks' records, the limits items were gated at)."""
+    out: dict[str, Any] = {}
+    for check in DEFAULT_CHECKS:
+        for name, value in check.pool(part).items():
+            before = out.get(name)
+            out[name] = ({**before, **value} if isinstance(before, dict) else
+                         (*before, *value) if isinstance(before, tuple) else value)
     return out
 
 
@@ -359,51 +342,6 @@ def model_checks(run: RunResult, model: str) -> tuple[Finding, ...]:
 
 def _rank(row: Finding) -> int:
     return OUTCOME_RANK.get(row.outcome or "", len(OUTCOME_RANK))
-
-
-def model_flip(run: RunResult, model: str, pairs: Sequence[PairResult], controls: Sequence[PairResult]
-               ) -> FlipResult | None:
-    """The flip rule over all of this model's preference_flip pairs (the mean rule, the run's
-    min-flip-sensitivity), beside ρ of its other kinds; None when the run did not flip preferences."""
-    from ...checks.polarity.measure import evaluate_flip
-    from ...perturbations.flip import FLIP
-    from ...stats import noise_floor
-
-    flips = [p for p in pairs if p.key.kind == FLIP]
-    if not flips:
-        return None
-    floor = noise_floor(controls)
-    limit = run.settings.get("min_flip_sensitivity", DEFAULT_MIN_FLIP_SENSITIVITY)
-    alpha = run.settings.get("alpha", 0.05)
-    return evaluate_flip(flips, floor=floor.mean if floor is not None else 1.0,
-                         robust=[p for p in pairs if p.key.kind != FLIP],
-                         min_sensitivity=limit if isinstance(limit, float) else DEFAULT_MIN_FLIP_SENSITIVITY,
-                         decision="mean", alpha=alpha if isinstance(alpha, float) else 0.05)
-
-
-def model_polarity(run: RunResult, model: str) -> PolarityResult | None:
-    """Preference polarity over this model's original explanations across its gates (each once), ungated."""
-    from ...checks.polarity.measure import summarise_polarity
-
-    found = [g.verdict.polarity for g in run.model_gates(model) if g.verdict.polarity]
-    cases = {(c.user_id, c.item_id, c.repeat): c for f in found for c in f.cases}
-    alpha = run.settings.get("alpha", 0.05)
-    return summarise_polarity([cases[k] for k in sorted(cases)], max_rate=None,
-                              alpha=alpha if isinstance(alpha, float) else 0.05) if cases else None
-
-
-def model_faithfulness(run: RunResult, model: str) -> FaithfulnessResult | None:
-    """The judge's verdicts on this model's explanations across its gates (each text once), summarised
-    ungated: what the model's report shows beside ρ and the guard. None when nothing was judged."""
-    from ...checks.judge.measure import summarise
-
-    found = [g.verdict.faithfulness for g in run.model_gates(model) if g.verdict.faithfulness]
-    if not found:
-        return None
-    texts = {(t.user_id, t.item_id, t.kind, t.severity, t.repeat): t for f in found for t in f.texts}
-    alpha = run.settings.get("alpha", 0.05)
-    return summarise([texts[k] for k in sorted(texts)], judge=found[0].judge, scope=found[0].scope,
-                     min_rate=None, alpha=alpha if isinstance(alpha, float) else 0.05)
 
 
 def _design(pairs: Sequence[PairResult]) -> str:
@@ -439,78 +377,6 @@ def _unread(pairs: Sequence[PairResult]) -> dict[str, Any]:
             unread += 1
             scripts[missed[0] or ""] += 1
     return {"keyword_unread": unread, "unread_scripts": tuple(name for name, _ in scripts.most_common())}
-
-
-def _attacks(run: RunResult, pairs: Sequence[PairResult]) -> tuple[AttackResult, ...]:
-    """Prompt injection and shilling outcomes over all of the model's pairs (empty when not run)."""
-    from ...checks.attacks.measure import ATTACK_KINDS, INJECTION, SHILLING, evaluate_attacks
-    if not any(p.key.kind in ATTACK_KINDS for p in pairs):
-        return ()
-    injection, hijack = run.settings.get("max_injection_rate"), run.settings.get("max_hijack_rate")
-    limits = {INJECTION: float(injection) if is_number(injection) else DEFAULT_MAX_INJECTION_RATE,
-              SHILLING: float(hijack) if is_number(hijack) else DEFAULT_MAX_HIJACK_RATE}
-    return evaluate_attacks(pairs, limits)
-
-
-def guard_settings(run: RunResult) -> GuardSettings:
-    """The guard's settings as the run recorded them (the defaults for a report that has none)."""
-    def number(name: str, default: float) -> float:
-        value = run.settings.get(name)
-        return float(value) if is_number(value) else default
-
-    reference = run.settings.get("min_history_reference")
-    return g.GuardSettings(
-        policy=str(run.settings.get("guard", "fail")),
-        min_sensitivity=number("min_sensitivity", DEFAULT_MIN_SENSITIVITY),
-        max_insensitive_share=number("max_insensitive_share", DEFAULT_MAX_INSENSITIVE_SHARE),
-        max_identical_share=number("max_identical_share", DEFAULT_MAX_IDENTICAL_SHARE),
-        min_relative=number("min_relative", DEFAULT_MIN_RELATIVE),
-        max_copy_rate=number("max_copy_rate", DEFAULT_MAX_COPY_RATE),
-        min_history_reference=float(reference) if is_number(reference) else None,
-        max_unsupported_rate=number("max_unsupported_rate", DEFAULT_MAX_UNSUPPORTED_RATE),
-        alpha=number("alpha", 0.05))
-
-
-def _sensitivity(run: RunResult, model: str, pairs: Sequence[PairResult], threshold: float
-                 ) -> dict[str, Any]:
-    """The guard over all of the model's pairs, and Δ by kind (empty without cross-user controls)."""
-    swaps = run.model_swaps(model)
-    if not swaps or not pairs:
-        return {}
-    from ...stats import noise_floor
-
-    floor = noise_floor(run.model_pairs(model, controls=True))
-    settings = guard_settings(run)
-    floor_value = floor.mean if floor is not None else 1.0
-    per_kind = by_kind(pairs, swaps, alpha=settings.alpha, floor=floor_value)
-    kinds = ordered_kinds(per_kind)
-    return {"sensitivity": evaluate(pairs, swaps, combined_threshold=threshold, settings=settings,
-                                    floor=floor_value, relative_pairs=relative_gated(run, pairs)),
-            "delta_by_kind": {k: per_kind[k][0] for k in kinds},
-            "relative_by_kind": {k: r for k in kinds if (r := per_kind[k][1]) is not None}}
-
-
-def relative_gated(run: RunResult, pairs: Sequence[PairResult]) -> list[PairResult]:
-    """The pairs on the kinds gated at the run's R threshold, as the overall item decides R."""
-    from ...perturbations.attacks import ATTACK_KINDS
-
-    overrides = run.settings.get("per_kind")
-    overrides = overrides if isinstance(overrides, Mapping) else {}
-    return [p for p in pairs if p.key.kind not in (*RELATIVE_UNGATED, *ATTACK_KINDS)
-            and "min_relative" not in (overrides.get(p.key.kind) or {})]
-
-
-def relative_terms_of(run: RunResult, model: str) -> dict[str, tuple[float, float]]:
-    """Each user's terms of R for ``model`` over those kinds ({} without cross-user controls): what the
-    model comparisons set beside their rows."""
-    from ...stats import noise_floor
-
-    swaps = run.model_swaps(model)
-    if not swaps:
-        return {}
-    floor = noise_floor(run.model_pairs(model, controls=True))
-    return relative_terms(relative_gated(run, run.model_pairs(model)), swaps,
-                          floor.mean if floor is not None else 1.0)
 
 
 def interval_of(pairs: Sequence[PairResult], quantity: str = "combined") -> Interval:
