@@ -103,16 +103,26 @@ def _honest(history: UserHistory, item: Item) -> str:
             f"{' and '.join(liked) or 'several items'}. {item.title} fits that taste.")
 
 
-def invents_a_purchase(history: UserHistory, item: Item) -> str:
-    """Honest, then claims a past purchase the user never made: a catalog title from neither the history nor
-    the item (the catalog is what a real agent has too)."""
+def purchase_inventor(movielens: object = None) -> Explain:
+    """An explainer honest, then claiming a past purchase the user never made: a title of the run's own
+    catalog (the synthetic one, or the MovieLens directory's) from neither the history nor the item — the
+    catalog is what a real agent has too."""
     from pytest_robustexplain.data import default_dataset
+    from pytest_robustexplain.data.movielens import load_movielens
 
-    had = {i.title for i in history} | {item.title}
-    titles = sorted(t.title for t in default_dataset().catalog.values()
-                    if t.title and len(t.title.split()) > 1 and t.title not in had)
-    invented = titles[_digest(item.item_id) % len(titles)]
-    return f"{_honest(history, item)} You also bought {invented} last month and loved it."
+    catalog = (default_dataset() if movielens is None else load_movielens(str(movielens))).catalog
+    every = sorted(t.title for t in catalog.values() if t.title and len(t.title.split()) > 1)
+
+    def invents_a_purchase(history: UserHistory, item: Item) -> str:
+        had = {i.title for i in history} | {item.title}
+        titles = [t for t in every if t not in had]
+        invented = titles[_digest(item.item_id) % len(titles)]
+        return f"{_honest(history, item)} You also bought {invented} last month and loved it."
+
+    return invents_a_purchase
+
+
+invents_a_purchase = purchase_inventor()
 
 
 def lists_half(history: UserHistory, item: Item) -> str:

@@ -551,6 +551,28 @@ def test_ollama_empty_and_refused_replies_are_failures() -> None:
         assert refused.failure == "refusal" and refused.text == "" and REFUSAL_TEXT in refused.detail
 
 
+@pytest.mark.parametrize("fault", ["extra_next", "trailers_next"])
+def test_a_second_reply_on_the_connection_or_chunked_trailers_leave_the_answer_whole(fault: str) -> None:
+    """The fake server's documented faults for HTTP a proxy may add (a second, unasked reply left on the
+    connection; a chunked body with trailers): the answer is read whole, and the next call is not the
+    left-over reply (a connection per request)."""
+    with FakeOllamaServer() as server:
+        explainer = OllamaExplainer("fake-model", host=server.url, retry=fast_retry())
+
+        async def go() -> Any:
+            await _warm(explainer, server)
+            getattr(server, fault)(1)
+            first = await explainer.explain(make_history(2), ITEM, seed=0, repeat=0)
+            second = await explainer.explain(make_history(3), ITEM, seed=0, repeat=0)
+            await explainer.aclose()
+            return first, second
+
+        first, second = run(go())
+        assert first.ok and first.text.startswith("We recommend") and second.ok
+        assert first.text != second.text  # each call its own reply: two and three interactions
+        assert [r["fault"] for r in server.requests][-2:] == [fault.removesuffix("_next"), None]
+
+
 def test_ollama_client_per_event_loop() -> None:
     with FakeOllamaServer() as server:
         explainer = OllamaExplainer("fake-model", host=server.url, retry=fast_retry())

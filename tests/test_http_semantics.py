@@ -78,9 +78,14 @@ def test_a_wait_the_server_asked_for_does_not_use_up_the_calls_attempts() -> Non
 
     with pytest.raises(RetryExhaustedError):
         asyncio.run(RetryPolicy(max_attempts=2, sleep=sleep).run(_told([None, None, "1"])))
-    bounded = RetryPolicy(max_attempts=2, sleep=sleep, max_told_waits=3)
-    with pytest.raises(RetryExhaustedError):  # a server that never lets the call in: the bound ends it
+    bounded = RetryPolicy(max_attempts=2, sleep=sleep, max_told_wait=3)
+    with pytest.raises(RetryExhaustedError) as ended:  # a server that never lets the call in: the bound
         asyncio.run(bounded.run(_told(["1"] * 10)))
+    # ... which the call states: 3 s of told waits, then two attempts (the told waits past the bound).
+    assert "waited 3 s in all as the server asked (Retry-After), the most a call waits so (3 s)" in str(
+        ended.value)
+    patient = RetryPolicy(max_attempts=2, sleep=sleep)  # Retry-After: 1 a hundred times: well inside 600 s
+    assert asyncio.run(patient.run(_told(["1"] * 100 + [None]))) == "ok"
 
 
 def test_every_call_of_the_policy_waits_until_the_server_said_to_come_back() -> None:

@@ -248,7 +248,7 @@ class Check:
     def pool(self, part: ModelPart) -> dict[str, Any]:
         """This check's records over one model's items, which its section words: the report summary's
         fields it fills (``sensitivity``, ``attacks``, …; what two checks pool into one field adds up).
-        None by default: every check's worst row is pooled for it (``findings``)."""
+        Nothing by default: every check's worst row is pooled for it anyway (``findings``)."""
         return {}
 
 

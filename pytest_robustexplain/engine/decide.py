@@ -307,19 +307,6 @@ def with_cut_replies(verdict: Verdict, pairs: Sequence[PairResult]) -> Verdict:
     return _not_measured(verdict, note)
 
 
-def with_attacks(verdict: Verdict, gate: GateSettings, sliced: SliceResult) -> Verdict:
-    """The verdict with the adversarial kinds' checks (``checks/attacks``) decided on it."""
-    return run_checks(verdict, evidence_of(gate, sliced, None),
-                      [c for c in DEFAULT_CHECKS if c.group == "attacks"])
-
-
-def with_guard(verdict: Verdict, gate: GateSettings, sliced: SliceResult, kind: str | None) -> Verdict:
-    """The verdict with the cross-user control's four checks (sensitivity, relative robustness, copying,
-    grounding: ``checks/``) decided on it."""
-    return run_checks(verdict, evidence_of(gate, sliced, kind),
-                      [c for c in DEFAULT_CHECKS if c.group == "controls"])
-
-
 def check_baseline(baseline: RunResult, path: Path, settings: Settings, *, save_flag: str) -> None:
     """Refuse a baseline whose numbers are not comparable with this run's (another metric signature, or
     histories perturbed by the other perturbation-counts rule)."""

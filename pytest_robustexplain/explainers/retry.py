@@ -29,9 +29,13 @@ OnRetry = Callable[[int, BaseException, float], None]
 class RetryExhaustedError(Exception):
     """Every attempt failed with a retryable error; ``last`` is the final one."""
 
-    def __init__(self, attempts: int, last: BaseException) -> None:
+    def __init__(self, attempts: int, last: BaseException, *, told: float = 0.0, told_limit: float = 0.0
+                 ) -> None:
+        # A call the server paced gives up only past the total wait it states (issue 61): said with it.
+        paced = (f"; before them it waited {told:.0f} s in all as the server asked (Retry-After), the most "
+                 f"a call waits so ({told_limit:g} s)" if told else "")
         super().__init__(f"{count_noun(attempts, 'attempt')} failed; last error: "
-                         f"{describe_error(last)}")
+                         f"{describe_error(last)}{paced}")
         self.attempts = attempts
         self.last = last
 
@@ -174,7 +178,8 @@ class RetryPolicy:
     (``Retry-After`` on a 429 or 503). A reply that says when to come back is the server pacing the run, not
     a failure: the call waits as told (up to ``max_retry_after``, plus a jitter of at most ``base_delay`` so
     the waiting calls do not return in one burst) without using one of its attempts, up to
-    ``max_told_waits`` such waits a call; and every other call of the policy — one explainer's, sharing its
+    ``max_told_wait`` seconds of such waits in all a call (then they count as attempts, and a call that runs
+    out of them says how long it waited); and every other call of the policy — one explainer's, sharing its
     server — waits until then too before its next request, so the whole run slows to the server's pace
     instead of some calls exhausting their retries. The jitter is seeded so runs are reproducible;
     ``sleep`` is injectable so tests do not wait.
@@ -184,7 +189,7 @@ class RetryPolicy:
     base_delay: float = 0.5
     max_delay: float = 8.0
     max_retry_after: float = 60.0  # the longest Retry-After honoured (a longer one is cut to it)
-    max_told_waits: int = 20  # waits a server's Retry-After may ask of one call before they count as attempts
+    max_told_wait: float = 600.0  # seconds in all a server's Retry-After may make one call wait, not attempts
     seed: int | None = 0
     sleep: Sleep = asyncio.sleep
     retryable: Callable[[BaseException], bool] = is_retryable
@@ -208,7 +213,7 @@ class RetryPolicy:
 
         Non-retryable errors propagate unchanged; exhausting the attempts raises RetryExhaustedError.
         """
-        number, told_waits, told_just_now = 1, 0, False
+        number, waited, told_just_now = 1, 0.0, False
         while True:
             if not told_just_now:  # a call that has just waited as told is already past the pause
                 await self._wait_as_told()
@@ -218,14 +223,15 @@ class RetryPolicy:
                 if not self.retryable(exc):
                     raise
                 told = retry_after_of(exc)
-                told_just_now = told is not None and told_waits < self.max_told_waits
+                told_just_now = told is not None and waited < self.max_told_wait
                 if told is not None and told_just_now:
-                    told_waits += 1  # the server is pacing the run: a wait, not a spent attempt
-                    delay = min(told, self.max_retry_after)
+                    delay = min(told, self.max_retry_after)  # the server pacing the run: not an attempt
+                    waited += delay
                     self._not_before = max(self._not_before, time.monotonic() + delay)
                     delay += self._rng.uniform(0.0, self.base_delay)
                 elif number == self.max_attempts:
-                    raise RetryExhaustedError(number, exc) from exc
+                    raise RetryExhaustedError(number, exc, told=waited,
+                                              told_limit=self.max_told_wait) from exc
                 else:
                     delay = self.backoff(number)
                     number += 1

@@ -43,13 +43,7 @@ from .compare import (
 )
 from .confident import simulate_confident
 from .intervals import (
-    GATE_MODES,
     GATED,
-    LABELS,
-    POLICIES,
-    FloatArray,
-    IntArray,
-    MatchKey,
     cluster_interval,
     fieller_interval,
     free_lower_bound,
@@ -65,7 +59,6 @@ from .intervals import (
 from .sequential import (
     ABOVE,
     BELOW,
-    CHECK_TEST_SHARE,
     DEFAULT_FALLBACK_SHARE,
     OneSidedTest,
     SequentialGate,
@@ -83,19 +76,12 @@ from .verdicts import apply_policy, gate
 __all__ = [
     "ABOVE",
     "BELOW",
-    "CHECK_TEST_SHARE",
     "DEFAULT_FALLBACK_SHARE",
     "GATED",
-    "GATE_MODES",
-    "LABELS",
-    "POLICIES",
     "AnovaResult",
     "Comparison",
     "ComparisonRow",
-    "FloatArray",
-    "IntArray",
     "KindDifferences",
-    "MatchKey",
     "MetricCorrelations",
     "NonInferiorityResult",
     "NonInferiorityRow",
