@@ -86,6 +86,8 @@ def test_a_wait_the_server_asked_for_does_not_use_up_the_calls_attempts() -> Non
         ended.value)
     patient = RetryPolicy(max_attempts=2, sleep=sleep)  # Retry-After: 1 a hundred times: well inside 600 s
     assert asyncio.run(patient.run(_told(["1"] * 100 + [None]))) == "ok"
+    with pytest.raises(RetryExhaustedError):  # "come back now" for ever is a second a wait: it ends too
+        asyncio.run(RetryPolicy(max_attempts=2, sleep=sleep, max_told_wait=5).run(_told(["0"] * 50)))
 
 
 def test_every_call_of_the_policy_waits_until_the_server_said_to_come_back() -> None:

@@ -226,7 +226,8 @@ class RetryPolicy:
                 told_just_now = told is not None and waited < self.max_told_wait
                 if told is not None and told_just_now:
                     delay = min(told, self.max_retry_after)  # the server pacing the run: not an attempt
-                    waited += delay
+                    # Each wait counts as a second at least (Retry-After's unit): "0" for ever still ends.
+                    waited += max(delay, 1.0)
                     self._not_before = max(self._not_before, time.monotonic() + delay)
                     delay += self._rng.uniform(0.0, self.base_delay)
                 elif number == self.max_attempts:
