@@ -28,12 +28,11 @@ from typing import Any, TypeVar
 from ..backends import GenerationOptions
 from ..data import EvalCase, Item, UserHistory
 from ..errors import BackendError, RobustExplainWarning, warn
-from ..sanitize import redact_path, split_credentials, visible
-from ..wording import count_noun
-from .base import ANSWERED_AS, FAILURE_CONTEXT, FAILURE_ERROR, INFERRED_CONTEXT, Explanation, ModelInfo
+from ..sanitize import redact_path, split_credentials
+from .base import FAILURE_CONTEXT, FAILURE_ERROR, INFERRED_CONTEXT, Explanation, ModelInfo
 from .context import ContextOverflow, ContextWindow, PromptSizer, overflow_of, overflow_sentence
 from .prompt import PromptTemplate, check_prompt_sizes
-from .reply import finish_reply, model_key, names_the_model, reply_text, token_count
+from .reply import AnsweredAs, finish_reply, reply_text, token_count
 from .retry import (
     Redirected,
     RetryExhaustedError,
@@ -48,10 +47,6 @@ from .retry import (
 from .window import AdaptiveWindow
 
 T = TypeVar("T")
-
-# The distinct model names a run's replies may record (a server naming a new model on every reply is said
-# after the second; the record stays small).
-MAX_NAMES_KEPT = 8
 
 WARMUP_PROMPT = "Reply with the single word: ready."
 # The warm-up also measures the tokenizer: it is sent after the start of the first real prompt (this many
@@ -166,10 +161,7 @@ class RemoteExplainer(ABC):
         self._said_counts = False  # token counts that are not counts were warned of (once an explainer)
         self._said_window = False  # the request window backed off for the rate was said (once an explainer)
         self._said_context = False  # a context inferred from the counts was said (once an explainer)
-        # The models the replies named (shown as they came, made visible), with how many replies named each;
-        # a name not asked for, or a second one, is said once each (_heard_model).
-        self._answered: dict[str, int] = {}
-        self._said_model: set[str] = set()
+        self.answered = AnsweredAs(model, host)  # the models the replies named (reply.py)
         # The model's context as the server states it (None: it does not say), and the prompt sizer that
         # learns the tokenizer's characters per token from the replies (context.py).
         self.context: ContextWindow | None = None
@@ -191,41 +183,8 @@ class RemoteExplainer(ABC):
                 f"{self.model} on {self.host} reports token counts that are not counts ({', '.join(bad)} "
                 "tokens): they are recorded as unknown, and the reports count no tokens for those calls "
                 "(said once)"))
-        self._heard_model(reply.model)
+        self.answered.heard(reply.model, self.info)
         return replace(reply, text=text, prompt_tokens=prompt, completion_tokens=completion)
-
-    def _heard_model(self, named: Any) -> None:
-        """The model a reply names, against the one asked: a gateway that falls back to another model, or a
-        provider that moves its alias mid-run, answers with results that belong to another model. Recorded
-        with the model when a name is not the one asked or there are two (``answered_as``: each name and its
-        replies) and said once for each kind of finding."""
-        if not isinstance(named, str) or not named.strip():
-            return
-        shown = visible(named.strip())[:80]
-        if shown in self._answered or len(self._answered) < MAX_NAMES_KEPT:
-            self._answered[shown] = self._answered.get(shown, 0) + 1
-        asked = (self.model, self.info.name if self.info else None,
-                 self.info.extra.get("served_as") if self.info else None)
-        other = not names_the_model(named, asked)
-        # Recorded once there is something to say (the counts are the process's calls: a run whose replies
-        # all name the model asked records nothing, as before).
-        if self.info is not None and (other or len(self._answered) > 1 or ANSWERED_AS in self.info.extra):
-            self.info.extra[ANSWERED_AS] = dict(self._answered)
-        if other and "other" not in self._said_model:
-            self._said_model.add("other")
-            warn(RobustExplainWarning(
-                f"{self.model} on {self.host}: a reply names the model {shown!r}, which is not the model "
-                "asked for: a gateway or proxy may be answering with another model, and the results belong "
-                "to the model that answered (the report records the names replies gave as answered_as; said "
-                "once)"))
-        if len({model_key(n) for n in self._answered}) > 1 and "two" not in self._said_model:
-            self._said_model.add("two")
-            names = ", ".join(f"{n!r} ({count_noun(count, 'reply', 'replies')})"
-                              for n, count in self._answered.items())
-            warn(RobustExplainWarning(
-                f"{self.model} on {self.host}: replies named more than one model during the run ({names}), "
-                "so the explanations may come from different models and the verdicts mix them; rerun to "
-                "measure one (said once)"))
 
     def _rate_limited(self, window: AdaptiveWindow, sent_in: int, status: int | None) -> None:
         """The server refused a request for its rate: the window backs off, and the first time it does the

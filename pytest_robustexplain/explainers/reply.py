@@ -11,7 +11,10 @@ import math
 import re
 from typing import Any
 
-from .base import FAILURE_EMPTY, FAILURE_REFUSAL, Explanation
+from ..errors import RobustExplainWarning, warn
+from ..sanitize import visible
+from ..wording import count_noun
+from .base import ANSWERED_AS, FAILURE_EMPTY, FAILURE_REFUSAL, Explanation, ModelInfo
 
 # The most bytes a server's reply may take: an explanation is a few kilobytes (num_predict tokens, a JSON
 # envelope), so a reply beyond this is no explanation, and reading it whole would cost memory and time that
@@ -198,3 +201,49 @@ def names_the_model(named: str, asked: Any) -> bool:
         if key == known or (key.startswith(known + "-") and _SNAPSHOT.fullmatch(key[len(known) + 1:])):
             return True
     return False
+
+
+# The distinct model names a run's replies may record (a server naming a new model on every reply is said
+# after the second; the record stays small).
+MAX_NAMES_KEPT = 8
+
+
+class AnsweredAs:
+    """The models an explainer's replies named, against the one asked: a gateway that falls back to another
+    model, or a provider that moves its alias mid-run, answers with results that belong to another model.
+    Recorded with the model when a name is not the one asked or there are two (``answered_as``: each name,
+    shown as it came, made visible, and its replies) and said once for each kind of finding."""
+
+    def __init__(self, model: str, host: str) -> None:
+        self.model, self.host = model, host
+        self.counts: dict[str, int] = {}
+        self._said: set[str] = set()
+
+    def heard(self, named: Any, info: ModelInfo | None) -> None:
+        """One reply named ``named``; ``info``: the model's record (the names it resolved and serves)."""
+        if not isinstance(named, str) or not named.strip():
+            return
+        shown = visible(named.strip())[:80]
+        if shown in self.counts or len(self.counts) < MAX_NAMES_KEPT:
+            self.counts[shown] = self.counts.get(shown, 0) + 1
+        asked = (self.model, info.name if info else None, info.extra.get("served_as") if info else None)
+        other = not names_the_model(named, asked)
+        # Recorded once there is something to say (the counts are the process's calls: a run whose replies
+        # all name the model asked records nothing, as before).
+        if info is not None and (other or len(self.counts) > 1 or ANSWERED_AS in info.extra):
+            info.extra[ANSWERED_AS] = dict(self.counts)
+        if other and "other" not in self._said:
+            self._said.add("other")
+            warn(RobustExplainWarning(
+                f"{self.model} on {self.host}: a reply names the model {shown!r}, which is not the model "
+                "asked for: a gateway or proxy may be answering with another model, and the results belong "
+                "to the model that answered (the report records the names replies gave as answered_as; said "
+                "once)"))
+        if len({model_key(n) for n in self.counts}) > 1 and "two" not in self._said:
+            self._said.add("two")
+            names = ", ".join(f"{n!r} ({count_noun(count, 'reply', 'replies')})"
+                              for n, count in self.counts.items())
+            warn(RobustExplainWarning(
+                f"{self.model} on {self.host}: replies named more than one model during the run ({names}), "
+                "so the explanations may come from different models and the verdicts mix them; rerun to "
+                "measure one (said once)"))
