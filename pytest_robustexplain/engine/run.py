@@ -11,10 +11,9 @@ person running it go to a ``say`` callback. pytest drives it item by item throug
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Callable, Collection, Mapping, Sequence
-from dataclasses import asdict, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -29,7 +28,7 @@ from ..errors import (
     WarningQueue,
     warn,
 )
-from ..explainers.base import ANSWERED_AS, FAILURE_ERROR, INFERRED_CONTEXT, MODEL_FINDINGS, digest_now
+from ..explainers.base import FAILURE_ERROR, digest_now
 from ..explainers.cache import WRITING_MODES
 from ..perturbations import counted
 from ..results import (
@@ -40,12 +39,7 @@ from ..results import (
     PairResult,
     Robustness,
     RunResult,
-    add_tokens,
-    gate_from_dict,
     gate_scope,
-    merge_pairs,
-    pair_from_dict,
-    plain,
     price_for,
     tokens_cost,
 )
@@ -76,7 +70,8 @@ from .plan import (
     users_within,
     users_within_cost,
 )
-from .reports import RunOutcome, model_record, record_history, run_record, utc_now, write_reports
+from .record import RunRecord
+from .reports import RunOutcome, record_history, utc_now, write_reports
 from .setup import (
     build_explainer,
     build_scorer,
@@ -97,10 +92,10 @@ if TYPE_CHECKING:
     from ..report.summary import ReportModel
     from ..results import FaithfulnessResult, PolarityResult
     from ..settings import GateSettings, Settings
-    from ..sweep import Counters, PairPlanner, SliceResult, SliceSpec, Sweep
+    from ..sweep import Counters, PairPlanner, SliceResult, Sweep
 
 
-class Run:
+class Run(RunRecord):
     """The state of one run: settings in, a :class:`RunResult` and reports out.
 
     ``spelling`` is how the door names options in messages (``--robustexplain-users`` or ``--users``);
@@ -390,11 +385,6 @@ class Run:
         return lines + [f"  {line}" for line in said]
 
     @property
-    def slots(self) -> int:
-        """Calls in flight at once: ``concurrency`` per host (each host has its own)."""
-        return self.settings.concurrency * max(1, len(self.settings.hosts))
-
-    @property
     def sweep(self) -> Sweep:
         """The sweep, started on first use (its event loop also runs preflights and fixture calls)."""
         if self._sweep is None:
@@ -489,11 +479,6 @@ class Run:
         first = self._causes.setdefault(cause, item) if found else item
         return message if first == item else f"{head}; the same first error as {first}"
 
-    def note_error(self, message: str) -> None:
-        """Keep why a slice could not be decided, for the record (once per message)."""
-        if message not in self.errors:
-            self.errors.append(message)
-
     def decided(self, slice_id: str) -> Robustness | None:
         """The slice's decided result, None while it is not decided (nothing waits)."""
         return self._results.get(slice_id)
@@ -577,130 +562,6 @@ class Run:
         if not keep_errors:
             self.pairs = {key: p for key, p in self.pairs.items() if p.failure != FAILURE_ERROR}
         return self._record(partial=True, pairs=sorted(self.pairs.values(), key=lambda p: p.key))
-
-    # ------------------------------------------------------------------------------- the record
-    def merge(self, payload: Mapping[str, Any], *, source: str) -> None:
-        """Add what another process decided (an xdist worker's item): pairs, gate and model facts."""
-        for data in payload.get("pairs", []):
-            self.keep(pair_from_dict(data, source=source))
-        self.metric_tags.update(str(tag) for tag in payload.get("metric_tags", []))
-        if "gate" in payload:
-            self.gates.append(gate_from_dict(payload["gate"], source=source))
-        for name, info in payload.get("models", {}).items():
-            self.model_infos.setdefault(name, ModelInfo(**info))
-            self._adopt_findings(name, info.get("extra") or {}, str(payload.get("worker", source)))
-        for name, value in payload.get("counters", {}).items():
-            self.counters[name] = self.counters.get(name, 0) + int(value)
-        self.judge_tokens = add_tokens(self.judge_tokens, payload.get("judge_tokens", {}))
-        self._changed_elsewhere.update({str(k): str(v) for k, v in payload.get("models_changed", {}).items()})
-        self.judging.adopt(payload.get("judge", {}), payload.get("judges"))
-        if isinstance(payload.get("dataset"), str):  # an xdist controller never loads the dataset itself
-            self._dataset_elsewhere = payload["dataset"]
-        for message in payload.get("errors", []):
-            self.note_error(str(message))
-
-    def _adopt_findings(self, name: str, extra: Mapping[str, Any], worker: str) -> None:
-        """What a model's replies showed in another process (``explainers/remote.py``): the context its
-        counts gave away and the model names its replies gave. Each worker's latest item carries its
-        findings so far; the record keeps the smallest context any worker found and every name's replies
-        summed over the workers."""
-        found = {key: extra[key] for key in MODEL_FINDINGS if isinstance(extra.get(key), dict)}
-        if not found:
-            return
-        self._worker_findings[(name, worker)] = found
-        mine = [f for (model, _), f in self._worker_findings.items() if model == name]
-        combined = dict(self.model_infos[name].extra)
-        contexts = [f[INFERRED_CONTEXT] for f in mine if INFERRED_CONTEXT in f]
-        if contexts:
-            combined[INFERRED_CONTEXT] = min(contexts, key=lambda c: int(c.get("tokens", 0)))
-        answered: dict[str, int] = {}
-        for f in mine:
-            for said, count in f.get(ANSWERED_AS, {}).items():
-                answered[str(said)] = answered.get(str(said), 0) + int(count)
-        if answered:
-            combined[ANSWERED_AS] = answered
-        self.model_infos[name] = replace(self.model_infos[name], extra=combined)
-
-    def payload(self, result: Robustness, nodeid: str) -> dict[str, Any]:
-        """What :meth:`merge` reads in another process: JSON-native, decoded by the records' own readers."""
-        gate = next(g for g in reversed(self.gates) if g.nodeid == nodeid)
-        info = self.model_infos.get(result.model)
-        # The run-weighted versions (what the reports show), not the slice's own re-weighting.
-        pairs = [self.pairs[p.key] for p in (*result.pairs, *result.controls, *result.swaps)]
-        judge = self.judging.info
-        planned = self._slices.get(f"{nodeid}::{result.model}")
-        tags = sorted(m.tag for m in planned.spec.metrics) if planned is not None else []
-        # "worker": which process made the calls, so a controller can count calls two workers both made.
-        return plain({"pairs": [p.to_dict() for p in pairs], "gate": gate.to_dict(), "metric_tags": tags,
-                      "worker": os.getpid(),
-                      "models": {result.model: asdict(info)} if info is not None else {},
-                      "judge": asdict(judge) if judge is not None else {},
-                      "judges": {m: asdict(i) for m, i in self.judging.infos.items()},
-                      **({"dataset": self._dataset.name} if self._dataset is not None else {})})
-
-    def keep(self, pair: PairResult) -> None:
-        """Record a decided pair for the reports; a pair two tests share keeps the user metrics of both."""
-        self.pairs[pair.key] = merge_pairs(self.pairs.get(pair.key), pair)
-
-    def call_counters(self) -> dict[str, int]:
-        """This process's call counters (what an xdist worker reports at its end)."""
-        return {**(self._sweep.counters.to_dict() if self._sweep is not None else {}),
-                **self.judging.counters()}
-
-    def record(self, *, partial: bool = False) -> RunResult | None:
-        """The whole run as one record for the reports; None when nothing was decided and nothing failed
-        (a run whose every call failed is recorded: its counters and ``errors`` say what happened)."""
-        if not self.pairs and not self.gates and not self.errors:
-            return None
-        result = self._record(partial=partial, pairs=sorted(self.pairs.values(), key=lambda p: p.key))
-        if not partial:
-            self._remember_pace(result)
-        return result
-
-    def _remember_pace(self, result: RunResult) -> None:
-        """Record each model's pace in the cache directory, for a later dry run's time estimate."""
-        from .pace import remember_pace
-
-        if self.settings.cache in WRITING_MODES:
-            remember_pace(self.kept, result, backend=self.settings.backend, concurrency=self.slots)
-            self.judging.remember(result)
-
-    def pace_lines(self) -> list[str]:
-        """What each planned model's calls will take at the pace a previous run recorded (dry runs)."""
-        from .pace import pace_lines
-
-        by_model: dict[str, list[SliceSpec]] = {}
-        for planned in self._slices.values():
-            by_model.setdefault(planned.spec.model, []).append(planned.spec)
-        return pace_lines(self.kept, self.settings.backend, by_model, self.settings.max_minutes,
-                          self.settings.price)
-
-    def _record(self, *, partial: bool, pairs: Sequence[PairResult] = ()) -> RunResult:
-        counters = dict(self.counters)
-        for name, value in self.call_counters().items():
-            counters[name] = counters.get(name, 0) + value
-        extra = {**self.extra_settings, **self.judging.record()}
-        # What `robustexplain compare` checks two runs share, from both doors and from xdist workers.
-        dataset_name = self._dataset.name if self._dataset is not None else self._dataset_elsewhere
-        if dataset_name is not None:
-            extra.setdefault("dataset_name", dataset_name)
-        if self._changed:
-            extra["models_changed"] = sorted(self._changed)
-        if self.errors:
-            extra["errors"] = list(self.errors)
-        if partial:
-            extra.update(partial=True, pairs_planned=self._sweep.counters.pairs_total if self._sweep else 0)
-        return run_record(self.settings, models=[model_record(name, self.model_infos[name])
-                                                 for name in self._models_in_order()],
-                          pairs=pairs, gates=self.gates, calls=counters, extra=extra,
-                          started=self.started, started_at=self.started_at, metric_tags=self.metric_tags,
-                          judge_tokens=add_tokens(self.judge_tokens, self.judging.tokens()))
-
-    def _models_in_order(self) -> list[str]:
-        """The models as the settings list them (an xdist controller learns of them in the order its workers
-        report, and the comparison's direction follows this order), then any other, as first seen."""
-        named = [m for m in self.settings.model if m in self.model_infos]
-        return named + [m for m in self.model_infos if m not in named]
 
     def finish(self, result: RunResult | None = None) -> RunOutcome | None:
         """The end both doors print: a model re-pulled mid-run said and marked, the record, every report
