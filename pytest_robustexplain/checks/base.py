@@ -275,7 +275,9 @@ class ModelPart:
     def number(self, name: str, default: D) -> float | D:
         """The run's recorded setting ``name`` when it is a number, else ``default`` (an older report)."""
         value = self.run.settings.get(name)
-        return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else default
+        from ..results import is_number
+
+        return float(value) if is_number(value) else default
 
 
 @dataclass(frozen=True)

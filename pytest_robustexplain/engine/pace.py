@@ -9,7 +9,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from ..results import PairResult, RunResult, money, price_for, tokens_cost
+from ..results import PairResult, RunResult, is_number, money, price_for, tokens_cost
 
 if TYPE_CHECKING:
     from ..store import Store
@@ -121,7 +121,7 @@ def _load(kept: Store, key: str, kind: type[T]) -> T | None:
 
 def _a_token_mean(value: Any) -> bool:
     """A mean of tokens a call, as a record read back may hold it: a number in range, not a bool."""
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and 0 <= value < 10_000_000
+    return is_number(value) and 0 <= value < 10_000_000
 
 
 def remember_pace(kept: Store, result: RunResult, *, backend: str, concurrency: int) -> None:

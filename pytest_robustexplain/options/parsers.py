@@ -23,6 +23,7 @@ from ..results import (
     METRICS,
     SEVERITY_RANGE,
     TYPO_CUTOFF,
+    is_number,
     user_metric_name,
 )
 
@@ -70,11 +71,6 @@ def printable(text: str) -> str:
     return text
 
 
-def _is_number(raw: Any) -> bool:
-    # bool is an int subclass: YAML ``true`` must not silently become 1.
-    return isinstance(raw, (int, float)) and not isinstance(raw, bool)
-
-
 def _to_int(raw: Any) -> int:
     if isinstance(raw, int) and not isinstance(raw, bool):
         return raw
@@ -87,7 +83,7 @@ def _to_int(raw: Any) -> int:
 
 
 def _to_float(raw: Any) -> float:
-    if _is_number(raw):
+    if is_number(raw):
         value = float(raw)
     elif isinstance(raw, str):
         try:
@@ -208,7 +204,7 @@ def parse_severities(raw: Any) -> tuple[int, ...]:
     low, high = SEVERITY_RANGE
     if isinstance(raw, range):
         raw = list(raw)
-    items: list[Any] = [raw] if _is_number(raw) else _split_list(raw)
+    items: list[Any] = [raw] if is_number(raw) else _split_list(raw)
     levels: list[int] = []
     for item in items:
         if isinstance(item, str) and re.fullmatch(r"\s*\d+\s*-\s*\d+\s*", item):

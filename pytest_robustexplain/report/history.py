@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..results import judge_money, price_for
+from ..results import is_number, judge_money, price_for
 from ..safe_files import NO_FOLLOW, open_inside, write_atomic
 from ..sanitize import visible
 
@@ -332,18 +332,14 @@ def trends(records: Sequence[Mapping[str, Any]]) -> list[Trend]:
         for item in record["items"]:
             key = (item["test"], item["model"], record["signature"], str(record.get("dataset") or ""))
             trend = found.setdefault(key, Trend(*key))
-            values = {k: float(v) for k, v in item.get("values", {}).items() if _a_value(v)}
+            values = {k: float(v) for k, v in item.get("values", {}).items() if is_number(v)}
             bounds = {k: (float(b[0]), float(b[1])) for k, b in item.get("bounds", {}).items()
-                      if all(_a_value(v) for v in b)}
-            limits = {k: float(v) for k, v in item.get("limits", {}).items() if _a_value(v)}
+                      if all(is_number(v) for v in b)}
+            limits = {k: float(v) for k, v in item.get("limits", {}).items() if is_number(v)}
             trend.runs.append(Run(str(record.get("time") or ""), record.get("commit"),
                                   (record.get("models") or {}).get(item["model"]),
                                   str(item.get("outcome") or "?"), values, bounds, limits))
     return list(found.values())
-
-
-def _a_value(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
 def chart_of(trend: Trend, last: int = LAST_RUNS) -> dict[str, Any]:
@@ -386,7 +382,7 @@ def chart_words(chart: Mapping[str, Any]) -> list[str]:
 def is_chart(chart: Any) -> bool:
     """Whether ``chart`` (read back from a JSON report, which anyone may hand the report command) has the
     shape :func:`chart_of` gives, every number a number: only then is it drawn."""
-    if not (isinstance(chart, dict) and _a_value(chart.get("first")) and isinstance(chart.get("runs"), list)
+    if not (isinstance(chart, dict) and is_number(chart.get("first")) and isinstance(chart.get("runs"), list)
             and isinstance(chart.get("checks"), dict) and 2 <= len(chart["runs"]) <= LAST_RUNS):
         return False
     n = len(chart["runs"])
@@ -394,7 +390,7 @@ def is_chart(chart: Any) -> bool:
                and all(isinstance(c.get(k), list) and len(c[k]) == n and all(_number(v) for v in c[k])
                        for k in ("values", "low", "high", "limits"))
                and (c.get("change") is None or (isinstance(c["change"], dict) and all(
-                   _a_value(c["change"].get(k)) for k in ("at", "before", "after", "p"))))
+                   is_number(c["change"].get(k)) for k in ("at", "before", "after", "p"))))
                for c in chart["checks"].values())
 
 

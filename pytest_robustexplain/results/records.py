@@ -14,7 +14,7 @@ import math
 import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import asdict, dataclass, field, replace
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, TypeGuard
 
 from ..sanitize import visible
 
@@ -41,6 +41,12 @@ class Rule:
     # A mapping whose values' types depend on their keys (``Verdict.details``): key -> the type its value is
     # read as (``Any`` for a key it does not know: a user's check's own details, kept as written).
     keyed: Callable[[str], Any] | None = None
+
+
+def is_number(value: Any) -> TypeGuard[float]:
+    """Whether ``value`` is a number as JSON, YAML or a record may hold one: an int or a float, never a bool
+    (an int subclass: ``true`` must not read as 1)."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
 def is_score(value: Any) -> bool:

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, fields, replace
-from typing import Any, TypeGuard
 
 from ...checks import BUILTIN
 from ...results import (
@@ -27,6 +26,7 @@ from ...results import (
     RunResult,
     Verdict,
     is_control,
+    is_number,
     user_metric_name,
 )
 from ...sanitize import visible
@@ -112,10 +112,6 @@ def gate_thresholds(run: RunResult, model: str) -> dict[str, float]:
     if gate is not None:
         out.update({q: float(v) for q, v in gate.thresholds.items() if q in out and is_number(v)})
     return out
-
-
-def is_number(value: Any) -> TypeGuard[float]:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
 def failing_quantity(gate: GateResult) -> str:
