@@ -587,6 +587,13 @@ def test_dataset_import_files_with_columns(tmp_path: Path, capsys: pytest.Captur
     assert "no CSV column 'userid'" in one_error_line(capsys.readouterr().err)
     assert run("dataset", "import", *files, "--columns", "colour=c", "--out", "x") == 2
     assert "unknown field 'colour'" in one_error_line(capsys.readouterr().err)
+    # Malformed text: the columns setting's grammar and words, under the flag's name.
+    for text, said in (("user_id", "expected FIELD=COLUMN pairs"), ("user_id=", "give a field name and a "
+                       "column name"), ("user_id=userId,,rating=stars", "empty entry"), ("", "expected "
+                       "FIELD=COLUMN pairs")):
+        assert run("dataset", "import", *files, "--columns", text, "--out", "x") == 2
+        line = one_error_line(capsys.readouterr().err)
+        assert f"--columns {text!r}: " in line and said in line, text
     assert run("dataset", "import", "--histories", str(SAMPLES / "histories.json"), "--out", "x") == 2
     assert "needs --catalog" in one_error_line(capsys.readouterr().err)
     # The imported directory is usable as is.

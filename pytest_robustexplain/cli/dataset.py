@@ -71,16 +71,20 @@ def cmd_dataset_import(args: argparse.Namespace) -> int:
 
 
 def parse_columns(text: str | None, flag: str) -> dict[str, str]:
-    """``user_id=userId,item_id=movieId`` → ``{"user_id": "userId", "item_id": "movieId"}``."""
+    """``user_id=userId,item_id=movieId`` → ``{"user_id": "userId", "item_id": "movieId"}``: the ``columns``
+    setting's grammar (``options.parsers.parse_columns``), where an empty text is no mapping either."""
+    from ..options.parsers import Invalid
+    from ..options.parsers import parse_columns as columns_setting
+
     if text is None:
         return {}
-    mapping: dict[str, str] = {}
-    for part in text.split(","):
-        field, sep, column = part.partition("=")
-        if not sep or not field.strip() or not column.strip():
-            raise CommandError(f"{flag} {text!r}: expected FIELD=COLUMN pairs separated by commas "
-                               f"(e.g. user_id=userId,item_id=movieId); bad entry {part!r}")
-        mapping[field.strip()] = column.strip()
+    try:
+        mapping = dict(columns_setting(text))
+    except Invalid as exc:
+        raise CommandError(f"{flag} {text!r}: {exc}") from None
+    if not mapping:
+        raise CommandError(f"{flag} {text!r}: expected FIELD=COLUMN pairs separated by commas (e.g. "
+                           "user_id=userId,item_id=movieId)")
     return mapping
 
 
