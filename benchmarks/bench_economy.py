@@ -37,7 +37,7 @@ def outcomes(report: Path) -> dict[str, str]:
     out = {}
     for gate in doc["gates"]:
         verdict = gate["verdict"]
-        users = {c["interval"]["n_clusters"] for c in verdict["checks"]}
+        users = {c["interval"]["n_clusters"] for c in verdict["details"]["stability"]}
         out[gate["slice"]] = f"{verdict['outcome']} ({verdict['mode']}, users {'/'.join(map(str, users))})"
     return out
 

@@ -28,7 +28,7 @@ def _run(rho: float, outcome: str, message: str = "") -> RunResult:
     pairs = [PairResult(PairKey("m", f"u{u}", "i", kind, 1, 0), rho, rho, rho, rho, rho, "o", HOSTILE)
              for u in range(4) for kind in ("noise_injection", "category_drift")]
     check = GateCheck("combined", 0.5, Interval(rho, rho - 0.05, rho + 0.05, 8, 4), outcome)
-    gates = [GateResult(f"t.py::test[{k}]", k, "m", Verdict(outcome, (check,), message=message))
+    gates = [GateResult(f"t.py::test[{k}]", k, "m", Verdict.of(outcome, (check,), message=message))
              for k in ("noise_injection", "category_drift", "overall")]
     return RunResult(signature="sig", seed=1, models=[{"name": "m", "backend": "ollama"}], pairs=pairs,
                      gates=gates, package_version="0.1.0")

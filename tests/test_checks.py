@@ -57,7 +57,7 @@ def test_a_stage_that_did_not_decide_a_failure_follows_the_reason(start: str, ef
     from pytest_robustexplain.checks.copying import Copying
     from pytest_robustexplain.results import Verdict
 
-    before = Verdict(start, (), message="Security FAIL: prompt injection succeeded in 3 of 3 pairs.")
+    before = Verdict(start, message="Security FAIL: prompt injection succeeded in 3 of 3 pairs.")
     after = apply_stage(before, [(Copying(), Decision(effect, "Guard note."))])
     assert after.outcome == combine(start, effect)
     if leads:
@@ -331,8 +331,8 @@ def test_the_pr_comment_and_compare_set_the_check_beside_the_baseline(pytester: 
     capsys.readouterr()
     cli.main(["compare", str(pytester.path / "before.json"), str(pytester.path / "r.json")])
     out = capsys.readouterr().out
-    assert "More checks (registered by a conftest or the Python API):" in out
-    assert "A = seller: no_price PASS 0.00" in out and "B = seller: no_price FAIL 0.38" in out
+    assert "More checks:" in out  # the section every writer shows the check in, its row beside its row
+    assert "no_price: A = PASS · 0.00" in out and "no_price: B = FAIL · 0.38" in out
 
 
 MIXED = """
@@ -646,36 +646,45 @@ def test_the_html_and_markdown_group_items_by_test_with_its_own_thresholds(pytes
     assert "FAIL" in strict and "&lt; 0.99" in strict  # the item's own threshold beside its outcome
 
 
-def test_a_schema_3_verdict_reads_its_records_into_details_and_writes_back_schema_4() -> None:
-    """Schema 4 keeps each check's record in ``verdict.details``: a report of schema 3, where they were the
-    verdict's fields, reads into the same records (every kind of them), the old names still answer, and it
-    writes back with ``details`` and without the old fields."""
-    from pytest_robustexplain.results import DETAILS, AttackResult, GuardResult, plain
+@pytest.mark.parametrize(("fixture_name", "version"), [("report_v3_before_details.json", 3),
+                                                        ("report_v4_before_stability.json", 4)])
+def test_an_older_verdict_reads_its_records_into_details_and_writes_back_the_current_schema(
+        fixture_name: str, version: int) -> None:
+    """Each check's record is in ``verdict.details`` — schema 4 for the checks' records, which schema 3
+    wrote as the verdict's fields; schema 5 for stability's rows, which schema 4 (and 3) wrote as the
+    verdict's ``checks``. An older report reads into the same records (every kind of them), the old names
+    still answer, and it writes back with ``details`` and without the old fields."""
+    from pytest_robustexplain.results import DETAILS, AttackResult, GateCheck, GuardResult, plain
     from pytest_robustexplain.results.faithful import FaithfulnessResult, FlipResult, PolarityResult
 
-    fixture = Path(__file__).resolve().parent / "data_samples" / "report_v3_before_details.json"
+    fixture = Path(__file__).resolve().parent / "data_samples" / fixture_name
     doc = json.loads(fixture.read_text(encoding="utf-8"))
-    assert doc["schema_version"] == 3
+    assert doc["schema_version"] == version
     run = run_from_dict(doc, source=str(fixture))
     kinds = {"guard": GuardResult, "faithfulness": FaithfulnessResult, "polarity": PolarityResult,
              "flip": FlipResult}
+    was = {"stability": "checks"}  # the verdict's field each record was, by its name in details now
     seen: set[str] = set()
     for written, gate in zip(doc["gates"], run.gates, strict=True):
-        old, verdict = written["verdict"], gate.verdict
+        verdict = gate.verdict
+        old = {name: (written["verdict"] if version == 3 or name in was else written["verdict"]["details"]
+                      ).get(was.get(name, name)) for name in DETAILS}
         for name in DETAILS:
             record = verdict.details.get(name)
+            attribute = getattr(verdict, was.get(name, name))
             if old[name] in (None, []):
-                assert record is None and getattr(verdict, name) in (None, ())
+                assert record is None and attribute in (None, ())
                 continue
             seen.add(name)
-            if name == "attacks":
-                assert all(isinstance(a, AttackResult) for a in record) and verdict.attacks == record
+            if name in ("attacks", "stability"):
+                kind = AttackResult if name == "attacks" else GateCheck
+                assert all(isinstance(a, kind) for a in record) and attribute == record
             else:
-                assert isinstance(record, kinds[name]) and getattr(verdict, name) is record
-            back = [a.to_dict() for a in record] if name == "attacks" else record.to_dict()
+                assert isinstance(record, kinds[name]) and attribute is record
+            back = [a.to_dict() for a in record] if name in ("attacks", "stability") else record.to_dict()
             assert plain(back) == old[name]
         again = plain(verdict.to_dict())
-        assert not set(DETAILS) & set(again) and set(again["details"]) == {
+        assert not {*DETAILS, "checks"} & set(again) and set(again["details"]) == {
             n for n in DETAILS if old[n] not in (None, [])}
     assert seen == set(DETAILS)  # the fixture holds every kind of record
 

@@ -210,7 +210,7 @@ def test_one_unfit_pair_leaves_the_gate_unmeasured(outcome: str) -> None:
     pairs = [PairResult(PairKey("m", f"u{i}", "i", "noise_injection", 1, 0), 0.9, 0.9, 0.9, 0.9, 0.9, "a",
                         "b", overflow=("original",) if i == 7 else (),
                         overflow_detail=detail if i == 7 else "") for i in range(40)]
-    verdict = Verdict(outcome, checks=(), message="ρ 0.90 ≥ 0.5")
+    verdict = Verdict(outcome, message="ρ 0.90 ≥ 0.5")
     judged = with_unfit_prompts(verdict, pairs)
     assert judged.outcome == INCONCLUSIVE
     assert judged.message.startswith(

@@ -403,8 +403,9 @@ def test_compare_says_each_sides_faithfulness(pytester: pytest.Pytester, server:
     capsys.readouterr()
     assert cli.main(["compare", str(pytester.path / "r.json"), str(pytester.path / "plain.json")]) in (0, 1)
     out = capsys.readouterr().out
-    assert "Faithfulness (the judge; a dislike cited as a reason to like; the preference flip):" in out
-    assert "judged faithful 6 of 6" in out
+    assert "Faithfulness:" in out
+    assert "Faithful (judge): A = 6 of 6 original explanations" in out
+    assert "Faithful (judge): B = 6 of 6 original explanations" in out
 
 
 

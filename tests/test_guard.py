@@ -340,9 +340,9 @@ def test_hedges_lists_and_copies_are_not_history_references() -> None:
 def test_insensitive_fails_whatever_the_inconclusive_policy_and_warn_passes_with_a_warning() -> None:
     g = _evaluate({"a": 1.0, "b": 1.0, "c": 1.0}, {"a": 1.0, "b": 1.0, "c": 1.0})
     for policy in ("fail", "pass", "warn"):
-        assert apply_policy(Verdict(INSENSITIVE, (), details={"guard": g}), policy) == (False, False)
+        assert apply_policy(Verdict(INSENSITIVE, details={"guard": g}), policy) == (False, False)
     warned = replace(g, policy="warn")  # type: ignore[type-var]
-    assert apply_policy(Verdict(PASS, (), details={"guard": warned}), "fail") == (True, True)
+    assert apply_policy(Verdict(PASS, details={"guard": warned}), "fail") == (True, True)
 
 
 # ------------------------------------------------------------------------------------------- records
@@ -351,7 +351,7 @@ def _run_with_guard() -> RunResult:
     g = _evaluate(dict.fromkeys(users, 1.0), dict.fromkeys(users, 1.0))
     pairs = [_pair(u, 1.0, severity=s) for u in users for s in (1, 3)]
     swaps = [_swap(u, 1.0, same=True) for u in users]
-    verdict = Verdict(INSENSITIVE, (), message="INSENSITIVE: …", details={"guard": g})
+    verdict = Verdict(INSENSITIVE, message="INSENSITIVE: …", details={"guard": g})
     return RunResult(signature="sig", seed=1, models=[{"name": "m", "backend": "template"}],
                      settings={"min_combined": 0.5, "guard": "fail"}, pairs=pairs + swaps,
                      gates=[GateResult("t.py::test[overall]", "overall", "m", verdict)])

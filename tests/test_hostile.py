@@ -279,7 +279,7 @@ def _hostile_run() -> RunResult:
     judged = [p.combined for p in pairs]
     interval = cluster_interval(judged, [p.key.user_id for p in pairs])
     gate = GateResult(f"t.py::t[{HOSTILE['html']}{LONG}]", OVERALL, model,
-                      Verdict(FAIL, (GateCheck("combined", 0.5, interval, FAIL),)), {"combined": 0.5})
+                      Verdict.of(FAIL, (GateCheck("combined", 0.5, interval, FAIL),)), {"combined": 0.5})
     return RunResult(signature=HOSTILE["workflow command"] + LONG, seed=1,
                      models=[{"name": model, "backend": HOSTILE["html"], "host": HOSTILE["long token"]}],
                      settings={"note": HOSTILE["script close"], LONG: values}, pairs=pairs, gates=[gate],

@@ -31,7 +31,7 @@ def _verdicts(doc: dict[str, Any]) -> dict[str, tuple[Any, ...]]:
         verdict = gate["verdict"]
         checks = tuple((c["quantity"], c["threshold"], c["outcome"], round(c["interval"]["mean"], 12),
                         round(c["interval"]["low"], 12), round(c["interval"]["high"], 12))
-                       for c in verdict["checks"])
+                       for c in verdict["details"].get("stability", ()))
         guard = verdict["details"].get("guard")
         out[gate["slice"]] = (verdict["outcome"], checks, guard and guard["outcome"],
                               guard and round(guard["sensitivity"]["mean"], 12))

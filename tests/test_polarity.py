@@ -198,13 +198,14 @@ def test_the_flip_beside_robustness_kinds_is_decided_apart(pytester: pytest.Pyte
     result.assert_outcomes(passed=3)  # noise (stability), preference_flip (its own rule), overall (both)
     gates = {g["slice"]: g["verdict"] for g in read_report(pytester)["gates"]}
     flip = gates["preference_flip"]
-    assert flip["checks"] == [] and flip["details"]["flip"]["outcome"] == PASS
+    assert "stability" not in flip["details"] and flip["details"]["flip"]["outcome"] == PASS
     assert gates["noise_injection"]["details"].get("flip") is None
     overall = gates["overall"]
     assert overall["details"]["flip"]["robust_rho"] is not None
     # The overall ρ gate is decided on the robustness kinds only: the flip's lower ρ does not drag it.
-    assert {c["quantity"] for c in overall["checks"]} >= {"combined"}
-    assert overall["checks"][0]["interval"]["n"] == 16  # the noise pairs (8 users × 2 severities) alone
+    assert {c["quantity"] for c in overall["details"]["stability"]} >= {"combined"}
+    # The noise pairs (8 users × 2 severities) alone.
+    assert overall["details"]["stability"][0]["interval"]["n"] == 16
 
 
 def test_the_flip_with_the_sequential_decision_is_a_usage_error(pytester: pytest.Pytester,

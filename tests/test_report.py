@@ -172,7 +172,7 @@ def _gate(pairs: list[PairResult], model: str, slice_: str, nodeid: str) -> Gate
         checks.append(GateCheck(quantity, threshold, interval, FAIL if interval.mean < threshold else PASS,
                                 fragile=interval.low < threshold < interval.high))
     outcome = FAIL if any(c.outcome == FAIL for c in checks) else PASS
-    return GateResult(nodeid, slice_, model, Verdict(outcome, tuple(checks)), dict(THRESHOLDS))
+    return GateResult(nodeid, slice_, model, Verdict.of(outcome, checks), dict(THRESHOLDS))
 
 
 def build_sample_run() -> RunResult:
@@ -225,7 +225,7 @@ def _only(run: RunResult, model: str) -> RunResult:
 
 def _gate_result(model: str, slice_: str, outcome: str, checks: tuple[GateCheck, ...],
                  **kw: Any) -> GateResult:
-    return GateResult(f"t.py::t[{slice_}]", slice_, model, Verdict(outcome, checks, **kw))
+    return GateResult(f"t.py::t[{slice_}]", slice_, model, Verdict.of(outcome, checks, **kw))
 
 
 # ------------------------------------------------------------------------------------------ the sample
@@ -400,7 +400,7 @@ def test_json_round_trips_exactly(run: RunResult, tmp_path: Path) -> None:
     back = read_json(path)
     assert back == built
     doc = json.loads(path.read_text(encoding="utf-8"))
-    assert doc["schema_version"] == SCHEMA_VERSION == 4
+    assert doc["schema_version"] == SCHEMA_VERSION == 5
     assert set(doc["aggregates"]) == {M7, M14}
     assert doc["aggregates"][M7]["n_failures"] == 2
     assert doc["comparisons"][0]["names"] == [M7, M14]
@@ -457,16 +457,16 @@ def test_json_newer_schema_is_refused(run: RunResult, tmp_path: Path) -> None:
     (lambda d: d["pairs"][1].update(semantic="0.5"), r"pairs\[1\].*'semantic'.*expected a number"),
     (lambda d: d["pairs"][2].update(combined=None), r"pairs\[2\].*'combined'.*score between 0 and 1"),
     (lambda d: d["pairs"][2].update(length=1.5), r"pairs\[2\].*'length'.*score between 0 and 1"),
-    (lambda d: d["gates"][0]["verdict"]["checks"][0].update(interval=[]),
-     r"gates\[0\]\.verdict\.checks\[0\]\.interval.*expected an object"),
+    (lambda d: d["gates"][0]["verdict"]["details"]["stability"][0].update(interval=[]),
+     r"gates\[0\]\.verdict\.details\.stability\[0\]\.interval.*expected an object"),
     (lambda d: d.pop("schema"), r"not a pytest-robustexplain report"),
     (lambda d: d.update(models={}), r"'models'.*expected a list, got dict"),
     # Hand-edited words a writer would render where an outcome, a severity or a kind belongs (issue 26).
     (lambda d: d["gates"][0]["verdict"].update(outcome="**PWNED**"),
      r"gates\[0\]\.verdict.*'outcome'.*expected one of PASS, FAIL, INCONCLUSIVE, INSENSITIVE, "
      r"got '\*\*PWNED"),
-    (lambda d: d["gates"][0]["verdict"]["checks"][0].update(outcome="<b>ok</b>"),
-     r"checks\[0\].*'outcome'.*expected one of PASS"),
+    (lambda d: d["gates"][0]["verdict"]["details"]["stability"][0].update(outcome="<b>ok</b>"),
+     r"stability\[0\].*'outcome'.*expected one of PASS"),
     (lambda d: d["pairs"][3]["key"].update(severity=99),
      r"pairs\[3\].*'severity'.*expected 0 \(a control\) or 1–5, got 99"),
     (lambda d: d["pairs"][3]["key"].update(severity=-1), r"pairs\[3\].*'severity'.*got -1"),

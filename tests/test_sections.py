@@ -74,16 +74,53 @@ def test_a_check_with_a_section_of_its_own_is_shown_by_every_writer(pytester: py
     assert "**Length review**" in markdown and said in markdown
     html = (pytester.path / "r.html").read_text(encoding="utf-8")
     assert "<h3>Length review" in html and said in html
-    # A process without the check (the command rendering the JSON later) shows its row among the others.
+    # A process without the check (the command rendering the JSON later) shows its row in its section, in
+    # the words of the table of further checks (the row names its section; its own wording is its code's).
     run = read_json(pytester.path / "r.json")
     rendered = blocks(ReportModel.of(run).summary(run.gates[0].model))
-    further = next(b for b in rendered if b.title == "More checks")
-    assert any(label == "wordy" and said in value for label, value in further.rows)
+    own = next(b for b in rendered if b.title == "Length review")
+    assert any(label == "wordy" and said in value for label, value in own.rows)
+    assert "More checks" not in [b.title for b in rendered]
+
+
+HOOKED = CONFTEST.replace("pytest_robustexplain.register_check(Wordy())", """
+def pytest_robustexplain_register_checks(register_check, register_metric):
+    register_check(Wordy())
+""")
+
+
+@pytest.mark.parametrize("workers", [[], ["-n", "2"]], ids=["serial", "xdist"])
+def test_a_conftests_check_is_shown_in_its_own_section(pytester: pytest.Pytester, workers: list[str]) -> None:
+    """A conftest's check (the hook: its session's only) is not the writers' to know, under xdist not even
+    the controller's: its row names its section, and every writer places it there."""
+    pytester.makeconftest(HOOKED)
+    pytester.makepyfile(test_gate=GATED)
+    result = pytester.runpytest("--robustexplain-backend=callable", "--robustexplain-users=4",
+                                "--robustexplain-cache=off", "--robustexplain-markdown=r.md", "-p",
+                                "no:cacheprovider", *workers)
+    result.assert_outcomes(passed=1)
+    said = "4 of 4 explanations run past five words"
+    for text in (result.stdout.str(), (pytester.path / "r.md").read_text(encoding="utf-8")):
+        text = " ".join(text.split())  # the terminal wraps a row's words
+        assert "Length review" in text and "Length review ()" not in text and said in text
+        assert "More checks" not in text
+
+
+def test_a_check_with_a_section_and_no_rows_of_its_own_shows_its_row_there(pytester: pytest.Pytester) -> None:
+    """A check naming a section but not wording it (``section_rows`` not written) is not lost between the
+    section it left the table of further checks for and a section with no rows: its row stands there."""
+    pytester.makeconftest(HOOKED.replace("def section_rows(self, pooled):", "def _unused(self, pooled):"))
+    pytester.makepyfile(test_gate=GATED)
+    result = pytester.runpytest("--robustexplain-backend=callable", "--robustexplain-users=4",
+                                "--robustexplain-cache=off", "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=1)
+    said = " ".join(result.stdout.str().split())
+    assert "Length review" in said and "4 of 4 explanations run past five words" in said
 
 
 def test_each_built_in_section_is_named_and_in_the_writers_order() -> None:
-    named = [section.name for section, _ in sections(DEFAULT_CHECKS)]
+    named = [section.name for section, _, _ in sections(DEFAULT_CHECKS)]
     assert named[:len(SECTIONS)] == [s.name for s in SECTIONS] and FURTHER in named
-    for section, checks in sections(DEFAULT_CHECKS):
+    for section, checks, _ in sections(DEFAULT_CHECKS):
         order = [c.name for c in checks if c.name in section.order]
         assert order == [n for n in section.order if n in order]  # its rows in the section's order

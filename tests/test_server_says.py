@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -51,7 +50,7 @@ def _pair(user: str, cut: tuple[str, ...] = ()) -> PairResult:
 
 
 def _verdict(outcome: str = PASS) -> Verdict:
-    return Verdict(outcome, checks=(), message="ρ 0.90 ≥ 0.5")
+    return Verdict(outcome, message="ρ 0.90 ≥ 0.5")
 
 
 @pytest.mark.parametrize("outcome", [PASS, FAIL])
@@ -127,7 +126,7 @@ def test_whole_replies_are_not_flagged(server: FakeOllamaServer, tmp_path: Path)
 
 def test_the_cut_rule_keeps_the_checks_it_was_given() -> None:
     check = GateCheck("combined", 0.5, Interval(0.9, 0.8, 0.95, 3, 3), PASS)
-    verdict = replace(_verdict(), checks=(check,))
+    verdict = _verdict().with_detail("stability", (check,))
     over = [_pair(f"u{i}", ("perturbed",)) for i in range(3)]
     assert with_cut_replies(verdict, over).checks == (check,)  # the reports still show what was scored
 

@@ -372,10 +372,10 @@ def test_apply_policy() -> None:
     interval = Interval(0.5, 0.4, 0.6, 10, 5)
     solid = GateCheck("combined", 0.5, interval, PASS)
     shaky = GateCheck("combined", 0.5, interval, PASS, fragile=True, flip_probability=0.4)
-    assert st.apply_policy(Verdict(PASS, (solid,)), "fail") == (True, False)
-    assert st.apply_policy(Verdict(PASS, (shaky,)), "fail") == (True, True)
-    assert st.apply_policy(Verdict(FAIL, (solid,)), "pass") == (False, False)
-    undecided = Verdict(INCONCLUSIVE, (solid,), mode="confident")
+    assert st.apply_policy(Verdict.of(PASS, (solid,)), "fail") == (True, False)
+    assert st.apply_policy(Verdict.of(PASS, (shaky,)), "fail") == (True, True)
+    assert st.apply_policy(Verdict.of(FAIL, (solid,)), "pass") == (False, False)
+    undecided = Verdict.of(INCONCLUSIVE, (solid,), mode="confident")
     assert st.apply_policy(undecided, "fail") == (False, False)
     assert st.apply_policy(undecided, "pass") == (True, False)
     assert st.apply_policy(undecided, "warn") == (True, True)
@@ -986,7 +986,7 @@ def test_a_gate_that_failed_its_thresholds_still_says_the_regression() -> None:
 
     base, cur = _runs(shift=-0.1)
     found = st.non_inferiority(base, cur, margin=0.02)
-    failed = Verdict(FAIL, (), message="FAIL (mean rule): ρ (combined) 0.31 is below its threshold 0.5.")
+    failed = Verdict(FAIL, message="FAIL (mean rule): ρ (combined) 0.31 is below its threshold 0.5.")
     said = with_regression(failed, found, Path("baseline.json"))
     assert said.outcome == FAIL and said.message.startswith(failed.message)
     assert "Also against baseline baseline.json: Regression beyond the margin 0.02" in said.message

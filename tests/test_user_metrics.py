@@ -239,7 +239,7 @@ def test_a_conftests_metric_is_gated_reported_everywhere_and_cached(
         assert measured > 0
         doc = read_report(pytester)
         (gate,) = doc["gates"]
-        checks = {c["quantity"]: c for c in gate["verdict"]["checks"]}
+        checks = {c["quantity"]: c for c in gate["verdict"]["details"]["stability"]}
         assert checks["chars3"]["outcome"] == FAIL and checks["chars3"]["threshold"] == 0.99
         assert "chars3" in gate["verdict"]["message"]  # the headline names the metric that failed
         assert doc["signature"].endswith("|user:chars3@1")
@@ -260,7 +260,8 @@ def test_a_conftests_metric_is_gated_reported_everywhere_and_cached(
         assert _evaluations(log) == measured
         assert server.chat_calls - calls <= 1  # at most the run's one warm-up request
         warm = read_report(pytester)
-        assert warm["gates"][0]["verdict"]["checks"][-1]["interval"] == checks["chars3"]["interval"]
+        warm_rows = warm["gates"][0]["verdict"]["details"]["stability"]
+        assert warm_rows[-1]["interval"] == checks["chars3"]["interval"]
 
 
 def test_a_conftests_metric_gives_the_same_numbers_under_xdist(pytester: pytest.Pytester,
@@ -279,11 +280,11 @@ def test_a_conftests_metric_gives_the_same_numbers_under_xdist(pytester: pytest.
     result.assert_outcomes(passed=2)
     doc = read_report(pytester)
     gates = {g["nodeid"]: g for g in doc["gates"]}
-    shop_gate = gates["shop/test_shop.py::test_gate[noise_injection]"]["verdict"]["checks"][-1]
+    shop_gate = gates["shop/test_shop.py::test_gate[noise_injection]"]["verdict"]["details"]["stability"][-1]
     assert shop_gate["quantity"] == "chars3"
     # The metric is its directory's: the root test neither gates nor measures it.
     assert "chars3" not in {c["quantity"] for c in gates["test_root.py::test_gate[noise_injection]"]
-                            ["verdict"]["checks"]}
+                            ["verdict"]["details"]["stability"]}
     # The same value whichever process measured it (both runs of this test compare against this).
     assert shop_gate["interval"]["mean"] == pytest.approx(0.8961, abs=1e-4)
     assert doc["signature"].endswith("|user:chars3@1")
@@ -369,7 +370,7 @@ def test_the_sequential_gate_stops_on_a_user_metric(pytester: pytest.Pytester) -
                                 "--robustexplain-json=r.json", "-p", "no:cacheprovider")
     result.assert_outcomes(failed=1)
     (gate,) = read_report(pytester)["gates"]
-    checks = {c["quantity"]: c for c in gate["verdict"]["checks"]}
+    checks = {c["quantity"]: c for c in gate["verdict"]["details"]["stability"]}
     assert checks["chars3"]["outcome"] == FAIL
     assert checks["chars3"]["interval"]["n_clusters"] < 20  # decided before every user was measured
 

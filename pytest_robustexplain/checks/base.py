@@ -228,9 +228,10 @@ class Check:
     # ------------------------------------------------------------------ its report section
     def section_rows(self, pooled: Any) -> Rows:
         """This check's rows in its section, worded from ``pooled`` — one model's records over its items
-        (the report's ``Summary``: ``sensitivity``, ``attacks``, ``faithfulness``, ``polarity``, ``flip``,
-        ``item_limits``) — the same rows in every writer; none by default."""
-        return []
+        (the report's ``Summary``: ``findings``, ``sensitivity``, ``attacks``, ``faithfulness``, ``polarity``,
+        ``flip``, ``item_limits``) — the same rows in every writer; by default its finding's, in the words
+        of the table of further checks."""
+        return [row for f in pooled.findings if f.check == self.name for row in f.rows()]
 
     def section_about(self, pooled: Any) -> str:
         """What this check adds to its section's heading ("" when nothing)."""

@@ -20,7 +20,7 @@ from .judge import Faithfulness
 from .polarity import Flip, Polarity
 from .predicate import PredicateCheck
 from .relative import Relative
-from .sections import SECTIONS, STABILITY, Section, section_named
+from .sections import SECTIONS, STABILITY, Section, own_section, section_named
 from .sensitivity import Sensitivity
 from .stability import Stability
 
@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from collections.abc import Iterable, Iterator
 
     from ..metrics.user import Metric
+    from ..results import Finding
     from .base import Gate
     from .predicate import Predicate
 
@@ -42,20 +43,39 @@ BUILTIN: tuple[Check, ...] = (Stability(), Injection(), Hijack(), Sensitivity(),
 SECTIONED: frozenset[str] = frozenset({*(c.name for c in BUILTIN if c.section), MEASUREMENT})
 
 
-def sections(checks: Iterable[Check]) -> list[tuple[Section, list[Check]]]:
-    """The report's sections in the writers' order, each with the checks giving its rows in row order
-    (the table of further checks with none: its rows are the other checks' findings)."""
+def sections(checks: Iterable[Check], findings: Iterable[Finding] = ()
+             ) -> list[tuple[Section, list[Check], list[Finding]]]:
+    """The report's sections in the writers' order, each with the checks giving its rows in row order (the
+    table of further checks with none: its rows are the other checks' findings), and the rows of checks not
+    among ``checks`` that name it (``Finding.section``: a conftest's check, a report read elsewhere)."""
+    checks = list(checks)
     members: dict[str, list[Check]] = {}
     for check in checks:
-        if check.section and check.section != STABILITY:
-            members.setdefault(check.section, []).append(check)
-    named = [*SECTIONS, *(section_named(n) for n in members if n not in {s.name for s in SECTIONS})]
+        if own_section(check.section):
+            members.setdefault(str(check.section), []).append(check)
+    known = {c.name for c in checks}
+    foreign: dict[str, list[Finding]] = {}
+    for f in findings:
+        if f.check not in known and own_section(f.section):
+            foreign.setdefault(f.section, []).append(f)
+    listed = {s.name for s in SECTIONS}
+    named = [*SECTIONS, *(section_named(n) for n in {**members, **foreign} if n not in listed)]
     out = []
     for section in named:
         ranked = sorted(members.get(section.name, ()), key=lambda c: (
             section.order.index(c.name) if c.name in section.order else len(section.order)))
-        out.append((section, ranked))
+        out.append((section, ranked, foreign.get(section.name, [])))
     return out
+
+
+def further(checks: Iterable[Check], findings: Iterable[Finding]) -> tuple[Finding, ...]:
+    """The rows of the table of further checks: every finding but stability's, the measurement's and those
+    standing in a section of their own (:func:`sections`)."""
+    checks = list(checks)
+    own = {MEASUREMENT, *(c.name for c in checks if own_section(c.section) or c.section == STABILITY)}
+    known = {c.name for c in checks}
+    return tuple(f for f in findings
+                 if f.check not in own and (f.check in known or not own_section(f.section)))
 
 
 class CheckRegistry:

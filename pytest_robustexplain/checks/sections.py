@@ -1,7 +1,9 @@
 """The report sections the checks' rows go in, in the order every writer shows them: each a title, what it
 holds and its table's columns, and the order of its checks' rows. A check names its section
 (``Check.section``) and gives its rows (``Check.section_rows``); a section not listed here is shown after
-these, titled by its name; a check without one is a row of the table of further checks (``FURTHER``)."""
+these, titled by its name; a check without one is a row of the table of further checks (``FURTHER``). A
+row whose check the writer does not have (a conftest's, or the JSON read elsewhere) stands in the section
+its finding names (``Finding.section``), in its words."""
 
 from __future__ import annotations
 
@@ -29,6 +31,12 @@ SECTIONS: tuple[Section, ...] = (
     Section("security", "Security", "adversarial histories: prompt injection, shilling",
             ("Attack", "Outcome")),
 )
+
+
+def own_section(name: str | None) -> bool:
+    """Whether a check naming section ``name`` has rows of its own: not none, not the further checks', and
+    not stability's (the writers' own tables, which hold the built-in check's rows only)."""
+    return bool(name) and name not in (STABILITY, FURTHER)
 
 
 def section_named(name: str) -> Section:

@@ -111,44 +111,45 @@ def _short(value: Any) -> str:
 
 def _guard_comparison(run_a: RunResult, model_a: str, run_b: RunResult, model_b: str, *,
                       markdown: bool) -> str:
-    """The cross-user control of both sides (a model can gain ρ by ignoring the user, docs/guard.md), their
-    other checks, and what each side's replies cost at its price."""
-    from ..checks.controls import guard_line
+    """Each report section of both sides, row beside row — the cross-user control first, said "not
+    measured" too (a model can gain ρ by ignoring the user, docs/guard.md) — in the words every writer
+    shows them (``blocks``); then what each side's replies cost at its price."""
+    from ..checks.sections import section_named
     from ..report.markdown import text as md_text
-    from ..report.summary import (
-        JUDGE_COST_LABEL,
-        checks_line,
-        faithfulness_line,
-        judge_cost_lines,
-        money_text,
-        summarize,
-    )
+    from ..report.summary import JUDGE_COST_LABEL, blocks, judge_cost_lines, money_text, summarize
 
-    summaries = [(label, summarize(run, model)) for label, run, model in (("A", run_a, model_a),
-                                                                           ("B", run_b, model_b))]
-    judged = {"A": " · ".join(judge_cost_lines(run_a)), "B": " · ".join(judge_cost_lines(run_b))}
-    # Each section: its title, its line for one side (that side's label and model summary), whether it is
-    # said when neither side has it, and what a side without it says.
-    sections = [("Guard (how much the explanations depend on the user):", lambda _, s: guard_line(s), True,
-                 "not measured"),
-                ("Faithfulness (the judge; a dislike cited as a reason to like; the preference flip):",
-                 lambda _, s: faithfulness_line(s), False, "not measured"),
-                ("More checks (registered by a conftest or the Python API):", lambda _, s: checks_line(s),
-                 False, "not measured"),
-                ("Cost (at the price each run set):", lambda _, s: money_text(s.money) if s.money else "",
-                 False, "no price set, or the server counted no tokens"),
-                # Run-wide: each run's judges read every model's explanations.
-                (f"{JUDGE_COST_LABEL.capitalize()}, each run's judges:", lambda label, _: judged[label],
-                 False, "no judge, no price for it, or its server counted no tokens")]
+    sides = [("A", summarize(run_a, model_a)), ("B", summarize(run_b, model_b))]
+    shown = {label: {b.title: b for b in blocks(summary)} for label, summary in sides}
+    guard = section_named("sensitivity")
+    titles = list(dict.fromkeys([guard.title, *(t for label, _ in sides for t in shown[label])]))
     lines = []
-    for title, line_of, always, missing in sections:
-        said = [(label, line_of(label, summary)) for label, summary in summaries]
-        if not always and not any(line for _, line in said):
-            continue
-        lines.append(title)
-        for label, line in said:
-            line = line or missing
-            lines.append(f"- {label} = {md_text(line)}" if markdown else f"  {label} = {line}")
+
+    def say(label: str, text: str, *, row: str = "") -> None:
+        text = md_text(text) if markdown else text
+        lines.append(f"- {row}{label} = {text}" if markdown else f"  {row}{label} = {text}")
+
+    for title in titles:
+        of = {label: shown[label].get(title) for label, _ in sides}
+        lines.append(f"{title}:")
+        rows = {label: dict(block.rows) if block else {} for label, block in of.items()}
+        # An example is one side's case, not a value to set beside the other's: the reports show them.
+        labels = [name for name in dict.fromkeys(k for r in rows.values() for k in r)
+                  if "example" not in name.lower()]
+        for name in labels or [""]:
+            for label, _ in sides:
+                say(label, rows[label].get(name, "not measured"), row=f"{name}: " if name else "")
+    judged = {"A": " · ".join(judge_cost_lines(run_a)), "B": " · ".join(judge_cost_lines(run_b))}
+    costs = [("Cost (at the price each run set):", lambda label, s: money_text(s.money) if s.money else "",
+              "no price set, or the server counted no tokens"),
+             # Run-wide: each run's judges read every model's explanations.
+             (f"{JUDGE_COST_LABEL.capitalize()}, each run's judges:", lambda label, _: judged[label],
+              "no judge, no price for it, or its server counted no tokens")]
+    for title, line_of, missing in costs:
+        costed = [(label, line_of(label, summary)) for label, summary in sides]
+        if any(line for _, line in costed):
+            lines.append(title)
+            for label, line in costed:
+                say(label, line or missing)
     return "\n".join(lines)
 
 

@@ -141,8 +141,14 @@ def _checked(check: Check, verdict: Verdict, evidence: Evidence) -> tuple[Verdic
             return None
         verdict = check.keep(verdict, found)
         decision = check.decide(found, evidence)
-        return verdict, decision, replace(_known(check, check.finding(found, evidence), decision),
+        return verdict, decision, replace(_known(check, _row(check, found, evidence), decision),
                                           note=decision.note)
+
+
+def _row(check: Check, found: Any, evidence: Evidence) -> Finding:
+    """``check``'s row, naming its report section (what a writer without the check's code places it by)."""
+    row = check.finding(found, evidence)
+    return replace(row, section=check.section or "") if isinstance(row, Finding) else row
 
 
 def _known(check: Check, finding: Finding, decision: Decision) -> Finding:
@@ -177,7 +183,7 @@ def _started(start: Check, evidence: Evidence) -> Verdict:
     """The verdict the checks start from (stability's), with its row."""
     verdict = start.measure(evidence)
     assert verdict is not None  # stability always measures a slice with pairs
-    return replace(verdict, findings={start.name: start.finding(verdict, evidence)})
+    return replace(verdict, findings={start.name: _row(start, verdict, evidence)})
 
 
 def _flip_only(gate: GateSettings, sliced: SliceResult, evidence: Evidence, after: Sequence[Check]
@@ -187,8 +193,8 @@ def _flip_only(gate: GateSettings, sliced: SliceResult, evidence: Evidence, afte
     flip = next(c for c in after if c.name == "flip")
     found = flip.measure(evidence)
     assert found is not None  # the slice has flip pairs
-    verdict = Verdict(found.outcome, (), mode=gate.decision, message=f"Preference flip {found.outcome}: "
-                      f"{found.message}.", findings={flip.name: flip.finding(found, evidence)},
+    verdict = Verdict(found.outcome, mode=gate.decision, message=f"Preference flip {found.outcome}: "
+                      f"{found.message}.", findings={flip.name: _row(flip, found, evidence)},
                       details={"flip": found})
     every = (*evidence.flips, *sliced.controls, *sliced.swaps)
     return with_cut_replies(with_unfit_prompts(verdict, every), every)
@@ -230,7 +236,7 @@ def _unmeasured_in_time(gate: GateSettings, sliced: SliceResult, kind: str | Non
             "its pairs in. Raise max-minutes, or plan fewer calls a user (design=balanced, fewer "
             "severities); the response cache keeps what was answered, so a rerun continues where this one "
             "stopped.")
-    unmeasured = Verdict(INCONCLUSIVE, checks, mode=gate.decision, message=f"{NOT_MEASURED}{note}")
+    unmeasured = Verdict.of(INCONCLUSIVE, checks, mode=gate.decision, message=f"{NOT_MEASURED}{note}")
     return replace(unmeasured, findings=_measurement(unmeasured, INCONCLUSIVE, note))
 
 

@@ -5,10 +5,10 @@
 A file that is not a report, is malformed, or was written with a newer schema raises ``DataError`` naming
 the file, the record and the field.
 
-Schema (``schema_version`` 4; version 3 — the checks' records as fields of the verdict (``guard``,
-``attacks``, ``faithfulness``, ``polarity``, ``flip``) —, version 2 — besides, the copying, grounding and
-relative-robustness numbers flat in ``guard`` — and version 1 — no cross-user controls, no ``guard`` — are
-still read). Scores
+Schema (``schema_version`` 5; version 4 — stability's rows as the verdict's ``checks`` —, version 3 —
+besides, the checks' records as fields of the verdict (``guard``, ``attacks``, ``faithfulness``,
+``polarity``, ``flip``) —, version 2 — besides, the copying, grounding and relative-robustness numbers flat
+in ``guard`` — and version 1 — no cross-user controls, no ``guard`` — are still read). Scores
 are floats in [0, 1]; a number that is not finite is written
 ``null``. Unknown keys are ignored on reading, so later versions may add fields without a version bump;
 a version bump means a reader of an older version must refuse the file.
@@ -16,7 +16,7 @@ a version bump means a reader of an older version must refuse the file.
 Top level (object):
 
 - ``schema`` — always ``"pytest-robustexplain/report"``.
-- ``schema_version`` — integer, 4 for this layout.
+- ``schema_version`` — integer, 5 for this layout.
 - ``package_version`` — version of pytest-robustexplain that wrote the run.
 - ``signature`` — the metric signature (tokenizer, tagger and version, BLEU settings, weights, package
   version): two runs are only comparable when it matches.
@@ -65,8 +65,11 @@ Top level (object):
   (PASS / FAIL / INCONCLUSIVE / INSENSITIVE), ``mode`` (``mean``, ``confident``, ``sequential``),
   ``message``, ``findings`` (check name → its row, in the order the checks decided: ``check``,
   ``outcome`` (null: measured, not gated), ``reason``, ``value`` (an interval, or null), ``threshold``,
-  ``bound`` (``min``/``max``), ``enforced``, ``counts``, ``examples``, ``note``), ``details`` (each
-  check's own record, by the name it keeps it under, present when measured: ``guard``, the cross-user
+  ``bound`` (``min``/``max``), ``enforced``, ``counts``, ``examples``, ``note``, ``section``: the report
+  section its check names, "" for none), ``details`` (each check's own record, by the name it keeps it
+  under, present when measured: ``stability``, a list of rows — ``quantity`` (``combined`` or a metric),
+  ``threshold``, ``outcome``, ``fragile`` (the interval straddles the threshold), ``flip_probability``
+  (null or float) and ``interval`` —; ``guard``, the cross-user
   control of the slice: ``outcome``, ``policy``, ``swap``,
   ``perturbed``, ``delta``, ``sensitivity`` and ``relative`` intervals (ρ_swap, ρ_pert, Δ, ρ_floor − ρ_swap,
   R), ``floor``, ``n_cases``,
@@ -85,9 +88,8 @@ Top level (object):
   ``outcome``, ``by_family`` and ``by_severity`` (name → [successes, pairs]), ``examples``, ``stop_note``
   (under ``decision=sequential``, when the attack's own test failed the item early; else ""));
   ``faithfulness``, ``polarity``, ``flip`` (the judge's, preference polarity's and the counterfactual
-  flip's records: docs/faithfulness.md); a user's check keeps none), ``users_needed`` (null or integer),
-  ``checks``: list of ``quantity`` (``combined`` or a metric), ``threshold``, ``outcome``, ``fragile`` (the
-  interval straddles the threshold), ``flip_probability`` (null or float) and ``interval``.
+  flip's records: docs/faithfulness.md); a user's check keeps what it keeps), ``users_needed`` (null or
+  integer).
 - ``aggregates`` — derived, per model name (see ``report.summary.Summary``): ``n_users``, ``n_pairs``,
   ``cached_pairs`` (both explanations from the cache), ``overall`` (ρ), ``by_kind`` (kind → interval),
   ``by_metric`` (metric → interval), ``by_severity`` (severity as a string → interval), ``kind_severity``

@@ -131,7 +131,7 @@ def _details(run: RunResult, summary: Summary, failed: list[FailedGate]) -> list
     if summary.severities:
         lines += ["", *_kind_severity_table(summary)]
     for block in blocks(summary):
-        lines += ["", f"**{block.title}** ({block.about})", ""]
+        lines += ["", f"**{block.title}**" + (f" ({block.about})" if block.about else ""), ""]
         lines += table(list(block.columns), [list(row) for row in block.rows])
     lines += ["", *_facts_table(summary)]
     for entry in failed:

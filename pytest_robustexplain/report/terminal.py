@@ -117,7 +117,7 @@ def _model_block(run: RunResult, summary: Summary, width: int, verbose: bool) ->
     failed = _failed_section(failed_gates(run, summary.model, 3 if verbose else 1, repeat=verbose), width,
                              verbose)
     # The short report shows a check's section only when it found or gated something.
-    sections = [_rows_section(f"{b.title} ({b.about})", b.rows, width)
+    sections = [_rows_section(b.heading(), b.rows, width)
                 for b in blocks(summary, brief=not verbose)]
     if verbose:
         rest = [_kind_severity_section(summary), *sections, _facts_section(summary, width)]

@@ -21,8 +21,8 @@ from ..errors import DataError
 from .records import NO_LEGACY, OUTCOMES, GateResult, PairResult, Rule, RunResult
 
 SCHEMA = "pytest-robustexplain/report"
-SCHEMA_VERSION = 4  # 3: the guard's copying, grounding and relative-robustness records nested; 4: the
-# checks' detailed records in the verdict's ``details``
+SCHEMA_VERSION = 5  # 3: the guard's copying, grounding and relative-robustness records nested; 4: the
+# checks' detailed records in the verdict's ``details``; 5: stability's rows there too (were ``checks``)
 
 
 def plain(value: Any) -> Any:
@@ -154,6 +154,9 @@ class _Reader:
         for f in _plan(cls):  # type: ignore[arg-type]  # a class is hashable
             if f.name not in data and f.rule.moved is not None:  # written in the parent (schema 2 or 3)
                 values[f.name] = self.field(f, f.rule.moved(data), record)
+            elif f.rule.moved is not None and f.rule.keyed is not None:  # some entries still in the parent
+                values[f.name] = self.field(f, {**f.rule.moved(data), **self.get(data, f.name, dict, record)},
+                                            record)
             elif f.name not in data:
                 if f.has_default:
                     continue

@@ -17,6 +17,7 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import TYPE_CHECKING, Annotated, Any, TypeGuard
 
 from ..sanitize import visible
+from ..wording import fmt_interval, trim
 
 if TYPE_CHECKING:  # types only: the records below refer to them, no module above is imported
     from .controls import AttackResult, GuardResult
@@ -36,7 +37,8 @@ class Rule:
     expected: str = ""
     legacy: Any = NO_LEGACY
     # A record nested in schema 3 whose fields an older report wrote flat in the parent: the parent's
-    # object -> this field's object, read when the field is absent.
+    # object -> this field's object, read when the field is absent; for a ``keyed`` mapping, entries an
+    # older report wrote in the parent, beside the ones it holds (schema 4's ``checks``).
     moved: Callable[[Mapping[str, Any]], Any] | None = None
     # A mapping whose values' types depend on their keys (``Verdict.details``): key -> the type its value is
     # read as (``Any`` for a key it does not know: a user's check's own details, kept as written).
@@ -364,9 +366,23 @@ class Finding:
     # What the verdict's message said for it when it decided something ("Relative FAIL: …"); "" when it
     # said nothing (it passed, or it is the stability verdict the message starts from).
     note: str = ""
+    # The report section its check names (``Check.section``), so a writer without the check's code — the
+    # JSON read in another process, a conftest's check — still shows it there; "" for the further checks.
+    section: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+    def rows(self) -> list[tuple[str, str]]:
+        """This row in words, the same in every writer — outcome, the value with its interval, the threshold
+        and the reason — then its first example."""
+        outcome = self.outcome or "reported, not gated"
+        if self.outcome and not self.enforced:
+            outcome += " (a warning only)"
+        side = "needs ≥" if self.bound == "min" else "at most"
+        limit = "" if self.threshold is None else f" · {side} {self.threshold:g}"
+        text = f"{outcome} · {fmt_interval(self.value, 2)}{limit} · {self.reason}"
+        return [(self.check, text), *((f"{self.check} example", trim(e, 200)) for e in self.examples[:1])]
 
 
 @dataclass(frozen=True)
@@ -374,7 +390,6 @@ class Verdict:
     """The decision for one gated slice (a test item: one perturbation kind, or all of them)."""
 
     outcome: str
-    checks: tuple[GateCheck, ...]
     mode: str = "mean"  # "mean" (the method's rule), "confident", "sequential"
     message: str = ""
     users_needed: int | None = None  # INCONCLUSIVE: how many more users would likely decide it
@@ -383,12 +398,24 @@ class Verdict:
     findings: Annotated[Mapping[str, Finding], Rule(lambda v: all(KIND_NAME.match(k) for k in v),
                                                     "check names as keys")] = field(default_factory=dict)
     # Each check's own detailed record, by the name it keeps it under (``Check.record``, :data:`DETAILS`):
-    # the cross-user control's ``guard`` (the four checks read from it), ``attacks``, ``faithfulness``,
-    # ``polarity``, ``flip``. Before schema 4 they were fields of the verdict: read from there.
+    # stability's rows (``stability``: ρ and each metric against its threshold), the cross-user control's
+    # ``guard`` (the four checks read from it), ``attacks``, ``faithfulness``, ``polarity``, ``flip``. Before
+    # schema 5 stability's rows were the verdict's ``checks``, before schema 4 the others its fields too:
+    # read from there.
     details: Annotated[Mapping[str, Any], Rule(
         lambda v: all(KIND_NAME.match(k) for k in v), "record names as keys", keyed=lambda k: detail_type(k),
-        moved=lambda v: {k: v[k] for k in DETAILS if v.get(k) not in (None, [])},
+        moved=lambda v: {k: v[was] for k, was in _BEFORE.items() if v.get(was) not in (None, [])},
     )] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, outcome: str, rows: Iterable[GateCheck], **fields: Any) -> Verdict:
+        """A stability verdict: ``outcome`` with its rows (ρ and each metric against its threshold)."""
+        return cls(outcome, details={"stability": tuple(rows)}, **fields)
+
+    @property
+    def checks(self) -> tuple[GateCheck, ...]:
+        """Stability's rows: ρ and each gated metric against its threshold (``details["stability"]``)."""
+        return tuple(self.details.get("stability", ()))
 
     @property
     def guard(self) -> GuardResult | None:
@@ -435,14 +462,17 @@ class Verdict:
 
 
 # The records the built-in checks keep in ``Verdict.details``, by name: each read back as its type.
-DETAILS: tuple[str, ...] = ("guard", "attacks", "faithfulness", "polarity", "flip")
+DETAILS: tuple[str, ...] = ("stability", "guard", "attacks", "faithfulness", "polarity", "flip")
+# Where a report before schema 5 (4 for the others) wrote each record in the verdict.
+_BEFORE = {**{name: name for name in DETAILS}, "stability": "checks"}
 
 
 def detail_type(name: str) -> Any:
     """The type a verdict's detailed record ``name`` is read as (``Any``: a name no built-in keeps)."""
     from . import controls, faithful  # the checks' records: modules that import this one
 
-    return {"guard": controls.GuardResult, "attacks": tuple[controls.AttackResult, ...],
+    return {"stability": tuple[GateCheck, ...], "guard": controls.GuardResult,
+            "attacks": tuple[controls.AttackResult, ...],
             "faithfulness": faithful.FaithfulnessResult, "polarity": faithful.PolarityResult,
             "flip": faithful.FlipResult}.get(name, Any)
 

@@ -543,8 +543,8 @@ class SequentialGate:
             se = np.array([s.se for s in stats])
             codes = np.zeros(len(self._names), dtype=np.int64)
             needed = users_needed(mean, se, stats[0].n_clusters, self._thr, codes, self.alpha)
-        return Verdict(outcome, tuple(checks), mode="sequential",
-                       message=self._message(outcome, checks, needed), users_needed=needed)
+        return Verdict.of(outcome, checks, mode="sequential",
+                          message=self._message(outcome, checks, needed), users_needed=needed)
 
     def _message(self, outcome: str, checks: Sequence[GateCheck], needed: int | None) -> str:
         cap = f" of at most {self.max_users}" if self.max_users is not None else ""

@@ -90,9 +90,9 @@ def _gate_mean(pairs: Sequence[PairResult], thr: dict[str, float], alpha: float)
         # No check is confidently below, and one of them cannot tell PASS from FAIL: the mean rule's
         # verdict would be a coin toss that a rerun flips.
         needed = max(_users_to_narrow(c) for c in wide)
-        return Verdict(INCONCLUSIVE, tuple(checks), mode="mean",
-                       message=_undecidable_message(wide, checks, alpha, needed), users_needed=needed)
-    return Verdict(outcome, tuple(checks), mode="mean", message=_mean_message(outcome, checks, alpha))
+        return Verdict.of(INCONCLUSIVE, checks, mode="mean",
+                          message=_undecidable_message(wide, checks, alpha, needed), users_needed=needed)
+    return Verdict.of(outcome, checks, mode="mean", message=_mean_message(outcome, checks, alpha))
 
 
 # The mean rule says INCONCLUSIVE when a check's interval straddles its threshold and spans more than this
@@ -169,7 +169,7 @@ def _gate_confident(pairs: Sequence[PairResult], thr: dict[str, float], alpha: f
     needed = (users_needed(mean, se, n_clusters, thresholds, codes, alpha)
               if outcome == INCONCLUSIVE else None)
     message = _confident_message(outcome, checks, alpha, k, n_clusters, needed, policy)
-    return Verdict(outcome, checks, mode="confident", message=message, users_needed=needed)
+    return Verdict.of(outcome, checks, mode="confident", message=message, users_needed=needed)
 
 
 def describe(check: GateCheck) -> str:

@@ -16,7 +16,7 @@ from .sensitivity import describe
 
 if TYPE_CHECKING:
     from ...results import GuardResult, PairResult
-    from ..base import Gate
+    from ..base import Gate, Rows
 
 
 def relative_pairs(gate: Gate, kind: str | None, pairs: Sequence[PairResult]) -> list[PairResult]:
@@ -96,6 +96,9 @@ class ControlCheck(Check):
 
     def measure(self, evidence: Evidence) -> GuardResult | None:
         return measure_controls(evidence)
+
+    def section_rows(self, pooled: Any) -> Rows:
+        return []  # the control's one section is written whole by the sensitivity check (its first)
 
     def problem(self, found: GuardResult, evidence: Evidence) -> tuple[str, str] | None:
         raise NotImplementedError

@@ -209,7 +209,7 @@ def _heatmap_table(summary: Summary, gate: float) -> str:
 
 def _sections(summary: Summary) -> str:
     """The checks' sections, each a table of its rows and then the tables of cases behind them."""
-    return "".join(f"<h3>{e(b.title)} — {e(b.about)}</h3>"
+    return "".join(f"<h3>{e(b.heading(' — ', ''))}</h3>"
                    + _table(["", ""], [[e(label), e(value)] for label, value in b.rows])
                    + "".join(_cases(t) for t in b.tables) for b in blocks(summary))
 

@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass, field
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
-from ...checks import DEFAULT_CHECKS, MEASUREMENT, ModelPart
+from ...checks import DEFAULT_CHECKS, ModelPart, further
 from ...metrics import script_of, tagger_reads
 from ...results import (
     METRICS,
@@ -164,8 +164,7 @@ class Summary:
     def checks(self) -> tuple[Finding, ...]:
         """The rows of the checks without a report section of their own (the user's): the writers' table
         of further checks."""
-        sectioned = {MEASUREMENT, *(c.name for c in DEFAULT_CHECKS if c.section)}
-        return tuple(f for f in self.findings if f.check not in sectioned)
+        return further(DEFAULT_CHECKS, self.findings)
 
     @property
     def n_failures(self) -> int:

@@ -15,14 +15,13 @@ from ...results import (
     MAX_CUT_SHARE,
     ORIGINAL_FAILED,
     SWAP_KIND,
-    Finding,
     RunResult,
     judge_money,
     money,
     too_many_cut,
 )
 from ...wording import count_noun, noun
-from ..formatting import fmt_interval, fmt_mean, fmt_p, fmt_pct, trim
+from ..formatting import fmt_interval, fmt_mean, fmt_p, fmt_pct
 from .compute import Summary
 
 if TYPE_CHECKING:
@@ -247,63 +246,27 @@ class Block(NamedTuple):
     rows: list[tuple[str, str]]
     tables: list[Table]
 
+    def heading(self, between: str = " (", after: str = ")") -> str:
+        """The title, then what it holds when said (a new check's own section says nothing)."""
+        return f"{self.title}{between}{self.about}{after}" if self.about else self.title
+
 
 def blocks(summary: Summary, *, brief: bool = False) -> list[Block]:
     """The sections of one model's report, in order, each worded by its checks (``Check.section_rows``);
     a section without rows is left out, and ``brief`` (the short report) keeps only the sections whose
     checks found or gated something (``Check.shown_briefly``) and the table of further checks."""
     out = []
-    for section, checks in sections(DEFAULT_CHECKS):
+    for section, checks, foreign in sections(DEFAULT_CHECKS, summary.findings):
         if section.name == FURTHER:
-            rows, shown = check_rows(summary), True
+            rows, shown = [row for f in summary.checks for row in f.rows()], True
         else:
             rows = [row for check in checks for row in check.section_rows(summary)]
-            shown = not brief or any(check.shown_briefly(summary) for check in checks)
+            rows += [row for f in foreign for row in f.rows()]
+            shown = not brief or bool(foreign) or any(check.shown_briefly(summary) for check in checks)
         if rows and shown:
             about = "; ".join(filter(None, [section.about, *(c.section_about(summary) for c in checks)]))
             tables = [t for t in (c.section_table(summary) for c in checks) if t is not None]
             out.append(Block(section.title, about, section.columns, rows, tables))
     return out
-
-
-def finding_text(f: Finding) -> str:
-    """One check's row in words, the same in every writer: outcome, the value with its interval, the
-    threshold and the reason."""
-    outcome = f.outcome or "reported, not gated"
-    if f.outcome and not f.enforced:
-        outcome += " (a warning only)"
-    side = "needs ≥" if f.bound == "min" else "at most"
-    limit = "" if f.threshold is None else f" · {side} {f.threshold:g}"
-    return f"{outcome} · {fmt_interval(f.value, 2)}{limit} · {f.reason}"
-
-
-def check_rows(summary: Summary) -> list[tuple[str, str]]:
-    """The rows of the user's own checks (label, value), each followed by its first example."""
-    rows = []
-    for f in summary.checks:
-        rows.append((f.check, finding_text(f)))
-        rows += [(f"{f.check} example", trim(example, 200)) for example in f.examples[:1]]
-    return rows
-
-
-def checks_line(summary: Summary) -> str:
-    """One line on the user's checks of a model (``compare``); empty without any."""
-    parts = [f"{f.check} {f.outcome or 'reported'} {fmt_interval(f.value, 2)}" for f in summary.checks]
-    return f"{summary.model}: " + " · ".join(parts) if parts else ""
-
-
-def faithfulness_line(summary: Summary) -> str:
-    """One line on the faithfulness checks of a model (``compare``); empty when none measured anything."""
-    parts = []
-    f, p, flip = summary.faithfulness, summary.polarity, summary.flip
-    if f is not None:
-        parts.append(f"judged faithful {f.faithful} of {f.judged} ({f.judge}; reorder agreement "
-                     f"{f.agreed} of {f.compared})")
-    if p is not None:
-        parts.append(f"cites a dislike as liked {p.misattributed} of {p.eligible}")
-    if flip is not None:
-        parts.append(f"preference flip moved it {fmt_interval(flip.sensitivity)}, still liked "
-                     f"{flip.still_liked} of {flip.majority_pairs} · {flip.outcome}")
-    return f"{summary.model}: " + " · ".join(parts) if parts else ""
 
 

@@ -270,7 +270,8 @@ class FailedGate:
         """The title with the first failed threshold only (``+3 checks`` for the others), and the other
         checks that failed the item by name (``also relative, grounding``): each reason named, none cut."""
         checks = self.gate.verdict.failed_checks
-        first = replace(self.gate.verdict, checks=checks[:1], findings={})  # its "also" is said by name
+        # The first row alone; its "also" is said by name.
+        first = replace(self.gate.verdict, findings={}).with_detail("stability", checks[:1])
         reason = failed_reason(replace(self.gate, verdict=first))
         others = [name for name, _ in _other_failures(self.gate.verdict)]
         more = [f"+{len(checks) - 1} checks"] if len(checks) > 1 else []
