@@ -151,7 +151,7 @@ def echo_one_title(history: UserHistory, item: Item) -> str:
 
 def dump_history(history: UserHistory, item: Item) -> str:
     """The prompt's history lines copied back, then the item: what small models do."""
-    from pytest_robustexplain.explainers.prompt import format_features, format_interaction
+    from pytest_robustexplain.data.shown import format_features, format_interaction
 
     lines = [format_interaction(n, i) for n, i in enumerate(history.interactions, start=1)]
     return ("Given the user's interaction history:\n" + "\n".join(lines) +

@@ -18,8 +18,8 @@ from pytest_robustexplain.checks.judge.measure import (
     read_verdict,
     summarise,
 )
+from pytest_robustexplain.checks.judge.prompt import render_judge_prompt
 from pytest_robustexplain.data import Interaction, Item, UserHistory
-from pytest_robustexplain.explainers.judge import render_judge_prompt
 from pytest_robustexplain.report.pr_comment import render_pr_comment
 from pytest_robustexplain.results import FAIL, INCONCLUSIVE, ORIGINAL, PASS, JudgedText, run_from_dict
 from pytest_robustexplain.testing import FakeOllamaServer, compose_reply

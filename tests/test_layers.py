@@ -49,7 +49,7 @@ ROOMS: dict[str, tuple[str, ...]] = {
     "controls": ("cases", "copying", "grounding", "sensitivity", "relative", "evaluate", "report", "check"),
     "attacks": ("measure", "check"),
     "polarity": ("measure", "check", "flip"),
-    "judge": ("measure", "check"),
+    "judge": ("measure", "prompt", "check"),
 }
 INNER.update({f"checks/{room}": order for room, order in ROOMS.items()})
 

@@ -161,7 +161,7 @@ class RunJudge:
         self.criteria = ""  # read now: a bad criteria or labels file is an error before any call
         self.labels: Mapping[tuple[str, str], bool] = {}
         if self.on and settings.judge_criteria is not None:
-            from ..explainers.judge import read_criteria
+            from ..checks.judge.prompt import read_criteria
 
             self.criteria = read_criteria(settings.judge_criteria)
         if self.on and settings.judge_labels is not None:

@@ -162,8 +162,9 @@ def build_judge(settings: Settings, *, cache_dir: Path, cross_process: bool = Fa
                 kept: Store | None = None) -> Judge | None:
     """The faithfulness judge (None without ``judge-model``): its model on its backend and host, asked at
     temperature 0 with room to reason, behind the response cache like the explanations."""
+    from ..checks.judge.prompt import read_criteria
     from ..explainers.cache import CachedExplainer, ResponseCache
-    from ..explainers.judge import Judge, read_criteria
+    from ..explainers.judge import Judge
 
     if settings.judge_model is None:
         return None

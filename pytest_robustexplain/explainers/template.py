@@ -16,8 +16,9 @@ from collections import Counter
 from typing import Any
 
 from ..data import Interaction, Item, UserHistory
+from ..data.shown import format_value, item_name
 from .base import Explanation, ModelInfo
-from .prompt import case_payload, format_value, item_name
+from .prompt import case_payload
 
 TEMPLATE_VERSION = "1"
 NOT_LLM_NOTE = "template explainer — not a language model"

@@ -1,6 +1,6 @@
 """The fake server's faithfulness judge: deterministic verdicts from the texts a judge prompt holds.
 
-A judge prompt (``explainers/judge.py``) fences the history in ``<history>`` and the explanation in
+A judge prompt (``checks/judge/prompt.py``) fences the history in ``<history>`` and the explanation in
 ``<explanation>``; any chat request holding both is answered here, whatever the server's reply mode, so one
 fake serves the explainer and the judge. The rule (``judge="strict"``, the default):
 

@@ -3,7 +3,7 @@
 ρ measures stability, the guard measures whether the explanation depends on the user; neither can tell an
 explanation from a text that merely looks grounded (one title echoed, the history listed back). The opt-in
 judge (``judge-model``) reads each original explanation beside the history the explainer saw and the item,
-and answers in one fixed JSON shape (the prompt is in ``explainers/judge.py``, the design in
+and answers in one fixed JSON shape (the prompt is in ``prompt``, the design in
 ``docs/faithfulness.md``)::
 
     {"preferences": "...", "unsupported": ["..."], "rationale": "...", "faithful": 0 or 1}
