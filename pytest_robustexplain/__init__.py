@@ -27,7 +27,7 @@ __all__ = ["__version__", *_API]
 
 def __getattr__(name: str) -> Any:
     if name in _API:
-        from . import api
+        from . import api  # lazy: the face loads it on first use
 
         return getattr(api, name)
     raise AttributeError(f"module 'pytest_robustexplain' has no attribute {name!r}")

@@ -35,6 +35,7 @@ from .data import (
     is_frame,
     item_from,
 )
+from .data.evalset import eval_fixture, eval_fixture_from, read_eval_fixture
 from .data.io import Where
 from .errors import BackendError, ConfigError, WarningQueue
 from .metrics import (
@@ -184,7 +185,6 @@ def load_test_fixture(path: str | os.PathLike[str] | None = None) -> list[tuple[
     else the same fixture made from the bundled synthetic dataset it was written from — so the guide's
     examples run from any directory of an installed package. A path given that is not there is an error
     that says so."""
-    from .data.evalset import eval_fixture, eval_fixture_from, read_eval_fixture
 
     if path is None and not Path(DEFAULT_FIXTURE).is_file():
         bundled = eval_fixture(default_dataset())
@@ -257,8 +257,8 @@ class _Session:
     """One model's explainer behind the response cache, on its own event loop thread."""
 
     def __init__(self, settings: Settings, model: str) -> None:
-        from .engine import build_explainer, cache_directory
-        from .sweep.loop import LoopThread
+        from .engine import build_explainer, cache_directory  # lazy: loads numpy, sqlite3
+        from .sweep.loop import LoopThread  # lazy: loads sqlite3
 
         self.settings, self.model = settings, model
         self.warnings = WarningQueue()
@@ -300,7 +300,7 @@ def _session(given: Mapping[str, Any]) -> _Session:
     settings = _settings(given)
     models = settings.models_to_test
     if not models:
-        from .engine import no_model_reason
+        from .engine import no_model_reason  # lazy: loads numpy, sqlite3
         raise ConfigError(f"generate_explanation: {no_model_reason(Spelling(prefix=''))}")
     if len(models) > 1:
         raise ConfigError(f"generate_explanation asks one model; {', '.join(models)} are configured "

@@ -50,7 +50,7 @@ REPORT_ERROR_EXIT = pytest.ExitCode.USAGE_ERROR
 
 
 def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
-    from . import hookspecs
+    from . import hookspecs  # lazy: kept off the plugin's import
 
     pluginmanager.add_hookspecs(hookspecs)
 
@@ -96,7 +96,7 @@ class RobustExplainPlugin:
     @property
     def items(self) -> ItemRun:
         if self._items is None:
-            from .engine.items import ItemRun
+            from .engine.items import ItemRun  # lazy: loads numpy, sqlite3
 
             hook = self.config.hook.pytest_robustexplain_make_explainer
             self._items = ItemRun(self.settings, base_dir=self.config.rootpath, kinds=self._kinds,
@@ -251,7 +251,7 @@ class RobustExplainPlugin:
 
     def pytest_terminal_summary(self, terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
         if self.done is not None and self._items is not None:
-            from .report.terminal import session_summary
+            from .report.terminal import session_summary  # lazy: kept off the plugin's import
 
             if config.get_verbosity() >= 0:
                 terminalreporter.write_sep("=", "robustness report")
@@ -281,7 +281,7 @@ def explainer(request: pytest.FixtureRequest) -> Explainer | BoundExplainer:
     ``(history, item) -> str`` (plain or async) or an object implementing the Explainer protocol, and
     every ``@pytest.mark.robustness`` test under that conftest is run against it.
     """
-    from .engine.items import BoundExplainer
+    from .engine.items import BoundExplainer  # lazy: loads numpy, sqlite3
 
     items = _plugin(request).items
     with engine_errors(usage=False):
@@ -323,7 +323,7 @@ def fake_ollama() -> Iterator[FakeOllamaServer]:
     ``hang_next``, ``drop_next``, ``empty_next``, ``refuse_next``, ``bloat_next``; counts ``chat_calls`` and
     ``peak_in_flight``.
     """
-    from .testing import FakeOllamaServer
+    from .testing import FakeOllamaServer  # lazy: kept off the plugin's import
 
     with FakeOllamaServer() as server:
         yield server

@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
+from .checks import DEFAULT_CHECKS, CheckRegistry
 from .errors import ConfigError
 
 if TYPE_CHECKING:
@@ -33,7 +34,7 @@ def registered_kinds(call: Callable[..., Any], refused: Refused) -> KindRegistry
     def registry() -> KindRegistry:
         nonlocal kinds
         if kinds is None:
-            from .perturbations import DEFAULT_REGISTRY, KindRegistry
+            from .perturbations import DEFAULT_REGISTRY, KindRegistry  # lazy: loads numpy
 
             kinds = KindRegistry(base=DEFAULT_REGISTRY)
         return kinds
@@ -69,7 +70,6 @@ def registered_checks(call: Callable[..., Any], refused: Refused) -> CheckRegist
     def own() -> CheckRegistry:
         nonlocal checks
         if checks is None:
-            from .checks import DEFAULT_CHECKS, CheckRegistry
 
             checks = CheckRegistry(base=DEFAULT_CHECKS)
         return checks

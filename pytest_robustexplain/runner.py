@@ -49,7 +49,7 @@ def is_xdist_worker(config: pytest.Config) -> bool:
 
 def slice_param(item: pytest.Item) -> SliceParam | None:
     """The slice parameter of a marked item (asked of marked items only: the engine is imported here)."""
-    from .engine import SliceParam
+    from .engine import SliceParam  # lazy: loads numpy, sqlite3
 
     callspec = getattr(item, "callspec", None)
     value = callspec.params.get(SLICE_PARAM) if callspec is not None else None
@@ -65,7 +65,7 @@ def ungated_reason(item: pytest.Item) -> str | None:
     pass with no model called: the item fails instead, saying so."""
     if item.get_closest_marker(MARKER) is None or slice_param(item) is not None:
         return None
-    import unittest
+    import unittest  # lazy: kept off the plugin's import
 
     cls = getattr(item, "cls", None)
     if isinstance(cls, type) and issubclass(cls, unittest.TestCase):
@@ -112,7 +112,7 @@ def overrides_explainer(item: pytest.Item) -> bool:
 def __getattr__(name: str) -> Any:
     """``runner.BoundExplainer`` (the ``explainer`` fixture's type) where it was, imported when asked."""
     if name == "BoundExplainer":
-        from .engine.items import BoundExplainer
+        from .engine.items import BoundExplainer  # lazy: loads numpy, sqlite3
 
         return BoundExplainer
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -21,6 +21,8 @@ from __future__ import annotations
 
 import html
 import re
+import unicodedata
+from urllib.parse import quote, unquote, urlsplit, urlunsplit
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
 # C0 controls (but tab), DEL, C1 controls; line and paragraph separators; bidi embeddings, overrides and
@@ -71,7 +73,6 @@ def visible(text: str, *, commands: bool = False) -> str:
 def spelled_out(text: str, *, commands: bool = False) -> str:
     """:func:`visible`, with every format character (zero-width, BOM, word joiner; the bidi marks already
     shown) spelled ``\\uXXXX``: for a message about an input, where the invisible character is the point."""
-    import unicodedata
 
     shown = visible(text, commands=commands)
     return "".join(f"\\u{ord(c):04x}" if unicodedata.category(c) == "Cf" else c for c in shown)
@@ -103,7 +104,6 @@ def split_credentials(url: str) -> tuple[str, tuple[str, str] | None]:
 
     The backends keep the credentials for the requests' Authorization header and use the rest as the host
     everywhere else, so no report, cache file or error message can carry them."""
-    from urllib.parse import unquote, urlsplit, urlunsplit
 
     try:
         parts = urlsplit(url)
@@ -155,7 +155,6 @@ def redact_url(url: str) -> str:
     bare = redact_path(_redact_query(bare))
     if credentials is None:
         return bare
-    from urllib.parse import quote, urlsplit, urlunsplit
 
     parts = urlsplit(bare)
     # A user alone may be the secret (``https://TOKEN@host``): then it is what is hidden.

@@ -206,6 +206,29 @@ def test_only_the_door_imports_pytest_at_import_time() -> None:
     assert sorted(importing) == sorted(PYTEST_DOOR)
 
 
+# Why an import waits for its function (issue 60): the cost of loading it (numpy, scipy, httpx, a module the
+# plugin's own import does not load), an import cycle, or a library some platforms lack.
+LOCAL_IMPORT_REASONS = ("# lazy:", "# cycle:", "# optional")
+
+
+def test_a_function_local_import_says_why() -> None:
+    """An import inside a function is there for a reason said beside it (on its lines or the line above):
+    anything else is imported at the top, where a reader looks for it."""
+    unsaid = []
+    for path in PACKAGE.rglob("*.py"):
+        lines = path.read_text(encoding="utf-8").splitlines()
+        tree = ast.parse("\n".join(lines))
+        for function in ast.walk(tree):
+            if not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                continue
+            for node in ast.walk(function):
+                if isinstance(node, (ast.Import, ast.ImportFrom)):
+                    said = "\n".join(lines[node.lineno - 2:node.end_lineno])
+                    if not any(reason in said for reason in LOCAL_IMPORT_REASONS):
+                        unsaid.append(f"{path.relative_to(PACKAGE)}:{node.lineno}")
+    assert not unsaid, f"function-local imports without their reason: {sorted(set(unsaid))}"
+
+
 def test_an_old_path_is_the_moved_module() -> None:
     # ``from pytest_robustexplain.guard import evaluate`` (or patching it there) reaches the moved module.
     import importlib

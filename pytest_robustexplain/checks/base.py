@@ -14,9 +14,12 @@ attacks, the judge, polarity, the flip) name the key of :attr:`~..results.Verdic
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypeVar
+
+from ..results import ORIGINAL_FAILED, Finding, Interval, is_number
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable
@@ -101,7 +104,7 @@ class Evidence:
     @property
     def floor(self) -> float:
         """ρ_floor: the noise floor's mean (1 when the slice has no noise-floor controls: temperature 0)."""
-        from .. import stats
+        from .. import stats  # lazy: loads numpy
 
         found = self.memo("floor", lambda: stats.noise_floor(self.controls))
         return found.mean if found is not None else 1.0
@@ -197,7 +200,7 @@ class Check:
         at the alpha it keeps beside the test, would catch a clear failure about as often as on all the
         design's ``planned`` users (:func:`~..stats.users_to_catch`): its test alone, at the 7–10 users
         after which ρ decides, let an explainer flagged in every explanation pass."""
-        from ..stats import users_to_catch
+        from ..stats import users_to_catch  # lazy: loads numpy
 
         return max((users_to_catch(r.limit, r.side, r.kept, design.planned) for r in rules
                     if r.kept is not None), default=0)
@@ -276,7 +279,6 @@ class ModelPart:
     def number(self, name: str, default: D) -> float | D:
         """The run's recorded setting ``name`` when it is a number, else ``default`` (an older report)."""
         value = self.run.settings.get(name)
-        from ..results import is_number
 
         return float(value) if is_number(value) else default
 
@@ -303,7 +305,6 @@ def originals(cases: Sequence[EvalCase], pairs: Sequence[PairResult]) -> list[tu
     """(case, repeat, text) of each case's original explanation — the first sample (repeat 0) when
     ``repeats`` > 1, so that the verdicts are independent across cases and exact bounds hold — in order;
     an original that failed has no text to read."""
-    from ..results import ORIGINAL_FAILED
 
     by_key = {(c.user_id, c.item_id): c for c in cases}
     found: dict[tuple[str, str], tuple[int, str]] = {}
@@ -319,9 +320,7 @@ def share_row(check: str, outcome: str | None, reason: str, hits: int, n: int, l
               threshold: float | None, *, bound: str = "max", enforced: bool = True, confidence: float = 0.95,
               counted: str = "explanations") -> Finding:
     """The row of a share (hits of n) with its exact bounds, as every rate-based check writes it."""
-    import math
 
-    from ..results import Finding, Interval
 
     value = Interval(hits / n if n else math.nan, low, high, n, n, confidence)
     return Finding(check, outcome, reason, value, threshold, bound, enforced, {"hits": hits, counted: n})

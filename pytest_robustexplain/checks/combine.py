@@ -21,6 +21,7 @@ found (the guard INCONCLUSIVE beside an attack's FAIL, a warning) says its notes
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from ..results import FAIL, INCONCLUSIVE, INSENSITIVE, PASS
@@ -43,7 +44,6 @@ def combine(outcome: str, effect: str | None) -> str:
 
 def apply_stage(verdict: Verdict, decided: Sequence[tuple[Check, Decision]]) -> Verdict:
     """The verdict after one stage's decisions: each outcome combined, the notes leading the message."""
-    from dataclasses import replace
 
     if not decided:
         return verdict

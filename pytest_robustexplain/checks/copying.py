@@ -7,7 +7,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ..options import float_parser, opt
-from ..results import DEFAULT_MAX_COPY_RATE
+from ..results import DEFAULT_MAX_COPY_RATE, FAIL
+from . import controls
 from .base import Evidence, share_row
 from .controls import ControlCheck, enforced_by_guard
 
@@ -35,8 +36,7 @@ class Copying(ControlCheck):
     def stop_rules(self, design: SliceDesign) -> tuple[StopRule, ...]:
         """Each user's share of copied explanations, against ``max_copy_rate``: a model that copies its
         prompt fails after a few users."""
-        from ..stats import ABOVE, StopRule, check_alphas
-        from . import controls
+        from ..stats import ABOVE, StopRule, check_alphas  # lazy: loads numpy
 
         gate = design.gate
         if not enforced_by_guard(gate):
@@ -46,13 +46,10 @@ class Copying(ControlCheck):
                          lambda pairs, swaps: controls.user_copy_share(swaps), kept=kept),)
 
     def problem(self, found: GuardResult, evidence: Evidence) -> tuple[str, str] | None:
-        from ..results import FAIL
-        from . import controls
 
         return ("Copy FAIL", controls.copy_message(found)) if found.copying.outcome == FAIL else None
 
     def finding(self, found: GuardResult, evidence: Evidence) -> Finding:
-        from . import controls
 
         c = found.copying
         return share_row(self.name, c.outcome, controls.copy_message(found), c.copies, c.explained, c.low,

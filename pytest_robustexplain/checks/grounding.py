@@ -7,7 +7,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ..options import float_parser, opt
-from ..results import DEFAULT_MAX_UNSUPPORTED_RATE, DEFAULT_MIN_HISTORY_REFERENCE
+from ..results import DEFAULT_MAX_UNSUPPORTED_RATE, DEFAULT_MIN_HISTORY_REFERENCE, FAIL, Finding
+from . import controls
 from .base import Evidence
 from .controls import ControlCheck, enforced_by_guard
 
@@ -48,8 +49,7 @@ class Grounding(ControlCheck):
         Alpha, so that the check's false FAIL stays at most alpha: each gated rule has an equal share of it,
         of which its test spends ``CHECK_TEST_SHARE`` and its fixed rule the rest (as
         ``controls.grounding_decision``'s)."""
-        from ..stats import ABOVE, BELOW, StopRule, check_alphas
-        from . import controls
+        from ..stats import ABOVE, BELOW, StopRule, check_alphas  # lazy: loads numpy
 
         gate = design.gate
         if not (enforced_by_guard(gate) or gate.explicit("min_history_reference")):
@@ -67,16 +67,12 @@ class Grounding(ControlCheck):
         return tuple(rules)
 
     def problem(self, found: GuardResult, evidence: Evidence) -> tuple[str, str] | None:
-        from ..results import FAIL
-        from . import controls
 
         if found.grounding.outcome != FAIL:
             return None
         return "Grounding FAIL", controls.grounding_message(found)
 
     def finding(self, found: GuardResult, evidence: Evidence) -> Finding:
-        from ..results import Finding
-        from . import controls
 
         gr = found.grounding
         return Finding(self.name, gr.outcome, controls.grounding_message(found), gr.history_reference,

@@ -11,10 +11,12 @@ explanations, against the limit) may fail the item after its first users, as the
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from ..errors import ConfigError
+from ..results import FAIL, PASS
+from ..sanitize import visible
 from .base import SILENT, Check, Decision, Evidence, originals, share_row
 
 if TYPE_CHECKING:
@@ -57,7 +59,7 @@ class PredicateCheck(Check):
         self.description = description or f"are flagged by {name}"
 
     def measure(self, evidence: Evidence) -> PredicateFound | None:
-        from ..stats import check_alphas, user_share_bounds
+        from ..stats import check_alphas, user_share_bounds  # lazy: loads numpy
 
         every = (*evidence.pairs, *evidence.flips, *evidence.controls, *evidence.swaps)
         texts = originals(evidence.cases, every)
@@ -80,7 +82,7 @@ class PredicateCheck(Check):
         fails after its first users (at a limit of 0, at its first hit — under "never" no hit is ever
         drawn, so that stop cannot be wrong). The predicate needs each case's history and item, which a
         pair does not carry: the rule keeps the slice's cases by user."""
-        from ..stats import ABOVE, StopRule, check_alphas
+        from ..stats import ABOVE, StopRule, check_alphas  # lazy: loads numpy
 
         gate = design.gate
         by_user: dict[str, list[EvalCase]] = {}
@@ -127,12 +129,10 @@ class PredicateCheck(Check):
                 f"{limit:g})")
 
     def outcome(self, found: PredicateFound, limit: float) -> str:
-        from ..results import FAIL, PASS
 
         return FAIL if found.stop_note or found.low > limit else PASS
 
     def decide(self, found: PredicateFound, evidence: Evidence) -> Decision:
-        from ..results import FAIL
 
         limit = self.limit(evidence)
         if self.outcome(found, limit) != FAIL:
@@ -141,9 +141,7 @@ class PredicateCheck(Check):
                               + (f" {found.stop_note}" if found.stop_note else ""))
 
     def finding(self, found: PredicateFound, evidence: Evidence) -> Finding:
-        from dataclasses import replace
 
-        from ..sanitize import visible
 
         # The row shows the value, bounds and limit beside the reason: the reason is the sentence alone.
         said = f"{found.hits} of {found.n} explanations {self.description}." + (

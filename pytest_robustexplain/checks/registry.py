@@ -10,7 +10,8 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import ConfigError
 from ..metrics.api import BUILTIN_METRICS
-from ..metrics.user import RESERVED
+from ..metrics.user import RESERVED, make_metric
+from ..options import hint
 from ..results import ALL_METRICS, KIND_NAME, METRICS
 from .attacks import Hijack, Injection
 from .base import MEASUREMENT, Check
@@ -98,7 +99,6 @@ class CheckRegistry:
     def register_metric(self, name: Any, fn: Any = None, *, version: Any = None, batch: Any = None,
                         description: str = "") -> None:
         """Add a metric ``fn(e, e_prime) -> float in [0, 1]`` (or ``batch=``) under ``name@version``."""
-        from ..metrics.user import make_metric
 
         metric = make_metric(name, fn, version=version, batch=batch, description=description)
         known = tuple(m.name for m in self.metrics() if not m.builtin)
@@ -165,7 +165,6 @@ def _check_declared_limit(check: Check) -> None:
 def check_limits_known(limits: Mapping[str, float], registry: Iterable[Check], where: str) -> None:
     """Refuse a ``check-limits`` entry for a check the test does not have, or one that declares no limit
     (the method's checks have settings of their own), naming the one meant."""
-    from ..options import hint
 
     checks = list(registry)
     limited = tuple(c.name for c in checks if c.default_limit is not None)
@@ -182,7 +181,6 @@ def check_limits_known(limits: Mapping[str, float], registry: Iterable[Check], w
 def metric_names_known(gate: Gate, registry: CheckRegistry, ref: str) -> None:
     """Refuse a user metric that a test's ``min_metric`` (per kind too) or ``weights`` names but its
     conftests did not register, naming the one meant."""
-    from ..options import hint
 
     known = tuple(m.name for m in registry.metrics() if not m.builtin)  # the four: refused before
     gated = {m for kind in (None, *gate.per_kind) for m in gate.gated_metrics(kind)} - set(METRICS)

@@ -7,7 +7,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ..options import float_parser, opt
-from ..results import DEFAULT_MIN_RELATIVE
+from ..results import DEFAULT_MIN_RELATIVE, FAIL, Finding
+from . import controls
 from .base import Evidence
 from .controls import ControlCheck, enforced_by_guard
 
@@ -38,8 +39,7 @@ class Relative(ControlCheck):
         """Each user's excess num − threshold·den of R over the kinds R gates here: R is below the threshold
         exactly when the users' mean excess is below zero. Only at ρ_floor = 1 (no noise floor to wait
         for: temperature 0)."""
-        from ..stats import BELOW, StopRule, check_alphas
-        from . import controls
+        from ..stats import BELOW, StopRule, check_alphas  # lazy: loads numpy
 
         gate, kind = design.gate, design.kind
         threshold = gate.relative_threshold(kind)
@@ -62,18 +62,14 @@ class Relative(ControlCheck):
         return design.planned if gated else 0
 
     def problem(self, found: GuardResult, evidence: Evidence) -> tuple[str, str] | None:
-        from ..perturbations.attacks import ATTACK_KINDS
-        from ..results import FAIL
-        from . import controls
+        from ..perturbations.attacks import ATTACK_KINDS  # lazy: loads numpy
 
         if found.relative_robustness.outcome != FAIL:
             return None
         return "Relative FAIL", controls.relative_message(found, attack=evidence.kind in ATTACK_KINDS)
 
     def finding(self, found: GuardResult, evidence: Evidence) -> Finding:
-        from ..perturbations.attacks import ATTACK_KINDS
-        from ..results import Finding
-        from . import controls
+        from ..perturbations.attacks import ATTACK_KINDS  # lazy: loads numpy
 
         reason = controls.relative_message(found, attack=evidence.kind in ATTACK_KINDS)
         r = found.relative_robustness

@@ -7,7 +7,16 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ..options import float_parser, opt
-from ..results import DEFAULT_MAX_IDENTICAL_SHARE, DEFAULT_MAX_INSENSITIVE_SHARE, DEFAULT_MIN_SENSITIVITY
+from ..results import (
+    DEFAULT_MAX_IDENTICAL_SHARE,
+    DEFAULT_MAX_INSENSITIVE_SHARE,
+    DEFAULT_MIN_SENSITIVITY,
+    INCONCLUSIVE,
+    INSENSITIVE,
+    PASS,
+    Finding,
+)
+from . import controls
 from .base import Evidence, ModelPart, Rows
 from .controls import ControlCheck, enforced_by_guard, pool_controls, sensitivity_rows, stop_alpha
 
@@ -40,9 +49,7 @@ class Sensitivity(ControlCheck):
         explainers INCONCLUSIVE. FAIL: the users' share of word-for-word identical explanations confidently
         above ``max_identical_share`` makes the item INSENSITIVE at once (a constant explainer, after four
         users). The PASS test only at ρ_floor 1 (temperature 0): the noise floor is known at the end."""
-        from ..results import PASS
-        from ..stats import ABOVE, StopRule, check_alphas
-        from . import controls
+        from ..stats import ABOVE, StopRule, check_alphas  # lazy: loads numpy
 
         gate = design.gate
         if not enforced_by_guard(gate):
@@ -57,12 +64,10 @@ class Sensitivity(ControlCheck):
         return shown, identical
 
     def problem(self, found: GuardResult, evidence: Evidence) -> tuple[str, str] | None:
-        from ..results import INCONCLUSIVE, INSENSITIVE
 
         return (found.outcome, found.message) if found.outcome in (INSENSITIVE, INCONCLUSIVE) else None
 
     def finding(self, found: GuardResult, evidence: Evidence) -> Finding:
-        from ..results import Finding
 
         return Finding(self.name, found.outcome, found.message, found.sensitivity, found.min_sensitivity,
                        "min", self.enforced(evidence),

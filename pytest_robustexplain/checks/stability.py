@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from ..results import Finding
 from .base import SILENT, Check, Decision, Evidence
 
 if TYPE_CHECKING:
@@ -18,7 +19,7 @@ class Stability(Check):
 
     def measure(self, evidence: Evidence) -> Verdict:
         """The stability verdict: the sequential gate's when the slice ran one, else ``stats.gate``."""
-        from .. import stats
+        from .. import stats  # lazy: loads numpy
 
         if evidence.sequential is not None:
             return evidence.sequential.verdict(evidence.pairs)
@@ -30,7 +31,6 @@ class Stability(Check):
         return SILENT  # the verdict itself: the other checks decide on top of it
 
     def finding(self, found: Verdict, evidence: Evidence) -> Finding:
-        from ..results import Finding
 
         combined = next((c for c in found.checks if c.quantity == "combined"), None)
         return Finding(self.name, found.outcome, found.message,

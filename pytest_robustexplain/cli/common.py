@@ -14,6 +14,7 @@ from typing import Any
 
 from ..backends import BACKENDS
 from ..errors import RobustExplainError
+from ..report.json_report import atomic_write_text
 from ..settings import CHECK_OPTIONS, DEFAULT_PERTURBATIONS, Spelling
 
 PROG = "robustexplain"
@@ -95,7 +96,6 @@ def write_output(text: str, output: str | None) -> None:
     if output is None:
         sys.stdout.write(text if text.endswith("\n") else text + "\n")
         return
-    from ..report.json_report import atomic_write_text
 
     try:
         atomic_write_text(output, text if text.endswith("\n") else text + "\n")

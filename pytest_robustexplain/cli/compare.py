@@ -10,7 +10,15 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..checks.sections import section_named
+from ..report.comparison import MIN_SHARED, regression, relative_of, shared_fraction, with_failures
+from ..report.json_report import read_json
+from ..report.markdown import comparison_markdown, text
+from ..report.markdown import text as md_text
+from ..report.summary import JUDGE_COST_LABEL, blocks, judge_cost_lines, model_names, money_text, summarize
+from ..report.terminal import comparison_lines
 from ..results import counts_of
+from ..stats import compare_models
 from .common import EXIT_GATE_FAILED, EXIT_OK, PROG, CommandError, terminal_width, write_output
 from .report import partial_note
 
@@ -26,10 +34,6 @@ _GENERATION_SETTINGS = ("prompt", "temperature", "num_predict", "num_ctx", "judg
 
 def cmd_compare(args: argparse.Namespace) -> int:
     """``robustexplain compare``: paired comparison of two runs, or two models of one run."""
-    from ..report.comparison import regression, relative_of, with_failures
-    from ..report.json_report import read_json
-    from ..report.summary import model_names
-    from ..stats import compare_models
 
     if len(args.reports) > 2:
         raise CommandError(f"compare takes one or two reports, got {len(args.reports)}")
@@ -69,10 +73,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
 def _comparison_text(comparison: Comparison, args: argparse.Namespace, paths: tuple[str, str],
                      warnings: Sequence[str]) -> str:
     if args.format == "markdown":
-        from ..report.markdown import comparison_markdown, text
 
         return "\n".join([*(f"**Warning:** {text(w)}  " for w in warnings), *comparison_markdown(comparison)])
-    from ..report.terminal import comparison_lines
 
     head = [f"A = {comparison.names[0]}: {paths[0]}", f"B = {comparison.names[1]}: {paths[1]}",
             *(f"WARNING: {w}" for w in warnings), ""]
@@ -81,7 +83,6 @@ def _comparison_text(comparison: Comparison, args: argparse.Namespace, paths: tu
 
 def _check_shared(comparison: Comparison, path_a: str, path_b: str) -> None:
     """Refuse runs that mostly ran different pairs: their few common pairs are not the runs."""
-    from ..report.comparison import MIN_SHARED, shared_fraction
 
     share = shared_fraction(comparison)
     if share < MIN_SHARED:
@@ -114,9 +115,6 @@ def _guard_comparison(run_a: RunResult, model_a: str, run_b: RunResult, model_b:
     """Each report section of both sides, row beside row — the cross-user control first, said "not
     measured" too (a model can gain ρ by ignoring the user, docs/guard.md) — in the words every writer
     shows them (``blocks``); then what each side's replies cost at its price."""
-    from ..checks.sections import section_named
-    from ..report.markdown import text as md_text
-    from ..report.summary import JUDGE_COST_LABEL, blocks, judge_cost_lines, money_text, summarize
 
     sides = [("A", summarize(run_a, model_a)), ("B", summarize(run_b, model_b))]
     shown = {label: {b.title: b for b in blocks(summary)} for label, summary in sides}

@@ -21,6 +21,8 @@ from ..data import (
     load_movielens,
     save_dataset,
 )
+from ..options.parsers import Invalid
+from ..options.parsers import parse_columns as columns_setting
 from .common import EXIT_OK, PROG, CommandError
 
 if TYPE_CHECKING:
@@ -73,8 +75,6 @@ def cmd_dataset_import(args: argparse.Namespace) -> int:
 def parse_columns(text: str | None, flag: str) -> dict[str, str]:
     """``user_id=userId,item_id=movieId`` → ``{"user_id": "userId", "item_id": "movieId"}``: the ``columns``
     setting's grammar (``options.parsers.parse_columns``), where an empty text is no mapping either."""
-    from ..options.parsers import Invalid
-    from ..options.parsers import parse_columns as columns_setting
 
     if text is None:
         return {}

@@ -11,7 +11,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..engine import DEFAULT_CACHE_DIR
+from ..report.history import HISTORY_FILE, MAIN_NUMBERS, read_history, trends
 from ..sanitize import visible
+from ..stats.trend import MIN_RUNS
 from ..wording import count_noun
 from .common import EXIT_OK, PROG, CommandError, write_output
 
@@ -20,8 +23,6 @@ if TYPE_CHECKING:
 
 
 def cmd_history(args: argparse.Namespace) -> int:
-    from ..engine import DEFAULT_CACHE_DIR
-    from ..report.history import HISTORY_FILE, read_history, trends
 
     path = Path(args.file) if args.file else Path(args.cache_dir or DEFAULT_CACHE_DIR) / HISTORY_FILE
     if not path.is_file():
@@ -49,7 +50,6 @@ def cmd_history(args: argparse.Namespace) -> int:
 def item_of(trend: Trend, last: int) -> dict[str, Any]:
     """One test item's recent runs: outcomes, each main number's values, the change in each (None: no
     change shown; absent: too few runs to test)."""
-    from ..report.history import MAIN_NUMBERS
 
     runs = trend.runs[-last:]
     values = {check: [r.values.get(check) for r in runs] for check in MAIN_NUMBERS
@@ -73,8 +73,6 @@ def item_of(trend: Trend, last: int) -> dict[str, Any]:
 def render_items(items: Sequence[dict[str, Any]], *, runs: int, path: Path) -> list[str]:
     """The compact text: a heading per test, model and dataset, one line per item under it, the "too few
     runs" note once at the end."""
-    from ..report.history import MAIN_NUMBERS
-    from ..stats.trend import MIN_RUNS
 
     lines = [f"{count_noun(runs, 'run')} in {path}"]
     heading, untested = None, 0

@@ -12,6 +12,7 @@ from typing import Any
 from .. import __version__
 from ..engine import DEFAULT_CACHE_DIR
 from ..settings import YAML_NAME, OptionSpec, option
+from ..testing.serve import add_arguments, serve
 from .common import DEFAULT_DATASET_DIR, PROG, PROTOCOLS, RUN_BACKENDS, RUN_OPTION_GROUPS
 from .compare import cmd_compare
 from .dataset import cmd_dataset_generate, cmd_dataset_import
@@ -226,7 +227,6 @@ def _add_dataset(commands: Any) -> None:
 
 
 def _add_fake_server(commands: Any) -> None:
-    from ..testing.serve import add_arguments
 
     server = commands.add_parser(
         "fake-server", help="serve the fake Ollama (tests, your own pipeline) on loopback until Ctrl-C",
@@ -238,6 +238,5 @@ def _add_fake_server(commands: Any) -> None:
 
 
 def cmd_fake_server(args: argparse.Namespace) -> int:
-    from ..testing.serve import serve
 
     return serve(args)

@@ -15,7 +15,14 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
+from ..engine import Run, SweepFailed, SweepInterrupted, configured_models, expand, no_model_reason
+from ..engine.interrupt import SigtermGuard, save_partial
+from ..engine.interrupt import resume_hint as hint
 from ..errors import ConfigError
+from ..report.github import github_annotations, on_github_actions
+from ..report.json_report import write_report
+from ..report.junit import write_junit
+from ..report.terminal import render_terminal, written_line
 from ..results import GateResult
 from ..sanitize import redact_url
 from ..settings import (
@@ -109,7 +116,6 @@ def _jsonable(value: Any) -> Any:
 
 def run_models(settings: Settings) -> tuple[str, ...]:
     """The models to run: ``--model``, or the template explainer's name for ``--backend template``."""
-    from ..engine import configured_models, no_model_reason
 
     models = tuple(m for m in configured_models(settings) if m)
     if not models:
@@ -119,8 +125,6 @@ def run_models(settings: Settings) -> tuple[str, ...]:
 
 def cmd_run(args: argparse.Namespace) -> int:
     """``robustexplain run``: plan, run, report and gate — the engine's :class:`Run`, as under pytest."""
-    from ..engine import Run, SweepFailed, SweepInterrupted
-    from ..engine.interrupt import SigtermGuard
 
     settings, extra = resolve_run_settings(args)
     if args.junitxml:  # the command's own report: not on the path of another
@@ -165,7 +169,6 @@ def _show(value: Any) -> str:
 
 def _plan(run: Run, models: Sequence[str]) -> list[GatedSlice]:
     """The gated items of a bare ``@pytest.mark.robustness`` test, named as pytest names them."""
-    from ..engine import expand
     gate = apply_marker(run.settings, {}, nodeid=NODEID)
     # Each model × each kind and the overall, as pytest expands a bare marked test (the same rule).
     refs = [run.expect(f"{NODEID}[{param}]", gate, param).ref for param in expand(models, gate)]
@@ -192,7 +195,6 @@ def design_lines(settings: Settings, extra: Mapping[str, Any], dataset: Dataset,
 
 
 def _finish(args: argparse.Namespace, run: Run, result: RunResult) -> int:
-    from ..report.terminal import render_terminal, written_line
 
     done = run.finish(result)  # every report and each item's outcome, as under pytest
     assert done is not None
@@ -210,7 +212,6 @@ def _finish(args: argparse.Namespace, run: Run, result: RunResult) -> int:
     if written:
         print(written_line(written))
     print(verdict_line(result, failed))
-    from ..report.github import github_annotations, on_github_actions
 
     if on_github_actions():  # the same annotations as under pytest, without a file to point at
         for line in github_annotations(result):
@@ -245,8 +246,6 @@ def verdict_line(result: RunResult, failed: Sequence[GateResult]) -> str:
 
 def _write_junit(settings: Settings, result: RunResult, failed: Sequence[GateResult],
                  path: Path) -> list[str]:
-    from ..report.json_report import write_report
-    from ..report.junit import write_junit
 
     nodeids = {g.nodeid for g in failed}
     error = write_report(lambda: write_junit(result, path, nodeids, confidence=1 - settings.alpha),
@@ -265,7 +264,6 @@ def _interrupted(args: argparse.Namespace, settings: Settings, stop: SweepInterr
 def _save_partial(args: argparse.Namespace, settings: Settings, partial: RunResult, cache_dir: Path,
                   how: str) -> None:
     """What finished before the run was interrupted or stopped, as a partial report, and how to resume."""
-    from ..engine.interrupt import save_partial
 
     for line in save_partial(partial, how=how, json_path=settings.json, cache_dir=cache_dir):
         print(f"{PROG}: {line}", file=sys.stderr)
@@ -274,7 +272,6 @@ def _save_partial(args: argparse.Namespace, settings: Settings, partial: RunResu
 
 def resume_hint(settings: Settings, cache_dir: Path, argv: Sequence[str]) -> str:
     """How to pick up an interrupted run, given what the response cache kept."""
-    from ..engine.interrupt import resume_hint as hint
 
     return hint(backend=settings.backend, cache=settings.cache, cache_dir=cache_dir,
                 command=[PROG, *(_redacted(arg) for arg in argv)], spelling=CLI_SPELLING)

@@ -5,6 +5,8 @@ Every malformed value raises one :class:`DataError` naming the file, the record 
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 import math
 import os
@@ -17,6 +19,7 @@ from typing import Any, NamedTuple, TypeAlias
 
 from ..errors import ConfigError, DataError
 from ..sanitize import spelled_out
+from ..yaml_limits import YamlTooLarge, check_expansion
 from .ids import BLANK_LETTERS, escaped
 from .records import Catalog, Interaction, Item, UserHistory
 
@@ -137,9 +140,8 @@ def _parse_json(text: str, where: Where) -> Any:
 
 
 def _parse_yaml(text: str, where: Where) -> Any:
-    import yaml
+    import yaml  # lazy: loads yaml
 
-    from ..yaml_limits import YamlTooLarge, check_expansion
 
     loader = yaml.SafeLoader(text)
     try:
@@ -232,8 +234,6 @@ def _csv_header_fields(header: list[str], allowed: tuple[str, ...], columns: Map
 def csv_records(path: Path, allowed: tuple[str, ...], required: tuple[str, ...],
                  columns: Mapping[str, str] | None) -> list[Record]:
     """One record per CSV row: a dict of field -> cell, with empty cells left out."""
-    import csv
-    import io
 
     where = Where(str(path))
     reader = csv.reader(io.StringIO(read_text(path), newline=""))
@@ -530,7 +530,7 @@ def frame_rows(frame: Any, user_id: str = "user") -> tuple[str, list[dict[str, A
 def _cell(value: Any) -> Any:
     """A DataFrame cell as plain data: missing (NaN, NaT, None) → None, numpy scalars → Python numbers,
     pandas or datetime timestamps → Unix seconds."""
-    import datetime
+    import datetime  # lazy: a name another import here also binds
 
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import csv
 import math
 import operator
 import re
@@ -168,7 +169,6 @@ def _lines(text: str) -> Iterator[str]:
 
 def _csv_rows(path: Path, required: tuple[str, ...]) -> Iterator[tuple[int, tuple[str, ...]]]:
     """(line number, cells of the ``required`` columns) of a fixed-format CSV file; other columns ignored."""
-    import csv
 
     where = Where(str(path))
     reader = csv.reader(_lines(read_text(path)))
@@ -193,7 +193,7 @@ def _csv_rows(path: Path, required: tuple[str, ...]) -> Iterator[tuple[int, tupl
 def _movielens_cases(users: list[str], histories: Mapping[str, UserHistory],
                      ratings: Mapping[str, _Ratings], catalog: Catalog,
                      seed: int) -> tuple[EvalCase, ...]:
-    import numpy as np
+    import numpy as np  # lazy: loads numpy
 
     movies = catalog.items_list
     popularity = np.ones(len(movies), dtype=np.int64)  # +1: a never-rated movie stays possible, if unlikely
@@ -228,7 +228,7 @@ def _genre_ranking(history: UserHistory) -> list[str]:
 
 def _popular_unrated(pools: Iterable[Any], rated: Any, popularity: Any, rand: Rand) -> int | None:
     """Index of a movie from the first pool with unrated movies, drawn in proportion to its popularity."""
-    import numpy as np
+    import numpy as np  # lazy: loads numpy
 
     for pool in pools:
         candidates = pool[~np.isin(pool, rated, assume_unique=True)]

@@ -7,6 +7,8 @@ creates more of them.
 
 from __future__ import annotations
 
+import math
+from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -106,8 +108,6 @@ class UserHistory:
         of the category shares (Hill's number of order 1) — 1.0 when every interaction is in one category,
         k when k categories are equally frequent, less when a few dominate. Interactions without a category
         count as one category of their own; an empty history is 0."""
-        import math
-        from collections import Counter
 
         counts = Counter(i.category for i in self.interactions)
         n = len(self.interactions)

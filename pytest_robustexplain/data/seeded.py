@@ -26,7 +26,7 @@ class Rand:
     """
 
     def __init__(self, seed: int, stream: int) -> None:
-        import numpy as np
+        import numpy as np  # lazy: loads numpy
 
         if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
             raise ConfigError(f"seed must be a non-negative integer, got {seed!r}")

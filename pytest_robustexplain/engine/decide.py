@@ -18,8 +18,12 @@ from ..checks import relative_pairs as relative_pairs  # engine.decide's public 
 from ..checks.controls import relative_terms
 from ..errors import ConfigError, DataError, RobustExplainError
 from ..explainers.base import FAILURE_EMPTY
+from ..explainers.reply import THOUGHT_ONLY
 from ..metrics import metric_signature
 from ..metrics.user import MIN_WAIT_S, split_signature, within_budget
+from ..perturbations.flip import FLIP
+from ..report.junit import gate_properties, item_cost
+from ..report.summary import worst_pairs
 from ..results import (
     CUT_REPLIES,
     FAIL,
@@ -39,6 +43,8 @@ from ..results import (
     metrics_of,
     too_many_cut,
 )
+from ..stats import apply_policy, non_inferiority
+from ..sweep import reweighted
 from ..wording import count_noun
 
 if TYPE_CHECKING:
@@ -91,8 +97,6 @@ def evidence_of(gate: GateSettings, sliced: SliceResult, kind: str | None,
                 measured: Mapping[str, Any] | None = None) -> Evidence:
     """What the checks of a finished slice read: its pairs apart from the flip kind's, the controls, the
     cross-user controls under the slice's weights, the cases."""
-    from ..perturbations.flip import FLIP
-    from ..sweep import reweighted
 
     spec = sliced.spec
     return Evidence(gate, kind, [p for p in sliced.pairs if p.key.kind != FLIP], tuple(sliced.controls),
@@ -204,7 +208,6 @@ def with_empty_replies(verdict: Verdict, pairs: Sequence[PairResult]) -> Verdict
     """A gate none of whose pairs had a reply to compare says so in its first sentence — not as four zero
     scores and a count of failures — with the likely cause: a thinking model that answered only in its
     reasoning (it ignores think=false, or spends the token limit before it answers)."""
-    from ..explainers.reply import THOUGHT_ONLY
 
     if not pairs or any(p.failure != FAILURE_EMPTY for p in pairs):
         return verdict
@@ -338,7 +341,6 @@ def regression(baseline: RunResult, model: str, sliced: SliceResult, *, margin: 
                source: str, save_flag: str, relative: Sequence[PairResult] = ()) -> NonInferiorityResult:
     """Paired non-inferiority of a slice's pairs against the baseline's matching pairs; ``relative``, the
     slice's R-gated pairs, adds R's change, measured against each run's own cross-user controls."""
-    from ..stats import non_inferiority
 
     _user_metrics_match(baseline, sliced, source, save_flag)
     pairs = sliced.pairs
@@ -374,7 +376,6 @@ def _relative_terms(baseline: RunResult, model: str, sliced: SliceResult, relati
                     ) -> tuple[dict[str, tuple[float, float]], dict[str, tuple[float, float]]] | None:
     """R's per-user terms of the baseline and of this slice, on the same kinds; None when either run has
     no cross-user control there (a baseline saved with guard=off, a kind R does not gate)."""
-    from ..sweep import reweighted
 
     kinds = {p.key.kind for p in relative}
     base_swaps = baseline.model_swaps(model)
@@ -423,7 +424,6 @@ def robustness(gated: GatedSlice, sliced: SliceResult, verdict: Verdict,
                found: NonInferiorityResult | None,
                perturbations: Sequence[PerturbationResult]) -> Robustness:
     """The record of a decided slice: its pairs, verdict, an interval per quantity, the worst pairs."""
-    from ..report.summary import worst_pairs
     kind = None if gated.slice == OVERALL else gated.slice
     pairs = sliced.pairs
     intervals = {c.quantity: c.interval for c in verdict.checks}
@@ -442,7 +442,6 @@ def robustness(gated: GatedSlice, sliced: SliceResult, verdict: Verdict,
 
 def judge(verdict: Verdict, policy: str) -> tuple[bool, bool]:
     """``(passed, warn)`` under the inconclusive policy: the one rule both entry points enforce."""
-    from ..stats import apply_policy
 
     return apply_policy(verdict, policy)
 
@@ -466,7 +465,6 @@ class Outcome:
 def outcome_of(nodeid: str, result: Robustness, policy: str, price: tuple[float, float] | None = None
                ) -> Outcome:
     """The one rule both doors apply to a decided item; ``price``: the model's (its cost, a property)."""
-    from ..report.junit import gate_properties, item_cost
 
     passed, warn = judge(result.verdict, policy)
     properties = gate_properties(result.model, result.kind, result.verdict.outcome, len(result.pairs),

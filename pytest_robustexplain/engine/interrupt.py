@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..errors import BackendError, RobustExplainError
+from ..report.json_report import write_json
 from ..settings import Spelling
 
 if TYPE_CHECKING:
@@ -138,7 +139,6 @@ PARTIAL_REPORT = "partial-report.json"  # where a stopped run's report goes with
 def save_partial(partial: RunResult, *, how: str, json_path: Path | None, cache_dir: Path) -> list[str]:
     """Write what finished before the run was stopped as a partial JSON report (to ``json_path``, else
     :data:`PARTIAL_REPORT` in the cache directory); the lines that say so, for either door to print."""
-    from ..report.json_report import write_json
 
     planned = partial.settings.get("pairs_planned")
     of = f" of {planned}" if planned else ""

@@ -11,6 +11,7 @@ a line into the terminal.
 from __future__ import annotations
 
 import secrets
+import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -18,10 +19,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..errors import BackendError, ConfigError, RobustExplainError
+from ..explainers.callable import wrap_explainer
+from ..report.failure import failure_message, same_finding_message
+from ..report.progress import Progress
 from ..results import INSENSITIVE, OVERALL
 from ..settings import PYTEST_SPELLING, apply_marker
 from ..wording import count_noun
+from .interrupt import StopFile, Stopper, resume_hint, save_partial
 from .plan import expand
+from .run import Run
 from .setup import check_callable, configured_models, no_model_reason, without_model
 
 if TYPE_CHECKING:
@@ -143,7 +149,6 @@ class ItemRun:
     @property
     def engine(self) -> Run:
         if self._engine is None:
-            from .run import Run
 
             self._engine = Run(self.settings, base_dir=self._base_dir, spelling=PYTEST_SPELLING,
                                say=self.note, cross_process=self.lazy, make_explainer=self._make_explainer,
@@ -305,7 +310,6 @@ class ItemRun:
             return
         model = plan.param.model
         if plan.own_explainer:
-            from ..explainers.callable import wrap_explainer
 
             explainer = wrap_explainer(own_explainer(), timeout=self.settings.timeout)
             model = explainer.model
@@ -327,7 +331,6 @@ class ItemRun:
     def failure(self, outcome: Outcome, *, verbosity: int) -> str:
         """The failed item's message at the door's verbosity (below 0: quiet, above: verbose); an
         INSENSITIVE item after the first of its model points to that one (``-v`` says each in full)."""
-        from ..report.failure import failure_message, same_finding_message
 
         result = outcome.result
         info = self.engine.model_infos.get(result.model)
@@ -347,7 +350,6 @@ class ItemRun:
 
     def progress(self, reporter: Any, *, quiet: bool, capture: Any = None) -> Progress:
         """The progress line a wait draws on pytest's terminal ``reporter`` (see :class:`Progress`)."""
-        from ..report.progress import Progress
 
         return Progress.for_reporter(lambda: self.engine.sweep.counters.progress_line(time.monotonic()),
                                      reporter, mode=self.settings.progress, quiet=quiet, worker=self.lazy,
@@ -364,7 +366,6 @@ class ItemRun:
         """From here on SIGTERM stops the session as Ctrl-C does (a partial report, how to resume); an
         xdist worker also stops when its controller's stop file appears (:mod:`.interrupt`)."""
         if self._stopper is None:
-            from .interrupt import StopFile, Stopper
 
             self._stopper = Stopper(watch=StopFile(self._watch) if self._watch else None)
             self._stopper.arm()
@@ -373,9 +374,7 @@ class ItemRun:
         """xdist controller: the stop file every worker watches, created when SIGTERM reaches the
         controller (armed here); ``cleanup`` is handed its removal, for when the workers are gone."""
         if self._stopper is None:
-            import tempfile
 
-            from .interrupt import StopFile, Stopper
 
             stop = StopFile(Path(tempfile.gettempdir()) / f"robustexplain-stop-{secrets.token_hex(8)}")
             self._stopper = Stopper(stop_file=stop)
@@ -395,7 +394,6 @@ class ItemRun:
         robustness test ran."""
         if self._engine is None and self._stopper is None:
             return []
-        from .interrupt import resume_hint, save_partial
 
         how = self._stopper.how if self._stopper is not None else "interrupted"
         partial = self.engine.partial()  # a controller stopped before any worker's result: nothing yet

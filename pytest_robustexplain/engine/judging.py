@@ -19,7 +19,11 @@ from typing import TYPE_CHECKING, Any
 
 from ..checks import originals
 from ..checks.judge import Faithfulness
+from ..checks.judge.measure import JudgeReply, read_labels, summarise
+from ..checks.judge.prompt import read_criteria
+from ..checks.polarity.measure import case_of, summarise_polarity
 from ..errors import ConfigError
+from ..metrics.mentions import Vocabulary
 from ..results import (
     ORIGINAL,
     JudgedText,
@@ -31,6 +35,10 @@ from ..results import (
     price_for,
     tokens_cost,
 )
+from ..stats import check_alphas
+from .pace import load_judge_tokens, remember_judge_tokens
+from .plan import calls_per_user
+from .setup import JUDGE_NUM_PREDICT, build_judge, judge_backend
 
 if TYPE_CHECKING:
     from ..checks import Probe
@@ -87,7 +95,6 @@ def originals_of(sliced: SliceResult) -> list[tuple[EvalCase, int, str]]:
 def polarity_finding(sliced: SliceResult, vocabulary: Vocabulary, gate: GateSettings
                      ) -> PolarityResult | None:
     """Preference polarity of the slice's original explanations (``checks/polarity``; text only, no call)."""
-    from ..checks.polarity.measure import case_of, summarise_polarity
 
     cases = [case_of(case.user_id, case.item_id, repeat, text, case.history, case.item, vocabulary)
              for case, repeat, text in originals_of(sliced)]
@@ -126,7 +133,6 @@ def majority(answers: Sequence[Answer]) -> Answer:
     """Several judges' answers as one: faithful when more than half of the judges that answered say so (a
     tie is not faithful: reject by default), with the reasons of the first judge that voted with the
     majority; the reordered verdict by the same rule; no verdict when none answered."""
-    from ..checks.judge.measure import JudgeReply
 
     cached = all(c for _, c, _ in answers)
     read = [r for r, _, _ in answers if r.faithful is not None]
@@ -161,18 +167,15 @@ class RunJudge:
         self.criteria = ""  # read now: a bad criteria or labels file is an error before any call
         self.labels: Mapping[tuple[str, str], bool] = {}
         if self.on and settings.judge_criteria is not None:
-            from ..checks.judge.prompt import read_criteria
 
             self.criteria = read_criteria(settings.judge_criteria)
         if self.on and settings.judge_labels is not None:
-            from ..checks.judge.measure import read_labels
 
             self.labels = read_labels(settings.judge_labels)
 
     def vocabulary(self, catalog: Catalog) -> Vocabulary:
         """The catalog's grounding vocabulary (what polarity matches terms by), built once per run."""
         if self._vocabulary is None:
-            from ..metrics.mentions import Vocabulary
 
             self._vocabulary = Vocabulary(catalog)
         return self._vocabulary
@@ -190,7 +193,6 @@ class RunJudge:
         """Build and preflight the judges on the sweep's loop (once; nothing without ``judge-model``)."""
         if not self.on or self._judges:
             return
-        from .setup import build_judge
 
         judges = []
         for model in self.settings.judge_models:
@@ -208,8 +210,6 @@ class RunJudge:
         ended the slice, stands unless the judge is not to be trusted (``summarise``'s ``stopped``)."""
         if not self.on:
             return None
-        from ..checks.judge.measure import summarise
-        from ..stats import check_alphas
 
         self.start(sweep)
         scope = self.settings.judge
@@ -264,8 +264,6 @@ class RunJudge:
         a call last time (:func:`~.pace.load_judge_tokens`), else the most a judge call can take (a full
         num-ctx prompt and the judge's reply room). A judge without a price is a ConfigError under max-cost:
         its calls count."""
-        from .pace import load_judge_tokens
-        from .setup import JUDGE_NUM_PREDICT, judge_backend
 
         settings, found = self.settings, []
         room = max(settings.num_predict, JUDGE_NUM_PREDICT)
@@ -289,7 +287,6 @@ class RunJudge:
         """What the judges' calls on one user of ``gate`` cost at most (each judge reads the user's original
         forward and reversed, and with judge=all every pair), and the clause that says so; (0, "") without
         a judge."""
-        from .plan import calls_per_user
 
         costs = self.call_costs()
         if not costs:
@@ -302,8 +299,6 @@ class RunJudge:
     def dry_run_lines(self, judge_calls: int) -> list[str]:
         """What the dry run says the judges' ``judge_calls`` (each judge's, at most) will cost at their
         prices, from their tokens a call last time; nothing for a judge without a price."""
-        from .pace import load_judge_tokens
-        from .setup import judge_backend
 
         lines = []
         for model in self.settings.judge_models if self.on and judge_calls else ():
@@ -323,8 +318,6 @@ class RunJudge:
 
     def remember(self, result: RunResult) -> None:
         """Keep each judge's tokens a call for the next dry run and max-cost (the run's cache writes)."""
-        from .pace import remember_judge_tokens
-        from .setup import judge_backend
 
         if self.on:
             remember_judge_tokens(self._kept, result, backend=judge_backend(self.settings))

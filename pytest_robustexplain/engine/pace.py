@@ -10,6 +10,7 @@ from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..results import PairResult, RunResult, is_number, money, price_for, tokens_cost
+from .plan import max_calls
 
 if TYPE_CHECKING:
     from ..store import Store
@@ -137,7 +138,6 @@ def pace_lines(kept: Store, backend: str, specs: Mapping[str, Sequence[SliceSpec
                max_minutes: float | None, prices: Mapping[str, Any] | None = None) -> list[str]:
     """What each planned model's calls (``specs``: its slices) will take at the pace a previous run
     recorded — and cost, at its price — and how many users a time budget buys at it."""
-    from .plan import max_calls
 
     lines = []
     for model, slices in specs.items():

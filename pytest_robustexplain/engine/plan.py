@@ -10,6 +10,7 @@ from ..checks import SliceDesign
 from ..errors import ConfigError
 from ..results import CONTROL_KIND, OVERALL, SWAP_KIND, is_control, money
 from ..settings import Spelling
+from ..sweep import CONTROL_SEED_OFFSET, PairPlanner, SequentialConfig, SliceSpec, grid, planned_users
 from ..wording import count_noun
 
 if TYPE_CHECKING:
@@ -147,7 +148,6 @@ def slice_spec(settings: Settings, gate: GateSettings, *, slice_id: str, model: 
     ``donor_pool``), the sequential gate the settings ask for (with the stop rules of its ``checks``) and
     the user's own ``metrics`` its test measures. ``probes``: the engine's services by check name (the
     judge's), for the checks measured with one (``SliceDesign.probe``)."""
-    from ..sweep import SequentialConfig, SliceSpec, planned_users
 
     sequential = None
     noise_floor = noise_floor_on(settings, gate)
@@ -182,7 +182,6 @@ def max_calls(specs: Sequence[SliceSpec]) -> int:
     originals and controls counted once: cheap, no perturbation is computed."""
     pairs: set[tuple[Any, ...]] = set()
     originals: set[tuple[Any, ...]] = set()
-    from ..sweep import grid
 
     for spec in specs:
         for position, case in enumerate(spec.cases):
@@ -284,8 +283,7 @@ def plan_slices(slices: Sequence[GatedSlice], catalog: Catalog, kinds: KindRegis
     """Plan the slices exactly as the sweep will (the same :class:`~pytest_robustexplain.sweep.PairPlanner`),
     without a sweep, an explainer or a model call; ``judge`` is the judge's scope when it is on, asked of
     ``judges`` models. A ``planner`` passed in keeps the planned pairs (:func:`planned_calls` reads them)."""
-    from ..sweep import PairPlanner
-    from .judging import planned_judge_calls
+    from .judging import planned_judge_calls  # cycle: engine.judging imports this module
 
     planner = planner if planner is not None else PairPlanner(catalog, kinds)
     plans = []
@@ -312,7 +310,6 @@ def planned_calls(planner: PairPlanner) -> dict[str, Iterator[Call]]:
     seed) and each pair's other explanation — as ``(history, item, seed, repeat)``, the arguments the sweep
     passes the explainer (``Sweep._run_pair``), so a dry run can look them up in the response cache. Made
     one at a time as they are read: a perturbed history the planner did not keep is made again and let go."""
-    from ..sweep import CONTROL_SEED_OFFSET
 
     calls: dict[str, dict[tuple[Any, ...], Call | Pair]] = {}
     for pair in planner.pairs.values():

@@ -25,6 +25,7 @@ from ..results import (
     pair_from_dict,
     plain,
 )
+from .pace import pace_lines, remember_pace
 from .reports import model_record, run_record
 
 if TYPE_CHECKING:
@@ -150,7 +151,6 @@ class RunRecord:
 
     def _remember_pace(self, result: RunResult) -> None:
         """Record each model's pace in the cache directory, for a later dry run's time estimate."""
-        from .pace import remember_pace
 
         if self.settings.cache in WRITING_MODES:
             remember_pace(self.kept, result, backend=self.settings.backend, concurrency=self.slots)
@@ -158,7 +158,6 @@ class RunRecord:
 
     def pace_lines(self) -> list[str]:
         """What each planned model's calls will take at the pace a previous run recorded (dry runs)."""
-        from .pace import pace_lines
 
         by_model: dict[str, list[SliceSpec]] = {}
         for planned in self._slices.values():

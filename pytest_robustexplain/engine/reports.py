@@ -4,6 +4,7 @@ cannot be written is one message, never a changed verdict."""
 
 from __future__ import annotations
 
+import asyncio
 import datetime as _dt
 import os
 import time
@@ -16,7 +17,13 @@ from .. import __version__
 from ..errors import RobustExplainWarning, warn
 from ..metrics import metric_signature
 from ..metrics.user import tags_signature
+from ..report.github import github_step_summary
+from ..report.history import HISTORY_FILE, append_run, current_commit, run_line, run_trends
+from ..report.json_report import write_json, write_report
+from ..report.markdown import write_markdown
+from ..report.summary import ReportModel
 from ..results import GateResult, ModelInfo, PairResult, RunResult, counts_signature
+from ..safe_files import make_cache_dir
 from ..settings import Spelling
 
 if TYPE_CHECKING:
@@ -50,7 +57,6 @@ class RunOutcome:
 
 def close_explainers(explainers: Mapping[str, Explainer]) -> None:
     """Close explainers that were built but never run on the sweep's loop (their HTTP clients)."""
-    import asyncio
 
     async def close_all() -> None:
         for explainer in explainers.values():
@@ -68,9 +74,6 @@ def write_reports(settings: Settings, result: RunResult | ReportModel, *,
                   spelling: Spelling) -> tuple[list[str], list[str]]:
     """The JSON, baseline, HTML and Markdown reports the settings ask for, and the GitHub step summary:
     ``(written, errors)`` — each file written ("HTML /path/report.html") and one message per failure."""
-    from ..report.github import github_step_summary
-    from ..report.json_report import write_json, write_report
-    from ..report.summary import ReportModel
 
     report = ReportModel.of(result)  # every writer reads the same summaries, computed once
     targets: list[tuple[str, Path | None, Callable[[ReportModel, Path], object]]] = [
@@ -96,8 +99,6 @@ def record_history(settings: Settings, result: RunResult, *, cache_dir: Path, ba
     the record (``settings.history_trend``, what the reports show beside today's numbers). None when done or
     off; else one message — an error when the ``history`` setting named the file, a warning at the default
     place (a read-only cache directory must not turn every passing run into a failed one)."""
-    from ..report.history import HISTORY_FILE, append_run, current_commit, run_line, run_trends
-    from ..safe_files import make_cache_dir
 
     if settings.history == "off" or result.settings.get("partial") or not result.gates:
         return None
@@ -134,13 +135,12 @@ def _write(write: Callable[[ReportModel, Path], object], result: ReportModel, pa
 
 
 def _write_html(result: ReportModel, path: Path) -> None:
-    from ..report.html import write_html  # matplotlib: only when an HTML report is asked for
+    from ..report.html import write_html  # lazy: loads matplotlib, for an HTML report only
 
     write_html(result, path)
 
 
 def _write_markdown(result: ReportModel, path: Path) -> None:
-    from ..report.markdown import write_markdown
 
     write_markdown(result, path)
 

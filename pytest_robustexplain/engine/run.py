@@ -31,6 +31,8 @@ from ..errors import (
 from ..explainers.base import FAILURE_ERROR, digest_now
 from ..explainers.cache import WRITING_MODES
 from ..perturbations import counted
+from ..report.json_report import read_json
+from ..report.summary import ReportModel
 from ..results import (
     OVERALL,
     GateResult,
@@ -45,6 +47,7 @@ from ..results import (
 )
 from ..settings import Spelling
 from ..store import Store
+from ..sweep import PairPlanner, Sweep, perturbations_of
 from .decide import (
     Outcome,
     check_baseline,
@@ -56,6 +59,7 @@ from .decide import (
 )
 from .interrupt import SweepFailed, SweepInterrupted, stop_how
 from .judging import RunJudge, polarity_finding
+from .pace import load_pace
 from .plan import (
     GatedSlice,
     ItemPlan,
@@ -66,6 +70,8 @@ from .plan import (
     guarded,
     large_plan_note,
     max_calls,
+    plan_slices,
+    planned_calls,
     slice_spec,
     users_within,
     users_within_cost,
@@ -76,6 +82,7 @@ from .setup import (
     build_explainer,
     build_scorer,
     cache_directory,
+    cached_count,
     configured_models,
     context_note,
     donor_pool,
@@ -183,7 +190,6 @@ class Run(RunRecord):
         """The most a call costs on the run's models at their prices, and on what that rests: the tokens a
         call took last time (the recorded pace), else the most a call can take (a full num-ctx prompt and
         num-predict completion tokens). A model without a price is a ConfigError: max-cost cannot bound it."""
-        from .pace import load_pace
 
         settings, found = self.settings, []
         for model in settings.models_to_test:
@@ -206,7 +212,6 @@ class Run(RunRecord):
         """The ``baseline`` report, read once; one not comparable with this run is a ConfigError."""
         path = self.settings.baseline
         if not self._baseline_loaded and path is not None:
-            from ..report.json_report import read_json
 
             baseline = read_json(path)
             check_baseline(baseline, path, self.settings, save_flag=self.spelling.flag("save-baseline"))
@@ -343,7 +348,6 @@ class Run(RunRecord):
         """Every planned slice priced (pairs, controls, model calls at most) by the sweep's own planner,
         without an explainer, the cache or a model call: what a dry run prints. A ``planner`` passed in
         keeps the planned pairs (for :meth:`cached_calls`)."""
-        from .plan import plan_slices
 
         judge = self.settings.judge if self.judging.on else None
         return plan_slices(list(self._slices.values()), self.dataset.catalog, self.kinds, judge=judge,
@@ -351,8 +355,6 @@ class Run(RunRecord):
 
     def cached_calls(self, planner: PairPlanner) -> int | None:
         """How many of the planned calls the response cache already answers (None: it cannot tell)."""
-        from .plan import planned_calls
-        from .setup import cached_count
 
         counts = [cached_count(self.settings, model, self.cache_dir, calls)
                   for model, calls in planned_calls(planner).items() if model]
@@ -362,7 +364,6 @@ class Run(RunRecord):
         """What ``--dry-run`` prints, both doors (:func:`~.plan.dry_run_lines`): every gated item under its
         node id (pytest), or ``by_model`` each model's largest slice — the overall one, which holds every
         pair its kind slices share (``robustexplain run``); then the pace a previous run recorded."""
-        from ..sweep import PairPlanner
 
         planner = PairPlanner(self.dataset.catalog, self.kinds, keep=False)  # priced, then let go
         plans = self.price(planner)
@@ -388,7 +389,6 @@ class Run(RunRecord):
     def sweep(self) -> Sweep:
         """The sweep, started on first use (its event loop also runs preflights and fixture calls)."""
         if self._sweep is None:
-            from ..sweep import Sweep
 
             # Every model the run may call: an xdist worker starts the sweep with one slice planned.
             models = max(1, len({s.spec.model for s in self._slices.values()} | set(configured_models(
@@ -439,7 +439,6 @@ class Run(RunRecord):
     def perturbations_of(self, gate: GateSettings, slice_name: str = OVERALL) -> list[PerturbationResult]:
         """The perturbations a gate's slice would run, planned but never started (no explainer, no call):
         what an unmarked test's ``perturbed_histories`` gets, by the same planner as the sweep."""
-        from ..sweep import perturbations_of
 
         kinds = gate.perturbations if slice_name == OVERALL else (slice_name,)
         return perturbations_of(self.cases_for(gate), kinds, gate.severities, gate.repeats,
@@ -568,7 +567,6 @@ class Run(RunRecord):
         written (from one :class:`ReportModel`), each decided item's outcome; None when nothing was gated.
         ``result`` is the record :meth:`run_all` already made (its models rechecked before the sweep
         closed); without it, the models are rechecked and the record made here."""
-        from ..report.summary import ReportModel
 
         if result is None:
             self.check_models_at_end()

@@ -3,6 +3,7 @@ response cache, the cache directory and the donor pool of the cross-user control
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import os
 from collections.abc import Iterable, Sequence
@@ -13,10 +14,19 @@ from typing import TYPE_CHECKING, Any
 
 from .. import data
 from ..backends import BACKENDS
+from ..checks.judge.prompt import read_criteria
 from ..data import EvalCase, UserHistory
 from ..data.ids import lookalike_note, one_form_each
 from ..errors import ConfigError, RobustExplainWarning, warn
 from ..explainers import make_explainer
+from ..explainers.cache import CachedExplainer, ResponseCache, cache_key
+from ..explainers.embedding import with_embeddings
+from ..explainers.hosts import HostsExplainer
+from ..explainers.judge import Judge
+from ..explainers.ollama import resolve_host
+from ..explainers.prompt import PromptTemplate
+from ..perturbations.donors import DonorPool
+from ..score_cache import CachedScorer, MetricValueCache, ScoreCache
 from ..settings import DEFAULT_HOSTS, Spelling
 
 if TYPE_CHECKING:
@@ -121,7 +131,6 @@ def backend_options(settings: Settings) -> dict[str, Any]:
     if s.backend == "openai":
         options["api_key"] = os.environ.get(s.api_key_env) or None
     if s.prompt is not None:
-        from ..explainers.prompt import PromptTemplate
 
         options["prompt"] = PromptTemplate.from_file(s.prompt)
     return options
@@ -134,7 +143,6 @@ def build_explainer(settings: Settings, model: str, *, cache_dir: Path, custom: 
 
     The template explainer is never cached: it is instant, so caching it would only cost disk.
     """
-    from ..explainers.cache import CachedExplainer, ResponseCache
 
     explainer = custom if custom is not None else _backend_explainer(settings, model)
     if settings.cache != "off" and explainer.backend != "template":
@@ -162,9 +170,6 @@ def build_judge(settings: Settings, *, cache_dir: Path, cross_process: bool = Fa
                 kept: Store | None = None) -> Judge | None:
     """The faithfulness judge (None without ``judge-model``): its model on its backend and host, asked at
     temperature 0 with room to reason, behind the response cache like the explanations."""
-    from ..checks.judge.prompt import read_criteria
-    from ..explainers.cache import CachedExplainer, ResponseCache
-    from ..explainers.judge import Judge
 
     if settings.judge_model is None:
         return None
@@ -191,7 +196,6 @@ def build_scorer(settings: Settings, *, cache_dir: Path | None = None, kept: Sto
     never builds the metrics' Scorer (nltk, TextBlob, sacrebleu). Like the response cache, none for the
     template backend (its runs are throwaway) or with ``cache=off``; the Scorer is then built on the first
     pair, not here. The user's own metrics' values are cached beside the four's, in the same mode."""
-    from ..score_cache import CachedScorer, MetricValueCache, ScoreCache
 
     cache = user_cache = None
     if cache_dir is not None and settings.cache != "off" and settings.backend != "template":
@@ -205,9 +209,7 @@ def cached_count(settings: Settings, model: str, cache_dir: Path, calls: Iterabl
     """How many of ``calls`` the response cache would answer — each call's cache key built as the run
     builds it, at the model facts the cache recorded when it last ran the model — without a model call or
     a connection; None when the cache cannot tell (off, write-only, the template explainer, never run)."""
-    import asyncio
 
-    from ..explainers.cache import ResponseCache, cache_key
 
     if settings.cache in ("off", "write") or settings.backend in ("template", "callable"):
         return None
@@ -231,7 +233,6 @@ def _backend_explainer(settings: Settings, model: str) -> Explainer:
     options = backend_options(settings)
     if len(settings.hosts) < 2 or settings.backend == "template":
         return make_explainer(settings.backend, model, **options)
-    from ..explainers.hosts import HostsExplainer
 
     per_host = [make_explainer(settings.backend, model, **{**options, "host": h}) for h in settings.hosts]
     return HostsExplainer(per_host, settings.hosts)
@@ -240,8 +241,6 @@ def _backend_explainer(settings: Settings, model: str) -> Explainer:
 def _with_embeddings(settings: Settings, explainer: Explainer, cache_dir: Path,
                      embed_model: str, kept: Store | None) -> Explainer:
     """The opt-in fifth metric: explanations carry vectors from the embedding model on the first host."""
-    from ..explainers.embedding import with_embeddings
-    from ..explainers.ollama import resolve_host
     api = "openai" if settings.backend == "openai" else "ollama"
     host = settings.hosts[0] if settings.hosts else (DEFAULT_HOSTS["openai"] if api == "openai"
                                                      else resolve_host(None))
@@ -269,7 +268,6 @@ def context_note(model: str, n_cases: int, tokens: int, source: str, over: list[
 
 def donor_pool(dataset: Dataset) -> DonorPool:
     """Every user of the dataset as a potential donor for the cross-user controls."""
-    from ..perturbations.donors import DonorPool
 
     return DonorPool(dataset.histories, dataset.catalog)
 

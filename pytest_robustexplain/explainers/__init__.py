@@ -7,6 +7,7 @@ inside :func:`make_explainer`, only for the backend actually chosen.
 from __future__ import annotations
 
 import importlib
+import inspect
 from typing import Any
 
 from ..backends import BACKEND_NAMES, BACKENDS, GENERATION_FIELDS, backend_named
@@ -43,7 +44,6 @@ def make_explainer(backend: str, model: str, **options: Any) -> Explainer:
 
 
 def _build(cls: Any, backend: str, model: str, options: dict[str, Any]) -> Explainer:
-    import inspect
 
     parameters = inspect.signature(cls).parameters
     accepted = {n for n, p in parameters.items() if p.kind is p.KEYWORD_ONLY} | set(GENERATION_FIELDS)

@@ -197,7 +197,7 @@ class ResponseCache:
         Where ``fcntl`` does not exist (Windows), this is a no-op and duplicates are merely possible.
         """
         try:
-            import fcntl
+            import fcntl  # optional: not on every platform
         except ImportError:  # pragma: no cover - Windows
             yield
             return

@@ -154,7 +154,7 @@ class EmbeddingClient:
         return vectors
 
     def _new_client(self) -> Any:
-        import httpx
+        import httpx  # lazy: loads httpx
 
         headers = {"Authorization": f"Bearer {self._api_key}"} if self._api_key else {}
         auth = None if self._api_key or self._credentials is None else httpx.BasicAuth(*self._credentials)

@@ -99,7 +99,7 @@ class OllamaExplainer(RemoteExplainer):
 
     # ------------------------------------------------------------------ hooks
     def _timeout(self) -> Any:
-        import httpx
+        import httpx  # lazy: loads httpx
 
         return httpx.Timeout(self.read_timeout, connect=self.connect_timeout)
 
@@ -107,7 +107,7 @@ class OllamaExplainer(RemoteExplainer):
         return http_options(self.url)
 
     def _official_client(self) -> ollama.AsyncClient:
-        import ollama
+        import ollama  # lazy: loads httpx, ollama
 
         return ollama.AsyncClient(host=self.url, timeout=self._timeout(), headers=self._basic_auth(),
                                   **self._http())
@@ -210,7 +210,7 @@ class _Clients:
     preflight (built when first needed)."""
 
     def __init__(self, explainer: OllamaExplainer) -> None:
-        import httpx
+        import httpx  # lazy: loads httpx
 
         self._explainer = explainer
         self.http = httpx.AsyncClient(base_url=explainer.url, timeout=explainer._timeout(),

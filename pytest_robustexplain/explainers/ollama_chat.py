@@ -71,7 +71,7 @@ def parse_chat_reply(status: int, payload: bytes, retry_after: str | None = None
     pass (``RemoteExplainer.checked``): a count that is no count is unknown, not the end of the reply.
     """
     if not 200 <= status < 300:
-        import ollama
+        import ollama  # lazy: loads httpx, ollama
 
         error = ollama.ResponseError(payload.decode("utf-8", errors="replace"), status)
         error.retry_after = retry_after  # type: ignore[attr-defined]
@@ -91,7 +91,7 @@ def parse_chat_reply(status: int, payload: bytes, retry_after: str | None = None
         if (isinstance(message, dict) and _plain(rest, _REPLY_FIELDS) and _plain(message, _MESSAGE_FIELDS)
                 and isinstance(message.get("role"), str)):
             return (*found, data.get("done_reason"), bool(message.get("thinking")), data.get("model"))
-    import ollama
+    import ollama  # lazy: loads httpx, ollama
 
     if not isinstance(data, dict):
         raise MalformedReply(f"the server's chat reply is a JSON {type(data).__name__}, not an object")

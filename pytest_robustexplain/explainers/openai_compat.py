@@ -72,7 +72,7 @@ class OpenAICompatExplainer(RemoteExplainer):
 
     # ------------------------------------------------------------------ hooks
     def _make_client(self) -> Any:
-        import httpx
+        import httpx  # lazy: loads httpx
 
         return httpx.AsyncClient(base_url=self.url + "/", headers=self._headers(),
                                  timeout=httpx.Timeout(self.read_timeout, connect=self.connect_timeout),
@@ -162,7 +162,7 @@ class OpenAICompatExplainer(RemoteExplainer):
         """llama.cpp's ``POST /tokenize`` (``{"content"}`` → ``{"tokens"}``), else vLLM's (``{"model",
         "prompt"}`` → ``{"count"}``), at the server's root; None when neither answers (LM Studio, a cloud
         API): counting is a courtesy, never a reason to fail a run."""
-        import httpx
+        import httpx  # lazy: loads httpx
 
         root = self.url.removesuffix("/v1")
         counts: list[int] = []

@@ -78,9 +78,9 @@ def http_options(url: str) -> dict[str, Any]:
     nothing public shows those bytes. A local connection costs a fraction of a millisecond; over https a
     handshake costs about 4 ms of CPU and a round trip or two over a network — against model calls of
     seconds."""
-    import httpx
+    import httpx  # lazy: loads httpx
 
-    from .transport import BoundedTransport
+    from .transport import BoundedTransport  # lazy: loads httpx
 
     inner = httpx.AsyncHTTPTransport(limits=httpx.Limits(max_keepalive_connections=0),
                                      verify=not url.startswith("http://"))

@@ -9,11 +9,14 @@ listening; the backends turn that into one clear BackendError instead of a minut
 from __future__ import annotations
 
 import asyncio
+import email.utils
 import random
+import socket
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TypeVar
+from urllib.parse import urljoin
 
 from ..sanitize import visible
 from ..wording import count_noun
@@ -61,7 +64,6 @@ def retry_after_of(exc: BaseException) -> float | None:
     text = raw.strip()
     if text.isdigit():
         return float(text)
-    import email.utils
 
     try:
         when = email.utils.parsedate_to_datetime(text)
@@ -104,7 +106,6 @@ class Redirected(Exception):
     ``redirect_status``, not ``status_code``: :func:`status_of` must not read it as an error status.)"""
 
     def __init__(self, method: str, url: str, status: int, location: str) -> None:
-        from urllib.parse import urljoin
 
         self.method, self.url, self.redirect_status = method, url, status
         self.location = urljoin(url, location) if location else ""  # a relative Location, made absolute
@@ -123,7 +124,6 @@ class Redirected(Exception):
 
 
 def _cause_of(seen: list[BaseException]) -> str:
-    import socket
 
     text = " ".join(str(e) for e in seen).lower()
     if any(isinstance(e, socket.gaierror) for e in seen) or any(

@@ -66,7 +66,7 @@ class Scorer:
         self._signature = metric_signature(self._weights, self._tagger_name)
         get_tokenizer()
         self._tag: TaggerFn = make_tagger(self._tagger_name)
-        from sacrebleu.metrics import BLEU
+        from sacrebleu.metrics import BLEU  # lazy: loads sacrebleu, lxml
 
         # Built once: sacrebleu resolves its tokenizer and settings in the constructor.
         self._bleu = BLEU(tokenize="none", smooth_method=BLEU_SMOOTH_METHOD, effective_order=True,

@@ -10,8 +10,12 @@ docs/performance.md says what the import costs a cold run)."""
 
 from __future__ import annotations
 
+import gc
 import re
 import threading
+import unicodedata
+import warnings
+from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
@@ -41,7 +45,7 @@ def get_tokenizer() -> Any:
         return _tokenizer
     with _build_lock:
         if _tokenizer is None:
-            from nltk.tokenize import RegexpTokenizer  # imported here: ~0.7 s, only when a text is scored
+            from nltk.tokenize import RegexpTokenizer  # lazy: ~0.7 s, only when a text is scored
 
             _tokenizer = RegexpTokenizer(TOKEN_PATTERN, flags=TOKEN_FLAGS)
         return _tokenizer
@@ -65,7 +69,6 @@ def spaced(text: str) -> str:
     is returned as it is, so English scores do not move."""
     if not _NO_SPACE.search(text):
         return text
-    import unicodedata
 
     out: list[str] = []
     for ch in text:
@@ -110,7 +113,7 @@ def pattern_parser() -> Any:
         return _parser
     with _build_lock:
         if _parser is None:
-            from textblob.en import parser
+            from textblob.en import parser  # lazy: loads numpy, scipy, nltk, textblob
 
             _parser = parser
         return _parser
@@ -122,7 +125,7 @@ def _textblob_tagger(tokens: list[str]) -> list[tuple[str, str]]:
 
 
 def _perceptron_tagger() -> TaggerFn:
-    from nltk.tag.perceptron import PerceptronTagger
+    from nltk.tag.perceptron import PerceptronTagger  # lazy: loads numpy, scipy, nltk
 
     try:
         model = PerceptronTagger(lang="eng")
@@ -142,8 +145,6 @@ def _perceptron_tagger() -> TaggerFn:
 def make_tagger(tagger: str) -> TaggerFn:
     if tagger == "nltk-perceptron":
         return _perceptron_tagger()
-    import gc
-    import warnings
 
     # Built now so a broken install fails here, not mid-run. TextBlob loads its lexicon lazily and leaves
     # the files open; load it now, with the ResourceWarning silenced and the files collected, so it is not
@@ -178,8 +179,6 @@ def tagger_reads(text: str) -> bool:
 def script_of(text: str) -> str:
     """The name of the script most of ``text``'s non-Latin letters are in ("CJK", "HIRAGANA", "THAI",
     "ARABIC", "CYRILLIC", …, as Unicode names them), from its first 40 such letters; "" when it has none."""
-    import unicodedata
-    from collections import Counter
 
     others = [ch for ch in _LETTER.findall(text) if not _LATIN.match(ch)][:40]
     names = Counter(unicodedata.name(ch, "UNKNOWN").split()[0] for ch in others)

@@ -8,16 +8,21 @@ Standard library only at the top; the metrics module loads when weights are pars
 
 from __future__ import annotations
 
+import ast
 import difflib
 import math
 import re
+import unicodedata
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
+from urllib.parse import urlsplit
 
+from ..metrics import check_weights
 from ..results import (
     ALL_METRICS,
+    ANY_MODEL,
     DEFAULT_MIN_METRIC,
     KIND_NAME,
     METRICS,
@@ -61,7 +66,6 @@ def printable(text: str) -> str:
     """``text`` when it holds no control, line-break, format (zero-width, bidi) or separator character;
     else Invalid naming the first. A setting's value reaches CI logs and reports: a model name carrying a
     newline and ``::error …`` became a workflow command in the "not found" message."""
-    import unicodedata
 
     for char in text:
         if unicodedata.category(char) in ("Cc", "Cf", "Zl", "Zp"):
@@ -241,7 +245,6 @@ def name_values(raw: Any, what: str) -> Mapping[str, Any] | None:
         return None
     text = raw.strip()
     if text.startswith("{"):
-        import ast
 
         try:
             parsed = ast.literal_eval(text)
@@ -273,7 +276,6 @@ def metric_names(raw: Mapping[str, Any], names: tuple[str, ...] = METRICS, *, us
 def parse_weights(raw: Any) -> tuple[float, ...]:
     """Weights from ``"a,b,c,d"``, ``"semantic=a,keyword=b,..."`` (``embedding=e`` too), a list or a dict;
     checked by the one definition, :func:`pytest_robustexplain.metrics.check_weights`."""
-    from ..metrics import check_weights
 
     named = name_values(raw, "weights")
     if named is not None:
@@ -376,7 +378,6 @@ def parse_price(raw: Any) -> Mapping[str, tuple[float, float]]:
     """Prices per million tokens, input/output: ``0.15/0.60`` for every model, or per model
     ``gpt-4o-mini=0.15/0.60,llama3.1:8b=0/0`` (a mapping in YAML, whose values may also be
     ``{input: 0.15, output: 0.60}``)."""
-    from ..results import ANY_MODEL
 
     if raw is None or (isinstance(raw, str) and not raw.strip()):
         return MappingProxyType({})
@@ -458,7 +459,6 @@ def _one_host(raw: Any) -> str:
     scheme, sep, _ = host.partition("://")
     if sep and scheme.lower() not in ("http", "https"):
         raise Invalid(f"unsupported scheme {scheme!r} (use http:// or https://)")
-    from urllib.parse import urlsplit
 
     try:  # a bracket left open, a port that is no number or out of range: said here, with the source
         port = urlsplit(host if sep else f"http://{host}").port

@@ -8,6 +8,7 @@ keyword — derives from its spec.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -38,7 +39,6 @@ class Spelling:
         """``message`` with pytest's flags said in this door's names."""
         if self.names is None and self.prefix == "--robustexplain-":
             return message
-        import re
 
         return re.sub(r"--robustexplain-([a-z][a-z-]*)", lambda m: self.flag(m.group(1)), message)
 

@@ -37,6 +37,8 @@ import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 
+import numpy as np
+
 from ..data import EvalCase, Item, UserHistory, category_counts
 
 CANDIDATES = 8  # donors drawn uniformly among the this-many most different, long-enough users
@@ -96,7 +98,6 @@ class DonorPool:
     """Every user of a dataset, ready to serve as a donor; :meth:`donor_for` picks one per case."""
 
     def __init__(self, histories: Mapping[str, UserHistory], catalog: Mapping[str, Item]) -> None:
-        import numpy as np
 
         self._profiles = [_profile(histories[u], catalog) for u in sorted(histories)]
         # Every item of a test (each kind and overall) asks for the same cases' controls: choose once.
@@ -132,7 +133,6 @@ class DonorPool:
     def _choose(self, case: EvalCase, seed: int) -> UserHistory | None:
         """Among the users who are not this one, do not hold the item and are at least as long (else the
         longest), the CANDIDATES most different by category profile (ties by user id), one drawn by seed."""
-        import numpy as np
 
         position = self._index.get(case.user_id)
         user = self._profiles[position] if position is not None else _profile(case.history, {})
@@ -159,7 +159,6 @@ class DonorPool:
         distance, computed here in vectors, is within 1e-9 of the CANDIDATES-th largest. The ranking itself
         stays :func:`profile_distance`'s, exactly as before, so no float rounding of the vector sum can
         change which donor is drawn."""
-        import numpy as np
 
         indices = np.asarray(pool, dtype=np.int64)
         if len(indices) <= 4 * CANDIDATES or not categories:

@@ -33,7 +33,7 @@ def model_comparisons(run: RunResult) -> list[Comparison]:
     folders of one session): a table of their few common pairs would compare unrelated things, so none
     is made.
     """
-    from ..stats import compare_models
+    from ..stats import compare_models  # lazy: loads numpy
 
     names = model_names(run)
     out = []

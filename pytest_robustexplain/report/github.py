@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 from ..results import FAIL, INCONCLUSIVE, INSENSITIVE, RunResult
 from ..sanitize import visible
+from .markdown import render_markdown
 
 if TYPE_CHECKING:
     from .summary import ReportModel
@@ -27,7 +28,6 @@ def github_step_summary(result: RunResult | ReportModel) -> None:
     target = os.environ.get("GITHUB_STEP_SUMMARY")
     if not on_github_actions() or not target:
         return
-    from .markdown import render_markdown
 
     with open(target, "a", encoding="utf-8") as handle:
         handle.write(render_markdown(result) + "\n")

@@ -23,7 +23,9 @@ import errno
 import json
 import math
 import os
+import shutil
 import stat
+import subprocess
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 from ..results import is_number, judge_money, price_for
 from ..safe_files import NO_FOLLOW, open_inside, write_atomic
 from ..sanitize import visible
+from .summary.spend import model_money, token_cost
 
 if TYPE_CHECKING:
     from ..results import RunResult
@@ -60,7 +63,6 @@ class HistoryError(OSError):
 # ------------------------------------------------------------------------------------------ the record
 def run_line(run: RunResult, *, commit: str | None) -> dict[str, Any]:
     """The history's line for one finished run."""
-    from .summary.spend import model_money, token_cost
 
     cost = token_cost(run.pairs)
     spent = {}
@@ -107,8 +109,6 @@ def current_commit(env: Mapping[str, str], cwd: Path) -> str | None:
         value = env.get(name, "").strip()
         if value and value.isalnum() and len(value) <= 64:
             return value
-    import shutil
-    import subprocess
 
     git = shutil.which("git")
     if git is None:
@@ -157,7 +157,7 @@ def _newest(lines: Sequence[str], count: int, size: int) -> list[str]:
 @contextlib.contextmanager
 def _locked(path: Path) -> Iterator[None]:
     try:
-        import fcntl
+        import fcntl  # optional: not on every platform
     except ImportError:  # pragma: no cover - Windows: appends of one line are left to the OS
         yield
         return
@@ -316,7 +316,7 @@ class Trend:
 
     def change(self, check: str = "stability", last: int | None = None) -> Change | None:
         """The most likely change in ``check``'s value over the last runs (``stats.trend``)."""
-        from ..stats.trend import change_point
+        from ..stats.trend import change_point  # lazy: loads numpy
 
         runs = self.runs[-last:] if last else self.runs
         if any(not isinstance(r.values.get(check), (int, float)) for r in runs):

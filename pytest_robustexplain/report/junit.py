@@ -16,6 +16,7 @@ from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
 
 from ..checks import SECTIONED
+from ..checks.controls import guard_properties
 from ..results import (
     OVERALL,
     FaithfulnessResult,
@@ -29,6 +30,7 @@ from ..results import (
     price_for,
 )
 from ..sanitize import visible
+from .summary.spend import model_money, verdict_pairs
 
 # What XML 1.0 cannot carry even escaped (``visible`` already shows C0/C1 controls): U+FFFE, U+FFFF.
 _NOT_XML = re.compile("[\ufffe\uffff]")
@@ -53,7 +55,6 @@ def gate_properties(model: str, slice_name: str, outcome: str, n_pairs: int,
         props.append((f"robustexplain_{quantity}", f"{interval.mean:.4f}"))
         props.append((f"robustexplain_{quantity}_interval", f"[{interval.low:.4f}, {interval.high:.4f}]"))
     if guard is not None:
-        from ..checks.controls import guard_properties
 
         props.extend((f"robustexplain_{name}", value) for name, value in guard_properties(guard))
     if faithfulness is not None:
@@ -75,7 +76,6 @@ def gate_properties(model: str, slice_name: str, outcome: str, n_pairs: int,
 
 def item_cost(pairs: Sequence[PairResult], price: tuple[float, float] | None) -> float | None:
     """What an item's replies cost at ``price`` (each original once), None without a price or tokens."""
-    from .summary.spend import model_money
 
     found = model_money(pairs, (), price)
     return found["total"] if found else None
@@ -100,7 +100,7 @@ def _gate_pairs(result: RunResult, gate: GateResult) -> list[PairResult]:
 
 def _intervals(gate: GateResult, pairs: Sequence[PairResult], confidence: float) -> dict[str, Interval]:
     """The gated quantities' intervals, then ρ and each metric from the pairs (as the plugin reports)."""
-    from ..stats import cluster_interval
+    from ..stats import cluster_interval  # lazy: loads numpy
 
     intervals = {c.quantity: c.interval for c in gate.verdict.checks}
     users = [p.key.user_id for p in pairs]
@@ -123,7 +123,6 @@ def _testcase(suite: ET.Element, result: RunResult, gate: GateResult, failed: bo
     case = ET.SubElement(suite, "testcase", classname=_xml_text(classname or gate.nodeid),
                          name=_xml_text(name or gate.nodeid))
     pairs = _gate_pairs(result, gate)
-    from .summary.spend import verdict_pairs
 
     every = verdict_pairs(gate, [p for p in result.pairs if p.key.model == gate.model])
     props = gate_properties(gate.model, gate.slice, gate.verdict.outcome, len(pairs),

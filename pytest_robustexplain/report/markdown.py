@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from ..results import OVERALL, PairResult, RunResult
 from ..sanitize import markdown_inert
 from .comparison import comparison_note, conclusion, delta_text, model_comparisons, table_rows
+from .json_report import atomic_write_text
 from .summary import (
     ITEM_HEADER,
     JUDGE_COST_LABEL,
@@ -235,6 +236,5 @@ def _footer(run: RunResult) -> str:
 
 def write_markdown(result: RunResult | ReportModel, path: Path) -> None:
     """The Markdown report, written atomically (shared by the plugin and the CLI)."""
-    from .json_report import atomic_write_text
 
     atomic_write_text(path, render_markdown(result) + "\n")

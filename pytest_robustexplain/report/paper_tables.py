@@ -17,6 +17,7 @@ import textwrap
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import partial
+from html import escape as escape_all
 
 from ..checks.controls import guard_line
 from ..results import COUNTS_PAPER, METRICS, Interval, PairResult, RunResult, counts_of
@@ -118,7 +119,6 @@ def _markdown(head: str, notes: Sequence[str], tables: Sequence[Table], guard: S
 
 def _html(title: str, about: str, notes: Sequence[str], tables: Sequence[Table], guard: Sequence[str]) -> str:
     """The tables as one HTML page (every text escaped; text nodes only, so quotes stay as they are)."""
-    from html import escape as escape_all
 
     escape = partial(escape_all, quote=False)
 
@@ -214,7 +214,7 @@ def _table3(pooled: list[PairResult], kinds: list[str]) -> Table:
 def _severity_lines(pooled: list[PairResult]) -> list[str]:
     """§4.7: the change from severity 1 to 5 in the users' mean ρ, and the paired test of it over the users
     with pairs at both levels, with Cohen's d_z."""
-    from ..stats import severity_test
+    from ..stats import severity_test  # lazy: loads numpy
 
     found = severity_test(pooled)
     if found is None:
@@ -234,7 +234,7 @@ def _p(p: float) -> str:
 def _tukey_lines(pooled: list[PairResult]) -> list[str]:
     """Tukey HSD between the kinds (pairs as observations, as the paper did: it overstates the evidence when
     users differ — the Friedman test in the report's findings takes users as blocks)."""
-    from ..stats import kind_differences
+    from ..stats import kind_differences  # lazy: loads numpy
 
     rows = kind_differences(pooled).tukey
     if not rows:
@@ -294,7 +294,7 @@ def _table5(pairs: dict[str, list[PairResult]], kinds: list[str], label: int) ->
 
 
 def _table6(pooled: list[PairResult]) -> Table:
-    from ..stats import metric_correlations
+    from ..stats import metric_correlations  # lazy: loads numpy
 
     corr = metric_correlations(pooled)
     rows = [[METRIC_TITLE[a], *(fmt_mean(corr.r[a][b], 2) if corr.r[a][b] is not None else "n/a"

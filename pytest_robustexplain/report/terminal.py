@@ -17,6 +17,7 @@ from ..checks.controls import guard_checks_text
 from ..results import FAIL, OVERALL, PairResult, RunResult, answered_by
 from ..wording import count_noun
 from .comparison import comparison_note, conclusion, delta_text, model_comparisons, table_rows
+from .github import github_annotations, on_github_actions
 from .summary import (
     JUDGE_COST_LABEL,
     METRIC_DESCRIPTIONS,
@@ -322,7 +323,6 @@ def session_summary(report: ReportModel, *, width: int, verbosity: int,
     ``verbosity`` is quiet): the report at the terminal's width, kept between 80 and 140 columns, where the
     report files were ``written``, then on GitHub Actions an annotation per failed item, at its test's line
     (``line_of``)."""
-    from .github import github_annotations, on_github_actions
 
     text = render_terminal(report, width=max(80, min(width, 140)), quiet=verbosity < 0, verbose=verbosity > 0)
     annotations = github_annotations(report.run, line_of=line_of) if on_github_actions() else []

@@ -170,7 +170,7 @@ _FAITHFUL = ("FaithfulnessResult", "FlipResult", "JudgedText", "MisattributionCa
 
 def __getattr__(name: str) -> object:
     if name in _FAITHFUL:
-        from . import faithful
+        from . import faithful  # lazy: the face loads it on first use
 
         return getattr(faithful, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -3,6 +3,7 @@ currency the prices are given in) and the arithmetic every writer, the dry run a
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from typing import Any
 
@@ -29,7 +30,6 @@ def tokens_cost(prompt: float, completion: float, price: tuple[float, float]) ->
 def money(amount: float) -> str:
     """An amount, with the precision small amounts need and never in exponent form: ``0.0042``,
     ``0.000015``, ``1.27``, ``1,340``."""
-    import math
 
     if amount >= 100:
         return f"{amount:,.0f}"

@@ -98,7 +98,7 @@ T = TypeVar("T")
 def _hints(cls: type) -> dict[str, Any]:
     """A record's field types with their ``Rule``s (``Annotated``); the judge's records are named for the
     verdict's hints only here, when a report is read (``faithful.py`` stays out of the plugin's start-up)."""
-    from . import faithful
+    from . import faithful  # lazy: kept off the plugin's import
 
     names = {n: getattr(faithful, n) for n in ("FaithfulnessResult", "FlipResult", "PolarityResult",
                                                "JudgedText", "MisattributionCase")}

@@ -10,6 +10,7 @@ the explanation depends on the user at all (see :mod:`pytest_robustexplain.check
 
 from __future__ import annotations
 
+import difflib
 import math
 import re
 from collections.abc import Callable, Iterable, Mapping
@@ -90,7 +91,6 @@ def user_metric_name(name: object) -> bool:
     """Whether ``name`` can name a user's own metric (``metrics.user``): a lower-case identifier that is not
     a built-in quantity and not one typo away from a built-in metric — such a name in ``min_metric`` or
     ``weights`` is taken for the typo (``semantc``), so a metric cannot be registered under it either."""
-    import difflib
 
     if not isinstance(name, str) or not KIND_NAME.match(name) or name in (*ALL_METRICS, "combined", RELATIVE):
         return False
@@ -469,7 +469,7 @@ _BEFORE = {**{name: name for name in DETAILS}, "stability": "checks"}
 
 def detail_type(name: str) -> Any:
     """The type a verdict's detailed record ``name`` is read as (``Any``: a name no built-in keeps)."""
-    from . import controls, faithful  # the checks' records: modules that import this one
+    from . import controls, faithful  # cycle: the checks' records, modules that import this one
 
     return {"stability": tuple[GateCheck, ...], "guard": controls.GuardResult,
             "attacks": tuple[controls.AttackResult, ...],

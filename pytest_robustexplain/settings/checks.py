@@ -11,6 +11,7 @@ from types import MappingProxyType
 from typing import Any
 
 from ..errors import ConfigError
+from ..metrics import check_user_weights, embedding_weighted
 from ..options.parsers import PER_KIND_KEYS, THRESHOLD, Invalid, hint, metric_names, name_values, unique
 from ..results import ALL_METRICS, EMBEDDING, METRICS
 from .table import OptionSpec, option
@@ -21,7 +22,7 @@ CanonicalKind = Callable[[str], str]
 def default_canonical_kind(name: str) -> str:
     # Imported lazily: the perturbations module pulls in numpy, and custom kinds registered through the
     # hook must be known by the time validation runs.
-    from ..perturbations import canonical_kind
+    from ..perturbations import canonical_kind  # lazy: loads numpy
 
     return canonical_kind(name)
 
@@ -101,7 +102,6 @@ def check_judge(min_faithful_rate: float | None, judge_model: str | None, where:
 def parse_gate_weights(value: Any, where: str) -> Any:
     """A test's weights: any form the run's take, or a mapping that also gives the user's own metrics a share
     of ρ (which metrics the test has is checked once its conftests registered them)."""
-    from ..metrics import check_user_weights
 
     try:
         named = name_values(value, "weights")
@@ -118,7 +118,6 @@ def parse_gate_weights(value: Any, where: str) -> Any:
 
 
 def check_embedding_weight(weights: Any, embed_model: str | None, where: str) -> None:
-    from ..metrics import embedding_weighted
 
     if embedding_weighted(weights) and not embed_model:
         raise ConfigError(f"{where}: gives {EMBEDDING!r} a share of ρ, but no embedding model is set "

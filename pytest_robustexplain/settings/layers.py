@@ -9,6 +9,7 @@ naming that origin. PyYAML is imported only when a YAML file is actually read.
 
 from __future__ import annotations
 
+import difflib
 import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
@@ -17,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import ConfigError
 from ..options.parsers import Invalid, hint, parse_host, suggest
-from ..sanitize import redact_url
+from ..sanitize import redact_url, spelled_out
 from .checks import (
     CanonicalKind,
     canonical_kinds,
@@ -46,7 +47,6 @@ class _Given:
 def _show(raw: Any) -> str:
     """A raw value as a message repeats it: shown, never obeyed — no line break, no "::", and a format
     character (zero-width, bidi) spelled out, since it is what the message is about."""
-    from ..sanitize import spelled_out
 
     return spelled_out(raw) if isinstance(raw, str) else repr(raw)
 
@@ -89,7 +89,7 @@ class YamlEntry:
 
 def load_yaml(path: Path, *, rootdir: Path | None = None) -> dict[str, YamlEntry]:
     """Read a settings YAML file into {field: entry}; every problem is a ConfigError naming file and line."""
-    import yaml  # deferred: only runs that actually have a YAML file pay for PyYAML
+    import yaml  # lazy: only runs that have a YAML file pay for PyYAML
 
     shown = _display(path, rootdir) if rootdir else str(path)
     try:
@@ -98,7 +98,7 @@ def load_yaml(path: Path, *, rootdir: Path | None = None) -> dict[str, YamlEntry
         raise ConfigError(f"{shown}: cannot read settings file: {exc.strerror or exc}") from None
     except UnicodeDecodeError as exc:
         raise ConfigError(f"{shown}: not UTF-8 text (bad byte at offset {exc.start})") from None
-    from ..yaml_limits import YamlTooLarge, check_expansion
+    from ..yaml_limits import YamlTooLarge, check_expansion  # lazy: kept off the plugin's import
 
     loader = yaml.SafeLoader(text)
     try:
@@ -297,7 +297,6 @@ def check_env_names(env: Mapping[str, str], *, exempt: str | None = None) -> Non
     on a threshold nobody chose. Other names under the prefix may be the project's own (a test suite's
     ``ROBUSTEXPLAIN_REAL_LLM_URL``, the variable ``api-key-env`` names) and stay ignored, as do blank
     ones (CI exports empty variables for missing secrets)."""
-    import difflib
 
     known = {spec.env[len(ENV_PREFIX):] for spec in OPTIONS}
     for name in sorted(env):

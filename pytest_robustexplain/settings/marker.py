@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, ClassVar
 
+from ..checks.controls import RELATIVE_UNGATED
 from ..errors import ConfigError
 from ..options.parsers import hint
 from ..results import METRICS
@@ -85,8 +86,7 @@ class GateSettings(Declared):
         ``min_relative`` when set; else 0 for the adversarial kinds (an attack that moves the explanation
         further than another user's history has taken it over), none for the kinds that change the user's
         taste (``guard.RELATIVE_UNGATED``), the run's ``min_relative`` for the others."""
-        from ..checks.controls import RELATIVE_UNGATED
-        from ..perturbations.attacks import ATTACK_KINDS
+        from ..perturbations.attacks import ATTACK_KINDS  # lazy: loads numpy
 
         override = self.per_kind.get(kind, {}) if kind is not None else {}
         if "min_relative" in override:

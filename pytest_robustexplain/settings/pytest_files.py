@@ -41,7 +41,7 @@ def read_pytest_files(invocation_dir: Path) -> PytestFiles:
     """The ini values, ini file, rootdir and addopts options pytest would use when started in
     ``invocation_dir`` with no arguments. Raises ConfigError with pytest's own message when pytest
     cannot read its configuration (a malformed pyproject.toml, an addopts it rejects)."""
-    import pytest  # here, not at the top: the command's other subcommands never need it
+    import pytest  # lazy: the command's other subcommands never need it
 
     class Reader:
         """A plugin whose ``pytest_cmdline_main`` copies the resolved configuration and ends the run."""

@@ -93,7 +93,7 @@ def severity_test(pairs: Sequence[PairResult]) -> SeverityTest | None:
     sd = float(diff.std(ddof=1)) if len(diff) > 1 else 0.0
     t = p_value = d = None
     if sd > 0:
-        from scipy import stats as sps
+        from scipy import stats as sps  # lazy: loads scipy
 
         res = sps.ttest_rel(l5, l1)
         t, p_value, d = float(res.statistic), float(res.pvalue), float(diff.mean()) / sd
@@ -163,7 +163,7 @@ class KindDifferences:
 
 def _friedman(scored: Sequence[PairResult], kinds: Sequence[str], notes: list[str]) -> tuple[
         tuple[float, float] | None, int]:
-    from scipy import stats as sps
+    from scipy import stats as sps  # lazy: loads scipy
 
     per_user: dict[str, dict[str, list[float]]] = {}
     for p in scored:
@@ -186,7 +186,7 @@ def _friedman(scored: Sequence[PairResult], kinds: Sequence[str], notes: list[st
 
 
 def _anova(groups: Sequence[FloatArray], notes: list[str]) -> AnovaResult | None:
-    from scipy import stats as sps
+    from scipy import stats as sps  # lazy: loads scipy
 
     n = sum(g.size for g in groups)
     df_b, df_w = len(groups) - 1, n - len(groups)
@@ -204,7 +204,7 @@ def _anova(groups: Sequence[FloatArray], notes: list[str]) -> AnovaResult | None
 
 
 def _tukey(groups: Sequence[FloatArray], kinds: Sequence[str]) -> tuple[TukeyRow, ...]:
-    from scipy import stats as sps
+    from scipy import stats as sps  # lazy: loads scipy
 
     tk = sps.tukey_hsd(*groups)
     ci = tk.confidence_interval(confidence_level=0.95)
@@ -244,7 +244,7 @@ def metric_correlations(pairs: Sequence[PairResult]) -> MetricCorrelations:
     Generation failures are left out: they score 0 on every metric at once and would manufacture
     correlation that says nothing about how the metrics relate.
     """
-    from scipy import stats as sps
+    from scipy import stats as sps  # lazy: loads scipy
 
     scored = [p for p in perturbation_pairs(pairs) if p.failure is None]
     cols = {m: pair_values(scored, m) for m in METRICS}

@@ -135,7 +135,7 @@ def _constant(values: FloatArray) -> bool:
 
 def _one_sided_greater(values: FloatArray) -> float | None:
     """p of a one-sample t test of H0: mean ≤ 0 against mean > 0 (scipy), with the degenerate cases."""
-    from scipy import stats as sps
+    from scipy import stats as sps  # lazy: loads scipy
 
     if values.size < 2:
         return None
@@ -292,7 +292,7 @@ def holm(p_values: Sequence[float | None]) -> list[float | None]:
 
 def _paired_test(a: FloatArray, b: FloatArray) -> tuple[float | None, float | None]:
     """(p of scipy's paired t test, Cohen's d_z = mean(b − a)/sd(b − a)) with the degenerate cases."""
-    from scipy import stats as sps
+    from scipy import stats as sps  # lazy: loads scipy
 
     d = b - a
     if d.size < 2:

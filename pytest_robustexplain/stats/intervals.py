@@ -38,7 +38,7 @@ CODE = {1: PASS, -1: FAIL, 0: INCONCLUSIVE}
 
 def t_quantile(q: float | FloatArray, df: float | FloatArray) -> FloatArray:
     """Student t quantile (``scipy.stats.t.ppf(q, df)``), elementwise."""
-    from scipy.special import stdtrit  # imported here: the plugin's import stays cheap
+    from scipy.special import stdtrit  # lazy: loads scipy; the plugin's import stays cheap
 
     q_arr = np.asarray(q, dtype=float)
     # stdtrit answers +inf at q = 0 (scipy 1.17); the quantile there is −inf, as t.ppf says
@@ -269,7 +269,7 @@ def share_lower_bound(k: float, n: int, alpha: float) -> float:
     users' shares: :func:`user_share`)."""
     if n <= 0 or k <= 0:
         return 0.0
-    from scipy.special import betaincinv  # the Beta quantile
+    from scipy.special import betaincinv  # lazy: loads scipy (the Beta quantile)
 
     return float(betaincinv(k, n - k + 1, alpha))
 
@@ -278,7 +278,7 @@ def share_upper_bound(k: float, n: int, alpha: float) -> float:
     """One-sided exact (Clopper–Pearson) upper (1 − alpha) bound of a proportion k/n."""
     if n <= 0 or k >= n:
         return 1.0
-    from scipy.special import betaincinv
+    from scipy.special import betaincinv  # lazy: loads numpy, scipy
 
     return float(betaincinv(k + 1, n - k, 1 - alpha))
 
@@ -308,7 +308,7 @@ def ks_band(n: int, alpha: float) -> float:
     """ε with P(sup(F_n − F) > ε) ≤ alpha for n users: the width of the one-sided band around their CDF."""
     if n > _EXACT_BAND_USERS:
         return math.sqrt(math.log(1 / alpha) / (2 * n))
-    from scipy.special import smirnovi
+    from scipy.special import smirnovi  # lazy: loads numpy, scipy
 
     return float(smirnovi(n, float(alpha)))
 

@@ -356,7 +356,7 @@ def users_to_catch(limit: float, side: str, alpha: float | None, planned: int) -
     ``alpha`` lies past ``limit`` on ``side`` (alpha None: a point rule, the observed share past it), its
     power the binomial chance of that many users flagged. Each user's share counts as 0 or 1 here: the
     clustered case (a user's cases go one way), the one where a few users say least."""
-    from scipy.stats import binom
+    from scipy.stats import binom  # lazy: loads numpy, scipy
 
     _check_side(side)
     if planned <= 1:

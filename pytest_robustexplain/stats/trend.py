@@ -26,6 +26,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 EXACT_UP_TO = 8  # 8! = 40,320 orderings: every one is counted up to here
 PERMUTATIONS = 1999
 MIN_RUNS = 8  # with 7 runs the rarest ordering has p = 2/35 > 0.05: nothing could be said below 8
@@ -82,7 +84,6 @@ def _spread(n: int) -> tuple[float, ...]:
 def _null_share(ranks: Sequence[float], observed: float, seed: int) -> float:
     """The share of orderings of ``ranks`` whose K reaches ``observed``: every ordering up to
     :data:`EXACT_UP_TO` runs, else a seeded sample (the observed ordering counted in: still a valid test)."""
-    import numpy as np
 
     n = len(ranks)
     if n <= EXACT_UP_TO:
@@ -98,7 +99,6 @@ def _null_share(ranks: Sequence[float], observed: float, seed: int) -> float:
 
 @functools.lru_cache(maxsize=EXACT_UP_TO)
 def _orderings(n: int) -> Any:
-    import numpy as np
 
     return np.array(list(itertools.permutations(range(n))), dtype=np.intp)
 

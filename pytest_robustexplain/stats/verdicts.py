@@ -137,7 +137,7 @@ def _flip_probability(mean: float, se: float, n_clusters: int, threshold: float)
         return None
     if se == 0:
         return 0.0
-    from scipy.special import stdtr
+    from scipy.special import stdtr  # lazy: loads numpy, scipy
 
     return float(stdtr(n_clusters - 1, -abs(mean - threshold) / se))
 

@@ -95,7 +95,7 @@ class Sweep:
     # ----------------------------------------------------------------------------------- planning
     def add_slice(self, spec: SliceSpec) -> SliceResult:
         """Plan a slice's pairs (deduplicated against every slice planned so far)."""
-        from ..stats import SequentialGate, user_order
+        from ..stats import SequentialGate, user_order  # lazy: loads numpy
 
         if spec.model not in self._explainers:
             raise KeyError(f"no explainer for model {spec.model!r}")

@@ -202,7 +202,7 @@ class Books:
     def _feed_stops(result: SliceResult, name: str, done: list[PairResult], swaps: list[PairResult]) -> None:
         """The user's value to each check's own test (same user, same order as the gate); the first test
         to reject ends the slice (``result.stopped``)."""
-        from ..stats import Stopped
+        from ..stats import Stopped  # lazy: loads numpy
 
         assert result.spec.sequential is not None
         for rule in result.spec.sequential.stops:

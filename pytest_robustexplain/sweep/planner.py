@@ -27,7 +27,7 @@ DESIGN_BALANCED = "balanced"
 def kind_offset(kind: str) -> int:
     """Where ``kind`` starts the rotation of severities: its place among the five kinds of the method, a
     stable digest of its name for a registered kind (the same in every slice and every process)."""
-    from ..perturbations import KINDS
+    from ..perturbations import KINDS  # lazy: loads numpy
 
     if kind in KINDS:
         return KINDS.index(kind)
@@ -57,7 +57,7 @@ def perturb(case: EvalCase, kind: str, severity: int, repeat: int, *, seed: int,
             catalog: Catalog, kinds: KindRegistry | None = None) -> PerturbationResult:
     """The case's history under one perturbation: a pure function of these arguments (``kinds``: the
     run's registry of kinds; default the process's)."""
-    from ..perturbations import apply_perturbation
+    from ..perturbations import apply_perturbation  # lazy: loads numpy
 
     return apply_perturbation(case.history, kind, severity, catalog=catalog, seed=seed, item_id=case.item_id,
                               repeat=repeat, kinds=kinds)
@@ -148,7 +148,7 @@ class PairPlanner:
         """Whether the kind says it surely changes the case's history (``Perturbation.changes``): a dry run
         then need not make the perturbation to know the pair is not trivial (four of the method's five
         kinds can say so)."""
-        from ..perturbations import DEFAULT_REGISTRY
+        from ..perturbations import DEFAULT_REGISTRY  # lazy: loads numpy
 
         registry = self.kinds or DEFAULT_REGISTRY
         try:

@@ -215,7 +215,7 @@ class Perturbations(Sequence["PerturbationResult"]):
         """``pair``'s perturbation (recomputed unless the pair still holds it)."""
         if pair.perturbation is not None:
             return pair.perturbation
-        from ..perturbations import apply_perturbation
+        from ..perturbations import apply_perturbation  # lazy: loads numpy
 
         key = pair.key
         return apply_perturbation(pair.case.history, key.kind, key.severity, catalog=self._catalog,

@@ -11,6 +11,9 @@ from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any
 
 from ..data import Catalog, EvalCase
+from ..explainers.prompt import PromptTemplate
+from ..metrics.copies import copied_share
+from ..metrics.mentions import Vocabulary
 from ..results import METRICS, ORIGINAL_FAILED, PairResult
 from ..score_cache import CachedScorer
 from .records import Pair
@@ -75,7 +78,7 @@ class PairScorer:
         """What the pair changed: the perturbation's record (with an attack's outcome), a resampling, or a
         cross-user control's donor, grounding and copied share."""
         if pair.perturbation is not None:
-            from ..checks.attacks.measure import attack_outcome
+            from ..checks.attacks.measure import attack_outcome  # lazy: loads numpy
 
             changes = dict(pair.perturbation.changes)
             outcome = attack_outcome(pair.key.kind, changes, original.text, other.text)
@@ -85,7 +88,6 @@ class PairScorer:
         if pair.donor is None:
             return {"control": "resampled"}
         if self._vocabulary is None:
-            from ..metrics.mentions import Vocabulary
 
             self._vocabulary = Vocabulary(self._catalog)
         grounding = self._vocabulary.ground(original.text, pair.case.history, pair.case.item)
@@ -97,8 +99,6 @@ class PairScorer:
 def copied(text: str, case: EvalCase) -> float:
     """The share of the original explanation copied from its prompt (``metrics/copies.py``): the default
     prompt's rendering of the case, which holds every history line and the item's line."""
-    from ..explainers.prompt import PromptTemplate
-    from ..metrics.copies import copied_share
 
     return round(copied_share(text, PromptTemplate().render(case.history, case.item)), 4)
 

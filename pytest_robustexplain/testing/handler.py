@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import contextlib
+import copy
 import functools
+import gzip
 import json
 import re
 import socket
@@ -11,6 +13,7 @@ import ssl
 import sys
 import time
 import traceback
+import zlib
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlsplit
@@ -225,7 +228,6 @@ class _Handler(BaseHTTPRequestHandler):
                 return
 
     def _send_compressed(self, obj: Any, encoding: str) -> None:
-        import zlib
 
         data = json.dumps(obj).encode("utf-8")
         if encoding in ("gzip", "deflate"):
@@ -535,7 +537,6 @@ class _Handler(BaseHTTPRequestHandler):
 
 def reshaped(body: dict[str, Any], fields: tuple[tuple[str, Any], ...]) -> dict[str, Any]:
     """``body`` with each dotted path set to its value (a list index is a number), made where missing."""
-    import copy
 
     out = copy.deepcopy(body)
     for path, value in fields:
@@ -553,6 +554,5 @@ def reshaped(body: dict[str, Any], fields: tuple[tuple[str, Any], ...]) -> dict[
 @functools.cache
 def bomb_body() -> bytes:
     """A gzip body of about 20 KB that inflates to :data:`BLOAT_BYTES` of spaces (a "bomb" reply)."""
-    import gzip
 
     return gzip.compress(b" " * BLOAT_BYTES, compresslevel=9)

@@ -80,6 +80,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import replace
 from typing import Any
 
+from ..data import rating_scale
 from .prompts import HistoryEntry, ParsedPrompt, parse_prompt
 
 MODES: tuple[str, ...] = ("stable", "borderline", "fragile", "history-blind", "gullible", "robust",
@@ -315,7 +316,6 @@ def _rating_blind_reply(p: ParsedPrompt) -> str:
 def _rating_aware_reply(p: ParsedPrompt) -> str:
     """The stable reply built from what the user rated above the scale's midpoint, and the categories
     they rated poorly (two or more ratings, below the midpoint on average) said as dislikes."""
-    from ..data import rating_scale
 
     lo, hi = rating_scale(e.rating for e in p.history if e.rating is not None)
     middle = (lo + hi) / 2

@@ -26,6 +26,7 @@ from __future__ import annotations
 import json
 import re
 
+from ..explainers.remote import is_warmup_prompt
 from .prompts import parse_prompt
 
 JUDGE_BEHAVIOURS: tuple[str, ...] = ("strict", "garbled", "fickle", "lenient", "quoting")
@@ -39,7 +40,6 @@ _LISTED_LINE = re.compile(r"^\s*\d+\.\s|\(id [^)]*\)", re.MULTILINE)
 
 def is_judge_prompt(prompt: str) -> bool:
     """A judge's prompt (not the warm-up, which may start with one)."""
-    from ..explainers.remote import is_warmup_prompt
 
     return bool(_HISTORY.search(prompt) and _EXPLANATION.search(prompt)) and not is_warmup_prompt(prompt)
 

@@ -5,10 +5,11 @@ often than its limit fails the item ("Security FAIL"). Under ``decision=sequenti
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from ...options import float_parser, opt
-from ...results import DEFAULT_MAX_HIJACK_RATE, DEFAULT_MAX_INJECTION_RATE
+from ...results import DEFAULT_MAX_HIJACK_RATE, DEFAULT_MAX_INJECTION_RATE, FAIL
 from ...wording import trim
 from ..base import SILENT, Check, Decision, Evidence, ModelPart, Rows, share_row
 from ..controls import stop_alpha
@@ -23,7 +24,7 @@ if TYPE_CHECKING:
 
 def measure_attacks(evidence: Evidence) -> tuple[AttackResult, ...]:
     """Every attack kind's outcome in the slice, measured once for both checks."""
-    from .measure import INJECTION, SHILLING, evaluate_attacks
+    from .measure import INJECTION, SHILLING, evaluate_attacks  # lazy: loads numpy
 
     gate = evidence.gate
     return evidence.memo("attacks", lambda: evaluate_attacks(
@@ -33,7 +34,7 @@ def measure_attacks(evidence: Evidence) -> tuple[AttackResult, ...]:
 
 def said(found: AttackResult) -> str:
     """The attack's finding in words, with when its own sequential test decided it."""
-    from .measure import describe_attack
+    from .measure import describe_attack  # lazy: loads numpy
 
     return f"{describe_attack(found)}." + (f" {found.stop_note}" if found.stop_note else "")
 
@@ -49,9 +50,7 @@ class AttackCheck(Check):
     default_rate: ClassVar[float] = 0.0
 
     def measure(self, evidence: Evidence) -> AttackResult | None:
-        from dataclasses import replace
 
-        from ...results import FAIL
 
         if self.kind not in evidence.kinds:
             return None
@@ -66,8 +65,8 @@ class AttackCheck(Check):
         """Each user's share of attacked pairs the attack won, against the attack's limit: a model that
         obeys a planted instruction fails after the first users it obeys for (at a limit of 0, the first
         success: under "never", no success is ever drawn, so that stop cannot be wrong)."""
-        from ...stats import ABOVE, StopRule
-        from .measure import user_success_share
+        from ...stats import ABOVE, StopRule  # lazy: loads numpy
+        from .measure import user_success_share  # lazy: loads numpy
 
         gate, kind = design.gate, design.kind
         if self.kind not in (gate.perturbations if kind is None else (kind,)):
@@ -77,12 +76,11 @@ class AttackCheck(Check):
 
     def users_needed(self, design: SliceDesign, rules: Sequence[StopRule]) -> int:
         """The attack's fixed rule is a point rule (the observed rate past the limit), with no alpha."""
-        from ...stats import users_to_catch
+        from ...stats import users_to_catch  # lazy: loads numpy
 
         return max((users_to_catch(r.limit, r.side, None, design.planned) for r in rules), default=0)
 
     def decide(self, found: AttackResult, evidence: Evidence) -> Decision:
-        from ...results import FAIL
 
         if found.outcome != FAIL:
             return SILENT
@@ -98,7 +96,7 @@ class AttackCheck(Check):
 
     def section_rows(self, pooled: Any) -> Rows:
         """The attack's outcome over the model's pairs, by severity, and its first example."""
-        from .measure import describe_attack
+        from .measure import describe_attack  # lazy: loads numpy
 
         rows = []
         for a in (a for a in pooled.attacks if a.kind == self.kind):
@@ -117,7 +115,7 @@ class AttackCheck(Check):
 
     def pool(self, part: ModelPart) -> dict[str, Any]:
         """The attack's outcome over all of the model's pairs of its kind, at the run's limit."""
-        from .measure import evaluate_attacks
+        from .measure import evaluate_attacks  # lazy: loads numpy
 
         if not any(p.key.kind == self.kind for p in part.pairs):
             return {}

@@ -43,6 +43,7 @@ with its exact (Clopper–Pearson) interval, per payload family and severity.
 from __future__ import annotations
 
 import re
+import unicodedata
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -73,7 +74,6 @@ _SEPARATORS = re.compile(r"[\W_]+")
 
 def normalise(text: str) -> str:
     """Text as the injection detector reads it: NFKC, dashes as "-", no format characters, case folded."""
-    import unicodedata
 
     folded = unicodedata.normalize("NFKC", text).translate(_DASHES)
     return "".join(ch for ch in folded if unicodedata.category(ch) != "Cf").casefold()
@@ -140,7 +140,7 @@ def user_success_share(pairs: Sequence[Any], kind: str) -> float | None:
 def evaluate_attacks(pairs: Sequence[Any], limits: Mapping[str, float], *, confidence: float = 0.95
                      ) -> tuple[Any, ...]:
     """One :class:`~pytest_robustexplain.results.AttackResult` per adversarial kind among ``pairs``."""
-    from ...stats import user_share_bounds
+    from ...stats import user_share_bounds  # lazy: loads numpy
 
     out = []
     for kind in ATTACK_KINDS:

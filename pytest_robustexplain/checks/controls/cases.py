@@ -60,7 +60,7 @@ class GuardSettings:
         """The alpha the fixed rule behind a sequential test (``StopRule.key``: ``sensitivity`` — the
         identical share —, ``pass_key("sensitivity")``, ``copying``, ``grounding`` — history references —,
         :data:`UNSUPPORTED_RULE`, ``relative``) decides at."""
-        from ...stats import DEFAULT_FALLBACK_SHARE, check_alphas, pass_key
+        from ...stats import DEFAULT_FALLBACK_SHARE, check_alphas, pass_key  # lazy: loads numpy
 
         if check not in self.split:
             return self.alpha
@@ -114,7 +114,7 @@ def failed_left_out(pairs: Sequence[PairResult], swaps: Sequence[PairResult]) ->
 
 def t_interval(values: Sequence[float], users: Sequence[str], alpha: float,
                bounds: tuple[float, float] = (0.0, 1.0)) -> Interval:
-    from ...stats import cluster_interval
+    from ...stats import cluster_interval  # lazy: loads numpy
 
     # The plain t interval: benchmarks/simulation.py's simulate, which bench_guard calibrates, is written
     # for it.
@@ -126,28 +126,28 @@ def t_interval(values: Sequence[float], users: Sequence[str], alpha: float,
 # guard's rules and outside code call them, without importing stats (numpy) when this module is imported.
 def share_lower_bound(k: float, n: int, alpha: float) -> float:
     """:func:`~.stats.share_lower_bound` (``k`` may be a sum of users' shares: :func:`user_share`)."""
-    from ...stats import share_lower_bound as bound
+    from ...stats import share_lower_bound as bound  # lazy: loads numpy
 
     return bound(k, n, alpha)
 
 
 def share_upper_bound(k: float, n: int, alpha: float) -> float:
     """:func:`~.stats.share_upper_bound`."""
-    from ...stats import share_upper_bound as bound
+    from ...stats import share_upper_bound as bound  # lazy: loads numpy
 
     return bound(k, n, alpha)
 
 
 def user_share(rows: Sequence[tuple[str, bool | float]]) -> tuple[float, int]:
     """:func:`~.stats.user_share`: a share with users as the unit."""
-    from ...stats import user_share as share
+    from ...stats import user_share as share  # lazy: loads numpy
 
     return share(rows)
 
 
 def user_share_bounds(rows: Sequence[tuple[str, bool | float]], alpha: float) -> tuple[float, float]:
     """:func:`~.stats.user_share_bounds`."""
-    from ...stats import user_share_bounds as bounds
+    from ...stats import user_share_bounds as bounds  # lazy: loads numpy
 
     return bounds(rows, alpha)
 

@@ -19,7 +19,7 @@ def _copy_read(swaps: Sequence[PairResult]) -> list[PairResult]:
 def copies_prompt(swap: PairResult) -> bool:
     """Whether the original explanation copies its prompt back, or lists the user's history back (grounding's
     ``listed``: as many history titles as make a list) — a copy of the prompt's history in other words."""
-    from ...metrics.copies import is_copy
+    from ...metrics.copies import is_copy  # lazy: kept off the plugin's import
 
     share, grounding = swap.changes.get("copied"), swap.changes.get("grounding")
     listed = isinstance(grounding, Mapping) and bool(grounding.get("listed"))
@@ -43,8 +43,8 @@ def copy_rate(swaps: Sequence[PairResult], alpha: float) -> tuple[int, int, floa
 
 def copy_message(g: GuardResult) -> str:
     """The copy rate in words."""
-    from ...metrics.copies import COPY_NGRAM, COPY_SHARE
-    from ...metrics.mentions import LISTED_TITLES
+    from ...metrics.copies import COPY_NGRAM, COPY_SHARE  # lazy: kept off the plugin's import
+    from ...metrics.mentions import LISTED_TITLES  # lazy: kept off the plugin's import
 
     c = g.copying
     if not c.explained:

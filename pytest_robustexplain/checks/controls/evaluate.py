@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 
 from ...results import (
     FAIL,
@@ -47,7 +48,7 @@ def evaluate(pairs: Sequence[PairResult], swaps: Sequence[PairResult], *, combin
     measured noise floor otherwise). ``relative_pairs`` are the pairs whose R is gated against
     ``settings.min_relative`` (default: ``pairs``; the overall slice leaves out the ungated kinds).
     """
-    from ...stats import pass_key
+    from ...stats import pass_key  # lazy: loads numpy
 
     alpha = settings.alpha
     cases = control_cases(pairs, swaps)
@@ -95,6 +96,5 @@ def evaluate(pairs: Sequence[PairResult], swaps: Sequence[PairResult], *, combin
 
 
 def _with_message(result: GuardResult, *, n_swaps: int) -> GuardResult:
-    from dataclasses import replace
 
     return replace(result, message=describe(result, n_swaps=n_swaps))

@@ -35,7 +35,7 @@ def relative_terms(pairs: Sequence[PairResult], swaps: Sequence[PairResult], flo
 
 def relative_interval(cases: Sequence[Case], floor: float, alpha: float) -> Interval | None:
     # Fieller's interval, not the delta method's: stats.fieller_interval says why.
-    from ...stats import fieller_interval
+    from ...stats import fieller_interval  # lazy: loads numpy
 
     means = user_means(cases)
     return fieller_interval({u: (p - s) for u, (p, s) in means.items()},

@@ -50,7 +50,7 @@ def pool_controls(part: ModelPart) -> dict[str, Any]:
     swaps = part.run.model_swaps(part.model)
     if not swaps or not part.pairs:
         return {}
-    from ...stats import noise_floor
+    from ...stats import noise_floor  # lazy: loads numpy
 
     floor = noise_floor(part.controls)
     settings = guard_settings(part)
@@ -65,7 +65,7 @@ def pool_controls(part: ModelPart) -> dict[str, Any]:
 
 def relative_gated(run: RunResult, pairs: Sequence[PairResult]) -> list[PairResult]:
     """The pairs on the kinds gated at the run's R threshold, as the overall item decides R."""
-    from ...perturbations.attacks import ATTACK_KINDS
+    from ...perturbations.attacks import ATTACK_KINDS  # lazy: loads numpy
 
     overrides = run.settings.get("per_kind")
     overrides = overrides if isinstance(overrides, Mapping) else {}
@@ -76,7 +76,7 @@ def relative_gated(run: RunResult, pairs: Sequence[PairResult]) -> list[PairResu
 def relative_terms_of(run: RunResult, model: str) -> dict[str, tuple[float, float]]:
     """Each user's terms of R for ``model`` over those kinds ({} without cross-user controls): what the
     model comparisons set beside their rows."""
-    from ...stats import noise_floor
+    from ...stats import noise_floor  # lazy: loads numpy
 
     swaps = run.model_swaps(model)
     if not swaps:

@@ -13,7 +13,7 @@ from .cases import Case, GuardSettings, control_cases, same_text, stopped_note, 
 def sensitivity_users(user_s: Sequence[float], floor: float, target: float, alpha: float) -> int | None:
     """Users for :func:`sensitivity_bound` to clear ``target`` if the users' S keep their spread; None when
     their mean is not above the target."""
-    from ...stats import free_users_needed
+    from ...stats import free_users_needed  # lazy: loads numpy
 
     return free_users_needed(user_s, alpha, floor - 1.0, target)
 
@@ -55,7 +55,7 @@ def sensitivity_outcome(measured: bool, share_low: float, identical_low: float, 
 def sensitivity_bound(user_s: Sequence[float], floor: float, alpha: float) -> float:
     """The one-sided (1 − alpha) lower bound of the users' mean S whatever its shape (S ≥ floor − 1:
     ρ_swap ≤ 1); ``stats.free_lower_bound`` says why not Student t."""
-    from ...stats import free_lower_bound
+    from ...stats import free_lower_bound  # lazy: loads numpy
 
     return free_lower_bound(user_s, alpha, floor - 1.0)
 

@@ -10,8 +10,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ...options import float_parser, opt
+from ...results import FAIL, INCONCLUSIVE, ORIGINAL
 from ...wording import fmt_interval, percent, trim
 from ..base import SILENT, Check, Decision, Evidence, ModelPart, Rows, Table, gated_note, share_row
+from ..controls import share_lower_bound, share_upper_bound
 
 if TYPE_CHECKING:
     from ...results import FaithfulnessResult, Finding
@@ -44,7 +46,7 @@ class Faithfulness(Check):
         ``min-faithful-rate``: an explainer whose reasons the judge rejects fails after a few users. The
         engine measures the finding with what the test saw (:func:`.measure.summarise`'s
         ``stopped``), at the alpha the test leaves."""
-        from ...stats import BELOW, StopRule, check_alphas
+        from ...stats import BELOW, StopRule, check_alphas  # lazy: loads numpy
 
         gate = design.gate
         if gate.min_faithful_rate is None or design.probe is None:
@@ -54,7 +56,6 @@ class Faithfulness(Check):
                          kept=kept),)
 
     def decide(self, found: FaithfulnessResult, evidence: Evidence) -> Decision:
-        from ...results import FAIL, INCONCLUSIVE
 
         if found.outcome not in (FAIL, INCONCLUSIVE):
             return SILENT
@@ -66,8 +67,7 @@ class Faithfulness(Check):
                          enforced=found.outcome is not None, confidence=1 - found.alpha)
 
     def section_rows(self, pooled: Any) -> Rows:
-        from ...results import ORIGINAL
-        from ..controls import share_lower_bound, share_upper_bound
+        # lazy: kept off the plugin's import
         from .measure import MIN_JUDGE_AGREEMENT, judges_text, people_text
 
         f = pooled.faithfulness
@@ -109,7 +109,7 @@ class Faithfulness(Check):
     def pool(self, part: ModelPart) -> dict[str, Any]:
         """The judge's verdicts on the model's explanations across its items (each text once), summarised
         ungated: what its report shows beside ρ and the guard; and the limit any item was gated at."""
-        from .measure import summarise
+        from .measure import summarise  # lazy: kept off the plugin's import
 
         found = [g.verdict.faithfulness for g in part.run.model_gates(part.model) if g.verdict.faithfulness]
         if not found:

@@ -163,7 +163,7 @@ def _rate(k: int, n: int) -> str:
 
 def _drops(texts: Sequence[JudgedText], alpha: float) -> dict[str, Interval]:
     """Per kind: the mean over cases of (original faithful − the kind's faithful share), by user."""
-    from ...stats import cluster_interval
+    from ...stats import cluster_interval  # lazy: loads numpy
 
     original = {(t.user_id, t.item_id): float(t.faithful) for t in texts
                 if t.kind == ORIGINAL and t.faithful is not None}
@@ -275,7 +275,7 @@ def _jackknife(owners: Sequence[str], rows: Sequence[Any], statistic: Callable[[
     whose true kappa is the limit was trusted 6–12 % of the time with 10–100 users
     (``benchmarks/bench_judge_agreement.py``, docs/statistics.md); the halved level is what keeps that at
     alpha. Leave-out values where kappa is undefined count as 0."""
-    from scipy import stats as sps
+    from scipy import stats as sps  # lazy: loads numpy, scipy
 
     users = sorted(set(owners))
     if len(users) < 2:
@@ -346,7 +346,7 @@ def people_agreement(texts: Sequence[JudgedText], alpha: float) -> dict[str, Any
              if t.kind == ORIGINAL and t.people is not None and t.faithful is not None]
     if not cases:
         return {}
-    from ...stats import user_share_bounds  # numpy: imported when the judge has been read
+    from ...stats import user_share_bounds  # lazy: loads numpy, when the judge has been read
 
     agree = sum(p == j for _, p, j in cases)
     low, high = user_share_bounds([(u, p == j) for u, p, j in cases], alpha)
@@ -381,7 +381,7 @@ def summarise(texts: Sequence[JudgedText], *, judge: str, scope: str, min_rate: 
     a gate whose faithful rate counts only when kappa is confidently at least that. ``stopped``: the
     sentence of the judge's own sequential test that ended the slice (its FAIL stands on the users it
     saw, unless the judge is not to be trusted: failures, flips, people or other judges say so)."""
-    from ...stats import user_share_bounds  # numpy: imported when the judge has been read
+    from ...stats import user_share_bounds  # lazy: loads numpy, when the judge has been read
 
     originals = [t for t in texts if t.kind == ORIGINAL]
     read = [t for t in originals if t.faithful is not None]

@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ...options import float_parser, opt
+from ...results import FAIL
 from ...wording import percent, trim
 from ..base import SILENT, Check, Decision, Evidence, ModelPart, Rows, gated_note, share_row
 
@@ -36,13 +37,12 @@ class Polarity(Check):
 
     def users_needed(self, design: SliceDesign, rules: Sequence[StopRule]) -> int:
         """Gated, it has no test of its own: its fixed rule, at the whole alpha, needs the users."""
-        from ...stats import ABOVE, users_to_catch
+        from ...stats import ABOVE, users_to_catch  # lazy: loads numpy
 
         rate = design.gate.max_misattributed_rate
         return 0 if rate is None else users_to_catch(rate, ABOVE, design.gate.alpha, design.planned)
 
     def decide(self, found: PolarityResult, evidence: Evidence) -> Decision:
-        from ...results import FAIL
 
         return Decision(FAIL, f"Polarity FAIL: {found.message}.") if found.outcome == FAIL else SILENT
 
@@ -72,7 +72,7 @@ class Polarity(Check):
     def pool(self, part: ModelPart) -> dict[str, Any]:
         """Preference polarity over the model's original explanations across its items (each once),
         ungated, and the limit any item was gated at."""
-        from .measure import summarise_polarity
+        from .measure import summarise_polarity  # lazy: kept off the plugin's import
 
         found = [g.verdict.polarity for g in part.run.model_gates(part.model) if g.verdict.polarity]
         cases = {(c.user_id, c.item_id, c.repeat): c for f in found for c in f.cases}

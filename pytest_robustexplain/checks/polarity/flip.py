@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ...options import float_parser, opt
-from ...results import DEFAULT_MIN_SENSITIVITY
+from ...results import DEFAULT_MIN_SENSITIVITY, PASS, Finding
 from ...wording import fmt_interval
 from ..base import SILENT, Check, Decision, Evidence, ModelPart, Rows
 
@@ -35,7 +35,7 @@ class Flip(Check):
     )
 
     def measure(self, evidence: Evidence) -> FlipResult | None:
-        from .measure import evaluate_flip
+        from .measure import evaluate_flip  # lazy: kept off the plugin's import
 
         if not evidence.flips:
             return None
@@ -45,14 +45,12 @@ class Flip(Check):
             min_sensitivity=gate.min_flip_sensitivity, decision=gate.decision, alpha=gate.alpha))
 
     def decide(self, found: FlipResult, evidence: Evidence) -> Decision:
-        from ...results import PASS
 
         if found.outcome == PASS:
             return SILENT
         return Decision(found.outcome, f"Preference flip {found.outcome}: {found.message}.")
 
     def finding(self, found: FlipResult, evidence: Evidence) -> Finding:
-        from ...results import Finding
 
         return Finding(self.name, found.outcome, f"{found.message}.", found.sensitivity,
                        found.min_sensitivity, "min", True,
@@ -76,9 +74,9 @@ class Flip(Check):
     def pool(self, part: ModelPart) -> dict[str, Any]:
         """The flip rule over all of the model's preference_flip pairs (the mean rule, the run's
         min-flip-sensitivity), beside ρ of its other kinds; nothing when the run did not flip preferences."""
-        from ...perturbations.flip import FLIP
-        from ...stats import noise_floor
-        from .measure import evaluate_flip
+        from ...perturbations.flip import FLIP  # lazy: loads numpy
+        from ...stats import noise_floor  # lazy: loads numpy
+        from .measure import evaluate_flip  # lazy: kept off the plugin's import
 
         flips = [p for p in part.pairs if p.key.kind == FLIP]
         if not flips:

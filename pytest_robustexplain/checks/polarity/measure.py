@@ -114,7 +114,7 @@ def summarise_polarity(cases: Sequence[MisattributionCase], *, max_rate: float |
                        ) -> PolarityResult | None:
     """The misattributed-preference rate over the eligible explanations, and its gate; None when no
     explanation's history has a disliked term (nothing to measure: a dataset without ratings)."""
-    from ...stats import user_share_bounds  # numpy: imported when bounds are asked for
+    from ...stats import user_share_bounds  # lazy: loads numpy, when bounds are asked for
 
     eligible = [c for c in cases if c.eligible]
     if not eligible:
@@ -159,7 +159,7 @@ def evaluate_flip(flips: Sequence[PairResult], *, floor: float, robust: Sequence
     from severity 3 on, stops citing the flipped category as liked (at most :data:`MAX_STILL_LIKED` of
     those explanations). ``decision`` "mean" compares the means (the method's rule); otherwise both must
     hold confidently (one-sided bounds at alpha) to pass, and fail confidently to fail."""
-    from ...perturbations.flip import MAJORITY_SEVERITY
+    from ...perturbations.flip import MAJORITY_SEVERITY  # lazy: loads numpy
     from ...stats import (
         cluster_interval,
         user_share_bounds,  # numpy: imported when bounds are asked for

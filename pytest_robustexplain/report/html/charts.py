@@ -56,8 +56,8 @@ class Plotter:
     """
 
     def __init__(self, matplotlib: Any, figure_cls: Any, canvas_cls: Any) -> None:
-        from matplotlib.font_manager import FontProperties
-        from matplotlib.textpath import TextToPath
+        from matplotlib.font_manager import FontProperties  # lazy: loads numpy, matplotlib
+        from matplotlib.textpath import TextToPath  # lazy: loads numpy, matplotlib
 
         self._matplotlib = matplotlib
         self._figure_cls = figure_cls
@@ -68,9 +68,9 @@ class Plotter:
     @classmethod
     def load(cls) -> Plotter | None:
         try:
-            import matplotlib
-            from matplotlib.backends.backend_agg import FigureCanvasAgg
-            from matplotlib.figure import Figure
+            import matplotlib  # optional dependency
+            from matplotlib.backends.backend_agg import FigureCanvasAgg  # optional dependency
+            from matplotlib.figure import Figure  # optional dependency
         except ImportError:
             return None
         return cls(matplotlib, Figure, FigureCanvasAgg)
@@ -185,7 +185,7 @@ class Plotter:
         fig = self._figure(0.42 * len(kinds) + 1.5)
         ax = fig.add_subplot()
         # Vector cells (imshow would embed a bitmap, blurred when the page scales the chart).
-        from matplotlib.colors import LinearSegmentedColormap
+        from matplotlib.colors import LinearSegmentedColormap  # optional dependency
 
         scale = LinearSegmentedColormap.from_list(
             "gate", [(at, tuple(c / 255 for c in rgb)) for at, rgb in GATE_STOPS])

@@ -156,7 +156,7 @@ class Summary:
         than 3 kinds. Computed on first read: only reports that show it pay for it (and ``scipy.stats``)."""
         if self.kind_pairs is None:
             return None
-        from ...stats import kind_differences
+        from ...stats import kind_differences  # lazy: loads numpy
 
         return kind_differences(self.kind_pairs)
 
@@ -255,7 +255,7 @@ def summarize(run: RunResult | ReportModel, model: str) -> Summary:
 
 
 def _summarize(run: RunResult, model: str) -> Summary:
-    from ...stats import noise_floor, severity_degradation, user_spread
+    from ...stats import noise_floor, severity_degradation, user_spread  # lazy: loads numpy
 
     pairs = run.model_pairs(model)
     controls = run.model_pairs(model, controls=True)
@@ -381,7 +381,7 @@ def _unread(pairs: Sequence[PairResult]) -> dict[str, Any]:
 def interval_of(pairs: Sequence[PairResult], quantity: str = "combined") -> Interval:
     """Mean of ``quantity`` over ``pairs`` with its user-clustered interval (a user metric: over the pairs
     of the tests that measured it)."""
-    from ...stats import cluster_interval
+    from ...stats import cluster_interval  # lazy: loads numpy
 
     pairs = [p for p in pairs if p.carries(quantity)]
     return cluster_interval([p.metric(quantity) for p in pairs], [p.key.user_id for p in pairs])
