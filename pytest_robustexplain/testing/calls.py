@@ -44,6 +44,7 @@ class Fault:
     location: str = ""  # where a redirect points (the request's path is appended)
     fields: tuple[tuple[str, Any], ...] = ()  # a "reshape" reply's overrides: (dotted path, JSON value)
     encoding: str = ""  # a "compress" reply's Content-Encoding (gzip, deflate; any other name: sent as is)
+    inflated: int = 0  # what a "bomb" reply inflates to, in bytes (0: BLOAT_BYTES)
 
 
 FAIL_MESSAGES = {

@@ -103,10 +103,11 @@ class FaultScript:
         or gateway that ignores every limit)."""
         self._queue(Fault("bloat"), non_negative_count(n, "bloat_next"))
 
-    def bomb_next(self, n: int = 1) -> None:
-        """The next ``n`` chat requests are answered with a gzip body of about 20 KB that inflates to 20 MB
-        (a compression bomb: a client must refuse it by what it inflates to, not by what came)."""
-        self._queue(Fault("bomb"), non_negative_count(n, "bomb_next"))
+    def bomb_next(self, n: int = 1, *, inflated: int = 0) -> None:
+        """The next ``n`` chat requests are answered with a gzip body of about 20 KB that inflates to 20 MB,
+        or to ``inflated`` bytes (1 GiB: a body of about 1 MiB) — a compression bomb: a client must refuse it
+        by what it inflates to, not by what came."""
+        self._queue(Fault("bomb", inflated=inflated), non_negative_count(n, "bomb_next"))
 
     def extra_next(self, n: int = 1) -> None:
         """The next ``n`` chat requests are answered twice on their connection: the reply, then the same

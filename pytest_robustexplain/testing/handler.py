@@ -5,7 +5,6 @@ from __future__ import annotations
 import contextlib
 import copy
 import functools
-import gzip
 import json
 import re
 import socket
@@ -376,7 +375,7 @@ class _Handler(BaseHTTPRequestHandler):
             self._send_compressed(body, ticket.fault.encoding)
             return
         if ticket.fault is not None and ticket.fault.kind == "bomb":
-            self._send_bytes(200, bomb_body(), "application/json; charset=utf-8",
+            self._send_bytes(200, bomb_body(ticket.fault.inflated), "application/json; charset=utf-8",
                              headers={"Content-Encoding": "gzip"})
             return
         self._send_json(200, body)
@@ -552,7 +551,11 @@ def reshaped(body: dict[str, Any], fields: tuple[tuple[str, Any], ...]) -> dict[
 
 
 @functools.cache
-def bomb_body() -> bytes:
-    """A gzip body of about 20 KB that inflates to :data:`BLOAT_BYTES` of spaces (a "bomb" reply)."""
-
-    return gzip.compress(b" " * BLOAT_BYTES, compresslevel=9)
+def bomb_body(inflated: int = 0) -> bytes:
+    """A gzip body that inflates to ``inflated`` bytes of spaces (:data:`BLOAT_BYTES`, 20 MB, from about
+    20 KB, by default): a "bomb" reply, compressed a mebibyte at a time so a big one never sits in memory."""
+    packer, left, out = zlib.compressobj(9, zlib.DEFLATED, 31), inflated or BLOAT_BYTES, []  # 31: gzip
+    while left:
+        out.append(packer.compress(b" " * min(left, 1 << 20)))
+        left -= min(left, 1 << 20)
+    return b"".join([*out, packer.flush()])
