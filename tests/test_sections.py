@@ -124,3 +124,18 @@ def test_each_built_in_section_is_named_and_in_the_writers_order() -> None:
     for section, checks, _ in sections(DEFAULT_CHECKS):
         order = [c.name for c in checks if c.name in section.order]
         assert order == [n for n in section.order if n in order]  # its rows in the section's order
+
+
+@pytest.mark.parametrize("section", ["stability", "checks"])
+def test_a_check_naming_a_writers_own_section_is_a_further_check(pytester: pytest.Pytester,
+                                                                 section: str) -> None:
+    """Stability's section is the writers' own tables and "checks" the further checks': a user's check
+    naming either is a row of the table of further checks, not lost between them."""
+    # Registered for the process (the writers know it), so in a child process.
+    pytester.makeconftest(CONFTEST.replace('section = "length_review"', f'section = "{section}"'))
+    pytester.makepyfile(test_gate=GATED)
+    result = pytester.runpytest_subprocess("--robustexplain-backend=callable", "--robustexplain-users=4",
+                                           "--robustexplain-cache=off", "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=1)
+    said = " ".join(result.stdout.str().split())
+    assert "More checks" in said and "4 of 4 explanations run past five words" in said

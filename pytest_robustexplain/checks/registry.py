@@ -73,7 +73,9 @@ def further(checks: Iterable[Check], findings: Iterable[Finding]) -> tuple[Findi
     """The rows of the table of further checks: every finding but stability's, the measurement's and those
     standing in a section of their own (:func:`sections`)."""
     checks = list(checks)
-    own = {MEASUREMENT, *(c.name for c in checks if own_section(c.section) or c.section == STABILITY)}
+    # Stability's rows are the writers' own tables; a user's check naming that section is a further one.
+    own = {MEASUREMENT, *(c.name for c in checks if own_section(c.section)),
+           *(c.name for c in BUILTIN if c.section == STABILITY)}
     known = {c.name for c in checks}
     return tuple(f for f in findings
                  if f.check not in own and (f.check in known or not own_section(f.section)))
