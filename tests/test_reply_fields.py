@@ -11,6 +11,7 @@ import json
 import math
 import warnings
 from collections.abc import Awaitable, Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -405,3 +406,25 @@ def test_one_vector_for_every_text_is_said_and_huge_vectors_keep_their_cosine() 
     assert cosine((1e200, 0.0), (0.0, 1e200)) == 0.0
     assert cosine((1e-200, 1e-200), (1e-200, 0.0)) == pytest.approx(math.sqrt(0.5))
     assert cosine((0.6, 0.8), (0.8, 0.6)) == 0.96  # the usual vectors: as before, to the last digit
+
+
+@pytest.mark.parametrize(("fields", "reused"), [
+    ({"usage.prompt_tokens_details.cached_tokens": 7}, 7),  # OpenAI, vLLM, recent llama.cpp
+    ({"timings.cache_n": 5}, 5),  # llama.cpp's own timings
+    ({"usage.prompt_tokens_details.cached_tokens": "many"}, None),  # not a count: not said
+    ({"system_fingerprint": "fp"}, None),  # a server that does not say (Ollama's /v1 before 0.30)
+])
+def test_what_the_server_says_it_took_from_its_prompt_cache_is_kept(fields: dict[str, Any],
+                                                                     reused: int | None) -> None:
+    """Issue 64 item 5: the prompt tokens a server says it reused from its prompt cache (``cached_tokens``,
+    ``cache_n``) are each reply's ``reused_tokens`` — what a run's counters add up for the calls it made."""
+    from pytest_robustexplain.results import REUSED_TOKENS
+    from pytest_robustexplain.sweep.records import Counters
+
+    explanation, _ = _explain_with("openai", **fields)
+    assert explanation.ok and explanation.reused_tokens == reused
+    counters = Counters()
+    counters.count(explanation)
+    counters.count(replace(explanation, cached=True))  # a response-cache hit reads no prompt at all
+    said = counters.to_dict()
+    assert said.get(REUSED_TOKENS) == reused or (reused is None and REUSED_TOKENS not in said)

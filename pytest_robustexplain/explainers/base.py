@@ -65,6 +65,9 @@ class Explanation:
     # "stop" for a finished reply, "length" for one cut at the token limit; None when it did not say.
     stop_reason: str | None = None
     retries: int = 0  # attempts after the first that this reply took (timeouts, 5xx, dropped connections)
+    # Of ``prompt_tokens``, those the server took from its prompt cache instead of reading them again (the
+    # prefix an earlier prompt shared), as it said it; None when it does not say (Ollama's own API).
+    reused_tokens: int | None = None
     # The server read less of the prompt than it holds (Ollama drops the start of a prompt longer than
     # num_ctx without an error): the reply answers a history the model did not see whole (context.py).
     truncated: bool = False

@@ -125,7 +125,7 @@ class OpenAICompatExplainer(RemoteExplainer):
                      stop_reason=choice.get("finish_reason"),
                      # Ollama's /v1 says "reasoning", llama.cpp's server "reasoning_content".
                      thought=bool(message.get("reasoning") or message.get("reasoning_content")),
-                     whole_count=_counts_cache(usage, data.get("timings")), model=data.get("model"))
+                     reused_tokens=reused_tokens(usage, data.get("timings")), model=data.get("model"))
 
     async def _inspect(self, client: Any) -> ModelInfo:
         response = await client.get("models")
@@ -220,13 +220,14 @@ async def _tokenize(client: Any, url: str, text: str, model: str) -> int | None:
     return None
 
 
-def _counts_cache(usage: Any, timings: Any) -> bool:
-    """Whether a completion says how many prompt tokens came from a cache (OpenAI's
-    ``usage.prompt_tokens_details.cached_tokens``, llama.cpp's ``timings.cache_n``): its ``prompt_tokens``
-    is then the whole prompt's. Ollama's /v1 before 0.30 says neither, and counted only what it evaluated."""
+def reused_tokens(usage: Any, timings: Any) -> int | None:
+    """How many prompt tokens a completion says came from the server's prompt cache (OpenAI's
+    ``usage.prompt_tokens_details.cached_tokens``, llama.cpp's ``timings.cache_n``); its ``prompt_tokens``
+    is then the whole prompt's. None when it says neither (Ollama's /v1 before 0.30, which counted only what
+    it evaluated)."""
     details = usage.get("prompt_tokens_details") if isinstance(usage, dict) else None
-    return any(isinstance(holder, dict) and token_count(holder.get(key)) is not None
-               for holder, key in ((details, "cached_tokens"), (timings, "cache_n")))
+    return next((n for holder, key in ((details, "cached_tokens"), (timings, "cache_n"))
+                 if isinstance(holder, dict) and (n := token_count(holder.get(key))) is not None), None)
 
 
 def _error_text(error: Any) -> str:

@@ -118,10 +118,16 @@ class Reply:
     stop_reason: str | None = None  # done_reason / finish_reason as the server said it
     retries: int = 0  # attempts after the first before this reply came
     thought: bool = False  # the reply carried reasoning (Ollama's message.thinking, OpenAI's reasoning)
-    # The reply says how many prompt tokens came from a cache, so its prompt count is the whole prompt's
-    # (context.PromptSizer reads a count below any tokenizer's as a truncation only then).
-    whole_count: bool = False
+    # How many of the prompt's tokens the server took from its prompt cache (OpenAI's ``cached_tokens``,
+    # llama.cpp's ``timings.cache_n``), None when it does not say.
+    reused_tokens: int | None = None
     model: Any = None  # the model the reply names (``model``), as the server sent it
+
+    @property
+    def whole_count(self) -> bool:
+        """Whether the reply's prompt count is the whole prompt's: a server that says what it reused counts
+        all of it (context.PromptSizer reads a count below any tokenizer's as a truncation only then)."""
+        return self.reused_tokens is not None
 
 
 @dataclass
@@ -323,8 +329,8 @@ class RemoteExplainer(ABC):
                                    prompt_tokens=reply.prompt_tokens,
                                    completion_tokens=reply.completion_tokens, stop_reason=reply.stop_reason,
                                    thought=reply.thought)
-        if reply.retries:
-            explanation = replace(explanation, retries=reply.retries)
+        if reply.retries or reply.reused_tokens:
+            explanation = replace(explanation, retries=reply.retries, reused_tokens=reply.reused_tokens)
         if self.sizer.truncated(prompt, reply.prompt_tokens, self.context, whole=reply.whole_count):
             window = self.sizer.window(self.context)
             assert window is not None  # truncated() says False without a context

@@ -30,7 +30,9 @@ Top level (object):
   explainer), ``digest``, ``parameter_size`` (e.g. ``"8.0B"``), ``quantization``, ``server_version``,
   ``host`` (each may be null) and any backend-specific extra keys.
 - ``calls`` — model calls: ``made``, ``cached`` (served by the response cache), ``failed``,
-  ``cancelled`` (skipped because a sequential gate had already decided).
+  ``cancelled`` (skipped because a sequential gate had already decided); when the server counted them, the
+  calls made's ``prompt tokens``, ``prompt tokens the server reused`` (from its prompt cache, as it said:
+  OpenAI's ``cached_tokens``, llama.cpp's ``cache_n``) and ``completion tokens``.
 - ``timings`` — seconds spent per phase (phase name → float).
 - ``judge_tokens`` — present when a faithfulness judge's server counted tokens: per judge model,
   ``replies`` (replies with counts), ``prompt`` and ``completion`` (every reply the judge read, from the

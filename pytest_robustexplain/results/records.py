@@ -102,6 +102,8 @@ TYPO_CUTOFF = 0.6
 # RunResult.calls key prefix of the calls each host answered, when the run spread them over several hosts:
 # "answered by http://box-a:11434" -> 120 (every report lists the calls, so each names the hosts).
 ANSWERED_BY = "answered by "
+# The run's call counter of prompt tokens the server took from its prompt cache (what it said it skipped).
+REUSED_TOKENS = "prompt tokens the server reused"
 # PairResult.failure_detail of a pair whose *original* explanation failed (every pair of that user then
 # scores 0): the reports count these by user.
 ORIGINAL_FAILED = "the original explanation failed"

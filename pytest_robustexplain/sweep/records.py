@@ -15,6 +15,7 @@ from ..data import Catalog, EvalCase
 from ..metrics.weights import weight_items
 from ..results import (
     ANSWERED_BY,
+    REUSED_TOKENS,
     PairKey,
     PairResult,
 )
@@ -140,6 +141,7 @@ class Counters:
     # Tokens of the calls made (cache hits cost none), as the server reported them (Ollama prompt_eval_count
     # / eval_count, OpenAI usage): what the run cost.
     prompt_tokens: int = 0
+    reused_tokens: int = 0  # of those, what the server said it took from its prompt cache
     completion_tokens: int = 0
     cancelled: int = 0
     out_of_time: int = 0  # of those cancelled, the calls the time budget (max-minutes) stopped
@@ -160,6 +162,7 @@ class Counters:
         self.retried += explanation.retries
         if not explanation.cached:
             self.prompt_tokens += explanation.prompt_tokens or 0
+            self.reused_tokens += explanation.reused_tokens or 0
             self.completion_tokens += explanation.completion_tokens or 0
 
     def to_dict(self) -> dict[str, int]:
@@ -170,6 +173,7 @@ class Counters:
                                           ("prompt over the context", self.unfit),
                                           ("stopped by the time budget", self.out_of_time)) if n}
         tokens = {name: n for name, n in (("prompt tokens", self.prompt_tokens),
+                                          (REUSED_TOKENS, self.reused_tokens),
                                           ("completion tokens", self.completion_tokens)) if n}
         return {"made": made, "cached": self.cached, "failed": self.failed, **seldom,
                 "cancelled": self.cancelled, "planned": self.planned_calls, **tokens, **by_host}
