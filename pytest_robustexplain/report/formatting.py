@@ -4,6 +4,7 @@ p-values, trimmed outside text, what a perturbation changed, timings, and JSON-n
 from __future__ import annotations
 
 import math
+import textwrap
 from collections.abc import Mapping
 from typing import Any
 
@@ -13,7 +14,7 @@ from ..wording import count_noun, fmt_d, fmt_interval, fmt_mean, fmt_p, fmt_pct,
 # fmt_* and trim live in wording.py, below the checks that word their report sections with them; handed on
 # here, where every writer has always imported them.
 __all__ = ["count_noun", "describe_changes", "explanation_text", "finite", "finite_dict", "fmt_d",
-           "fmt_interval", "fmt_mean", "fmt_p", "fmt_pct", "interval_dict", "timings_text", "trim"]
+           "fmt_interval", "fmt_mean", "fmt_p", "fmt_pct", "interval_dict", "timings_text", "trim", "wrap"]
 
 
 def explanation_text(pair: PairResult, which: str, limit: int | None = 200) -> str:
@@ -83,3 +84,10 @@ def finite_dict(data: dict[str, Any]) -> dict[str, Any]:
 
 def interval_dict(iv: Interval) -> dict[str, Any]:
     return finite_dict(iv.to_dict())
+
+
+def wrap(text: str, width: int, *, initial_indent: str = "", subsequent_indent: str = "") -> list[str]:
+    """``text`` in lines of at most ``width``, never splitting a word or "Holm-corrected" / "L1-L5" at the
+    hyphen (the terminal report and the paper tables alike)."""
+    return textwrap.wrap(text, width, break_on_hyphens=False, break_long_words=False,
+                         initial_indent=initial_indent, subsequent_indent=subsequent_indent)

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import math
 import re
-import textwrap
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import partial
@@ -21,6 +20,7 @@ from html import escape as escape_all
 
 from ..checks.controls import guard_line
 from ..results import COUNTS_PAPER, METRICS, Interval, PairResult, RunResult, counts_of
+from .formatting import wrap
 from .summary import fmt_mean, interval_of, model_info, model_names, ordered_kinds, summarize
 
 # Column names the paper uses for the five kinds.
@@ -71,9 +71,9 @@ def render_paper_tables(run: RunResult, fmt: str = "text") -> str:
         return _markdown(f"{title} — {about}", notes, tables, guard)
     if fmt == "html":
         return _html(title, about, notes, tables, guard)
-    head = "\n".join([f"{title} — {about}", notes[0], *(line for n in notes[1:] for line in _wrap(n, 110))])
+    head = "\n".join([f"{title} — {about}", notes[0], *(line for n in notes[1:] for line in wrap(n, 110))])
     return "\n\n".join([head, *(_text(t) for t in tables), "\n".join(
-        [guard[0], *(line for g in guard[1:] for line in _wrap(g, 110, subsequent_indent="    "))])])
+        [guard[0], *(line for g in guard[1:] for line in wrap(g, 110, subsequent_indent="    "))])])
 
 
 @dataclass(frozen=True)
@@ -99,7 +99,7 @@ def _text(t: Table) -> str:
         return "".join(f"{c:<{t.width(j)}}" for j, c in enumerate(cells)).rstrip()
 
     lines = [t.title, line(t.header), *(line(row) for row in t.rows)]
-    lines += _wrap(f"Paper: {t.paper}", 110, subsequent_indent="       ")
+    lines += wrap(f"Paper: {t.paper}", 110, subsequent_indent="       ")
     return "\n".join([*lines, *t.notes])
 
 
@@ -303,7 +303,3 @@ def _table6(pooled: list[PairResult]) -> Table:
              "generation failures left out)")
     return Table(title, ["", *(METRIC_TITLE[m] for m in METRICS)], rows, PAPER[6], (_LABEL, 12))
 
-
-def _wrap(text: str, width: int, *, initial_indent: str = "", subsequent_indent: str = "") -> list[str]:
-    return textwrap.wrap(text, width, break_on_hyphens=False, break_long_words=False,
-                         initial_indent=initial_indent, subsequent_indent=subsequent_indent)

@@ -10,13 +10,13 @@ follows. ``quiet=True`` gives one line per model.
 
 from __future__ import annotations
 
-import textwrap
 from typing import TYPE_CHECKING
 
 from ..checks.controls import guard_checks_text
 from ..results import FAIL, OVERALL, PairResult, RunResult, answered_by
 from ..wording import count_noun
 from .comparison import comparison_note, conclusion, delta_text, model_comparisons, table_rows
+from .formatting import wrap
 from .github import github_annotations, on_github_actions
 from .summary import (
     JUDGE_COST_LABEL,
@@ -164,7 +164,7 @@ def _kind_section(run: RunResult, summary: Summary, width: int, verbose: bool) -
     if summary.small_kinds and verbose:
         note = (f"(fewer than 50 pairs per kind for {', '.join(summary.small_kinds)}: differences "
                 "between kinds are not reliable)")
-        lines += _wrap(note, max(40, width - 2), initial_indent="  ", subsequent_indent="   ")
+        lines += wrap(note, max(40, width - 2), initial_indent="  ", subsequent_indent="   ")
     return lines
 
 
@@ -217,7 +217,7 @@ def _facts_section(summary: Summary, width: int) -> list[str]:
 
 
 def _wrapped(label: str, text: str, width: int) -> list[str]:
-    body = _wrap(text, max(30, width - LABEL_WIDTH)) or [""]
+    body = wrap(text, max(30, width - LABEL_WIDTH)) or [""]
     return [_row(label, body[0])] + [" " * LABEL_WIDTH + line for line in body[1:]]
 
 
@@ -230,7 +230,7 @@ def _failed_section(failed: list[FailedGate], width: int, verbose: bool) -> list
     for entry in failed:
         # Wrapped, never cut: the reason is what a CI log is read for (it was cut mid-number at 140 columns).
         title = entry.title if verbose else entry.short_title
-        lines += _wrap(f"FAIL {title}", width, initial_indent="  ", subsequent_indent="      ")
+        lines += wrap(f"FAIL {title}", width, initial_indent="  ", subsequent_indent="      ")
         if entry.repeated and not entry.worst:
             lines.append(f"{_INDENT}({count_noun(entry.repeated, 'worst pair')} listed above)")
         elif not entry.worst:
@@ -255,7 +255,7 @@ def _pair_lines(rank: int, pair: PairResult, quantity: str, width: int, verbose:
     for label, text in (("changed:", describe_changes(pair.changes)),
                         ("original:", _quoted(explanation_text(pair, "original"))),
                         ("perturbed:", _quoted(explanation_text(pair, "perturbed")))):
-        body = _wrap(text, text_width) or [""]
+        body = wrap(text, text_width) or [""]
         lines.append(f"{indent}{label:<11}{body[0]}")
         lines += [f"{indent}{'':<11}{line}" for line in body[1:]]
     return lines
@@ -295,8 +295,8 @@ def comparison_lines(comparison: Comparison, width: int = 100) -> list[str]:
     for row, d, p in rows:
         lines.append(f"{row.label:<17}{fmt_interval(row.mean_a):<{col}}{fmt_interval(row.mean_b):<{col}}"
                      f"{d:<{delta}}{p:<15}{fmt_d(row.d_z)}")
-    lines += _wrap(comparison_note(comparison), width)
-    lines += _wrap(f"Conclusion: {conclusion(comparison)}", width)
+    lines += wrap(comparison_note(comparison), width)
+    lines += wrap(f"Conclusion: {conclusion(comparison)}", width)
     return lines
 
 
@@ -310,11 +310,6 @@ def _footer(run: RunResult) -> str:
         parts.append(f"time: {timings_text(run.timings)}")
     return "\n".join(parts)
 
-
-def _wrap(text: str, width: int, *, initial_indent: str = "", subsequent_indent: str = "") -> list[str]:
-    # Never split "Holm-corrected" or "L1-L5" at the hyphen, and never split a word.
-    return textwrap.wrap(text, width, break_on_hyphens=False, break_long_words=False,
-                         initial_indent=initial_indent, subsequent_indent=subsequent_indent)
 
 
 def session_summary(report: ReportModel, *, width: int, verbosity: int,

@@ -22,6 +22,7 @@ from __future__ import annotations
 import functools
 import itertools
 import math
+import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -112,9 +113,6 @@ def change_point(values: Sequence[float], *, alpha: float = 0.05, seed: int = 0)
     observed, at = _statistic(ranks)
     p = 1.0 if observed <= 0 else _null_share(ranks, observed, seed)
     before, after = sorted(values[:at]), sorted(values[at:])
-    return Change(at, _median(before), _median(after), p, alpha)
+    return Change(at, statistics.median(before), statistics.median(after), p, alpha)
 
 
-def _median(ordered: Sequence[float]) -> float:
-    mid = len(ordered) // 2
-    return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
