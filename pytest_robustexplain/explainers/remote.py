@@ -328,9 +328,9 @@ class RemoteExplainer(ABC):
         explanation = finish_reply(reply.text, model=self.model, latency_s=latency,
                                    prompt_tokens=reply.prompt_tokens,
                                    completion_tokens=reply.completion_tokens, stop_reason=reply.stop_reason,
-                                   thought=reply.thought)
-        if reply.retries or reply.reused_tokens:
-            explanation = replace(explanation, retries=reply.retries, reused_tokens=reply.reused_tokens)
+                                   thought=reply.thought, reused_tokens=reply.reused_tokens)
+        if reply.retries:
+            explanation = replace(explanation, retries=reply.retries)
         if self.sizer.truncated(prompt, reply.prompt_tokens, self.context, whole=reply.whole_count):
             window = self.sizer.window(self.context)
             assert window is not None  # truncated() says False without a context

@@ -161,6 +161,7 @@ def finish_reply(
     completion_tokens: int | None = None,
     stop_reason: str | None = None,
     thought: bool = False,
+    reused_tokens: int | None = None,
 ) -> Explanation:
     """Classify a reply: stripped text, or an "empty" / "refusal" failure carrying what was seen
     (``thought``: the reply carried reasoning beside its content)."""
@@ -175,7 +176,8 @@ def finish_reply(
         # The refused text goes into detail, never into text: a refusal must not be scored as prose.
         failure, detail, text = FAILURE_REFUSAL, text[:300], ""
     return Explanation(text=text, model=model, latency_s=latency_s, prompt_tokens=prompt_tokens,
-                       completion_tokens=completion_tokens, failure=failure, detail=detail,
+                       completion_tokens=completion_tokens, reused_tokens=reused_tokens, failure=failure,
+                       detail=detail,
                        stop_reason=stop_reason if isinstance(stop_reason, str) else None)
 
 
