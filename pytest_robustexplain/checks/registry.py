@@ -21,7 +21,7 @@ from .judge import Faithfulness
 from .polarity import Flip, Polarity
 from .predicate import PredicateCheck
 from .relative import Relative
-from .sections import SECTIONS, STABILITY, Section, own_section, section_named
+from .sections import SECTIONS, Section, own_section, section_named
 from .sensitivity import Sensitivity
 from .stability import Stability
 
@@ -49,16 +49,16 @@ def sections(checks: Iterable[Check], findings: Iterable[Finding] = ()
     """The report's sections in the writers' order, each with the checks giving its rows in row order (the
     table of further checks with none: its rows are the other checks' findings), and the rows of checks not
     among ``checks`` that name it (``Finding.section``: a conftest's check, a report read elsewhere)."""
-    checks = list(checks)
+    known = {c.name: c for c in checks}
     members: dict[str, list[Check]] = {}
-    for check in checks:
+    for check in known.values():
         if own_section(check.section):
             members.setdefault(str(check.section), []).append(check)
-    known = {c.name for c in checks}
     foreign: dict[str, list[Finding]] = {}
     for f in findings:
-        if f.check not in known and own_section(f.section):
-            foreign.setdefault(f.section, []).append(f)
+        placed = section_of(f, known)
+        if f.check not in known and placed is not None:
+            foreign.setdefault(placed, []).append(f)
     listed = {s.name for s in SECTIONS}
     named = [*SECTIONS, *(section_named(n) for n in {**members, **foreign} if n not in listed)]
     out = []
@@ -69,16 +69,19 @@ def sections(checks: Iterable[Check], findings: Iterable[Finding] = ()
     return out
 
 
+def section_of(f: Finding, known: Mapping[str, Check]) -> str | None:
+    """The section of its own a finding's rows stand in — its check's when the writer has the check, else
+    the one the row names — or None (the table of further checks)."""
+    name = known[f.check].section if f.check in known else f.section
+    return name if own_section(name) else None
+
+
 def further(checks: Iterable[Check], findings: Iterable[Finding]) -> tuple[Finding, ...]:
-    """The rows of the table of further checks: every finding but stability's, the measurement's and those
-    standing in a section of their own (:func:`sections`)."""
-    checks = list(checks)
-    # Stability's rows are the writers' own tables; a user's check naming that section is a further one.
-    own = {MEASUREMENT, *(c.name for c in checks if own_section(c.section)),
-           *(c.name for c in BUILTIN if c.section == STABILITY)}
-    known = {c.name for c in checks}
+    """The rows of the table of further checks: every finding but stability's (the writers' own tables),
+    the measurement's and those standing in a section of their own (:func:`sections`)."""
+    known = {c.name: c for c in checks}
     return tuple(f for f in findings
-                 if f.check not in own and (f.check in known or not own_section(f.section)))
+                 if f.check not in (MEASUREMENT, Stability.name) and section_of(f, known) is None)
 
 
 class CheckRegistry:
@@ -101,7 +104,6 @@ class CheckRegistry:
     def register_metric(self, name: Any, fn: Any = None, *, version: Any = None, batch: Any = None,
                         description: str = "") -> None:
         """Add a metric ``fn(e, e_prime) -> float in [0, 1]`` (or ``batch=``) under ``name@version``."""
-
         metric = make_metric(name, fn, version=version, batch=batch, description=description)
         known = tuple(m.name for m in self.metrics() if not m.builtin)
         if metric.name in known:
@@ -167,7 +169,6 @@ def _check_declared_limit(check: Check) -> None:
 def check_limits_known(limits: Mapping[str, float], registry: Iterable[Check], where: str) -> None:
     """Refuse a ``check-limits`` entry for a check the test does not have, or one that declares no limit
     (the method's checks have settings of their own), naming the one meant."""
-
     checks = list(registry)
     limited = tuple(c.name for c in checks if c.default_limit is not None)
     for name in limits:
@@ -183,7 +184,6 @@ def check_limits_known(limits: Mapping[str, float], registry: Iterable[Check], w
 def metric_names_known(gate: Gate, registry: CheckRegistry, ref: str) -> None:
     """Refuse a user metric that a test's ``min_metric`` (per kind too) or ``weights`` names but its
     conftests did not register, naming the one meant."""
-
     known = tuple(m.name for m in registry.metrics() if not m.builtin)  # the four: refused before
     gated = {m for kind in (None, *gate.per_kind) for m in gate.gated_metrics(kind)} - set(METRICS)
     weighted = set(gate.weights) - set(ALL_METRICS) if isinstance(gate.weights, Mapping) else set()
