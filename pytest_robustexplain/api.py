@@ -185,7 +185,6 @@ def load_test_fixture(path: str | os.PathLike[str] | None = None) -> list[tuple[
     else the same fixture made from the bundled synthetic dataset it was written from — so the guide's
     examples run from any directory of an installed package. A path given that is not there is an error
     that says so."""
-
     if path is None and not Path(DEFAULT_FIXTURE).is_file():
         bundled = eval_fixture(default_dataset())
         catalog, users = eval_fixture_from(bundled, Where("the bundled evaluation fixture"))

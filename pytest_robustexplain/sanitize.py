@@ -73,7 +73,6 @@ def visible(text: str, *, commands: bool = False) -> str:
 def spelled_out(text: str, *, commands: bool = False) -> str:
     """:func:`visible`, with every format character (zero-width, BOM, word joiner; the bidi marks already
     shown) spelled ``\\uXXXX``: for a message about an input, where the invisible character is the point."""
-
     shown = visible(text, commands=commands)
     return "".join(f"\\u{ord(c):04x}" if unicodedata.category(c) == "Cf" else c for c in shown)
 
@@ -104,7 +103,6 @@ def split_credentials(url: str) -> tuple[str, tuple[str, str] | None]:
 
     The backends keep the credentials for the requests' Authorization header and use the rest as the host
     everywhere else, so no report, cache file or error message can carry them."""
-
     try:
         parts = urlsplit(url)
     except ValueError:

@@ -47,6 +47,16 @@ def explainer():
     return lambda history, item: f"We recommend {item.title} because you enjoy {item.category} a lot."
 '''
 
+# The runs below: the callable explainer of CONFTEST on four users, nothing cached.
+RUN = ("--robustexplain-backend=callable", "--robustexplain-users=4", "--robustexplain-cache=off", "-p",
+       "no:cacheprovider")
+SAID = "4 of 4 explanations run past five words"  # the Wordy check's row
+
+
+def _flowing(text: str) -> str:
+    return " ".join(text.split())  # the terminal wraps a row's words
+
+
 GATED = """
 import pytest
 
@@ -61,10 +71,8 @@ def test_a_check_with_a_section_of_its_own_is_shown_by_every_writer(pytester: py
     pytester.makeconftest(CONFTEST)
     pytester.makepyfile(test_gate=GATED)
     # A child process: the check is registered for the process, which must not outlive this test.
-    result = pytester.runpytest_subprocess(
-        "--robustexplain-backend=callable", "--robustexplain-users=4", "--robustexplain-cache=off",
-        "--robustexplain-json=r.json", "--robustexplain-html=r.html", "--robustexplain-markdown=r.md",
-        "-p", "no:cacheprovider")
+    result = pytester.runpytest_subprocess(*RUN, "--robustexplain-json=r.json", "--robustexplain-html=r.html",
+                                           "--robustexplain-markdown=r.md")
     result.assert_outcomes(passed=1)
     terminal = result.stdout.str()
     said = "4 of 4 explanations run past five words"
@@ -95,14 +103,11 @@ def test_a_conftests_check_is_shown_in_its_own_section(pytester: pytest.Pytester
     the controller's: its row names its section, and every writer places it there."""
     pytester.makeconftest(HOOKED)
     pytester.makepyfile(test_gate=GATED)
-    result = pytester.runpytest("--robustexplain-backend=callable", "--robustexplain-users=4",
-                                "--robustexplain-cache=off", "--robustexplain-markdown=r.md", "-p",
-                                "no:cacheprovider", *workers)
+    result = pytester.runpytest(*RUN, "--robustexplain-markdown=r.md", *workers)
     result.assert_outcomes(passed=1)
-    said = "4 of 4 explanations run past five words"
     for text in (result.stdout.str(), (pytester.path / "r.md").read_text(encoding="utf-8")):
-        text = " ".join(text.split())  # the terminal wraps a row's words
-        assert "Length review" in text and "Length review ()" not in text and said in text
+        text = _flowing(text)
+        assert "Length review" in text and "Length review ()" not in text and SAID in text
         assert "More checks" not in text
 
 
@@ -111,11 +116,10 @@ def test_a_check_with_a_section_and_no_rows_of_its_own_shows_its_row_there(pytes
     section it left the table of further checks for and a section with no rows: its row stands there."""
     pytester.makeconftest(HOOKED.replace("def section_rows(self, pooled):", "def _unused(self, pooled):"))
     pytester.makepyfile(test_gate=GATED)
-    result = pytester.runpytest("--robustexplain-backend=callable", "--robustexplain-users=4",
-                                "--robustexplain-cache=off", "-p", "no:cacheprovider")
+    result = pytester.runpytest(*RUN)
     result.assert_outcomes(passed=1)
-    said = " ".join(result.stdout.str().split())
-    assert "Length review" in said and "4 of 4 explanations run past five words" in said
+    said = _flowing(result.stdout.str())
+    assert "Length review" in said and SAID in said
 
 
 def test_each_built_in_section_is_named_and_in_the_writers_order() -> None:
@@ -134,8 +138,7 @@ def test_a_check_naming_a_writers_own_section_is_a_further_check(pytester: pytes
     # Registered for the process (the writers know it), so in a child process.
     pytester.makeconftest(CONFTEST.replace('section = "length_review"', f'section = "{section}"'))
     pytester.makepyfile(test_gate=GATED)
-    result = pytester.runpytest_subprocess("--robustexplain-backend=callable", "--robustexplain-users=4",
-                                           "--robustexplain-cache=off", "-p", "no:cacheprovider")
+    result = pytester.runpytest_subprocess(*RUN)
     result.assert_outcomes(passed=1)
-    said = " ".join(result.stdout.str().split())
-    assert "More checks" in said and "4 of 4 explanations run past five words" in said
+    said = _flowing(result.stdout.str())
+    assert "More checks" in said and SAID in said

@@ -305,7 +305,6 @@ def originals(cases: Sequence[EvalCase], pairs: Sequence[PairResult]) -> list[tu
     """(case, repeat, text) of each case's original explanation — the first sample (repeat 0) when
     ``repeats`` > 1, so that the verdicts are independent across cases and exact bounds hold — in order;
     an original that failed has no text to read."""
-
     by_key = {(c.user_id, c.item_id): c for c in cases}
     found: dict[tuple[str, str], tuple[int, str]] = {}
     for p in pairs:
@@ -320,7 +319,5 @@ def share_row(check: str, outcome: str | None, reason: str, hits: int, n: int, l
               threshold: float | None, *, bound: str = "max", enforced: bool = True, confidence: float = 0.95,
               counted: str = "explanations") -> Finding:
     """The row of a share (hits of n) with its exact bounds, as every rate-based check writes it."""
-
-
     value = Interval(hits / n if n else math.nan, low, high, n, n, confidence)
     return Finding(check, outcome, reason, value, threshold, bound, enforced, {"hits": hits, counted: n})

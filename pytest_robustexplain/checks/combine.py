@@ -44,7 +44,6 @@ def combine(outcome: str, effect: str | None) -> str:
 
 def apply_stage(verdict: Verdict, decided: Sequence[tuple[Check, Decision]]) -> Verdict:
     """The verdict after one stage's decisions: each outcome combined, the notes leading the message."""
-
     if not decided:
         return verdict
     outcome = verdict.outcome

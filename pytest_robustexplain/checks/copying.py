@@ -46,11 +46,9 @@ class Copying(ControlCheck):
                          lambda pairs, swaps: controls.user_copy_share(swaps), kept=kept),)
 
     def problem(self, found: GuardResult, evidence: Evidence) -> tuple[str, str] | None:
-
         return ("Copy FAIL", controls.copy_message(found)) if found.copying.outcome == FAIL else None
 
     def finding(self, found: GuardResult, evidence: Evidence) -> Finding:
-
         c = found.copying
         return share_row(self.name, c.outcome, controls.copy_message(found), c.copies, c.explained, c.low,
                          c.high, c.limit, enforced=self.enforced(evidence),

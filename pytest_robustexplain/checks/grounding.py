@@ -67,13 +67,11 @@ class Grounding(ControlCheck):
         return tuple(rules)
 
     def problem(self, found: GuardResult, evidence: Evidence) -> tuple[str, str] | None:
-
         if found.grounding.outcome != FAIL:
             return None
         return "Grounding FAIL", controls.grounding_message(found)
 
     def finding(self, found: GuardResult, evidence: Evidence) -> Finding:
-
         gr = found.grounding
         return Finding(self.name, gr.outcome, controls.grounding_message(found), gr.history_reference,
                        gr.min_history_reference, "min", self.enforced(evidence), {"cases": found.n_cases})

@@ -129,11 +129,9 @@ class PredicateCheck(Check):
                 f"{limit:g})")
 
     def outcome(self, found: PredicateFound, limit: float) -> str:
-
         return FAIL if found.stop_note or found.low > limit else PASS
 
     def decide(self, found: PredicateFound, evidence: Evidence) -> Decision:
-
         limit = self.limit(evidence)
         if self.outcome(found, limit) != FAIL:
             return SILENT

@@ -64,11 +64,9 @@ class Sensitivity(ControlCheck):
         return shown, identical
 
     def problem(self, found: GuardResult, evidence: Evidence) -> tuple[str, str] | None:
-
         return (found.outcome, found.message) if found.outcome in (INSENSITIVE, INCONCLUSIVE) else None
 
     def finding(self, found: GuardResult, evidence: Evidence) -> Finding:
-
         return Finding(self.name, found.outcome, found.message, found.sensitivity, found.min_sensitivity,
                        "min", self.enforced(evidence),
                        {"users": found.n_users, "cases": found.n_cases,

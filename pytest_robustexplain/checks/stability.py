@@ -31,7 +31,6 @@ class Stability(Check):
         return SILENT  # the verdict itself: the other checks decide on top of it
 
     def finding(self, found: Verdict, evidence: Evidence) -> Finding:
-
         combined = next((c for c in found.checks if c.quantity == "combined"), None)
         return Finding(self.name, found.outcome, found.message,
                        combined.interval if combined is not None else None,

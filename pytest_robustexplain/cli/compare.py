@@ -34,7 +34,6 @@ _GENERATION_SETTINGS = ("prompt", "temperature", "num_predict", "num_ctx", "judg
 
 def cmd_compare(args: argparse.Namespace) -> int:
     """``robustexplain compare``: paired comparison of two runs, or two models of one run."""
-
     if len(args.reports) > 2:
         raise CommandError(f"compare takes one or two reports, got {len(args.reports)}")
     if args.max_regression is not None and not args.max_regression >= 0:
@@ -83,7 +82,6 @@ def _comparison_text(comparison: Comparison, args: argparse.Namespace, paths: tu
 
 def _check_shared(comparison: Comparison, path_a: str, path_b: str) -> None:
     """Refuse runs that mostly ran different pairs: their few common pairs are not the runs."""
-
     share = shared_fraction(comparison)
     if share < MIN_SHARED:
         n = comparison.n_matched
@@ -115,7 +113,6 @@ def _guard_comparison(run_a: RunResult, model_a: str, run_b: RunResult, model_b:
     """Each report section of both sides, row beside row — the cross-user control first, said "not
     measured" too (a model can gain ρ by ignoring the user, docs/guard.md) — in the words every writer
     shows them (``blocks``); then what each side's replies cost at its price."""
-
     sides = [("A", summarize(run_a, model_a)), ("B", summarize(run_b, model_b))]
     shown = {label: {b.title: b for b in blocks(summary)} for label, summary in sides}
     guard = section_named("sensitivity")
@@ -127,9 +124,8 @@ def _guard_comparison(run_a: RunResult, model_a: str, run_b: RunResult, model_b:
         lines.append(f"- {row}{label} = {text}" if markdown else f"  {row}{label} = {text}")
 
     for title in titles:
-        of = {label: shown[label].get(title) for label, _ in sides}
         lines.append(f"{title}:")
-        rows = {label: dict(block.rows) if block else {} for label, block in of.items()}
+        rows = {label: dict(shown[label][title].rows) if title in shown[label] else {} for label, _ in sides}
         # An example is one side's case, not a value to set beside the other's: the reports show them.
         labels = [name for name in dict.fromkeys(k for r in rows.values() for k in r)
                   if "example" not in name.lower()]

@@ -75,7 +75,6 @@ def cmd_dataset_import(args: argparse.Namespace) -> int:
 def parse_columns(text: str | None, flag: str) -> dict[str, str]:
     """``user_id=userId,item_id=movieId`` → ``{"user_id": "userId", "item_id": "movieId"}``: the ``columns``
     setting's grammar (``options.parsers.parse_columns``), where an empty text is no mapping either."""
-
     if text is None:
         return {}
     try:

@@ -23,7 +23,6 @@ if TYPE_CHECKING:
 
 
 def cmd_history(args: argparse.Namespace) -> int:
-
     path = Path(args.file) if args.file else Path(args.cache_dir or DEFAULT_CACHE_DIR) / HISTORY_FILE
     if not path.is_file():
         raise CommandError(f"no run history at {path}: each gated run appends to it (the history setting "
@@ -50,7 +49,6 @@ def cmd_history(args: argparse.Namespace) -> int:
 def item_of(trend: Trend, last: int) -> dict[str, Any]:
     """One test item's recent runs: outcomes, each main number's values, the change in each (None: no
     change shown; absent: too few runs to test)."""
-
     runs = trend.runs[-last:]
     values = {check: [r.values.get(check) for r in runs] for check in MAIN_NUMBERS
               if any(check in r.values for r in runs)}
@@ -73,7 +71,6 @@ def item_of(trend: Trend, last: int) -> dict[str, Any]:
 def render_items(items: Sequence[dict[str, Any]], *, runs: int, path: Path) -> list[str]:
     """The compact text: a heading per test, model and dataset, one line per item under it, the "too few
     runs" note once at the end."""
-
     lines = [f"{count_noun(runs, 'run')} in {path}"]
     heading, untested = None, 0
     for item in items:

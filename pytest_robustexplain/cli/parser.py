@@ -227,7 +227,6 @@ def _add_dataset(commands: Any) -> None:
 
 
 def _add_fake_server(commands: Any) -> None:
-
     server = commands.add_parser(
         "fake-server", help="serve the fake Ollama (tests, your own pipeline) on loopback until Ctrl-C",
         description=textwrap.fill("Serve the loopback fake Ollama server the plugin's tests use, for your "
@@ -238,5 +237,4 @@ def _add_fake_server(commands: Any) -> None:
 
 
 def cmd_fake_server(args: argparse.Namespace) -> int:
-
     return serve(args)

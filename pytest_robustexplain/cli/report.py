@@ -23,7 +23,6 @@ if TYPE_CHECKING:
 
 def cmd_report(args: argparse.Namespace) -> int:
     """``robustexplain report``: render a saved JSON report."""
-
     if args.tables and args.format == "pr-comment":
         raise CommandError(f"--tables {args.tables} prints the tables as text, Markdown or HTML; it cannot "
                            "be combined with --format pr-comment")

@@ -116,7 +116,6 @@ def _jsonable(value: Any) -> Any:
 
 def run_models(settings: Settings) -> tuple[str, ...]:
     """The models to run: ``--model``, or the template explainer's name for ``--backend template``."""
-
     models = tuple(m for m in configured_models(settings) if m)
     if not models:
         raise CommandError(no_model_reason(CLI_SPELLING))
@@ -125,7 +124,6 @@ def run_models(settings: Settings) -> tuple[str, ...]:
 
 def cmd_run(args: argparse.Namespace) -> int:
     """``robustexplain run``: plan, run, report and gate — the engine's :class:`Run`, as under pytest."""
-
     settings, extra = resolve_run_settings(args)
     if args.junitxml:  # the command's own report: not on the path of another
         outputs = {name: (getattr(settings, name), _where(settings, name)) for name in REPORT_OUTPUTS}
@@ -195,7 +193,6 @@ def design_lines(settings: Settings, extra: Mapping[str, Any], dataset: Dataset,
 
 
 def _finish(args: argparse.Namespace, run: Run, result: RunResult) -> int:
-
     done = run.finish(result)  # every report and each item's outcome, as under pytest
     assert done is not None
     errors = list(done.errors)
@@ -246,7 +243,6 @@ def verdict_line(result: RunResult, failed: Sequence[GateResult]) -> str:
 
 def _write_junit(settings: Settings, result: RunResult, failed: Sequence[GateResult],
                  path: Path) -> list[str]:
-
     nodeids = {g.nodeid for g in failed}
     error = write_report(lambda: write_junit(result, path, nodeids, confidence=1 - settings.alpha),
                          f"--junitxml={path}")
@@ -264,7 +260,6 @@ def _interrupted(args: argparse.Namespace, settings: Settings, stop: SweepInterr
 def _save_partial(args: argparse.Namespace, settings: Settings, partial: RunResult, cache_dir: Path,
                   how: str) -> None:
     """What finished before the run was interrupted or stopped, as a partial report, and how to resume."""
-
     for line in save_partial(partial, how=how, json_path=settings.json, cache_dir=cache_dir):
         print(f"{PROG}: {line}", file=sys.stderr)
     print(f"{PROG}: {resume_hint(settings, cache_dir, args.argv)}", file=sys.stderr)
@@ -272,7 +267,6 @@ def _save_partial(args: argparse.Namespace, settings: Settings, partial: RunResu
 
 def resume_hint(settings: Settings, cache_dir: Path, argv: Sequence[str]) -> str:
     """How to pick up an interrupted run, given what the response cache kept."""
-
     return hint(backend=settings.backend, cache=settings.cache, cache_dir=cache_dir,
                 command=[PROG, *(_redacted(arg) for arg in argv)], spelling=CLI_SPELLING)
 

@@ -234,7 +234,6 @@ def _csv_header_fields(header: list[str], allowed: tuple[str, ...], columns: Map
 def csv_records(path: Path, allowed: tuple[str, ...], required: tuple[str, ...],
                  columns: Mapping[str, str] | None) -> list[Record]:
     """One record per CSV row: a dict of field -> cell, with empty cells left out."""
-
     where = Where(str(path))
     reader = csv.reader(io.StringIO(read_text(path), newline=""))
     try:

@@ -169,7 +169,6 @@ def _lines(text: str) -> Iterator[str]:
 
 def _csv_rows(path: Path, required: tuple[str, ...]) -> Iterator[tuple[int, tuple[str, ...]]]:
     """(line number, cells of the ``required`` columns) of a fixed-format CSV file; other columns ignored."""
-
     where = Where(str(path))
     reader = csv.reader(_lines(read_text(path)))
     try:

@@ -108,7 +108,6 @@ class UserHistory:
         of the category shares (Hill's number of order 1) — 1.0 when every interaction is in one category,
         k when k categories are equally frequent, less when a few dominate. Interactions without a category
         count as one category of their own; an empty history is 0."""
-
         counts = Counter(i.category for i in self.interactions)
         n = len(self.interactions)
         return math.exp(-math.fsum(c / n * math.log(c / n) for c in counts.values())) if n else 0.0

@@ -97,7 +97,6 @@ def evidence_of(gate: GateSettings, sliced: SliceResult, kind: str | None,
                 measured: Mapping[str, Any] | None = None) -> Evidence:
     """What the checks of a finished slice read: its pairs apart from the flip kind's, the controls, the
     cross-user controls under the slice's weights, the cases."""
-
     spec = sliced.spec
     return Evidence(gate, kind, [p for p in sliced.pairs if p.key.kind != FLIP], tuple(sliced.controls),
                     [reweighted(s, spec.weights) for s in sliced.swaps], kinds=tuple(spec.kinds),
@@ -208,7 +207,6 @@ def with_empty_replies(verdict: Verdict, pairs: Sequence[PairResult]) -> Verdict
     """A gate none of whose pairs had a reply to compare says so in its first sentence — not as four zero
     scores and a count of failures — with the likely cause: a thinking model that answered only in its
     reasoning (it ignores think=false, or spends the token limit before it answers)."""
-
     if not pairs or any(p.failure != FAILURE_EMPTY for p in pairs):
         return verdict
     if any(THOUGHT_ONLY in p.failure_detail for p in pairs):
@@ -341,7 +339,6 @@ def regression(baseline: RunResult, model: str, sliced: SliceResult, *, margin: 
                source: str, save_flag: str, relative: Sequence[PairResult] = ()) -> NonInferiorityResult:
     """Paired non-inferiority of a slice's pairs against the baseline's matching pairs; ``relative``, the
     slice's R-gated pairs, adds R's change, measured against each run's own cross-user controls."""
-
     _user_metrics_match(baseline, sliced, source, save_flag)
     pairs = sliced.pairs
     models = {p.key.model for p in baseline.pairs}
@@ -376,7 +373,6 @@ def _relative_terms(baseline: RunResult, model: str, sliced: SliceResult, relati
                     ) -> tuple[dict[str, tuple[float, float]], dict[str, tuple[float, float]]] | None:
     """R's per-user terms of the baseline and of this slice, on the same kinds; None when either run has
     no cross-user control there (a baseline saved with guard=off, a kind R does not gate)."""
-
     kinds = {p.key.kind for p in relative}
     base_swaps = baseline.model_swaps(model)
     if not kinds or not base_swaps or not sliced.swaps:
@@ -442,7 +438,6 @@ def robustness(gated: GatedSlice, sliced: SliceResult, verdict: Verdict,
 
 def judge(verdict: Verdict, policy: str) -> tuple[bool, bool]:
     """``(passed, warn)`` under the inconclusive policy: the one rule both entry points enforce."""
-
     return apply_policy(verdict, policy)
 
 
@@ -465,7 +460,6 @@ class Outcome:
 def outcome_of(nodeid: str, result: Robustness, policy: str, price: tuple[float, float] | None = None
                ) -> Outcome:
     """The one rule both doors apply to a decided item; ``price``: the model's (its cost, a property)."""
-
     passed, warn = judge(result.verdict, policy)
     properties = gate_properties(result.model, result.kind, result.verdict.outcome, len(result.pairs),
                                  result.intervals, result.guard, result.verdict.faithfulness,

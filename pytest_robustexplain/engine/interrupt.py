@@ -139,7 +139,6 @@ PARTIAL_REPORT = "partial-report.json"  # where a stopped run's report goes with
 def save_partial(partial: RunResult, *, how: str, json_path: Path | None, cache_dir: Path) -> list[str]:
     """Write what finished before the run was stopped as a partial JSON report (to ``json_path``, else
     :data:`PARTIAL_REPORT` in the cache directory); the lines that say so, for either door to print."""
-
     planned = partial.settings.get("pairs_planned")
     of = f" of {planned}" if planned else ""
     calls = partial.calls

@@ -331,7 +331,6 @@ class ItemRun:
     def failure(self, outcome: Outcome, *, verbosity: int) -> str:
         """The failed item's message at the door's verbosity (below 0: quiet, above: verbose); an
         INSENSITIVE item after the first of its model points to that one (``-v`` says each in full)."""
-
         result = outcome.result
         info = self.engine.model_infos.get(result.model)
         if result.verdict.outcome == INSENSITIVE and verbosity <= 0:
@@ -350,7 +349,6 @@ class ItemRun:
 
     def progress(self, reporter: Any, *, quiet: bool, capture: Any = None) -> Progress:
         """The progress line a wait draws on pytest's terminal ``reporter`` (see :class:`Progress`)."""
-
         return Progress.for_reporter(lambda: self.engine.sweep.counters.progress_line(time.monotonic()),
                                      reporter, mode=self.settings.progress, quiet=quiet, worker=self.lazy,
                                      capture=capture)

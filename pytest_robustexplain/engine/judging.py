@@ -95,7 +95,6 @@ def originals_of(sliced: SliceResult) -> list[tuple[EvalCase, int, str]]:
 def polarity_finding(sliced: SliceResult, vocabulary: Vocabulary, gate: GateSettings
                      ) -> PolarityResult | None:
     """Preference polarity of the slice's original explanations (``checks/polarity``; text only, no call)."""
-
     cases = [case_of(case.user_id, case.item_id, repeat, text, case.history, case.item, vocabulary)
              for case, repeat, text in originals_of(sliced)]
     return summarise_polarity(cases, max_rate=gate.max_misattributed_rate, alpha=gate.alpha)
@@ -133,7 +132,6 @@ def majority(answers: Sequence[Answer]) -> Answer:
     """Several judges' answers as one: faithful when more than half of the judges that answered say so (a
     tie is not faithful: reject by default), with the reasons of the first judge that voted with the
     majority; the reordered verdict by the same rule; no verdict when none answered."""
-
     cached = all(c for _, c, _ in answers)
     read = [r for r, _, _ in answers if r.faithful is not None]
     if not read:
@@ -264,7 +262,6 @@ class RunJudge:
         a call last time (:func:`~.pace.load_judge_tokens`), else the most a judge call can take (a full
         num-ctx prompt and the judge's reply room). A judge without a price is a ConfigError under max-cost:
         its calls count."""
-
         settings, found = self.settings, []
         room = max(settings.num_predict, JUDGE_NUM_PREDICT)
         for model in settings.judge_models if self.on else ():
@@ -287,7 +284,6 @@ class RunJudge:
         """What the judges' calls on one user of ``gate`` cost at most (each judge reads the user's original
         forward and reversed, and with judge=all every pair), and the clause that says so; (0, "") without
         a judge."""
-
         costs = self.call_costs()
         if not costs:
             return 0.0, ""
@@ -299,7 +295,6 @@ class RunJudge:
     def dry_run_lines(self, judge_calls: int) -> list[str]:
         """What the dry run says the judges' ``judge_calls`` (each judge's, at most) will cost at their
         prices, from their tokens a call last time; nothing for a judge without a price."""
-
         lines = []
         for model in self.settings.judge_models if self.on and judge_calls else ():
             price = price_for(self.settings.price, model)
@@ -318,7 +313,6 @@ class RunJudge:
 
     def remember(self, result: RunResult) -> None:
         """Keep each judge's tokens a call for the next dry run and max-cost (the run's cache writes)."""
-
         if self.on:
             remember_judge_tokens(self._kept, result, backend=judge_backend(self.settings))
 

@@ -138,7 +138,6 @@ def pace_lines(kept: Store, backend: str, specs: Mapping[str, Sequence[SliceSpec
                max_minutes: float | None, prices: Mapping[str, Any] | None = None) -> list[str]:
     """What each planned model's calls (``specs``: its slices) will take at the pace a previous run
     recorded — and cost, at its price — and how many users a time budget buys at it."""
-
     lines = []
     for model, slices in specs.items():
         pace = load_pace(kept, backend, model) if model else None
@@ -189,7 +188,6 @@ class JudgeCallTokens:
 def remember_judge_tokens(kept: Store, result: RunResult, *, backend: str) -> None:
     """Record each judge model's mean tokens a call (``result.judge_tokens``, every process's), for the
     next dry run's estimate and max-cost's bound (best effort, as :func:`save_pace`)."""
-
     for model, counts in result.judge_tokens.items():
         replies = counts.get("replies", 0)
         if replies < MIN_CALLS:

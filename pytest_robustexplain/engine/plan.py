@@ -148,7 +148,6 @@ def slice_spec(settings: Settings, gate: GateSettings, *, slice_id: str, model: 
     ``donor_pool``), the sequential gate the settings ask for (with the stop rules of its ``checks``) and
     the user's own ``metrics`` its test measures. ``probes``: the engine's services by check name (the
     judge's), for the checks measured with one (``SliceDesign.probe``)."""
-
     sequential = None
     noise_floor = noise_floor_on(settings, gate)
     if gate.decision == "sequential":
@@ -310,7 +309,6 @@ def planned_calls(planner: PairPlanner) -> dict[str, Iterator[Call]]:
     seed) and each pair's other explanation — as ``(history, item, seed, repeat)``, the arguments the sweep
     passes the explainer (``Sweep._run_pair``), so a dry run can look them up in the response cache. Made
     one at a time as they are read: a perturbed history the planner did not keep is made again and let go."""
-
     calls: dict[str, dict[tuple[Any, ...], Call | Pair]] = {}
     for pair in planner.pairs.values():
         case, key, seed = pair.case, pair.key, pair.sample_seed

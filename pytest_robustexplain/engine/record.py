@@ -151,14 +151,12 @@ class RunRecord:
 
     def _remember_pace(self, result: RunResult) -> None:
         """Record each model's pace in the cache directory, for a later dry run's time estimate."""
-
         if self.settings.cache in WRITING_MODES:
             remember_pace(self.kept, result, backend=self.settings.backend, concurrency=self.slots)
             self.judging.remember(result)
 
     def pace_lines(self) -> list[str]:
         """What each planned model's calls will take at the pace a previous run recorded (dry runs)."""
-
         by_model: dict[str, list[SliceSpec]] = {}
         for planned in self._slices.values():
             by_model.setdefault(planned.spec.model, []).append(planned.spec)

@@ -74,7 +74,6 @@ def write_reports(settings: Settings, result: RunResult | ReportModel, *,
                   spelling: Spelling) -> tuple[list[str], list[str]]:
     """The JSON, baseline, HTML and Markdown reports the settings ask for, and the GitHub step summary:
     ``(written, errors)`` — each file written ("HTML /path/report.html") and one message per failure."""
-
     report = ReportModel.of(result)  # every writer reads the same summaries, computed once
     targets: list[tuple[str, Path | None, Callable[[ReportModel, Path], object]]] = [
         ("json", settings.json, write_json), ("save-baseline", settings.save_baseline, write_json),
@@ -99,7 +98,6 @@ def record_history(settings: Settings, result: RunResult, *, cache_dir: Path, ba
     the record (``settings.history_trend``, what the reports show beside today's numbers). None when done or
     off; else one message — an error when the ``history`` setting named the file, a warning at the default
     place (a read-only cache directory must not turn every passing run into a failed one)."""
-
     if settings.history == "off" or result.settings.get("partial") or not result.gates:
         return None
     if settings.history is None and settings.cache not in ("write", "read-write"):
@@ -141,7 +139,6 @@ def _write_html(result: ReportModel, path: Path) -> None:
 
 
 def _write_markdown(result: ReportModel, path: Path) -> None:
-
     write_markdown(result, path)
 
 

@@ -190,7 +190,6 @@ class Run(RunRecord):
         """The most a call costs on the run's models at their prices, and on what that rests: the tokens a
         call took last time (the recorded pace), else the most a call can take (a full num-ctx prompt and
         num-predict completion tokens). A model without a price is a ConfigError: max-cost cannot bound it."""
-
         settings, found = self.settings, []
         for model in settings.models_to_test:
             price = price_for(settings.price, model)
@@ -348,14 +347,12 @@ class Run(RunRecord):
         """Every planned slice priced (pairs, controls, model calls at most) by the sweep's own planner,
         without an explainer, the cache or a model call: what a dry run prints. A ``planner`` passed in
         keeps the planned pairs (for :meth:`cached_calls`)."""
-
         judge = self.settings.judge if self.judging.on else None
         return plan_slices(list(self._slices.values()), self.dataset.catalog, self.kinds, judge=judge,
                            planner=planner, judges=max(1, len(self.settings.judge_models)))
 
     def cached_calls(self, planner: PairPlanner) -> int | None:
         """How many of the planned calls the response cache already answers (None: it cannot tell)."""
-
         counts = [cached_count(self.settings, model, self.cache_dir, calls)
                   for model, calls in planned_calls(planner).items() if model]
         return None if not counts or any(c is None for c in counts) else sum(c or 0 for c in counts)
@@ -364,7 +361,6 @@ class Run(RunRecord):
         """What ``--dry-run`` prints, both doors (:func:`~.plan.dry_run_lines`): every gated item under its
         node id (pytest), or ``by_model`` each model's largest slice — the overall one, which holds every
         pair its kind slices share (``robustexplain run``); then the pace a previous run recorded."""
-
         planner = PairPlanner(self.dataset.catalog, self.kinds, keep=False)  # priced, then let go
         plans = self.price(planner)
         labels = {slice_id: f"{planned.nodeid} ({planned.spec.model or 'custom explainer'})"
@@ -439,7 +435,6 @@ class Run(RunRecord):
     def perturbations_of(self, gate: GateSettings, slice_name: str = OVERALL) -> list[PerturbationResult]:
         """The perturbations a gate's slice would run, planned but never started (no explainer, no call):
         what an unmarked test's ``perturbed_histories`` gets, by the same planner as the sweep."""
-
         kinds = gate.perturbations if slice_name == OVERALL else (slice_name,)
         return perturbations_of(self.cases_for(gate), kinds, gate.severities, gate.repeats,
                                 seed=self.settings.seed, catalog=self.dataset.catalog, design=gate.design,
@@ -567,7 +562,6 @@ class Run(RunRecord):
         written (from one :class:`ReportModel`), each decided item's outcome; None when nothing was gated.
         ``result`` is the record :meth:`run_all` already made (its models rechecked before the sweep
         closed); without it, the models are rechecked and the record made here."""
-
         if result is None:
             self.check_models_at_end()
             result = self.record()

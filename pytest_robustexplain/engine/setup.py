@@ -143,7 +143,6 @@ def build_explainer(settings: Settings, model: str, *, cache_dir: Path, custom: 
 
     The template explainer is never cached: it is instant, so caching it would only cost disk.
     """
-
     explainer = custom if custom is not None else _backend_explainer(settings, model)
     if settings.cache != "off" and explainer.backend != "template":
         cache = ResponseCache(cache_dir, settings.cache, store=kept)
@@ -170,7 +169,6 @@ def build_judge(settings: Settings, *, cache_dir: Path, cross_process: bool = Fa
                 kept: Store | None = None) -> Judge | None:
     """The faithfulness judge (None without ``judge-model``): its model on its backend and host, asked at
     temperature 0 with room to reason, behind the response cache like the explanations."""
-
     if settings.judge_model is None:
         return None
     backend = judge_backend(settings)
@@ -196,7 +194,6 @@ def build_scorer(settings: Settings, *, cache_dir: Path | None = None, kept: Sto
     never builds the metrics' Scorer (nltk, TextBlob, sacrebleu). Like the response cache, none for the
     template backend (its runs are throwaway) or with ``cache=off``; the Scorer is then built on the first
     pair, not here. The user's own metrics' values are cached beside the four's, in the same mode."""
-
     cache = user_cache = None
     if cache_dir is not None and settings.cache != "off" and settings.backend != "template":
         cache = ScoreCache(cache_dir, settings.cache, store=kept)
@@ -209,8 +206,6 @@ def cached_count(settings: Settings, model: str, cache_dir: Path, calls: Iterabl
     """How many of ``calls`` the response cache would answer — each call's cache key built as the run
     builds it, at the model facts the cache recorded when it last ran the model — without a model call or
     a connection; None when the cache cannot tell (off, write-only, the template explainer, never run)."""
-
-
     if settings.cache in ("off", "write") or settings.backend in ("template", "callable"):
         return None
     cache = ResponseCache(cache_dir, "read")
@@ -268,7 +263,6 @@ def context_note(model: str, n_cases: int, tokens: int, source: str, over: list[
 
 def donor_pool(dataset: Dataset) -> DonorPool:
     """Every user of the dataset as a potential donor for the cross-user controls."""
-
     return DonorPool(dataset.histories, dataset.catalog)
 
 

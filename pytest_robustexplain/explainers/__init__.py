@@ -44,7 +44,6 @@ def make_explainer(backend: str, model: str, **options: Any) -> Explainer:
 
 
 def _build(cls: Any, backend: str, model: str, options: dict[str, Any]) -> Explainer:
-
     parameters = inspect.signature(cls).parameters
     accepted = {n for n, p in parameters.items() if p.kind is p.KEYWORD_ONLY} | set(GENERATION_FIELDS)
     unknown = sorted(set(options) - accepted)

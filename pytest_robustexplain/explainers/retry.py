@@ -106,7 +106,6 @@ class Redirected(Exception):
     ``redirect_status``, not ``status_code``: :func:`status_of` must not read it as an error status.)"""
 
     def __init__(self, method: str, url: str, status: int, location: str) -> None:
-
         self.method, self.url, self.redirect_status = method, url, status
         self.location = urljoin(url, location) if location else ""  # a relative Location, made absolute
         super().__init__(f"{method} {url} was redirected (HTTP {status}) to {self.location or 'nowhere'}")
@@ -124,7 +123,6 @@ class Redirected(Exception):
 
 
 def _cause_of(seen: list[BaseException]) -> str:
-
     text = " ".join(str(e) for e in seen).lower()
     if any(isinstance(e, socket.gaierror) for e in seen) or any(
             marker in text for marker in ("name or service not known", "nodename nor servname",

@@ -179,7 +179,6 @@ def tagger_reads(text: str) -> bool:
 def script_of(text: str) -> str:
     """The name of the script most of ``text``'s non-Latin letters are in ("CJK", "HIRAGANA", "THAI",
     "ARABIC", "CYRILLIC", …, as Unicode names them), from its first 40 such letters; "" when it has none."""
-
     others = [ch for ch in _LETTER.findall(text) if not _LATIN.match(ch)][:40]
     names = Counter(unicodedata.name(ch, "UNKNOWN").split()[0] for ch in others)
     return names.most_common(1)[0][0] if names else ""

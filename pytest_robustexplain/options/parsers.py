@@ -66,7 +66,6 @@ def printable(text: str) -> str:
     """``text`` when it holds no control, line-break, format (zero-width, bidi) or separator character;
     else Invalid naming the first. A setting's value reaches CI logs and reports: a model name carrying a
     newline and ``::error …`` became a workflow command in the "not found" message."""
-
     for char in text:
         if unicodedata.category(char) in ("Cc", "Cf", "Zl", "Zp"):
             name = unicodedata.name(char, "a control character")
@@ -276,7 +275,6 @@ def metric_names(raw: Mapping[str, Any], names: tuple[str, ...] = METRICS, *, us
 def parse_weights(raw: Any) -> tuple[float, ...]:
     """Weights from ``"a,b,c,d"``, ``"semantic=a,keyword=b,..."`` (``embedding=e`` too), a list or a dict;
     checked by the one definition, :func:`pytest_robustexplain.metrics.check_weights`."""
-
     named = name_values(raw, "weights")
     if named is not None:
         raw = named
@@ -378,7 +376,6 @@ def parse_price(raw: Any) -> Mapping[str, tuple[float, float]]:
     """Prices per million tokens, input/output: ``0.15/0.60`` for every model, or per model
     ``gpt-4o-mini=0.15/0.60,llama3.1:8b=0/0`` (a mapping in YAML, whose values may also be
     ``{input: 0.15, output: 0.60}``)."""
-
     if raw is None or (isinstance(raw, str) and not raw.strip()):
         return MappingProxyType({})
     if isinstance(raw, Mapping) and set(raw) <= {"input", "output"}:

@@ -98,7 +98,6 @@ class DonorPool:
     """Every user of a dataset, ready to serve as a donor; :meth:`donor_for` picks one per case."""
 
     def __init__(self, histories: Mapping[str, UserHistory], catalog: Mapping[str, Item]) -> None:
-
         self._profiles = [_profile(histories[u], catalog) for u in sorted(histories)]
         # Every item of a test (each kind and overall) asks for the same cases' controls: choose once.
         self._chosen: dict[tuple[str, str, int], Control | None] = {}
@@ -133,7 +132,6 @@ class DonorPool:
     def _choose(self, case: EvalCase, seed: int) -> UserHistory | None:
         """Among the users who are not this one, do not hold the item and are at least as long (else the
         longest), the CANDIDATES most different by category profile (ties by user id), one drawn by seed."""
-
         position = self._index.get(case.user_id)
         user = self._profiles[position] if position is not None else _profile(case.history, {})
         eligible = self._lengths > 0
@@ -159,7 +157,6 @@ class DonorPool:
         distance, computed here in vectors, is within 1e-9 of the CANDIDATES-th largest. The ranking itself
         stays :func:`profile_distance`'s, exactly as before, so no float rounding of the vector sum can
         change which donor is drawn."""
-
         indices = np.asarray(pool, dtype=np.int64)
         if len(indices) <= 4 * CANDIDATES or not categories:
             return [int(i) for i in indices]

@@ -63,7 +63,6 @@ class HistoryError(OSError):
 # ------------------------------------------------------------------------------------------ the record
 def run_line(run: RunResult, *, commit: str | None) -> dict[str, Any]:
     """The history's line for one finished run."""
-
     cost = token_cost(run.pairs)
     spent = {}
     for model in (str(m.get("name")) for m in run.models):

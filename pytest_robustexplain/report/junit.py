@@ -76,7 +76,6 @@ def gate_properties(model: str, slice_name: str, outcome: str, n_pairs: int,
 
 def item_cost(pairs: Sequence[PairResult], price: tuple[float, float] | None) -> float | None:
     """What an item's replies cost at ``price`` (each original once), None without a price or tokens."""
-
     found = model_money(pairs, (), price)
     return found["total"] if found else None
 

@@ -236,5 +236,4 @@ def _footer(run: RunResult) -> str:
 
 def write_markdown(result: RunResult | ReportModel, path: Path) -> None:
     """The Markdown report, written atomically (shared by the plugin and the CLI)."""
-
     atomic_write_text(path, render_markdown(result) + "\n")

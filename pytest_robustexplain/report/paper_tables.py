@@ -119,7 +119,6 @@ def _markdown(head: str, notes: Sequence[str], tables: Sequence[Table], guard: S
 
 def _html(title: str, about: str, notes: Sequence[str], tables: Sequence[Table], guard: Sequence[str]) -> str:
     """The tables as one HTML page (every text escaped; text nodes only, so quotes stay as they are)."""
-
     escape = partial(escape_all, quote=False)
 
     def row(tag: str, cells: Sequence[str]) -> str:

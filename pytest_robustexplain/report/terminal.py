@@ -318,7 +318,6 @@ def session_summary(report: ReportModel, *, width: int, verbosity: int,
     ``verbosity`` is quiet): the report at the terminal's width, kept between 80 and 140 columns, where the
     report files were ``written``, then on GitHub Actions an annotation per failed item, at its test's line
     (``line_of``)."""
-
     text = render_terminal(report, width=max(80, min(width, 140)), quiet=verbosity < 0, verbose=verbosity > 0)
     annotations = github_annotations(report.run, line_of=line_of) if on_github_actions() else []
     return [text, *([written_line(written)] if written else []), *annotations]

@@ -30,7 +30,6 @@ def tokens_cost(prompt: float, completion: float, price: tuple[float, float]) ->
 def money(amount: float) -> str:
     """An amount, with the precision small amounts need and never in exponent form: ``0.0042``,
     ``0.000015``, ``1.27``, ``1,340``."""
-
     if amount >= 100:
         return f"{amount:,.0f}"
     if amount >= 1:

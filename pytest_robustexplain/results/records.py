@@ -91,7 +91,6 @@ def user_metric_name(name: object) -> bool:
     """Whether ``name`` can name a user's own metric (``metrics.user``): a lower-case identifier that is not
     a built-in quantity and not one typo away from a built-in metric — such a name in ``min_metric`` or
     ``weights`` is taken for the typo (``semantc``), so a metric cannot be registered under it either."""
-
     if not isinstance(name, str) or not KIND_NAME.match(name) or name in (*ALL_METRICS, "combined", RELATIVE):
         return False
     return not difflib.get_close_matches(name, ALL_METRICS, n=1, cutoff=TYPO_CUTOFF)

@@ -102,7 +102,6 @@ def check_judge(min_faithful_rate: float | None, judge_model: str | None, where:
 def parse_gate_weights(value: Any, where: str) -> Any:
     """A test's weights: any form the run's take, or a mapping that also gives the user's own metrics a share
     of ρ (which metrics the test has is checked once its conftests registered them)."""
-
     try:
         named = name_values(value, "weights")
     except Invalid as exc:
@@ -118,7 +117,6 @@ def parse_gate_weights(value: Any, where: str) -> Any:
 
 
 def check_embedding_weight(weights: Any, embed_model: str | None, where: str) -> None:
-
     if embedding_weighted(weights) and not embed_model:
         raise ConfigError(f"{where}: gives {EMBEDDING!r} a share of ρ, but no embedding model is set "
                           "(embed-model: --robustexplain-embed-model, ROBUSTEXPLAIN_EMBED_MODEL)")

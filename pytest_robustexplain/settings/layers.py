@@ -47,7 +47,6 @@ class _Given:
 def _show(raw: Any) -> str:
     """A raw value as a message repeats it: shown, never obeyed — no line break, no "::", and a format
     character (zero-width, bidi) spelled out, since it is what the message is about."""
-
     return spelled_out(raw) if isinstance(raw, str) else repr(raw)
 
 
@@ -297,7 +296,6 @@ def check_env_names(env: Mapping[str, str], *, exempt: str | None = None) -> Non
     on a threshold nobody chose. Other names under the prefix may be the project's own (a test suite's
     ``ROBUSTEXPLAIN_REAL_LLM_URL``, the variable ``api-key-env`` names) and stay ignored, as do blank
     ones (CI exports empty variables for missing secrets)."""
-
     known = {spec.env[len(ENV_PREFIX):] for spec in OPTIONS}
     for name in sorted(env):
         if not name.startswith(ENV_PREFIX) or name == exempt or _blank(env[name]):

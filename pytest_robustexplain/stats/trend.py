@@ -85,7 +85,6 @@ def _spread(n: int) -> tuple[float, ...]:
 def _null_share(ranks: Sequence[float], observed: float, seed: int) -> float:
     """The share of orderings of ``ranks`` whose K reaches ``observed``: every ordering up to
     :data:`EXACT_UP_TO` runs, else a seeded sample (the observed ordering counted in: still a valid test)."""
-
     n = len(ranks)
     if n <= EXACT_UP_TO:
         shuffled = np.asarray(ranks, dtype=float)[_orderings(n)]
@@ -100,7 +99,6 @@ def _null_share(ranks: Sequence[float], observed: float, seed: int) -> float:
 
 @functools.lru_cache(maxsize=EXACT_UP_TO)
 def _orderings(n: int) -> Any:
-
     return np.array(list(itertools.permutations(range(n))), dtype=np.intp)
 
 

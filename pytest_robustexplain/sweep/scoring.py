@@ -99,7 +99,6 @@ class PairScorer:
 def copied(text: str, case: EvalCase) -> float:
     """The share of the original explanation copied from its prompt (``metrics/copies.py``): the default
     prompt's rendering of the case, which holds every history line and the item's line."""
-
     return round(copied_share(text, PromptTemplate().render(case.history, case.item)), 4)
 
 

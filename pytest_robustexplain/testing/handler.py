@@ -227,7 +227,6 @@ class _Handler(BaseHTTPRequestHandler):
                 return
 
     def _send_compressed(self, obj: Any, encoding: str) -> None:
-
         data = json.dumps(obj).encode("utf-8")
         if encoding in ("gzip", "deflate"):
             packer = zlib.compressobj(wbits=16 + zlib.MAX_WBITS if encoding == "gzip" else zlib.MAX_WBITS)
@@ -536,7 +535,6 @@ class _Handler(BaseHTTPRequestHandler):
 
 def reshaped(body: dict[str, Any], fields: tuple[tuple[str, Any], ...]) -> dict[str, Any]:
     """``body`` with each dotted path set to its value (a list index is a number), made where missing."""
-
     out = copy.deepcopy(body)
     for path, value in fields:
         *parents, last = path.split(".")

@@ -316,7 +316,6 @@ def _rating_blind_reply(p: ParsedPrompt) -> str:
 def _rating_aware_reply(p: ParsedPrompt) -> str:
     """The stable reply built from what the user rated above the scale's midpoint, and the categories
     they rated poorly (two or more ratings, below the midpoint on average) said as dislikes."""
-
     lo, hi = rating_scale(e.rating for e in p.history if e.rating is not None)
     middle = (lo + hi) / 2
     liked = tuple(e for e in p.history if e.rating is not None and e.rating > middle)

@@ -40,7 +40,6 @@ _LISTED_LINE = re.compile(r"^\s*\d+\.\s|\(id [^)]*\)", re.MULTILINE)
 
 def is_judge_prompt(prompt: str) -> bool:
     """A judge's prompt (not the warm-up, which may start with one)."""
-
     return bool(_HISTORY.search(prompt) and _EXPLANATION.search(prompt)) and not is_warmup_prompt(prompt)
 
 

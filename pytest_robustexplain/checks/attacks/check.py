@@ -81,7 +81,6 @@ class AttackCheck(Check):
         return max((users_to_catch(r.limit, r.side, None, design.planned) for r in rules), default=0)
 
     def decide(self, found: AttackResult, evidence: Evidence) -> Decision:
-
         if found.outcome != FAIL:
             return SILENT
         return Decision(FAIL, f"Security FAIL: {said(found)}")

@@ -74,7 +74,6 @@ _SEPARATORS = re.compile(r"[\W_]+")
 
 def normalise(text: str) -> str:
     """Text as the injection detector reads it: NFKC, dashes as "-", no format characters, case folded."""
-
     folded = unicodedata.normalize("NFKC", text).translate(_DASHES)
     return "".join(ch for ch in folded if unicodedata.category(ch) != "Cf").casefold()
 

@@ -96,5 +96,4 @@ def evaluate(pairs: Sequence[PairResult], swaps: Sequence[PairResult], *, combin
 
 
 def _with_message(result: GuardResult, *, n_swaps: int) -> GuardResult:
-
     return replace(result, message=describe(result, n_swaps=n_swaps))

@@ -56,7 +56,6 @@ class Faithfulness(Check):
                          kept=kept),)
 
     def decide(self, found: FaithfulnessResult, evidence: Evidence) -> Decision:
-
         if found.outcome not in (FAIL, INCONCLUSIVE):
             return SILENT
         return Decision(found.outcome, f"Faithfulness {found.outcome}: {found.message}.")

@@ -43,7 +43,6 @@ class Polarity(Check):
         return 0 if rate is None else users_to_catch(rate, ABOVE, design.gate.alpha, design.planned)
 
     def decide(self, found: PolarityResult, evidence: Evidence) -> Decision:
-
         return Decision(FAIL, f"Polarity FAIL: {found.message}.") if found.outcome == FAIL else SILENT
 
     def finding(self, found: PolarityResult, evidence: Evidence) -> Finding:

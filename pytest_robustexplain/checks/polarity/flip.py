@@ -45,13 +45,11 @@ class Flip(Check):
             min_sensitivity=gate.min_flip_sensitivity, decision=gate.decision, alpha=gate.alpha))
 
     def decide(self, found: FlipResult, evidence: Evidence) -> Decision:
-
         if found.outcome == PASS:
             return SILENT
         return Decision(found.outcome, f"Preference flip {found.outcome}: {found.message}.")
 
     def finding(self, found: FlipResult, evidence: Evidence) -> Finding:
-
         return Finding(self.name, found.outcome, f"{found.message}.", found.sensitivity,
                        found.min_sensitivity, "min", True,
                        {"pairs": found.n_pairs, "still_liked": found.still_liked,
