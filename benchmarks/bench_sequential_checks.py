@@ -33,7 +33,7 @@ import argparse
 from collections.abc import Callable
 
 import numpy as np
-from bench_guard import at_limit, at_mean, population, relative_population
+from bench_guard import at_mean, at_r, population, relative_population
 
 from pytest_robustexplain.checks.controls import relative_excess_limit
 from pytest_robustexplain.stats import ABOVE, BELOW, check_alphas, simulate_one_sided
@@ -52,8 +52,9 @@ def shares(p: float, cases: int = 1) -> Draw:
 def excess(center: float | None, noise: float, median: float = 0.3, threshold: float = 0.5) -> Draw:
     """Each user's rescaled excess of R from ``relative_population`` (None: bisected to R = threshold)."""
     def draw(rng: Rng, shape: tuple[int, int]) -> np.ndarray:
-        c = at_limit(noise, median, 0.0, rng) if center is None else center
-        delta, s = relative_population(c, noise, median)(rng, shape)
+        users = (relative_population(center, noise, median) if center is not None else
+                 at_r(lambda c: relative_population(c, noise, median), threshold, rng, 0.0, 3.0))
+        delta, s = users(rng, shape)
         return np.clip((delta - threshold * s + 1.0) / (2.0 - threshold), 0.0, 1.0)
     return draw
 

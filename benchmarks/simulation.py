@@ -29,7 +29,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from pytest_robustexplain.checks.controls import SHARE_RULES, GuardSettings
+from pytest_robustexplain.checks.controls import FIELLER_SHARE, SHARE_RULES, GuardSettings
 from pytest_robustexplain.results import INCONCLUSIVE, INSENSITIVE, PASS
 from pytest_robustexplain.stats.intervals import (
     FloatArray,
@@ -184,26 +184,26 @@ def simulate(sensitivity: Sequence[Sequence[float]], perturbed: Sequence[Sequenc
 
 
 def simulate_relative(delta: Sequence[Sequence[float]], sensitivity: Sequence[Sequence[float]], *,
-                      settings: GuardSettings) -> list[bool]:
+                      settings: GuardSettings, share: float = FIELLER_SHARE) -> list[bool]:
     """The relative-robustness FAIL of ``guard.evaluate`` for many simulated runs at once: row ``r`` holds
-    one run's per-user Δ = ρ_pert − ρ_swap and S = ρ_floor − ρ_swap (one case per user). True where R's
-    one-sided (1 − alpha) upper bound is below ``settings.min_relative`` (tests check it against
-    ``guard.evaluate``)."""
+    one run's per-user mean Δ = ρ_pert − ρ_swap and S = ρ_floor − ρ_swap over the user's cases (NaN: a user
+    with no measured case). True where R's one-sided upper bound at ``share`` of alpha is below
+    ``settings.min_relative`` (tests check it against ``guard.evaluate``)."""
     from scipy import stats as sps
 
     d = np.asarray(delta, dtype=float)
     s = np.asarray(sensitivity, dtype=float)
-    _, g = d.shape
-    if g < 2 or settings.min_relative is None:
+    if settings.min_relative is None:
         return [False] * len(d)
-    total = s.sum(axis=1)
-    # Fieller's upper bound (stats.fieller_interval at 1 − 2·alpha two-sided): the larger root of
+    g = (~np.isnan(d)).sum(axis=1)
+    total = np.nansum(s, axis=1)
+    # Fieller's upper bound (stats.fieller_interval at 1 − 2·share·alpha two-sided): the larger root of
     # (d̄ − r·s̄)² = c·(v_dd − 2r·v_ds + r²·v_ss); unbounded when s̄² ≤ c·v_ss.
-    c = float(sps.t.ppf(1 - settings.alpha, g - 1)) ** 2 / g
-    dm, sm = d.mean(axis=1), s.mean(axis=1)
-    v_dd, v_ss = d.var(axis=1, ddof=1), s.var(axis=1, ddof=1)
-    v_ds = ((d - dm[:, None]) * (s - sm[:, None])).sum(axis=1) / (g - 1)
-    a, b, e = sm * sm - c * v_ss, dm * sm - c * v_ds, dm * dm - c * v_dd
     with np.errstate(divide="ignore", invalid="ignore"):
+        c = sps.t.ppf(1 - share * settings.alpha, g - 1) ** 2 / g
+        dm, sm = np.nanmean(d, axis=1), np.nanmean(s, axis=1)
+        v_dd, v_ss = np.nanvar(d, axis=1, ddof=1), np.nanvar(s, axis=1, ddof=1)
+        v_ds = np.nansum((d - dm[:, None]) * (s - sm[:, None]), axis=1) / (g - 1)
+        a, b, e = sm * sm - c * v_ss, dm * sm - c * v_ds, dm * dm - c * v_dd
         high = np.where(a > 0, (b + np.sqrt(np.maximum(0.0, b * b - a * e))) / a, np.inf)
-    return [bool(v) for v in (total > 1e-12) & (high < settings.min_relative)]
+    return [bool(v) for v in (g >= 2) & (total > 1e-12) & (high < settings.min_relative)]

@@ -68,11 +68,14 @@ def test_the_guard_docs_claims_are_the_tables_numbers() -> None:
     prose = " ".join(re.sub(r"```\n.*?```", "", text, flags=re.S).split())
     insensitive = re.search(r"largest false INSENSITIVE rate \(q ≤ 0\.2 and i ≤ 0\.05\), G = 3–100: "
                             r"([\d.]+) %", table)
-    relative = re.search(r"largest false relative FAIL \(true R ≥ 0\.5\), G = 3–100: before [\d.]+ %, "
+    relative = re.search(r"largest false relative FAIL \(true R ≥ 0\.5\), G = 3–100: before ([\d.]+) %, "
                          r"shipped ([\d.]+) %", table)
     assert insensitive and relative
     assert f"the false INSENSITIVE rate stays ≤ {insensitive[1]} %" in prose
-    assert f"the false relative FAIL ≤ {relative[1]} %" in prose
-    # The interval's own docstring says the same number.
-    intervals = (REPO / "pytest_robustexplain" / "stats" / "intervals.py").read_text(encoding="utf-8")
-    assert f"Fieller's at most {relative[1]} %" in " ".join(intervals.split())
+    assert f"false relative FAIL ≤ {relative[2]} %" in prose
+    assert f"Fieller's bound at alpha itself reached {relative[1]} %" in prose
+    # The interval's own docstring says the same numbers.
+    intervals = " ".join((REPO / "pytest_robustexplain" / "stats" / "intervals.py").read_text(
+        encoding="utf-8").split())
+    assert f"Fieller's bound at alpha 5 % failed up to {relative[1]} % of runs" in intervals
+    assert f"FIELLER_SHARE`` of its alpha: at most {relative[2]} %" in intervals

@@ -11,6 +11,7 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
+from helpers import simulation
 
 from pytest_robustexplain.checks import controls as guard
 from pytest_robustexplain.results import FAIL, INCONCLUSIVE, METRICS, PASS, SWAP_KIND, PairKey, PairResult
@@ -93,6 +94,26 @@ def test_fieller_agrees_with_the_delta_method_when_the_denominator_is_sure() -> 
     a, b = fieller_interval(num, den, 400, 0.1), ratio_interval(num, den, 400, 0.1)
     assert a is not None and b is not None and a.mean == b.mean
     assert a.low == pytest.approx(b.low, abs=2e-3) and a.high == pytest.approx(b.high, abs=2e-3)
+
+
+def test_rs_gate_holds_alpha_where_niche_users_skew_its_terms() -> None:
+    """Issue 63: a perturbation whose move does not grow with S and 15 % niche users (their control far away)
+    skew R's terms right, and Fieller's bound at alpha fails more than alpha of 10-user runs at R = 0.5; the
+    gate's, at ``FIELLER_SHARE`` of alpha, fails at most alpha (``simulate_relative`` is the rule
+    ``evaluate`` applies: test_guard.py). No clipping, so R is 0.5 exactly: E[ρ_pert] = 0.5 + E[ρ_swap]/2."""
+    def beta(mean: float, sd: float, shape: tuple[int, int]) -> np.ndarray:
+        k = mean * (1 - mean) / sd**2 - 1
+        return rng.beta(mean * k, (1 - mean) * k, shape)
+
+    rng = np.random.default_rng(4)
+    shape = (20_000, 10)
+    swap = np.where(rng.random(shape) < 0.15, rng.uniform(0.05, 0.35, shape), beta(0.55, 0.12, shape))
+    kept = 1 - beta(1 - (0.5 + (0.85 * 0.55 + 0.15 * 0.2) / 2), 0.08, shape)
+    settings = guard.GuardSettings()
+    at_alpha, gated = (float(np.mean(simulation().simulate_relative(kept - swap, 1 - swap, settings=settings,
+                                                                    share=share)))
+                       for share in (1.0, guard.FIELLER_SHARE))
+    assert at_alpha > settings.alpha >= gated
 
 
 def test_fieller_is_unbounded_when_the_denominator_could_be_zero() -> None:

@@ -235,9 +235,11 @@ def fieller_interval(num: Mapping[str, float], den: Mapping[str, float], n: int,
 
     The interval holds every r that a t test on the users' ``num − r·den`` does not reject: unlike the
     linearised (delta-method) interval of :func:`ratio_interval`, it carries the denominator's own
-    uncertainty, which the delta method drops — with weak readers (small Σden) and a few niche users its
-    one-sided bound at the limit failed up to 7.2 % of runs at alpha 5 %, Fieller's at most 4.0 %
-    (docs/guard.md). Unbounded (±inf) when Σden is not itself clear of 0 at this confidence.
+    uncertainty, which the delta method drops (with weak readers and a few niche users its one-sided bound
+    at the limit failed up to 7.2 % of runs at alpha 5 % when issue 44 replaced it). A t test is exact only
+    for normal terms: where niche users skew them, Fieller's bound at alpha 5 % failed up to 5.5 % of runs,
+    and the gate runs it at ``checks.controls.FIELLER_SHARE`` of its alpha: at most 4.4 % (docs/guard.md).
+    Unbounded (±inf) when Σden is not itself clear of 0 at this confidence.
     """
     def fieller(d: FloatArray, s: FloatArray, ratio: float) -> tuple[float, float]:
         g = len(d)

@@ -23,7 +23,8 @@ The decisions, each one-sided at ``alpha`` (:func:`.evaluate.evaluate`):
    assumes nothing of their shape (``stats.free_lower_bound``) and no more users are insensitive than
    ``max_insensitive_share`` allows; without that evidence the guard is INCONCLUSIVE (a run that shows
    neither dependence nor its absence is undecided, never a PASS);
-3. ``relative_robustness.outcome`` FAIL when R's upper bound (Fieller's) is below ``min_relative``;
+3. ``relative_robustness.outcome`` FAIL when R's upper bound (Fieller's, at ``FIELLER_SHARE`` of alpha) is
+   below ``min_relative``;
 4. ``copying.outcome`` FAIL when the share of explanations copying their prompt back is confidently above
    ``max_copy_rate`` (``copying.py``; ``metrics/copies.py`` says what a copy is);
 5. ``grounding.outcome`` FAIL when history references are confidently below ``min_history_reference`` or
@@ -82,6 +83,7 @@ from .grounding import (
     user_unsupported_share,
 )
 from .relative import (
+    FIELLER_SHARE,
     by_kind,
     relative_excess_limit,
     relative_message,
@@ -104,6 +106,7 @@ from .sensitivity import (
 )
 
 __all__ = [
+    "FIELLER_SHARE",
     "RELATIVE_UNGATED",
     "SHARE_RULES",
     "UNSUPPORTED_RULE",
