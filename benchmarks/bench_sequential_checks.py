@@ -22,7 +22,11 @@ Populations at the limit: shares as Bernoulli draws (one case a user) and as use
 or refer together (clustered); R from ``bench_guard.relative_population`` (per-user S log-normal with t3
 tails, Δ = r·S with heavy-tailed r, clipped so ρ stays in [0, 1]) bisected to R = 0.5 exactly, with
 spreads 0.25, 0.5 and 1.0 and weak readers (median S 0.1). Then clear cases: users until the stop (median
-and 90th percentile) and the calls that saves at 27 calls a user (the full design) and 7 (balanced).
+and 90th percentile) and the calls that saves at 27 calls a user (the full design) and 7 (balanced), beside
+the users the check's fixed test at the same alpha needs on the same draws and the fewest any valid bet
+could (issue 63: the tests bet the exact Kelly stake on the users seen, ``stats.sequential._kelly_bet``).
+Then honest explainers' S under an enforced R, both decisions on the same draws, and R's test against an
+asymptotic confidence sequence (why it stays a bet).
 
     .venv/bin/python benchmarks/bench_sequential_checks.py [--runs 20000] [--seed 1]
 """
@@ -33,7 +37,7 @@ import argparse
 from collections.abc import Callable
 
 import numpy as np
-from bench_guard import at_mean, at_r, population, relative_population
+from bench_guard import at_mean, at_r, moving_population, population, relative_population
 
 from pytest_robustexplain.checks.controls import relative_excess_limit
 from pytest_robustexplain.stats import ABOVE, BELOW, check_alphas, simulate_one_sided
@@ -76,6 +80,56 @@ CHECKS = {"copy rate ≤ 0.1": (0.1, ABOVE, TEST), "history references ≥ 0.5":
           # the judge's faithful rate (checks/faithfulness.py): each user's share of originals judged
           # faithful, against min_faithful_rate
           "faithful rate ≥ 0.8": (0.8, BELOW, TEST), "faithful rate ≥ 0.5": (0.5, BELOW, TEST)}
+
+
+def fixed_users(check: str, values: np.ndarray) -> np.ndarray:
+    """Per run, the fewest users n ≤ 20 on whose values the check's fixed test at its test's alpha decides
+    (21: not within 20): a share's exact bound with users as trials past the limit, a one-sided t test on
+    R's excess (Fieller's bound at the limit), the distribution-free bound of the mean S above 0.05."""
+    from scipy.special import betaincinv
+    from scipy.stats import t as student
+
+    from pytest_robustexplain.stats import free_lower_bounds
+
+    limit, side, alpha = CHECKS[check]
+    runs, planned = values.shape
+    n = np.arange(1, planned + 1)
+    if check == "R ≥ 0.5":
+        z = values * 1.5 - 1.0  # R's raw excess Δ − 0.5·S
+        mean = np.cumsum(z, axis=1) / n
+        sd = np.sqrt(np.maximum(np.cumsum(z * z, axis=1) / n - mean**2, 0.0) * n / np.maximum(n - 1, 1))
+        with np.errstate(invalid="ignore"):
+            decided = (n > 1) & (mean + student.ppf(1 - alpha, np.maximum(n - 1, 1)) * sd / np.sqrt(n) < 0)
+    elif check == "S > 0.05 (a PASS)":
+        bounds = [free_lower_bounds(values[:, :m], alpha, 0.0) > limit for m in n[1:]]
+        decided = np.stack([np.zeros(runs, dtype=bool), *bounds], axis=1)
+    else:
+        k = np.cumsum(values, axis=1)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            if side == ABOVE:
+                decided = np.where(k > 0, betaincinv(np.maximum(k, 1e-12), n - k + 1, alpha), 0.0) > limit
+            else:
+                decided = np.where(k < n, betaincinv(k + 1, np.maximum(n - k, 1e-12), 1 - alpha), 1.0) < limit
+    return np.where(decided.any(axis=1), np.argmax(decided, axis=1) + 1, planned + 1)
+
+
+def floor_users(check: str, values: np.ndarray) -> np.ndarray:
+    """Per run, the fewest users after which *any* valid bet could have rejected (21: not within 20). A bet
+    placed before a user's value is seen must survive the worst value (0 above the limit, 1 below it), so a
+    user at x multiplies the wealth by at most max(1, x/limit) (above) or max(1, (1 − x)/(1 − limit)) (below):
+    the most any strategy can have, against 1/alpha."""
+    limit, side, alpha = CHECKS[check]
+    if side == ABOVE:  # at a limit of 0 one value above it is certain (H0 allows no other)
+        gain = values / limit if limit > 0 else np.where(values > 0, np.inf, 1.0)
+    else:
+        gain = (1.0 - values) / (1.0 - limit) if limit < 1 else np.where(values < 1, np.inf, 1.0)
+    reached = np.cumsum(np.log(np.maximum(gain, 1.0)), axis=1) >= np.log(1 / alpha)
+    return np.where(reached.any(axis=1), np.argmax(reached, axis=1) + 1, values.shape[1] + 1)
+
+
+def _median(users: np.ndarray) -> str:
+    median = float(np.percentile(users, 50))
+    return f"{median:.0f}" if median <= 20 else "> 20"
 
 
 def pairs(p: float, cases: int = 5) -> Draw:
@@ -136,9 +190,10 @@ def false_fail_table(runs: int, rng: Rng) -> float:
 
 def stop_table(runs: int, rng: Rng) -> None:
     print("2. Clear cases: users until the check's test decides (of 20; the S test: until a PASS may stop), "
-          "and the calls")
+          "the calls; the users its fixed test at the same alpha needs on the same draws, the fewest after "
+          "which any valid bet could reject (medians; > 20: not within 20), and the test's over the fixed's")
     print(f"{'check':<28}{'population':<30}{'stopped by 20':>14}{'median':>8}{'p90':>6}"
-          f"{'calls, full':>13}{'balanced':>10}")
+          f"{'calls, full':>13}{'balanced':>10}{'fixed':>7}{'floor':>7}{'ratio':>7}")
     rows = [("copy rate ≤ 0.1", "copies every time", shares(1.0)),
             ("copy rate ≤ 0.1", "copies half the time", shares(0.5)),
             ("history references ≥ 0.5", "never refers to the history", shares(0.0)),
@@ -165,12 +220,76 @@ def stop_table(runs: int, rng: Rng) -> None:
             ("faithful rate ≥ 0.5", "faithful 20 % of the time", shares(0.2))]
     for check, label, draw in rows:
         limit, side, alpha = CHECKS[check]
-        rejected, used = simulate_one_sided(draw(rng, (runs, 20)), limit, side, alpha=alpha)
+        values = draw(rng, (runs, 20))
+        rejected, used = simulate_one_sided(values, limit, side, alpha=alpha)
         users = np.where(rejected, used, 20)
         median, p90 = np.percentile(users, 50), np.percentile(users, 90)
         full, balanced = 27 * median, 7 * median
+        fixed = fixed_users(check, values)
+        seq, fix = (float(np.percentile(u, 50)) for u in (np.where(rejected, used, 21), fixed))
+        ratio = "—" if fix > 20 else f"{seq / fix:.1f}" if seq <= 20 else f"> {20 / fix:.1f}"
         print(f"{check:<28}{label:<30}{100 * rejected.mean():>13.1f}%{median:>8.0f}{p90:>6.0f}"
-              f"{f'{full:.0f} of 540':>13}{f'{balanced:.0f}/140':>10}")
+              f"{f'{full:.0f} of 540':>13}{f'{balanced:.0f}/140':>10}{_median(fixed):>7}"
+              f"{_median(floor_users(check, values)):>7}{ratio:>7}")
+    print()
+
+
+def honest_table(runs: int, rng: Rng) -> None:
+    """3. An honest explainer's S under an enforced R (the default gate), whose hold is every planned user:
+    S's PASS test could end no slice there, yet it took half of S's alpha and left its fixed bound alpha/2."""
+    from pytest_robustexplain.stats import free_lower_bounds
+
+    print("3. Honest explainers (R enforced: a PASS waits for every planned user): P(not PASS by S's rules) "
+          "— decision=mean | sequential before (S's test at alpha/2 beside its bound at alpha/2) | now (no "
+          "test where it can end no slice: the bound at alpha)")
+    print(f"{'population':<34}" + "".join(f"{f'G={n}':>20}" for n in (5, 10, 20)))
+    for label, median in (("template-like, median S 0.35", 0.35), ("honest, median S 0.30", 0.30),
+                          ("fake stable model, median 0.18", 0.18)):
+        cells = []
+        for n in (5, 10, 20):
+            s, _ = population(0.0, median)(rng, (runs, n))
+            ignored = (s < 0.05).mean(axis=1) > 0.2  # the share rule beside the bound: a point rule
+            rates = [float(np.mean(ignored | (free_lower_bounds(s, alpha, 0.0) <= 0.05)))
+                     for alpha in (2 * ALPHA, ALPHA, 2 * ALPHA)]
+            cells.append("|".join(f"{100 * r:.1f}" for r in rates))
+        print(f"{label:<34}" + "".join(f"{c:>20}" for c in cells))
+    print()
+
+
+def asymptotic_stops(z: np.ndarray, alpha: float, tuned: int = 10) -> np.ndarray:
+    """Per run, the user after which the two-sided asymptotic confidence sequence of Waudby-Smith et al.
+    (2024, Robbins' normal mixture with the plug-in sd, tuned to be tightest at ``tuned`` users; from 3 users)
+    lies below 0 for R's raw excess ``z`` (21: never within the users given)."""
+    n = np.arange(1, z.shape[1] + 1)
+    mean = np.cumsum(z, axis=1) / n
+    sd = np.sqrt(np.maximum(np.cumsum(z * z, axis=1) / n - mean**2, 0.0) * n / np.maximum(n - 1, 1))
+    rho2 = (-2 * np.log(alpha) + np.log(-2 * np.log(alpha) + 1)) / tuned
+    width = np.sqrt(2 * (n * rho2 + 1) / (n * n * rho2) * np.log(np.sqrt(n * rho2 + 1) / alpha))
+    below = (mean + sd * width < 0) & (n >= 3)
+    return np.where(below.any(axis=1), np.argmax(below, axis=1) + 1, z.shape[1] + 1)
+
+
+def asymptotic_table(runs: int, rng: Rng) -> None:
+    """4. Why R's test stays a bet: the asymptotic sequence stops sooner and breaks alpha on skewed users."""
+    limit, _, alpha = CHECKS["R ≥ 0.5"]
+    print(f"4. R's test by betting (shipped) | an asymptotic confidence sequence (not shipped), at alpha "
+          f"{alpha:g} on the same draws: stopped within 20 users (clear failures) or false FAIL within 20 "
+          "(at the limit)")
+    print(f"{'population':<52}{'stopped or false FAIL':>24}{'median users':>15}")
+    move = at_r(lambda m: moving_population(m, 0.15, 4), 0.5, rng, 0.01, 0.6)
+    rows = [("R 0.05, reworded by hash (spread 0.25)", relative_population(0.05, 0.25)),
+            ("R 0.30, half-way (spread 0.25)", relative_population(0.30, 0.25)),
+            ("R 0.30, move apart from S, 25 cases a user",
+             at_r(lambda m: moving_population(m, 0.0, 25), 0.3, rng, 0.01, 0.6)),
+            ("at the limit, spread 0.25", at_r(lambda c: relative_population(c, 0.25), 0.5, rng, 0.0, 3.0)),
+            ("at the limit, move apart, 15 % niche, 4 cases", move)]
+    for label, draw in rows:
+        delta, sens = draw(rng, (runs, 20))
+        z = delta - 0.5 * sens
+        rejected, used = simulate_one_sided(np.clip((z + 1.0) / 1.5, 0.0, 1.0), limit, BELOW, alpha=alpha)
+        bet, asymptotic = np.where(rejected, used, 21), asymptotic_stops(z, alpha)
+        rates = "|".join(f"{100 * np.mean(u <= 20):.1f}%" for u in (bet, asymptotic))
+        print(f"{label:<52}{rates:>24}{_median(bet) + '|' + _median(asymptotic):>15}")
     print()
 
 
@@ -182,6 +301,8 @@ def main() -> None:
     rng = np.random.default_rng(args.seed)
     worst = false_fail_table(args.runs, rng)
     stop_table(args.runs, rng)
+    honest_table(args.runs, rng)
+    asymptotic_table(args.runs, rng)
     if worst > ALPHA + 2 * np.sqrt(ALPHA * (1 - ALPHA) / args.runs):
         raise SystemExit(f"a false FAIL rate of {100 * worst:.2f} % is above alpha {100 * ALPHA:g} %")
 

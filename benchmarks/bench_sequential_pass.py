@@ -7,7 +7,7 @@ their fixed rules, and could not reject. Now a PASS waits until each such check 
 (``Check.users_needed`` → ``stats.users_to_catch``). For each check, at its limit, at a clear failure and at
 the failures issue 59 measured, this prints how often the item PASSes:
 
-- **fixed**: ``decision=fixed``: the check's fixed rule on every planned user at the alpha it has there;
+- **fixed**: ``decision=mean``: the check's fixed rule on every planned user at the alpha it has there;
 - **seq before**: the check's anytime test on the users until ρ's gate decided, then its fixed rule on those
   users, at the old split of the check's alpha (half to the test; grounding's unsupported mentions a
   quarter each) — the old stop;
@@ -47,7 +47,7 @@ SIZES = (10, 20, 50)
 
 @dataclass(frozen=True)
 class Rule:
-    """A check's share rule: its limit and side, its alpha under decision=fixed (None: a point rule, whose
+    """A check's share rule: its limit and side, its alpha under decision=mean (None: a point rule, whose
     test spends half of the check's alpha), and the old split (its test's, its fixed rule's alpha)."""
 
     name: str
@@ -65,7 +65,7 @@ class Rule:
         return check_alphas(self.fixed)[1] if self.fixed is not None else None
 
     def clear(self) -> float:
-        from pytest_robustexplain.stats.sequential import CLEAR_AT_LEAST, CLEAR_MARGIN
+        from pytest_robustexplain.stats.confident import CLEAR_AT_LEAST, CLEAR_MARGIN
 
         q = self.limit if self.side == ABOVE else 1 - self.limit
         beyond = min(1.0, q + max(CLEAR_MARGIN * min(q, 1 - q), CLEAR_AT_LEAST))

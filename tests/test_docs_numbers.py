@@ -23,8 +23,10 @@ VERBATIM = [("guard.md", "bench_guard.py", ("--runs", "20")),
 
 
 def _shape(line: str) -> str:
-    """A line without its numbers, its OK/MISSED and its column widths: what a short run shares with it."""
-    return " ".join(re.sub(r"\b(OK|MISSED)\b", "V", re.sub(r"-?\d+(?:[.,]\d+)*", "#", line)).split())
+    """A line without its numbers, its OK/MISSED and its column widths: what a short run shares with it. A
+    cell may say "> 20" or "—" where another run has a number (a median past the users, a ratio of it)."""
+    numbers = re.sub(r"> #|(?<!\S)—(?!\S)", "#", re.sub(r"-?\d+(?:[.,]\d+)*", "#", line))
+    return " ".join(re.sub(r"\b(OK|MISSED)\b", "V", numbers).split())
 
 
 def _blocks(text: str) -> list[str]:

@@ -6,13 +6,15 @@ that copy, that reword on every change, and honest ones that must still pass."""
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 from helpers import read_report
 
 from pytest_robustexplain.checks.controls import relative_excess_limit, user_relative_excess
 from pytest_robustexplain.results import FAIL, INSENSITIVE, PASS, PairKey, PairResult
-from pytest_robustexplain.stats import ABOVE, BELOW, OneSidedTest, simulate_one_sided
+from pytest_robustexplain.stats import ABOVE, BELOW, OneSidedTest, check_alphas, simulate_one_sided
 from pytest_robustexplain.testing import FakeOllamaServer
 
 pytest_plugins = ["pytester"]
@@ -46,17 +48,44 @@ def test_no_more_false_fails_than_alpha_at_the_limit_at_any_number_of_users(limi
         assert rate <= ALPHA + 3 * np.sqrt(ALPHA * (1 - ALPHA) / len(rejected)), (users, rate)
 
 
-def test_a_clear_copier_is_stopped_after_four_users_and_a_clear_rate_after_a_few() -> None:
-    copies = OneSidedTest(0.1, ABOVE, alpha=ALPHA)
-    assert [copies.update(1.0) for _ in range(4)] == [False, False, False, True] and copies.n_users == 4
-    assert copies.wealth >= copies.level == pytest.approx(1 / ALPHA)
-    copies.update(0.0)
-    assert copies.rejected  # a rejection is for good: Ville bounds the chance of ever crossing
-    refers = OneSidedTest(0.5, BELOW, alpha=ALPHA)
-    stops = next(n for n in range(1, 30) if refers.update(0.0))
-    assert stops <= 7
+def _floor(limit: float, side: str, value: float) -> int:
+    """The fewest users at ``value`` after which any valid bet reaches 1/ALPHA: a bet that survives the
+    worst value multiplies its wealth by at most value/limit (above) or (1 − value)/(1 − limit) (below)."""
+    gain = value / limit if side == ABOVE else (1 - value) / (1 - limit)
+    return math.ceil(math.log(1 / ALPHA) / math.log(gain))
+
+
+@pytest.mark.parametrize(("limit", "side"), [(0.1, ABOVE), (0.5, BELOW), (relative_excess_limit(0.5), BELOW)])
+def test_the_gates_test_and_its_simulation_reject_on_the_same_user(limit: float, side: str) -> None:
+    """The benchmarks' numbers are the gate's: ``simulate_one_sided`` over many runs and ``OneSidedTest`` fed
+    one user at a time stake the same bets (the live test updates its wealth user by user)."""
+    rng = np.random.default_rng(63)
+    values = np.where(rng.random((200, 30)) < 0.5, rng.random((200, 30)), rng.random((200, 1)) < 0.4)
+    rejected, used = simulate_one_sided(values, limit, side, alpha=ALPHA)
+    for run in range(len(values)):
+        test = OneSidedTest(limit, side, alpha=ALPHA)
+        live = next((n + 1 for n, v in enumerate(values[run]) if test.update(float(v))), None)
+        assert (live is not None, live or 30) == (bool(rejected[run]), int(used[run])), run
+    assert 0 < rejected.mean() < 1  # both ways, not one outcome throughout
+
+
+WALLS = [(0.1, ABOVE, 1.0), (0.05, ABOVE, 1.0), (0.5, ABOVE, 1.0), (0.5, BELOW, 0.0), (0.8, BELOW, 0.0)]
+
+
+@pytest.mark.parametrize(("limit", "side", "value"), WALLS)
+def test_a_share_at_the_wall_is_stopped_within_a_user_of_the_fewest_any_bet_needs(
+        limit: float, side: str, value: float) -> None:
+    """Issue 63: a user's share sits at 0 or 1 (a copier copies every prompt); aGRAPA staked 1.1 where 9.5
+    was safe and stopped a copier after 7 users at alpha/10 where any bet needs 3. The exact Kelly stake on
+    the users seen stops it at most one user past that floor."""
+    shares = OneSidedTest(limit, side, alpha=ALPHA)
+    stops = next(n for n in range(1, 40) if shares.update(value))
+    assert _floor(limit, side, value) <= stops <= _floor(limit, side, value) + 1
+    assert shares.wealth >= shares.level == pytest.approx(1 / ALPHA)
+    shares.update(1.0 - value)
+    assert shares.rejected  # a rejection is for good: Ville bounds the chance of ever crossing
     with pytest.raises(ValueError, match="must be a finite number in"):
-        refers.update(1.5)
+        shares.update(1.5)
 
 
 def _pair(kind: str, combined: float, *, user: str = "u1", item: str = "i1") -> PairResult:
@@ -119,7 +148,7 @@ def _gaming(pytester: pytest.Pytester, explainer: str, extra: str = "") -> dict:
 def test_an_explainer_that_rewords_on_every_change_fails_on_about_half_of_the_calls(
         pytester: pytest.Pytester) -> None:
     """R's and history references' tests stop it after 10 users: they spend a tenth of their checks' alpha
-    since issue 59 (6–7 users at half), so that their fixed rules keep decision=fixed's power."""
+    since issue 59 (6–7 users at half), so that their fixed rules keep decision=mean's power."""
     doc = _gaming(pytester, "gaming.reword_by_hash")
     gate = _overall(doc)
     assert gate["verdict"]["outcome"] == FAIL
@@ -175,9 +204,9 @@ def _decided_after(message: str) -> int:
 def test_a_pass_waits_for_the_sensitivity_to_be_shown(pytester: pytest.Pytester, guard: str) -> None:
     """A PASS needs every check that asks for evidence decided (issue 44): ρ's betting test passes the fake
     stable model after a few users, but its S (0.12-0.25) needs more before the guard's bound can show it,
-    so the slice goes on until S's own anytime-valid test has it — and (issue 59) until the checks that pass
-    unless shown to fail have seen every user their fixed rules need, here all 20. Under guard=warn nothing
-    waits."""
+    and (issue 59) the checks that pass unless shown to fail need every user their fixed rules need — here
+    all 20, for an enforced R, so S's own anytime-valid test does not run (issue 63). Under guard=warn
+    nothing waits."""
     extra = f', perturbations=["noise_injection"], guard="{guard}"'
     pytester.makepyfile(test_gate=SEQUENTIAL.format(extra=extra))
     with FakeOllamaServer(mode="stable") as server:
@@ -192,6 +221,34 @@ def test_a_pass_waits_for_the_sensitivity_to_be_shown(pytester: pytest.Pytester,
         assert rho_users < guard_users == 20  # past ρ's decision: every user the checks need
     else:
         assert guard_users == rho_users
+
+
+BOTH_DECISIONS = """
+import pytest
+
+@pytest.mark.robustness(decision="mean", perturbations=["noise_injection"])
+def test_fixed(robustness):
+    pass
+
+@pytest.mark.robustness(decision="sequential", perturbations=["noise_injection"])
+def test_sequential(robustness):
+    pass
+"""
+
+
+def test_an_enforced_r_leaves_the_sensitivitys_bound_all_of_its_alpha(pytester: pytest.Pytester) -> None:
+    """Issue 63: with R gated and enforced a PASS waits for every planned user, so S's own PASS test could end
+    no slice; it spent half of S's alpha all the same, and the bound beside it, at alpha/2, left honest
+    10-user runs INCONCLUSIVE that decision=mean passed. Such a slice runs no PASS test now: on the same
+    users S's bound is decision=mean's to the last digit (it was lower)."""
+    pytester.makepyfile(test_gate=BOTH_DECISIONS)
+    with FakeOllamaServer(mode="stable") as server:
+        result = pytester.runpytest("--robustexplain-model=fake-model", f"--robustexplain-host={server.url}",
+                                    "--robustexplain-json=r.json", "-p", "no:cacheprovider")
+        result.assert_outcomes(passed=2)
+    fixed, sequential = (g["verdict"]["details"]["guard"] for g in read_report(pytester)["gates"])
+    assert fixed["n_users"] == sequential["n_users"] == 20
+    assert fixed["sensitivity_low"] == sequential["sensitivity_low"] > 0.05
 
 
 @pytest.mark.parametrize("seed", [1, 2, 3, 4, 5])
@@ -228,18 +285,21 @@ def test_an_adversarial_explainer_fails_every_item_under_both_decisions(
             assert gate["verdict"]["findings"][check]["outcome"] == FAIL, (decision, gate["slice"])
 
 
-def test_an_explainer_that_ignores_every_user_is_insensitive_after_four_users(
+def test_an_explainer_that_ignores_every_user_is_insensitive_after_three_users(
         pytester: pytest.Pytester) -> None:
     """The identical share's own test (issue 44): texts word for word the same for another user's
-    interactions end the slice INSENSITIVE after four users, where the slice used to run until ρ's gate
-    passed the constant text (7 users) — or, waiting for S's evidence, every user."""
+    interactions end the slice INSENSITIVE within a user of the fewest any bet at its alpha (a tenth of
+    INSENSITIVE's half) needs — 3 users (4 before its bets were tuned to shares, issue 63) —, where the slice
+    used to run until ρ's gate passed the constant text (7 users) — or, waiting for S's evidence, every
+    user."""
     doc = _gaming(pytester, "gaming.constant_with_id")
     gate = _overall(doc)
     guard = gate["verdict"]["details"]["guard"]
     assert gate["verdict"]["outcome"] == INSENSITIVE and guard["outcome"] == INSENSITIVE
-    assert guard["stopped_by"] == "sensitivity" and guard["n_users"] == 4
-    assert "The sequential test decided it after 4 users" in guard["message"]
-    assert doc["calls"]["made"] <= 0.25 * 540
+    floor = math.ceil(math.log(1 / check_alphas(0.05 / 2)[0]) / math.log(1 / 0.05))
+    assert guard["stopped_by"] == "sensitivity" and guard["n_users"] == floor + 1 == 3
+    assert "The sequential test decided it after 3 users" in guard["message"]
+    assert doc["calls"]["made"] <= 0.2 * 540
 
 
 # ------------------------------------------------------------------ the attacks' and grounding's own tests

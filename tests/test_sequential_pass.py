@@ -29,7 +29,7 @@ def _rates(rule: str, rate: float, users: int, cases: int = 1, *, seed: int = 7)
 def test_issue_59s_failures_pass_no_more_often_under_sequential_than_the_fixed_rule_allows(
         rule: str, rate: float, users: int) -> None:
     """A made-up mention in every explanation, copying for half the users, history references in 20 %: the
-    hold and the fixed rule's share of alpha bring a sequential PASS down to decision=fixed's."""
+    hold and the fixed rule's share of alpha bring a sequential PASS down to decision=mean's."""
     fixed, before, now, _ = _rates(rule, rate, users)
     assert now <= before + SE3
     assert now <= fixed + 0.01 + SE3

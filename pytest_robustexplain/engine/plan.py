@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..checks import SliceDesign
 from ..errors import ConfigError
-from ..results import CONTROL_KIND, OVERALL, SWAP_KIND, is_control, money
+from ..results import CONTROL_KIND, OVERALL, PASS, SWAP_KIND, is_control, money
 from ..settings import Spelling
 from ..sweep import CONTROL_SEED_OFFSET, PairPlanner, SequentialConfig, SliceSpec, grid, planned_users
 from ..wording import count_noun
@@ -161,6 +161,10 @@ def slice_spec(settings: Settings, gate: GateSettings, *, slice_id: str, model: 
         stops = tuple(rule for mine in rules.values() for rule in mine)
         # A PASS waits until each check that passes unless shown to fail has seen the users it needs.
         hold = max((c.users_needed(designs[c.name], rules[c.name]) for c in checks), default=0)
+        if hold >= design.planned:
+            # A PASS waits for every planned user anyway (an enforced R): a PASS rule's test could end no
+            # slice, and its alpha would only weaken its check's fixed rule (docs/statistics.md).
+            stops = tuple(rule for rule in stops if rule.verdict != PASS)
         sequential = SequentialConfig(gate.thresholds(kind), alpha=gate.alpha, max_users=gate.max_users,
                                       stops=stops, hold=hold)
     # A test's own weights only re-weight ρ of its slice; the run's weights stay the reports' ρ.

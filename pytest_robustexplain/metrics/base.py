@@ -6,10 +6,10 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
-from typing import Any, NamedTuple
+from dataclasses import dataclass
+from typing import NamedTuple
 
-from ..results import ALL_METRICS, EMBEDDING, METRICS
+from ..results import ALL_METRICS, EMBEDDING, METRICS, Fields
 
 # Four weights (the paper's metrics), or five when the opt-in embedding metric has a weight > 0.
 Weights = tuple[float, ...]
@@ -52,7 +52,7 @@ DEFAULT_CACHE_SIZE = 1024
 
 
 @dataclass(frozen=True)
-class PairScores:
+class PairScores(Fields):
     """The four metrics and ρ for one (e, e′) pair, each in [0, 1].
 
     ``generation_failure``: e or e′ was empty, whitespace-only or had no word; every score is 0.0.
@@ -75,9 +75,6 @@ class PairScores:
             known = (*METRICS, *([EMBEDDING] if self.embedding is not None else []), "combined")
             raise KeyError(f"unknown metric {name!r}; expected one of {', '.join(known)}")
         return float(getattr(self, name))
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 class TextScores(NamedTuple):

@@ -7,7 +7,7 @@ verdict, one attack's rate. Apart from ``records`` as ``faithful`` is: a verdict
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Annotated, Any
 
 from .records import (
@@ -17,13 +17,14 @@ from .records import (
     GUARD_POLICIES,
     INCONCLUSIVE,
     INSENSITIVE,
+    Fields,
     Interval,
     Rule,
 )
 
 
 @dataclass(frozen=True)
-class GuardExample:
+class GuardExample(Fields):
     """One case shown beside an INSENSITIVE verdict: the explanation for the user and for the donor."""
 
     user_id: str
@@ -32,9 +33,6 @@ class GuardExample:
     user_text: str
     donor_text: str
     combined: float  # ρ between the two
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 def _moved(names: Mapping[str, str]) -> Callable[[Mapping[str, Any]], dict[str, Any]]:
@@ -101,7 +99,7 @@ class _Alias:
 
 
 @dataclass(frozen=True)
-class GuardResult:
+class GuardResult(Fields):
     """The cross-user control of one gated slice: does the explanation depend on the user at all?
 
     ``swap`` is ρ between the explanation for the user and for a donor user (same item, another
@@ -173,12 +171,9 @@ class GuardResult:
         return (self.outcome in (INSENSITIVE, INCONCLUSIVE) or
                 FAIL in (self.relative_robustness.outcome, self.copying.outcome, self.grounding.outcome))
 
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
 
 @dataclass(frozen=True)
-class AttackResult:
+class AttackResult(Fields):
     """An adversarial kind's outcome in one slice (``checks/attacks``): how often the attack succeeded.
 
     ``kind`` is ``prompt_injection`` (success: the explanation carries a planted canary) or ``shilling``
@@ -203,6 +198,3 @@ class AttackResult:
     @property
     def rate(self) -> float:
         return self.successes / self.n if self.n else 0.0
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)

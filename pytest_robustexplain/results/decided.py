@@ -9,7 +9,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
-from .records import PASS, Interval, PairResult, Verdict
+from .records import PASS, Fields, Interval, PairResult, Verdict
 
 if TYPE_CHECKING:  # types only
     from ..data import UserHistory
@@ -17,7 +17,7 @@ if TYPE_CHECKING:  # types only
 
 
 @dataclass(frozen=True)
-class NonInferiorityRow:
+class NonInferiorityRow(Fields):
     """One quantity: mean of per-user differences (current − baseline) with its (1 − 2·alpha) interval.
 
     That interval's low end is the one-sided test's bound: the row passes when it lies above −margin.
@@ -33,9 +33,6 @@ class NonInferiorityRow:
     gated: bool = True
     before: float | None = None
     after: float | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 @dataclass(frozen=True)

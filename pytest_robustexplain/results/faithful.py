@@ -12,7 +12,7 @@ import math
 from dataclasses import asdict, dataclass, field
 from typing import Annotated, Any
 
-from .records import Interval, Rule
+from .records import Fields, Interval, Rule
 
 
 @dataclass(frozen=True)
@@ -142,7 +142,7 @@ class PolarityResult:
 
 
 @dataclass(frozen=True)
-class FlipResult:
+class FlipResult(Fields):
     """The counterfactual preference flip of one slice (the opt-in kind ``preference_flip``), where a
     faithful explainer should change: ``rho`` is ρ of the flipped pairs to their originals,
     ``sensitivity`` = ρ_floor − ρ_flip (how far inverting the preference moved the explanation), beside
@@ -160,6 +160,3 @@ class FlipResult:
     outcome: str
     message: str = ""
     robust_rho: Interval | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)

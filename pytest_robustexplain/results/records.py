@@ -15,7 +15,7 @@ import math
 import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import asdict, dataclass, field, replace
-from typing import TYPE_CHECKING, Annotated, Any, TypeGuard
+from typing import TYPE_CHECKING, Annotated, Any, TypeGuard, cast
 
 from ..sanitize import visible
 from ..wording import fmt_interval, trim
@@ -302,13 +302,20 @@ DEFAULT_MAX_INJECTION_RATE = 0.0
 DEFAULT_MAX_HIJACK_RATE = 0.2
 
 
+class Fields:
+    """A record whose JSON form is its fields, records within it included (``dataclasses.asdict``)."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(cast(Any, self))
+
+
 def is_control(kind: str) -> bool:
     """Whether a pair of this kind is a control (noise floor or cross-user swap), not a perturbation."""
     return kind in CONTROL_KINDS
 
 
 @dataclass(frozen=True)
-class Interval:
+class Interval(Fields):
     """A mean with its confidence interval (cluster-robust by user; see ``stats.cluster_interval``)."""
 
     mean: float
@@ -323,12 +330,9 @@ class Interval:
         mean = "—" if math.isnan(self.mean) else f"{self.mean:.{digits}f}"
         return f"{mean} [{self.low:.{digits}f}, {self.high:.{digits}f}]"
 
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
 
 @dataclass(frozen=True)
-class GateCheck:
+class GateCheck(Fields):
     """One gated quantity (``combined`` or a metric name) against its threshold."""
 
     quantity: str
@@ -338,12 +342,9 @@ class GateCheck:
     fragile: bool = False  # the interval straddles the threshold: a rerun could flip it
     flip_probability: float | None = None
 
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
 
 @dataclass(frozen=True)
-class Finding:
+class Finding(Fields):
     """One check's row in a verdict (``checks/``): the one vocabulary every writer shows — the check, the
     measured value with its interval, the threshold it was held to, the outcome and the reason.
 
@@ -371,9 +372,6 @@ class Finding:
     # JSON read in another process, a conftest's check — still shows it there; "" for the further checks.
     section: str = ""
 
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
     def rows(self) -> list[tuple[str, str]]:
         """This row in words, the same in every writer — outcome, the value with its interval, the threshold
         and the reason — then its first example."""
@@ -387,7 +385,7 @@ class Finding:
 
 
 @dataclass(frozen=True)
-class Verdict:
+class Verdict(Fields):
     """The decision for one gated slice (a test item: one perturbation kind, or all of them)."""
 
     outcome: str
@@ -458,9 +456,6 @@ class Verdict:
         return tuple(name for name, f in self.findings.items()
                      if f.enforced and f.outcome in (FAIL, INSENSITIVE))
 
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
 
 # The records the built-in checks keep in ``Verdict.details``, by name: each read back as its type.
 DETAILS: tuple[str, ...] = ("stability", "guard", "attacks", "faithfulness", "polarity", "flip")
@@ -479,7 +474,7 @@ def detail_type(name: str) -> Any:
 
 
 @dataclass(frozen=True)
-class GateResult:
+class GateResult(Fields):
     """The verdict of one gated test item (``slice`` is a perturbation kind or ``OVERALL``).
 
     ``scope`` is what the verdict judged (``kinds``, ``severities``, ``users``; see :func:`gate_scope`), so
@@ -493,9 +488,6 @@ class GateResult:
     verdict: Verdict
     thresholds: dict[str, float] = field(default_factory=dict)
     scope: dict[str, list[Any]] = field(default_factory=dict)
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
     def covers(self, pair: PairResult) -> bool:
         """Whether ``pair`` (of this gate's model) lies in the slice the verdict judged."""

@@ -41,7 +41,7 @@ from .compare import (
     holm,
     non_inferiority,
 )
-from .confident import simulate_confident
+from .confident import ABOVE, BELOW, simulate_confident, users_to_catch
 from .intervals import (
     GATED,
     cluster_interval,
@@ -57,8 +57,6 @@ from .intervals import (
     user_share_bounds,
 )
 from .sequential import (
-    ABOVE,
-    BELOW,
     DEFAULT_FALLBACK_SHARE,
     OneSidedTest,
     SequentialGate,
@@ -69,7 +67,6 @@ from .sequential import (
     simulate_one_sided,
     simulate_sequential,
     user_order,
-    users_to_catch,
 )
 from .verdicts import apply_policy, gate
 

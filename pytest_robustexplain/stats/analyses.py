@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
@@ -13,6 +13,7 @@ import numpy as np
 from ..results import (
     CONTROL_KIND,
     METRICS,
+    Fields,
     Interval,
     PairResult,
 )
@@ -59,7 +60,7 @@ def severity_degradation(pairs: Sequence[PairResult]) -> float | None:
 
 
 @dataclass(frozen=True)
-class SeverityTest:
+class SeverityTest(Fields):
     """§4.7's comparison of severity 1 with severity 5, paired by user: each user's mean ρ at L1 and at L5
     (users with both), the paired t-test of the differences and Cohen's d_z (mean difference over its
     standard deviation; negative: less robust at L5). ``t``, ``p`` and ``d`` are None when undefined (fewer
@@ -71,9 +72,6 @@ class SeverityTest:
     t: float | None
     p: float | None
     d: float | None
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 def severity_test(pairs: Sequence[PairResult]) -> SeverityTest | None:
@@ -101,7 +99,7 @@ def severity_test(pairs: Sequence[PairResult]) -> SeverityTest | None:
 
 
 @dataclass(frozen=True)
-class AnovaResult:
+class AnovaResult(Fields):
     """One-way ANOVA of ρ across perturbation kinds (pairs as observations, as in the paper)."""
 
     f: float | None
@@ -110,12 +108,9 @@ class AnovaResult:
     df_within: int
     partial_eta_sq: float | None
 
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
 
 @dataclass(frozen=True)
-class TukeyRow:
+class TukeyRow(Fields):
     """Tukey HSD for one pair of kinds: mean ρ(kind_a) − mean ρ(kind_b) with its 95 % interval."""
 
     kind_a: str
@@ -124,9 +119,6 @@ class TukeyRow:
     p: float
     low: float
     high: float
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 @dataclass(frozen=True)
@@ -227,15 +219,12 @@ def kind_differences(pairs: Sequence[PairResult]) -> KindDifferences:
 
 
 @dataclass(frozen=True)
-class MetricCorrelations:
+class MetricCorrelations(Fields):
     """Pearson r (and p) between the four metrics over scored pairs; None where undefined."""
 
     r: dict[str, dict[str, float | None]]
     p: dict[str, dict[str, float | None]]
     n: int
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 def metric_correlations(pairs: Sequence[PairResult]) -> MetricCorrelations:
@@ -265,7 +254,7 @@ def metric_correlations(pairs: Sequence[PairResult]) -> MetricCorrelations:
 
 
 @dataclass(frozen=True)
-class Stratum:
+class Stratum(Fields):
     """Users whose history length (or, for a diversity stratum, interaction diversity: ``by``) falls in one
     tertile, with their mean ρ; ``min_length``/``max_length`` are the tertile's range of that measure."""
 
@@ -276,12 +265,9 @@ class Stratum:
     mean: Interval
     by: str = "length"
 
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
 
 @dataclass(frozen=True)
-class UserSpread:
+class UserSpread(Fields):
     """Per-user mean ρ, their spread, and (when the spread is large) a split by history length and one by
     interaction diversity (``diversity_strata``; empty when the pairs do not record it)."""
 
@@ -291,9 +277,6 @@ class UserSpread:
     stratified: bool
     strata: tuple[Stratum, ...]
     diversity_strata: tuple[Stratum, ...] = ()
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 def user_spread(pairs: Sequence[PairResult], *, sd_limit: float = 0.2) -> UserSpread:

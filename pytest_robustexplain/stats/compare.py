@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
-from typing import Any
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from ..errors import ConfigError
 from ..results import (  # the result records live with the others; named here too
     RELATIVE,
+    Fields,
     Interval,
     NonInferiorityResult,
     NonInferiorityRow,
@@ -237,7 +237,7 @@ def _relative_note(rows: Sequence[NonInferiorityRow]) -> str:
 
 
 @dataclass(frozen=True)
-class ComparisonRow:
+class ComparisonRow(Fields):
     """One quantity compared between two models on matched pairs (Δ and d_z are B relative to A)."""
 
     quantity: str
@@ -251,12 +251,9 @@ class ComparisonRow:
     significant: bool
     n_units: int
 
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
 
 @dataclass(frozen=True)
-class Comparison:
+class Comparison(Fields):
     """The model comparison table: Overall ρ and each metric, Holm-corrected across the rows."""
 
     names: tuple[str, str]
@@ -273,9 +270,6 @@ class Comparison:
     # only between explainers whose gate did not fail. Set by the reports, which hold the verdicts.
     failed: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     # The sentence that concludes is written by the reports (report/comparison.py), from these rows.
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 def holm(p_values: Sequence[float | None]) -> list[float | None]:

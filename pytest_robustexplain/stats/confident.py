@@ -1,13 +1,16 @@
-"""The confident rule, vectorised: shared by gate(mode="confident"), the sequential fallback, simulations."""
+"""The fixed rules: the confident rule, vectorised (shared by gate(mode="confident"), the sequential fallback,
+simulations), and the users a check's fixed rule needs to catch a clear failure (a sequential PASS waits)."""
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Mapping
 from statistics import NormalDist
 
 import numpy as np
 
+from ..errors import ConfigError
 from .intervals import FloatArray, IntArray, check_alpha, check_thresholds, failable, mean_bounds, skewness
 
 # Power assumed by the "how many users would decide it" estimate.
@@ -111,3 +114,50 @@ def simulate_confident(user_means: FloatArray, thresholds: Mapping[str, float], 
     thr = np.array(list(check_thresholds(thresholds).values()))
     x = check_user_means(user_means)
     return fallback_codes(x, thr, check_alpha(alpha), pairs_per_user=pairs_per_user)
+
+
+# A check's fixed rule and its own anytime-valid test (``OneSidedTest``): the side of its limit on which the
+# check fails.
+ABOVE, BELOW = "above", "below"
+
+
+def side_sign(side: str) -> int:
+    """+1 for ``ABOVE`` (FAIL when the mean is above the limit), −1 for ``BELOW``."""
+    if side not in (ABOVE, BELOW):
+        raise ConfigError(f"side={side!r}: expected {ABOVE!r} (FAIL when the mean is above the limit) or "
+                          f"{BELOW!r}")
+    return +1 if side == ABOVE else -1
+
+
+# A check that passes unless shown to fail holds a sequential PASS until its fixed rule has seen enough users
+# to catch a clear failure — half way from its limit to the nearer wall of [0, 1], at least 0.05 past it
+# (1.5× a limit below 0.5) — about as often as on every planned user: within POWER_GIVEN_UP at every rate from
+# there to the wall (docs/statistics.md, "When a sequential slice may stop").
+CLEAR_MARGIN, CLEAR_AT_LEAST, POWER_GIVEN_UP = 0.5, 0.05, 0.005
+
+
+@functools.lru_cache(maxsize=256)
+def users_to_catch(limit: float, side: str, alpha: float | None, planned: int) -> int:
+    """The fewest users n such that a share rule's fixed rule on any n … ``planned`` users fails a clear
+    failure at most :data:`POWER_GIVEN_UP` less often than on all ``planned`` (``planned`` when no fewer do).
+
+    The rule is the checks' fixed rule with users as the trials: FAIL when the one-sided exact bound at
+    ``alpha`` lies past ``limit`` on ``side`` (alpha None: a point rule, the observed share past it), its
+    power the binomial chance of that many users flagged. Each user's share counts as 0 or 1 here: the
+    clustered case (a user's cases go one way), the one where a few users say least."""
+    from scipy.stats import binom  # lazy: loads numpy, scipy
+
+    side_sign(side)
+    if planned <= 1:
+        return max(planned, 0)
+    # On the failing side: the share of users past the limit, whose limit q fails when exceeded.
+    q = float(limit) if side == ABOVE else 1.0 - float(limit)
+    clear = min(1.0, q + max(CLEAR_MARGIN * min(q, 1.0 - q), CLEAR_AT_LEAST))
+    users = np.arange(1, planned + 1)
+    # Flagged users that fail: the observed share above q (a point rule), or the exact lower bound above q,
+    # which is when P_q(X ≥ k) ≤ alpha.
+    needed = np.floor(q * users) + 1 if alpha is None else binom.isf(alpha, users, q) + 1
+    rates = np.linspace(clear, 1.0, 12)
+    power = binom.sf(needed[:, None] - 1, users[:, None], rates[None, :])
+    short = np.flatnonzero((power < power[-1] - POWER_GIVEN_UP).any(axis=1))
+    return int(short[-1]) + 2 if short.size else 1

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import functools
 import math
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -19,7 +18,7 @@ from ..results import (
     PairResult,
     Verdict,
 )
-from .confident import check_user_means, combine_codes, fallback_codes, users_needed
+from .confident import check_user_means, combine_codes, fallback_codes, side_sign, users_needed
 from .intervals import (
     CODE,
     FloatArray,
@@ -84,6 +83,38 @@ def _log_wealth(x: FloatArray, thr: FloatArray, sign: int) -> FloatArray:
     return np.asarray(np.cumsum(np.log1p(sign * lam * (x - thr)), axis=1), dtype=float)
 
 
+def _kelly_bet(past: FloatArray, limit: float, sign: int) -> FloatArray:
+    """A check's test's stake on its next user (GRAPA, WSR §5.2), per run of ``past`` (runs, users seen): the
+    λ in [0, cap] maximising Σ log(1 + λ·sign·(x − limit)) over the users seen and the prior's pseudo-users
+    at 0 and 1 (``_PRIOR_WEIGHT``/2 each), by bisection on its derivative. A share at 0 or 1 (a copier) got
+    1.1 from aGRAPA, its second-order form, where 9.5 is safe (docs/statistics.md). The first bet is at
+    least ``_OPENING_BET`` of the cap, as ρ's."""
+    room = max(limit if sign > 0 else 1.0 - limit, 1e-12)
+    cap = _BET_CAP / room
+    y = sign * (np.asarray(past, dtype=float) - limit)
+    prior = np.array([sign * (0.0 - limit), sign * (1.0 - limit)])
+
+    def slope(lam: FloatArray) -> FloatArray:  # d/dλ of the log wealth the values seen would give λ
+        ours = (y / (1.0 + lam[:, None] * y)).sum(axis=1)
+        return ours + _PRIOR_WEIGHT / 2 * (prior / (1.0 + lam[:, None] * prior)).sum(axis=1)
+
+    low, high = np.zeros(y.shape[0]), np.full(y.shape[0], cap)
+    for _ in range(40):  # the slope falls with λ: keep the root between low and high
+        mid = (low + high) / 2
+        rising = slope(mid) > 0
+        low, high = np.where(rising, mid, low), np.where(rising, high, mid)
+    bet = np.where(slope(np.zeros_like(low)) <= 0, 0.0, np.where(slope(high) >= 0, cap, low))
+    return np.maximum(bet, _OPENING_BET * cap) if y.shape[1] == 0 else bet
+
+
+def _test_log_wealth(x: FloatArray, limit: float, sign: int) -> FloatArray:
+    """A check's test's log wealth after each user, shape (runs, users): :func:`_kelly_bet` on the users
+    before each, the wealth ρ's gate keeps (:func:`_log_wealth`) otherwise."""
+    y = sign * (x - limit)
+    steps = [np.log1p(_kelly_bet(x[:, :t], limit, sign) * y[:, t]) for t in range(x.shape[1])]
+    return np.cumsum(np.stack(steps, axis=1), axis=1) if steps else np.zeros_like(x)
+
+
 @dataclass(frozen=True)
 class _Paths:
     log_above: FloatArray  # (runs, users, k)
@@ -114,7 +145,7 @@ def _paths(x: FloatArray, thr: FloatArray, alpha_seq: float) -> _Paths:
 DEFAULT_FALLBACK_SHARE = 0.5
 # A check that passes unless shown to fail gives its anytime test this share of its alpha and its fixed rule
 # the rest: the fixed rule decides every PASS (on the users the slice waits for), so a larger share for the
-# test cost power against decision=fixed (at half, an explainer flagged for a quarter of the users past a
+# test cost power against decision=mean (at half, an explainer flagged for a quarter of the users past a
 # 0.5 limit passed 56 % of sequential runs against 37 % fixed, at 20 users); betting's stop grows only with
 # log(1/alpha), and the fixed rule's own certainty (``OneSidedTest``'s ``certain``) stops a clear case
 # early at no alpha (docs/statistics.md, "When a sequential slice may stop").
@@ -159,17 +190,6 @@ def simulate_sequential(user_means: FloatArray, thresholds: Mapping[str, float],
     return outcome, used
 
 
-# A check's own anytime-valid test (``OneSidedTest``): the side of its limit on which the check fails.
-ABOVE, BELOW = "above", "below"
-
-
-def _check_side(side: str) -> int:
-    if side not in (ABOVE, BELOW):
-        raise ConfigError(f"side={side!r}: expected {ABOVE!r} (FAIL when the mean is above the limit) or "
-                          f"{BELOW!r}")
-    return +1 if side == ABOVE else -1
-
-
 def _beyond_the_edge(x: FloatArray, limit: float, sign: int) -> npt.NDArray[np.bool_]:
     """Values that H0 rules out at a limit on the edge of [0, 1]: above 0 under "mean ≤ 0" (``sign`` +1; a
     share whose limit is "never", such as max_injection_rate 0), below 1 under "mean ≥ 1". Every value is
@@ -189,8 +209,8 @@ def simulate_one_sided(user_values: FloatArray, limit: float, side: str, *, alph
     x = np.asarray(user_values, dtype=float)
     if x.ndim != 2 or not np.all((x >= 0) & (x <= 1)):
         raise ValueError("user_values: shape (runs, users), every value in [0, 1]")
-    sign = _check_side(side)
-    log_wealth = _log_wealth(x[..., None], np.array([float(limit)]), sign)[..., 0]
+    sign = side_sign(side)
+    log_wealth = _test_log_wealth(x, float(limit), sign)
     crossed = (log_wealth >= math.log(1 / check_alpha(alpha))) | _beyond_the_edge(x, float(limit), sign)
     rejected = np.asarray(crossed.any(axis=1), dtype=bool)
     used = np.where(rejected, np.argmax(crossed, axis=1) + 1, x.shape[1]).astype(np.int64)
@@ -278,10 +298,11 @@ class OneSidedTest:
     """A check's anytime-valid FAIL test, fed one value in [0, 1] per user in the seeded order.
 
     ``side="above"``: H0 mean ≤ ``limit`` (a share that may not exceed its limit, like the copy rate);
-    ``"below"``: H0 mean ≥ ``limit`` (a rate that must reach it). Betting as :class:`SequentialGate`'s
-    (Waudby-Smith & Ramdas 2023): under H0 the wealth is a non-negative supermartingale, so by Ville's
-    inequality it ever reaches 1/alpha with probability at most alpha — the test may be looked at after
-    every user, and a rejection is the check's FAIL, whenever it comes. It only ever fails an item: a PASS
+    ``"below"``: H0 mean ≥ ``limit`` (a rate that must reach it). Betting (Waudby-Smith & Ramdas 2023; the
+    exact Kelly stake on the users seen, :func:`_kelly_bet`, where ρ's gate bets aGRAPA): under H0 the
+    wealth is a non-negative supermartingale, so by Ville's inequality it ever reaches 1/alpha with
+    probability at most alpha — the test may be looked at after every user, and a rejection is the check's
+    FAIL, whenever it comes. It only ever fails an item: a PASS
     is the check's fixed rule's, on every user measured. At a limit of 0 ("above") or 1 ("below") one value
     past it rejects at once: H0 allows no other value (:func:`_beyond_the_edge`).
     """
@@ -292,7 +313,7 @@ class OneSidedTest:
             raise ConfigError(f"limit={limit!r}: must lie in [0, 1]")
         self.limit = float(limit)
         self.side = side
-        self._sign = _check_side(side)
+        self._sign = side_sign(side)
         self.alpha = check_alpha(alpha)
         # (planned users, the fixed rule's alpha): reject too once the check's fixed rule — the exact bound
         # of the users' share at that alpha — fails on every planned user whatever the users not yet seen
@@ -302,16 +323,17 @@ class OneSidedTest:
         self.certainly = False
         self._values: list[float] = []
         self._log_wealth = 0.0
+        self._bet = float(_kelly_bet(np.zeros((1, 0)), self.limit, self._sign)[0])
         self.rejected = False
 
     def update(self, value: float) -> bool:
         """Add one user's value; True once the test has rejected (it stays rejected)."""
         if not (math.isfinite(value) and 0.0 <= value <= 1.0):
             raise ValueError(f"value={value!r}: must be a finite number in [0, 1]")
+        # The stake was chosen from the users before this one (predictable); the next from all of them.
+        self._log_wealth += math.log1p(self._bet * self._sign * (float(value) - self.limit))
         self._values.append(float(value))
-        path = _log_wealth(np.asarray(self._values, dtype=float)[None, :, None], np.array([self.limit]),
-                           self._sign)
-        self._log_wealth = float(path[0, -1, 0])
+        self._bet = float(_kelly_bet(np.asarray([self._values]), self.limit, self._sign)[0])
         self.rejected = (self.rejected or self._log_wealth >= math.log(self.level)
                          or bool(_beyond_the_edge(np.array(value), self.limit, self._sign)))
         if not self.rejected and self._certain is not None and self._fixed_rule_fails(*self._certain):
@@ -338,40 +360,6 @@ class OneSidedTest:
     def level(self) -> float:
         """The wealth that rejects: 1/alpha."""
         return 1 / self.alpha
-
-
-# A check that passes unless shown to fail holds a sequential PASS until its fixed rule has seen enough users
-# to catch a clear failure — half way from its limit to the nearer wall of [0, 1], at least 0.05 past it
-# (1.5× a limit below 0.5) — about as often as on every planned user: within POWER_GIVEN_UP at every rate from
-# there to the wall (docs/statistics.md, "When a sequential slice may stop").
-CLEAR_MARGIN, CLEAR_AT_LEAST, POWER_GIVEN_UP = 0.5, 0.05, 0.005
-
-
-@functools.lru_cache(maxsize=256)
-def users_to_catch(limit: float, side: str, alpha: float | None, planned: int) -> int:
-    """The fewest users n such that a share rule's fixed rule on any n … ``planned`` users fails a clear
-    failure at most :data:`POWER_GIVEN_UP` less often than on all ``planned`` (``planned`` when no fewer do).
-
-    The rule is the checks' fixed rule with users as the trials: FAIL when the one-sided exact bound at
-    ``alpha`` lies past ``limit`` on ``side`` (alpha None: a point rule, the observed share past it), its
-    power the binomial chance of that many users flagged. Each user's share counts as 0 or 1 here: the
-    clustered case (a user's cases go one way), the one where a few users say least."""
-    from scipy.stats import binom  # lazy: loads numpy, scipy
-
-    _check_side(side)
-    if planned <= 1:
-        return max(planned, 0)
-    # On the failing side: the share of users past the limit, whose limit q fails when exceeded.
-    q = float(limit) if side == ABOVE else 1.0 - float(limit)
-    clear = min(1.0, q + max(CLEAR_MARGIN * min(q, 1.0 - q), CLEAR_AT_LEAST))
-    users = np.arange(1, planned + 1)
-    # Flagged users that fail: the observed share above q (a point rule), or the exact lower bound above q,
-    # which is when P_q(X ≥ k) ≤ alpha.
-    needed = np.floor(q * users) + 1 if alpha is None else binom.isf(alpha, users, q) + 1
-    rates = np.linspace(clear, 1.0, 12)
-    power = binom.sf(needed[:, None] - 1, users[:, None], rates[None, :])
-    short = np.flatnonzero((power < power[-1] - POWER_GIVEN_UP).any(axis=1))
-    return int(short[-1]) + 2 if short.size else 1
 
 
 def user_order(user_ids: Iterable[str], seed: int) -> list[str]:

@@ -20,6 +20,7 @@ from ...results import (
     METRICS,
     AttackResult,
     FaithfulnessResult,
+    Fields,
     Finding,
     FlipResult,
     GuardResult,
@@ -48,19 +49,16 @@ METRIC_DESCRIPTIONS: dict[str, str] = {
 MIN_PAIRS_PER_KIND = 50
 
 @dataclass(frozen=True)
-class FailureRecord:
+class FailureRecord(Fields):
     """A pair whose original or perturbed explanation could not be generated (scored 0 everywhere)."""
 
     key: PairKey
     failure: str
     detail: str
 
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
 
 @dataclass(frozen=True)
-class UserStat:
+class UserStat(Fields):
     """ρ of one user's pairs: mean, standard deviation and count."""
 
     user_id: str
@@ -68,9 +66,6 @@ class UserStat:
     mean: float
     sd: float
     history_length: int
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 @dataclass(frozen=True)
