@@ -18,6 +18,7 @@ GUARD_DOC = REPO / "docs" / "guard.md"
 VERBATIM = [("guard.md", "bench_guard.py", ("--runs", "20")),
             ("statistics.md", "bench_calibration.py", ("--runs", "30", "--quick")),
             ("statistics.md", "bench_sequential_checks.py", ("--runs", "30")),
+            ("statistics.md", "bench_error_rates.py", ("--runs", "20")),
             ("statistics.md", "bench_history_trend.py", ("--reps", "20")),
             ("statistics.md", "bench_judge_agreement.py", ("--reps", "20"))]
 

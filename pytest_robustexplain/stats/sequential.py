@@ -108,8 +108,8 @@ def _kelly_bet(past: FloatArray, limit: float, sign: int) -> FloatArray:
 
 
 def _test_log_wealth(x: FloatArray, limit: float, sign: int) -> FloatArray:
-    """A check's test's log wealth after each user, shape (runs, users): :func:`_kelly_bet` on the users
-    before each, the wealth ρ's gate keeps (:func:`_log_wealth`) otherwise."""
+    """A check's test's log wealth after each user, shape (runs, users): the stake :func:`_kelly_bet` chose
+    from the users before each; the same wealth as ρ's gate (:func:`_log_wealth`) with another stake."""
     y = sign * (x - limit)
     steps = [np.log1p(_kelly_bet(x[:, :t], limit, sign) * y[:, t]) for t in range(x.shape[1])]
     return np.cumsum(np.stack(steps, axis=1), axis=1) if steps else np.zeros_like(x)
