@@ -20,7 +20,8 @@ VERBATIM = [("guard.md", "bench_guard.py", ("--runs", "20")),
             ("statistics.md", "bench_sequential_checks.py", ("--runs", "30")),
             ("statistics.md", "bench_error_rates.py", ("--runs", "20")),
             ("statistics.md", "bench_history_trend.py", ("--reps", "20")),
-            ("statistics.md", "bench_judge_agreement.py", ("--reps", "20"))]
+            ("statistics.md", "bench_judge_agreement.py", ("--reps", "20")),
+            ("faithfulness.md", "bench_faithfulness.py", ("--runs", "30"))]
 
 
 def _shape(line: str) -> str:
@@ -30,15 +31,20 @@ def _shape(line: str) -> str:
     return " ".join(re.sub(r"\b(OK|MISSED)\b", "V", numbers).split())
 
 
-def _blocks(text: str) -> list[str]:
-    """The lines of the doc's fenced blocks."""
+def _blocks(text: str, *, inside_them: bool = True) -> list[str]:
+    """The lines of the doc's fenced blocks (``inside_them`` False: the lines outside them)."""
     lines, inside = [], False
     for line in text.splitlines():
         if line.startswith("```"):
             inside = not inside
-        elif inside:
+        elif inside == inside_them:
             lines.append(line)
     return lines
+
+
+def _prose(text: str) -> str:
+    """The doc's text outside its fenced blocks, on one line."""
+    return " ".join(" ".join(_blocks(text, inside_them=False)).split())
 
 
 @pytest.mark.parametrize(("doc", "script", "args"), VERBATIM, ids=[script for _, script, _ in VERBATIM])
@@ -68,7 +74,7 @@ def test_a_docs_tables_are_the_benchmarks_output(doc: str, script: str, args: tu
 def test_the_guard_docs_claims_are_the_tables_numbers() -> None:
     text = GUARD_DOC.read_text(encoding="utf-8")
     table = "\n".join(_blocks(text))
-    prose = " ".join(re.sub(r"```\n.*?```", "", text, flags=re.S).split())
+    prose = _prose(text)
     insensitive = re.search(r"largest false INSENSITIVE rate \(q ≤ 0\.2 and i ≤ 0\.05\), G = 3–100: "
                             r"([\d.]+) %", table)
     relative = re.search(r"largest false relative FAIL \(true R ≥ 0\.5\), G = 3–100: before ([\d.]+) %, "
@@ -82,3 +88,21 @@ def test_the_guard_docs_claims_are_the_tables_numbers() -> None:
         encoding="utf-8").split())
     assert f"Fieller's bound at alpha 5 % failed up to {relative[1]} % of runs" in intervals
     assert f"FIELLER_SHARE`` of its alpha: at most {relative[2]} %" in intervals
+
+
+def test_the_faithfulness_docs_claims_are_the_tables_numbers() -> None:
+    text = (REPO / "docs" / "faithfulness.md").read_text(encoding="utf-8")
+    table = "\n".join(_blocks(text))
+    prose = _prose(text)
+    faithful = re.search(r"worst false PASS ([\d.]+) %, worst false FAIL ([\d.]+) %", table)
+    misattributed = re.search(r"2\. max-misattributed-rate.*?worst false FAIL ([\d.]+) %", table, flags=re.S)
+    assert faithful and misattributed
+    assert f"a false PASS (the rate the judge reports below 0.8) in at most {faithful[1]} %" in prose
+    assert f"a false FAIL (at or above 0.8) in at most {faithful[2]} %" in prose
+    assert f"a false FAIL in at most {misattributed[1]} % of runs" in prose
+    # The 92 %-faithful explainer's PASS rates at 20, 50 and 100 users: the last column of those rows.
+    rows = {int(m[1]): float(m[2]) for m in re.finditer(r"^ +(20|50|100) .* ([\d.]+) / +[\d.]+ %$", table,
+                                                         flags=re.M)}
+    claim = (f"passes in {rows[20]:.0f} % of 20-user runs, {rows[50]:.0f} % of 50-user runs and "
+             f"{rows[100]:.0f} % of 100-user runs")
+    assert claim in prose
