@@ -106,3 +106,11 @@ def test_the_faithfulness_docs_claims_are_the_tables_numbers() -> None:
     claim = (f"passes in {rows[20]:.0f} % of 20-user runs, {rows[50]:.0f} % of 50-user runs and "
              f"{rows[100]:.0f} % of 100-user runs")
     assert claim in prose
+
+
+def test_the_error_rate_tables_claim_is_its_largest_cell() -> None:
+    text = (REPO / "docs" / "statistics.md").read_text(encoding="utf-8")
+    largest = re.search(r"largest error at a limit \(the point rule aside\), every shape and G: ([\d.]+) %",
+                        "\n".join(_blocks(text)))
+    assert largest
+    assert f"At its limit no rule that holds α errs more than {largest[1]} % in any cell" in _prose(text)
