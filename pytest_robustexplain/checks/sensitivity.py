@@ -48,7 +48,8 @@ class Sensitivity(ControlCheck):
         PASS alone, the guard's bound read the few users ρ needed (7 for a clear case) and left honest
         explainers INCONCLUSIVE. FAIL: the users' share of word-for-word identical explanations confidently
         above ``max_identical_share`` makes the item INSENSITIVE at once (a constant explainer, after four
-        users). The PASS test only at ρ_floor 1 (temperature 0): the noise floor is known at the end."""
+        users). The PASS test only at ρ_floor 1 (temperature 0): the noise floor is known at the end; the plan
+        drops it where a PASS waits for every planned user anyway (an enforced R: ``engine.plan``)."""
         from ..stats import ABOVE, StopRule, check_alphas  # lazy: loads numpy
 
         gate = design.gate
