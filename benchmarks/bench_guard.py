@@ -372,7 +372,7 @@ def second_rule_table(runs: int, rng: Rng) -> None:
           f"{100 * SETTINGS.alpha:g} % {'OK' if worst[1] <= SETTINGS.alpha + 0.005 else 'MISSED'}")
 
 
-def _cp(k: np.ndarray, n: np.ndarray, alpha: float, upper: bool) -> np.ndarray:
+def exact_bound(k: np.ndarray, n: np.ndarray, alpha: float, upper: bool) -> np.ndarray:
     """The guard's exact bounds (share_lower_bound / share_upper_bound), vectorised; ``k`` may be a sum
     of users' shares."""
     from scipy.special import betaincinv
@@ -410,8 +410,8 @@ def share_table(runs: int, rng: Rng) -> None:
             cells = []
             for n in SIZES:
                 k, m, users = _user_flags(rng, (runs, n), limit, together)
-                rates = [float((_cp(k, m, before, False) > limit).mean()),
-                         float((_cp(users, np.full(runs, n), shipped, False) > limit).mean())]
+                rates = [float((exact_bound(k, m, before, False) > limit).mean()),
+                         float((exact_bound(users, np.full(runs, n), shipped, False) > limit).mean())]
                 worst = [max(w, r) for w, r in zip(worst, rates, strict=True)]
                 cells.append("|".join(f"{100 * r:.1f}" for r in rates))
             print(f"{f'{name}, {how}':<56}" + "".join(f"{c:>12}" for c in cells), flush=True)
@@ -421,9 +421,11 @@ def share_table(runs: int, rng: Rng) -> None:
         for n in SIZES:
             k1, m1, u1 = _user_flags(rng, (runs, n), SETTINGS.min_history_reference or 0.5, together)
             k2, m2, u2 = _user_flags(rng, (runs, n), SETTINGS.max_unsupported_rate or 0.5, together)
-            before = ((_cp(k1, m1, alpha, True) < 0.5) | (_cp(k2, m2, alpha, False) > 0.5)).mean()
+            before = ((exact_bound(k1, m1, alpha, True) < 0.5)
+                      | (exact_bound(k2, m2, alpha, False) > 0.5)).mean()
             g = np.full(runs, n)
-            shipped = ((_cp(u1, g, alpha / 2, True) < 0.5) | (_cp(u2, g, alpha / 2, False) > 0.5)).mean()
+            shipped = ((exact_bound(u1, g, alpha / 2, True) < 0.5)
+                       | (exact_bound(u2, g, alpha / 2, False) > 0.5)).mean()
             worst = [max(worst[0], float(before)), max(worst[1], float(shipped))]
             cells.append(f"{100 * before:.1f}|{100 * shipped:.1f}")
         label = f"grounding, both rates at 0.5, {how}"

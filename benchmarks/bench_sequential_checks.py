@@ -37,7 +37,7 @@ import argparse
 from collections.abc import Callable
 
 import numpy as np
-from bench_guard import at_mean, at_r, moving_population, population, relative_population
+from bench_guard import at_mean, at_r, exact_bound, moving_population, population, relative_population
 
 from pytest_robustexplain.checks.controls import relative_excess_limit
 from pytest_robustexplain.stats import ABOVE, BELOW, check_alphas, simulate_one_sided
@@ -86,7 +86,6 @@ def fixed_users(check: str, values: np.ndarray) -> np.ndarray:
     """Per run, the fewest users n ≤ 20 on whose values the check's fixed test at its test's alpha decides
     (21: not within 20): a share's exact bound with users as trials past the limit, a one-sided t test on
     R's excess (Fieller's bound at the limit), the distribution-free bound of the mean S above 0.05."""
-    from scipy.special import betaincinv
     from scipy.stats import t as student
 
     from pytest_robustexplain.stats import free_lower_bounds
@@ -95,22 +94,23 @@ def fixed_users(check: str, values: np.ndarray) -> np.ndarray:
     runs, planned = values.shape
     n = np.arange(1, planned + 1)
     if check == "R ≥ 0.5":
-        z = values * 1.5 - 1.0  # R's raw excess Δ − 0.5·S
-        mean = np.cumsum(z, axis=1) / n
-        sd = np.sqrt(np.maximum(np.cumsum(z * z, axis=1) / n - mean**2, 0.0) * n / np.maximum(n - 1, 1))
+        mean, sd = running_mean_sd(values * 1.5 - 1.0)  # R's raw excess Δ − 0.5·S
         with np.errstate(invalid="ignore"):
             decided = (n > 1) & (mean + student.ppf(1 - alpha, np.maximum(n - 1, 1)) * sd / np.sqrt(n) < 0)
     elif check == "S > 0.05 (a PASS)":
         bounds = [free_lower_bounds(values[:, :m], alpha, 0.0) > limit for m in n[1:]]
         decided = np.stack([np.zeros(runs, dtype=bool), *bounds], axis=1)
     else:
-        k = np.cumsum(values, axis=1)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            if side == ABOVE:
-                decided = np.where(k > 0, betaincinv(np.maximum(k, 1e-12), n - k + 1, alpha), 0.0) > limit
-            else:
-                decided = np.where(k < n, betaincinv(k + 1, np.maximum(n - k, 1e-12), 1 - alpha), 1.0) < limit
+        bound = exact_bound(np.cumsum(values, axis=1), n, alpha, upper=side == BELOW)
+        decided = bound > limit if side == ABOVE else bound < limit
     return np.where(decided.any(axis=1), np.argmax(decided, axis=1) + 1, planned + 1)
+
+
+def running_mean_sd(z: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per run, the mean and sample sd of the first 1, 2, … users' values (sd 0 after one user)."""
+    n = np.arange(1, z.shape[1] + 1)
+    mean = np.cumsum(z, axis=1) / n
+    return mean, np.sqrt(np.maximum(np.cumsum(z * z, axis=1) / n - mean**2, 0.0) * n / np.maximum(n - 1, 1))
 
 
 def floor_users(check: str, values: np.ndarray) -> np.ndarray:
@@ -261,8 +261,7 @@ def asymptotic_stops(z: np.ndarray, alpha: float, tuned: int = 10) -> np.ndarray
     (2024, Robbins' normal mixture with the plug-in sd, tuned to be tightest at ``tuned`` users; from 3 users)
     lies below 0 for R's raw excess ``z`` (21: never within the users given)."""
     n = np.arange(1, z.shape[1] + 1)
-    mean = np.cumsum(z, axis=1) / n
-    sd = np.sqrt(np.maximum(np.cumsum(z * z, axis=1) / n - mean**2, 0.0) * n / np.maximum(n - 1, 1))
+    mean, sd = running_mean_sd(z)
     rho2 = (-2 * np.log(alpha) + np.log(-2 * np.log(alpha) + 1)) / tuned
     width = np.sqrt(2 * (n * rho2 + 1) / (n * n * rho2) * np.log(np.sqrt(n * rho2 + 1) / alpha))
     below = (mean + sd * width < 0) & (n >= 3)
