@@ -864,6 +864,16 @@ def test_kind_differences_with_too_little_data_says_why() -> None:
     assert any("Friedman needs" in n for n in result.notes)
 
 
+def test_a_kind_with_one_pair_has_no_tukey_table_and_the_report_says_why() -> None:
+    # A shard of a few users (or a small run) can hold one pair of a kind: scipy's Tukey HSD raised on it,
+    # and the JSON report, which reads the table, could not be written.
+    pairs = [pair("u1", 0.5, kind="a"), pair("u2", 0.7, kind="a"), pair("u1", 0.6, kind="b")]
+    result = st.kind_differences(pairs)
+    assert result.anova is not None and result.tukey == ()
+    assert "Tukey HSD needs at least 2 pairs of each kind." in result.notes
+    json.loads(strict_json(result))
+
+
 def test_metric_correlations_match_pearsonr_and_skip_failures() -> None:
     rng = np.random.default_rng(1)
     pairs = []

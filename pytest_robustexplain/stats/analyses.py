@@ -142,8 +142,8 @@ class KindDifferences:
     @cached_property
     def tukey(self) -> tuple[TukeyRow, ...]:
         """Tukey HSD for every pair of kinds (empty when the ANOVA is undefined)."""
-        if self.anova is None or self.anova.f is None:
-            return ()
+        if self.anova is None or self.anova.f is None or any(g.size < 2 for g in self.groups):
+            return ()  # scipy's Tukey HSD needs two pairs of each kind (a shard of a few users may have one)
         return _tukey(self.groups, self.kinds)
 
     def to_dict(self) -> dict[str, Any]:
@@ -214,6 +214,8 @@ def kind_differences(pairs: Sequence[PairResult]) -> KindDifferences:
     notes: list[str] = []
     friedman, n_users = _friedman(scored, kinds, notes)
     anova = _anova(groups, notes)
+    if anova is not None and any(g.size < 2 for g in groups):
+        notes.append("Tukey HSD needs at least 2 pairs of each kind.")
     means = {k: float(g.mean()) for k, g in zip(kinds, groups, strict=True)}
     return KindDifferences(kinds, means, friedman, n_users, anova, tuple(notes), groups)
 
