@@ -3,7 +3,7 @@
 # in the environment (never spliced into the script); EXTRA_ARGS is split as a shell would split it — quoted
 # arguments stay whole, nothing is globbed — by split-args.py.
 #   env: MODEL TESTS GUARD MIN_COMBINED MIN_METRIC HOST BASELINE MAX_REGRESSION EXTRA_ARGS EVENT REF_NAME
-#        DEFAULT_BRANCH
+#        DEFAULT_BRANCH SHARD (optional: I/N, one shard of the gate; a merge job decides, docs/ci.md)
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 
@@ -17,7 +17,9 @@ if [ "$BASELINE" = "true" ] && [ "$EVENT" = "pull_request" ] && [ -f robustexpla
   args+=(--robustexplain-baseline=robustexplain-baseline/robustness.json
          --robustexplain-max-regression="$MAX_REGRESSION")
 fi
-if [ "$BASELINE" = "true" ] && [ "$EVENT" != "pull_request" ] && [ "$REF_NAME" = "$DEFAULT_BRANCH" ]; then
+if [ -n "${SHARD:-}" ]; then args+=(--robustexplain-shard="$SHARD"); fi
+# A shard's report is a part of the gate, never a baseline: the merge job saves one.
+if [ -z "${SHARD:-}" ] && [ "$BASELINE" = "true" ] && [ "$EVENT" != "pull_request" ] && [ "$REF_NAME" = "$DEFAULT_BRANCH" ]; then
   args+=(--robustexplain-save-baseline=robustexplain-baseline/robustness.json)
 fi
 extra=()

@@ -3,7 +3,8 @@
 # a slug of the model and the tests (artifact names, cache keys), and the cache keys' prefixes. Each prefix
 # ends with a separator, so `qwen2.5` never restores the baseline of `qwen2.5-instruct`; the tests are part of
 # the baseline's key, so two suites gating one model keep two baselines.
-#   env: MODEL, TESTS, RUNNER_ARCH (X64 / ARM64), OLLAMA_VERSION, RUN_ATTEMPT, JOB
+# A shard (SHARD=2/4, a matrix leg of one gate) keeps its replies and uploads its report under its own names.
+#   env: MODEL, TESTS, RUNNER_ARCH (X64 / ARM64), OLLAMA_VERSION, RUN_ATTEMPT, JOB, SHARD (optional)
 set -euo pipefail
 
 slug() {  # letters, digits, dot, dash and underscore; anything else becomes "_" (artifact names forbid / : *)
@@ -26,5 +27,7 @@ tests_key=$(key_part "$TESTS")
 echo "arch=$arch"
 echo "ollama-key=robustexplain-ollama|$(key_part "${OLLAMA_VERSION:?}")|$arch|$model_key"
 echo "baseline-prefix=robustexplain-baseline|$model_key|$tests_key|"
-echo "responses-prefix=robustexplain-responses|$model_key|$tests_key|"
-echo "artifact=robustness-${JOB:-job}-$model-$tests-${RUN_ATTEMPT:-1}"
+shard=""
+if [ -n "${SHARD:-}" ]; then shard="shard$(slug "$SHARD")"; fi
+echo "responses-prefix=robustexplain-responses|$model_key|$tests_key|${shard:+$shard|}"
+echo "artifact=robustness-${JOB:-job}-$model-$tests-${shard:+$shard-}${RUN_ATTEMPT:-1}"

@@ -13,6 +13,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 import tarfile
 import threading
 from collections.abc import Iterator
@@ -158,6 +159,50 @@ def test_extra_arguments_are_split_as_a_shell_splits_them_and_never_globbed(tmp_
     assert "--robustexplain-baseline=robustexplain-baseline/robustness.json" in _gate(tmp_path).stdout
     saved = _gate(tmp_path, EVENT="push", REF_NAME="main").stdout
     assert "--robustexplain-save-baseline=robustexplain-baseline/robustness.json" in saved
+
+
+def test_a_shard_is_measured_and_kept_under_its_own_names_and_never_saves_a_baseline(tmp_path: Path) -> None:
+    whole, one, two = _plan(MODEL="m", TESTS="t"), _plan(MODEL="m", TESTS="t", SHARD="1/4"), _plan(
+        MODEL="m", TESTS="t", SHARD="2/4")
+    assert one["responses-prefix"].startswith(whole["responses-prefix"])
+    assert one["responses-prefix"].endswith("|")
+    assert len({whole["responses-prefix"], one["responses-prefix"], two["responses-prefix"]}) == 3
+    assert len({whole["artifact"], one["artifact"], two["artifact"]}) == 3  # the matrix legs' uploads
+    assert re.fullmatch(r"[A-Za-z0-9._-]+", one["artifact"])
+    words = _gate(tmp_path, SHARD="2/4", EVENT="push", REF_NAME="main").stdout.splitlines()
+    assert "--robustexplain-shard=2/4" in words
+    assert not any(w.startswith("--robustexplain-save-baseline") for w in words)
+
+
+def test_the_sharded_workflow_runs_end_to_end_and_its_rerun_makes_no_model_call(tmp_path: Path) -> None:
+    """The example workflow's jobs as processes: four shard jobs through the Action's gate script, each in a
+    directory of its own whose response cache stays between the runs (actions/cache), then the merge."""
+    from pytest_robustexplain.cli.entry import main
+    from pytest_robustexplain.testing import FakeOllamaServer
+
+    test = "import pytest\n\n@pytest.mark.robustness(users=8, perturbations=['noise'], severities=[1, 3])\n" \
+           "def test_gate(robustness):\n    pass\n"
+    env = {"MODEL": "fake-model", "TESTS": "test_gate.py", "GUARD": "fail", "BASELINE": "true",
+           "MAX_REGRESSION": "0.02", "EVENT": "pull_request", "REF_NAME": "feature", "DEFAULT_BRANCH": "main",
+           "MIN_COMBINED": "", "MIN_METRIC": "", "EXTRA_ARGS": "-p no:cacheprovider",
+           "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+    with FakeOllamaServer() as server:
+        for attempt in (1, 2):
+            reports = []
+            for index in range(1, 5):
+                job = tmp_path / f"shard{index}"
+                job.mkdir(exist_ok=True)
+                (job / "test_gate.py").write_text(test, encoding="utf-8")
+                done = _bash("gate.sh", env={**env, "HOST": server.url, "SHARD": f"{index}/4"}, cwd=job)
+                assert done.returncode == 0, done.stdout + done.stderr
+                report = json.loads((job / "robustness.json").read_text(encoding="utf-8"))
+                assert (report["calls"]["made"] > 0) == (attempt == 1), report["calls"]
+                reports.append(str(job / "robustness.json"))
+            assert main(["merge", *reports, "--json", str(tmp_path / "merged.json")]) == 0
+            merged = json.loads((tmp_path / "merged.json").read_text(encoding="utf-8"))
+            assert {g["verdict"]["outcome"] for g in merged["gates"]} == {"PASS"}
+            assert merged["calls"]["made"] == (0 if attempt == 2 else sum(
+                json.loads(Path(r).read_text(encoding="utf-8"))["calls"]["made"] for r in reports))
 
 
 def test_an_unclosed_quote_in_the_extra_arguments_stops_the_step_saying_so(tmp_path: Path) -> None:

@@ -31,7 +31,8 @@ LAYER = {part: level for level, parts in enumerate(LAYERS) for part in parts}
 # listed before it, and the package face (``__init__``) only hands names on.
 INNER: dict[str, tuple[str, ...]] = {
     "settings": ("parsers", "table", "record", "checks", "layers", "pytest_files", "marker"),
-    "cli": ("common", "reference", "run", "report", "compare", "history", "dataset", "parser", "entry"),
+    "cli": ("common", "reference", "run", "merge", "report", "compare", "history", "dataset", "parser",
+            "entry"),
     "report/summary": ("gates", "spend", "advice", "compute", "findings"),
     "report/html": ("common", "charts", "pairs", "page", "document"),
     "metrics": ("base", "weights", "user", "text", "mentions", "copies", "scoring", "api"),

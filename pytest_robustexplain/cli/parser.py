@@ -17,6 +17,7 @@ from .common import DEFAULT_DATASET_DIR, PROG, PROTOCOLS, RUN_BACKENDS, RUN_OPTI
 from .compare import cmd_compare
 from .dataset import cmd_dataset_generate, cmd_dataset_import
 from .history import cmd_history
+from .merge import add_merge
 from .report import cmd_report
 from .run import cmd_run
 
@@ -48,6 +49,7 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     _add_run(commands)
     _add_report(commands)
+    add_merge(commands)
     _add_compare(commands)
     _add_history(commands)
     _add_dataset(commands)

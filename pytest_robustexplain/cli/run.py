@@ -158,7 +158,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     finally:
         sigterm.disarm()
         progress.close()
-    return _finish(args, run, result)
+    return finish_run(args, run, result)
 
 
 def _show(value: Any) -> str:
@@ -192,7 +192,8 @@ def design_lines(settings: Settings, extra: Mapping[str, Any], dataset: Dataset,
             f"{count_noun(settings.repeats, 'repeat')} = {per_model} pairs per model"]
 
 
-def _finish(args: argparse.Namespace, run: Run, result: RunResult) -> int:
+def finish_run(args: argparse.Namespace, run: Run, result: RunResult) -> int:
+    """Print the report and verdict line, write the JUnit file, and the exit code (``run``, ``merge``)."""
     done = run.finish(result)  # every report and each item's outcome, as under pytest
     assert done is not None
     errors = list(done.errors)
@@ -208,7 +209,9 @@ def _finish(args: argparse.Namespace, run: Run, result: RunResult) -> int:
         written += [] if junit_errors else [f"JUnit {Path(args.junitxml).resolve()}"]
     if written:
         print(written_line(written))
-    print(verdict_line(result, failed))
+    print(verdict_line(result, failed) if not result.shard else
+          f"{PROG}: shard {result.shard['shard']} measured — robustexplain merge of every shard's JSON "
+          "report decides the gate")
 
     if on_github_actions():  # the same annotations as under pytest, without a file to point at
         for line in github_annotations(result):

@@ -253,7 +253,7 @@ def _found_already(verdict: Verdict) -> bool:
     return verdict.outcome in (FAIL, INSENSITIVE) and found
 
 
-def _not_measured(verdict: Verdict, note: str) -> Verdict:
+def not_measured(verdict: Verdict, note: str) -> Verdict:
     """INCONCLUSIVE with ``note`` first and what the scores said after it; or, when the verdict already
     rests on evidence (:func:`_found_already`), the verdict with the note added."""
     if _found_already(verdict):
@@ -293,7 +293,7 @@ def with_unfit_prompts(verdict: Verdict, pairs: Sequence[PairResult]) -> Verdict
             f"context ({who}; user {first.key.user_id}'s {first.overflow_detail}): the model did not see the "
             "whole history. Lower max-history, or raise the context (num-ctx for Ollama; the server's own "
             "context size otherwise, e.g. llama-server --ctx-size divided by --parallel).")
-    return _not_measured(verdict, note)
+    return not_measured(verdict, note)
 
 
 def with_cut_replies(verdict: Verdict, pairs: Sequence[PairResult]) -> Verdict:
@@ -311,7 +311,7 @@ def with_cut_replies(verdict: Verdict, pairs: Sequence[PairResult]) -> Verdict:
             f"{len(CUT_REPLIES) * len(pairs)} replies ended with stop reason \"length\"): their scores "
             "compare unfinished text. Raise num-predict (the model's token limit per explanation) or ask for "
             "shorter explanations in the prompt.")
-    return _not_measured(verdict, note)
+    return not_measured(verdict, note)
 
 
 def check_baseline(baseline: RunResult, path: Path, settings: Settings, *, save_flag: str) -> None:

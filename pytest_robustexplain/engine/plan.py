@@ -188,6 +188,8 @@ def max_calls(specs: Sequence[SliceSpec]) -> int:
 
     for spec in specs:
         for position, case in enumerate(spec.cases):
+            if spec.users is not None and case.user_id not in spec.users:
+                continue  # another shard's user (its position still sets this one's severities)
             originals.add((spec.model, case.user_id, case.item_id, spec.seed))
             pairs.update((spec.model, case.user_id, case.item_id, kind, severity, repeat, spec.seed)
                          for kind, severity, repeat in grid(spec.kinds, spec.severities, spec.repeats,
@@ -292,16 +294,17 @@ def plan_slices(slices: Sequence[GatedSlice], catalog: Catalog, kinds: KindRegis
     plans = []
     for entry in slices:
         spec = entry.spec
-        planned = planner.plan(spec, [c.user_id for c in spec.cases])
+        cases = [c for c in spec.cases if spec.users is None or c.user_id in spec.users]  # a shard's own
+        planned = planner.plan(spec, [c.user_id for c in cases])
         perturbed = [p for p in planned.pairs if not is_control(p.key.kind)]
         users = {p.key.user_id for p in perturbed}
-        controls = len(spec.cases) * spec.repeats if spec.noise_floor else 0
+        controls = len(cases) * spec.repeats if spec.noise_floor else 0
         if controls:
-            users |= {c.user_id for c in spec.cases}
-        swaps = len(spec.donors)
-        if swaps:
-            users |= {user for user, _ in spec.donors}
-        judged = 0 if judge is None else judges * planned_judge_calls(len(spec.cases), judge,
+            users |= {c.user_id for c in cases}
+        donors = [user for user, _ in spec.donors if spec.users is None or user in spec.users]
+        swaps = len(donors)
+        users |= set(donors)
+        judged = 0 if judge is None else judges * planned_judge_calls(len(cases), judge,
                                                                       len(perturbed) + controls + swaps)
         plans.append(SlicePlan(spec.slice_id, spec.model, len(perturbed), planned.trivial, controls,
                                len(users), swaps, judged))

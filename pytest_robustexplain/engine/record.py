@@ -27,6 +27,7 @@ from ..results import (
 )
 from .pace import pace_lines, remember_pace
 from .reports import model_record, run_record
+from .shards import shard_record
 
 if TYPE_CHECKING:
     from ..data import Dataset
@@ -35,12 +36,14 @@ if TYPE_CHECKING:
     from ..sweep import SliceSpec, Sweep
     from .judging import RunJudge
     from .plan import GatedSlice
+    from .shards import Sharding
 
 
 class RunRecord:
     """The record half of a :class:`.run.Run` (which sets every attribute declared here)."""
 
     settings: Settings
+    sharding: Sharding
     extra_settings: dict[str, Any]
     kept: Store
     judging: RunJudge
@@ -178,11 +181,13 @@ class RunRecord:
             extra["errors"] = list(self.errors)
         if partial:
             extra.update(partial=True, pairs_planned=self._sweep.counters.pairs_total if self._sweep else 0)
-        return run_record(self.settings, models=[model_record(name, self.model_infos[name])
-                                                 for name in self._models_in_order()],
-                          pairs=pairs, gates=self.gates, calls=counters, extra=extra,
-                          started=self.started, started_at=self.started_at, metric_tags=self.metric_tags,
-                          judge_tokens=add_tokens(self.judge_tokens, self.judging.tokens()))
+        result = run_record(self.settings, models=[model_record(name, self.model_infos[name])
+                                                   for name in self._models_in_order()],
+                            pairs=pairs, gates=self.gates, calls=counters, extra=extra,
+                            started=self.started, started_at=self.started_at, metric_tags=self.metric_tags,
+                            judge_tokens=add_tokens(self.judge_tokens, self.judging.tokens()))
+        shard = self.sharding.shard
+        return result if shard is None else replace(result, shard=shard_record(result, shard))
 
     def _models_in_order(self) -> list[str]:
         """The models as the settings list them (an xdist controller learns of them in the order its workers

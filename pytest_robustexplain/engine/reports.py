@@ -98,8 +98,8 @@ def record_history(settings: Settings, result: RunResult, *, cache_dir: Path, ba
     the record (``settings.history_trend``, what the reports show beside today's numbers). None when done or
     off; else one message — an error when the ``history`` setting named the file, a warning at the default
     place (a read-only cache directory must not turn every passing run into a failed one)."""
-    if settings.history == "off" or result.settings.get("partial") or not result.gates:
-        return None
+    if settings.history == "off" or result.settings.get("partial") or not result.gates or result.shard:
+        return None  # (a shard's items are measured, not decided: its merge is the run to remember)
     if settings.history is None and settings.cache not in ("write", "read-write"):
         return None  # the default place is the cache directory, which this cache mode does not write
     path = settings.history if isinstance(settings.history, Path) else cache_dir / HISTORY_FILE

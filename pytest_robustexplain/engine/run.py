@@ -89,6 +89,7 @@ from .setup import (
     load_configured_dataset,
     take_cases,
 )
+from .shards import Shard, Sharding
 
 if TYPE_CHECKING:
     from ..checks import CheckRegistry
@@ -114,8 +115,9 @@ class Run(RunRecord):
                  say: Callable[[str], None] | None = None, cross_process: bool = False,
                  make_explainer: Callable[[str], Explainer | None] | None = None,
                  extra_settings: Mapping[str, Any] | None = None, kinds: KindRegistry | None = None,
-                 checks: CheckRegistry | None = None) -> None:
+                 checks: CheckRegistry | None = None, sharding: Sharding | None = None) -> None:
         self.settings = settings
+        self.sharding = sharding or Sharding(Shard.of(settings.shard))  # the part of the plan it measures
         self.spelling = spelling
         self.kinds = counted(kinds, settings.perturbation_counts)  # None: the process's registry
         self.checks = checks  # the run's checks (None: the process's registry)
@@ -308,13 +310,14 @@ class Run(RunRecord):
         checks = self.checks_for(nodeid)
         metrics = tuple(m for m in checks.metrics() if not m.builtin)  # the four: scored by the Scorer
         self.metric_tags.update(m.tag for m in metrics)
-        cases = self.cases_for(gate)
+        cases = self.sharding.cases(slice_id, self.dataset) or self.cases_for(gate)
         # The judge's own test asks it user by user during the sweep (``SliceDesign.probe``).
         judged = self.judging.probe_for(cases)
         probes = {Faithfulness.name: judged} if judged is not None else None
-        spec = slice_spec(self.settings, gate, slice_id=slice_id, model=model, cases=cases,
-                          kind=None if slice_name == OVERALL else slice_name, donor_pool=self._donor_pool,
-                          metrics=metrics, checks=checks, probes=probes)
+        spec = self.sharding.restrict(slice_spec(
+            self.settings, gate, slice_id=slice_id, model=model, cases=cases,
+            kind=None if slice_name == OVERALL else slice_name, donor_pool=self._donor_pool, metrics=metrics,
+            checks=checks, probes=probes))
         check_slice_size(spec, nodeid=nodeid, spelling=self.spelling)
         planned = GatedSlice(spec, nodeid, slice_name, gate)
         self._slices[slice_id] = planned
@@ -394,7 +397,7 @@ class Run(RunRecord):
             budget = self.settings.max_minutes
             self._sweep = Sweep({}, self.dataset.catalog, scorer=scorer, window=2 * slots * models,
                                 budget_s=None if budget is None else 60 * budget, warnings=self.warnings,
-                                kinds=self.kinds)
+                                kinds=self.kinds, recorded=self.sharding.recorded)
             self._sweep.start()
         return self._sweep
 
@@ -481,7 +484,7 @@ class Run(RunRecord):
         """What the door does with the slice's item (waiting for it first): the one rule of both doors."""
         result = self.result(slice_id, poll=poll)
         planned = self._slices[slice_id]
-        return outcome_of(planned.nodeid, result, planned.gate.inconclusive,
+        return outcome_of(planned.nodeid, result, self.sharding.policy(planned.gate.inconclusive),
                           price_for(self.settings.price, planned.spec.model))
 
     def outcomes(self) -> list[Outcome]:
@@ -493,21 +496,22 @@ class Run(RunRecord):
         """The slice's verdict (every rule: the judge's, polarity's, the baseline's), recorded for reports."""
         kind = None if planned.slice == OVERALL else planned.slice
         measured = {Faithfulness.name: faithfulness, "polarity": polarity}
-        checks = self.checks_for(planned.nodeid)
-        budget = self.settings.max_minutes
-        verdict = decide(planned.gate, sliced, kind, measured=measured, checks=checks,
-                         deadline=None if budget is None else self.started + 60 * budget)
-        found = None
-        baseline = self.baseline
-        if baseline is not None:
+        budget, found, baseline = self.settings.max_minutes, None, self.baseline
+        verdict = self.sharding.none_measured(planned.gate, planned.spec, kind)  # a shard without its users
+        if verdict is None:
+            verdict = decide(self.sharding.deciding(planned.gate), sliced, kind, measured=measured,
+                             checks=self.checks_for(planned.nodeid),
+                             deadline=None if budget is None else self.started + 60 * budget)
+        if baseline is not None and sliced.pairs:
             found = regression(baseline, planned.spec.model, sliced,
                                margin=self.settings.max_regression, alpha=planned.gate.alpha,
                                source=str(self.settings.baseline),
                                save_flag=self.spelling.flag("save-baseline"),
                                relative=relative_pairs(planned.gate, kind, sliced.pairs))
-        verdict = with_regression(verdict, found, self.settings.baseline)
-        self.gates.append(GateResult(planned.nodeid, planned.slice, planned.spec.model, verdict,
-                                     planned.gate.thresholds(kind), gate_scope(sliced.pairs)))
+        verdict = self.sharding.verdict(with_regression(verdict, found, self.settings.baseline), planned.spec)
+        self.gates.append(self.sharding.gate(GateResult(
+            planned.nodeid, planned.slice, planned.spec.model, verdict, planned.gate.thresholds(kind),
+            gate_scope(sliced.pairs)), planned.gate, planned.spec.cases))
         for pair in (*sliced.scored, *sliced.controls, *sliced.swaps):  # under the run's weights
             self.keep(pair)
         return robustness(planned, sliced, verdict, found,

@@ -62,6 +62,19 @@ def parse_text(raw: Any) -> str:
     return printable(text)
 
 
+def parse_shard(raw: Any) -> str:
+    """``"2/4"`` (this run measures the second of four shards of the plan's users) -> ``"2/4"``, normalised;
+    1 <= i <= N."""
+    text = parse_text(raw) if isinstance(raw, str) else raw
+    found = re.fullmatch(r"\s*(\d{1,6})\s*/\s*(\d{1,6})\s*", text) if isinstance(text, str) else None
+    if found is None:
+        raise Invalid(f"expected I/N, the shard and how many there are (2/4), got {raw!r}")
+    index, count = int(found[1]), int(found[2])
+    if not 1 <= index <= count:
+        raise Invalid(f"shard {index} of {count}: I runs from 1 to N")
+    return f"{index}/{count}"
+
+
 def printable(text: str) -> str:
     """``text`` when it holds no control, line-break, format (zero-width, bidi) or separator character;
     else Invalid naming the first. A setting's value reaches CI logs and reports: a model name carrying a
@@ -375,7 +388,7 @@ MAX_PRICE = 1_000_000.0  # per million tokens: far above any API's, far below wh
 def parse_price(raw: Any) -> Mapping[str, tuple[float, float]]:
     """Prices per million tokens, input/output: ``0.15/0.60`` for every model, or per model
     ``gpt-4o-mini=0.15/0.60,llama3.1:8b=0/0`` (a mapping in YAML, whose values may also be
-    ``{input: 0.15, output: 0.60}``)."""
+    ``{input: 0.15, output: 0.60}`` or ``[0.15, 0.60]``)."""
     if raw is None or (isinstance(raw, str) and not raw.strip()):
         return MappingProxyType({})
     if isinstance(raw, Mapping) and set(raw) <= {"input", "output"}:
@@ -418,6 +431,8 @@ def _one_price(raw: Any) -> tuple[float, float]:
         parts: list[Any] = [raw["input"], raw["output"]]
     elif isinstance(raw, str) and raw.count("/") == 1:
         parts = [p.strip() for p in raw.split("/")]
+    elif isinstance(raw, (list, tuple)) and len(raw) == 2:  # [input, output], as a report records it
+        parts = list(raw)
     else:
         raise Invalid(f"a price is INPUT/OUTPUT per million tokens (e.g. 0.15/0.60), got {raw!r:.60}")
     low_high = float_parser(0.0, MAX_PRICE)

@@ -91,7 +91,11 @@ Top level (object):
   (under ``decision=sequential``, when the attack's own test failed the item early; else ""));
   ``faithfulness``, ``polarity``, ``flip`` (the judge's, preference polarity's and the counterfactual
   flip's records: docs/faithfulness.md); a user's check keeps what it keeps), ``users_needed`` (null or
-  integer).
+  integer); in a shard's report (``shard``), ``plan``: the gate's settings (``gate``) and its planned
+  ``users``, what ``robustexplain merge`` plans from.
+- ``shard`` — present in a shard's report only: ``shard`` (``"2/4"``), ``plan`` (the fingerprint of what
+  its shards share: the settings that change a measurement, signature, seed, models and digests, each
+  gate's settings and planned users) and ``users`` (those it measured). docs/ci.md.
 - ``aggregates`` — derived, per model name (see ``report.summary.Summary``): ``n_users``, ``n_pairs``,
   ``cached_pairs`` (both explanations from the cache), ``overall`` (ρ), ``by_kind`` (kind → interval),
   ``by_metric`` (metric → interval), ``by_severity`` (severity as a string → interval), ``kind_severity``
@@ -170,6 +174,8 @@ def _document(report: ReportModel, pairs: list[dict[str, Any]] | None) -> dict[s
         "gates": [g.to_dict() for g in run.gates],
         "aggregates": {name: report.summary(name).to_dict() for name in names},
     }
+    if run.shard:  # a shard's run: which shard, the plan's fingerprint, its users
+        doc["shard"] = run.shard
     if run.judge_tokens:  # the judges' tokens (read back), and what they cost at the price set
         doc["judge_tokens"] = run.judge_tokens
         cost = judge_money(run.judge_tokens, run.settings.get("price"))

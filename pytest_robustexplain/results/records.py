@@ -488,6 +488,14 @@ class GateResult(Fields):
     verdict: Verdict
     thresholds: dict[str, float] = field(default_factory=dict)
     scope: dict[str, list[Any]] = field(default_factory=dict)
+    # A shard's gate (``engine/shards.py``): the gate's settings and planned users, what a merge plans from.
+    plan: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        data = super().to_dict()
+        if not self.plan:  # written by shards only
+            del data["plan"]
+        return data
 
     def covers(self, pair: PairResult) -> bool:
         """Whether ``pair`` (of this gate's model) lies in the slice the verdict judged."""
@@ -528,6 +536,8 @@ class RunResult:
     # The faithfulness judges' tokens per judge model, summed over the run's processes (a cached reply
     # keeps its counts; ``made_*`` are the calls made now): what the judge cost. Empty without a judge.
     judge_tokens: JudgeTokens = field(default_factory=dict)
+    # A shard's run (``engine/shards.py``): ``shard`` ("2/4"), ``plan`` (the plan's fingerprint), ``users``.
+    shard: dict[str, Any] = field(default_factory=dict)
 
     def model_pairs(self, model: str, *, controls: bool = False) -> list[PairResult]:
         """This model's perturbation pairs, or its noise-floor control pairs with ``controls``."""

@@ -269,6 +269,20 @@ def resolve_settings(*, cli: Mapping[str, Any], env: Mapping[str, str], ini: Map
     return Settings(**values, sources=sources)
 
 
+def resolve_recorded(entries: Mapping[str, YamlEntry]) -> Settings:
+    """Settings from the values a report recorded (``robustexplain merge``), each parsed and cross-checked
+    by the option table as a settings file's value is; the rest at their defaults."""
+    here = Path.cwd()
+    layers = _Layers({}, {}, {}, "", here, entries, "the shards' recorded settings", here, here)
+    values, sources, wheres = _resolve_values(layers, "pytest")
+    values["config"], sources["config"] = None, "default"
+    if values["per_kind"]:
+        values["per_kind"] = parse_per_kind(values["per_kind"], values, wheres["per_kind"],
+                                             default_canonical_kind)
+    _cross_check(values, wheres)
+    return Settings(**values, sources=sources)
+
+
 ENV_PREFIX = "ROBUSTEXPLAIN_"
 
 

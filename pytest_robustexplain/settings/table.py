@@ -34,6 +34,7 @@ from ..options.parsers import (
     parse_per_kind_setting,
     parse_price,
     parse_severities,
+    parse_shard,
     parse_text,
     parse_weights,
 )
@@ -200,6 +201,10 @@ OPTIONS: tuple[OptionSpec, ...] = (
         "are cut to the number that fits (said before the run), at the tokens a call took last time (the "
         "pace the cache keeps) or, before any run, at the most a call can take (num-ctx prompt tokens, "
         "num-predict completion tokens); default no limit.", metavar="AMOUNT"),
+    opt("shard", parse_shard, None, "Measure one shard of the plan's users, I of N (a CI matrix job each): "
+        "the plan is the whole gate's in every shard, a user's calls all fall in one shard, and the items "
+        "pass as measured; `robustexplain merge` of the N JSON reports decides every gate as one run "
+        "would. Default: the whole run.", metavar="I/N"),
     enum_opt("noise-floor", TRISTATE, "auto", "Measure the model's own noise (same history, resampled); "
              "'auto' does it when temperature > 0.", marker=True),
     enum_opt("guard", GUARD_POLICIES, "fail", "Cross-user control: explain each item once more for another "

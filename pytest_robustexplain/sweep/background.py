@@ -52,15 +52,18 @@ class Sweep:
     def __init__(self, explainers: Mapping[str, Explainer], catalog: Catalog, *,
                  scorer: CachedScorer | Scorer | PairScorer, window: int = 8,
                  budget_s: float | None = None, warnings: WarningQueue | None = None,
-                 kinds: KindRegistry | None = None) -> None:
+                 kinds: KindRegistry | None = None, recorded: Mapping[PairKey, PairResult] | None = None
+                 ) -> None:
         """``window`` bounds the pairs in progress at once: enough to keep every backend slot busy
         (an original and a perturbed call per pair), few enough that users finish in order. ``scorer``
         scores finished pairs (a :class:`PairScorer`, or the scorer to make one of: a
         :class:`~pytest_robustexplain.score_cache.CachedScorer` builds the metrics' Scorer only for a pair
         its score cache cannot answer). ``budget_s`` is the time budget (max-minutes) from :meth:`start`:
         when it runs out, every unfinished slice is cut short (:meth:`_out_of_time`). ``warnings`` is the
-        run's queue for what the loop thread warns of (:attr:`warnings`, flushed by the waiting thread)."""
+        run's queue for what the loop thread warns of (:attr:`warnings`, flushed by the waiting thread).
+        ``recorded``: pairs another run measured (a merge's shards), taken as finished when planned."""
         self._explainers = dict(explainers)
+        self._recorded = recorded or {}
         self._catalog = catalog
         self._scorer = scorer if isinstance(scorer, PairScorer) else PairScorer(scorer, catalog)
         self._planner = PairPlanner(catalog, kinds)  # which pairs each slice has (pure; shared pairs once)
@@ -104,7 +107,9 @@ class Sweep:
             raise ValueError(f"slice {spec.slice_id!r} is already planned")
         result = SliceResult(spec=spec)
         users = [c.user_id for c in spec.cases]
-        result.users_order = user_order(users, spec.seed) if spec.sequential else users
+        order = user_order(users, spec.seed) if spec.sequential else users
+        # A shard's users keep their places in the whole plan's order (engine/shards.py).
+        result.users_order = order if spec.users is None else [u for u in order if u in spec.users]
         if spec.sequential:
             result.gate = SequentialGate(spec.sequential.thresholds, alpha=spec.sequential.alpha,
                                          max_users=spec.sequential.max_users,
@@ -127,6 +132,9 @@ class Sweep:
 
     def _register_slice(self, result: SliceResult, pairs: list[Pair]) -> None:
         slice_id = result.spec.slice_id
+        for pair in pairs:  # measured by another run: finished as it is planned (the books settle it)
+            if pair.result is None and pair.key in self._recorded:
+                pair.result, pair.perturbation = self._recorded[pair.key], None
         self._books.add(result, pairs)
         if result.spec.sequential is not None:
             self._sequential_slices.append(result)

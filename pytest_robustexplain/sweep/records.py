@@ -67,6 +67,9 @@ class SliceSpec:
     # "full": every case runs every severity of every kind; "balanced": one severity per kind, rotated
     # over the cases (planner.severities_for).
     design: str = "full"
+    # The users of ``cases`` this run measures (a shard's, ``engine/shards.py``); None: every one. The pairs
+    # are planned as for all of them (positions, donors, seeds), then only these users' run.
+    users: frozenset[str] | None = None
 
 
 def planned_users(cases: Sequence[EvalCase], max_users: int | None) -> int:
