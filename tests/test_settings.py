@@ -104,10 +104,11 @@ def test_option_names_derive_from_one_name() -> None:
         option("min_combind")
 
 
-def test_every_option_has_a_help_sentence_and_only_require_model_and_dry_run_are_flags() -> None:
+def test_every_option_has_a_help_sentence_and_a_flag_is_a_switch_that_is_off_unless_given() -> None:
     for spec in OPTIONS:
         assert spec.help.strip().endswith("."), spec.name
-        assert spec.flag == (spec.name in ("require-model", "dry-run"))
+        if spec.flag:  # a flag takes no value on the command line: it can only turn something on
+            assert spec.default is False and spec.parse("true") is True and spec.parse("false") is False
 
 
 def test_every_option_and_ini_key_is_registered_with_pytest_with_one_help(

@@ -204,6 +204,11 @@ def test_shards_that_are_not_one_run_are_refused_naming_two_files(
     doc["shard"]["plan"] = "0" * 16
     Path(two).write_text(json.dumps(doc), encoding="utf-8")
     assert "its plan fingerprint" in _error(capsys, one, two)
+    # Pairs of a user the shard does not say it measured (another shard's, made up): refused too.
+    doc = read_report(Path(four[2]))
+    doc["shard"]["users"] = doc["shard"]["users"][1:]
+    Path(four[2]).write_text(json.dumps(doc), encoding="utf-8")
+    assert "whom it does not say it measured" in _error(capsys, four[2])
     assert whole.ret == 0
 
 

@@ -32,7 +32,7 @@ _RUN_OPTION_GROUPS: Mapping[str, tuple[str, ...]] = {
     "data and sweep": ("dataset", "histories", "catalog", "cases", "columns", "catalog-columns",
                        "perturbations", "severities", "users",
                        "max-history", "repeats", "design", "perturbation-counts", "seed", "noise-floor",
-                       "max-calls", "max-minutes", "price", "max-cost", "shard"),
+                       "max-calls", "max-minutes", "price", "max-cost", "batch", "shard"),
     "response cache": ("cache", "cache-dir"),
     "gate": ("min-combined", "min-metric", "per-kind", "weights", "decision", "alpha", "inconclusive",
              "max-users", "check-limits"),

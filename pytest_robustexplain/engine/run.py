@@ -48,6 +48,7 @@ from ..results import (
 from ..settings import Spelling
 from ..store import Store
 from ..sweep import PairPlanner, Sweep, perturbations_of
+from .batching import answer_planned_by_batch
 from .decide import (
     Outcome,
     check_baseline,
@@ -405,6 +406,7 @@ class Run(RunRecord):
         """Preflight the planned slices' explainers and start every planned slice."""
         for model in dict.fromkeys(s.spec.model for s in self._slices.values()):
             self.explainer_for(model)
+        answer_planned_by_batch(self, list(self._slices.values()))  # one batch for every slice (batch on)
         for slice_id in list(self._slices):
             self.ensure_started(slice_id)
         self.judging.start(self.sweep)  # a dead judge server fails here too, before the calls
@@ -416,6 +418,7 @@ class Run(RunRecord):
         planned = self._slices[slice_id]
         self._check_context(planned.spec.model, self.explainer_for(planned.spec.model), planned.spec.cases)
         self.judging.start(self.sweep)  # before the slice's calls: its sequential test may ask the judge
+        answer_planned_by_batch(self, [planned])  # (batch on: what the run's batch did not answer yet)
         self.sweep.add_slice(planned.spec)
         self._started.add(slice_id)
 

@@ -50,12 +50,13 @@ if TYPE_CHECKING:
 # shards on other runners (other hosts, other report paths) still measure one plan.
 NOT_THE_PLAN = ("shard", "json", "html", "markdown", "save_baseline", "history", "progress", "cache",
                 "cache_dir", "dry_run", "require_model", "config", "host", "concurrency", "connect_timeout",
-                "timeout", "retries", "api_key_env", "max_minutes")
+                "timeout", "retries", "api_key_env", "max_minutes", "batch", "price")
 
 
 # Of those, what the merge sets itself: its own reports, no cache or history of the shards' runners.
+# (A batch's prices are recorded at the batch price already: read back without the batch, not halved again.)
 _WHERE_IT_WRITES = ("shard", "json", "html", "markdown", "save_baseline", "history", "progress", "cache",
-                    "cache_dir", "dry_run", "config")
+                    "cache_dir", "dry_run", "config", "batch")
 
 
 @dataclass(frozen=True)
@@ -224,7 +225,12 @@ def check_shards(reports: Sequence[tuple[str, RunResult]]) -> list[ShardReport]:
             raise ConfigError(f"{report.path} and {seen[report.shard.index].path} are both shard "
                               f"{report.shard}: give each shard once")
         seen[report.shard.index] = report
-        for user in report.run.shard.get("users", ()):
+        mine = set(report.run.shard.get("users", ()))
+        stray = next((p.key.user_id for p in report.run.pairs if p.key.user_id not in mine), None)
+        if stray is not None:
+            raise DataError(f"holds pairs of user {stray!r}, whom it does not say it measured (edited by "
+                            "hand?)", source=report.path, field="pairs")
+        for user in mine:
             if user in owner:
                 raise ConfigError(f"{report.path} and {owner[user].path} both measured user {user!r}: "
                                   "shards of one plan never overlap")

@@ -262,6 +262,9 @@ class CachedExplainer:
         self.backend = inner.backend
         self.model = inner.model
         self.info: ModelInfo | None = None
+        # Replies this run got from a provider batch (``explainers/batch.py``), by key: calls made, not cache
+        # hits (counted and priced as made), a reply that is no explanation included.
+        self.fresh: dict[str, Explanation] = {}
         self._locks: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Lock] = (
             weakref.WeakKeyDictionary())
 
@@ -323,6 +326,8 @@ class CachedExplainer:
     async def _answer(self, key: str, identity: dict[str, Any], make: Callable[[], Awaitable[Explanation]],
                       miss: Callable[[], CacheMissError]) -> Explanation:
         """A hit, or ``make()`` stored when it succeeded; a replay-only miss raises ``miss()``."""
+        if key in self.fresh:
+            return self.fresh[key]
         if self.cache.reads:
             hit = await asyncio.to_thread(self.cache.get, key)
             if hit is not None:

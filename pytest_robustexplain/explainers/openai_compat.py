@@ -88,16 +88,18 @@ class OpenAICompatExplainer(RemoteExplainer):
     def identity_options(self) -> dict[str, Any]:
         return {"temperature": self.temperature, "max_tokens": self.num_predict}
 
+    def client(self) -> Any:
+        """A client of the server as the calls have one (its limits, TLS, redirects refused): for batches."""
+        return self._make_client()
+
+    def chat_body(self, prompt: str, *, seed: int, num_predict: int) -> dict[str, Any]:
+        """The request of one call (sent as it is, or as a line of a batch: ``explainers/batch.py``)."""
+        return {"model": self.model, "messages": [{"role": "user", "content": prompt}],
+                "temperature": self.temperature, "seed": seed, "max_tokens": num_predict, "stream": False}
+
     async def _request(self, client: Any, prompt: str, *, seed: int, num_predict: int) -> Reply:
-        body = {
-            "model": self.model,
-            "messages": [{"role": "user", "content": prompt}],
-            "temperature": self.temperature,
-            "seed": seed,
-            "max_tokens": num_predict,
-            "stream": False,
-        }
-        response = await client.post("chat/completions", json=body)
+        response = await client.post("chat/completions",
+                                     json=self.chat_body(prompt, seed=seed, num_predict=num_predict))
         response.raise_for_status()
         return self._parse_completion(response)
 
@@ -105,27 +107,10 @@ class OpenAICompatExplainer(RemoteExplainer):
     def _parse_completion(response: Any) -> Reply:
         try:
             data = response.json()
-            if isinstance(data, dict) and data.get("choices") is None and data.get("error") is not None:
-                raise MalformedReply(f"the server answered with an error: {_error_text(data['error'])}")
-            choice = data["choices"][0]
-            message = choice["message"]
-        except (ValueError, KeyError, IndexError, TypeError) as exc:
-            if isinstance(exc, MalformedReply):
-                raise
+        except ValueError as exc:
             raise ValueError(f"malformed chat completion ({type(exc).__name__}: {exc}): "
                              f"{response.text[:200]!r}") from None
-        if not isinstance(choice, dict) or not isinstance(message, dict):
-            raise MalformedReply(f"the chat completion's choice or message is not a JSON object: "
-                                 f"{response.text[:200]!r}")
-        usage = data.get("usage")
-        # A usage that is no object leaves both counts to the one check of every reply, which says so.
-        prompt, completion = ((usage.get("prompt_tokens"), usage.get("completion_tokens"))
-                              if isinstance(usage, dict) else (usage, usage))
-        return Reply(text=message.get("content"), prompt_tokens=prompt, completion_tokens=completion,
-                     stop_reason=choice.get("finish_reason"),
-                     # Ollama's /v1 says "reasoning", llama.cpp's server "reasoning_content".
-                     thought=bool(message.get("reasoning") or message.get("reasoning_content")),
-                     reused_tokens=reused_tokens(usage, data.get("timings")), model=data.get("model"))
+        return parse_completion(data, response.text)
 
     async def _inspect(self, client: Any) -> ModelInfo:
         response = await client.get("models")
@@ -195,6 +180,30 @@ class OpenAICompatExplainer(RemoteExplainer):
             f"cannot reach the OpenAI-compatible server at {self.host} ({cause}). Start it "
             "(e.g. `llama-server -m model.gguf --port 8080`) or set --robustexplain-host."
         )
+
+
+def parse_completion(data: Any, text: str) -> Reply:
+    """A chat completion's reply (``text``: the body as received, for the messages), live or from a batch."""
+    try:
+        if isinstance(data, dict) and data.get("choices") is None and data.get("error") is not None:
+            raise MalformedReply(f"the server answered with an error: {_error_text(data['error'])}")
+        choice = data["choices"][0]
+        message = choice["message"]
+    except (ValueError, KeyError, IndexError, TypeError) as exc:
+        if isinstance(exc, MalformedReply):
+            raise
+        raise ValueError(f"malformed chat completion ({type(exc).__name__}: {exc}): {text[:200]!r}") from None
+    if not isinstance(choice, dict) or not isinstance(message, dict):
+        raise MalformedReply(f"the chat completion's choice or message is not a JSON object: {text[:200]!r}")
+    usage = data.get("usage")
+    # A usage that is no object leaves both counts to the one check of every reply, which says so.
+    prompt, completion = ((usage.get("prompt_tokens"), usage.get("completion_tokens"))
+                          if isinstance(usage, dict) else (usage, usage))
+    return Reply(text=message.get("content"), prompt_tokens=prompt, completion_tokens=completion,
+                 stop_reason=choice.get("finish_reason"),
+                 # Ollama's /v1 says "reasoning", llama.cpp's server "reasoning_content".
+                 thought=bool(message.get("reasoning") or message.get("reasoning_content")),
+                 reused_tokens=reused_tokens(usage, data.get("timings")), model=data.get("model"))
 
 
 def _param_size(n_params: Any) -> str | None:

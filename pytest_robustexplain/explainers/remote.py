@@ -324,7 +324,11 @@ class RemoteExplainer(ABC):
             retries = exc.attempts - 1 if isinstance(exc, RetryExhaustedError) else 0
             return Explanation(text="", model=self.model, latency_s=_since(started), failure=FAILURE_ERROR,
                                detail=describe_error(exc), retries=retries)
-        latency = _since(started)
+        return self.explanation_of(prompt, reply, _since(started))
+
+    def explanation_of(self, prompt: str, reply: Reply, latency: float) -> Explanation:
+        """The explanation a checked ``reply`` to ``prompt`` is: read for empty, refused, cut and truncated
+        replies alike, whether it came from a call or a batch (``explainers/batch.py``)."""
         explanation = finish_reply(reply.text, model=self.model, latency_s=latency,
                                    prompt_tokens=reply.prompt_tokens,
                                    completion_tokens=reply.completion_tokens, stop_reason=reply.stop_reason,

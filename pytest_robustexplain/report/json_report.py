@@ -29,7 +29,8 @@ Top level (object):
 - ``models`` — list of model descriptions: ``name``, ``backend``, ``is_llm`` (false for the template
   explainer), ``digest``, ``parameter_size`` (e.g. ``"8.0B"``), ``quantization``, ``server_version``,
   ``host`` (each may be null) and any backend-specific extra keys.
-- ``calls`` — model calls: ``made``, ``cached`` (served by the response cache), ``failed``,
+- ``calls`` — model calls: ``made`` (a provider batch's answers included: ``batch``), ``cached`` (served by
+  the response cache), ``failed``,
   ``cancelled`` (skipped because a sequential gate had already decided); when the server counted them, the
   calls made's ``prompt tokens``, ``prompt tokens the server reused`` (from its prompt cache, as it said:
   OpenAI's ``cached_tokens``, llama.cpp's ``cache_n``) and ``completion tokens``.

@@ -14,10 +14,12 @@ import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from ..errors import ConfigError
 from ..options.parsers import Invalid, hint, parse_host, suggest
+from ..results import price_for
 from ..sanitize import redact_url, spelled_out
 from .checks import (
     CanonicalKind,
@@ -28,7 +30,7 @@ from .checks import (
     parse_per_kind,
 )
 from .record import Settings
-from .table import DOORS, OPTIONS, YAML_NAME, OptionSpec, option
+from .table import BATCH_PRICE, DOORS, OPTIONS, YAML_NAME, OptionSpec, option
 
 if TYPE_CHECKING:
     import pytest
@@ -266,7 +268,18 @@ def resolve_settings(*, cli: Mapping[str, Any], env: Mapping[str, str], ini: Map
                                              canonical_kind or default_canonical_kind)
     _cross_check(values, wheres)
     check_env_names(env, exempt=values["api_key_env"])
+    if values["batch"] and values["price"]:  # the models' calls go through the batch, at its price
+        values["price"], sources["price"] = batch_prices(values["price"], values["model"]), (
+            f"{sources['price']} × {BATCH_PRICE:g} for {', '.join(values['model'])} (batch)")
     return Settings(**values, sources=sources)
+
+
+def batch_prices(prices: Mapping[str, tuple[float, float]], models: Iterable[str]
+                 ) -> Mapping[str, tuple[float, float]]:
+    """``prices`` with each tested model's own entry at the batch price (the judge keeps its own)."""
+    halved = {model: (found[0] * BATCH_PRICE, found[1] * BATCH_PRICE) for model in models
+              if (found := price_for(prices, model)) is not None}
+    return MappingProxyType({**prices, **halved})
 
 
 def resolve_recorded(entries: Mapping[str, YamlEntry]) -> Settings:
@@ -387,6 +400,12 @@ def _cross_check(values: Mapping[str, Any], wheres: Mapping[str, str]) -> None:
         if values["judge_model"] is None and wheres[name] != "default" and values[name] not in (None, "auto"):
             raise ConfigError(f"{wheres[name]}: configures the faithfulness judge, but no judge-model is "
                               "set (judge-model=MODEL turns the judge on)")
+    if values["batch"] and values["backend"] != "openai":
+        raise ConfigError(f"{wheres['batch']}: provider batches are the OpenAI-compatible API's "
+                          f"(/v1/batches); this run's backend is {values['backend']} (backend=openai)")
+    if values["batch"] and values["cache"] not in ("write", "read-write"):
+        raise ConfigError(f"{wheres['batch']}: a batch keeps its answers (and a batch still pending) in the "
+                          f"response cache, which cache={values['cache']} does not write (cache=read-write)")
     if values["max_cost"] is not None and not values["price"]:
         raise ConfigError(f"{wheres['max_cost']}: needs the price of the model's tokens (price: "
                           "--robustexplain-price=IN/OUT per million tokens) to know what a call costs")

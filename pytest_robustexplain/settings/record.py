@@ -127,6 +127,7 @@ class Settings(Declared):
     max_minutes: float | None
     price: Mapping[str, tuple[float, float]]  # input/output per million tokens, by model ("*": every one)
     max_cost: float | None
+    batch: bool
     shard: str | None  # "i/N": this run measures the i-th of N shards of its users
     noise_floor: str
     guard: str

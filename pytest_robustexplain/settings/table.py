@@ -54,6 +54,7 @@ from ..results import (
 if TYPE_CHECKING:
     import pytest
 
+BATCH_PRICE = 0.5  # what a batch call costs of a synchronous one (OpenAI's Batch API: half)
 BACKENDS: tuple[str, ...] = BACKEND_NAMES  # the registry's (pytest_robustexplain.backends)
 CACHE_MODES: tuple[str, ...] = ("off", "read", "write", "read-write", "replay-only")
 DECISIONS: tuple[str, ...] = ("mean", "confident", "sequential")
@@ -201,6 +202,11 @@ OPTIONS: tuple[OptionSpec, ...] = (
         "are cut to the number that fits (said before the run), at the tokens a call took last time (the "
         "pace the cache keeps) or, before any run, at the most a call can take (num-ctx prompt tokens, "
         "num-predict completion tokens); default no limit.", metavar="AMOUNT"),
+    opt("batch", parse_bool, False, "Send the explanation calls the response cache cannot answer as one "
+        "provider batch (the OpenAI-compatible /v1/files + /v1/batches flow; backend openai), wait for it "
+        "with progress until it ends or max-minutes runs out — a rerun picks a pending batch up — and price "
+        f"the models' calls at the batch price ({BATCH_PRICE:g} of price, OpenAI's Batch API discount).",
+        metavar=None, flag=True),
     opt("shard", parse_shard, None, "Measure one shard of the plan's users, I of N (a CI matrix job each): "
         "the plan is the whole gate's in every shard, a user's calls all fall in one shard, and the items "
         "pass as measured; `robustexplain merge` of the N JSON reports decides every gate as one run "

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlsplit
 
 from ..explainers.base import FAKE_SERVER_OWNER
+from .batches import BatchError
 from .calls import (
     BLOAT_BYTES,
     FAIL_MESSAGES,
@@ -162,9 +163,28 @@ class _Handler(BaseHTTPRequestHandler):
             self._tokenize(raw)  # llama.cpp's, served when the fake plays llama.cpp's slot context
         elif method == "POST" and path in ("/api/embed", "/v1/embeddings"):
             self._embed(raw, "ollama" if path == "/api/embed" else "openai")
+        elif path.startswith(("/v1/files", "/v1/batches")):
+            self._batch(method, path, raw)
         else:
             # What Ollama's router (gin) answers for unknown paths and methods.
             self._send_text(404, NOT_FOUND_PAGE)
+
+    def _batch(self, method: str, path: str, raw: bytes | None) -> None:
+        """OpenAI's batch flow (``testing/batches.py``): upload, create, look, read a result file."""
+        batches, parts = self.server.fake.batches, path.split("/")
+        try:
+            if method == "POST" and path == "/v1/files":
+                self._send_json(200, batches.upload(raw or b"", self.headers.get("Content-Type", "")))
+            elif method == "POST" and path == "/v1/batches":
+                self._send_json(200, batches.create(self._json_object(raw)))
+            elif method == "GET" and len(parts) == 4 and parts[2] == "batches":
+                self._send_json(200, batches.look(parts[3]))
+            elif method == "GET" and len(parts) == 5 and parts[2] == "files" and parts[4] == "content":
+                self._send_bytes(200, batches.content(parts[3]), "application/jsonl")
+            else:
+                self._send_text(404, NOT_FOUND_PAGE)
+        except (BatchError, HttpError) as err:
+            self._send_error("openai", err.status, str(err) if isinstance(err, BatchError) else err.message)
 
     # ---- bodies -------------------------------------------------------------------------------
     def _read_body(self) -> bytes | None:

@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import replace
 from typing import Any
 
+from .batches import FakeBatches
 from .calls import (
     BLOAT_BYTES,
     CHARS_PER_TOKEN,
@@ -136,6 +137,7 @@ class FakeOllamaServer(FaultScript):
         # A gateway's key taken in the path (``http://127.0.0.1:port/<path_key>/v1``): "" serves at the root;
         # a key serves only under it, and anything else is answered 401.
         self.path_key = ""
+        self.batches = FakeBatches(self)  # provider batches (/v1/files, /v1/batches): their delays, failures
         self._faults: deque[Fault] = deque()
         self._loaded: dict[str, float] = {}
         self._connections: dict[socket.socket, threading.Thread] = {}
