@@ -505,12 +505,12 @@ class Run(RunRecord):
             verdict = decide(self.sharding.deciding(planned.gate), sliced, kind, measured=measured,
                              checks=self.checks_for(planned.nodeid),
                              deadline=None if budget is None else self.started + 60 * budget)
-        if baseline is not None and sliced.pairs:
-            found = regression(baseline, planned.spec.model, sliced,
-                               margin=self.settings.max_regression, alpha=planned.gate.alpha,
-                               source=str(self.settings.baseline),
-                               save_flag=self.spelling.flag("save-baseline"),
-                               relative=relative_pairs(planned.gate, kind, sliced.pairs))
+            if baseline is not None:
+                found = regression(baseline, planned.spec.model, sliced,
+                                   margin=self.settings.max_regression, alpha=planned.gate.alpha,
+                                   source=str(self.settings.baseline),
+                                   save_flag=self.spelling.flag("save-baseline"),
+                                   relative=relative_pairs(planned.gate, kind, sliced.pairs))
         verdict = self.sharding.verdict(with_regression(verdict, found, self.settings.baseline), planned.spec)
         self.gates.append(self.sharding.gate(GateResult(
             planned.nodeid, planned.slice, planned.spec.model, verdict, planned.gate.thresholds(kind),

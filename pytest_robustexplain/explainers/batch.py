@@ -20,8 +20,10 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 from ..errors import BackendError, ConfigError
+from ..sanitize import redact_url, visible
 from .base import FAILURE_ERROR, Explanation
 from .cache import CachedExplainer, cache_key
 from .openai_compat import OpenAICompatExplainer, parse_completion
@@ -90,8 +92,8 @@ async def _resumed(client: Any, directory: Path, prefix: str, wanted: dict[str, 
             kept = json.loads(record.read_text(encoding="utf-8"))
         keys = set(kept.get("keys", ())) if isinstance(kept, dict) else set()
         if keys & set(wanted):
-            batch = await _json(client.get(f"batches/{kept['id']}"), "look at the pending batch")
-            say(f"batch {batch.get('id')}: picked up where the last run left it ({_counts(batch)})")
+            batch = await _json(client.get(_path("batches", kept["id"])), "look at the pending batch")
+            say(f"batch {_id(batch)}: picked up where the last run left it ({_counts(batch)})")
             return batch, keys, record
     return None
 
@@ -111,7 +113,7 @@ async def _submitted(client: Any, inner: OpenAICompatExplainer, prefix: Path, wa
     record.parent.mkdir(parents=True, exist_ok=True)
     record.write_text(json.dumps({"id": batch.get("id"), "model": inner.model, "keys": list(wanted)}),
                       encoding="utf-8")
-    say(f"batch {batch.get('id')}: {len(wanted)} calls to {inner.model} submitted to {inner.host}; "
+    say(f"batch {_id(batch)}: {len(wanted)} calls to {inner.model} submitted to {redact_url(inner.host)}; "
         "waiting for it (a rerun picks it up if this run stops first)")
     return batch, set(wanted), record
 
@@ -122,15 +124,15 @@ async def _waited(client: Any, batch: dict[str, Any], deadline: float | None,
     delay, said = POLL_FIRST_S, time.monotonic()
     while batch.get("status") not in ENDED:
         if deadline is not None and time.monotonic() + delay > deadline:
-            raise BatchNotDone(f"batch {batch.get('id')} is still {batch.get('status')} ({_counts(batch)}) "
+            raise BatchNotDone(f"batch {_id(batch)} is still {_id(batch, 'status')} ({_counts(batch)}) "
                                "when the run's max-minutes runs out: run the same command again to pick it "
                                "up (nothing is sent twice)")
         await asyncio.sleep(delay)
         delay = min(delay * 1.5, POLL_MOST_S)
-        batch = await _json(client.get(f"batches/{batch.get('id')}"), "look at the batch")
+        batch = await _json(client.get(_path("batches", batch.get("id"))), "look at the batch")
         if time.monotonic() - said >= SAY_EVERY_S:
             said = time.monotonic()
-            say(f"batch {batch.get('id')}: {batch.get('status')} ({_counts(batch)})")
+            say(f"batch {_id(batch)}: {_id(batch, 'status')} ({_counts(batch)})")
     return batch
 
 
@@ -142,7 +144,7 @@ async def _read(client: Any, batch: dict[str, Any], explainer: CachedExplainer, 
     if not batch.get("output_file_id"):
         return 0
     try:
-        response = await client.get(f"files/{batch['output_file_id']}/content")
+        response = await client.get(_path("files", batch["output_file_id"], "content"))
     except Exception as exc:
         raise BackendError(f"batch: could not read the batch's answers: {describe_error(exc)}") from None
     _raise(response, "read the batch's answers")
@@ -174,7 +176,7 @@ async def _unanswered(client: Any, batch: dict[str, Any], left: int, total: int)
     """The one line an ended batch with unanswered calls is said in: why, how many, what to do."""
     why = {"expired": "expired (the provider's completion window ran out)", "failed": "failed",
            "cancelled": "was cancelled"}.get(str(batch.get("status")), "ended")
-    return (f"batch {batch.get('id')} {why} with {left} of its {total} calls unanswered"
+    return (f"batch {_id(batch)} {why} with {left} of its {total} calls unanswered"
             f"{await _first_error(client, batch)}; the {total - left} answered are kept in the response "
             f"cache: run the same command again to send the {left} in a new batch")
 
@@ -184,13 +186,23 @@ async def _first_error(client: Any, batch: dict[str, Any]) -> str:
     errors = batch.get("errors")
     said = errors.get("data") if isinstance(errors, dict) else None
     if isinstance(said, list) and said and isinstance(said[0], dict):
-        return f" (first: {said[0].get('message')})"
+        return f" (first: {visible(str(said[0].get('message')))[:200]})"
     with contextlib.suppress(Exception):  # the error file is a courtesy: the count above is the fact
         if batch.get("error_file_id"):
-            response = await client.get(f"files/{batch['error_file_id']}/content")
+            response = await client.get(_path("files", batch["error_file_id"], "content"))
             error = json.loads(response.text.splitlines()[0]).get("error") or {}
-            return f" (first: {error.get('message')})"
+            return f" (first: {visible(str(error.get('message')))[:200]})"
     return ""
+
+
+def _path(*parts: Any) -> str:
+    """A path below the API's base from the provider's ids (quoted: an id is its text, never a path)."""
+    return "/".join(quote(str(part), safe="") for part in parts)
+
+
+def _id(batch: dict[str, Any], field: str = "id") -> str:
+    """A batch's id (or another of its fields) as a message may show it: the provider's text, made visible."""
+    return visible(str(batch.get(field)))[:80]
 
 
 def _counts(batch: dict[str, Any]) -> str:
