@@ -169,6 +169,20 @@ def test_a_gate_of_fewer_users_than_shards_leaves_some_shards_nothing_to_measure
     assert _stable(read_report(pytester, "whole.json")) == _stable(read_report(pytester, "m.json"))
 
 
+def test_the_merge_gates_against_the_baseline_the_shards_were_given(pytester: pytest.Pytester,
+                                                                    server: FakeOllamaServer) -> None:
+    pytester.makepyfile(marked("users=8, perturbations=['noise', 'shuffle'], severities=[1, 3], "
+                               "min_combined=0.3, min_metric=0.1"))
+    _run(pytester, server, "--robustexplain-save-baseline=base.json")  # the release before
+    server.mode = "fragile"  # this change: a regression
+    whole = _run(pytester, server, "--robustexplain-baseline=base.json", "--robustexplain-json=whole.json")
+    shards = _shards(pytester, server, 4, "--robustexplain-baseline=base.json")
+    assert _merge(*shards, "--json", str(pytester.path / "m.json")) == whole.ret == 1
+    one, two = read_report(pytester, "whole.json"), read_report(pytester, "m.json")
+    assert _stable(one) == _stable(two)
+    assert all("regression" in g["verdict"]["findings"] for g in two["gates"])
+
+
 @pytest.fixture
 def four(pytester: pytest.Pytester, server: FakeOllamaServer) -> list[str]:
     """The four shards of a small passing gate."""
