@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ..engine.shards import check_shards, merged_run
+from ..engine.shards import check_shards, merged_run, missing_shards
 from ..report.json_report import atomic_write_text, read_json
 from ..report.pr_comment import render_pr_comment
 from .common import CLI_SPELLING, PROG
@@ -20,10 +20,10 @@ from .run import finish_run
 def cmd_merge(args: argparse.Namespace) -> int:
     """``robustexplain merge``: check the shards are one plan's, decide, report."""
     shards = check_shards([(path, read_json(path)) for path in args.shards])
-    count = shards[0].shard.count
-    missing = sorted(set(range(1, count + 1)) - {s.shard.index for s in shards})
+    missing = missing_shards(shards)
     if missing:
-        which = f"shard{'s' if len(missing) > 1 else ''} {', '.join(map(str, missing))} of {count}"
+        which = (f"shard{'s' if len(missing) > 1 else ''} {', '.join(str(s.index) for s in missing)} of "
+                 f"{missing[0].count}")
         print(f"{PROG}: note: {which} not given: their users are not measured, and a gate that needs them "
               "is INCONCLUSIVE", file=sys.stderr)
     outputs = {name: Path(os.path.abspath(path)) for name in ("json", "html", "markdown", "history")

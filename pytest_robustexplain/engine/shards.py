@@ -79,8 +79,11 @@ class Shard:
 
     def users(self, cases: Sequence[EvalCase]) -> tuple[str, ...]:
         """The users of ``cases`` (a gate's planned cases, in the dataset's seeded order) it measures."""
-        return tuple(user for position, user in enumerate(planned_users(cases))
-                     if position % self.count == self.index - 1)
+        return self.mine(planned_users(cases))
+
+    def mine(self, users: Iterable[str]) -> tuple[str, ...]:
+        """Of a gate's planned users (in its order, each once), those this shard measures."""
+        return tuple(user for position, user in enumerate(users) if position % self.count == self.index - 1)
 
 
 def planned_users(cases: Sequence[EvalCase]) -> tuple[str, ...]:
@@ -105,6 +108,8 @@ class Sharding:
     def cases(self, slice_id: str, dataset: Dataset) -> tuple[EvalCase, ...]:
         """The merge's cases of a slice, as its shards planned them; () when not merging."""
         wanted = self.planned.get(slice_id, ())
+        if not wanted:  # (every run but a merge: no look at the dataset's cases)
+            return ()
         found = {(c.user_id, c.item_id): c for c in dataset.cases}
         lost = [case for case in wanted if case not in found]
         if lost:
@@ -170,8 +175,10 @@ class Sharding:
 
 
 def shard_record(result: RunResult, shard: Shard) -> dict[str, Any]:
-    """What a shard's report says of itself: which shard, the plan's fingerprint and the users it measured."""
-    users = sorted({u for g in result.gates for u in g.scope.get("users", ())})
+    """What a shard's report says of itself: which shard, the plan's fingerprint and the users it measured —
+    those its gates' plans give it, whether or not a pair of theirs was left (every perturbation trivial)."""
+    users = sorted({user for g in result.gates
+                    for user in shard.mine(dict.fromkeys(u for u, _ in g.plan.get("cases", ())))})
     return {"shard": str(shard), "plan": fingerprint(result), "users": users}
 
 
@@ -266,11 +273,15 @@ def _difference(one: RunResult, other: RunResult) -> str:
 def merged_sharding(shards: Sequence[ShardReport]) -> Sharding:
     """The merge's view of the shards: every pair they measured, the users they measured, the missing."""
     recorded = {pair.key: pair for report in shards for pair in report.run.pairs}
-    count = shards[0].shard.count
-    present = {r.shard.index for r in shards}
-    missing = tuple(Shard(i, count) for i in range(1, count + 1) if i not in present)
+    missing = missing_shards(shards)
     measured = frozenset(u for r in shards for u in r.run.shard.get("users", ())) if missing else None
     return Sharding(recorded=recorded, measured=measured, missing=missing)
+
+
+def missing_shards(shards: Sequence[ShardReport]) -> tuple[Shard, ...]:
+    """The shards of the plan no report was given for."""
+    count, present = shards[0].shard.count, {r.shard.index for r in shards}
+    return tuple(Shard(i, count) for i in range(1, count + 1) if i not in present)
 
 
 def summed_calls(shards: Iterable[ShardReport]) -> dict[str, int]:
