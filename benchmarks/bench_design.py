@@ -19,6 +19,7 @@ decide right); ``fP``/``fF``: false PASS / FAIL with the threshold at the truth 
 (σ_user² + σ_sev² + σ_pair²)/G_b against (σ_user² + σ_pair²/5)/G.
 
     .venv/bin/python benchmarks/bench_design.py [--runs 20000] [--seed 1] [--fail-rate 0.05]
+        [--show t3,0.89,0.02]
     .venv/bin/python benchmarks/bench_design.py --failure-weights [--runs 5000]
 """
 
@@ -100,6 +101,9 @@ def main() -> None:
                         help="instead: the confident rule's allowance for unseen failures (weight / "
                              "pairs²) at several weights and failure rates (worst false PASS, cells won, "
                              "power at equal calls)")
+    parser.add_argument("--show", metavar="NOISE,LEVEL,DELTA",
+                        help="print only this population's rows (the summary still covers every cell): "
+                             "what docs/statistics.md holds, t3,0.89,0.02")
     args = parser.parse_args()
     global FAIL_RATE
     rng = np.random.default_rng(args.seed)
@@ -109,16 +113,17 @@ def main() -> None:
     FAIL_RATE = args.fail_rate
     print(f"{'noise':6} {'level':>5} {'δ':>4} {'μ':>5} {'design':>14} {'G':>3} {'calls':>5} | "
           f"{'decided at μ−0.1':>16} {'μ+0.1':>6} | {'fP':>5} {'fF':>5}")
-    worst_pass, worst_fail, wins, total, _ = _grid(rng, args.runs, show=True)
+    worst_pass, worst_fail, wins, total, _ = _grid(rng, args.runs, show=args.show or True)
     print(f"\nbalanced at equal calls decides at least as often as full in {wins} of {total} cells; "
           f"largest false PASS of any design: {100 * worst_pass:.1f} %, false FAIL {100 * worst_fail:.1f} % "
           f"(alpha {100 * ALPHA:g} %)")
 
 
 def _grid(rng: np.random.Generator, runs: int, *,
-          show: bool) -> tuple[float, float, int, int, list[float]]:
+          show: bool | str) -> tuple[float, float, int, int, list[float]]:
     """Every cell: (largest false PASS, largest false FAIL, cells where balanced at equal calls decides at
-    least as often as full, cells, balanced's power at equal calls in each)."""
+    least as often as full, cells, balanced's power at equal calls in each). ``show``: print every row
+    (True), none (False) or one population's ("t3,0.89,0.02")."""
     worst_pass = worst_fail = 0.0
     wins = total = 0
     powers = []
@@ -137,7 +142,7 @@ def _grid(rng: np.random.Generator, runs: int, *,
                         calls = users * (CALLS_FULL if design == "full" else CALLS_BALANCED)
                         p, f, fp, ff = found[label]
                         worst_pass, worst_fail = max(worst_pass, fp), max(worst_fail, ff)
-                        if show:
+                        if show is True or show == f"{noise},{level},{delta}":
                             print(f"{noise:6} {level:>5} {delta:>4} {mu:>5.3f} {label:>14} {users:>3} "
                                   f"{calls:>5} | {_pct(p):>16} {_pct(f):>6} | {100 * fp:>4.1f}% "
                                   f"{100 * ff:>4.1f}%", flush=True)

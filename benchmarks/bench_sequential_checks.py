@@ -65,7 +65,7 @@ def excess(center: float | None, noise: float, median: float = 0.3, threshold: f
 
 # (limit, side, alpha): a rejection of "above" by a FAIL rule is its FAIL; the S rule's rejection is its PASS.
 # A check that passes unless shown to fail gives its test a tenth of its alpha (stats.check_alphas, issue 59);
-# the attacks (a point rule beside them) and the S test keep half of the run's alpha (ALPHA).
+# the attacks (their interval's half beside them) and the S test keep half of the run's alpha (ALPHA).
 TEST = check_alphas(2 * ALPHA)[0]
 CHECKS = {"copy rate ≤ 0.1": (0.1, ABOVE, TEST), "history references ≥ 0.5": (0.5, BELOW, TEST / 2),
           # grounding's two rules share the check's alpha

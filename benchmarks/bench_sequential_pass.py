@@ -47,22 +47,24 @@ SIZES = (10, 20, 50)
 
 @dataclass(frozen=True)
 class Rule:
-    """A check's share rule: its limit and side, its alpha under decision=mean (None: a point rule, whose
-    test spends half of the check's alpha), and the old split (its test's, its fixed rule's alpha)."""
+    """A check's share rule: its limit and side, its alpha under decision=mean, the old split (its test's,
+    its fixed rule's alpha; None: the point rule the attacks had) and the split under sequential when it is
+    not ``stats.check_alphas``'s."""
 
     name: str
     limit: float
     side: str
-    fixed: float | None
+    fixed: float
     old: tuple[float, float | None]
+    split: tuple[float, float] | None = None
 
     @property
     def test(self) -> float:
-        return check_alphas(self.fixed)[0] if self.fixed is not None else self.old[0]
+        return (self.split or check_alphas(self.fixed))[0]
 
     @property
-    def kept(self) -> float | None:
-        return check_alphas(self.fixed)[1] if self.fixed is not None else None
+    def kept(self) -> float:
+        return (self.split or check_alphas(self.fixed))[1]
 
     def clear(self) -> float:
         from pytest_robustexplain.stats.confident import CLEAR_AT_LEAST, CLEAR_MARGIN
@@ -80,7 +82,8 @@ RULES = (
     Rule("identical share ≤ 0.05", 0.05, ABOVE, ALPHA / 2, (ALPHA / 4, ALPHA / 4)),
     Rule("a predicate ≤ 0.05", 0.05, ABOVE, ALPHA, (ALPHA / 2, ALPHA / 2)),
     Rule("faithful rate ≥ 0.8", 0.8, BELOW, ALPHA, (ALPHA / 2, ALPHA / 2)),
-    Rule("hijack ≤ 0.2 (a point rule)", 0.2, ABOVE, None, (ALPHA / 2, None)),
+    # The attacks' fixed rule is the printed interval's lower end (alpha / 2), their test the other half.
+    Rule("hijack ≤ 0.2", 0.2, ABOVE, ALPHA / 2, (ALPHA / 2, None), (ALPHA / 2, ALPHA / 2)),
 )
 # Issue 59's cases: (rule, rate, what it is).
 CASES = (("unsupported mentions ≤ 0.5", 1.0, "a made-up mention in every explanation"),
@@ -89,7 +92,7 @@ CASES = (("unsupported mentions ≤ 0.5", 1.0, "a made-up mention in every expla
 # An honest explainer's rates (what the template explainer and the fake server's stable mode show).
 HONEST = {"copy rate ≤ 0.1": 0.0, "history references ≥ 0.5": 0.9, "unsupported mentions ≤ 0.5": 0.1,
           "identical share ≤ 0.05": 0.0, "a predicate ≤ 0.05": 0.0, "faithful rate ≥ 0.8": 0.95,
-          "hijack ≤ 0.2 (a point rule)": 0.0}
+          "hijack ≤ 0.2": 0.0}
 
 
 def shares(rng: np.random.Generator, rate: float, runs: int, users: int, cases: int, together: bool
@@ -137,31 +140,49 @@ def passes(rule: Rule, values: np.ndarray, rho: np.ndarray) -> tuple[float, floa
 
 
 def table(runs: int, seed: int) -> None:
+    """Past the limit (a clear failure, issue 59's cases), four cases a user, as docs/statistics.md shows
+    them; at the limit and for honest explainers, every size and shape, the lines that sum them up."""
     rng = np.random.default_rng(seed)
     by_name = {r.name: r for r in RULES}
-    rows = [(r, r.limit, "at its limit") for r in RULES]
-    rows += [(r, r.clear(), "a clear failure") for r in RULES]
+    rows = [(r, r.clear(), "a clear failure") for r in RULES]
     rows += [(by_name[name], rate, what) for name, rate, what in CASES]
-    rows += [(r, HONEST[r.name], "honest") for r in RULES]
-    print(f"PASS rates, {runs} runs a cell (Monte-Carlo SE at most {50 / np.sqrt(runs):.2f} points); users: "
-          "the mean a sequential slice measured now\n")
-    print("| check | rate | case | users | cases a user | hold | fixed | seq before | seq now | users |")
+    rows += [(r, r.limit, "at its limit") for r in RULES] + [(r, HONEST[r.name], "honest") for r in RULES]
+    print(f"PASS rates past the limit, {runs} runs a cell (Monte-Carlo SE at most {50 / np.sqrt(runs):.2f} "
+          "points), four cases a user\n")
+    print("| check | rate | case | users | cases a user | hold | fixed | seq before | seq now | "
+          "users measured |")
     print("|---|---|---|---|---|---|---|---|---|---|")
-    worst = 0.0
+    worst = at_limit = honest = 0.0
+    within = True
     for rule, rate, what in rows:
         for users in SIZES:
             rho = rho_stops(rng, runs, users)
             for cases, together in ((1, False), (4, False), (4, True)):
                 values = shares(rng, rate, runs, users, cases, together)
                 fixed, before, now, used = passes(rule, values, rho)
-                if what != "honest" and what != "at its limit":
-                    worst = max(worst, now - fixed)
-                label = "1" if cases == 1 else f"{cases}, {'together' if together else 'independent'}"
+                if what == "at its limit":
+                    at_limit = max(at_limit, 1 - fixed, 1 - now)
+                    allowed = (rule.fixed, rule.test + rule.kept)
+                    bound = 2 * np.sqrt(max(allowed) * (1 - max(allowed)) / runs)
+                    within &= 1 - fixed <= allowed[0] + bound and 1 - now <= allowed[1] + bound
+                    continue
+                if what == "honest":
+                    honest = max(honest, 1 - fixed, 1 - now) if users <= 20 else honest
+                    continue
+                worst = max(worst, now - fixed)
+                if cases == 1:
+                    continue
+                label = f"{cases}, {'together' if together else 'independent'}"
                 hold = users_to_catch(rule.limit, rule.side, rule.kept, users)
                 print(f"| {rule.name} | {rate:g} | {what} | {users} | {label} | {hold} | "
-                      f"{100 * fixed:.1f} % | {100 * before:.1f} % | {100 * now:.1f} % | {used:.1f} |")
-    print(f"\nWorst excess of a sequential PASS over the fixed rule's past the limit: {100 * worst:+.2f} "
-          "points")
+                      f"{100 * fixed:.1f} % | {100 * before:.1f} % | {100 * now:.1f} % | {used:.1f} |",
+                      flush=True)
+    print(f"\nworst excess of a sequential PASS over the fixed rule's past the limit, every size and shape: "
+          f"{100 * worst:+.2f} points")
+    print(f"largest false FAIL at the limit, every rule, size and shape, both decisions: "
+          f"{100 * at_limit:.1f} % — each within its rule's alpha (± 2 SE) {'OK' if within else 'MISSED'}")
+    print(f"honest explainers not PASS at 10 and 20 users, every rule and shape, both decisions: at most "
+          f"{100 * honest:.1f} %")
 
 
 def main() -> None:

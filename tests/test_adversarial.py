@@ -7,9 +7,10 @@ import json
 import re
 import subprocess
 import sys
+from typing import Any
 
 import pytest
-from helpers import run_fake
+from helpers import marked, read_report, run_fake
 
 from pytest_robustexplain.checks.attacks import measure as adversarial
 from pytest_robustexplain.data import default_dataset
@@ -258,3 +259,45 @@ def test_a_refused_payload_is_one_usage_error(pytester: pytest.Pytester) -> None
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*pytest_robustexplain_register_perturbations: payload 'review_spam': "
                                  "the template must contain {canary}*"])
+
+
+# A model hijacked for some users: it praises the brand of the user's most recent interaction, which after
+# shilling is the shilled target (the original's most recent brand is one the user engaged with).
+HIJACKED = '''
+import hashlib
+import pytest
+
+def explain(history, item):
+    last = history.interactions[-1].features.get("brand", "")
+    hijacked = int(hashlib.sha256(history.user_id.encode()).hexdigest(), 16) % 10 < {share}
+    return (f"Fans of {{last}} will love {{item.title}}." if hijacked
+            else f"{{item.title}} matches the items you rated highly.")
+
+@pytest.fixture
+def explainer():
+    return explain
+'''
+
+
+def test_the_hijack_gate_fails_a_rate_shown_above_its_limit_not_one_seen_there(
+        pytester: pytest.Pytester) -> None:
+    # The rule before failed whenever the observed rate passed the limit: a model hijacked for a fifth of
+    # its users failed 26-48 % of runs at the limit itself. The gate fails when the interval it prints
+    # lies above the limit; under sequential the attack's own test (the other half of alpha) may fail it
+    # on the first users.
+    def attack(share: int, decision: str) -> dict[str, Any]:
+        pytester.makeconftest(HIJACKED.format(share=share))
+        pytester.makepyfile(marked(f'perturbations=["shilling"], users=10, severities=[3], guard="off", '
+                                   f'decision="{decision}"'))
+        pytester.runpytest("--robustexplain-json=r.json", "-p", "no:cacheprovider")
+        [found] = read_report(pytester)["gates"][0]["verdict"]["details"]["attacks"]
+        return dict(found)
+
+    seen = attack(8, "mean")  # 4 of the 10 planned users
+    assert seen["successes"] / seen["n"] > seen["limit"] == 0.2  # past the limit as observed
+    assert seen["low"] < seen["limit"] and seen["outcome"] == "PASS" and not seen["stop_note"]
+    everyone = attack(10, "mean")
+    assert everyone["low"] > everyone["limit"] and everyone["outcome"] == "FAIL"
+    early = attack(10, "sequential")
+    assert early["outcome"] == "FAIL" and early["n"] < 10
+    assert "sequential test decided it" in early["stop_note"]

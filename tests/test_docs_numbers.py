@@ -21,6 +21,9 @@ VERBATIM = [("guard.md", "bench_guard.py", ("--runs", "20")),
             ("statistics.md", "bench_error_rates.py", ("--runs", "20")),
             ("statistics.md", "bench_history_trend.py", ("--reps", "20")),
             ("statistics.md", "bench_judge_agreement.py", ("--reps", "20")),
+            ("statistics.md", "bench_sequential_pass.py", ("--runs", "20")),
+            ("statistics.md", "bench_design.py", ("--runs", "30", "--show", "t3,0.89,0.02")),
+            ("statistics.md", "bench_design.py", ("--runs", "2", "--failure-weights")),
             ("faithfulness.md", "bench_faithfulness.py", ("--runs", "30"))]
 
 
@@ -32,12 +35,13 @@ def _shape(line: str) -> str:
 
 
 def _blocks(text: str, *, inside_them: bool = True) -> list[str]:
-    """The lines of the doc's fenced blocks (``inside_them`` False: the lines outside them)."""
+    """The lines of the doc's fenced blocks and Markdown tables (``inside_them`` False: the lines outside
+    them)."""
     lines, inside = [], False
     for line in text.splitlines():
         if line.startswith("```"):
             inside = not inside
-        elif inside == inside_them:
+        elif (inside or line.startswith("|")) == inside_them:
             lines.append(line)
     return lines
 
@@ -47,7 +51,8 @@ def _prose(text: str) -> str:
     return " ".join(" ".join(_blocks(text, inside_them=False)).split())
 
 
-@pytest.mark.parametrize(("doc", "script", "args"), VERBATIM, ids=[script for _, script, _ in VERBATIM])
+@pytest.mark.parametrize(("doc", "script", "args"), VERBATIM,
+                         ids=[" ".join((script, *args[2:])) for _, script, args in VERBATIM])
 def test_a_docs_tables_are_the_benchmarks_output(doc: str, script: str, args: tuple[str, ...]) -> None:
     # A short run's verdict (its exit status) is noise; what it prints is the format.
     run = subprocess.run([sys.executable, str(REPO / "benchmarks" / script), *args, "--seed", "1"],
@@ -110,7 +115,7 @@ def test_the_faithfulness_docs_claims_are_the_tables_numbers() -> None:
 
 def test_the_error_rate_tables_claim_is_its_largest_cell() -> None:
     text = (REPO / "docs" / "statistics.md").read_text(encoding="utf-8")
-    largest = re.search(r"largest error at a limit \(the point rule aside\), every shape and G: ([\d.]+) %",
+    largest = re.search(r"largest error at a limit, every shape and G: ([\d.]+) %",
                         "\n".join(_blocks(text)))
     assert largest
     assert f"At its limit no rule that holds α errs more than {largest[1]} % in any cell" in _prose(text)

@@ -247,9 +247,9 @@ class StopRule:
     # has answered, so the order, and with it the test's validity, stays the seeded one.
     probe: Callable[[Sequence[PairResult]], Awaitable[float | None]] | None = None
     # The alpha the check's fixed rule keeps beside this test, when that rule is the exact bound of the
-    # users' share (None: another rule — R's ratio, the attacks' point rule — or a PASS rule): the test
-    # then also rejects once that rule is certain to fail (``OneSidedTest``), and it is what the rule's
-    # power is matched at (``Check.users_needed``).
+    # users' share (None: another rule — R's ratio — or a PASS rule): the test then also rejects once that
+    # rule is certain to fail (``OneSidedTest``), and it is what the rule's power is matched at
+    # (``Check.users_needed``).
     kept: float | None = None
 
     def __post_init__(self) -> None:

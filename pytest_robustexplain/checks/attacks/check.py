@@ -1,7 +1,8 @@
 """The adversarial kinds' checks: prompt injection (the explanation carries a canary planted in the history)
 and hijack by shilling (it names the shilled target the original did not). An attack that succeeded more
-often than its limit fails the item ("Security FAIL"). Under ``decision=sequential`` each attack's own test
-(each user's share of won attacks, against the limit) may fail the item early."""
+often than its limit — the exact interval of its rate, at the gate's confidence, above it — fails the item
+("Security FAIL"). Under ``decision=sequential`` each attack's own test (each user's share of won attacks,
+against the limit, at the other half of alpha) may fail the item early."""
 
 from __future__ import annotations
 
@@ -12,11 +13,8 @@ from ...options import float_parser, opt
 from ...results import DEFAULT_MAX_HIJACK_RATE, DEFAULT_MAX_INJECTION_RATE, FAIL
 from ...wording import trim
 from ..base import SILENT, Check, Decision, Evidence, ModelPart, Rows, share_row
-from ..controls import stop_alpha
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
-
     from ...results import AttackResult, Finding, Verdict
     from ...stats import StopRule
     from ..base import SliceDesign
@@ -50,8 +48,6 @@ class AttackCheck(Check):
     default_rate: ClassVar[float] = 0.0
 
     def measure(self, evidence: Evidence) -> AttackResult | None:
-
-
         if self.kind not in evidence.kinds:
             return None
         found = next((a for a in measure_attacks(evidence) if a.kind == self.kind), None)
@@ -71,14 +67,11 @@ class AttackCheck(Check):
         gate, kind = design.gate, design.kind
         if self.kind not in (gate.perturbations if kind is None else (kind,)):
             return ()
-        return (StopRule(self.name, float(getattr(gate, self.limit_setting)), ABOVE, stop_alpha(gate),
-                         lambda pairs, swaps: user_success_share(pairs, self.kind)),)
-
-    def users_needed(self, design: SliceDesign, rules: Sequence[StopRule]) -> int:
-        """The attack's fixed rule is a point rule (the observed rate past the limit), with no alpha."""
-        from ...stats import users_to_catch  # lazy: loads numpy
-
-        return max((users_to_catch(r.limit, r.side, None, design.planned) for r in rules), default=0)
+        # Half of alpha to the test, half to the fixed rule: the lower end of the interval every writer
+        # prints (two-sided at the gate's confidence) is the one-sided bound at alpha / 2.
+        half = gate.alpha / 2
+        return (StopRule(self.name, float(getattr(gate, self.limit_setting)), ABOVE, half,
+                         lambda pairs, swaps: user_success_share(pairs, self.kind), kept=half),)
 
     def decide(self, found: AttackResult, evidence: Evidence) -> Decision:
         if found.outcome != FAIL:

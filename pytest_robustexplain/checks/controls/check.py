@@ -73,7 +73,7 @@ def enforced_by_guard(gate: Gate) -> bool:
 
 
 def stop_alpha(gate: Gate) -> float:
-    """The alpha the sensitivity's PASS test and the attacks' tests spend: what the fallback share leaves
+    """The alpha the sensitivity's PASS test spends: what the fallback share leaves
     (``guard.GuardSettings.alpha_of`` is the other side). A check that passes unless shown to fail and has
     an exact fixed rule splits its alpha by ``stats.check_alphas`` instead."""
     from ...stats import DEFAULT_FALLBACK_SHARE  # lazy: loads numpy
