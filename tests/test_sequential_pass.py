@@ -75,7 +75,7 @@ def test_the_hold_is_what_a_clear_failure_needs() -> None:
     flagged users can fail needs nobody; the rule is the same on both sides of [0, 1]."""
     assert users_to_catch(0.5, ABOVE, 0.00625, 20) == 20
     assert users_to_catch(0.3, ABOVE, 0.025, 40) == users_to_catch(0.7, BELOW, 0.025, 40)
-    assert users_to_catch(0.2, ABOVE, None, 20) < 20
+    assert users_to_catch(0.2, ABOVE, 0.025, 20) < 20
     assert users_to_catch(0.5, ABOVE, 0.025, 1) == 1
     planned = 200
     assert users_to_catch(0.05, ABOVE, 0.025, planned) <= planned

@@ -137,14 +137,14 @@ CLEAR_MARGIN, CLEAR_AT_LEAST, POWER_GIVEN_UP = 0.5, 0.05, 0.005
 
 
 @functools.lru_cache(maxsize=256)
-def users_to_catch(limit: float, side: str, alpha: float | None, planned: int) -> int:
+def users_to_catch(limit: float, side: str, alpha: float, planned: int) -> int:
     """The fewest users n such that a share rule's fixed rule on any n … ``planned`` users fails a clear
     failure at most :data:`POWER_GIVEN_UP` less often than on all ``planned`` (``planned`` when no fewer do).
 
     The rule is the checks' fixed rule with users as the trials: FAIL when the one-sided exact bound at
-    ``alpha`` lies past ``limit`` on ``side`` (alpha None: a point rule, the observed share past it), its
-    power the binomial chance of that many users flagged. Each user's share counts as 0 or 1 here: the
-    clustered case (a user's cases go one way), the one where a few users say least."""
+    ``alpha`` lies past ``limit`` on ``side``, its power the binomial chance of that many users flagged. Each
+    user's share counts as 0 or 1 here: the clustered case (a user's cases go one way), the one where a few
+    users say least."""
     from scipy.stats import binom  # lazy: loads numpy, scipy
 
     side_sign(side)
@@ -154,9 +154,8 @@ def users_to_catch(limit: float, side: str, alpha: float | None, planned: int) -
     q = float(limit) if side == ABOVE else 1.0 - float(limit)
     clear = min(1.0, q + max(CLEAR_MARGIN * min(q, 1.0 - q), CLEAR_AT_LEAST))
     users = np.arange(1, planned + 1)
-    # Flagged users that fail: the observed share above q (a point rule), or the exact lower bound above q,
-    # which is when P_q(X ≥ k) ≤ alpha.
-    needed = np.floor(q * users) + 1 if alpha is None else binom.isf(alpha, users, q) + 1
+    # Flagged users that fail: the exact lower bound above q, which is when P_q(X ≥ k) ≤ alpha.
+    needed = binom.isf(alpha, users, q) + 1
     rates = np.linspace(clear, 1.0, 12)
     power = binom.sf(needed[:, None] - 1, users[:, None], rates[None, :])
     short = np.flatnonzero((power < power[-1] - POWER_GIVEN_UP).any(axis=1))
