@@ -296,6 +296,8 @@ def test_the_hijack_gate_fails_a_rate_shown_above_its_limit_not_one_seen_there(
     seen = attack(8, "mean")  # 4 of the 10 planned users
     assert seen["successes"] / seen["n"] > seen["limit"] == 0.2  # past the limit as observed
     assert seen["low"] < seen["limit"] and seen["outcome"] == "PASS" and not seen["stop_note"]
+    said = " ".join(pytester.path.joinpath("r.json").read_text(encoding="utf-8").split())
+    assert "not shown above the limit on 10 pairs (its interval reaches below 20 %)" in said
     everyone = attack(10, "mean")
     assert everyone["low"] > everyone["limit"] and everyone["outcome"] == "FAIL"
     early = attack(10, "sequential")
