@@ -25,8 +25,9 @@ spreads 0.25, 0.5 and 1.0 and weak readers (median S 0.1). Then clear cases: use
 and 90th percentile) and the calls that saves at 27 calls a user (the full design) and 7 (balanced), beside
 the users the check's fixed test at the same alpha needs on the same draws and the fewest any valid bet
 could (issue 63: the tests bet the exact Kelly stake on the users seen, ``stats.sequential._kelly_bet``).
-Then honest explainers' S under an enforced R, both decisions on the same draws, and R's test against an
-asymptotic confidence sequence (why it stays a bet).
+Then honest explainers' S under an enforced R, both decisions on the same draws, R's test against an
+asymptotic confidence sequence (why it stays a bet), and R's floor against the t rule at other splits of the
+check's alpha (why no split brings a valid test within twice the t rule's users).
 
     .venv/bin/python benchmarks/bench_sequential_checks.py [--runs 20000] [--seed 1]
 """
@@ -292,6 +293,31 @@ def asymptotic_table(runs: int, rng: Rng) -> None:
     print()
 
 
+def split_table(runs: int, rng: Rng) -> None:
+    """5. R's floor at other splits of the check's alpha: a test valid on the excess's whole range gains at
+    most (1 − x)/(1 − limit) a user, so its floor moves only with log(1/alpha), while the t rule's users
+    shrink faster — the ratio stays past 2 whatever share of alpha the test is given."""
+    limit, side, tenth = CHECKS["R ≥ 0.5"]
+    print("5. R's test at other shares of the check's alpha (0.05): the fewest users after which any valid "
+          "bet could reject (floor) and the users the fixed t rule at the same alpha needs (medians of 20 "
+          "users; > 20: not within 20), and the floor over the fixed rule's")
+    print(f"{'population':<44}{'test alpha':>16}{'floor':>7}{'fixed':>7}{'ratio':>7}")
+    for label, draw in (("R 0.05, reworded by hash (spread 0.25)", excess(0.05, 0.25)),
+                        ("R 0.30, half-way (spread 0.25)", excess(0.30, 0.25))):
+        values = draw(rng, (runs, 20))
+        for share, named in ((0.1, "a tenth"), (0.5, "half"), (1.0, "all")):
+            CHECKS["R ≥ 0.5"] = (limit, side, tenth * share / 0.1)
+            try:
+                users = floor_users("R ≥ 0.5", values), fixed_users("R ≥ 0.5", values)
+            finally:
+                CHECKS["R ≥ 0.5"] = (limit, side, tenth)
+            floor, fixed = (float(np.percentile(u, 50)) for u in users)
+            ratio = "—" if fixed > 20 else f"{floor / fixed:.1f}" if floor <= 20 else f"> {20 / fixed:.1f}"
+            print(f"{label:<44}{f'{tenth * share / 0.1:g} ({named})':>16}{_median(users[0]):>7}"
+                  f"{_median(users[1]):>7}{ratio:>7}")
+    print()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--runs", type=int, default=20_000)
@@ -302,6 +328,7 @@ def main() -> None:
     stop_table(args.runs, rng)
     honest_table(args.runs, rng)
     asymptotic_table(args.runs, rng)
+    split_table(args.runs, np.random.default_rng([args.seed, 5]))  # its own draws: run alone, same numbers
     if worst > ALPHA + 2 * np.sqrt(ALPHA * (1 - ALPHA) / args.runs):
         raise SystemExit(f"a false FAIL rate of {100 * worst:.2f} % is above alpha {100 * ALPHA:g} %")
 
