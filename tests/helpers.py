@@ -8,6 +8,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -54,3 +55,18 @@ import pytest
 def test_gate(robustness):
     {body}
 """
+
+
+def stable_report(value: Any, volatile: set[str], settings: Callable[[dict[str, Any]], dict[str, Any]],
+                  **replaced: Any) -> Any:
+    """A JSON report to compare with another: without the keys in ``volatile`` (what depends on the clock
+    or the processes, at any depth), its gates in one order (xdist records them as they finish), its
+    settings through ``settings`` and its top-level fields ``replaced``."""
+    if isinstance(value, dict) and "schema" in value:
+        gates = sorted(value["gates"], key=lambda g: (g["nodeid"], g["model"], g["slice"]))
+        value = {**value, **replaced, "gates": gates, "settings": settings(value["settings"])}
+    if isinstance(value, dict):
+        return {k: stable_report(v, volatile, settings) for k, v in value.items() if k not in volatile}
+    if isinstance(value, list):
+        return [stable_report(v, volatile, settings) for v in value]
+    return value

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import marked, read_report
+from helpers import marked, read_report, stable_report
 
 from pytest_robustexplain.cli.entry import main
 from pytest_robustexplain.data import EvalCase, Item, UserHistory
@@ -65,16 +65,9 @@ def _run(pytester: pytest.Pytester, server: FakeOllamaServer, *args: str) -> pyt
                               "--robustexplain-guard=fail", "-p", "no:randomly", *args)
 
 
-def _stable(value: Any) -> Any:
-    if isinstance(value, dict) and "schema" in value:
-        gates = sorted(value["gates"], key=lambda g: (g["nodeid"], g["model"], g["slice"]))
-        settings = {k: v for k, v in value["settings"].items() if k not in WHERE}
-        value = {**value, "gates": gates, "settings": settings}
-    if isinstance(value, dict):
-        return {k: _stable(v) for k, v in value.items() if k not in VOLATILE}
-    if isinstance(value, list):
-        return [_stable(v) for v in value]
-    return value
+def _stable(report: Any) -> Any:
+    return stable_report(report, VOLATILE, lambda settings: {k: v for k, v in settings.items()
+                                                             if k not in WHERE})
 
 
 def _shards(pytester: pytest.Pytester, server: FakeOllamaServer, count: int, *args: str) -> list[str]:

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import read_report
+from helpers import read_report, stable_report
 
 from pytest_robustexplain.testing import FakeOllamaServer
 
@@ -78,14 +78,7 @@ def _run(pytester: pytest.Pytester, server: FakeOllamaServer, *args: str) -> pyt
 def _stable(value: Any) -> Any:
     """The report without what depends on the clock, the worker count or the report's own name; the
     gates in one order (under xdist they are recorded as they finish)."""
-    if isinstance(value, dict) and "schema" in value:
-        gates = sorted(value["gates"], key=lambda g: (g["nodeid"], g["model"], g["slice"]))
-        value = {**value, "schema": None, "gates": gates, "settings": dict(value["settings"], json=None)}
-    if isinstance(value, dict):
-        return {k: _stable(v) for k, v in value.items() if k not in VOLATILE}
-    if isinstance(value, list):
-        return [_stable(v) for v in value]
-    return value
+    return stable_report(value, VOLATILE, lambda settings: dict(settings, json=None), schema=None)
 
 
 def _outcomes(result: pytest.RunResult) -> dict[str, int]:
